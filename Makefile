@@ -1,0 +1,34 @@
+# Two commands for a newcomer: `make run` serves the catalog, `make test` runs every test.
+PYTHON ?= python3.11
+VENV := .venv
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt requirements-lock.txt | sha256sum | cut -c1-16)
+
+.PHONY: run test lint format venv localstack clean
+
+$(STAMP):
+	rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -r requirements-dev.txt -c requirements-lock.txt
+	touch $@
+
+venv: $(STAMP)
+
+localstack:
+	bash scripts/setup_localstack.sh
+
+run: venv localstack
+	$(VENV)/bin/python scripts/run_local.py
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: venv
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+test: venv localstack lint
+	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) .venv-localstack .localdata .pytest_cache

@@ -1,0 +1,11 @@
+"""All-in-one Chalice app: every route group of the catalog in one function."""
+
+from chalice import Chalice
+
+from chalicelib.routes import config, namespaces, tables, warehouses
+
+app = Chalice(app_name="s3-iceberg-catalog")
+app.register_blueprint(config.bp)
+app.register_blueprint(warehouses.bp)
+app.register_blueprint(namespaces.bp)
+app.register_blueprint(tables.bp)

@@ -1,0 +1,1 @@
+"""Serverless Iceberg REST catalog whose only state is S3."""

@@ -1,0 +1,1 @@
+"""The domain core: catalog operations in domain terms, shared by every protocol face."""

@@ -1,0 +1,152 @@
+"""Namespaces: one record each in the warehouse bucket; multi-level namespaces need their parent."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from chalicelib import keys
+from chalicelib.core import warehouses
+from chalicelib.core.context import Context, dump, is_deleting, now_ms
+from chalicelib.core.paging import decode_token, page
+from chalicelib.errors import (
+    BadRequest,
+    CommitFailed,
+    Conflict,
+    NamespaceAlreadyExists,
+    NamespaceNotEmpty,
+    NamespaceNotFound,
+)
+from chalicelib.names import check_namespace, check_properties
+from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed
+
+Namespace = tuple[str, ...]
+
+
+def _pretty(ns: Namespace) -> str:
+    return ".".join(ns)
+
+
+def read_record(ctx: Context, warehouse: str, ns: Namespace) -> tuple[dict[str, Any], str]:
+    """The namespace record; a precise 404 (warehouse or namespace) when it is missing."""
+    try:
+        obj = ctx.storage.get(ctx.bucket_for(warehouse), keys.namespace_record(ns))
+    except ObjectNotFound:
+        warehouses.read_record(ctx, warehouse)  # raises WarehouseNotFound if that is the cause
+        raise NamespaceNotFound(f"Namespace {_pretty(ns)!r} does not exist") from None
+    return json.loads(obj.body), obj.etag
+
+
+def require_active(ctx: Context, warehouse: str, ns: Namespace) -> dict[str, Any]:
+    record, _ = read_record(ctx, warehouse, ns)
+    if is_deleting(record):
+        raise Conflict(f"Namespace {_pretty(ns)!r} is being deleted")
+    return record
+
+
+def still_active(ctx: Context, warehouse: str, ns: Namespace) -> bool:
+    """Re-check after writing a child: False if the namespace vanished or a deleter holds it."""
+    try:
+        record, _ = read_record(ctx, warehouse, ns)
+    except (NamespaceNotFound, warehouses.WarehouseNotFound):
+        return False
+    return not is_deleting(record)
+
+
+def create(ctx: Context, warehouse: str, namespace: object, properties: object) -> dict[str, Any]:
+    ns = check_namespace(namespace)
+    props = check_properties(properties)
+    bucket = ctx.bucket_for(warehouse)
+    warehouses.require_active(ctx, warehouse)
+    if len(ns) > 1:
+        require_active(ctx, warehouse, ns[:-1])
+    record = {"namespace": list(ns), "properties": props, "state": "active"}
+    try:
+        ctx.storage.put_if_absent(bucket, keys.namespace_record(ns), dump(record))
+    except PreconditionFailed:
+        raise NamespaceAlreadyExists(f"Namespace {_pretty(ns)!r} already exists") from None
+    except BucketNotFound:
+        raise warehouses.WarehouseNotFound(f"Warehouse {warehouse!r} has no bucket") from None
+    # Guard against a concurrent delete of the warehouse or parent (see warehouses.delete).
+    wh_ok = not is_deleting(warehouses.read_record(ctx, warehouse)[0])
+    parent_ok = len(ns) == 1 or still_active(ctx, warehouse, ns[:-1])
+    if not (wh_ok and parent_ok):
+        ctx.storage.delete(bucket, keys.namespace_record(ns))
+        raise Conflict(f"The container of namespace {_pretty(ns)!r} is being deleted")
+    return {"namespace": list(ns), "properties": props}
+
+
+def get(ctx: Context, warehouse: str, ns: Namespace) -> dict[str, Any]:
+    record, _ = read_record(ctx, warehouse, ns)
+    return {"namespace": list(ns), "properties": record.get("properties", {})}
+
+
+def list_children(
+    ctx: Context, warehouse: str, parent: Namespace, page_token: str | None, page_size: int | None
+) -> tuple[list[list[str]], str | None]:
+    if parent:
+        read_record(ctx, warehouse, parent)
+    prefix = keys.child_namespaces_prefix(parent)
+    start = decode_token(page_token, prefix)
+    depth = len(parent) + 1
+
+    def convert(key: str) -> list[str] | None:
+        ns = keys.namespace_from_record(key)
+        return list(ns) if len(ns) == depth else None
+
+    try:
+        return page(ctx.storage.list_keys(ctx.bucket_for(warehouse), prefix, start), convert, page_size)
+    except BucketNotFound:
+        warehouses.read_record(ctx, warehouse)
+        return [], None
+
+
+def update_properties(
+    ctx: Context, warehouse: str, ns: Namespace, updates: object, removals: object
+) -> dict[str, list[str]]:
+    upd = check_properties(updates)
+    if removals is None:
+        removals = []
+    if not isinstance(removals, list) or not all(isinstance(r, str) for r in removals):
+        raise BadRequest("Invalid removals: expected an array of strings")
+    both = set(upd) & set(removals)
+    if both:
+        raise BadRequest(f"Properties both updated and removed: {sorted(both)}")
+    for _ in range(10):  # CAS loop: concurrent property updates merge instead of failing
+        record, etag = read_record(ctx, warehouse, ns)
+        props: dict[str, str] = dict(record.get("properties", {}))
+        removed = [k for k in removals if k in props]
+        missing = [k for k in removals if k not in props]
+        for k in removed:
+            del props[k]
+        props.update(upd)
+        record["properties"] = props
+        try:
+            ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.namespace_record(ns), dump(record), etag)
+        except (PreconditionFailed, ObjectNotFound):
+            continue
+        return {"updated": sorted(upd), "removed": removed, "missing": missing}
+    raise CommitFailed(f"Namespace {_pretty(ns)!r} is under heavy concurrent update; retry")
+
+
+def delete(ctx: Context, warehouse: str, ns: Namespace) -> None:
+    bucket, key = ctx.bucket_for(warehouse), keys.namespace_record(ns)
+    record, etag = read_record(ctx, warehouse, ns)
+    # Mark, then check for children: creators re-read this record after writing (see create).
+    record.update(state="deleting", **{"state-since-ms": now_ms()})
+    try:
+        etag = ctx.storage.put_if_match(bucket, key, dump(record), etag)
+    except (PreconditionFailed, ObjectNotFound):
+        raise Conflict(f"Namespace {_pretty(ns)!r} changed concurrently; retry") from None
+    store = ctx.storage
+    has_table = next(store.list_keys(bucket, keys.tables_prefix(ns), max_keys=1), None) is not None
+    has_child = next(store.list_keys(bucket, keys.child_namespaces_prefix(ns), max_keys=1), None) is not None
+    if has_table or has_child:
+        record.update(state="active", **{"state-since-ms": now_ms()})
+        try:
+            store.put_if_match(bucket, key, dump(record), etag)
+        except (PreconditionFailed, ObjectNotFound):
+            pass
+        what = "tables" if has_table else "namespaces"
+        raise NamespaceNotEmpty(f"Namespace {_pretty(ns)!r} contains {what}; delete them first")
+    store.delete(bucket, key)

@@ -1,0 +1,129 @@
+"""Warehouses: one S3 bucket each, recorded in the system bucket."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from chalicelib import keys
+from chalicelib.core.context import Context, dump, is_deleting, now_ms
+from chalicelib.core.paging import decode_token, page
+from chalicelib.errors import (
+    Conflict,
+    WarehouseAlreadyExists,
+    WarehouseNotEmpty,
+    WarehouseNotFound,
+)
+from chalicelib.names import check_properties, check_warehouse
+from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed, StoredObject
+
+
+def _ensure_system_bucket(ctx: Context) -> None:
+    if not ctx.storage.bucket_exists(ctx.settings.system_bucket):
+        ctx.storage.create_bucket(ctx.settings.system_bucket)
+
+
+def read_record(ctx: Context, warehouse: str) -> tuple[dict[str, Any], str]:
+    try:
+        obj: StoredObject = ctx.storage.get(ctx.settings.system_bucket, keys.warehouse_record(warehouse))
+    except ObjectNotFound:  # includes a missing system bucket: no warehouse was ever created
+        raise WarehouseNotFound(f"Warehouse {warehouse!r} does not exist") from None
+    return json.loads(obj.body), obj.etag
+
+
+def require_active(ctx: Context, warehouse: str) -> dict[str, Any]:
+    record, _ = read_record(ctx, warehouse)
+    if is_deleting(record):
+        raise Conflict(f"Warehouse {warehouse!r} is being deleted")
+    return record
+
+
+def create(ctx: Context, name: object, upgrade_existing: bool, properties: object) -> dict[str, Any]:
+    warehouse = check_warehouse(name)
+    props = check_properties(properties)
+    bucket = ctx.bucket_for(warehouse)
+    store, sys_bucket = ctx.storage, ctx.settings.system_bucket
+    try:
+        store.get(sys_bucket, keys.warehouse_record(warehouse))
+        raise WarehouseAlreadyExists(f"Warehouse {warehouse!r} already exists")
+    except ObjectNotFound:
+        _ensure_system_bucket(ctx)
+    if store.bucket_exists(bucket):
+        # An empty bucket is adopted silently: it is what a crash between the two steps below leaves.
+        if not upgrade_existing and next(store.list_keys(bucket, "", max_keys=1), None) is not None:
+            raise WarehouseAlreadyExists(
+                f"Bucket {bucket!r} already exists and is not empty; "
+                'pass "upgrade-existing": true to turn it into a warehouse'
+            )
+    else:
+        store.create_bucket(bucket)
+    record = {
+        "name": warehouse,
+        "bucket": bucket,
+        "uuid": str(uuid.uuid4()),
+        "created-at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "properties": props,
+        "state": "active",
+    }
+    try:
+        store.put_if_absent(sys_bucket, keys.warehouse_record(warehouse), dump(record))
+    except PreconditionFailed:
+        raise WarehouseAlreadyExists(f"Warehouse {warehouse!r} already exists") from None
+    return public(record)
+
+
+def public(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: record[k] for k in ("name", "bucket", "uuid", "created-at", "properties")}
+
+
+def get(ctx: Context, name: str) -> dict[str, Any]:
+    record, _ = read_record(ctx, check_warehouse(name))
+    return public(record)
+
+
+def list_names(ctx: Context, page_token: str | None, page_size: int | None) -> tuple[list[str], str | None]:
+    start = decode_token(page_token, keys.WAREHOUSES_PREFIX)
+    try:
+        it = ctx.storage.list_keys(ctx.settings.system_bucket, keys.WAREHOUSES_PREFIX, start)
+        return page(it, keys.warehouse_from_record, page_size)
+    except BucketNotFound:
+        return [], None
+
+
+def delete(ctx: Context, name: str, preserve_bucket: bool) -> None:
+    warehouse = check_warehouse(name)
+    store, sys_bucket, rec_key = ctx.storage, ctx.settings.system_bucket, keys.warehouse_record(warehouse)
+    record, etag = read_record(ctx, warehouse)
+    # Mark first, then check: a namespace create re-reads this record after writing, so either it
+    # sees the mark and backs out, or this check sees its namespace.
+    record.update(state="deleting", **{"state-since-ms": now_ms()})
+    try:
+        etag = store.put_if_match(sys_bucket, rec_key, dump(record), etag)
+    except (PreconditionFailed, ObjectNotFound):
+        raise Conflict(f"Warehouse {warehouse!r} changed concurrently; retry") from None
+    bucket = record["bucket"]
+    try:
+        has_ns = next(store.list_keys(bucket, keys.NS_PREFIX, max_keys=1), None) is not None
+    except BucketNotFound:
+        has_ns = False
+    if has_ns:
+        record.update(state="active", **{"state-since-ms": now_ms()})
+        try:
+            store.put_if_match(sys_bucket, rec_key, dump(record), etag)
+        except (PreconditionFailed, ObjectNotFound):
+            pass
+        raise WarehouseNotEmpty(f"Warehouse {warehouse!r} contains namespaces; delete them first")
+    if not preserve_bucket:
+        try:
+            store.delete_many(bucket, list(store.list_keys(bucket, "")))
+            store.delete_bucket(bucket)
+        except BucketNotFound:
+            pass
+    else:
+        try:
+            store.delete_many(bucket, list(store.list_keys(bucket, keys.CATALOG_PREFIX)))
+        except BucketNotFound:
+            pass
+    store.delete(sys_bucket, rec_key)

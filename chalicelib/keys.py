@@ -1,0 +1,91 @@
+"""The S3 key layout. Every object the catalog owns is named here, and only here.
+
+System bucket (``CATALOG_SYSTEM_BUCKET``)::
+
+    warehouses/{warehouse}.json            warehouse record: name, bucket, uuid, created-at,
+                                           properties, state ("active" | "deleting")
+
+Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
+
+    .catalog/ns/{l1}.{l2}...{ln}.json      namespace record: levels, properties, state.
+                                           Levels never contain '.', so the join is unambiguous.
+    .catalog/tables/{l1}.{l2}.../{t}.json  table pointer: metadata-location, table-uuid, state
+                                           ("active" | "pending" | "moved" | "dropped"); every
+                                           commit swaps it with If-Match on its ETag.
+    {l1}/{l2}/.../{t}-{uuid}/              table location, chosen by the catalog; it is unique
+        metadata/{v:05d}-{uuid}.metadata.json   per table, so a rename never moves files and a
+        data/...                                new table under an old name never shares them.
+
+Metadata files are immutable: they are written once with If-None-Match and never rewritten.
+"""
+
+from __future__ import annotations
+
+CATALOG_PREFIX = ".catalog/"
+NS_PREFIX = CATALOG_PREFIX + "ns/"
+TABLES_PREFIX = CATALOG_PREFIX + "tables/"
+WAREHOUSES_PREFIX = "warehouses/"
+
+Namespace = tuple[str, ...]
+
+
+def warehouse_record(warehouse: str) -> str:
+    return f"{WAREHOUSES_PREFIX}{warehouse}.json"
+
+
+def warehouse_from_record(key: str) -> str:
+    return key[len(WAREHOUSES_PREFIX) : -len(".json")]
+
+
+def ns_id(namespace: Namespace) -> str:
+    return ".".join(namespace)
+
+
+def namespace_record(namespace: Namespace) -> str:
+    return f"{NS_PREFIX}{ns_id(namespace)}.json"
+
+
+def namespace_from_record(key: str) -> Namespace:
+    return tuple(key[len(NS_PREFIX) : -len(".json")].split("."))
+
+
+def child_namespaces_prefix(parent: Namespace) -> str:
+    return f"{NS_PREFIX}{ns_id(parent)}." if parent else NS_PREFIX
+
+
+def tables_prefix(namespace: Namespace) -> str:
+    return f"{TABLES_PREFIX}{ns_id(namespace)}/"
+
+
+def table_pointer(namespace: Namespace, table: str) -> str:
+    return f"{tables_prefix(namespace)}{table}.json"
+
+
+def table_from_pointer(key: str) -> str:
+    return key.rsplit("/", 1)[1][: -len(".json")]
+
+
+def table_location(bucket: str, namespace: Namespace, table: str, table_uuid: str) -> str:
+    return f"s3://{bucket}/{'/'.join(namespace)}/{table}-{table_uuid.replace('-', '')}"
+
+
+def metadata_file(location: str, version: int, file_uuid: str) -> str:
+    return f"{location}/metadata/{version:05d}-{file_uuid}.metadata.json"
+
+
+def metadata_version(metadata_location: str) -> int:
+    """The version number of a metadata file name; 0 when it does not follow the convention."""
+    name = metadata_location.rsplit("/", 1)[-1]
+    head = name.split("-", 1)[0]
+    if head.isdigit():
+        return int(head)
+    if name.startswith("v") and name.split(".", 1)[0][1:].isdigit():
+        return int(name.split(".", 1)[0][1:])
+    return 0
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    if not uri.startswith(("s3://", "s3a://", "s3n://")):
+        raise ValueError(f"not an S3 URI: {uri}")
+    bucket, _, key = uri.split("://", 1)[1].partition("/")
+    return bucket, key

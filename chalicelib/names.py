@@ -1,0 +1,73 @@
+"""Naming rules (seeds 000/001). Every name is checked here before it becomes part of an S3 key."""
+
+from __future__ import annotations
+
+import re
+
+from chalicelib.errors import BadRequest
+
+MAX_NAMESPACE_LEVELS = 10
+MAX_PROPERTY_BYTES = 2048
+# Warehouse names double as bucket names and route segments; these would shadow routes.
+RESERVED_WAREHOUSES = frozenset({"warehouses", "buckets", "config", "oauth", "admin"})
+
+_WAREHOUSE = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
+_IDENT = re.compile(r"^[a-z0-9_]{1,250}$")
+
+
+def check_warehouse(name: object) -> str:
+    if not isinstance(name, str) or not _WAREHOUSE.match(name) or "--" in name:
+        raise BadRequest(
+            f"Invalid warehouse name {str(name)[:80]!r}: 3-63 characters, lowercase letters, "
+            "numbers and hyphens, starting and ending with a letter or number"
+        )
+    if name in RESERVED_WAREHOUSES:
+        raise BadRequest(f"Invalid warehouse name {name!r}: the name is reserved")
+    return name
+
+
+def check_namespace(levels: object) -> tuple[str, ...]:
+    if not isinstance(levels, (list, tuple)) or not levels:
+        raise BadRequest("Invalid namespace: expected a non-empty array of names")
+    if len(levels) > MAX_NAMESPACE_LEVELS:
+        raise BadRequest(f"Invalid namespace: at most {MAX_NAMESPACE_LEVELS} levels, got {len(levels)}")
+    for level in levels:
+        if not isinstance(level, str) or not _IDENT.match(level):
+            raise BadRequest(
+                f"Invalid namespace name {str(level)[:80]!r}: 1-250 characters, "
+                "lowercase letters, numbers and underscores"
+            )
+    return tuple(levels)
+
+
+def check_table(name: object) -> str:
+    if not isinstance(name, str) or not _IDENT.match(name):
+        raise BadRequest(
+            f"Invalid table name {str(name)[:80]!r}: 1-250 characters, lowercase letters, numbers and underscores"
+        )
+    return name
+
+
+def check_properties(props: object, what: str = "property") -> dict[str, str]:
+    if props is None:
+        return {}
+    if not isinstance(props, dict):
+        raise BadRequest(f"Invalid {what} map: expected a JSON object")
+    out: dict[str, str] = {}
+    for key, value in props.items():
+        if value is None or isinstance(value, (dict, list)):
+            raise BadRequest(f"Invalid {what} {key[:80]!r}: value must be a string")
+        value = value if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+        if len(key.encode()) > MAX_PROPERTY_BYTES or len(value.encode()) > MAX_PROPERTY_BYTES:
+            raise BadRequest(f"Invalid {what} {key[:80]!r}: keys and values are limited to 2 KB each")
+        if not key:
+            raise BadRequest(f"Invalid {what}: empty key")
+        out[key] = value
+    return out
+
+
+def parse_namespace_path(raw: str) -> tuple[str, ...]:
+    """Decode a namespace path segment: levels joined by %1F (or a raw 0x1F)."""
+    from urllib.parse import unquote
+
+    return check_namespace(unquote(raw).split("\x1f"))

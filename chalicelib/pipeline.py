@@ -1,0 +1,156 @@
+"""The request pipeline every route runs through: parse, authenticate, authorize, handle, format.
+
+Routes declare their IAM-style action and how to name the resource; the authenticator and the
+authorizer are plugged in here (globally or per action) without touching any route.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import unquote
+
+from chalice import Blueprint, Response
+
+from chalicelib.errors import BadRequest, CatalogError, InternalError
+from chalicelib.storage import COUNTER
+
+log = logging.getLogger("catalog")
+
+JSON_TYPES = ["application/json", "application/x-www-form-urlencoded", "text/plain"]
+
+
+@dataclass(frozen=True)
+class Identity:
+    principal: str
+    attributes: tuple[tuple[str, str], ...] = ()
+
+
+ANONYMOUS = Identity("anonymous")
+
+
+@dataclass
+class RequestContext:
+    """What a handler sees: decoded parameters and the raw request, for signature checks."""
+
+    method: str
+    params: dict[str, str]
+    query: dict[str, str]
+    headers: Any
+    raw_body: bytes
+    raw_path: str
+    action: str
+    identity: Identity = ANONYMOUS
+
+    def json(self) -> Any:
+        if not self.raw_body:
+            raise BadRequest("A JSON request body is required")
+        try:
+            return json.loads(self.raw_body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise BadRequest(f"Malformed JSON body: {exc}") from None
+
+    def param(self, name: str) -> str:
+        return unquote(self.params[name])
+
+
+class Authenticator(Protocol):
+    def authenticate(self, ctx: RequestContext) -> Identity: ...
+
+
+class Authorizer(Protocol):
+    def authorize(self, ctx: RequestContext) -> None: ...
+
+
+class AllowAnonymous:
+    def authenticate(self, ctx: RequestContext) -> Identity:
+        return ANONYMOUS
+
+    def authorize(self, ctx: RequestContext) -> None:
+        return None
+
+
+@dataclass
+class Pipeline:
+    authenticator: Authenticator = field(default_factory=AllowAnonymous)
+    authorizer: Authorizer = field(default_factory=AllowAnonymous)
+    per_action: dict[str, tuple[Authenticator, Authorizer]] = field(default_factory=dict)
+
+    def for_action(self, action: str) -> tuple[Authenticator, Authorizer]:
+        return self.per_action.get(action, (self.authenticator, self.authorizer))
+
+
+PIPELINE = Pipeline()
+
+
+@dataclass(frozen=True)
+class RouteInfo:
+    method: str
+    path: str
+    action: str
+    iceberg: bool
+
+
+ROUTES: list[RouteInfo] = []
+
+
+def error_response(exc: CatalogError, head: bool = False) -> Response:
+    headers = {"Content-Type": "application/json", **exc.headers}
+    return Response(body="" if head else json.dumps(exc.to_body()), status_code=exc.status, headers=headers)
+
+
+def operation(
+    bp: Blueprint, path: str, method: str, action: str, *, iceberg: bool = True
+) -> Callable[[Callable[[RequestContext], Any]], Callable[..., Response]]:
+    """Register a handler taking a RequestContext and returning (status, body[, headers])."""
+
+    def register(handler: Callable[[RequestContext], Any]) -> Callable[..., Response]:
+        ROUTES.append(RouteInfo(method, path, action, iceberg))
+
+        def view(**params: str) -> Response:
+            req = bp.current_request
+            COUNTER.count = 0
+            ctx = RequestContext(
+                method=method,
+                params=params,
+                query=dict(req.query_params or {}),
+                headers=req.headers,
+                raw_body=req.raw_body or b"",
+                raw_path=(req.context or {}).get("path", ""),
+                action=action,
+            )
+            try:
+                authn, authz = PIPELINE.for_action(action)
+                ctx.identity = authn.authenticate(ctx)
+                authz.authorize(ctx)
+                result = handler(ctx)
+            except CatalogError as exc:
+                resp = error_response(exc, head=method == "HEAD")
+            except Exception:  # noqa: BLE001 - never a stack trace to the caller
+                log.exception("unhandled error in %s %s", method, path)
+                resp = error_response(InternalError("Internal error; see the catalog logs"), method == "HEAD")
+            else:
+                resp = _to_response(result)
+            resp.headers["X-Catalog-S3-Requests"] = str(COUNTER.count)
+            return resp
+
+        view.__name__ = f"{action}_{method}_{len(ROUTES)}"
+        bp.route(path, methods=[method], content_types=JSON_TYPES)(view)
+        return view
+
+    return register
+
+
+def _to_response(result: Any) -> Response:
+    status, body, *rest = result
+    headers = {"Content-Type": "application/json", **(rest[0] if rest else {})}
+    if body is None:
+        text = ""
+    elif isinstance(body, str):
+        text = body
+    else:
+        text = json.dumps(body)
+    return Response(body=text, status_code=status, headers=headers)

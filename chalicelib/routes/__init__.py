@@ -1,0 +1,31 @@
+"""Iceberg REST face: Chalice blueprints that only parse requests and format responses."""
+
+from __future__ import annotations
+
+from chalicelib.core.context import Context, get_context
+from chalicelib.names import check_warehouse, parse_namespace_path
+from chalicelib.pipeline import RequestContext
+
+V1 = "/_iceberg/v1"
+PREFIX = V1 + "/{warehouse}"
+
+
+def warehouse_of(req: RequestContext) -> tuple[Context, str]:
+    return get_context(), check_warehouse(req.param("warehouse"))
+
+
+def namespace_of(req: RequestContext) -> tuple[str, ...]:
+    return parse_namespace_path(req.params["namespace"])
+
+
+def paging_of(req: RequestContext) -> tuple[str | None, int | None]:
+    from chalicelib.core.paging import parse_page_size
+
+    return req.query.get("pageToken") or None, parse_page_size(req.query.get("pageSize"))
+
+
+def paged(key: str, items: list[object], token: str | None) -> dict[str, object]:
+    body: dict[str, object] = {key: items}
+    if token:
+        body["next-page-token"] = token
+    return body

@@ -1,0 +1,64 @@
+"""Namespace routes of the Iceberg REST spec."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalice import Blueprint
+
+from chalicelib.core import namespaces
+from chalicelib.errors import BadRequest
+from chalicelib.names import parse_namespace_path
+from chalicelib.pipeline import RequestContext, operation
+from chalicelib.routes import PREFIX, namespace_of, paged, paging_of, warehouse_of
+
+bp = Blueprint(__name__)
+NS = PREFIX + "/namespaces"
+
+
+@operation(bp, NS, "GET", "ListNamespaces")
+def list_namespaces(req: RequestContext) -> tuple[int, dict[str, Any]]:
+    ctx, wh = warehouse_of(req)
+    raw_parent = req.query.get("parent")
+    parent = parse_namespace_path(raw_parent) if raw_parent else ()
+    items, token = namespaces.list_children(ctx, wh, parent, *paging_of(req))
+    return 200, paged("namespaces", list(items), token)
+
+
+@operation(bp, NS, "POST", "CreateNamespace")
+def create_namespace(req: RequestContext) -> tuple[int, dict[str, Any]]:
+    ctx, wh = warehouse_of(req)
+    body = req.json()
+    if not isinstance(body, dict):
+        raise BadRequest("Invalid create-namespace request: expected a JSON object")
+    return 200, namespaces.create(ctx, wh, body.get("namespace"), body.get("properties"))
+
+
+@operation(bp, NS + "/{namespace}", "GET", "GetNamespace")
+def load_namespace(req: RequestContext) -> tuple[int, dict[str, Any]]:
+    ctx, wh = warehouse_of(req)
+    return 200, namespaces.get(ctx, wh, namespace_of(req))
+
+
+@operation(bp, NS + "/{namespace}", "HEAD", "GetNamespace")
+def namespace_exists(req: RequestContext) -> tuple[int, None]:
+    ctx, wh = warehouse_of(req)
+    namespaces.read_record(ctx, wh, namespace_of(req))
+    return 204, None
+
+
+@operation(bp, NS + "/{namespace}", "DELETE", "DeleteNamespace")
+def drop_namespace(req: RequestContext) -> tuple[int, None]:
+    ctx, wh = warehouse_of(req)
+    namespaces.delete(ctx, wh, namespace_of(req))
+    return 204, None
+
+
+@operation(bp, NS + "/{namespace}/properties", "POST", "UpdateNamespaceProperties")
+def update_properties(req: RequestContext) -> tuple[int, dict[str, Any]]:
+    ctx, wh = warehouse_of(req)
+    ns = namespace_of(req)
+    body = req.json()
+    if not isinstance(body, dict):
+        raise BadRequest("Invalid update-properties request: expected a JSON object")
+    return 200, namespaces.update_properties(ctx, wh, ns, body.get("updates"), body.get("removals"))

@@ -1,0 +1,48 @@
+"""Warehouse routes; /buckets is an alias of /warehouses (S3 Tables naming)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalice import Blueprint
+
+from chalicelib.core import warehouses
+from chalicelib.core.context import get_context
+from chalicelib.core.paging import parse_bool
+from chalicelib.errors import BadRequest
+from chalicelib.pipeline import RequestContext, operation
+from chalicelib.routes import V1, paged, paging_of
+
+bp = Blueprint(__name__)
+
+
+def _create(req: RequestContext) -> tuple[int, dict[str, Any]]:
+    body = req.json()
+    if not isinstance(body, dict):
+        raise BadRequest("Invalid create-warehouse request: expected a JSON object")
+    upgrade = body.get("upgrade-existing", False)
+    if not isinstance(upgrade, bool):
+        raise BadRequest("Invalid upgrade-existing: expected true or false")
+    return 200, warehouses.create(get_context(), body.get("name"), upgrade, body.get("properties"))
+
+
+def _list(req: RequestContext) -> tuple[int, dict[str, Any]]:
+    names, token = warehouses.list_names(get_context(), *paging_of(req))
+    return 200, paged("warehouses", list(names), token)
+
+
+def _get(req: RequestContext) -> tuple[int, dict[str, Any]]:
+    return 200, warehouses.get(get_context(), req.param("warehouse"))
+
+
+def _delete(req: RequestContext) -> tuple[int, None]:
+    preserve = parse_bool(req.query.get("preserve-bucket"), "preserve-bucket", False)
+    warehouses.delete(get_context(), req.param("warehouse"), preserve)
+    return 204, None
+
+
+for _base in ("warehouses", "buckets"):
+    operation(bp, f"{V1}/{_base}", "POST", "CreateWarehouse", iceberg=False)(_create)
+    operation(bp, f"{V1}/{_base}", "GET", "ListWarehouses", iceberg=False)(_list)
+    operation(bp, f"{V1}/{_base}/{{warehouse}}", "GET", "GetWarehouse", iceberg=False)(_get)
+    operation(bp, f"{V1}/{_base}/{{warehouse}}", "DELETE", "DeleteWarehouse", iceberg=False)(_delete)

@@ -1,0 +1,48 @@
+"""Deployment settings, read once from the environment."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+
+def _flag(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    return default if raw is None else raw.strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class Settings:
+    s3_endpoint_url: str | None = None
+    region: str = "us-east-1"
+    system_bucket: str = "iceberg-catalog-system"
+    bucket_prefix: str = ""
+    # S3 settings handed to clients in /config and load-table `config`, so engines need only the URL.
+    client_s3_endpoint: str | None = None
+    vend_s3_credentials: bool = False
+    client_config: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        endpoint = os.environ.get("S3_ENDPOINT_URL") or None
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        client_endpoint = os.environ.get("CATALOG_CLIENT_S3_ENDPOINT") or endpoint
+        vend = _flag("CATALOG_VEND_S3_CREDENTIALS", False)
+        cfg: dict[str, str] = {"s3.region": region, "client.region": region}
+        if client_endpoint:
+            cfg["s3.endpoint"] = client_endpoint
+            cfg["s3.path-style-access"] = "true"
+        if vend:
+            key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
+            if key and secret:
+                cfg["s3.access-key-id"] = key
+                cfg["s3.secret-access-key"] = secret
+        return cls(
+            s3_endpoint_url=endpoint,
+            region=region,
+            system_bucket=os.environ.get("CATALOG_SYSTEM_BUCKET", "iceberg-catalog-system"),
+            bucket_prefix=os.environ.get("CATALOG_BUCKET_PREFIX", ""),
+            client_s3_endpoint=client_endpoint,
+            vend_s3_credentials=vend,
+            client_config=cfg,
+        )
