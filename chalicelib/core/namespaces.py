@@ -129,24 +129,35 @@ def update_properties(
     raise CommitFailed(f"Namespace {_pretty(ns)!r} is under heavy concurrent update; retry")
 
 
+def _children(ctx: Context, bucket: str, ns: Namespace) -> str | None:
+    store = ctx.storage
+    if next(store.list_keys(bucket, keys.tables_prefix(ns), max_keys=1), None) is not None:
+        return "tables"
+    if next(store.list_keys(bucket, keys.child_namespaces_prefix(ns), max_keys=1), None) is not None:
+        return "namespaces"
+    return None
+
+
 def delete(ctx: Context, warehouse: str, ns: Namespace) -> None:
     bucket, key = ctx.bucket_for(warehouse), keys.namespace_record(ns)
-    record, etag = read_record(ctx, warehouse, ns)
-    # Mark, then check for children: creators re-read this record after writing (see create).
-    record.update(state="deleting", **{"state-since-ms": now_ms()})
-    try:
-        etag = ctx.storage.put_if_match(bucket, key, dump(record), etag)
-    except (PreconditionFailed, ObjectNotFound):
-        raise Conflict(f"Namespace {_pretty(ns)!r} changed concurrently; retry") from None
-    store = ctx.storage
-    has_table = next(store.list_keys(bucket, keys.tables_prefix(ns), max_keys=1), None) is not None
-    has_child = next(store.list_keys(bucket, keys.child_namespaces_prefix(ns), max_keys=1), None) is not None
-    if has_table or has_child:
-        record.update(state="active", **{"state-since-ms": now_ms()})
+    read_record(ctx, warehouse, ns)
+    what = _children(ctx, bucket, ns)  # the common refusal costs no write
+    if what is None:
+        original = ctx.storage.get(bucket, key)
+        # Mark, then check again: creators re-read this record after writing (see create), so
+        # either they see the mark and back out, or the second check sees their child.
+        record = json.loads(original.body)
+        record.update(state="deleting", **{"state-since-ms": now_ms()})
         try:
-            store.put_if_match(bucket, key, dump(record), etag)
+            etag = ctx.storage.put_if_match(bucket, key, dump(record), original.etag)
+        except (PreconditionFailed, ObjectNotFound):
+            raise Conflict(f"Namespace {_pretty(ns)!r} changed concurrently; retry") from None
+        what = _children(ctx, bucket, ns)
+        if what is None:
+            ctx.storage.delete(bucket, key)
+            return
+        try:  # restore the exact bytes we replaced
+            ctx.storage.put_if_match(bucket, key, original.body, etag)
         except (PreconditionFailed, ObjectNotFound):
             pass
-        what = "tables" if has_table else "namespaces"
-        raise NamespaceNotEmpty(f"Namespace {_pretty(ns)!r} contains {what}; delete them first")
-    store.delete(bucket, key)
+    raise NamespaceNotEmpty(f"Namespace {_pretty(ns)!r} contains {what}; delete them first")

@@ -92,38 +92,46 @@ def list_names(ctx: Context, page_token: str | None, page_size: int | None) -> t
         return [], None
 
 
+def _has_namespaces(ctx: Context, bucket: str) -> bool:
+    try:
+        return next(ctx.storage.list_keys(bucket, keys.NS_PREFIX, max_keys=1), None) is not None
+    except BucketNotFound:
+        return False
+
+
 def delete(ctx: Context, name: str, preserve_bucket: bool) -> None:
     warehouse = check_warehouse(name)
     store, sys_bucket, rec_key = ctx.storage, ctx.settings.system_bucket, keys.warehouse_record(warehouse)
-    record, etag = read_record(ctx, warehouse)
-    # Mark first, then check: a namespace create re-reads this record after writing, so either it
-    # sees the mark and backs out, or this check sees its namespace.
-    record.update(state="deleting", **{"state-since-ms": now_ms()})
-    try:
-        etag = store.put_if_match(sys_bucket, rec_key, dump(record), etag)
-    except (PreconditionFailed, ObjectNotFound):
-        raise Conflict(f"Warehouse {warehouse!r} changed concurrently; retry") from None
+    record, _ = read_record(ctx, warehouse)
     bucket = record["bucket"]
-    try:
-        has_ns = next(store.list_keys(bucket, keys.NS_PREFIX, max_keys=1), None) is not None
-    except BucketNotFound:
-        has_ns = False
-    if has_ns:
-        record.update(state="active", **{"state-since-ms": now_ms()})
+    if not _has_namespaces(ctx, bucket):  # the common refusal costs no write
+        original = store.get(sys_bucket, rec_key)
+        # Mark, then check again: a namespace create re-reads this record after writing, so
+        # either it sees the mark and backs out, or this check sees its namespace.
+        record = json.loads(original.body)
+        record.update(state="deleting", **{"state-since-ms": now_ms()})
         try:
-            store.put_if_match(sys_bucket, rec_key, dump(record), etag)
+            etag = store.put_if_match(sys_bucket, rec_key, dump(record), original.etag)
+        except (PreconditionFailed, ObjectNotFound):
+            raise Conflict(f"Warehouse {warehouse!r} changed concurrently; retry") from None
+        if not _has_namespaces(ctx, bucket):
+            _remove_bucket_contents(ctx, bucket, preserve_bucket)
+            store.delete(sys_bucket, rec_key)
+            return
+        try:  # restore the exact bytes we replaced
+            store.put_if_match(sys_bucket, rec_key, original.body, etag)
         except (PreconditionFailed, ObjectNotFound):
             pass
-        raise WarehouseNotEmpty(f"Warehouse {warehouse!r} contains namespaces; delete them first")
-    if not preserve_bucket:
-        try:
-            store.delete_many(bucket, list(store.list_keys(bucket, "")))
+    raise WarehouseNotEmpty(f"Warehouse {warehouse!r} contains namespaces; delete them first")
+
+
+def _remove_bucket_contents(ctx: Context, bucket: str, preserve_bucket: bool) -> None:
+    """Without preserve-bucket the bucket goes, with every file left by non-purging drops."""
+    store = ctx.storage
+    try:
+        prefix = keys.CATALOG_PREFIX if preserve_bucket else ""
+        store.delete_many(bucket, list(store.list_keys(bucket, prefix)))
+        if not preserve_bucket:
             store.delete_bucket(bucket)
-        except BucketNotFound:
-            pass
-    else:
-        try:
-            store.delete_many(bucket, list(store.list_keys(bucket, keys.CATALOG_PREFIX)))
-        except BucketNotFound:
-            pass
-    store.delete(sys_bucket, rec_key)
+    except BucketNotFound:
+        pass

@@ -1,0 +1,120 @@
+"""Fixtures: a LocalStack S3 (or S3_ENDPOINT_URL) and the catalog served over real HTTP."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+import requests
+from botocore.config import Config
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import local_s3  # noqa: E402
+
+REGION = "us-east-1"
+KEYS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if os.environ.get("S3_ENDPOINT_URL"):
+        yield os.environ["S3_ENDPOINT_URL"]
+        return
+    s3 = local_s3.start(local_s3.free_port(), tmp_path_factory.mktemp("localstack"))
+    if s3.kind != "localstack" and os.environ.get("CI"):
+        s3.stop()
+        pytest.exit("LocalStack is required for the race tests; run `make localstack`", returncode=3)
+    yield s3.endpoint
+    s3.stop()
+
+
+@pytest.fixture(scope="session")
+def s3(s3_endpoint: str) -> Any:
+    return boto3.client(
+        "s3",
+        endpoint_url=s3_endpoint,
+        region_name=REGION,
+        aws_access_key_id=KEYS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=KEYS["AWS_SECRET_ACCESS_KEY"],
+        config=Config(s3={"addressing_style": "path"}, max_pool_connections=32),
+    )
+
+
+@pytest.fixture(scope="session")
+def system_bucket() -> str:
+    return f"catalog-system-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def catalog_url(s3_endpoint: str, system_bucket: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = local_s3.free_port()
+    env = dict(os.environ, **KEYS)
+    env.update(
+        S3_ENDPOINT_URL=s3_endpoint,
+        AWS_DEFAULT_REGION=REGION,
+        CATALOG_SYSTEM_BUCKET=system_bucket,
+        CATALOG_VEND_S3_CREDENTIALS="true",
+    )
+    log = open(tmp_path_factory.mktemp("catalog") / "catalog.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chalicelib.devserver", "--port", str(port)],
+        cwd=str(ROOT),
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}/_iceberg"
+    local_s3.wait_http(f"{url}/v1/config", 60, proc)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def http() -> requests.Session:
+    return requests.Session()
+
+
+@pytest.fixture()
+def warehouse(catalog_url: str, http: requests.Session) -> str:
+    name = f"wh-{uuid.uuid4().hex[:12]}"
+    resp = http.post(f"{catalog_url}/v1/warehouses", json={"name": name})
+    assert resp.status_code == 200, resp.text
+    return name
+
+
+@pytest.fixture()
+def catalog(catalog_url: str, warehouse: str) -> Any:
+    from pyiceberg.catalog.rest import RestCatalog
+
+    return RestCatalog("test", uri=catalog_url, warehouse=warehouse)
+
+
+def s3_state(s3: Any) -> dict[tuple[str, str], str]:
+    """Every object in every bucket, with a hash of its bytes."""
+    state: dict[tuple[str, str], str] = {}
+    for bucket in s3.list_buckets()["Buckets"]:
+        name = bucket["Name"]
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name):
+            for item in page.get("Contents", []):
+                body = s3.get_object(Bucket=name, Key=item["Key"])["Body"].read()
+                state[(name, item["Key"])] = hashlib.sha256(body).hexdigest()
+        state[(name, "")] = "bucket"
+    return state
+
+
+def keys_under(s3: Any, bucket: str, prefix: str = "") -> list[str]:
+    out: list[str] = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        out.extend(item["Key"] for item in page.get("Contents", []))
+    return out
