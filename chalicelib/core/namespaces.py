@@ -133,8 +133,10 @@ def _children(ctx: Context, bucket: str, ns: Namespace) -> str | None:
     store = ctx.storage
     if next(store.list_keys(bucket, keys.tables_prefix(ns), max_keys=1), None) is not None:
         return "tables"
-    if next(store.list_keys(bucket, keys.child_namespaces_prefix(ns), max_keys=1), None) is not None:
-        return "namespaces"
+    own = keys.namespace_record(ns)  # "a.json" shares the children's prefix "a."
+    for key in store.list_keys(bucket, keys.child_namespaces_prefix(ns), max_keys=2):
+        if key != own:
+            return "namespaces"
     return None
 
 
