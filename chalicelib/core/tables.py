@@ -125,9 +125,12 @@ def _settle_pending(ctx: Context, warehouse: str, ns: Namespace, name: str, dst:
     active["state"] = "active"
     try:
         etag = ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.table_pointer(ns, name), dump(active), dst.etag)
-        return Pointer(active, etag)
+        settled: Pointer | None = Pointer(active, etag)
     except (PreconditionFailed, ObjectNotFound):
-        return live(ctx, warehouse, ns, name)  # someone else settled it first
+        settled = live(ctx, warehouse, ns, name)  # someone else settled it first
+    if src is not None and not src.stale():  # within the lease no creator can own the key yet
+        ctx.storage.delete(ctx.bucket_for(warehouse), keys.table_pointer(src_ns, src_name))
+    return settled
 
 
 def live(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Pointer | None:
@@ -143,6 +146,8 @@ def live(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Pointer | No
         dst = _read(ctx, warehouse, dst_ns, dst_name)
         if dst is not None and dst.state == "pending":
             _settle_pending(ctx, warehouse, dst_ns, dst_name, dst)
+        elif dst is not None and dst.data.get("table-uuid") == p.data.get("table-uuid") and not p.stale():
+            ctx.storage.delete(ctx.bucket_for(warehouse), keys.table_pointer(ns, name))  # rename done: tidy up
     return None
 
 
@@ -167,7 +172,10 @@ def _claim_name(ctx: Context, warehouse: str, ns: Namespace, name: str, data: di
         pass
     existing = _read(ctx, warehouse, ns, name)
     if existing is not None and existing.state != "active" and live(ctx, warehouse, ns, name) is None:
-        if existing.stale():  # an abandoned tombstone or reservation: take it over atomically
+        same_rename = existing.state == "pending" and all(
+            existing.data.get(k) == data.get(k) for k in ("rename-from", "table-uuid", "metadata-location")
+        )
+        if existing.stale() or same_rename:  # abandoned, or our own retried rename
             try:
                 return ctx.storage.put_if_match(bucket, key, dump(data), existing.etag)
             except (PreconditionFailed, ObjectNotFound):
