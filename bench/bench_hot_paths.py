@@ -1,0 +1,90 @@
+"""Benchmark: S3 requests and latency of load/commit, and cold import time of the app.
+
+Run: .venv/bin/python bench/bench_hot_paths.py   (starts its own local S3 and catalog)
+It reports numbers; it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import local_s3  # noqa: E402
+
+SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
+N = int(os.environ.get("BENCH_N", "200"))
+
+
+def import_time(module: str) -> float:
+    code = f"import time; t=time.perf_counter(); import {module}; print(time.perf_counter()-t)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    return float(out.stdout.strip()) * 1000
+
+
+def pct(values: list[float], p: float) -> float:
+    return sorted(values)[min(len(values) - 1, int(len(values) * p))]
+
+
+def main() -> None:
+    print(f"cold import of app.py: {statistics.median(import_time('app') for _ in range(3)):.0f} ms")
+    s3 = local_s3.start(local_s3.free_port(), Path(tempfile.mkdtemp()) / "s3")
+    port = local_s3.free_port()
+    env = dict(
+        os.environ,
+        S3_ENDPOINT_URL=s3.endpoint,
+        AWS_ACCESS_KEY_ID="test",
+        AWS_SECRET_ACCESS_KEY="test",
+        AWS_DEFAULT_REGION="us-east-1",
+        CATALOG_SYSTEM_BUCKET=f"bench-{uuid.uuid4().hex[:8]}",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chalicelib.devserver", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/_iceberg/v1"
+        local_s3.wait_http(f"{url}/config", 60, proc)
+        http = requests.Session()
+        wh = f"bench-{uuid.uuid4().hex[:8]}"
+        http.post(f"{url}/warehouses", json={"name": wh}).raise_for_status()
+        http.post(f"{url}/{wh}/namespaces", json={"namespace": ["b"]}).raise_for_status()
+        http.post(f"{url}/{wh}/namespaces/b/tables", json={"name": "t", "schema": SCHEMA}).raise_for_status()
+        table = f"{url}/{wh}/namespaces/b/tables/t"
+        for label, call in (
+            ("load", lambda i: http.get(table)),
+            (
+                "commit",
+                lambda i: http.post(table, json={"updates": [{"action": "set-properties", "updates": {"k": str(i)}}]}),
+            ),
+        ):
+            times, reqs = [], []
+            for i in range(N):
+                t0 = time.perf_counter()
+                resp = call(i)
+                times.append((time.perf_counter() - t0) * 1000)
+                resp.raise_for_status()
+                reqs.append(int(resp.headers["X-Catalog-S3-Requests"]))
+            print(
+                f"{label:7s} n={N} S3 requests/op={statistics.mean(reqs):.1f} "
+                f"p50={pct(times, 0.5):.1f} ms p95={pct(times, 0.95):.1f} ms on {s3.kind}"
+            )
+    finally:
+        proc.terminate()
+        s3.stop()
+
+
+if __name__ == "__main__":
+    main()
