@@ -2,10 +2,14 @@
 
 from chalice import Chalice
 
-from chalicelib.routes import config, namespaces, tables, warehouses
+from chalicelib.auth.plugin import install
+from chalicelib.pipeline import PIPELINE
+from chalicelib.routes import auth, config, namespaces, tables, warehouses
 
+install(PIPELINE)
 app = Chalice(app_name="s3-iceberg-catalog")
 app.register_blueprint(config.bp)
+app.register_blueprint(auth.bp)
 app.register_blueprint(warehouses.bp)
 app.register_blueprint(namespaces.bp)
 app.register_blueprint(tables.bp)

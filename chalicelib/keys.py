@@ -4,6 +4,9 @@ System bucket (``CATALOG_SYSTEM_BUCKET``)::
 
     warehouses/{warehouse}.json            warehouse record: name, bucket, uuid, created-at,
                                            properties, state ("active" | "deleting")
+    iam/users/{user}.json                  user: name, access-key ids, policies by name
+    iam/access-keys/{access-key-id}.json   access key: user, secret
+    iam/token-signing-key.json             HMAC key for bearer tokens, created once (If-None-Match)
 
 Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
 
@@ -89,3 +92,21 @@ def split_s3_uri(uri: str) -> tuple[str, str]:
         raise ValueError(f"not an S3 URI: {uri}")
     bucket, _, key = uri.split("://", 1)[1].partition("/")
     return bucket, key
+
+
+# ---- system bucket: identities (never reachable from a catalog route) ----------------------
+IAM_PREFIX = "iam/"
+IAM_USERS_PREFIX = IAM_PREFIX + "users/"
+TOKEN_SIGNING_KEY = IAM_PREFIX + "token-signing-key.json"
+
+
+def user_record(name: str) -> str:
+    return f"{IAM_USERS_PREFIX}{name}.json"
+
+
+def user_from_record(key: str) -> str:
+    return key[len(IAM_USERS_PREFIX) : -len(".json")]
+
+
+def access_key_record(access_key_id: str) -> str:
+    return f"{IAM_PREFIX}access-keys/{access_key_id}.json"

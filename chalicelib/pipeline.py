@@ -23,13 +23,8 @@ log = logging.getLogger("catalog")
 JSON_TYPES = ["application/json", "application/x-www-form-urlencoded", "text/plain"]
 
 
-@dataclass(frozen=True)
-class Identity:
-    principal: str
-    attributes: tuple[tuple[str, str], ...] = ()
-
-
-ANONYMOUS = Identity("anonymous")
+def _everything_visible(action: str, resource: str, condition: dict[str, str]) -> bool:
+    return True
 
 
 @dataclass
@@ -43,7 +38,9 @@ class RequestContext:
     raw_body: bytes
     raw_path: str
     action: str
-    identity: Identity = ANONYMOUS
+    identity: Any = None  # set by the authenticator (None = anonymous)
+    # Set by the authorizer: may the caller see this item? List routes filter with it.
+    visible: Callable[[str, str, dict[str, str]], bool] = _everything_visible
 
     def json(self) -> Any:
         if not self.raw_body:
@@ -58,7 +55,7 @@ class RequestContext:
 
 
 class Authenticator(Protocol):
-    def authenticate(self, ctx: RequestContext) -> Identity: ...
+    def authenticate(self, ctx: RequestContext) -> Any: ...
 
 
 class Authorizer(Protocol):
@@ -66,8 +63,8 @@ class Authorizer(Protocol):
 
 
 class AllowAnonymous:
-    def authenticate(self, ctx: RequestContext) -> Identity:
-        return ANONYMOUS
+    def authenticate(self, ctx: RequestContext) -> Any:
+        return None
 
     def authorize(self, ctx: RequestContext) -> None:
         return None

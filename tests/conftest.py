@@ -20,8 +20,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import local_s3  # noqa: E402
 
+import catalog_admin  # noqa: E402
+
 REGION = "us-east-1"
 KEYS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+ROOT_KEY, ROOT_SECRET = "ROOTTESTKEY0000001", "root-test-secret-" + uuid.uuid4().hex
 
 
 @pytest.fixture(scope="session")
@@ -63,6 +66,8 @@ def catalog_url(s3_endpoint: str, system_bucket: str, tmp_path_factory: pytest.T
         AWS_DEFAULT_REGION=REGION,
         CATALOG_SYSTEM_BUCKET=system_bucket,
         CATALOG_VEND_S3_CREDENTIALS="true",
+        CATALOG_ROOT_ACCESS_KEY=ROOT_KEY,
+        CATALOG_ROOT_SECRET_KEY=ROOT_SECRET,
     )
     log = open(tmp_path_factory.mktemp("catalog") / "catalog.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
@@ -82,7 +87,19 @@ def catalog_url(s3_endpoint: str, system_bucket: str, tmp_path_factory: pytest.T
 
 @pytest.fixture(scope="session")
 def http() -> requests.Session:
-    return requests.Session()
+    """Signed as root with botocore SigV4 (signing name s3tables)."""
+    return catalog_admin.session(ROOT_KEY, ROOT_SECRET)
+
+
+def sigv4_props(access_key: str = ROOT_KEY, secret_key: str = ROOT_SECRET) -> dict[str, str]:
+    return {
+        "rest.sigv4-enabled": "true",
+        "rest.signing-name": "s3tables",
+        "rest.signing-region": REGION,
+        "client.access-key-id": access_key,
+        "client.secret-access-key": secret_key,
+        "client.region": REGION,
+    }
 
 
 @pytest.fixture()
@@ -97,7 +114,7 @@ def warehouse(catalog_url: str, http: requests.Session) -> str:
 def catalog(catalog_url: str, warehouse: str) -> Any:
     from pyiceberg.catalog.rest import RestCatalog
 
-    return RestCatalog("test", uri=catalog_url, warehouse=warehouse)
+    return RestCatalog("test", uri=catalog_url, warehouse=warehouse, **sigv4_props())
 
 
 def s3_state(s3: Any) -> dict[tuple[str, str], str]:

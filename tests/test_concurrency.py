@@ -10,12 +10,14 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 
+from tests.conftest import sigv4_props
+
 THREADS, APPENDS = 8, 10
 SCHEMA = Schema(NestedField(1, "writer", LongType(), required=False), NestedField(2, "seq", LongType(), required=False))
 
 
 def test_parallel_appends_lose_nothing(catalog_url, warehouse):
-    setup = RestCatalog("setup", uri=catalog_url, warehouse=warehouse)
+    setup = RestCatalog("setup", uri=catalog_url, warehouse=warehouse, **sigv4_props())
     setup.create_namespace("race")
     setup.create_table("race.events", SCHEMA)
     committed: list[tuple[int, int, int]] = []  # (writer, seq, snapshot id)
@@ -25,7 +27,7 @@ def test_parallel_appends_lose_nothing(catalog_url, warehouse):
 
     def writer(w: int) -> None:
         try:
-            cat = RestCatalog(f"w{w}", uri=catalog_url, warehouse=warehouse)
+            cat = RestCatalog(f"w{w}", uri=catalog_url, warehouse=warehouse, **sigv4_props())
             table = cat.load_table("race.events")
             for seq in range(APPENDS):
                 batch = pa.table({"writer": pa.array([w], pa.int64()), "seq": pa.array([seq], pa.int64())})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
@@ -82,7 +83,12 @@ def get(ctx: Context, warehouse: str, ns: Namespace) -> dict[str, Any]:
 
 
 def list_children(
-    ctx: Context, warehouse: str, parent: Namespace, page_token: str | None, page_size: int | None
+    ctx: Context,
+    warehouse: str,
+    parent: Namespace,
+    page_token: str | None,
+    page_size: int | None,
+    keep: Callable[[Namespace], bool] = lambda _: True,
 ) -> tuple[list[list[str]], str | None]:
     if parent:
         read_record(ctx, warehouse, parent)
@@ -92,7 +98,7 @@ def list_children(
 
     def convert(key: str) -> list[str] | None:
         ns = keys.namespace_from_record(key)
-        return list(ns) if len(ns) == depth else None
+        return list(ns) if len(ns) == depth and keep(ns) else None
 
     try:
         return page(ctx.storage.list_keys(ctx.bucket_for(warehouse), prefix, start), convert, page_size)

@@ -13,6 +13,7 @@ import random
 import threading
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -209,13 +210,23 @@ def load_result(ctx: Context, metadata_location: str | None, raw_metadata: bytes
 
 
 def list_names(
-    ctx: Context, warehouse: str, ns: Namespace, page_token: str | None, page_size: int | None
+    ctx: Context,
+    warehouse: str,
+    ns: Namespace,
+    page_token: str | None,
+    page_size: int | None,
+    keep: Callable[[str], bool] = lambda _: True,
 ) -> tuple[list[dict[str, Any]], str | None]:
     namespaces.read_record(ctx, warehouse, ns)
     prefix = keys.tables_prefix(ns)
     start = decode_token(page_token, prefix)
+
+    def convert(key: str) -> dict[str, Any] | None:
+        name = keys.table_from_pointer(key)
+        return {"namespace": list(ns), "name": name} if keep(name) else None
+
     it = ctx.storage.list_keys(ctx.bucket_for(warehouse), prefix, start)
-    return page(it, lambda k: {"namespace": list(ns), "name": keys.table_from_pointer(k)}, page_size)
+    return page(it, convert, page_size)
 
 
 def load(ctx: Context, warehouse: str, ns: Namespace, name: str) -> tuple[str, bytes]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,6 +12,7 @@ from chalicelib import keys
 from chalicelib.core.context import Context, dump, is_deleting, now_ms
 from chalicelib.core.paging import decode_token, page
 from chalicelib.errors import (
+    BadRequest,
     Conflict,
     WarehouseAlreadyExists,
     WarehouseNotEmpty,
@@ -26,6 +28,8 @@ def _ensure_system_bucket(ctx: Context) -> None:
 
 
 def read_record(ctx: Context, warehouse: str) -> tuple[dict[str, Any], str]:
+    if ctx.bucket_for(warehouse) == ctx.settings.system_bucket:
+        raise WarehouseNotFound(f"Warehouse {warehouse!r} does not exist")
     try:
         obj: StoredObject = ctx.storage.get(ctx.settings.system_bucket, keys.warehouse_record(warehouse))
     except ObjectNotFound:  # includes a missing system bucket: no warehouse was ever created
@@ -44,6 +48,8 @@ def create(ctx: Context, name: object, upgrade_existing: bool, properties: objec
     warehouse = check_warehouse(name)
     props = check_properties(properties)
     bucket = ctx.bucket_for(warehouse)
+    if bucket == ctx.settings.system_bucket:
+        raise BadRequest(f"Invalid warehouse name {warehouse!r}: the name is reserved")
     store, sys_bucket = ctx.storage, ctx.settings.system_bucket
     try:
         store.get(sys_bucket, keys.warehouse_record(warehouse))
@@ -83,11 +89,18 @@ def get(ctx: Context, name: str) -> dict[str, Any]:
     return public(record)
 
 
-def list_names(ctx: Context, page_token: str | None, page_size: int | None) -> tuple[list[str], str | None]:
+def list_names(
+    ctx: Context, page_token: str | None, page_size: int | None, keep: Callable[[str], bool] = lambda _: True
+) -> tuple[list[str], str | None]:
     start = decode_token(page_token, keys.WAREHOUSES_PREFIX)
+
+    def convert(key: str) -> str | None:
+        name = keys.warehouse_from_record(key)
+        return name if keep(name) else None
+
     try:
         it = ctx.storage.list_keys(ctx.settings.system_bucket, keys.WAREHOUSES_PREFIX, start)
-        return page(it, keys.warehouse_from_record, page_size)
+        return page(it, convert, page_size)
     except BucketNotFound:
         return [], None
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from chalice import Blueprint
 
+from chalicelib.auth.resources import bucket_arn
 from chalicelib.core import warehouses
 from chalicelib.core.context import get_context
 from chalicelib.names import check_warehouse
@@ -28,7 +29,9 @@ def _config(req: RequestContext, warehouse: str | None) -> tuple[int, dict[str, 
     ctx = get_context()
     overrides: dict[str, str] = {}
     if warehouse:
-        warehouses.read_record(ctx, check_warehouse(warehouse))
+        # Only callers who may see the warehouse learn whether it exists.
+        if req.visible("GetWarehouse", bucket_arn(check_warehouse(warehouse)), {}):
+            warehouses.read_record(ctx, warehouse)
         overrides["prefix"] = warehouse
     return 200, {"defaults": dict(ctx.settings.client_config), "overrides": overrides, "endpoints": endpoints()}
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from chalice import Blueprint
 
+from chalicelib.auth.resources import bucket_arn, ns_context
 from chalicelib.core import namespaces
 from chalicelib.errors import BadRequest
 from chalicelib.names import parse_namespace_path
@@ -21,7 +22,12 @@ def list_namespaces(req: RequestContext) -> tuple[int, dict[str, Any]]:
     ctx, wh = warehouse_of(req)
     raw_parent = req.query.get("parent")
     parent = parse_namespace_path(raw_parent) if raw_parent else ()
-    items, token = namespaces.list_children(ctx, wh, parent, *paging_of(req))
+    arn = bucket_arn(wh)
+
+    def keep(ns: tuple[str, ...]) -> bool:
+        return req.visible("ListNamespaces", arn, ns_context(ns))
+
+    items, token = namespaces.list_children(ctx, wh, parent, *paging_of(req), keep)
     return 200, paged("namespaces", list(items), token)
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from chalice import Blueprint
 
+from chalicelib.auth.resources import ns_context, table_arn
 from chalicelib.core import tables
 from chalicelib.core.paging import parse_bool
 from chalicelib.names import check_table
@@ -24,7 +25,12 @@ def _table_of(req: RequestContext) -> str:
 @operation(bp, TABLES, "GET", "ListTables")
 def list_tables(req: RequestContext) -> tuple[int, dict[str, Any]]:
     ctx, wh = warehouse_of(req)
-    items, token = tables.list_names(ctx, wh, namespace_of(req), *paging_of(req))
+    ns, arn = namespace_of(req), table_arn(wh)
+
+    def keep(name: str) -> bool:
+        return req.visible("ListTables", arn, ns_context(ns, name))
+
+    items, token = tables.list_names(ctx, wh, ns, *paging_of(req), keep)
     return 200, paged("identifiers", list(items), token)
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from chalice import Blueprint
 
+from chalicelib.auth.resources import bucket_arn
 from chalicelib.core import warehouses
 from chalicelib.core.context import get_context
 from chalicelib.core.paging import parse_bool
@@ -27,7 +28,10 @@ def _create(req: RequestContext) -> tuple[int, dict[str, Any]]:
 
 
 def _list(req: RequestContext) -> tuple[int, dict[str, Any]]:
-    names, token = warehouses.list_names(get_context(), *paging_of(req))
+    def keep(name: str) -> bool:
+        return req.visible("ListWarehouses", bucket_arn(name), {})
+
+    names, token = warehouses.list_names(get_context(), *paging_of(req), keep)
     return 200, paged("warehouses", list(names), token)
 
 

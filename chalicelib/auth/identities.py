@@ -1,0 +1,180 @@
+"""Identities: the root from the environment, users and access keys stored in the system bucket."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import re
+import secrets
+import string
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from chalicelib import keys
+from chalicelib.core.context import Context, dump
+from chalicelib.errors import BadRequest, CatalogError, Conflict, NotFound
+from chalicelib.storage import ObjectNotFound, PreconditionFailed
+
+ROOT = "root"
+_USER = re.compile(r"^[A-Za-z0-9_+=,.@-]{1,64}$")
+_POLICY = re.compile(r"^[A-Za-z0-9_+=,.@-]{1,128}$")
+_ACCESS_KEY = re.compile(r"^[A-Z0-9]{16,128}$")
+MAX_POLICY_BYTES = 10_240
+
+
+@dataclass(frozen=True)
+class Principal:
+    name: str  # "root" or the user name
+    access_key_id: str
+    is_root: bool = False
+    policies: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+
+
+def root_credentials() -> tuple[str, str] | None:
+    key, secret = os.environ.get("CATALOG_ROOT_ACCESS_KEY"), os.environ.get("CATALOG_ROOT_SECRET_KEY")
+    return (key, secret) if key and secret else None
+
+
+def _read_json(ctx: Context, key: str) -> tuple[dict[str, Any], str] | None:
+    try:
+        obj = ctx.storage.get(ctx.settings.system_bucket, key)
+    except ObjectNotFound:
+        return None
+    return json.loads(obj.body), obj.etag
+
+
+def lookup(ctx: Context, access_key_id: str) -> tuple[str, Principal] | None:
+    """Secret and principal of an access key; None if it is unknown or its user is gone."""
+    root = root_credentials()
+    if root is not None and hmac.compare_digest(access_key_id.encode(), root[0].encode()):
+        return root[1], Principal(ROOT, access_key_id, is_root=True)
+    if not _ACCESS_KEY.match(access_key_id):
+        return None
+    found = _read_json(ctx, keys.access_key_record(access_key_id))
+    if found is None:
+        return None
+    record = found[0]
+    user = _read_json(ctx, keys.user_record(record["user"]))
+    if user is None or access_key_id not in user[0].get("access-keys", []):
+        return None
+    policies = tuple(user[0].get("policies", {}).values())
+    return record["secret"], Principal(record["user"], access_key_id, policies=policies)
+
+
+def principal_for(ctx: Context, name: str, access_key_id: str) -> Principal | None:
+    """Re-resolve a principal named in a token: the key and its user must still exist."""
+    found = lookup(ctx, access_key_id)
+    if found is None or found[1].name != name:
+        return None
+    return found[1]
+
+
+# ---- admin operations (root only; the pipeline enforces that) ---------------------------------
+
+
+def check_user(name: object) -> str:
+    if not isinstance(name, str) or not _USER.match(name) or name == ROOT:
+        raise BadRequest("Invalid user name: 1-64 characters of letters, digits and _+=,.@- (not 'root')")
+    return name
+
+
+def create_user(ctx: Context, name: object) -> dict[str, Any]:
+    user = check_user(name)
+    record = {"name": user, "access-keys": [], "policies": {}, "created-at": _now()}
+    try:
+        ctx.storage.put_if_absent(ctx.settings.system_bucket, keys.user_record(user), dump(record))
+    except PreconditionFailed:
+        raise Conflict(f"User {user!r} already exists") from None
+    return public(record)
+
+
+def public(record: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": record["name"],
+        "access-keys": record.get("access-keys", []),
+        "policies": record.get("policies", {}),
+        "created-at": record.get("created-at"),
+    }
+
+
+def get_user(ctx: Context, name: str) -> dict[str, Any]:
+    found = _read_json(ctx, keys.user_record(check_user(name)))
+    if found is None:
+        raise NotFound(f"User {name!r} does not exist")
+    return public(found[0])
+
+
+def list_users(ctx: Context) -> list[str]:
+    return [keys.user_from_record(k) for k in ctx.storage.list_keys(ctx.settings.system_bucket, keys.IAM_USERS_PREFIX)]
+
+
+def _update_user(ctx: Context, name: str, change: Any) -> dict[str, Any]:
+    for _ in range(10):
+        found = _read_json(ctx, keys.user_record(check_user(name)))
+        if found is None:
+            raise NotFound(f"User {name!r} does not exist")
+        record, etag = found
+        change(record)
+        try:
+            ctx.storage.put_if_match(ctx.settings.system_bucket, keys.user_record(name), dump(record), etag)
+            return record
+        except (PreconditionFailed, ObjectNotFound):
+            continue
+    raise Conflict(f"User {name!r} is being changed concurrently; retry")
+
+
+def delete_user(ctx: Context, name: str) -> None:
+    user = get_user(ctx, name)
+    bucket = ctx.settings.system_bucket
+    ctx.storage.delete(bucket, keys.user_record(user["name"]))  # first: every key stops working at once
+    for akid in user["access-keys"]:
+        ctx.storage.delete(bucket, keys.access_key_record(akid))
+
+
+def create_access_key(ctx: Context, name: str) -> dict[str, str]:
+    check_user(name)
+    alphabet = string.ascii_uppercase + string.digits
+    akid = "CK" + "".join(secrets.choice(alphabet) for _ in range(18))
+    secret = secrets.token_urlsafe(30)
+    get_user(ctx, name)
+    ctx.storage.put_if_absent(
+        ctx.settings.system_bucket,
+        keys.access_key_record(akid),
+        dump({"user": name, "secret": secret, "created-at": _now()}),
+    )
+    try:
+        _update_user(ctx, name, lambda r: r.setdefault("access-keys", []).append(akid))
+    except CatalogError:
+        ctx.storage.delete(ctx.settings.system_bucket, keys.access_key_record(akid))
+        raise
+    return {"user": name, "access-key-id": akid, "secret-access-key": secret}
+
+
+def delete_access_key(ctx: Context, name: str, akid: str) -> None:
+    if akid not in get_user(ctx, name)["access-keys"]:
+        raise NotFound(f"User {name!r} has no access key {akid[:40]!r}")
+    _update_user(ctx, name, lambda r: r["access-keys"].remove(akid) if akid in r["access-keys"] else None)
+    ctx.storage.delete(ctx.settings.system_bucket, keys.access_key_record(akid))
+
+
+def put_policy(ctx: Context, name: str, policy_name: str, document: Any, raw_size: int) -> None:
+    from chalicelib.auth.policy import validate
+
+    if not _POLICY.match(policy_name):
+        raise BadRequest("Invalid policy name: 1-128 characters of letters, digits and _+=,.@-")
+    if raw_size > MAX_POLICY_BYTES:
+        raise BadRequest(f"Policy documents are limited to {MAX_POLICY_BYTES} bytes")
+    validate(document)
+    _update_user(ctx, name, lambda r: r.setdefault("policies", {}).__setitem__(policy_name, document))
+
+
+def delete_policy(ctx: Context, name: str, policy_name: str) -> None:
+    if policy_name not in get_user(ctx, name)["policies"]:
+        raise NotFound(f"User {name!r} has no policy {policy_name[:40]!r}")
+    _update_user(ctx, name, lambda r: r["policies"].pop(policy_name, None))
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

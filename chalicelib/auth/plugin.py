@@ -1,0 +1,59 @@
+"""The authenticator and authorizer the catalog plugs into the request pipeline."""
+
+from __future__ import annotations
+
+from chalicelib.auth import identities, policy, resources, sigv4, tokens
+from chalicelib.core.context import get_context
+from chalicelib.errors import Forbidden, Unauthorized
+from chalicelib.pipeline import AllowAnonymous, Pipeline, RequestContext
+
+# Routes any authenticated caller may use (they reveal nothing a policy protects).
+OPEN_TO_AUTHENTICATED = frozenset({"GetConfig"})
+
+
+class CatalogAuthenticator:
+    """SigV4 (header or presigned query) or a bearer token from /v1/oauth/tokens."""
+
+    def authenticate(self, req: RequestContext) -> identities.Principal:
+        ctx = get_context()
+        auth = req.headers.get("authorization") or ""
+        if auth[:7].lower() == "bearer ":
+            claims = tokens.verify(ctx, auth[7:].strip())
+            principal = identities.principal_for(ctx, str(claims.get("sub")), str(claims.get("akid")))
+            if principal is None:
+                raise Unauthorized("The bearer token's user or access key no longer exists")
+            return principal
+        found: dict[str, identities.Principal] = {}
+
+        def secret_for(access_key_id: str) -> str | None:
+            hit = identities.lookup(ctx, access_key_id)
+            if hit is None:
+                return None
+            found["principal"] = hit[1]
+            return hit[0]
+
+        sigv4.verify(req.method, req.raw_path, req.query, req.headers, req.raw_body, secret_for)
+        return found["principal"]
+
+
+class PolicyAuthorizer:
+    def authorize(self, req: RequestContext) -> None:
+        principal: identities.Principal = req.identity
+        if principal.is_root:
+            return
+        if req.action.startswith("Admin"):
+            raise Forbidden(f"Access denied: s3tables:{req.action} is reserved for the root user")
+        if req.action in OPEN_TO_AUTHENTICATED:
+            req.visible = lambda action, resource, cond: policy.allowed(principal.policies, action, resource, cond)
+            return
+        for action, resource, cond, partial in resources.checks(req):
+            if not policy.allowed(principal.policies, action, resource, cond, partial):
+                raise Forbidden(f"Access denied: {principal.name} may not perform s3tables:{action} on {resource}")
+        req.visible = lambda action, resource, cond: policy.allowed(principal.policies, action, resource, cond)
+
+
+def install(pipeline: Pipeline) -> None:
+    pipeline.authenticator = CatalogAuthenticator()
+    pipeline.authorizer = PolicyAuthorizer()
+    # The token endpoint checks client credentials itself (OAuth2 client_credentials).
+    pipeline.per_action["GetToken"] = (AllowAnonymous(), AllowAnonymous())

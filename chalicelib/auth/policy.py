@@ -1,0 +1,123 @@
+"""IAM-style policy evaluation: explicit Deny wins, then any Allow, else deny by default."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from functools import lru_cache
+from typing import Any
+
+from chalicelib.errors import BadRequest
+
+# Seed/S3 Tables names that mean the same action; a policy may use either.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "CreateWarehouse": ("CreateTableBucket",),
+    "ListWarehouses": ("ListTableBuckets",),
+    "GetWarehouse": ("GetTableBucket",),
+    "DeleteWarehouse": ("DeleteTableBucket",),
+    "UpdateNamespaceProperties": ("UpdateNamespace",),
+    "GetTable": ("GetTableMetadataLocation",),
+    "UpdateTable": ("UpdateTableMetadataLocation",),
+    "RegisterTable": ("CreateTable",),
+}
+OPERATORS = ("StringEquals", "StringNotEquals", "StringLike", "StringNotLike")
+
+
+@lru_cache(maxsize=1024)
+def _glob(pattern: str, ignore_case: bool) -> re.Pattern[str]:
+    return re.compile(fnmatch.translate(pattern), re.IGNORECASE if ignore_case else 0)
+
+
+def _list(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else list(value or [])
+
+
+def _action_matches(patterns: list[str], action: str) -> bool:
+    names = [f"s3tables:{n}" for n in (action, *ALIASES.get(action, ()))]
+    return any(_glob(p, True).match(n) for p in patterns for n in names)
+
+
+def _resource_matches(patterns: list[str], resource: str) -> bool:
+    return any(_glob(p, False).match(resource) for p in patterns)
+
+
+def _condition_holds(condition: dict[str, Any], context: dict[str, str], partial: bool) -> bool:
+    for operator, tests in condition.items():
+        for key, expected in tests.items():
+            value = context.get(key)
+            if value is None:
+                if partial:  # a list route: items are filtered one by one later
+                    continue
+                if operator.startswith("StringNot"):
+                    continue  # IAM: a negated operator holds when the key is absent
+                return False
+            wanted = _list(expected)
+            if operator == "StringEquals":
+                ok = value in wanted
+            elif operator == "StringNotEquals":
+                ok = value not in wanted
+            elif operator == "StringLike":
+                ok = any(_glob(w, False).match(value) for w in wanted)
+            else:  # StringNotLike
+                ok = not any(_glob(w, False).match(value) for w in wanted)
+            if not ok:
+                return False
+    return True
+
+
+def _statement_applies(st: dict[str, Any], action: str, resource: str, context: dict[str, str], partial: bool) -> bool:
+    if "Action" in st and not _action_matches(_list(st["Action"]), action):
+        return False
+    if "NotAction" in st and _action_matches(_list(st["NotAction"]), action):
+        return False
+    if "Resource" in st and not _resource_matches(_list(st["Resource"]), resource):
+        return False
+    if "NotResource" in st and _resource_matches(_list(st["NotResource"]), resource):
+        return False
+    return _condition_holds(st.get("Condition", {}), context, partial)
+
+
+def allowed(
+    policies: tuple[dict[str, Any], ...], action: str, resource: str, context: dict[str, str], partial: bool = False
+) -> bool:
+    """partial=True asks "could anything be allowed here?" for list routes (conditions on absent keys
+    are left for per-item filtering, and such conditional Denies do not block the whole list)."""
+    allow = False
+    for doc in policies:
+        statements = doc.get("Statement", [])
+        for st in [statements] if isinstance(statements, dict) else statements:
+            deny = st.get("Effect") == "Deny"
+            if deny and partial and any(k not in context for t in st.get("Condition", {}).values() for k in t):
+                continue
+            if not _statement_applies(st, action, resource, context, partial):
+                continue
+            if deny:
+                return False
+            allow = True
+    return allow
+
+
+def validate(doc: Any) -> None:
+    """Refuse policies we would misread: unknown keys, operators or effects."""
+    if not isinstance(doc, dict) or "Statement" not in doc:
+        raise BadRequest("Invalid policy: expected an object with a Statement")
+    statements = doc["Statement"]
+    for st in [statements] if isinstance(statements, dict) else statements:
+        if not isinstance(st, dict) or st.get("Effect") not in ("Allow", "Deny"):
+            raise BadRequest("Invalid policy statement: Effect must be Allow or Deny")
+        if ("Action" in st) == ("NotAction" in st):
+            raise BadRequest("Invalid policy statement: exactly one of Action and NotAction is required")
+        if "Resource" in st and "NotResource" in st:
+            raise BadRequest("Invalid policy statement: Resource and NotResource cannot both be given")
+        unknown = set(st) - {"Sid", "Effect", "Action", "NotAction", "Resource", "NotResource", "Condition"}
+        if unknown:
+            raise BadRequest(f"Invalid policy statement: unsupported keys {sorted(unknown)}")
+        for field in ("Action", "NotAction", "Resource", "NotResource"):
+            if field in st and not all(isinstance(v, str) for v in _list(st[field])):
+                raise BadRequest(f"Invalid policy statement: {field} must be a string or a list of strings")
+        cond = st.get("Condition", {})
+        if not isinstance(cond, dict):
+            raise BadRequest("Invalid policy statement: Condition must be an object")
+        for operator, tests in cond.items():
+            if operator not in OPERATORS or not isinstance(tests, dict):
+                raise BadRequest(f"Invalid policy condition operator {operator[:40]!r}; supported: {OPERATORS}")

@@ -1,0 +1,80 @@
+"""What each route asks of the policy: the s3tables action, the resource ARN and condition keys."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.names import check_namespace, check_table, check_warehouse, parse_namespace_path
+from chalicelib.pipeline import RequestContext
+
+Check = tuple[str, str, dict[str, str], bool]  # action, resource, condition context, partial
+
+
+def bucket_arn(warehouse: str) -> str:
+    return f"arn:aws:s3tables:::bucket/{warehouse}"
+
+
+def table_arn(warehouse: str) -> str:
+    return f"arn:aws:s3tables:::bucket/{warehouse}/table/*"
+
+
+def ns_context(ns: tuple[str, ...], table: str | None = None) -> dict[str, str]:
+    ctx = {"s3tables:namespace": ".".join(ns)}
+    if table is not None:
+        ctx["s3tables:tableName"] = table
+    return ctx
+
+
+def _body(req: RequestContext) -> dict[str, Any]:
+    try:
+        body = req.json()
+    except Exception:  # noqa: BLE001 - the handler reports bad bodies; here they just name nothing
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def checks(req: RequestContext) -> list[Check]:
+    """The policy questions a request must pass, before anything is looked up."""
+    action, p = req.action, req.params
+    if action == "ListWarehouses":
+        return [(action, bucket_arn("*"), {}, True)]
+    if action == "CreateWarehouse":
+        name = _body(req).get("name")
+        return [(action, bucket_arn(name if isinstance(name, str) else "*"), {}, False)]
+    wh = check_warehouse(req.param("warehouse"))
+    if action in ("GetWarehouse", "DeleteWarehouse"):
+        return [(action, bucket_arn(wh), {}, False)]
+    if action == "ListNamespaces":
+        parent = req.query.get("parent")
+        cond = ns_context(parse_namespace_path(parent)) if parent else {}
+        return [(action, bucket_arn(wh), cond, True)]
+    if action == "CreateNamespace":
+        levels = _body(req).get("namespace")
+        try:
+            cond = ns_context(check_namespace(levels))
+        except Exception:  # noqa: BLE001 - invalid names are the handler's 400
+            cond = {}
+        return [(action, bucket_arn(wh), cond, False)]
+    if action in ("GetNamespace", "DeleteNamespace", "UpdateNamespaceProperties"):
+        return [(action, bucket_arn(wh), ns_context(parse_namespace_path(p["namespace"])), False)]
+    if action == "ListTables":
+        return [(action, table_arn(wh), ns_context(parse_namespace_path(p["namespace"])), True)]
+    if action in ("CreateTable", "RegisterTable"):
+        name = _body(req).get("name")
+        table = name if isinstance(name, str) else None
+        return [(action, table_arn(wh), ns_context(parse_namespace_path(p["namespace"]), table), False)]
+    if action in ("GetTable", "UpdateTable", "DeleteTable"):
+        ns = parse_namespace_path(p["namespace"])
+        return [(action, table_arn(wh), ns_context(ns, check_table(req.param("table"))), False)]
+    if action == "RenameTable":
+        body = _body(req)
+        out: list[Check] = []
+        for side in ("source", "destination"):
+            ident = body.get(side) if isinstance(body.get(side), dict) else {}
+            try:
+                cond = ns_context(check_namespace(ident.get("namespace")), check_table(ident.get("name")))
+            except Exception:  # noqa: BLE001
+                cond = {}
+            out.append((action, table_arn(wh), cond, False))
+        return out
+    raise LookupError(f"no policy mapping for action {action}")

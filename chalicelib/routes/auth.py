@@ -1,0 +1,112 @@
+"""Token exchange (OAuth2 client credentials) and the root-only admin API for users, keys and policies."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+from typing import Any
+from urllib.parse import parse_qs, unquote
+
+from chalice import Blueprint
+
+from chalicelib.auth import identities, tokens
+from chalicelib.core.context import get_context
+from chalicelib.errors import BadRequest
+from chalicelib.pipeline import RequestContext, operation
+from chalicelib.routes import V1
+
+bp = Blueprint(__name__)
+ADMIN = "/_iceberg/admin"
+
+
+def _oauth_error(status: int, error: str, description: str) -> tuple[int, dict[str, str], dict[str, str]]:
+    return status, {"error": error, "error_description": description}, {"Cache-Control": "no-store"}
+
+
+@operation(bp, V1 + "/oauth/tokens", "POST", "GetToken", iceberg=False)
+def get_token(req: RequestContext) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """client_secret_post (Iceberg Java, PyIceberg) and client_secret_basic (DuckDB) are both accepted."""
+    try:
+        form = {k: v[-1] for k, v in parse_qs(req.raw_body.decode(), keep_blank_values=True).items()}
+    except UnicodeDecodeError:
+        return _oauth_error(400, "invalid_request", "The body must be application/x-www-form-urlencoded")
+    if form.get("grant_type") != "client_credentials":
+        return _oauth_error(400, "unsupported_grant_type", "Only grant_type=client_credentials is supported")
+    client_id, client_secret = form.get("client_id"), form.get("client_secret")
+    basic = req.headers.get("authorization") or ""
+    if basic[:6].lower() == "basic ":
+        try:
+            decoded = base64.b64decode(basic[6:].strip(), validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            return _oauth_error(400, "invalid_request", "Malformed Basic authorization header")
+        user, _, secret = decoded.partition(":")
+        client_id, client_secret = unquote(user), unquote(secret)
+    if not client_id or not client_secret:
+        return _oauth_error(400, "invalid_request", "client_id and client_secret are required")
+    ctx = get_context()
+    found = identities.lookup(ctx, client_id)
+    if found is None or not hmac.compare_digest(found[0].encode(), client_secret.encode()):
+        return _oauth_error(401, "invalid_client", "Unknown client or wrong secret")
+    token, ttl = tokens.issue(ctx, found[1].name, client_id)
+    return (
+        200,
+        {
+            "access_token": token,
+            "token_type": "bearer",
+            "expires_in": ttl,
+            "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+        },
+        {"Cache-Control": "no-store"},
+    )
+
+
+def _json_object(req: RequestContext) -> dict[str, Any]:
+    body = req.json()
+    if not isinstance(body, dict):
+        raise BadRequest("Expected a JSON object")
+    return body
+
+
+@operation(bp, ADMIN + "/users", "GET", "AdminListUsers", iceberg=False)
+def list_users(req: RequestContext) -> tuple[int, dict[str, Any]]:
+    return 200, {"users": identities.list_users(get_context())}
+
+
+@operation(bp, ADMIN + "/users", "POST", "AdminCreateUser", iceberg=False)
+def create_user(req: RequestContext) -> tuple[int, dict[str, Any]]:
+    return 200, identities.create_user(get_context(), _json_object(req).get("name"))
+
+
+@operation(bp, ADMIN + "/users/{user}", "GET", "AdminGetUser", iceberg=False)
+def get_user(req: RequestContext) -> tuple[int, dict[str, Any]]:
+    return 200, identities.get_user(get_context(), req.param("user"))
+
+
+@operation(bp, ADMIN + "/users/{user}", "DELETE", "AdminDeleteUser", iceberg=False)
+def delete_user(req: RequestContext) -> tuple[int, None]:
+    identities.delete_user(get_context(), req.param("user"))
+    return 204, None
+
+
+@operation(bp, ADMIN + "/users/{user}/access-keys", "POST", "AdminCreateAccessKey", iceberg=False)
+def create_key(req: RequestContext) -> tuple[int, dict[str, str]]:
+    return 200, identities.create_access_key(get_context(), req.param("user"))
+
+
+@operation(bp, ADMIN + "/users/{user}/access-keys/{key}", "DELETE", "AdminDeleteAccessKey", iceberg=False)
+def delete_key(req: RequestContext) -> tuple[int, None]:
+    identities.delete_access_key(get_context(), req.param("user"), req.param("key"))
+    return 204, None
+
+
+@operation(bp, ADMIN + "/users/{user}/policies/{policy}", "PUT", "AdminPutPolicy", iceberg=False)
+def put_policy(req: RequestContext) -> tuple[int, None]:
+    identities.put_policy(get_context(), req.param("user"), req.param("policy"), req.json(), len(req.raw_body))
+    return 204, None
+
+
+@operation(bp, ADMIN + "/users/{user}/policies/{policy}", "DELETE", "AdminDeletePolicy", iceberg=False)
+def delete_policy(req: RequestContext) -> tuple[int, None]:
+    identities.delete_policy(get_context(), req.param("user"), req.param("policy"))
+    return 204, None

@@ -1,0 +1,97 @@
+"""catalog-admin: manage users, access keys and policies of the catalog (root credentials required).
+
+    python scripts/catalog_admin.py create-user alice
+    python scripts/catalog_admin.py create-key alice
+    python scripts/catalog_admin.py put-policy alice readers policy.json
+    python scripts/catalog_admin.py get-user alice | list-users | delete-key alice KEY | delete-policy alice readers
+    python scripts/catalog_admin.py delete-user alice
+
+Settings: CATALOG_URL (default http://127.0.0.1:8181/_iceberg), CATALOG_ROOT_ACCESS_KEY,
+CATALOG_ROOT_SECRET_KEY, CATALOG_SIGNING_REGION (default us-east-1). Requests are SigV4-signed
+with signing name s3tables by botocore.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+from urllib.parse import quote
+
+import requests
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+
+class SigV4(requests.auth.AuthBase):
+    """requests auth that signs like PyIceberg does (botocore SigV4Auth over the final request)."""
+
+    def __init__(self, access_key: str, secret_key: str, region: str = "us-east-1", service: str = "s3tables"):
+        self.credentials = Credentials(access_key, secret_key)
+        self.region, self.service = region, service
+
+    def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
+        headers = {k: v for k, v in r.headers.items() if k.lower() != "connection"}
+        aws = AWSRequest(method=r.method, url=r.url, data=r.body or b"", headers=headers)
+        SigV4Auth(self.credentials, self.service, self.region).add_auth(aws)
+        r.headers.update(dict(aws.headers.items()))
+        return r
+
+
+def session(access_key: str | None = None, secret_key: str | None = None) -> requests.Session:
+    s = requests.Session()
+    s.auth = SigV4(
+        access_key or os.environ["CATALOG_ROOT_ACCESS_KEY"],
+        secret_key or os.environ["CATALOG_ROOT_SECRET_KEY"],
+        os.environ.get("CATALOG_SIGNING_REGION", "us-east-1"),
+    )
+    return s
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="catalog-admin", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", default=os.environ.get("CATALOG_URL", "http://127.0.0.1:8181/_iceberg"))
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    for name, args in {
+        "list-users": [],
+        "create-user": ["user"],
+        "get-user": ["user"],
+        "delete-user": ["user"],
+        "create-key": ["user"],
+        "delete-key": ["user", "key"],
+        "put-policy": ["user", "policy", "file"],
+        "delete-policy": ["user", "policy"],
+    }.items():
+        cmd = sub.add_parser(name)
+        for arg in args:
+            cmd.add_argument(arg)
+    a = parser.parse_args(argv)
+    if not os.environ.get("CATALOG_ROOT_ACCESS_KEY") or not os.environ.get("CATALOG_ROOT_SECRET_KEY"):
+        print("catalog-admin: set CATALOG_ROOT_ACCESS_KEY and CATALOG_ROOT_SECRET_KEY", file=sys.stderr)
+        return 2
+    base = a.url.rstrip("/") + "/admin/users"
+    user = quote(getattr(a, "user", ""), safe="")
+    calls: dict[str, tuple[str, str, Any]] = {
+        "list-users": ("GET", base, None),
+        "create-user": ("POST", base, {"name": getattr(a, "user", "")}),
+        "get-user": ("GET", f"{base}/{user}", None),
+        "delete-user": ("DELETE", f"{base}/{user}", None),
+        "create-key": ("POST", f"{base}/{user}/access-keys", None),
+        "delete-key": ("DELETE", f"{base}/{user}/access-keys/{quote(getattr(a, 'key', ''), safe='')}", None),
+        "delete-policy": ("DELETE", f"{base}/{user}/policies/{quote(getattr(a, 'policy', ''), safe='')}", None),
+    }
+    if a.cmd == "put-policy":
+        with open(a.file, encoding="utf-8") as fh:
+            calls["put-policy"] = ("PUT", f"{base}/{user}/policies/{quote(a.policy, safe='')}", json.load(fh))
+    method, url, body = calls[a.cmd]
+    resp = session().request(method, url, json=body)
+    if resp.content:
+        print(json.dumps(resp.json(), indent=2))
+    return 0 if resp.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
