@@ -29,7 +29,7 @@ from botocore.credentials import Credentials
 class SigV4(requests.auth.AuthBase):
     """requests auth that signs like PyIceberg does (botocore SigV4Auth over the final request)."""
 
-    def __init__(self, access_key: str, secret_key: str, region: str = "us-east-1", service: str = "s3tables"):
+    def __init__(self, access_key: str, secret_key: str, region: str = "us-east-1", service: str = "s3tables") -> None:
         self.credentials = Credentials(access_key, secret_key)
         self.region, self.service = region, service
 

@@ -18,9 +18,8 @@ from botocore.config import Config
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-import local_s3  # noqa: E402
-
 import catalog_admin  # noqa: E402
+import local_s3  # noqa: E402
 
 REGION = "us-east-1"
 KEYS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
