@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
+import secrets
 import signal
+import string
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -44,6 +44,13 @@ def main() -> int:
         env["CATALOG_VEND_S3_CREDENTIALS"] = "true"  # emulator keys only: clients need just the URL
         env["S3_ENDPOINT_URL"] = endpoint
     env.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    if not (env.get("CATALOG_ROOT_ACCESS_KEY") and env.get("CATALOG_ROOT_SECRET_KEY")):
+        alphabet = string.ascii_uppercase + string.digits
+        env["CATALOG_ROOT_ACCESS_KEY"] = "ROOT" + "".join(secrets.choice(alphabet) for _ in range(16))
+        env["CATALOG_ROOT_SECRET_KEY"] = secrets.token_urlsafe(30)
+        generated = True
+    else:
+        generated = False
     server = subprocess.Popen(
         [sys.executable, "-m", "chalicelib.devserver", "--port", str(catalog_port)], cwd=str(ROOT), env=env
     )
@@ -59,28 +66,23 @@ def main() -> int:
     signal.signal(signal.SIGTERM, stop)
     try:
         local_s3.wait_http(f"{url}/v1/config", 60, server)
-        _ensure_warehouse(url, DEMO_WAREHOUSE)
+        _ensure_warehouse(url, DEMO_WAREHOUSE, env)
     except Exception as exc:  # noqa: BLE001
         print(f"error: the catalog did not start: {exc}", file=sys.stderr)
         stop()
-    print(_banner(url, endpoint, note, env), flush=True)
+    print(_banner(url, note, env, generated), flush=True)
     server.wait()
     stop()
     return 0
 
 
-def _ensure_warehouse(url: str, name: str) -> None:
-    req = urllib.request.Request(
-        f"{url}/v1/warehouses",
-        data=json.dumps({"name": name}).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json"},
-    )
-    try:
-        urllib.request.urlopen(req, timeout=30)
-    except urllib.error.HTTPError as exc:
-        if exc.code != 409:
-            raise
+def _ensure_warehouse(url: str, name: str, env: dict[str, str]) -> None:
+    import catalog_admin
+
+    http = catalog_admin.session(env["CATALOG_ROOT_ACCESS_KEY"], env["CATALOG_ROOT_SECRET_KEY"])
+    resp = http.post(f"{url}/v1/warehouses", json={"name": name}, timeout=30)
+    if resp.status_code not in (200, 409):
+        raise RuntimeError(f"creating warehouse {name!r} failed: {resp.status_code} {resp.text[:200]}")
 
 
 def _keys(env: dict[str, str]) -> str:
@@ -89,25 +91,46 @@ def _keys(env: dict[str, str]) -> str:
     return "from your AWS environment (not vended to clients)"
 
 
-def _banner(url: str, endpoint: str, note: str, env: dict[str, str]) -> str:
+def _banner(url: str, note: str, env: dict[str, str], generated: bool) -> str:
+    key, secret = env["CATALOG_ROOT_ACCESS_KEY"], env["CATALOG_ROOT_SECRET_KEY"]
+    origin = "generated for this run; set both variables to keep them" if generated else "from your environment"
     return f"""
 Iceberg REST catalog is running.
   Catalog URL   {url}    (Iceberg REST under {url}/v1)
   Warehouse     {DEMO_WAREHOUSE}    (created for you; add more with POST {url}/v1/warehouses)
   S3            {note}
   S3 keys       {_keys(env)}
-  Auth          none yet (SigV4 arrives with the auth issue)
+  Root access   CATALOG_ROOT_ACCESS_KEY={key}
+                CATALOG_ROOT_SECRET_KEY={secret}
+                ({origin})
+  Auth          SigV4 with signing name s3tables, or a bearer token from POST {url}/v1/oauth/tokens
 
 PyIceberg (pip install 'pyiceberg[pyarrow]'):
 
     import pyarrow as pa
     from pyiceberg.catalog.rest import RestCatalog
 
-    catalog = RestCatalog("local", uri="{url}", warehouse="{DEMO_WAREHOUSE}")
+    catalog = RestCatalog(
+        "local",
+        uri="{url}",
+        warehouse="{DEMO_WAREHOUSE}",
+        **{{
+            "rest.sigv4-enabled": "true",
+            "rest.signing-name": "s3tables",
+            "rest.signing-region": "us-east-1",
+            "client.access-key-id": "{key}",
+            "client.secret-access-key": "{secret}",
+        }},
+    )
     catalog.create_namespace_if_not_exists("demo_ns")
     table = catalog.create_table_if_not_exists("demo_ns.events", pa.schema([("id", pa.int64())]))
     table.append(pa.table({{"id": [1, 2, 3]}}))
     print(table.scan().to_arrow())
+
+Engines that cannot sign: RestCatalog("local", uri="{url}", warehouse="{DEMO_WAREHOUSE}",
+credential="{key}:{secret}", **{{"oauth2-server-uri": "{url}/v1/oauth/tokens"}})
+exchanges the key for a bearer token.
+Users and policies: python scripts/catalog_admin.py --help (README, "Users and policies").
 
 Ctrl-C stops the catalog and the local S3.
 """

@@ -71,7 +71,10 @@ def _statement_applies(st: dict[str, Any], action: str, resource: str, context: 
     if "NotAction" in st and _action_matches(_list(st["NotAction"]), action):
         return False
     if "Resource" in st and not _resource_matches(_list(st["Resource"]), resource):
-        return False
+        # A list route asks about "bucket/*": a statement for any one bucket may show items.
+        stem = resource[:-1] if partial and resource.endswith("*") else None
+        if stem is None or not any(p.startswith(stem) for p in _list(st["Resource"])):
+            return False
     if "NotResource" in st and _resource_matches(_list(st["NotResource"]), resource):
         return False
     return _condition_holds(st.get("Condition", {}), context, partial)

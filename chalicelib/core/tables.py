@@ -271,6 +271,8 @@ def create(ctx: Context, warehouse: str, ns: Namespace, body: dict[str, Any]) ->
     if not isinstance(body, dict):
         raise BadRequest("Invalid create-table request: expected a JSON object")
     name = check_table(body.get("name"))
+    if isinstance(body.get("partition-spec"), list):  # the seeds' form: just the fields
+        body["partition-spec"] = {"spec-id": 0, "fields": body["partition-spec"]}
     body.setdefault("location", None)
     body.setdefault("partition-spec", None)
     body.setdefault("write-order", None)
@@ -290,7 +292,9 @@ def create(ctx: Context, warehouse: str, ns: Namespace, body: dict[str, Any]) ->
             dict(props),
             table_uuid,
         )
-    except (ValidationError, ValueError, KeyError, TypeError, NotImplementedError) as exc:
+    except ValidationError as exc:
+        raise BadRequest(f"Invalid create-table request: {_validation_summary(exc)}") from None
+    except (ValueError, KeyError, TypeError, NotImplementedError) as exc:
         raise BadRequest(f"Invalid create-table request: {_short(exc)}") from None
     namespaces.require_active(ctx, warehouse, ns)
     if req.stage_create:

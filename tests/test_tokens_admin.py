@@ -1,0 +1,157 @@
+"""Bearer tokens (Iceberg client-credentials flow), the admin API and its CLI."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pyarrow as pa
+import pytest
+import requests
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import ForbiddenError
+
+import catalog_admin
+from tests.authutil import allow, make_user
+from tests.conftest import ROOT, ROOT_KEY, ROOT_SECRET, s3_state
+
+FULL = {"Statement": [{"Effect": "Allow", "Action": "s3tables:*", "Resource": "*"}]}
+
+
+def token_for(catalog_url, key, secret, basic=False):
+    url = f"{catalog_url}/v1/oauth/tokens"
+    if basic:  # DuckDB: client_secret_basic
+        auth = base64.b64encode(f"{key}:{secret}".encode()).decode()
+        return requests.post(
+            url,
+            data={"grant_type": "client_credentials", "scope": "PRINCIPAL_ROLE:ALL"},
+            headers={"Authorization": f"Basic {auth}"},
+        )
+    return requests.post(
+        url, data={"grant_type": "client_credentials", "client_id": key, "client_secret": secret, "scope": "catalog"}
+    )
+
+
+def test_pyiceberg_client_credentials_flow(catalog_url, warehouse, http):
+    _, key, secret = make_user(http, catalog_url, {"all": FULL})
+    cat = RestCatalog("bearer", uri=catalog_url, warehouse=warehouse, credential=f"{key}:{secret}")
+    cat.create_namespace("tok")
+    table = cat.create_table("tok.t", pa.schema([("id", pa.int64())]))
+    table.append(pa.table({"id": pa.array([1, 2, 3], pa.int64())}))
+    assert cat.load_table("tok.t").scan().to_arrow().num_rows == 3
+    cat.rename_table("tok.t", "tok.u")
+    cat.purge_table("tok.u")
+    assert cat.list_tables("tok") == []
+
+
+def test_token_endpoint_forms_and_oauth_errors(catalog_url, http):
+    _, key, secret = make_user(http, catalog_url, {"all": FULL})
+    for basic in (False, True):
+        resp = token_for(catalog_url, key, secret, basic=basic)
+        assert resp.status_code == 200, resp.text
+        body = resp.json()
+        assert body["token_type"] == "bearer" and body["expires_in"] > 0 and body["access_token"]
+    wrong = token_for(catalog_url, key, "wrong")
+    assert wrong.status_code == 401 and wrong.json()["error"] == "invalid_client"
+    grant = requests.post(f"{catalog_url}/v1/oauth/tokens", data={"grant_type": "password"})
+    assert grant.status_code == 400 and grant.json()["error"] == "unsupported_grant_type"
+    missing = requests.post(f"{catalog_url}/v1/oauth/tokens", data={"grant_type": "client_credentials"})
+    assert missing.status_code == 400 and missing.json()["error"] == "invalid_request"
+
+
+def test_tokens_meet_the_same_policies(catalog, warehouse, catalog_url, http):
+    catalog.create_namespace("a")
+    catalog.create_table("a.t", pa.schema([("id", pa.int64())]))
+    reader = allow(["s3tables:GetTable"], f"arn:aws:s3tables:::bucket/{warehouse}/table/*")
+    _, key, secret = make_user(http, catalog_url, {"r": reader})
+    cat = RestCatalog("r", uri=catalog_url, warehouse=warehouse, credential=f"{key}:{secret}")
+    table = cat.load_table("a.t")
+    with pytest.raises(ForbiddenError, match="s3tables:UpdateTable"):
+        table.append(pa.table({"id": pa.array([1], pa.int64())}))
+
+
+def _forge(s3, system_bucket, claims):
+    raw = json.loads(s3.get_object(Bucket=system_bucket, Key="iam/token-signing-key.json")["Body"].read())
+    key = base64.b64decode(raw["key"])
+    payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
+    mac = base64.urlsafe_b64encode(hmac.new(key, payload.encode(), hashlib.sha256).digest()).decode().rstrip("=")
+    return f"ct1.{payload}.{mac}"
+
+
+def test_expired_tampered_and_deleted(catalog_url, warehouse, http, s3, system_bucket):
+    name, key, secret = make_user(http, catalog_url, {"all": FULL})
+    token = token_for(catalog_url, key, secret).json()["access_token"]
+    url = f"{catalog_url}/v1/{warehouse}/namespaces"
+
+    def bearer(tok):
+        return requests.get(url, headers={"Authorization": f"Bearer {tok}"})
+
+    assert bearer(token).status_code == 200
+    now = int(time.time())
+    expired = _forge(s3, system_bucket, {"sub": name, "akid": key, "iat": now - 7200, "exp": now - 3600})
+    assert bearer(_forge(s3, system_bucket, {"sub": name, "akid": key, "iat": now, "exp": now + 60})).status_code == 200
+    resp = bearer(expired)
+    assert resp.status_code == 401 and "expired" in resp.json()["error"]["message"]
+    payload = token.split(".")[1]
+    flipped = payload[:-2] + ("A" if payload[-2] != "A" else "B") + payload[-1]
+    tampered = token.replace(payload, flipped)
+    assert bearer(tampered).status_code == 401
+    before = s3_state(s3)
+    assert http.delete(f"{catalog_url}/admin/users/{name}").status_code == 204
+    after_delete = s3_state(s3)
+    assert bearer(token).status_code == 401  # the token outlives nothing
+    sig = catalog_admin.session(key, secret).get(url)
+    assert sig.status_code == 401 and "access key" in sig.json()["error"]["message"]
+    assert s3_state(s3) == after_delete and after_delete != before
+
+
+def test_admin_api_validation(catalog_url, http):
+    admin = f"{catalog_url}/admin/users"
+    assert http.post(admin, json={"name": "bad name!"}).status_code == 400
+    assert http.post(admin, json={"name": "root"}).status_code == 400
+    name, _, _ = make_user(http, catalog_url, {})
+    assert http.post(admin, json={"name": name}).status_code == 409
+    bad = {"Statement": [{"Effect": "Allow", "Action": "*", "Condition": {"NumericEquals": {"a": "1"}}}]}
+    resp = http.put(f"{admin}/{name}/policies/p", json=bad)
+    assert resp.status_code == 400 and "NumericEquals" in resp.json()["error"]["message"]
+    assert http.put(f"{admin}/{name}/policies/p", json={"Statement": [{"Effect": "Maybe"}]}).status_code == 400
+    assert http.get(f"{admin}/nobody-here").status_code == 404
+    assert requests.get(admin).status_code == 401
+
+
+def test_cli(catalog_url, tmp_path):
+    env = dict(
+        os.environ, CATALOG_URL=catalog_url, CATALOG_ROOT_ACCESS_KEY=ROOT_KEY, CATALOG_ROOT_SECRET_KEY=ROOT_SECRET
+    )
+    cli = [sys.executable, str(ROOT / "scripts" / "catalog_admin.py")]
+
+    def run(*args):
+        out = subprocess.run([*cli, *args], env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr + out.stdout
+        return json.loads(out.stdout) if out.stdout.strip() else None
+
+    user = f"cli-{os.getpid()}"
+    assert run("create-user", user)["name"] == user
+    key = run("create-key", user)
+    policy = tmp_path / "p.json"
+    policy.write_text(json.dumps(FULL))
+    run("put-policy", user, "all", str(policy))
+    got = run("get-user", user)
+    assert got["policies"] == {"all": FULL} and got["access-keys"] == [key["access-key-id"]]
+    assert user in run("list-users")["users"]
+    assert (
+        catalog_admin.session(key["access-key-id"], key["secret-access-key"])
+        .get(f"{catalog_url}/v1/warehouses")
+        .status_code
+        == 200
+    )
+    run("delete-key", user, key["access-key-id"])
+    run("delete-user", user)
+    failed = subprocess.run([*cli, "get-user", user], env=env, capture_output=True, text=True, timeout=60)
+    assert failed.returncode == 1
