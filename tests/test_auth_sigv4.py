@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from unittest import mock
 
 import requests
@@ -104,8 +104,8 @@ def test_negative_matrix(catalog_url, warehouse, http, s3):
     assert http.post(f"{base}/namespaces", json={"namespace": ["neg"]}).status_code == 200
     url, body = f"{base}/namespaces", {"namespace": ["evil"]}
     good = signed("POST", url, body)
-    long_ago = datetime.now(timezone.utc) - timedelta(minutes=16)
-    future = datetime.now(timezone.utc) + timedelta(minutes=16)
+    long_ago = datetime.now(UTC) - timedelta(minutes=16)
+    future = datetime.now(UTC) + timedelta(minutes=16)
     unsigned_payload = signed("POST", url, body, headers={"X-Amz-Content-SHA256": "UNSIGNED-PAYLOAD"})
     presigned = AWSRequest(method="GET", url=f"{base}/namespaces/neg")
     SigV4QueryAuth(CREDS, "s3tables", REGION, expires=300).add_auth(presigned)
@@ -148,7 +148,7 @@ def test_messages_say_what_is_wrong(catalog_url, warehouse):
     assert "Missing credentials" in requests.get(url).json()["error"]["message"]
     msg = send(signed("GET", url, service="execute-api")).json()["error"]["message"]
     assert "signing name" in msg
-    old = datetime.now(timezone.utc) - timedelta(hours=1)
+    old = datetime.now(UTC) - timedelta(hours=1)
     assert "15 minutes" in send(signed("GET", url, when=old)).json()["error"]["message"]
     wrong = send(signed("GET", url, creds=Credentials(ROOT_KEY, "nope"))).json()["error"]["message"]
     assert "signature does not match" in wrong
