@@ -116,16 +116,18 @@ def catalog(catalog_url: str, warehouse: str) -> Any:
     return RestCatalog("test", uri=catalog_url, warehouse=warehouse, **sigv4_props())
 
 
-def s3_state(s3: Any) -> dict[tuple[str, str], str]:
-    """Every object in every bucket, with a hash of its bytes."""
+def s3_state(s3: Any, only: list[str] | None = None) -> dict[tuple[str, str], str]:
+    """Every bucket, and every object (with a hash of its bytes) in all buckets or in `only`."""
     state: dict[tuple[str, str], str] = {}
     for bucket in s3.list_buckets()["Buckets"]:
         name = bucket["Name"]
+        state[(name, "")] = "bucket"
+        if only is not None and name not in only:
+            continue
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name):
             for item in page.get("Contents", []):
                 body = s3.get_object(Bucket=name, Key=item["Key"])["Body"].read()
                 state[(name, item["Key"])] = hashlib.sha256(body).hexdigest()
-        state[(name, "")] = "bucket"
     return state
 
 

@@ -99,7 +99,7 @@ def test_seed_examples_signed_by_botocore(catalog_url, s3):
     assert r.status_code == 200 and r.json()["properties"] == {"owner": "data-team"}
 
 
-def test_negative_matrix(catalog_url, warehouse, http, s3):
+def test_negative_matrix(catalog_url, warehouse, http, s3, system_bucket):
     base = f"{catalog_url}/v1/{warehouse}"
     assert http.post(f"{base}/namespaces", json={"namespace": ["neg"]}).status_code == 200
     url, body = f"{base}/namespaces", {"namespace": ["evil"]}
@@ -126,7 +126,7 @@ def test_negative_matrix(catalog_url, warehouse, http, s3):
         "presigned tampered": lambda: requests.get(presigned.url.replace("neg", "neh")),
         "bearer garbage": lambda: requests.post(url, json=body, headers={"Authorization": "Bearer nonsense"}),
     }
-    before = s3_state(s3)
+    before = s3_state(s3, [warehouse, system_bucket])
     problems = []
     for label, call in cases.items():
         resp = call()
@@ -137,7 +137,7 @@ def test_negative_matrix(catalog_url, warehouse, http, s3):
             ok = False
         if not ok:
             problems.append(f"{label}: {resp.status_code} {resp.text[:200]}")
-    assert s3_state(s3) == before
+    assert s3_state(s3, [warehouse, system_bucket]) == before
     assert not problems, "\n".join(problems)
     # The untouched signed request still works (the matrix failed for the right reasons).
     assert send(good).status_code == 200

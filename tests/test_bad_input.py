@@ -227,13 +227,13 @@ def populated(http, catalog_url, warehouse):
     return warehouse
 
 
-def test_bad_requests_leave_state_untouched(http, catalog_url, populated, s3):
+def test_bad_requests_leave_state_untouched(http, catalog_url, populated, s3, system_bucket):
     failures = []
     for label, method, path, body, status, err_type in cases(populated):
-        before = s3_state(s3)
+        before = s3_state(s3, [populated, system_bucket])
         kwargs = {"data": body} if isinstance(body, bytes) else {"json": body} if body is not None else {}
         resp = http.request(method, catalog_url + path, headers={"Content-Type": "application/json"}, **kwargs)
-        after = s3_state(s3)
+        after = s3_state(s3, [populated, system_bucket])
         try:
             payload = resp.json()
             error = payload["error"]

@@ -93,6 +93,7 @@ def test_expired_tampered_and_deleted(catalog_url, warehouse, http, s3, system_b
         return requests.get(url, headers={"Authorization": f"Bearer {tok}"})
 
     assert bearer(token).status_code == 200
+    before = s3_state(s3, [warehouse, system_bucket])
     now = int(time.time())
     expired = _forge(s3, system_bucket, {"sub": name, "akid": key, "iat": now - 7200, "exp": now - 3600})
     assert bearer(_forge(s3, system_bucket, {"sub": name, "akid": key, "iat": now, "exp": now + 60})).status_code == 200
@@ -102,13 +103,15 @@ def test_expired_tampered_and_deleted(catalog_url, warehouse, http, s3, system_b
     flipped = payload[:-2] + ("A" if payload[-2] != "A" else "B") + payload[-1]
     tampered = token.replace(payload, flipped)
     assert bearer(tampered).status_code == 401
-    before = s3_state(s3)
+    forbidden_write = requests.post(url, json={"namespace": ["x"]}, headers={"Authorization": f"Bearer {expired}"})
+    assert forbidden_write.status_code == 401
+    assert s3_state(s3, [warehouse, system_bucket]) == before  # rejected requests changed nothing
     assert http.delete(f"{catalog_url}/admin/users/{name}").status_code == 204
-    after_delete = s3_state(s3)
+    after_delete = s3_state(s3, [warehouse, system_bucket])
     assert bearer(token).status_code == 401  # the token outlives nothing
     sig = catalog_admin.session(key, secret).get(url)
     assert sig.status_code == 401 and "access key" in sig.json()["error"]["message"]
-    assert s3_state(s3) == after_delete and after_delete != before
+    assert s3_state(s3, [warehouse, system_bucket]) == after_delete and after_delete != before
 
 
 def test_admin_api_validation(catalog_url, http):
