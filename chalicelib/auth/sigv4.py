@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
 from collections.abc import Callable, Mapping
@@ -98,16 +100,25 @@ def check_time(parts: SignedParts, now: datetime | None = None) -> None:
 
 
 def _payload_hashes(parts: SignedParts, headers: Mapping[str, str], query: Mapping[str, str], body: bytes) -> list[str]:
-    actual = hashlib.sha256(body).hexdigest()
+    """Candidate payload lines of the canonical request; a declared hash must match the body."""
+    digest = hashlib.sha256(body).digest()
+    actual = digest.hex()
     declared = headers.get("x-amz-content-sha256") or (query.get("X-Amz-Content-Sha256") if parts.presigned else None)
     if declared:
         if declared == UNSIGNED:
             if body:
                 raise Unauthorized("UNSIGNED-PAYLOAD is not accepted for a request with a body")
             return [UNSIGNED]
-        if not hmac.compare_digest(declared.lower(), actual):
+        # Hex (botocore, DuckDB) or base64 (Iceberg Java for non-empty bodies): the same digest.
+        try:
+            declared_digest = (
+                bytes.fromhex(declared) if len(declared) == 64 else base64.b64decode(declared, validate=True)
+            )
+        except (ValueError, binascii.Error):
+            declared_digest = b""
+        if not hmac.compare_digest(declared_digest, digest):
             raise Unauthorized("X-Amz-Content-SHA256 does not match the request body")
-        return [declared]
+        return list(dict.fromkeys((declared, actual)))
     if parts.presigned and not body:
         return [actual, UNSIGNED]
     return [actual]

@@ -410,7 +410,7 @@ def _apply(ctx: Context, req: Any, base: Any, base_location: str | None, expecte
         for requirement in req.requirements:
             requirement.validate(base)
     except CommitFailedException as exc:
-        raise CommitFailed(f"Requirement failed: {_short(exc)}") from None
+        raise CommitFailed(_short(exc)) from None
     try:
         new = update_table_metadata(
             # An empty base, as PyIceberg's own catalogs use for create transactions.

@@ -1,0 +1,1 @@
+"""PySpark batch jobs against the catalog: session factory, ingest, maintenance, schedules."""

@@ -1,0 +1,99 @@
+"""maintain: Iceberg table maintenance through Spark procedures, on a table, a namespace or a warehouse.
+
+    python -m spark_jobs.maintain --table sales.orders
+    python -m spark_jobs.maintain --namespace sales --target-file-size-mb 256
+    python -m spark_jobs.maintain --all --expire-older-than-hours 168 --retain-last 10
+
+Steps, in order (each can be skipped with --skip): rewrite_data_files (binpack), rewrite_manifests,
+expire_snapshots, remove_orphan_files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from spark_jobs.common import run_job, table_name
+from spark_jobs.session import JobSettings
+
+# Compaction first, so expiring snapshots also releases the files it replaced.
+STEPS = ("rewrite_data_files", "rewrite_manifests", "expire_snapshots", "remove_orphan_files")
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    scope = p.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--table", type=table_name)
+    scope.add_argument("--namespace")
+    scope.add_argument("--all", action="store_true", help="every table of the warehouse")
+    p.add_argument("--expire-older-than-hours", type=float, default=24 * 7)
+    p.add_argument("--retain-last", type=int, default=5)
+    p.add_argument("--target-file-size-mb", type=int, default=128)
+    p.add_argument("--min-input-files", type=int, default=2)
+    p.add_argument("--orphan-older-than-hours", type=float, default=72)
+    p.add_argument("--skip", default="", help=f"comma-separated steps to skip: {','.join(STEPS)}")
+
+
+def _ts(hours: float) -> str:
+    when = datetime.now(UTC) - timedelta(hours=hours)
+    return when.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def tables_in_scope(spark: Any, args: argparse.Namespace) -> list[str]:
+    if args.table:
+        return [args.table]
+    namespaces = [args.namespace] if args.namespace else [r[0] for r in spark.sql("SHOW NAMESPACES").collect()]
+    out = []
+    for ns in namespaces:
+        out.extend(f"{ns}.{r['tableName']}" for r in spark.sql(f"SHOW TABLES IN {ns}").collect())
+    return out
+
+
+def maintain_table(spark: Any, catalog: str, table: str, args: argparse.Namespace, log: logging.Logger) -> dict:
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    result: dict[str, Any] = {"table": table}
+    call = f"CALL {catalog}.system"
+    if "rewrite_data_files" not in skip:
+        target = args.target_file_size_mb * 1024 * 1024
+        row = spark.sql(
+            f"{call}.rewrite_data_files(table => '{table}', strategy => 'binpack', options => map("
+            f"'target-file-size-bytes', '{target}', 'min-input-files', '{args.min_input_files}'))"
+        ).collect()[0]
+        result["rewritten_files"] = row["rewritten_data_files_count"]
+        result["added_files"] = row["added_data_files_count"]
+    if "rewrite_manifests" not in skip:
+        row = spark.sql(f"{call}.rewrite_manifests(table => '{table}')").collect()[0]
+        result["rewritten_manifests"] = row["rewritten_manifests_count"]
+    if "expire_snapshots" not in skip:
+        row = spark.sql(
+            f"{call}.expire_snapshots(table => '{table}', "
+            f"older_than => TIMESTAMP '{_ts(args.expire_older_than_hours)}', "
+            f"retain_last => {args.retain_last})"
+        ).collect()[0]
+        result["expired_data_files"] = row["deleted_data_files_count"]
+    if "remove_orphan_files" not in skip:
+        rows = spark.sql(
+            f"{call}.remove_orphan_files(table => '{table}', "
+            f"older_than => TIMESTAMP '{_ts(args.orphan_older_than_hours)}', "
+            "prefix_listing => true)"
+        ).collect()
+        result["orphan_files_removed"] = len(rows)
+    log.info("maintained %s: %s", table, result)
+    print(f"maintain: {result}", flush=True)
+    return result
+
+
+def maintain(spark: Any, args: argparse.Namespace, settings: JobSettings, log: logging.Logger) -> list[dict]:
+    results = [maintain_table(spark, settings.catalog_name, t, args, log) for t in tables_in_scope(spark, args)]
+    print(f"maintain summary: {len(results)} tables", flush=True)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_job("maintain", configure, lambda s, a, c, log: maintain(s, a, c, log), argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

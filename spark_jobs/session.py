@@ -1,0 +1,144 @@
+"""One call to an Iceberg-enabled SparkSession pointed at the catalog's URL.
+
+Settings come from (lowest to highest precedence) a JSON config file, environment variables and
+command-line flags. The catalog vends the S3 settings in /config and the load-table `config`, so a
+job needs only the catalog URL, the warehouse and credentials.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+ENV = {
+    "catalog_url": "CATALOG_URL",
+    "warehouse": "CATALOG_WAREHOUSE",
+    "catalog_name": "SPARK_CATALOG_NAME",
+    "auth": "CATALOG_AUTH",
+    "access_key_id": "CATALOG_ACCESS_KEY_ID",
+    "secret_access_key": "CATALOG_SECRET_ACCESS_KEY",
+    "signing_region": "CATALOG_SIGNING_REGION",
+    "s3_endpoint": "S3_ENDPOINT",
+    "s3_path_style": "S3_PATH_STYLE",
+    "s3_region": "S3_REGION",
+    "packages": "SPARK_ICEBERG_PACKAGES",
+    "master": "SPARK_MASTER",
+}
+
+
+@dataclass
+class JobSettings:
+    catalog_url: str = "http://127.0.0.1:8181/_iceberg"
+    warehouse: str = "demo"
+    catalog_name: str = "lake"
+    auth: str = "sigv4"  # "sigv4" | "bearer" | "none"
+    access_key_id: str = ""
+    secret_access_key: str = ""
+    signing_region: str = "us-east-1"
+    s3_endpoint: str = ""  # only to override what the catalog vends
+    s3_path_style: str = ""
+    s3_region: str = ""
+    packages: str = ""  # Maven coordinates; empty = the classpath assembled from PyPI wheels
+    master: str = "local[2]"
+
+    @classmethod
+    def load(cls, config_file: str | None = None, overrides: dict[str, Any] | None = None) -> JobSettings:
+        values: dict[str, Any] = {}
+        path = config_file or os.environ.get("SPARK_JOBS_CONFIG")
+        if path:
+            values.update(json.loads(Path(path).read_text()))
+        for name, var in ENV.items():
+            if os.environ.get(var):
+                values[name] = os.environ[var]
+        if not values.get("access_key_id") and os.environ.get("CATALOG_ROOT_ACCESS_KEY"):
+            values["access_key_id"] = os.environ["CATALOG_ROOT_ACCESS_KEY"]
+            values["secret_access_key"] = os.environ.get("CATALOG_ROOT_SECRET_KEY", "")
+        values.update({k: v for k, v in (overrides or {}).items() if v not in (None, "")})
+        known = {f.name for f in fields(cls)}
+        unknown = set(values) - known
+        if unknown:
+            raise ValueError(f"unknown settings: {sorted(unknown)}")
+        settings = cls(**values)
+        if settings.auth not in ("sigv4", "bearer", "none"):
+            raise ValueError("auth must be sigv4, bearer or none")
+        return settings
+
+    def redacted(self) -> dict[str, Any]:
+        out = asdict(self)
+        if out["secret_access_key"]:
+            out["secret_access_key"] = "***"
+        return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The settings as --flags, for spark-submit command lines."""
+    parser.add_argument("--config", help="JSON file with settings (keys as in JobSettings)")
+    for f in fields(JobSettings):
+        parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=None)
+
+
+def settings_from_args(args: argparse.Namespace) -> JobSettings:
+    overrides = {f.name: getattr(args, f.name, None) for f in fields(JobSettings)}
+    return JobSettings.load(args.config, overrides)
+
+
+def spark_conf(s: JobSettings) -> dict[str, str]:
+    cat = f"spark.sql.catalog.{s.catalog_name}"
+    conf = {
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        cat: "org.apache.iceberg.spark.SparkCatalog",
+        f"{cat}.type": "rest",
+        f"{cat}.uri": s.catalog_url.rstrip("/"),  # the Java client appends /v1 itself
+        f"{cat}.warehouse": s.warehouse,
+        f"{cat}.io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
+        f"{cat}.client.region": s.s3_region or s.signing_region,
+        "spark.sql.defaultCatalog": s.catalog_name,
+        "spark.sql.shuffle.partitions": "4",
+        "spark.ui.enabled": "false",
+        "spark.sql.session.timeZone": "UTC",
+    }
+    if s.auth == "sigv4":
+        conf.update(
+            {
+                f"{cat}.rest.auth.type": "sigv4",
+                f"{cat}.rest.signing-name": "s3tables",
+                f"{cat}.rest.signing-region": s.signing_region,
+                f"{cat}.rest.access-key-id": s.access_key_id,
+                f"{cat}.rest.secret-access-key": s.secret_access_key,
+            }
+        )
+    elif s.auth == "bearer":
+        conf.update(
+            {
+                f"{cat}.credential": f"{s.access_key_id}:{s.secret_access_key}",
+                f"{cat}.oauth2-server-uri": s.catalog_url.rstrip("/") + "/v1/oauth/tokens",
+                f"{cat}.scope": "catalog",
+            }
+        )
+    if s.s3_endpoint:
+        conf[f"{cat}.s3.endpoint"] = s.s3_endpoint
+    if s.s3_path_style:
+        conf[f"{cat}.s3.path-style-access"] = s.s3_path_style
+    if s.packages:
+        conf["spark.jars.packages"] = s.packages
+    else:
+        from spark_jobs.classpath import build
+
+        conf["spark.jars"] = ",".join(str(p) for p in build())
+    return conf
+
+
+def build_session(settings: JobSettings | None = None, app_name: str = "iceberg-job") -> Any:
+    """An Iceberg-enabled SparkSession for the catalog described by settings."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    s = settings or JobSettings.load()
+    builder = SparkSession.builder.appName(app_name).master(s.master)
+    for key, value in spark_conf(s).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

@@ -1,0 +1,216 @@
+"""Spark (Iceberg 1.10 runtime, SigV4 REST auth, S3FileIO) through the catalog, against LocalStack."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import CommitFailedException
+
+from spark_jobs import ingest, maintain
+from spark_jobs.session import JobSettings, build_session
+from tests.conftest import ROOT_KEY, ROOT_SECRET, sigv4_props
+
+
+@pytest.fixture(scope="module")
+def spark_wh(catalog_url, http):
+    name = f"spark-{uuid.uuid4().hex[:8]}"
+    assert http.post(f"{catalog_url}/v1/warehouses", json={"name": name}).status_code == 200
+    return name
+
+
+@pytest.fixture(scope="module")
+def settings(catalog_url, spark_wh):
+    return JobSettings.load(
+        overrides={
+            "catalog_url": catalog_url,
+            "warehouse": spark_wh,
+            "access_key_id": ROOT_KEY,
+            "secret_access_key": ROOT_SECRET,
+            "auth": "sigv4",
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def spark(settings):
+    started = time.perf_counter()
+    session = build_session(settings, "tests")
+    print(f"\nSparkSession start: {time.perf_counter() - started:.1f}s")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def pycat(catalog_url, spark_wh):
+    return RestCatalog("py", uri=catalog_url, warehouse=spark_wh, **sigv4_props())
+
+
+def test_spark_sql_and_pyiceberg_interoperate(spark, pycat):
+    spark.sql("CREATE NAMESPACE sql_ns")
+    spark.sql(
+        "CREATE TABLE sql_ns.orders (id bigint, region string, amount double) USING iceberg PARTITIONED BY (region)"
+    )
+    spark.sql("INSERT INTO sql_ns.orders VALUES (1, 'eu', 10.0), (2, 'us', 20.0), (3, 'eu', 30.0)")
+    first = spark.sql("SELECT snapshot_id FROM sql_ns.orders.snapshots").collect()[0][0]
+    spark.createDataFrame(
+        [(2, "us", 25.0), (4, "ap", 40.0)], "id bigint, region string, amount double"
+    ).createOrReplaceTempView("updates")
+    spark.sql(
+        "MERGE INTO sql_ns.orders t USING updates s ON t.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    )
+    spark.sql("ALTER TABLE sql_ns.orders ADD COLUMN note string")
+    spark.sql("INSERT INTO sql_ns.orders VALUES (5, 'us', 50.0, 'new')")
+    rows = {r.id: (r.amount, r.note) for r in spark.sql("SELECT * FROM sql_ns.orders").collect()}
+    assert rows == {1: (10.0, None), 2: (25.0, None), 3: (30.0, None), 4: (40.0, None), 5: (50.0, "new")}
+    old = spark.sql(f"SELECT id FROM sql_ns.orders VERSION AS OF {first} ORDER BY id").collect()
+    assert [r.id for r in old] == [1, 2, 3]
+
+    # PyIceberg reads what Spark wrote, through the same catalog ...
+    table = pycat.load_table("sql_ns.orders")
+    got = table.scan().to_arrow().sort_by("id")
+    assert got["id"].to_pylist() == [1, 2, 3, 4, 5] and got["amount"].to_pylist() == [10.0, 25.0, 30.0, 40.0, 50.0]
+    assert [f.name for f in table.schema().fields] == ["id", "region", "amount", "note"]
+    # ... and Spark reads what PyIceberg writes.
+    table.append(pa.table({"id": pa.array([6], pa.int64()), "region": ["eu"], "amount": [60.0], "note": ["py"]}))
+    spark.sql("REFRESH TABLE sql_ns.orders")
+    assert spark.sql("SELECT note FROM sql_ns.orders WHERE id = 6").collect()[0][0] == "py"
+
+
+def test_ingest_million_rows_then_compact(spark, settings, tmp_path, capsys):
+    n = 1_000_000
+    src = tmp_path / "in"
+    src.mkdir()
+    for part in range(4):
+        ids = pa.array(range(part * n // 4, (part + 1) * n // 4), pa.int64())
+        pq.write_table(
+            pa.table(
+                {
+                    "id": ids,
+                    "bucket": pa.compute.cast(pa.compute.bit_wise_and(ids, 7), pa.int32()),
+                    "value": pa.compute.multiply(ids, 2),
+                }
+            ),
+            src / f"part-{part}.parquet",
+        )
+    common = [
+        "--catalog-url",
+        settings.catalog_url,
+        "--warehouse",
+        settings.warehouse,
+        "--access-key-id",
+        ROOT_KEY,
+        "--secret-access-key",
+        ROOT_SECRET,
+    ]
+    args = [
+        "--source",
+        str(src),
+        "--format",
+        "parquet",
+        "--table",
+        "ingest_ns.events",
+        "--partition-by",
+        "bucket",
+        *common,
+    ]
+    started = time.perf_counter()
+    assert ingest.main(args) == 0
+    elapsed = time.perf_counter() - started
+    out = capsys.readouterr().out
+    assert "ingest summary: rows=1000000 files=4" in out
+    assert spark.sql("SELECT count(*), sum(value) FROM ingest_ns.events").collect()[0][:] == (n, n * (n - 1))
+    # Merge on the key: 10 updated, 5 new.
+    upd = tmp_path / "upd.csv"
+    upd.write_text("id,bucket,value\n" + "".join(f"{i},{i % 8},-1\n" for i in [*range(10), *range(n, n + 5)]))
+    merge = [
+        "--source",
+        str(upd),
+        "--format",
+        "csv",
+        "--table",
+        "ingest_ns.events",
+        "--mode",
+        "merge",
+        "--key",
+        "id",
+        *common,
+    ]
+    assert ingest.main(merge) == 0
+    assert spark.sql("SELECT count(*) FROM ingest_ns.events").collect()[0][0] == n + 5
+    assert spark.sql("SELECT count(*) FROM ingest_ns.events WHERE value = -1").collect()[0][0] == 15
+    with capsys.disabled():
+        print(f"\ningest of 1M rows: {elapsed:.1f}s")
+
+    # Many small files, then compaction: fewer files, same rows.
+    spark.sql("CREATE TABLE ingest_ns.small (id bigint, v string) USING iceberg")
+    for i in range(12):
+        spark.sql(f"INSERT INTO ingest_ns.small VALUES ({i}, 'a{i}'), ({i + 100}, 'b{i}')")
+    files_before = spark.sql("SELECT count(*) FROM ingest_ns.small.files").collect()[0][0]
+    rows_before = sorted(tuple(r) for r in spark.sql("SELECT * FROM ingest_ns.small").collect())
+    margs = [
+        "--table",
+        "ingest_ns.small",
+        "--expire-older-than-hours",
+        "0",
+        "--retain-last",
+        "1",
+        "--orphan-older-than-hours",
+        "24",
+        *common,
+    ]
+    assert maintain.main(margs) == 0
+    spark.sql("REFRESH TABLE ingest_ns.small")
+    files_after = spark.sql("SELECT count(*) FROM ingest_ns.small.files").collect()[0][0]
+    assert files_before >= 12 and files_after < files_before
+    assert sorted(tuple(r) for r in spark.sql("SELECT * FROM ingest_ns.small").collect()) == rows_before
+    assert spark.sql("SELECT count(*) FROM ingest_ns.small.snapshots").collect()[0][0] == 1
+    # Namespace scope works too, and bad usage exits 2.
+    assert maintain.main(["--namespace", "ingest_ns", "--skip", "remove_orphan_files", *common]) == 0
+    assert ingest.main(["--format", "csv"]) == 2
+
+
+def test_spark_and_pyiceberg_write_concurrently(spark, pycat):
+    spark.sql("CREATE TABLE IF NOT EXISTS sql_ns.mixed (writer string, seq int) USING iceberg")
+    errors: list[BaseException] = []
+    rounds = 8
+
+    def spark_writer() -> None:
+        try:
+            for i in range(rounds):
+                spark.sql(f"INSERT INTO sql_ns.mixed VALUES ('spark', {i})")  # Iceberg retries 409s itself
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    def py_writer() -> None:
+        try:
+            table = pycat.load_table("sql_ns.mixed")
+            for i in range(rounds):
+                batch = pa.table({"writer": ["py"], "seq": pa.array([i], pa.int32())})
+                for _ in range(50):
+                    try:
+                        table.append(batch)
+                        break
+                    except CommitFailedException:
+                        table = pycat.load_table("sql_ns.mixed")
+                else:
+                    raise AssertionError("pyiceberg writer never committed")
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=spark_writer), threading.Thread(target=py_writer)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert not errors, errors
+    spark.sql("REFRESH TABLE sql_ns.mixed")
+    rows = sorted((r.writer, r.seq) for r in spark.sql("SELECT * FROM sql_ns.mixed").collect())
+    assert rows == sorted([("spark", i) for i in range(rounds)] + [("py", i) for i in range(rounds)])
+    assert len(pycat.load_table("sql_ns.mixed").snapshots()) == 2 * rounds
