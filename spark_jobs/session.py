@@ -54,6 +54,9 @@ class JobSettings:
         for name, var in ENV.items():
             if os.environ.get(var):
                 values[name] = os.environ[var]
+        secret_id = values.pop("credentials_secret_id", None) or os.environ.get("CATALOG_CREDENTIALS_SECRET_ID")
+        if secret_id and not values.get("access_key_id"):
+            values.update(credentials_from_secret(secret_id))
         if not values.get("access_key_id") and os.environ.get("CATALOG_ROOT_ACCESS_KEY"):
             values["access_key_id"] = os.environ["CATALOG_ROOT_ACCESS_KEY"]
             values["secret_access_key"] = os.environ.get("CATALOG_ROOT_SECRET_KEY", "")
@@ -72,6 +75,16 @@ class JobSettings:
         if out["secret_access_key"]:
             out["secret_access_key"] = "***"
         return out
+
+
+def credentials_from_secret(secret_id: str) -> dict[str, str]:
+    """Catalog keys from AWS Secrets Manager (JSON with access_key_id / secret_access_key), so that
+    scheduled jobs never carry them in a template or on a command line."""
+    import boto3
+
+    raw = boto3.client("secretsmanager").get_secret_value(SecretId=secret_id)["SecretString"]
+    doc = json.loads(raw)
+    return {"access_key_id": doc["access_key_id"], "secret_access_key": doc["secret_access_key"]}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -214,3 +214,23 @@ def test_spark_and_pyiceberg_write_concurrently(spark, pycat):
     rows = sorted((r.writer, r.seq) for r in spark.sql("SELECT * FROM sql_ns.mixed").collect())
     assert rows == sorted([("spark", i) for i in range(rounds)] + [("py", i) for i in range(rounds)])
     assert len(pycat.load_table("sql_ns.mixed").snapshots()) == 2 * rounds
+
+
+def test_spark_bearer_token_catalog(spark, settings, http, catalog_url):
+    """A second Spark catalog that exchanges an access key for a bearer token (client credentials)."""
+    from dataclasses import replace
+
+    from spark_jobs.session import spark_conf
+    from tests.authutil import make_user
+
+    full = {"Statement": [{"Effect": "Allow", "Action": "s3tables:*", "Resource": "*"}]}
+    _, key, secret = make_user(http, catalog_url, {"all": full})
+    bearer = replace(settings, catalog_name="tok", auth="bearer", access_key_id=key, secret_access_key=secret)
+    for k, v in spark_conf(bearer).items():
+        if k.startswith("spark.sql.catalog.tok"):
+            spark.conf.set(k, v)
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS tok.bearer_ns")
+    spark.sql("CREATE TABLE tok.bearer_ns.t (id bigint) USING iceberg")
+    spark.sql("INSERT INTO tok.bearer_ns.t VALUES (1), (2)")
+    assert spark.sql("SELECT count(*) FROM tok.bearer_ns.t").collect()[0][0] == 2
+    assert spark.sql("SELECT count(*) FROM lake.bearer_ns.t").collect()[0][0] == 2  # same table via SigV4

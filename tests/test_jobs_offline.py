@@ -1,0 +1,68 @@
+"""Job plumbing that needs no Spark: settings precedence, secrets, usage errors, the schedulers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import boto3
+from moto import mock_aws
+
+from spark_jobs import entry, schedule
+from spark_jobs.session import JobSettings, spark_conf
+from tests.conftest import ROOT
+
+
+def test_settings_precedence_file_env_flags(tmp_path, monkeypatch):
+    cfg = tmp_path / "jobs.json"
+    cfg.write_text(json.dumps({"catalog_url": "http://file/_iceberg", "warehouse": "from-file", "auth": "bearer"}))
+    monkeypatch.setenv("CATALOG_WAREHOUSE", "from-env")
+    s = JobSettings.load(str(cfg), {"catalog_name": "flagcat"})
+    assert (s.catalog_url, s.warehouse, s.auth, s.catalog_name) == (
+        "http://file/_iceberg",
+        "from-env",
+        "bearer",
+        "flagcat",
+    )
+    assert JobSettings.load(str(cfg), {"warehouse": "from-flag"}).warehouse == "from-flag"
+    conf = spark_conf(JobSettings.load(str(cfg), {"packages": "g:a:1", "access_key_id": "K", "secret_access_key": "S"}))
+    assert conf["spark.sql.catalog.lake.credential"] == "K:S"
+    assert conf["spark.sql.catalog.lake.oauth2-server-uri"] == "http://file/_iceberg/v1/oauth/tokens"
+    assert conf["spark.jars.packages"] == "g:a:1" and "spark.jars" not in conf
+    assert JobSettings(secret_access_key="S").redacted()["secret_access_key"] == "***"
+
+
+@mock_aws
+def test_credentials_from_secrets_manager(monkeypatch):
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    sm = boto3.client("secretsmanager", region_name="us-east-1")
+    sm.create_secret(Name="catalog/jobs", SecretString=json.dumps({"access_key_id": "AK", "secret_access_key": "SK"}))
+    monkeypatch.setenv("CATALOG_CREDENTIALS_SECRET_ID", "catalog/jobs")
+    s = JobSettings.load()
+    assert (s.access_key_id, s.secret_access_key) == ("AK", "SK")
+
+
+def test_usage_errors_exit_2():
+    assert entry.main([]) == 2
+    out = subprocess.run([sys.executable, "-m", "spark_jobs.maintain"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 2 and "one of the arguments --table --namespace --all is required" in out.stderr
+
+
+def test_local_schedule_runs_the_job_each_interval(monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(schedule.subprocess, "call", lambda cmd: calls.append(cmd) or (1 if len(calls) == 2 else 0))
+    monkeypatch.setattr(schedule.time, "sleep", lambda s: None)
+    assert schedule.main(["--every-minutes", "0.01", "--runs", "3", "maintain", "--", "--all"]) == 1
+    assert [c[2:] for c in calls] == [["spark_jobs.maintain", "--all"]] * 3
+    assert "run 2 of maintain exited 1" in capsys.readouterr().out
+
+
+def test_cloud_schedule_template_submits_maintenance():
+    tpl = json.loads((ROOT / "infra" / "schedule" / "maintenance-schedule.json").read_text())
+    sched = tpl["Resources"]["MaintenanceSchedule"]["Properties"]
+    assert sched["Target"]["Arn"].endswith("emrserverless:startJobRun")
+    payload = sched["Target"]["Input"]["Fn::Sub"]
+    assert '"maintain", "--all"' in payload and "CATALOG_CREDENTIALS_SECRET_ID" in payload
+    # Credentials are fetched by the job from Secrets Manager, never passed in the template.
+    assert "--secret-access-key" not in payload and "CATALOG_SECRET_ACCESS_KEY" not in payload
