@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -19,6 +21,8 @@ from chalicelib.errors import BadRequest, CatalogError, InternalError
 from chalicelib.storage import COUNTER
 
 log = logging.getLogger("catalog")
+# One log line per request with its duration and S3 request count (benchmarks read these).
+LOG_REQUESTS = os.environ.get("CATALOG_LOG_REQUESTS", "").lower() in ("1", "true")
 
 JSON_TYPES = ["application/json", "application/x-www-form-urlencoded", "text/plain"]
 
@@ -109,6 +113,7 @@ def operation(
 
         def view(**params: str) -> Response:
             req = bp.current_request
+            started = time.perf_counter()
             COUNTER.count = 0
             ctx = RequestContext(
                 method=method,
@@ -132,6 +137,9 @@ def operation(
             else:
                 resp = _to_response(result)
             resp.headers["X-Catalog-S3-Requests"] = str(COUNTER.count)
+            if LOG_REQUESTS:
+                elapsed = (time.perf_counter() - started) * 1000
+                log.info("request %s %s %d %.2fms s3=%d", method, path, resp.status_code, elapsed, COUNTER.count)
             return resp
 
         view.__name__ = f"{action}_{method}_{len(ROUTES)}"
