@@ -4,7 +4,7 @@ from chalice import Chalice
 
 from chalicelib.auth.plugin import install
 from chalicelib.pipeline import PIPELINE
-from chalicelib.routes import auth, config, namespaces, tables, warehouses
+from chalicelib.routes import auth, config, namespaces, tables, transactions, warehouses
 
 install(PIPELINE)
 app = Chalice(app_name="s3-iceberg-catalog")
@@ -13,3 +13,4 @@ app.register_blueprint(auth.bp)
 app.register_blueprint(warehouses.bp)
 app.register_blueprint(namespaces.bp)
 app.register_blueprint(tables.bp)
+app.register_blueprint(transactions.bp)

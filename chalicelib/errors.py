@@ -86,3 +86,11 @@ class PurgeNotSupported(CatalogError):
 
 class ServiceUnavailable(CatalogError):
     status, type = 503, "ServiceUnavailableException"
+
+
+class TableRecoveryInProgress(CatalogError):
+    status, type = 503, "TableRecoveryInProgress"
+
+
+class UnprocessableEntity(CatalogError):
+    status, type = 422, "UnprocessableEntityException"

@@ -7,14 +7,20 @@ System bucket (``CATALOG_SYSTEM_BUCKET``)::
     iam/users/{user}.json                  user: name, access-key ids, policies by name
     iam/access-keys/{access-key-id}.json   access key: user, secret
     iam/token-signing-key.json             HMAC key for bearer tokens, created once (If-None-Match)
+    idempotency/{sha256}.json              Idempotency-Key record: request fingerprint, then the
+                                           finalized response to replay
 
 Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
 
     .catalog/ns/{l1}.{l2}...{ln}.json      namespace record: levels, properties, state.
                                            Levels never contain '.', so the join is unambiguous.
     .catalog/tables/{l1}.{l2}.../{t}.json  table pointer: metadata-location, table-uuid, state
-                                           ("active" | "pending" | "moved" | "dropped"); every
+                                           ("active" | "pending" | "moved" | "dropped"), and a
+                                           "claim" while a multi-table transaction holds it; every
                                            commit swaps it with If-Match on its ETag.
+    .catalog/txns/{txn-id}.json            transaction record: state ("pending" | "committed" |
+                                           "aborted"), lease, and each table's old/new metadata.
+                                           Its pending -> committed swap is the commit point.
     {l1}/{l2}/.../{t}-{uuid}/              table location, chosen by the catalog; it is unique
         metadata/{v:05d}-{uuid}.metadata.json   per table, so a rename never moves files and a
         data/...                                new table under an old name never shares them.
@@ -110,3 +116,19 @@ def user_from_record(key: str) -> str:
 
 def access_key_record(access_key_id: str) -> str:
     return f"{IAM_PREFIX}access-keys/{access_key_id}.json"
+
+
+# ---- warehouse bucket: multi-table transactions ----------------------------------------------
+TXN_PREFIX = CATALOG_PREFIX + "txns/"
+
+
+def txn_record(txn_id: str) -> str:
+    return f"{TXN_PREFIX}{txn_id}.json"
+
+
+# ---- system bucket: idempotency records ------------------------------------------------------
+IDEMPOTENCY_PREFIX = "idempotency/"
+
+
+def idempotency_record(digest: str) -> str:
+    return f"{IDEMPOTENCY_PREFIX}{digest}.json"

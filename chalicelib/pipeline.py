@@ -124,10 +124,14 @@ def operation(
                 raw_path=(req.context or {}).get("path", ""),
                 action=action,
             )
+            slot = None
             try:
                 authn, authz = PIPELINE.for_action(action)
                 ctx.identity = authn.authenticate(ctx)
                 authz.authorize(ctx)
+                slot = _idempotency_begin(ctx)
+                if isinstance(slot, Response):
+                    return slot
                 result = handler(ctx)
             except CatalogError as exc:
                 resp = error_response(exc, head=method == "HEAD")
@@ -136,6 +140,8 @@ def operation(
                 resp = error_response(InternalError("Internal error; see the catalog logs"), method == "HEAD")
             else:
                 resp = _to_response(result)
+            if slot is not None:
+                _idempotency_finish(slot, resp)
             resp.headers["X-Catalog-S3-Requests"] = str(COUNTER.count)
             if LOG_REQUESTS:
                 elapsed = (time.perf_counter() - started) * 1000
@@ -147,6 +153,44 @@ def operation(
         return view
 
     return register
+
+
+MUTATING = frozenset({"POST", "PUT", "DELETE"})
+
+
+def _idempotency_begin(ctx: RequestContext) -> Any:
+    """A replayed Response, a slot to finish, or None when the request carries no key."""
+    raw = ctx.headers.get("idempotency-key")
+    if not raw or ctx.method not in MUTATING or ctx.action == "GetToken":
+        return None
+    import hashlib
+
+    from chalicelib.core import idempotency
+    from chalicelib.core.context import get_context
+
+    principal = str(getattr(ctx.identity, "name", "anonymous"))
+    fingerprint = hashlib.sha256(
+        b"\x00".join(
+            [ctx.method.encode(), ctx.raw_path.encode(), json.dumps(ctx.query, sort_keys=True).encode(), ctx.raw_body]
+        )
+    ).hexdigest()
+    found = idempotency.begin(get_context(), principal, raw, fingerprint)
+    if isinstance(found, idempotency.Stored):
+        headers = dict(found.headers, **{"Idempotent-Replayed": "true"})
+        return Response(body=found.body, status_code=found.status, headers=headers)
+    return found
+
+
+def _idempotency_finish(slot: Any, resp: Response) -> None:
+    from chalicelib.core import idempotency
+    from chalicelib.core.context import get_context
+
+    body = resp.body if isinstance(resp.body, str) else json.dumps(resp.body)
+    headers = {k: v for k, v in resp.headers.items() if k.lower() in ("content-type", "etag", "retry-after")}
+    try:
+        idempotency.finish(get_context(), slot, resp.status_code, body, headers)
+    except CatalogError:
+        log.warning("could not store the idempotent response")
 
 
 def _to_response(result: Any) -> Response:

@@ -29,7 +29,8 @@ def test_config_advertises_prefix_and_endpoints(api, warehouse):
     assert "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}" in eps
     assert "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}" in eps
     assert "POST /v1/{prefix}/tables/rename" in eps
-    assert "POST /v1/{prefix}/transactions/commit" not in eps  # not implemented yet, so not advertised
+    assert "POST /v1/{prefix}/transactions/commit" in eps
+    assert body["idempotency-key-lifetime"].startswith("PT")
     for ep in eps:  # every advertised route answers with something other than "no such route"
         method, path = ep.split(" ", 1)
         path = path.replace("{prefix}", warehouse).replace("{namespace}", "nope").replace("{table}", "nope")

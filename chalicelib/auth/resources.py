@@ -77,4 +77,16 @@ def checks(req: RequestContext) -> list[Check]:
                 cond = {}
             out.append((action, table_arn(wh), cond, False))
         return out
+    if action == "CommitTransaction":  # each table change is an UpdateTable on that table
+        changes = _body(req).get("table-changes")
+        out = []
+        for change in changes if isinstance(changes, list) else []:
+            ident = change.get("identifier") if isinstance(change, dict) else None
+            ident = ident if isinstance(ident, dict) else {}
+            try:
+                cond = ns_context(check_namespace(ident.get("namespace")), check_table(ident.get("name")))
+            except Exception:  # noqa: BLE001 - invalid names are the handler's 400
+                cond = {}
+            out.append(("UpdateTable", table_arn(wh), cond, False))
+        return out or [("UpdateTable", table_arn(wh), {}, False)]
     raise LookupError(f"no policy mapping for action {action}")

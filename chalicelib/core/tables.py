@@ -90,7 +90,7 @@ def read_metadata_raw(ctx: Context, location: str) -> bytes:
     return raw
 
 
-def _parse_metadata(raw: bytes) -> Any:
+def parse_metadata(raw: bytes) -> Any:
     from pyiceberg.table.metadata import TableMetadataUtil
 
     return TableMetadataUtil.parse_raw(raw)
@@ -137,6 +137,12 @@ def _settle_pending(ctx: Context, warehouse: str, ns: Namespace, name: str, dst:
 def live(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Pointer | None:
     """The active pointer of a table, settling an interrupted rename on the way; None if absent."""
     p = _read(ctx, warehouse, ns, name)
+    if p is not None and "claim" in p.data:  # held by a multi-table transaction: settle it first
+        from chalicelib.core import transactions
+
+        if not transactions.settle_claim(ctx, warehouse, ns, name, p.data, p.etag):
+            raise transactions.recovery_error(ns, name)
+        return live(ctx, warehouse, ns, name)
     if p is None or p.state == "active":
         return p
     if p.state == "pending":
@@ -157,7 +163,7 @@ def _not_found(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Catalo
     return TableNotFound(f"Table {_ident(ns, name)!r} does not exist")
 
 
-def _require(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Pointer:
+def require(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Pointer:
     p = live(ctx, warehouse, ns, name)
     if p is None:
         raise _not_found(ctx, warehouse, ns, name)
@@ -230,12 +236,12 @@ def list_names(
 
 
 def load(ctx: Context, warehouse: str, ns: Namespace, name: str) -> tuple[str, bytes]:
-    p = _require(ctx, warehouse, ns, name)
+    p = require(ctx, warehouse, ns, name)
     return p.metadata_location, read_metadata_raw(ctx, p.metadata_location)
 
 
 def exists(ctx: Context, warehouse: str, ns: Namespace, name: str) -> str:
-    return _require(ctx, warehouse, ns, name).metadata_location
+    return require(ctx, warehouse, ns, name).metadata_location
 
 
 def _check_table_properties(props: dict[str, str]) -> None:
@@ -244,7 +250,7 @@ def _check_table_properties(props: dict[str, str]) -> None:
             raise BadRequest(f"Table property {key!r} is not allowed: the catalog manages table locations")
 
 
-def _write_metadata(ctx: Context, location: str, metadata: Any) -> bytes:
+def write_metadata(ctx: Context, location: str, metadata: Any) -> bytes:
     raw = metadata.model_dump_json().encode()
     bucket, key = keys.split_s3_uri(location)
     ctx.storage.put_if_absent(bucket, key, raw)
@@ -252,7 +258,7 @@ def _write_metadata(ctx: Context, location: str, metadata: Any) -> bytes:
     return raw
 
 
-def _discard(ctx: Context, location: str) -> None:
+def discard(ctx: Context, location: str) -> None:
     """Delete a metadata file that no pointer references (a lost race or a rolled-back create)."""
     bucket, key = keys.split_s3_uri(location)
     try:
@@ -302,12 +308,12 @@ def create(ctx: Context, warehouse: str, ns: Namespace, body: dict[str, Any]) ->
             raise TableAlreadyExists(f"Table {_ident(ns, name)!r} already exists")
         return load_result(ctx, None, metadata.model_dump_json().encode())
     meta_loc = keys.metadata_file(location, 0, str(uuid.uuid4()))
-    raw = _write_metadata(ctx, meta_loc, metadata)
+    raw = write_metadata(ctx, meta_loc, metadata)
     pointer = {"metadata-location": meta_loc, "table-uuid": str(table_uuid), "state": "active"}
     try:
         _claim_name(ctx, warehouse, ns, name, pointer)
     except CatalogError:
-        _discard(ctx, meta_loc)
+        discard(ctx, meta_loc)
         raise
     _after_claim(ctx, warehouse, ns, name, meta_loc)
     return load_result(ctx, meta_loc, raw)
@@ -319,7 +325,7 @@ def _after_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, meta_lo
         return
     ctx.storage.delete(ctx.bucket_for(warehouse), keys.table_pointer(ns, name))
     if meta_loc:
-        _discard(ctx, meta_loc)
+        discard(ctx, meta_loc)
     raise Conflict(f"Namespace {'.'.join(ns)!r} is being deleted")
 
 
@@ -366,7 +372,7 @@ def _expand_appends(updates: list[Any], base: Any) -> list[Any]:
     return out
 
 
-def _parse_commit(body: Any, ns: Namespace, name: str, base: Any) -> Any:
+def parse_commit(body: Any, ns: Namespace, name: str, base: Any) -> Any:
     from pydantic import ValidationError
     from pyiceberg.table import CommitTableRequest
 
@@ -400,7 +406,7 @@ def _validation_summary(exc: Any) -> str:
     return "; ".join(parts) + more
 
 
-def _apply(ctx: Context, req: Any, base: Any, base_location: str | None, expected_location: str | None) -> Any:
+def apply(ctx: Context, req: Any, base: Any, base_location: str | None, expected_location: str | None) -> Any:
     from pyiceberg.exceptions import CommitFailedException
     from pyiceberg.schema import Schema
     from pyiceberg.table.metadata import TableMetadataV1
@@ -439,26 +445,30 @@ def commit(ctx: Context, warehouse: str, ns: Namespace, name: str, body: Any) ->
     bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
     for _ in range(COMMIT_ATTEMPTS):
         p = live(ctx, warehouse, ns, name)
-        base = _parse_metadata(read_metadata_raw(ctx, p.metadata_location)) if p else None
-        req = _parse_commit(body, ns, name, base)
+        base = parse_metadata(read_metadata_raw(ctx, p.metadata_location)) if p else None
+        req = parse_commit(body, ns, name, base)
         if p is None:
             if not any(isinstance(r, AssertCreate) for r in req.requirements):
                 raise _not_found(ctx, warehouse, ns, name)
             return _create_from_commit(ctx, warehouse, ns, name, req)
-        new = _apply(ctx, req, base, p.metadata_location, base.location)
+        new = apply(ctx, req, base, p.metadata_location, base.location)
         if not req.updates:
             return load_result(ctx, p.metadata_location, read_metadata_raw(ctx, p.metadata_location))
         version = keys.metadata_version(p.metadata_location) + 1
         meta_loc = keys.metadata_file(new.location, version, str(uuid.uuid4()))
-        raw = _write_metadata(ctx, meta_loc, new)
+        raw = write_metadata(ctx, meta_loc, new)
         pointer = dict(p.data, **{"metadata-location": meta_loc})
         try:
             ctx.storage.put_if_match(bucket, ptr_key, dump(pointer), p.etag)
         except PreconditionFailed:
-            _discard(ctx, meta_loc)  # lost the race: re-read and re-validate the requirements
+            # A lost response can hide a write that landed; only a pointer naming our file proves it.
+            current = _read(ctx, warehouse, ns, name)
+            if current is not None and current.data.get("metadata-location") == meta_loc:
+                return load_result(ctx, meta_loc, raw)
+            discard(ctx, meta_loc)  # lost the race: re-read and re-validate the requirements
             continue
         except ObjectNotFound:
-            _discard(ctx, meta_loc)
+            discard(ctx, meta_loc)
             raise _not_found(ctx, warehouse, ns, name) from None
         return load_result(ctx, meta_loc, raw)
     raise CommitFailed(f"Table {_ident(ns, name)!r} changed concurrently; refresh and retry the commit")
@@ -472,17 +482,17 @@ def _create_from_commit(ctx: Context, warehouse: str, ns: Namespace, name: str, 
     if assigned is None:
         raise BadRequest("A create commit needs an assign-uuid update")
     expected = keys.table_location(ctx.bucket_for(warehouse), ns, name, str(assigned.uuid))
-    new = _apply(ctx, req, None, None, expected)
+    new = apply(ctx, req, None, None, expected)
     meta_loc = keys.metadata_file(new.location, 0, str(uuid.uuid4()))
-    raw = _write_metadata(ctx, meta_loc, new)
+    raw = write_metadata(ctx, meta_loc, new)
     pointer = {"metadata-location": meta_loc, "table-uuid": str(new.table_uuid), "state": "active"}
     try:
         _claim_name(ctx, warehouse, ns, name, pointer)
     except TableAlreadyExists:
-        _discard(ctx, meta_loc)
+        discard(ctx, meta_loc)
         raise CommitFailed(f"Requirement failed: table {_ident(ns, name)!r} already exists") from None
     except CatalogError:
-        _discard(ctx, meta_loc)
+        discard(ctx, meta_loc)
         raise
     _after_claim(ctx, warehouse, ns, name, meta_loc)
     return load_result(ctx, meta_loc, raw)
@@ -508,7 +518,7 @@ def register(ctx: Context, warehouse: str, ns: Namespace, body: Any) -> str:
     except ObjectNotFound:
         raise BadRequest(f"Metadata file {meta_loc[:200]!r} does not exist") from None
     try:
-        metadata = _parse_metadata(raw)
+        metadata = parse_metadata(raw)
     except Exception as exc:  # noqa: BLE001 - any parse failure is the caller's file
         raise BadRequest(f"Invalid table metadata file: {_short(exc)}") from None
     pointer = {"metadata-location": meta_loc, "table-uuid": str(metadata.table_uuid), "state": "active"}
@@ -528,7 +538,7 @@ def register(ctx: Context, warehouse: str, ns: Namespace, body: Any) -> str:
 def drop(ctx: Context, warehouse: str, ns: Namespace, name: str, purge: bool) -> None:
     bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
     for _ in range(COMMIT_ATTEMPTS):
-        p = _require(ctx, warehouse, ns, name)
+        p = require(ctx, warehouse, ns, name)
         started = now_ms()
         tomb = dict(p.data, state="dropped", **{"since-ms": started})
         try:
@@ -546,7 +556,7 @@ def drop(ctx: Context, warehouse: str, ns: Namespace, name: str, purge: bool) ->
 
 def _purge(ctx: Context, bucket: str, metadata_location: str) -> None:
     try:
-        location = _parse_metadata(read_metadata_raw(ctx, metadata_location)).location
+        location = parse_metadata(read_metadata_raw(ctx, metadata_location)).location
     except ObjectNotFound:
         location = metadata_location.rsplit("/metadata/", 1)[0]
     loc_bucket, prefix = keys.split_s3_uri(location.rstrip("/"))
@@ -572,7 +582,7 @@ def rename(ctx: Context, warehouse: str, body: Any) -> None:
     bucket = ctx.bucket_for(warehouse)
     src_key, dst_key = keys.table_pointer(src_ns, src_name), keys.table_pointer(dst_ns, dst_name)
     for _ in range(COMMIT_ATTEMPTS):
-        src = _require(ctx, warehouse, src_ns, src_name)
+        src = require(ctx, warehouse, src_ns, src_name)
         namespaces.require_active(ctx, warehouse, dst_ns)
         started = now_ms()
         reserve = dict(

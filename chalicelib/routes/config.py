@@ -33,7 +33,14 @@ def _config(req: RequestContext, warehouse: str | None) -> tuple[int, dict[str, 
         if req.visible("GetWarehouse", bucket_arn(check_warehouse(warehouse)), {}):
             warehouses.read_record(ctx, warehouse)
         overrides["prefix"] = warehouse
-    return 200, {"defaults": dict(ctx.settings.client_config), "overrides": overrides, "endpoints": endpoints()}
+    from chalicelib.core.idempotency import lifetime_iso
+
+    return 200, {
+        "defaults": dict(ctx.settings.client_config),
+        "overrides": overrides,
+        "endpoints": endpoints(),
+        "idempotency-key-lifetime": lifetime_iso(),
+    }
 
 
 @operation(bp, V1 + "/config", "GET", "GetConfig", iceberg=False)

@@ -1,0 +1,195 @@
+"""Atomic multi-table commits on S3 conditional writes alone (protocol: docs/design.md).
+
+1. Prepare: validate each table change against its current metadata and write the new metadata files.
+2. Create the transaction record, state "pending" with a lease (If-None-Match).
+3. Claim each table pointer in a fixed order (If-Match on the ETag read in 1).
+4. Commit point: swap the record "pending" -> "committed" (If-Match).
+5. Roll forward: swap each claimed pointer to its new metadata (If-Match). Anyone may do this.
+
+Whoever meets a claim settles it from the record: committed -> roll forward, aborted -> roll back,
+pending -> wait briefly, then abort it once its lease has run out, or answer 503.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from typing import Any
+
+from chalicelib import keys
+from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.errors import BadRequest, CatalogError, CommitFailed, TableRecoveryInProgress
+from chalicelib.names import check_namespace, check_table
+from chalicelib.storage import ObjectNotFound, PreconditionFailed
+
+Namespace = tuple[str, ...]
+MAX_TABLES = 100
+ATTEMPTS = 3
+
+
+def lease_ms() -> int:
+    return int(os.environ.get("CATALOG_TXN_LEASE_MS", "15000"))
+
+
+def wait_ms() -> int:
+    return int(os.environ.get("CATALOG_TXN_WAIT_MS", "1000"))
+
+
+def read_record(ctx: Context, warehouse: str, txn_id: str) -> tuple[dict[str, Any], str] | None:
+    try:
+        obj = ctx.storage.get(ctx.bucket_for(warehouse), keys.txn_record(txn_id))
+    except ObjectNotFound:
+        return None
+    return json.loads(obj.body), obj.etag
+
+
+def _abort_if_expired(ctx: Context, warehouse: str, txn_id: str) -> str:
+    """The record's state, after aborting it if its lease has run out."""
+    found = read_record(ctx, warehouse, txn_id)
+    if found is None:
+        return "aborted"  # claims are made only after the record exists; a missing one never committed
+    record, etag = found
+    if record["state"] != "pending" or now_ms() < int(record["lease-until-ms"]):
+        return str(record["state"])
+    record["state"] = "aborted"
+    try:
+        ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.txn_record(txn_id), dump(record), etag)
+        return "aborted"
+    except (PreconditionFailed, ObjectNotFound):
+        again = read_record(ctx, warehouse, txn_id)
+        return str(again[0]["state"]) if again else "aborted"
+
+
+def settle_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, data: dict[str, Any], etag: str) -> bool:
+    """Roll a claimed pointer forward or back. False if the transaction is still running."""
+    claim = data["claim"]
+    deadline = time.monotonic() + wait_ms() / 1000
+    while True:
+        state = _abort_if_expired(ctx, warehouse, str(claim["txn"]))
+        if state != "pending":
+            break
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+        try:  # the owner may have finished meanwhile
+            obj = ctx.storage.get(ctx.bucket_for(warehouse), keys.table_pointer(ns, name))
+        except ObjectNotFound:
+            return True
+        if json.loads(obj.body).get("claim") != claim:
+            return True
+    settled = {k: v for k, v in data.items() if k != "claim"}
+    if state == "committed":
+        settled["metadata-location"] = claim["new-metadata-location"]
+    try:
+        ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.table_pointer(ns, name), dump(settled), etag)
+    except (PreconditionFailed, ObjectNotFound):
+        pass  # someone else settled it
+    return True
+
+
+def recovery_error(ns: Namespace, name: str) -> TableRecoveryInProgress:
+    return TableRecoveryInProgress(
+        f"Table {'.'.join((*ns, name))!r} is held by an unfinished transaction; retry shortly",
+        headers={"Retry-After": str(max(1, lease_ms() // 1000))},
+    )
+
+
+def _parse(body: Any) -> list[tuple[Namespace, str, dict[str, Any]]]:
+    if not isinstance(body, dict) or not isinstance(body.get("table-changes"), list) or not body["table-changes"]:
+        raise BadRequest('Invalid transaction: "table-changes" must be a non-empty array')
+    changes = body["table-changes"]
+    if len(changes) > MAX_TABLES:
+        raise BadRequest(f"Invalid transaction: at most {MAX_TABLES} table changes")
+    out: list[tuple[Namespace, str, dict[str, Any]]] = []
+    for change in changes:
+        ident = change.get("identifier") if isinstance(change, dict) else None
+        if not isinstance(ident, dict):
+            raise BadRequest('Invalid transaction: every table change needs an "identifier"')
+        out.append((check_namespace(ident.get("namespace")), check_table(ident.get("name")), change))
+    if len({(ns, n) for ns, n, _ in out}) != len(out):
+        raise BadRequest("Invalid transaction: a table appears more than once")
+    return sorted(out, key=lambda c: (c[0], c[1]))  # one claim order for everyone
+
+
+def commit(ctx: Context, warehouse: str, body: Any) -> None:
+    from chalicelib.core import tables
+
+    changes = _parse(body)
+    bucket = ctx.bucket_for(warehouse)
+    for _ in range(ATTEMPTS):
+        prepared: list[tuple[Namespace, str, tables.Pointer, str]] = []
+        try:
+            for ns, name, change in changes:
+                p = tables.require(ctx, warehouse, ns, name)
+                base = tables.parse_metadata(tables.read_metadata_raw(ctx, p.metadata_location))
+                req = tables.parse_commit(change, ns, name, base)
+                new = tables.apply(ctx, req, base, p.metadata_location, base.location)
+                version = keys.metadata_version(p.metadata_location) + 1
+                meta_loc = keys.metadata_file(new.location, version, str(uuid.uuid4()))
+                tables.write_metadata(ctx, meta_loc, new)
+                prepared.append((ns, name, p, meta_loc))
+        except CatalogError:
+            for *_, loc in prepared:
+                tables.discard(ctx, loc)
+            raise
+        txn_id = uuid.uuid4().hex
+        record = {
+            "id": txn_id,
+            "state": "pending",
+            "created-ms": now_ms(),
+            "lease-until-ms": now_ms() + lease_ms(),
+            "tables": [
+                {"namespace": list(ns), "name": n, "old": p.metadata_location, "new": loc} for ns, n, p, loc in prepared
+            ],
+        }
+        txn_etag = ctx.storage.put_if_absent(bucket, keys.txn_record(txn_id), dump(record))
+        claimed: list[tuple[Namespace, str, dict[str, Any], str, dict[str, Any]]] = []
+        ok = True
+        for ns, name, p, loc in prepared:
+            data = dict(p.data, claim={"txn": txn_id, "new-metadata-location": loc})
+            try:
+                etag = ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(data), p.etag)
+            except (PreconditionFailed, ObjectNotFound):
+                ok = False  # the table moved on since we read it: give up this attempt
+                break
+            claimed.append((ns, name, data, etag, p.data))
+        if ok:
+            record["state"] = "committed"
+            try:
+                ctx.storage.put_if_match(bucket, keys.txn_record(txn_id), dump(record), txn_etag)  # commit point
+            except (PreconditionFailed, ObjectNotFound):
+                ok = False  # our lease ran out and a helper aborted us
+        if not ok:
+            _roll_back(ctx, warehouse, txn_id, claimed, [loc for *_, loc in prepared])
+            continue
+        for ns, name, data, etag, old in claimed:
+            forward = dict(old, **{"metadata-location": data["claim"]["new-metadata-location"]})
+            try:
+                ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(forward), etag)
+            except (PreconditionFailed, ObjectNotFound):
+                pass  # a reader rolled it forward already
+        return
+    raise CommitFailed("The tables changed concurrently; refresh them and retry the transaction")
+
+
+def _roll_back(ctx: Context, warehouse: str, txn_id: str, claimed: list[Any], locations: list[str]) -> None:
+    from chalicelib.core import tables
+
+    bucket = ctx.bucket_for(warehouse)
+    found = read_record(ctx, warehouse, txn_id)
+    if found is not None and found[0]["state"] == "pending":
+        record, etag = found
+        record["state"] = "aborted"
+        try:
+            ctx.storage.put_if_match(bucket, keys.txn_record(txn_id), dump(record), etag)
+        except (PreconditionFailed, ObjectNotFound):
+            pass
+    for ns, name, _data, etag, old in claimed:
+        try:
+            ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(old), etag)
+        except (PreconditionFailed, ObjectNotFound):
+            pass  # already settled by a reader
+    for loc in locations:
+        tables.discard(ctx, loc)

@@ -1,0 +1,18 @@
+"""POST /v1/{prefix}/transactions/commit: every table changes, or none does."""
+
+from __future__ import annotations
+
+from chalice import Blueprint
+
+from chalicelib.core import transactions
+from chalicelib.pipeline import RequestContext, operation
+from chalicelib.routes import PREFIX, warehouse_of
+
+bp = Blueprint(__name__)
+
+
+@operation(bp, PREFIX + "/transactions/commit", "POST", "CommitTransaction")
+def commit_transaction(req: RequestContext) -> tuple[int, None]:
+    ctx, wh = warehouse_of(req)
+    transactions.commit(ctx, wh, req.json())
+    return 204, None
