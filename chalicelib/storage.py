@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -57,6 +59,11 @@ class S3Storage:
         self._s3 = client
         self._region = region
         client.meta.events.register("before-send.s3", self._count)
+        rate = float(os.environ.get("CATALOG_FAULT_RATE", "0") or 0)
+        if rate > 0:  # test hook: S3 faults the catalog must survive (see tests/test_s3_faults.py)
+            from chalicelib.faults import FaultInjector
+
+            client.meta.events.register("before-send.s3", FaultInjector(rate))
 
     @staticmethod
     def _count(**_: Any) -> None:
@@ -73,7 +80,7 @@ class S3Storage:
             raise BucketNotFound(bucket) from exc
         if code in ("NoSuchKey", "404", "NotFound") or status == 404:
             raise ObjectNotFound(f"{bucket}/{key}") from exc
-        if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412):
+        if code == "PreconditionFailed" or status == 412:
             raise PreconditionFailed(f"{bucket}/{key}") from exc
         if code in ("SlowDown", "ServiceUnavailable", "RequestTimeout", "InternalError") or status >= 500:
             raise ServiceUnavailable("The storage layer is busy; retry the request", headers={"Retry-After": "1"})
@@ -92,12 +99,19 @@ class S3Storage:
     def _put(self, bucket: str, key: str, body: bytes, **cond: str) -> str:
         from botocore.exceptions import ClientError
 
-        try:
-            resp = self._s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/json", **cond)
-            return str(resp["ETag"])
-        except ClientError as exc:
-            self._raise(exc, bucket, key)
-            raise
+        for attempt in range(4):
+            try:
+                resp = self._s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/json", **cond)
+                return str(resp["ETag"])
+            except ClientError as exc:
+                # 409 ConditionalRequestConflict: a concurrent conditional write was in flight and this one
+                # did not happen, so sending it again is safe (botocore does not retry it).
+                if self._code(exc)[0] != "ConditionalRequestConflict":
+                    self._raise(exc, bucket, key)
+                    raise
+                if attempt < 3:
+                    time.sleep(0.02 * 2**attempt)
+        raise ServiceUnavailable("S3 reported conflicting writes; retry", headers={"Retry-After": "1"})
 
     def put(self, bucket: str, key: str, body: bytes) -> str:
         return self._put(bucket, key, body)

@@ -136,3 +136,16 @@ def keys_under(s3: Any, bucket: str, prefix: str = "") -> list[str]:
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         out.extend(item["Key"] for item in page.get("Contents", []))
     return out
+
+
+@pytest.fixture()
+def crash_ctx(s3_endpoint, system_bucket, monkeypatch):
+    """The domain core in-process against the session's S3 (for crash-point tests)."""
+    from chalicelib.core.context import Context
+    from chalicelib.settings import Settings
+    from chalicelib.storage import S3Storage, s3_client
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    storage = S3Storage(s3_client(s3_endpoint, "us-east-1"), "us-east-1")
+    return Context(Settings(s3_endpoint_url=s3_endpoint, system_bucket=system_bucket), storage)

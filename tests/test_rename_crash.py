@@ -3,52 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import pytest
 
 from chalicelib.core import namespaces, tables, warehouses
 from chalicelib.core.context import Context
-from chalicelib.settings import Settings
-from chalicelib.storage import S3Storage, s3_client
+from tests.crashutil import Crash, CrashAfter
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
-WRITES = ("put", "put_if_absent", "put_if_match", "delete", "delete_many")
-
-
-class Crash(Exception):
-    pass
-
-
-class CrashAfter:
-    """Storage that lets `limit` writes through, then dies right after the last one."""
-
-    def __init__(self, inner: S3Storage, limit: int) -> None:
-        self.inner, self.limit, self.writes = inner, limit, 0
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self.inner, name)
-        if name not in WRITES:
-            return attr
-
-        def write(*args: Any) -> Any:
-            result = attr(*args)
-            self.writes += 1
-            if self.writes >= self.limit:
-                raise Crash(f"died after write {self.writes} ({name})")
-            return result
-
-        return write
-
-
-@pytest.fixture()
-def ctx(s3_endpoint, system_bucket, monkeypatch):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
-    storage = S3Storage(s3_client(s3_endpoint, "us-east-1"), "us-east-1")
-    return Context(Settings(s3_endpoint_url=s3_endpoint, system_bucket=system_bucket), storage)
-
-
 RENAME = {"source": {"namespace": ["a"], "name": "t"}, "destination": {"namespace": ["b"], "name": "u"}}
 
 
@@ -59,6 +21,11 @@ def _setup(ctx: Context) -> tuple[str, str]:
     namespaces.create(ctx, wh, ["b"], {})
     tables.create(ctx, wh, ("a",), {"name": "t", "schema": SCHEMA})
     return wh, tables.load(ctx, wh, ("a",), "t")[0]
+
+
+@pytest.fixture()
+def ctx(crash_ctx):
+    return crash_ctx
 
 
 def test_clean_rename_makes_four_writes(ctx):

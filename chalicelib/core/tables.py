@@ -155,6 +155,8 @@ def live(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Pointer | No
             _settle_pending(ctx, warehouse, dst_ns, dst_name, dst)
         elif dst is not None and dst.data.get("table-uuid") == p.data.get("table-uuid") and not p.stale():
             ctx.storage.delete(ctx.bucket_for(warehouse), keys.table_pointer(ns, name))  # rename done: tidy up
+    if p.state == "dropped" and not p.stale():  # a drop that died before finishing: finish it
+        _finish_drop(ctx, warehouse, ns, name, p, int(p.data.get("since-ms", 0)))
     return None
 
 
@@ -540,7 +542,7 @@ def drop(ctx: Context, warehouse: str, ns: Namespace, name: str, purge: bool) ->
     for _ in range(COMMIT_ATTEMPTS):
         p = require(ctx, warehouse, ns, name)
         started = now_ms()
-        tomb = dict(p.data, state="dropped", **{"since-ms": started})
+        tomb = dict(p.data, state="dropped", purge=purge, **{"since-ms": started})
         try:
             ctx.storage.put_if_match(bucket, ptr_key, dump(tomb), p.etag)  # no commit can land after this
         except (PreconditionFailed, ObjectNotFound):
@@ -548,10 +550,16 @@ def drop(ctx: Context, warehouse: str, ns: Namespace, name: str, purge: bool) ->
         break
     else:
         raise CommitFailed(f"Table {_ident(ns, name)!r} changed concurrently; retry the drop")
-    if purge:
-        _purge(ctx, bucket, p.metadata_location)
+    _finish_drop(ctx, warehouse, ns, name, Pointer(tomb, ""), started)
+
+
+def _finish_drop(ctx: Context, warehouse: str, ns: Namespace, name: str, tomb: Pointer, started: int) -> None:
+    """Purge (if asked) and remove the tombstone; whoever meets an unfinished drop calls this again."""
+    bucket = ctx.bucket_for(warehouse)
+    if tomb.data.get("purge"):
+        _purge(ctx, bucket, tomb.metadata_location)  # idempotent: the location belongs to this table only
     if now_ms() - started < TOMBSTONE_LEASE_MS:  # past the lease a creator may own the key now
-        ctx.storage.delete(bucket, ptr_key)
+        ctx.storage.delete(bucket, keys.table_pointer(ns, name))
 
 
 def _purge(ctx: Context, bucket: str, metadata_location: str) -> None:

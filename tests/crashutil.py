@@ -1,0 +1,42 @@
+"""Die after the N-th S3 write: the crash points of fault-injection tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.core.context import Context
+from chalicelib.storage import S3Storage
+
+WRITES = ("put", "put_if_absent", "put_if_match", "delete", "delete_many")
+
+
+class Crash(Exception):
+    pass
+
+
+class CrashAfter:
+    """Storage that lets `limit` writes through, then dies right after the last one."""
+
+    def __init__(self, inner: S3Storage, limit: int) -> None:
+        self.inner, self.limit, self.writes = inner, limit, 0
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name not in WRITES:
+            return attr
+
+        def write(*args: Any) -> Any:
+            result = attr(*args)
+            self.writes += 1
+            if self.writes >= self.limit:
+                raise Crash(f"died after write {self.writes} ({name})")
+            return result
+
+        return write
+
+
+def writes_of(ctx: Context, call: Any) -> int:
+    """How many S3 writes `call(ctx)` makes when nothing fails."""
+    counting = CrashAfter(ctx.storage, 10**9)
+    call(Context(ctx.settings, counting))
+    return counting.writes

@@ -1,0 +1,93 @@
+"""Kill the catalog after each S3 write of a transaction and of a drop; the next requests recover."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+
+from chalicelib import keys
+from chalicelib.core import namespaces, tables, transactions, warehouses
+from chalicelib.core.context import Context
+from chalicelib.errors import TableRecoveryInProgress
+from tests.crashutil import Crash, CrashAfter, writes_of
+from tests.txnutil import append_change
+
+SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
+TXN_WRITES = 8  # 2 metadata files, txn record, 2 claims, commit point, 2 roll-forwards
+COMMIT_POINT = 6
+
+
+def _setup(ctx: Context) -> str:
+    wh = f"wh-cp-{uuid.uuid4().hex[:8]}"
+    warehouses.create(ctx, wh, False, {})
+    namespaces.create(ctx, wh, ["tx"], {})
+    for t in ("a", "b"):
+        tables.create(ctx, wh, ("tx",), {"name": t, "schema": SCHEMA})
+    return wh
+
+
+def _body(ctx: Context, wh: str, tag: str) -> dict:
+    changes = []
+    for t in ("a", "b"):
+        _, raw = tables.load(ctx, wh, ("tx",), t)
+        changes.append(append_change("tx", t, json.loads(raw), tag))
+    return {"table-changes": changes}
+
+
+def _tags(ctx: Context, wh: str, t: str) -> list[str]:
+    _, raw = tables.load(ctx, wh, ("tx",), t)
+    return [s["summary"].get("txn-tag") for s in json.loads(raw).get("snapshots", [])]
+
+
+def test_transaction_write_count(crash_ctx):
+    wh = _setup(crash_ctx)
+    assert writes_of(crash_ctx, lambda c: transactions.commit(c, wh, _body(crash_ctx, wh, "x"))) == TXN_WRITES
+
+
+@pytest.mark.parametrize("crash_after", range(1, TXN_WRITES + 1))
+def test_transaction_crash_points(crash_ctx, monkeypatch, crash_after):
+    ctx = crash_ctx
+    monkeypatch.setenv("CATALOG_TXN_LEASE_MS", "400")
+    monkeypatch.setenv("CATALOG_TXN_WAIT_MS", "0")
+    wh = _setup(ctx)
+    transactions.commit(ctx, wh, _body(ctx, wh, "before"))
+    with pytest.raises(Crash):
+        transactions.commit(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, _body(ctx, wh, "t"))
+    if 4 <= crash_after < COMMIT_POINT:  # a claim is held by a transaction whose lease runs: wait, says 503
+        claimed = "a" if crash_after == 4 else "b"  # claims go in table order
+        with pytest.raises(TableRecoveryInProgress):
+            tables.load(ctx, wh, ("tx",), claimed)
+    time.sleep(0.45)  # the lease runs out; the next request aborts or rolls forward
+    got = {t: _tags(ctx, wh, t) for t in ("a", "b")}
+    expected = ["before", "t"] if crash_after >= COMMIT_POINT else ["before"]
+    assert got == {"a": expected, "b": expected}  # both tables at the old state, or both at the new
+    locations = [tables.load(ctx, wh, ("tx",), t)[0] for t in ("a", "b")]
+    assert len(set(locations)) == 2  # no metadata file is referenced by two pointers
+    for t in ("a", "b"):
+        raw = ctx.storage.get(wh, keys.table_pointer(("tx",), t)).body
+        assert "claim" not in json.loads(raw)
+    transactions.commit(ctx, wh, _body(ctx, wh, "after"))  # and the tables keep working
+    assert _tags(ctx, wh, "a")[-1] == "after"
+
+
+def test_drop_write_count(crash_ctx):
+    wh = _setup(crash_ctx)
+    assert writes_of(crash_ctx, lambda c: tables.drop(c, wh, ("tx",), "a", True)) == 3
+
+
+@pytest.mark.parametrize("crash_after", [1, 2, 3])
+def test_drop_crash_points(crash_ctx, crash_after):
+    ctx = crash_ctx
+    wh = _setup(ctx)
+    location, raw = tables.load(ctx, wh, ("tx",), "a")
+    table_prefix = json.loads(raw)["location"].split(f"s3://{wh}/", 1)[1] + "/"
+    ctx.storage.put(wh, table_prefix + "data/file-1.parquet", b"rows")
+    with pytest.raises(Crash):
+        tables.drop(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, ("tx",), "a", True)
+    assert tables.live(ctx, wh, ("tx",), "a") is None  # dropped, and the reader finished the drop
+    assert list(ctx.storage.list_keys(wh, table_prefix)) == []
+    assert list(ctx.storage.list_keys(wh, keys.table_pointer(("tx",), "a"))) == []
+    assert tables.load(ctx, wh, ("tx",), "b")[0]  # the other table is untouched
