@@ -7,12 +7,15 @@ sent, so the object store is never changed by a faulted call.
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 from typing import Any
 
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ConnectionClosedError
+
+log = logging.getLogger("catalog.faults")
 
 
 class _Raw:
@@ -44,6 +47,7 @@ class FaultInjector:
                 ["SlowDown", "ConnectionReset"] + (["ConditionalRequestConflict"] * 2 if conditional else [])
             )
             self.injected[kind] += 1
+        log.info("fault injected: %s", kind)
         if kind == "SlowDown":
             return _error(503, "SlowDown", request.url)
         if kind == "ConnectionReset":

@@ -96,6 +96,24 @@ def parse_metadata(raw: bytes) -> Any:
     return TableMetadataUtil.parse_raw(raw)
 
 
+_parsed: OrderedDict[str, Any] = OrderedDict()
+
+
+def metadata_at(ctx: Context, location: str) -> Any:
+    """Parsed metadata by location; parsing is the commit path's main CPU cost, and files are immutable."""
+    with _cache_lock:
+        hit = _parsed.get(location)
+        if hit is not None:
+            _parsed.move_to_end(location)
+            return hit
+    parsed = parse_metadata(read_metadata_raw(ctx, location))
+    with _cache_lock:
+        _parsed[location] = parsed
+        while len(_parsed) > _CACHE_SIZE:
+            _parsed.popitem(last=False)
+    return parsed
+
+
 # ---- pointers -------------------------------------------------------------------------------
 
 
@@ -134,15 +152,19 @@ def _settle_pending(ctx: Context, warehouse: str, ns: Namespace, name: str, dst:
     return settled
 
 
-def live(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Pointer | None:
+def live(ctx: Context, warehouse: str, ns: Namespace, name: str, read_only: bool = False) -> Pointer | None:
     """The active pointer of a table, settling an interrupted rename on the way; None if absent."""
     p = _read(ctx, warehouse, ns, name)
-    if p is not None and "claim" in p.data:  # held by a multi-table transaction: settle it first
+    if p is not None and "claim" in p.data:  # held by a multi-table transaction
         from chalicelib.core import transactions
 
+        if read_only:
+            view = transactions.committed_view(ctx, warehouse, p.data)
+            if view is not None:
+                return Pointer(view, p.etag)
         if not transactions.settle_claim(ctx, warehouse, ns, name, p.data, p.etag):
             raise transactions.recovery_error(ns, name)
-        return live(ctx, warehouse, ns, name)
+        return live(ctx, warehouse, ns, name, read_only)
     if p is None or p.state == "active":
         return p
     if p.state == "pending":
@@ -238,12 +260,16 @@ def list_names(
 
 
 def load(ctx: Context, warehouse: str, ns: Namespace, name: str) -> tuple[str, bytes]:
-    p = require(ctx, warehouse, ns, name)
-    return p.metadata_location, read_metadata_raw(ctx, p.metadata_location)
+    location = exists(ctx, warehouse, ns, name)
+    return location, read_metadata_raw(ctx, location)
 
 
 def exists(ctx: Context, warehouse: str, ns: Namespace, name: str) -> str:
-    return require(ctx, warehouse, ns, name).metadata_location
+    """The current metadata location, for readers (they never wait for a running transaction)."""
+    p = live(ctx, warehouse, ns, name, read_only=True)
+    if p is None:
+        raise _not_found(ctx, warehouse, ns, name)
+    return p.metadata_location
 
 
 def _check_table_properties(props: dict[str, str]) -> None:
@@ -257,6 +283,8 @@ def write_metadata(ctx: Context, location: str, metadata: Any) -> bytes:
     bucket, key = keys.split_s3_uri(location)
     ctx.storage.put_if_absent(bucket, key, raw)
     _remember(location, raw)
+    with _cache_lock:
+        _parsed[location] = metadata
     return raw
 
 
@@ -447,7 +475,7 @@ def commit(ctx: Context, warehouse: str, ns: Namespace, name: str, body: Any) ->
     bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
     for _ in range(COMMIT_ATTEMPTS):
         p = live(ctx, warehouse, ns, name)
-        base = parse_metadata(read_metadata_raw(ctx, p.metadata_location)) if p else None
+        base = metadata_at(ctx, p.metadata_location) if p else None
         req = parse_commit(body, ns, name, base)
         if p is None:
             if not any(isinstance(r, AssertCreate) for r in req.requirements):

@@ -34,7 +34,7 @@ def lease_ms() -> int:
 
 
 def wait_ms() -> int:
-    return int(os.environ.get("CATALOG_TXN_WAIT_MS", "1000"))
+    return int(os.environ.get("CATALOG_TXN_WAIT_MS", "200"))
 
 
 def read_record(ctx: Context, warehouse: str, txn_id: str) -> tuple[dict[str, Any], str] | None:
@@ -62,6 +62,18 @@ def _abort_if_expired(ctx: Context, warehouse: str, txn_id: str) -> str:
         return str(again[0]["state"]) if again else "aborted"
 
 
+def committed_view(ctx: Context, warehouse: str, data: dict[str, Any]) -> dict[str, Any] | None:
+    """For readers: the pointer as of the last commit point, or None if the claim must be settled.
+
+    Until its commit point a transaction has changed nothing, so a claim of a pending transaction
+    reads as the old state; readers never wait for writers.
+    """
+    found = read_record(ctx, warehouse, str(data["claim"]["txn"]))
+    if found is not None and found[0]["state"] == "pending" and now_ms() < int(found[0]["lease-until-ms"]):
+        return {k: v for k, v in data.items() if k != "claim"}
+    return None
+
+
 def settle_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, data: dict[str, Any], etag: str) -> bool:
     """Roll a claimed pointer forward or back. False if the transaction is still running."""
     claim = data["claim"]
@@ -72,7 +84,7 @@ def settle_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, data: d
             break
         if time.monotonic() >= deadline:
             return False
-        time.sleep(0.05)
+        time.sleep(0.01)
         try:  # the owner may have finished meanwhile
             obj = ctx.storage.get(ctx.bucket_for(warehouse), keys.table_pointer(ns, name))
         except ObjectNotFound:
@@ -123,7 +135,7 @@ def commit(ctx: Context, warehouse: str, body: Any) -> None:
         try:
             for ns, name, change in changes:
                 p = tables.require(ctx, warehouse, ns, name)
-                base = tables.parse_metadata(tables.read_metadata_raw(ctx, p.metadata_location))
+                base = tables.metadata_at(ctx, p.metadata_location)
                 req = tables.parse_commit(change, ns, name, base)
                 new = tables.apply(ctx, req, base, p.metadata_location, base.location)
                 version = keys.metadata_version(p.metadata_location) + 1
