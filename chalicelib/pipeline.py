@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import unquote
 
-from chalice import Blueprint, Response
+from chalice import Chalice, Response
 
 from chalicelib.errors import BadRequest, CatalogError, InternalError
 from chalicelib.storage import COUNTER
@@ -103,56 +103,87 @@ def error_response(exc: CatalogError, head: bool = False) -> Response:
     return Response(body="" if head else json.dumps(exc.to_body()), status_code=exc.status, headers=headers)
 
 
-def operation(
-    bp: Blueprint, path: str, method: str, action: str, *, iceberg: bool = True
-) -> Callable[[Callable[[RequestContext], Any]], Callable[..., Response]]:
-    """Register a handler taking a RequestContext and returning (status, body[, headers])."""
+@dataclass
+class _Spec:
+    path: str
+    method: str
+    action: str
+    handler: Callable[[RequestContext], Any]
+    view_name: str
 
-    def register(handler: Callable[[RequestContext], Any]) -> Callable[..., Response]:
-        ROUTES.append(RouteInfo(method, path, action, iceberg))
 
-        def view(**params: str) -> Response:
-            req = bp.current_request
-            started = time.perf_counter()
-            COUNTER.count = 0
-            ctx = RequestContext(
-                method=method,
-                params=params,
-                query=dict(req.query_params or {}),
-                headers=req.headers,
-                raw_body=req.raw_body or b"",
-                raw_path=(req.context or {}).get("path", ""),
-                action=action,
+class RouteGroup:
+    """A route group's operations; unlike a Chalice Blueprint it can be registered in several apps
+    (the all-in-one app and its own per-group app), each view bound to the app that dispatches it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.specs: list[_Spec] = []
+
+    def register(self, app: Chalice) -> None:
+        for spec in self.specs:
+            app.route(spec.path, methods=[spec.method], content_types=JSON_TYPES, name=spec.view_name)(
+                _make_view(app, spec)
             )
-            slot = None
-            try:
-                authn, authz = PIPELINE.for_action(action)
-                ctx.identity = authn.authenticate(ctx)
-                authz.authorize(ctx)
-                slot = _idempotency_begin(ctx)
-                if isinstance(slot, Response):
-                    return slot
-                result = handler(ctx)
-            except CatalogError as exc:
-                resp = error_response(exc, head=method == "HEAD")
-            except Exception:  # noqa: BLE001 - never a stack trace to the caller
-                log.exception("unhandled error in %s %s", method, path)
-                resp = error_response(InternalError("Internal error; see the catalog logs"), method == "HEAD")
-            else:
-                resp = _to_response(result)
-            if slot is not None:
-                _idempotency_finish(slot, resp)
-            resp.headers["X-Catalog-S3-Requests"] = str(COUNTER.count)
-            if LOG_REQUESTS:
-                elapsed = (time.perf_counter() - started) * 1000
-                log.info("request %s %s %d %.2fms s3=%d", method, path, resp.status_code, elapsed, COUNTER.count)
-            return resp
 
-        view.__name__ = f"{action}_{method}_{len(ROUTES)}"
-        bp.route(path, methods=[method], content_types=JSON_TYPES)(view)
-        return view
+
+def operation(
+    group: RouteGroup, path: str, method: str, action: str, *, iceberg: bool = True
+) -> Callable[[Callable[[RequestContext], Any]], Callable[[RequestContext], Any]]:
+    """Declare a handler taking a RequestContext and returning (status, body[, headers])."""
+
+    def register(handler: Callable[[RequestContext], Any]) -> Callable[[RequestContext], Any]:
+        ROUTES.append(RouteInfo(method, path, action, iceberg))
+        group.specs.append(_Spec(path, method, action, handler, f"{action}_{method}_{len(ROUTES)}"))
+        return handler
 
     return register
+
+
+def _make_view(app: Chalice, spec: _Spec) -> Callable[..., Response]:
+    def view(**params: str) -> Response:
+        return _dispatch(app.current_request, spec, params)
+
+    view.__name__ = spec.view_name
+    return view
+
+
+def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
+    method, path, action = spec.method, spec.path, spec.action
+    started = time.perf_counter()
+    COUNTER.count = 0
+    ctx = RequestContext(
+        method=method,
+        params=params,
+        query=dict(req.query_params or {}),
+        headers=req.headers,
+        raw_body=req.raw_body or b"",
+        raw_path=(req.context or {}).get("path", ""),
+        action=action,
+    )
+    slot = None
+    try:
+        authn, authz = PIPELINE.for_action(action)
+        ctx.identity = authn.authenticate(ctx)
+        authz.authorize(ctx)
+        slot = _idempotency_begin(ctx)
+        if isinstance(slot, Response):
+            return slot
+        result = spec.handler(ctx)
+    except CatalogError as exc:
+        resp = error_response(exc, head=method == "HEAD")
+    except Exception:  # noqa: BLE001 - never a stack trace to the caller
+        log.exception("unhandled error in %s %s", method, path)
+        resp = error_response(InternalError("Internal error; see the catalog logs"), method == "HEAD")
+    else:
+        resp = _to_response(result)
+    if slot is not None:
+        _idempotency_finish(slot, resp)
+    resp.headers["X-Catalog-S3-Requests"] = str(COUNTER.count)
+    if LOG_REQUESTS:
+        elapsed = (time.perf_counter() - started) * 1000
+        log.info("request %s %s %d %.2fms s3=%d", method, path, resp.status_code, elapsed, COUNTER.count)
+    return resp
 
 
 MUTATING = frozenset({"POST", "PUT", "DELETE"})

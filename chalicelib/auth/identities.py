@@ -32,9 +32,23 @@ class Principal:
     policies: tuple[dict[str, Any], ...] = field(default_factory=tuple)
 
 
+_root_from_secret: tuple[str, str] | None = None
+
+
 def root_credentials() -> tuple[str, str] | None:
+    """From CATALOG_ROOT_ACCESS_KEY/SECRET_KEY, or (deployments) a Secrets Manager secret named by
+    CATALOG_ROOT_CREDENTIALS_SECRET holding {"access_key_id", "secret_access_key"}, read once."""
+    global _root_from_secret
     key, secret = os.environ.get("CATALOG_ROOT_ACCESS_KEY"), os.environ.get("CATALOG_ROOT_SECRET_KEY")
-    return (key, secret) if key and secret else None
+    if key and secret:
+        return key, secret
+    secret_id = os.environ.get("CATALOG_ROOT_CREDENTIALS_SECRET")
+    if secret_id and _root_from_secret is None:
+        import boto3
+
+        doc = json.loads(boto3.client("secretsmanager").get_secret_value(SecretId=secret_id)["SecretString"])
+        _root_from_secret = (doc["access_key_id"], doc["secret_access_key"])
+    return _root_from_secret
 
 
 def _read_json(ctx: Context, key: str) -> tuple[dict[str, Any], str] | None:

@@ -8,15 +8,13 @@ import hmac
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
-from chalice import Blueprint
-
 from chalicelib.auth import identities, tokens
 from chalicelib.core.context import get_context
 from chalicelib.errors import BadRequest
-from chalicelib.pipeline import RequestContext, operation
+from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import V1
 
-bp = Blueprint(__name__)
+bp = RouteGroup(__name__)
 ADMIN = "/_iceberg/admin"
 
 

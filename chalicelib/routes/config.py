@@ -4,20 +4,39 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalice import Blueprint
-
 from chalicelib.auth.resources import bucket_arn
 from chalicelib.core import warehouses
 from chalicelib.core.context import get_context
 from chalicelib.names import check_warehouse
-from chalicelib.pipeline import ROUTES, RequestContext, operation
+from chalicelib.pipeline import ROUTES, RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, V1
 
-bp = Blueprint(__name__)
+bp = RouteGroup(__name__)
 
 
-def endpoints() -> list[str]:
-    """Every Iceberg REST route registered in this process, in the spec's `METHOD /v1/{prefix}/...` form."""
+# Every Iceberg REST route the catalog serves (a test checks it against the registered routes). It is
+# static because the config function of a per-group deployment does not load the other groups.
+ICEBERG_ENDPOINTS = (
+    "DELETE /v1/{prefix}/namespaces/{namespace}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "GET /v1/{prefix}/namespaces",
+    "GET /v1/{prefix}/namespaces/{namespace}",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces",
+    "POST /v1/{prefix}/namespaces/{namespace}/properties",
+    "POST /v1/{prefix}/namespaces/{namespace}/register",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/tables/rename",
+    "POST /v1/{prefix}/transactions/commit",
+)
+
+
+def registered_endpoints() -> list[str]:
+    """The Iceberg REST routes registered in this process, in the spec's `METHOD /v1/{prefix}/...` form."""
     out = []
     for r in ROUTES:
         if r.iceberg and r.path.startswith(PREFIX + "/"):
@@ -38,7 +57,7 @@ def _config(req: RequestContext, warehouse: str | None) -> tuple[int, dict[str, 
     return 200, {
         "defaults": dict(ctx.settings.client_config),
         "overrides": overrides,
-        "endpoints": endpoints(),
+        "endpoints": list(ICEBERG_ENDPOINTS),
         "idempotency-key-lifetime": lifetime_iso(),
     }
 

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalice import Blueprint
-
 from chalicelib.auth.resources import bucket_arn, ns_context
 from chalicelib.core import namespaces
 from chalicelib.errors import BadRequest
 from chalicelib.names import parse_namespace_path
-from chalicelib.pipeline import RequestContext, operation
+from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, namespace_of, paged, paging_of, warehouse_of
 
-bp = Blueprint(__name__)
+bp = RouteGroup(__name__)
 NS = PREFIX + "/namespaces"
 
 

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalice import Blueprint
-
 from chalicelib.auth.resources import ns_context, table_arn
 from chalicelib.core import tables
 from chalicelib.core.paging import parse_bool
 from chalicelib.names import check_table
-from chalicelib.pipeline import RequestContext, operation
+from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, namespace_of, paged, paging_of, warehouse_of
 
-bp = Blueprint(__name__)
+bp = RouteGroup(__name__)
 TABLES = PREFIX + "/namespaces/{namespace}/tables"
 TABLE = TABLES + "/{table}"
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from chalice import Blueprint
-
 from chalicelib.core import transactions
-from chalicelib.pipeline import RequestContext, operation
+from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, warehouse_of
 
-bp = Blueprint(__name__)
+bp = RouteGroup(__name__)
 
 
 @operation(bp, PREFIX + "/transactions/commit", "POST", "CommitTransaction")

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalice import Blueprint
-
 from chalicelib.auth.resources import bucket_arn
 from chalicelib.core import warehouses
 from chalicelib.core.context import get_context
 from chalicelib.core.paging import parse_bool
 from chalicelib.errors import BadRequest
-from chalicelib.pipeline import RequestContext, operation
+from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import V1, paged, paging_of
 
-bp = Blueprint(__name__)
+bp = RouteGroup(__name__)
 
 
 def _create(req: RequestContext) -> tuple[int, dict[str, Any]]:

@@ -1,0 +1,28 @@
+"""Chalice apps per route group: each Lambda function imports only its own group's modules."""
+
+from __future__ import annotations
+
+import importlib
+
+from chalice import Chalice
+
+GROUPS: dict[str, tuple[str, ...]] = {
+    "config": ("config",),
+    "auth": ("auth",),  # token exchange and the admin API
+    "warehouses": ("warehouses",),
+    "namespaces": ("namespaces",),
+    "tables": ("tables",),
+    "transactions": ("transactions",),
+}
+ALL = tuple(m for mods in GROUPS.values() for m in mods)
+
+
+def build(modules: tuple[str, ...], name: str = "s3-iceberg-catalog") -> Chalice:
+    from chalicelib.auth.plugin import install
+    from chalicelib.pipeline import PIPELINE
+
+    install(PIPELINE)
+    app = Chalice(app_name=name)
+    for module in modules:
+        importlib.import_module(f"chalicelib.routes.{module}").bp.register(app)
+    return app

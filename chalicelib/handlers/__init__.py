@@ -1,0 +1,1 @@
+"""Lambda handlers, one module per route group plus the all-in-one."""

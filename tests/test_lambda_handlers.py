@@ -1,0 +1,223 @@
+"""Each route group's Lambda handler, in-process, with Function URL, HTTP API (2.0) and REST (1.0) events."""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import json
+import uuid
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+from chalicelib.core import context as catalog_context
+from tests.conftest import KEYS, REGION, ROOT_KEY, ROOT_SECRET
+
+URL_HOST = "abcdefgh12345.lambda-url.us-east-1.on.aws"
+API_HOST = "a1b2c3d4e5.execute-api.us-east-1.amazonaws.com"
+SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
+
+
+@pytest.fixture(autouse=True)
+def lambda_env(monkeypatch, s3_endpoint, system_bucket):
+    for k, v in {
+        **KEYS,
+        "S3_ENDPOINT_URL": s3_endpoint,
+        "AWS_DEFAULT_REGION": REGION,
+        "CATALOG_SYSTEM_BUCKET": system_bucket,
+        "CATALOG_ROOT_ACCESS_KEY": ROOT_KEY,
+        "CATALOG_ROOT_SECRET_KEY": ROOT_SECRET,
+    }.items():
+        monkeypatch.setenv(k, v)
+    catalog_context.set_context(None)
+    yield
+    catalog_context.set_context(None)
+
+
+def handler(group: str) -> Any:
+    return importlib.import_module(f"chalicelib.handlers.{group}").handler
+
+
+def _signed(method: str, host: str, path: str, query: dict[str, str], body: bytes, headers: dict[str, str]):
+    url = f"https://{host}{path}" + (f"?{urlencode(query)}" if query else "")
+    req = AWSRequest(method=method, url=url, data=body, headers=headers)
+    SigV4Auth(Credentials(ROOT_KEY, ROOT_SECRET), "s3tables", REGION).add_auth(req)
+    out = {k.lower(): v for k, v in req.headers.items()}
+    out["host"] = host
+    return out
+
+
+def v2_event(
+    method, path, *, query=None, body=b"", headers=None, b64=False, sign=True, host=URL_HOST, route_key="$default"
+) -> dict:
+    """The shape a Lambda Function URL (route_key $default) or an HTTP API delivers (payload 2.0)."""
+    query = query or {}
+    hdrs = {"content-type": "application/json", **(headers or {})}
+    hdrs = _signed(method, host, path, query, body, hdrs) if sign else {**hdrs, "host": host}
+    return {
+        "version": "2.0",
+        "routeKey": route_key,
+        "rawPath": path,
+        "rawQueryString": urlencode(query),
+        "headers": hdrs,
+        "queryStringParameters": query or None,
+        "requestContext": {
+            "accountId": "anonymous",
+            "apiId": host.split(".")[0],
+            "domainName": host,
+            "http": {
+                "method": method,
+                "path": path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": "203.0.113.7",
+                "userAgent": "test",
+            },
+            "requestId": str(uuid.uuid4()),
+            "routeKey": route_key,
+            "stage": "$default",
+            "time": "22/Nov/2026:19:00:00 +0000",
+            "timeEpoch": 0,
+        },
+        "body": base64.b64encode(body).decode() if b64 else (body.decode() if body else None),
+        "isBase64Encoded": b64,
+    }
+
+
+def rest_event(method, route, path, params, *, body=b"", headers=None, stage="api") -> dict:
+    """API Gateway REST (1.0): the client calls /{stage}/..., the resource is the route template."""
+    hdrs = _signed(
+        method, API_HOST, f"/{stage}{path}", {}, body, {"content-type": "application/json", **(headers or {})}
+    )
+    return {
+        "resource": route,
+        "path": path,
+        "httpMethod": method,
+        "headers": hdrs,
+        "multiValueHeaders": {k: [v] for k, v in hdrs.items()},
+        "queryStringParameters": None,
+        "multiValueQueryStringParameters": None,
+        "pathParameters": params,
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": route,
+            "httpMethod": method,
+            "path": f"/{stage}{path}",
+            "stage": stage,
+            "requestId": str(uuid.uuid4()),
+            "identity": {"sourceIp": "203.0.113.7"},
+        },
+        "body": body.decode() if body else None,
+        "isBase64Encoded": False,
+    }
+
+
+def body_of(resp: dict) -> Any:
+    raw = base64.b64decode(resp["body"]) if resp.get("isBase64Encoded") else resp["body"]
+    return json.loads(raw) if raw else None
+
+
+def test_each_group_handler_with_each_event_shape():
+    wh = f"wh-lambda-{uuid.uuid4().hex[:6]}"
+    # warehouses: Function URL event with a base64 body
+    r = handler("warehouses")(
+        v2_event("POST", "/_iceberg/v1/warehouses", body=json.dumps({"name": wh}).encode(), b64=True), None
+    )
+    assert r["statusCode"] == 200 and body_of(r)["name"] == wh and "multiValueHeaders" not in r
+    # config: query string
+    r = handler("config")(v2_event("GET", "/_iceberg/v1/config", query={"warehouse": wh}), None)
+    assert r["statusCode"] == 200 and body_of(r)["overrides"]["prefix"] == wh
+    assert "POST /v1/{prefix}/transactions/commit" in body_of(r)["endpoints"]
+    # namespaces: HTTP API events, a multi-level namespace in the path
+    ns = handler("namespaces")
+    for levels in (["a"], ["a", "b"]):
+        r = ns(
+            v2_event(
+                "POST",
+                f"/_iceberg/v1/{wh}/namespaces",
+                body=json.dumps({"namespace": levels}).encode(),
+                host=API_HOST,
+                route_key="ANY /{proxy+}",
+            ),
+            None,
+        )
+        assert r["statusCode"] == 200, r
+    r = ns(v2_event("GET", f"/_iceberg/v1/{wh}/namespaces/a%1Fb", host=API_HOST), None)
+    assert r["statusCode"] == 200 and body_of(r)["namespace"] == ["a", "b"]
+    # tables: REST (1.0) events through API Gateway's stage prefix
+    tables = handler("tables")
+    route = "/_iceberg/v1/{warehouse}/namespaces/{namespace}/tables"
+    r = tables(
+        rest_event(
+            "POST",
+            route,
+            f"/_iceberg/v1/{wh}/namespaces/a%1Fb/tables",
+            {"warehouse": wh, "namespace": "a%1Fb"},
+            body=json.dumps({"name": "t", "schema": SCHEMA}).encode(),
+        ),
+        None,
+    )
+    assert r["statusCode"] == 200, r
+    one = f"/_iceberg/v1/{wh}/namespaces/a%1Fb/tables/t"
+    r = tables(v2_event("GET", one), None)
+    assert r["statusCode"] == 200 and body_of(r)["metadata"]["location"].startswith(f"s3://{wh}/a/b/t-")
+    etag = r["headers"]["ETag"]
+    r = tables(v2_event("GET", one, headers={"if-none-match": etag}), None)
+    assert r["statusCode"] == 304 and r["body"] == ""
+    r = tables(v2_event("HEAD", one), None)
+    assert r["statusCode"] == 200 and r["body"] == ""
+    r = tables(v2_event("GET", one[: -len("/t")] + "/missing"), None)
+    assert r["statusCode"] == 404 and body_of(r)["error"]["type"] == "IcebergTableNotFound"
+    # transactions
+    meta = body_of(tables(v2_event("GET", one), None))["metadata"]
+    change = {
+        "identifier": {"namespace": ["a", "b"], "name": "t"},
+        "requirements": [{"type": "assert-table-uuid", "uuid": meta["table-uuid"]}],
+        "updates": [{"action": "set-properties", "updates": {"via": "lambda"}}],
+    }
+    r = handler("transactions")(
+        v2_event(
+            "POST", f"/_iceberg/v1/{wh}/transactions/commit", body=json.dumps({"table-changes": [change]}).encode()
+        ),
+        None,
+    )
+    assert r["statusCode"] == 204, r
+    # auth: the token exchange (form body, no signature)
+    form = urlencode({"grant_type": "client_credentials", "client_id": ROOT_KEY, "client_secret": ROOT_SECRET})
+    r = handler("auth")(
+        v2_event(
+            "POST",
+            "/_iceberg/v1/oauth/tokens",
+            body=form.encode(),
+            sign=False,
+            headers={"content-type": "application/x-www-form-urlencoded"},
+        ),
+        None,
+    )
+    assert r["statusCode"] == 200 and body_of(r)["token_type"] == "bearer"
+    # the all-in-one handler serves every group
+    r = handler("all")(v2_event("GET", one), None)
+    assert r["statusCode"] == 200 and body_of(r)["metadata"]["properties"]["via"] == "lambda"
+
+
+def test_signature_sees_exact_path_and_errors_are_json():
+    wh = "wh-never-created"
+    unsigned = v2_event("GET", f"/_iceberg/v1/{wh}/namespaces", sign=False)
+    r = handler("namespaces")(unsigned, None)
+    assert r["statusCode"] == 401 and body_of(r)["error"]["code"] == 401
+    event = v2_event("GET", f"/_iceberg/v1/{wh}/namespaces/a%1Fb")
+    event["rawPath"] = f"/_iceberg/v1/{wh}/namespaces/a%1Fc"  # path changed after signing
+    event["requestContext"]["http"]["path"] = event["rawPath"]
+    assert handler("namespaces")(event, None)["statusCode"] == 401
+    r = handler("tables")(v2_event("GET", "/_iceberg/v1/nowhere"), None)
+    assert r["statusCode"] == 404 and body_of(r)["error"]["type"] == "NotFound"
+
+
+def test_static_endpoint_list_matches_the_routes():
+    importlib.import_module("chalicelib.handlers.all")
+    from chalicelib.routes.config import ICEBERG_ENDPOINTS, registered_endpoints
+
+    assert list(ICEBERG_ENDPOINTS) == registered_endpoints()
