@@ -21,7 +21,11 @@ import local_s3  # noqa: E402
 # The first request each group's handler is timed on (an unsigned one would stop at auth).
 FIRST = {
     "config": ("GET", "/_iceberg/v1/config", ""),
-    "auth": ("POST", "/_iceberg/v1/oauth/tokens", "grant_type=client_credentials&client_id=ROOTTESTKEY0000001&client_secret=bench-secret"),
+    "auth": (
+        "POST",
+        "/_iceberg/v1/oauth/tokens",
+        "grant_type=client_credentials&client_id=ROOTTESTKEY0000001&client_secret=bench-secret",
+    ),
     "warehouses": ("GET", "/_iceberg/v1/warehouses", ""),
     "namespaces": ("GET", "/_iceberg/v1/{wh}/namespaces", ""),
     "tables": ("GET", "/_iceberg/v1/{wh}/namespaces/b/tables/t", ""),

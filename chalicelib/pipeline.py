@@ -93,6 +93,7 @@ class RouteInfo:
     path: str
     action: str
     iceberg: bool
+    group: str = ""
 
 
 ROUTES: list[RouteInfo] = []
@@ -133,7 +134,7 @@ def operation(
     """Declare a handler taking a RequestContext and returning (status, body[, headers])."""
 
     def register(handler: Callable[[RequestContext], Any]) -> Callable[[RequestContext], Any]:
-        ROUTES.append(RouteInfo(method, path, action, iceberg))
+        ROUTES.append(RouteInfo(method, path, action, iceberg, group.name.rsplit(".", 1)[-1]))
         group.specs.append(_Spec(path, method, action, handler, f"{action}_{method}_{len(ROUTES)}"))
         return handler
 

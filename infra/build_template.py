@@ -1,0 +1,245 @@
+"""Build the deployment: `chalice package` with a merged template, then drop Chalice's REST API.
+
+    AWS_DEFAULT_REGION=us-east-1 .venv/bin/python infra/build_template.py [out_dir]   # default infra/build
+
+Result (out_dir/template.json + deployment.zip): one Lambda function per route group behind one
+HTTP API (payload 2.0), an optional all-in-one function with a Function URL, the system bucket,
+one least-privilege role per function, log groups with retention, and parameters for stage,
+memory, timeout, reserved concurrency and the root-credentials secret (never its value).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SUB = "Fn::Sub"
+# What each group's function may do in S3 (ARN templates; ${BucketPrefix}* = the warehouse buckets).
+SYSTEM = "arn:${AWS::Partition}:s3:::${SystemBucketName}"
+WAREHOUSES = "arn:${AWS::Partition}:s3:::${BucketPrefix}*"
+OBJECT_RW = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
+S3_ACCESS: dict[str, list[tuple[list[str], list[str]]]] = {
+    "config": [(["s3:GetObject"], [SYSTEM + "/warehouses/*"])],
+    "auth": [(OBJECT_RW, [SYSTEM + "/iam/*", SYSTEM + "/idempotency/*"]), (["s3:ListBucket"], [SYSTEM])],
+    "warehouses": [
+        (OBJECT_RW, [SYSTEM + "/warehouses/*", SYSTEM + "/iam/*", SYSTEM + "/idempotency/*", WAREHOUSES + "/*"]),
+        (["s3:ListBucket"], [SYSTEM, WAREHOUSES]),
+        (["s3:CreateBucket", "s3:DeleteBucket"], [WAREHOUSES, SYSTEM]),  # the only group that creates buckets
+    ],
+}
+DEFAULT_ACCESS = [
+    (OBJECT_RW, [SYSTEM + "/iam/*", SYSTEM + "/idempotency/*", WAREHOUSES + "/*"]),
+    (["s3:GetObject"], [SYSTEM + "/warehouses/*"]),
+    (["s3:ListBucket"], [WAREHOUSES]),
+]
+
+
+def _cap(group: str) -> str:
+    return "".join(p.capitalize() for p in group.split("_"))
+
+
+def _role(statements: list[tuple[list[str], list[str]]]) -> dict[str, Any]:
+    policy = [{"Effect": "Allow", "Action": acts, "Resource": [{SUB: r} for r in res]} for acts, res in statements]
+    policy.append(
+        {"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": {"Ref": "RootCredentialsSecretArn"}}
+    )
+    return {
+        "Type": "AWS::IAM::Role",
+        "Properties": {
+            "AssumeRolePolicyDocument": {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}
+                ],
+            },
+            "ManagedPolicyArns": [
+                {SUB: "arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"}
+            ],
+            "Policies": [
+                {"PolicyName": "catalog-s3", "PolicyDocument": {"Version": "2012-10-17", "Statement": policy}}
+            ],
+        },
+    }
+
+
+def _function_props(group: str, handler: str) -> dict[str, Any]:
+    return {
+        "FunctionName": {SUB: f"catalog-${{Stage}}-{group}"},
+        "CodeUri": "./deployment.zip",
+        "Handler": handler,
+        "Runtime": "python3.11",
+        "MemorySize": {"Ref": "MemorySize"},
+        "Timeout": {"Ref": "Timeout"},
+        "ReservedConcurrentExecutions": {"Ref": "ReservedConcurrency"},
+        "Role": {"Fn::GetAtt": [f"{_cap(group)}Role", "Arn"]},
+        "LoggingConfig": {"LogGroup": {"Ref": f"{_cap(group)}LogGroup"}},
+        "Environment": {
+            "Variables": {
+                "CATALOG_SYSTEM_BUCKET": {"Ref": "SystemBucketName"},
+                "CATALOG_BUCKET_PREFIX": {"Ref": "BucketPrefix"},
+                "CATALOG_ROOT_CREDENTIALS_SECRET": {"Ref": "RootCredentialsSecretArn"},
+            }
+        },
+    }
+
+
+def merge_template() -> dict[str, Any]:
+    from chalicelib.apps import ALL, GROUPS, build
+    from chalicelib.pipeline import ROUTES
+
+    build(ALL)
+    res: dict[str, Any] = {
+        "SystemBucket": {
+            "Type": "AWS::S3::Bucket",
+            "DeletionPolicy": "Retain",
+            "UpdateReplacePolicy": "Retain",
+            "Properties": {
+                "BucketName": {"Ref": "SystemBucketName"},
+                "PublicAccessBlockConfiguration": {
+                    k: True
+                    for k in ("BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets")
+                },
+                "BucketEncryption": {
+                    "ServerSideEncryptionConfiguration": [{"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+                },
+            },
+        },
+        "CatalogHttpApi": {"Type": "AWS::Serverless::HttpApi", "Properties": {}},
+    }
+    for group in GROUPS:
+        cap = _cap(group)
+        res[f"{cap}Role"] = _role(S3_ACCESS.get(group, DEFAULT_ACCESS))
+        res[f"{cap}LogGroup"] = {
+            "Type": "AWS::Logs::LogGroup",
+            "Properties": {
+                "LogGroupName": {SUB: f"/aws/lambda/catalog-${{Stage}}-{group}"},
+                "RetentionInDays": {"Ref": "LogRetentionDays"},
+            },
+        }
+        props = _function_props(group, f"chalicelib.handlers.{group}.handler")
+        props["Events"] = {
+            f"R{i}": {
+                "Type": "HttpApi",
+                "Properties": {"ApiId": {"Ref": "CatalogHttpApi"}, "Method": r.method, "Path": r.path},
+            }
+            for i, r in enumerate(r for r in ROUTES if r.group == group)
+        }
+        res[f"{cap}Function"] = {"Type": "AWS::Serverless::Function", "Properties": props}
+    # The all-in-one function (Chalice's own APIHandler, repointed) behind a Function URL.
+    everything = [st for g in GROUPS for st in S3_ACCESS.get(g, DEFAULT_ACCESS)]
+    res["AllRole"] = dict(_role(everything), Condition="WithFunctionUrl")
+    res["AllLogGroup"] = {
+        "Type": "AWS::Logs::LogGroup",
+        "Condition": "WithFunctionUrl",
+        "Properties": {
+            "LogGroupName": {SUB: "/aws/lambda/catalog-${Stage}-all"},
+            "RetentionInDays": {"Ref": "LogRetentionDays"},
+        },
+    }
+    res["APIHandler"] = {
+        "Condition": "WithFunctionUrl",
+        "Properties": _function_props("all", "chalicelib.handlers.all.handler"),
+    }
+    res["AllFunctionUrl"] = {
+        "Type": "AWS::Lambda::Url",
+        "Condition": "WithFunctionUrl",
+        "Properties": {"TargetFunctionArn": {"Fn::GetAtt": ["APIHandler", "Arn"]}, "AuthType": "NONE"},
+    }  # every request is SigV4- or token-checked by the catalog itself
+    res["AllFunctionUrlPermission"] = {
+        "Type": "AWS::Lambda::Permission",
+        "Condition": "WithFunctionUrl",
+        "Properties": {
+            "Action": "lambda:InvokeFunctionUrl",
+            "FunctionName": {"Ref": "APIHandler"},
+            "Principal": "*",
+            "FunctionUrlAuthType": "NONE",
+        },
+    }
+    return {
+        "Parameters": {
+            "Stage": {"Type": "String", "Default": "prod", "AllowedPattern": "^[a-z0-9-]{1,20}$"},
+            "SystemBucketName": {"Type": "String", "AllowedPattern": "^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$"},
+            "BucketPrefix": {
+                "Type": "String",
+                "Default": "",
+                "AllowedPattern": "^[a-z0-9-]{0,20}$",
+                "Description": "prefix of warehouse bucket names (the roles are scoped to it)",
+            },
+            "RootCredentialsSecretArn": {
+                "Type": "String",
+                "AllowedPattern": "^arn:aws[a-z-]*:secretsmanager:.+$",
+                "Description": "Secrets Manager secret with access_key_id/secret_access_key",
+            },
+            "MemorySize": {"Type": "Number", "Default": 1024, "MinValue": 128, "MaxValue": 10240},
+            "Timeout": {"Type": "Number", "Default": 30, "MinValue": 3, "MaxValue": 900},
+            "ReservedConcurrency": {"Type": "Number", "Default": 50, "MinValue": 1},
+            "LogRetentionDays": {
+                "Type": "Number",
+                "Default": 30,
+                "AllowedValues": [1, 3, 5, 7, 14, 30, 60, 90, 180, 365],
+            },
+            "EnableFunctionUrl": {"Type": "String", "Default": "true", "AllowedValues": ["true", "false"]},
+        },
+        "Conditions": {"WithFunctionUrl": {"Fn::Equals": [{"Ref": "EnableFunctionUrl"}, "true"]}},
+        "Resources": res,
+        "Outputs": {
+            "HttpApiCatalogUrl": {
+                "Value": {SUB: "https://${CatalogHttpApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}/_iceberg"}
+            },
+            "FunctionUrl": {"Condition": "WithFunctionUrl", "Value": {"Fn::GetAtt": ["AllFunctionUrl", "FunctionUrl"]}},
+        },
+    }
+
+
+def tidy(template: dict[str, Any]) -> dict[str, Any]:
+    """Drop what `chalice package` adds that this deployment replaces: its REST API and default role."""
+    for name in ("RestAPI", "APIHandlerInvokePermission", "DefaultRole"):
+        template["Resources"].pop(name, None)
+    props = template["Resources"]["APIHandler"]["Properties"]
+    props["Role"] = {"Fn::GetAtt": ["AllRole", "Arn"]}
+    props.pop("Tags", None)
+    for name in ("RestAPIId", "APIHandlerName", "APIHandlerArn", "EndpointURL"):
+        template.get("Outputs", {}).pop(name, None)
+    return template
+
+
+def build(out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    merge = out_dir / "merge.json"
+    merge.write_text(json.dumps(merge_template(), indent=1))
+    pkg = out_dir / "package"
+    shutil.rmtree(pkg, ignore_errors=True)
+    env = dict(os.environ, AWS_DEFAULT_REGION=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
+    chalice = Path(sys.executable).parent / "chalice"
+    subprocess.run(
+        [
+            str(chalice),
+            "--project-dir",
+            str(ROOT),
+            "package",
+            "--stage",
+            "dev",
+            "--merge-template",
+            str(merge),
+            str(pkg),
+        ],
+        check=True,
+        env=env,
+        cwd=ROOT,
+    )
+    template = tidy(json.loads((pkg / "sam.json").read_text()))
+    (out_dir / "template.json").write_text(json.dumps(template, indent=1))
+    shutil.copy(pkg / "deployment.zip", out_dir / "deployment.zip")
+    return out_dir / "template.json"
+
+
+if __name__ == "__main__":
+    print(build(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "infra" / "build"))

@@ -1,0 +1,80 @@
+"""The deployment template: built by `chalice package` + merge, valid for cfn-lint, shaped as intended."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    sys.path.insert(0, str(ROOT / "infra"))
+    import build_template
+
+    out = tmp_path_factory.mktemp("infra")
+    path = build_template.build(out)
+    return json.loads(path.read_text()), path, out / "deployment.zip"
+
+
+def test_cfn_lint_passes(built):
+    _, path, _ = built
+    lint = subprocess.run([str(ROOT / ".venv" / "bin" / "cfn-lint"), str(path)], capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def test_one_function_per_group_and_every_route_routed(built):
+    from chalicelib.apps import ALL, GROUPS, build
+    from chalicelib.pipeline import ROUTES
+
+    build(ALL)
+    tpl, _, _ = built
+    res = tpl["Resources"]
+    routed: dict[tuple[str, str], str] = {}
+    for group in GROUPS:
+        fn = res[f"{group.capitalize()}Function"]["Properties"]
+        assert fn["Handler"] == f"chalicelib.handlers.{group}.handler"
+        assert fn["ReservedConcurrentExecutions"] == {"Ref": "ReservedConcurrency"}
+        assert res[f"{group.capitalize()}LogGroup"]["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+        for event in fn["Events"].values():
+            assert event["Type"] == "HttpApi" and event["Properties"]["ApiId"] == {"Ref": "CatalogHttpApi"}
+            key = (event["Properties"]["Method"], event["Properties"]["Path"])
+            assert key not in routed
+            routed[key] = group
+    assert set(routed) == {(r.method, r.path) for r in ROUTES}  # every route, each in exactly one function
+    assert res["APIHandler"]["Properties"]["Handler"] == "chalicelib.handlers.all.handler"
+    assert res["AllFunctionUrl"]["Properties"]["TargetFunctionArn"] == {"Fn::GetAtt": ["APIHandler", "Arn"]}
+    assert "RestAPI" not in res and "DefaultRole" not in res
+
+
+def test_roles_are_least_privilege_and_no_secret_in_text(built):
+    tpl, path, _ = built
+    res = tpl["Resources"]
+    for name, resource in res.items():
+        if resource["Type"] != "AWS::IAM::Role":
+            continue
+        statements = resource["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+        actions = {a for st in statements for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"])}
+        assert "s3:*" not in actions and "*" not in actions
+        assert ("s3:CreateBucket" in actions) == (name in ("WarehousesRole", "AllRole")), name
+        for st in statements:
+            for r in st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]:
+                assert r != "*" and "arn:${AWS::Partition}:s3:::*" not in json.dumps(r), (name, r)
+    text = path.read_text()
+    assert "CATALOG_ROOT_SECRET_KEY" not in text and "CATALOG_ROOT_ACCESS_KEY" not in text
+    assert tpl["Parameters"]["RootCredentialsSecretArn"]["AllowedPattern"].startswith("^arn:aws")
+
+
+def test_package_is_small_and_has_no_dev_dependencies(built):
+    _, _, zip_path = built
+    assert zip_path.stat().st_size < 50 * 1024 * 1024
+    names = zipfile.ZipFile(zip_path).namelist()
+    tops = {n.split("/", 1)[0] for n in names}
+    for dev in ("pytest", "_pytest", "pyspark", "pyarrow", "moto", "localstack", "ruff", "tests", "cfnlint"):
+        assert dev not in tops, dev
+    assert "chalicelib/handlers/tables.py" in names and "pyiceberg" in tops
