@@ -221,3 +221,20 @@ def test_static_endpoint_list_matches_the_routes():
     from chalicelib.routes.config import ICEBERG_ENDPOINTS, registered_endpoints
 
     assert list(ICEBERG_ENDPOINTS) == registered_endpoints()
+
+
+@pytest.mark.parametrize("group", ["config", "auth", "warehouses", "namespaces", "tables", "transactions"])
+def test_group_handler_imports_only_its_own_modules(group):
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    code = (
+        f"import sys, chalicelib.handlers.{group}; "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith(('chalicelib.routes.', 'pyiceberg', "
+        "'boto3', 'pyarrow', 'pyspark')))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    loaded = set(out.stdout.split())
+    assert loaded == {f"chalicelib.routes.{group}"}, loaded  # no other group, and no heavy library at import
