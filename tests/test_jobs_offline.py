@@ -66,3 +66,9 @@ def test_cloud_schedule_template_submits_maintenance():
     assert '"maintain", "--all"' in payload and "CATALOG_CREDENTIALS_SECRET_ID" in payload
     # Credentials are fetched by the job from Secrets Manager, never passed in the template.
     assert "--secret-access-key" not in payload and "CATALOG_SECRET_ACCESS_KEY" not in payload
+
+
+def test_cloud_schedule_template_passes_cfn_lint():
+    path = ROOT / "infra" / "schedule" / "maintenance-schedule.json"
+    lint = subprocess.run([str(ROOT / ".venv" / "bin" / "cfn-lint"), str(path)], capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
