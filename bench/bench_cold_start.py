@@ -55,13 +55,8 @@ print(json.dumps({"import_ms": (t1 - t0) * 1000, "first_ms": (t3 - t2) * 1000, "
 
 def main() -> None:
     s3 = local_s3.start(local_s3.free_port(), Path(tempfile.mkdtemp()) / "s3")
-    env = dict(
-        os.environ,
-        S3_ENDPOINT_URL=s3.endpoint,
-        AWS_ACCESS_KEY_ID="test",
-        AWS_SECRET_ACCESS_KEY="test",
-        AWS_DEFAULT_REGION="us-east-1",
-        CATALOG_SYSTEM_BUCKET=f"bench-{uuid.uuid4().hex[:6]}",
+    env = local_s3.catalog_env(
+        s3.endpoint,
         CATALOG_ROOT_ACCESS_KEY="ROOTTESTKEY0000001",
         CATALOG_ROOT_SECRET_KEY="bench-secret",
         PYTHONPATH=str(ROOT),

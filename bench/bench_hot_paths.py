@@ -15,10 +15,9 @@ import time
 import uuid
 from pathlib import Path
 
-import requests
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
+import catalog_admin  # noqa: E402
 import local_s3  # noqa: E402
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
@@ -38,26 +37,13 @@ def pct(values: list[float], p: float) -> float:
 def main() -> None:
     print(f"cold import of app.py: {statistics.median(import_time('app') for _ in range(3)):.0f} ms")
     s3 = local_s3.start(local_s3.free_port(), Path(tempfile.mkdtemp()) / "s3")
-    port = local_s3.free_port()
-    env = dict(
-        os.environ,
-        S3_ENDPOINT_URL=s3.endpoint,
-        AWS_ACCESS_KEY_ID="test",
-        AWS_SECRET_ACCESS_KEY="test",
-        AWS_DEFAULT_REGION="us-east-1",
-        CATALOG_SYSTEM_BUCKET=f"bench-{uuid.uuid4().hex[:8]}",
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "chalicelib.devserver", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    key, secret = "ROOTBENCHKEY000001", uuid.uuid4().hex
+    catalog = local_s3.start_catalog(
+        local_s3.catalog_env(s3.endpoint, CATALOG_ROOT_ACCESS_KEY=key, CATALOG_ROOT_SECRET_KEY=secret)
     )
     try:
-        url = f"http://127.0.0.1:{port}/_iceberg/v1"
-        local_s3.wait_http(f"{url}/config", 60, proc)
-        http = requests.Session()
+        url = f"{catalog.url}/v1"
+        http = catalog_admin.session(key, secret)
         wh = f"bench-{uuid.uuid4().hex[:8]}"
         http.post(f"{url}/warehouses", json={"name": wh}).raise_for_status()
         http.post(f"{url}/{wh}/namespaces", json={"namespace": ["b"]}).raise_for_status()
@@ -79,10 +65,10 @@ def main() -> None:
                 reqs.append(int(resp.headers["X-Catalog-S3-Requests"]))
             print(
                 f"{label:7s} n={N} S3 requests/op={statistics.mean(reqs):.1f} "
-                f"p50={pct(times, 0.5):.1f} ms p95={pct(times, 0.95):.1f} ms on {s3.kind}"
+                f"p50={pct(times, 0.5):.1f} ms p95={pct(times, 0.95):.1f} ms on {s3.kind} (SigV4-signed as root)"
             )
     finally:
-        proc.terminate()
+        catalog.stop()
         s3.stop()
 
 

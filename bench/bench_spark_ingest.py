@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -18,7 +17,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import requests
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -39,31 +37,14 @@ def catalog_ms(log: Path, offset: int) -> tuple[float, int]:
 def main() -> None:
     tmp = Path(tempfile.mkdtemp())
     s3 = local_s3.start(local_s3.free_port(), tmp / "s3")
-    port = local_s3.free_port()
     key, secret = "ROOTBENCHKEY000001", uuid.uuid4().hex
     log = tmp / "catalog.log"
-    env = dict(
-        os.environ,
-        S3_ENDPOINT_URL=s3.endpoint,
-        AWS_ACCESS_KEY_ID="test",
-        AWS_SECRET_ACCESS_KEY="test",
-        AWS_DEFAULT_REGION="us-east-1",
-        CATALOG_VEND_S3_CREDENTIALS="true",
-        CATALOG_LOG_REQUESTS="1",
-        CATALOG_ROOT_ACCESS_KEY=key,
-        CATALOG_ROOT_SECRET_KEY=secret,
+    env = local_s3.catalog_env(
+        s3.endpoint, CATALOG_LOG_REQUESTS="1", CATALOG_ROOT_ACCESS_KEY=key, CATALOG_ROOT_SECRET_KEY=secret
     )
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "chalicelib.devserver", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-        )
+    catalog = local_s3.start_catalog(env, log)
     try:
-        url = f"http://127.0.0.1:{port}/_iceberg"
-        local_s3.wait_http(f"{url}/v1/config", 60, proc)
+        url = catalog.url
         catalog_admin.session(key, secret).post(f"{url}/v1/warehouses", json={"name": "bench"}).raise_for_status()
         src = tmp / "in"
         src.mkdir()
@@ -109,9 +90,8 @@ def main() -> None:
         print(f"SparkSession start: {start_s:.1f} s")
         print(f"ingest of {ROWS:,} rows: {job_s:.1f} s wall")
         print(f"catalog: {count} requests, {spent:.0f} ms in handlers = {100 * spent / 1000 / job_s:.1f}% of the job")
-        requests.Session().close()
     finally:
-        proc.terminate()
+        catalog.stop()
         s3.stop()
 
 

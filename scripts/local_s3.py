@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,47 @@ def start(port: int, data_dir: Path, prefer: str = "auto") -> LocalS3:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     return LocalS3(endpoint, "moto", moto=server)
+
+
+EMULATOR_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def catalog_env(s3_endpoint: str, **extra: str) -> dict[str, str]:
+    """Environment for a catalog process on an emulator S3 (its keys are not secrets, so vended)."""
+    env = dict(os.environ, **EMULATOR_ENV)
+    env.update(
+        S3_ENDPOINT_URL=s3_endpoint,
+        CATALOG_SYSTEM_BUCKET=f"catalog-system-{uuid.uuid4().hex[:8]}",
+        CATALOG_VEND_S3_CREDENTIALS="true",
+    )
+    env.update(extra)
+    return env
+
+
+@dataclass
+class CatalogProcess:
+    url: str  # ends in /_iceberg
+    proc: subprocess.Popen[bytes]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=15)
+
+
+def start_catalog(env: dict[str, str], log_path: Path | None = None) -> CatalogProcess:
+    """Serve the catalog (python -m chalicelib.devserver) on a free port and wait until it answers."""
+    port = free_port()
+    out = open(log_path, "wb") if log_path else subprocess.DEVNULL  # noqa: SIM115 - the child owns it
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chalicelib.devserver", "--port", str(port)],
+        cwd=str(ROOT),
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}/_iceberg"
+    wait_http(f"{url}/v1/config", 60, proc)
+    return CatalogProcess(url, proc)
 
 
 def clean(data_dir: Path) -> None:

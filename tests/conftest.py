@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -58,30 +57,15 @@ def system_bucket() -> str:
 
 @pytest.fixture(scope="session")
 def catalog_url(s3_endpoint: str, system_bucket: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = local_s3.free_port()
-    env = dict(os.environ, **KEYS)
-    env.update(
-        S3_ENDPOINT_URL=s3_endpoint,
-        AWS_DEFAULT_REGION=REGION,
+    env = local_s3.catalog_env(
+        s3_endpoint,
         CATALOG_SYSTEM_BUCKET=system_bucket,
-        CATALOG_VEND_S3_CREDENTIALS="true",
         CATALOG_ROOT_ACCESS_KEY=ROOT_KEY,
         CATALOG_ROOT_SECRET_KEY=ROOT_SECRET,
     )
-    log = open(tmp_path_factory.mktemp("catalog") / "catalog.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "chalicelib.devserver", "--port", str(port)],
-        cwd=str(ROOT),
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}/_iceberg"
-    local_s3.wait_http(f"{url}/v1/config", 60, proc)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
-    log.close()
+    catalog = local_s3.start_catalog(env, tmp_path_factory.mktemp("catalog") / "catalog.log")
+    yield catalog.url
+    catalog.stop()
 
 
 @pytest.fixture(scope="session")

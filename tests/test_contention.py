@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import random
 import re
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -15,7 +12,7 @@ from collections import Counter
 import catalog_admin
 import pytest
 
-from tests.conftest import KEYS, REGION, ROOT, ROOT_KEY, ROOT_SECRET, local_s3
+from tests.conftest import ROOT_KEY, ROOT_SECRET, local_s3
 from tests.txnutil import append_change
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
@@ -108,31 +105,17 @@ def test_sixteen_threads_two_hundred_transactions(http, catalog_url, warehouse, 
 @pytest.fixture(scope="module")
 def faulty_catalog(s3_endpoint, system_bucket, tmp_path_factory):
     """A second catalog process whose S3 client fails 10% of its calls."""
-    port = local_s3.free_port()
     log_path = tmp_path_factory.mktemp("faulty") / "catalog.log"
-    env = dict(
-        os.environ,
-        **KEYS,
-        S3_ENDPOINT_URL=s3_endpoint,
-        AWS_DEFAULT_REGION=REGION,
+    env = local_s3.catalog_env(
+        s3_endpoint,
         CATALOG_SYSTEM_BUCKET=system_bucket,
         CATALOG_ROOT_ACCESS_KEY=ROOT_KEY,
         CATALOG_ROOT_SECRET_KEY=ROOT_SECRET,
         CATALOG_FAULT_RATE="0.1",
     )
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "chalicelib.devserver", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}/_iceberg"
-    local_s3.wait_http(f"{url}/v1/config", 60, proc)
-    yield url, log_path
-    proc.terminate()
-    proc.wait(timeout=10)
+    catalog = local_s3.start_catalog(env, log_path)
+    yield catalog.url, log_path
+    catalog.stop()
 
 
 def test_s3_faults_give_success_or_retryable_errors(faulty_catalog, http, catalog_url, capsys):
