@@ -47,12 +47,15 @@ class RequestContext:
     visible: Callable[[str, str, dict[str, str]], bool] = _everything_visible
 
     def json(self) -> Any:
-        if not self.raw_body:
-            raise BadRequest("A JSON request body is required")
-        try:
-            return json.loads(self.raw_body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise BadRequest(f"Malformed JSON body: {exc}") from None
+        """The parsed body, parsed once (the authorizer and the handler both read it)."""
+        if "_json" not in self.__dict__:
+            if not self.raw_body:
+                raise BadRequest("A JSON request body is required")
+            try:
+                self.__dict__["_json"] = json.loads(self.raw_body)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise BadRequest(f"Malformed JSON body: {exc}") from None
+        return self.__dict__["_json"]
 
     def param(self, name: str) -> str:
         return unquote(self.params[name])

@@ -29,7 +29,7 @@ def table_name(value: str) -> str:
 def run_job(
     name: str,
     configure: Callable[[argparse.ArgumentParser], None],
-    body: Callable[[Any, argparse.Namespace, JobSettings, logging.Logger], None],
+    body: Callable[[Any, argparse.Namespace, JobSettings, logging.Logger], Any],
     argv: list[str] | None,
 ) -> int:
     parser = argparse.ArgumentParser(prog=f"spark_jobs.{name}")

@@ -81,7 +81,7 @@ def ingest(spark: Any, args: argparse.Namespace, settings: JobSettings, log: log
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_job("ingest", configure, lambda s, a, c, log: ingest(s, a, c, log), argv)
+    return run_job("ingest", configure, ingest, argv)
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ def maintain(spark: Any, args: argparse.Namespace, settings: JobSettings, log: l
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_job("maintain", configure, lambda s, a, c, log: maintain(s, a, c, log), argv)
+    return run_job("maintain", configure, maintain, argv)
 
 
 if __name__ == "__main__":
