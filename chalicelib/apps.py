@@ -19,10 +19,11 @@ ALL = tuple(m for mods in GROUPS.values() for m in mods)
 
 def build(modules: tuple[str, ...], name: str = "s3-iceberg-catalog") -> Chalice:
     from chalicelib.auth.plugin import install
-    from chalicelib.pipeline import PIPELINE
+    from chalicelib.pipeline import PIPELINE, method_not_allowed
 
     install(PIPELINE)
     app = Chalice(app_name=name)
     for module in modules:
         importlib.import_module(f"chalicelib.routes.{module}").bp.register(app)
+    method_not_allowed(app)
     return app

@@ -16,17 +16,40 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     from chalice.cli import factory
-    from chalice.local import ChaliceRequestHandler, create_local_server
+    from chalice.local import ChaliceRequestHandler, LocalGateway, create_local_server
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # PyIceberg and other keep-alive clients stall ~40 ms per request on Nagle + delayed ACK.
     ChaliceRequestHandler.disable_nagle_algorithm = True
+    _unknown_routes_are_404(LocalGateway)
     sys.path.insert(0, args.project_dir)
     cli = factory.CLIFactory(project_dir=args.project_dir)
     app = cli.load_chalice_app()
     config = cli.create_config_obj(chalice_stage_name="dev")
     server = create_local_server(app, config, args.host, args.port)
     server.serve_forever()
+
+
+def _unknown_routes_are_404(gateway: type) -> None:
+    """API Gateway's 403 "Missing Authentication Token" for an unknown path becomes Iceberg's 404."""
+    import json
+
+    original = gateway.handle_request
+
+    def handle_request(self: object, method: str, path: str, headers: object, body: object) -> object:
+        try:
+            self.event_converter._route_matcher.match_route(path)  # type: ignore[attr-defined]
+        except ValueError:
+            error = {"message": f"No route for {path.split('?', 1)[0][:200]}", "type": "NotFound", "code": 404}
+            return {
+                "statusCode": 404,
+                "headers": {"Content-Type": "application/json"},
+                "multiValueHeaders": {},
+                "body": json.dumps({"error": error}),
+            }
+        return original(self, method, path, headers, body)
+
+    gateway.handle_request = handle_request  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

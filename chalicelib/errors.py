@@ -80,6 +80,18 @@ class InternalError(CatalogError):
     status, type = 500, "InternalError"
 
 
+class CommitStateUnknown(CatalogError):
+    """The commit point's outcome cannot be known (REST spec: 500; clients must not re-apply blindly).
+
+    ``hint`` says how to find out later; an Idempotency-Key record keeps it to resolve a replay."""
+
+    status, type = 500, "CommitStateUnknownException"
+
+    def __init__(self, message: str, hint: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint or {}
+
+
 class PurgeNotSupported(CatalogError):
     status, type = 501, "IcebergPurgeNotSupported"
 

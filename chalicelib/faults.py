@@ -1,21 +1,33 @@
-"""Test hook: inject S3 faults into a share of the catalog's S3 calls (CATALOG_FAULT_RATE, e.g. 0.1).
+"""Test hook: the S3 faults production has, injected into the catalog's own S3 calls.
 
-The faults are the ones real S3 produces under load: 503 SlowDown, a connection reset, and
-409 ConditionalRequestConflict for conditional writes. They are injected before the request is
-sent, so the object store is never changed by a faulted call.
+- ``CATALOG_FAULT_RATE`` (e.g. 0.1): a share of all calls fails *before* it is sent, as real S3
+  does under load: 503 SlowDown, a connection reset, 409 ConditionalRequestConflict. Nothing lands.
+- ``CATALOG_FAULT_LOST_RATE`` (e.g. 0.3): a share of conditional writes is *applied*, then its
+  response is lost (the connection is cut after S3 wrote the object). The caller sees a connection
+  error and cannot know the write landed, which is what SDK retries meet in production.
+- ``CATALOG_FAULT_SEED`` makes a run repeatable.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 from typing import Any
 
-from botocore.awsrequest import AWSResponse
-from botocore.exceptions import ConnectionClosedError
-
 log = logging.getLogger("catalog.faults")
+
+
+def install(client: Any) -> FaultInjector | None:
+    rate = float(os.environ.get("CATALOG_FAULT_RATE", "0") or 0)
+    lost = float(os.environ.get("CATALOG_FAULT_LOST_RATE", "0") or 0)
+    if rate <= 0 and lost <= 0:
+        return None
+    seed = os.environ.get("CATALOG_FAULT_SEED")
+    injector = FaultInjector(rate, lost, int(seed) if seed else None)
+    client.meta.events.register("before-send.s3", injector)
+    return injector
 
 
 class _Raw:
@@ -26,30 +38,59 @@ class _Raw:
         yield self._body
 
 
-def _error(status: int, code: str, url: str) -> AWSResponse:
+def _error(status: int, code: str, url: str) -> Any:
+    from botocore.awsrequest import AWSResponse
+
     body = f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}</Code><Message>injected</Message></Error>"
     return AWSResponse(url, status, {"Content-Type": "application/xml"}, _Raw(body.encode()))
 
 
 class FaultInjector:
-    def __init__(self, rate: float, seed: int | None = None) -> None:
+    def __init__(self, rate: float, lost_rate: float = 0.0, seed: int | None = None) -> None:
         self.rate = rate
+        self.lost_rate = lost_rate
         self.random = random.Random(seed)
         self.lock = threading.Lock()
-        self.injected: dict[str, int] = {"SlowDown": 0, "ConnectionReset": 0, "ConditionalRequestConflict": 0}
+        self.injected: dict[str, int] = {
+            "SlowDown": 0,
+            "ConnectionReset": 0,
+            "ConditionalRequestConflict": 0,
+            "LostResponse": 0,
+        }
+        self._http: Any = None
 
-    def __call__(self, request: Any, **_: Any) -> AWSResponse | None:
+    def _send_for_real(self, request: Any) -> int:
+        from botocore.httpsession import URLLib3Session
+
         with self.lock:
-            if self.random.random() >= self.rate:
-                return None
-            conditional = "If-Match" in request.headers or "If-None-Match" in request.headers
-            kind = self.random.choice(
-                ["SlowDown", "ConnectionReset"] + (["ConditionalRequestConflict"] * 2 if conditional else [])
-            )
-            self.injected[kind] += 1
+            if self._http is None:
+                self._http = URLLib3Session(max_pool_connections=32)
+        return int(self._http.send(request).status_code)
+
+    def __call__(self, request: Any, **_: Any) -> Any:
+        from botocore.exceptions import ConnectionClosedError
+
+        conditional = request.method == "PUT" and ("If-Match" in request.headers or "If-None-Match" in request.headers)
+        with self.lock:
+            lose = conditional and self.random.random() < self.lost_rate
+            fail = not lose and self.random.random() < self.rate
+            if fail:
+                kind = self.random.choice(
+                    ["SlowDown", "ConnectionReset"] + (["ConditionalRequestConflict"] * 2 if conditional else [])
+                )
+            else:
+                kind = "LostResponse" if lose else ""
+            if kind:
+                self.injected[kind] += 1
+        if not kind:
+            return None
+        if kind == "LostResponse":
+            status = self._send_for_real(request)  # S3 applies (or refuses) the write...
+            log.info("fault injected: LostResponse (S3 answered %d)", status)
+            raise ConnectionClosedError(endpoint_url=request.url)  # ...and the answer never arrives
         log.info("fault injected: %s", kind)
         if kind == "SlowDown":
             return _error(503, "SlowDown", request.url)
-        if kind == "ConnectionReset":
+        if kind == "ConnectionReset":  # cut before sending: nothing landed, but the caller cannot know
             raise ConnectionClosedError(endpoint_url=request.url)
         return _error(409, "ConditionalRequestConflict", request.url)

@@ -6,7 +6,8 @@ System bucket (``CATALOG_SYSTEM_BUCKET``)::
                                            properties, state ("active" | "deleting")
     iam/users/{user}.json                  user: name, access-key ids, policies by name
     iam/access-keys/{access-key-id}.json   access key: user, secret
-    iam/token-signing-key.json             HMAC key for bearer tokens, created once (If-None-Match)
+    iam/tokens/{sha256(token)}.json        bearer token: principal, access key, expiry; written by
+                                           the auth function only (expired ones: lifecycle rule)
     idempotency/{sha256}.json              Idempotency-Key record: request fingerprint, then the
                                            finalized response to replay
 
@@ -18,6 +19,11 @@ Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
                                            ("active" | "pending" | "moved" | "dropped"), and a
                                            "claim" while a multi-table transaction holds it; every
                                            commit swaps it with If-Match on its ETag.
+    .catalog/uuids/{table-uuid}.json       claim of a table uuid, and so of its location: state
+                                           "live" | "dropped" (files kept) | "purging"; deleted
+                                           when the purge is done (core/purges.py)
+    .catalog/purges/{table-uuid}.json      purge job: the location still to empty; the dropper
+                                           starts it, the sweeper finishes it
     .catalog/txns/{txn-id}.json            transaction record: state ("pending" | "committed" |
                                            "aborted"), lease, and each table's old/new metadata.
                                            Its pending -> committed swap is the commit point.
@@ -103,7 +109,11 @@ def split_s3_uri(uri: str) -> tuple[str, str]:
 # ---- system bucket: identities (never reachable from a catalog route) ----------------------
 IAM_PREFIX = "iam/"
 IAM_USERS_PREFIX = IAM_PREFIX + "users/"
-TOKEN_SIGNING_KEY = IAM_PREFIX + "token-signing-key.json"
+TOKENS_PREFIX = IAM_PREFIX + "tokens/"
+
+
+def token_record(digest: str) -> str:
+    return f"{TOKENS_PREFIX}{digest}.json"
 
 
 def user_record(name: str) -> str:
@@ -116,6 +126,19 @@ def user_from_record(key: str) -> str:
 
 def access_key_record(access_key_id: str) -> str:
     return f"{IAM_PREFIX}access-keys/{access_key_id}.json"
+
+
+# ---- warehouse bucket: table uuid claims and purge jobs ------------------------------------
+UUIDS_PREFIX = CATALOG_PREFIX + "uuids/"
+PURGES_PREFIX = CATALOG_PREFIX + "purges/"
+
+
+def uuid_record(table_uuid: str) -> str:
+    return f"{UUIDS_PREFIX}{table_uuid}.json"
+
+
+def purge_job(table_uuid: str) -> str:
+    return f"{PURGES_PREFIX}{table_uuid}.json"
 
 
 # ---- warehouse bucket: multi-table transactions ----------------------------------------------

@@ -11,12 +11,15 @@ MAX_PROPERTY_BYTES = 2048
 # Warehouse names double as bucket names and route segments; these would shadow routes.
 RESERVED_WAREHOUSES = frozenset({"warehouses", "buckets", "config", "oauth", "admin"})
 
-_WAREHOUSE = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
-_IDENT = re.compile(r"^[a-z0-9_]{1,250}$")
+# fullmatch everywhere: "$" would also accept a trailing newline.
+_WAREHOUSE = re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
+_IDENT = re.compile(r"[a-z0-9_]{1,250}")
+# S3 keys are at most 1024 bytes; a table pointer key and its location must fit.
+MAX_IDENTIFIER_BYTES = 900
 
 
 def check_warehouse(name: object) -> str:
-    if not isinstance(name, str) or not _WAREHOUSE.match(name) or "--" in name:
+    if not isinstance(name, str) or not _WAREHOUSE.fullmatch(name) or "--" in name:
         raise BadRequest(
             f"Invalid warehouse name {str(name)[:80]!r}: 3-63 characters, lowercase letters, "
             "numbers and hyphens, starting and ending with a letter or number"
@@ -32,16 +35,18 @@ def check_namespace(levels: object) -> tuple[str, ...]:
     if len(levels) > MAX_NAMESPACE_LEVELS:
         raise BadRequest(f"Invalid namespace: at most {MAX_NAMESPACE_LEVELS} levels, got {len(levels)}")
     for level in levels:
-        if not isinstance(level, str) or not _IDENT.match(level):
+        if not isinstance(level, str) or not _IDENT.fullmatch(level):
             raise BadRequest(
                 f"Invalid namespace name {str(level)[:80]!r}: 1-250 characters, "
                 "lowercase letters, numbers and underscores"
             )
+    if sum(len(level) + 1 for level in levels) > MAX_IDENTIFIER_BYTES:
+        raise BadRequest(f"Invalid namespace: the levels together are limited to {MAX_IDENTIFIER_BYTES} characters")
     return tuple(levels)
 
 
 def check_table(name: object) -> str:
-    if not isinstance(name, str) or not _IDENT.match(name):
+    if not isinstance(name, str) or not _IDENT.fullmatch(name):
         raise BadRequest(
             f"Invalid table name {str(name)[:80]!r}: 1-250 characters, lowercase letters, numbers and underscores"
         )

@@ -17,14 +17,40 @@ from urllib.parse import unquote
 
 from chalice import Chalice, Response
 
-from chalicelib.errors import BadRequest, CatalogError, InternalError
-from chalicelib.storage import COUNTER
+from chalicelib.errors import (
+    BadRequest,
+    CatalogError,
+    CommitStateUnknown,
+    Conflict,
+    InternalError,
+    MethodNotAllowed,
+    ServiceUnavailable,
+)
+from chalicelib.storage import COUNTER, BucketUnavailable, StorageUnavailable, WriteInDoubt
 
 log = logging.getLogger("catalog")
 # One log line per request with its duration and S3 request count (benchmarks read these).
 LOG_REQUESTS = os.environ.get("CATALOG_LOG_REQUESTS", "").lower() in ("1", "true")
 
 JSON_TYPES = ["application/json", "application/x-www-form-urlencoded", "text/plain"]
+# Lambda's payload limit is 6 MB; a body near it is a mistake, not a request.
+MAX_BODY_BYTES = int(os.environ.get("CATALOG_MAX_BODY_BYTES", str(5 * 1024 * 1024)))
+MAX_JSON_DEPTH = 64
+# A request stops retrying S3 this long after it started (the function timeout is 30 s by default).
+REQUEST_BUDGET_S = float(os.environ.get("CATALOG_REQUEST_BUDGET_S", "25"))
+
+
+def _check_depth(value: Any) -> None:
+    """Refuse deeply nested JSON before any code recurses into it."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise BadRequest(f"Malformed JSON body: nested deeper than {MAX_JSON_DEPTH} levels")
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
 
 
 def _everything_visible(action: str, resource: str, condition: dict[str, str]) -> bool:
@@ -52,9 +78,13 @@ class RequestContext:
             if not self.raw_body:
                 raise BadRequest("A JSON request body is required")
             try:
-                self.__dict__["_json"] = json.loads(self.raw_body)
+                parsed = json.loads(self.raw_body)
             except (ValueError, UnicodeDecodeError) as exc:
-                raise BadRequest(f"Malformed JSON body: {exc}") from None
+                raise BadRequest(f"Malformed JSON body: {str(exc)[:200]}") from None
+            except RecursionError:
+                raise BadRequest(f"Malformed JSON body: nested deeper than {MAX_JSON_DEPTH} levels") from None
+            _check_depth(parsed)
+            self.__dict__["_json"] = parsed
         return self.__dict__["_json"]
 
     def param(self, name: str) -> str:
@@ -166,28 +196,71 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
         action=action,
     )
     slot = None
+    hint: dict[str, Any] | None = None
+    COUNTER.deadline = time.monotonic() + REQUEST_BUDGET_S
     try:
+        if len(ctx.raw_body) > MAX_BODY_BYTES:
+            raise BadRequest(f"Request body too large: at most {MAX_BODY_BYTES} bytes")
         authn, authz = PIPELINE.for_action(action)
         ctx.identity = authn.authenticate(ctx)
         authz.authorize(ctx)
         slot = _idempotency_begin(ctx)
         if isinstance(slot, Response):
             return slot
-        result = spec.handler(ctx)
-    except CatalogError as exc:
-        resp = error_response(exc, head=method == "HEAD")
-    except Exception:  # noqa: BLE001 - never a stack trace to the caller
-        log.exception("unhandled error in %s %s", method, path)
-        resp = error_response(InternalError("Internal error; see the catalog logs"), method == "HEAD")
-    else:
+        result = _resolve_in_doubt(slot) if slot is not None and slot.hint else None
+        if result is None:
+            result = spec.handler(ctx)
         resp = _to_response(result)
+    except Exception as exc:  # noqa: BLE001 - never a stack trace to the caller
+        err = _as_catalog_error(exc, method, path)
+        hint = getattr(err, "hint", None)
+        resp = error_response(err, head=method == "HEAD")
     if slot is not None:
-        _idempotency_finish(slot, resp)
+        _idempotency_finish(slot, resp, hint)
+    COUNTER.deadline = 0.0
     resp.headers["X-Catalog-S3-Requests"] = str(COUNTER.count)
     if LOG_REQUESTS:
         elapsed = (time.perf_counter() - started) * 1000
         log.info("request %s %s %d %.2fms s3=%d", method, path, resp.status_code, elapsed, COUNTER.count)
     return resp
+
+
+def _as_catalog_error(exc: Exception, method: str, path: str) -> CatalogError:
+    """The answer for any failure: S3 trouble is 503 (nothing applied) or 500 (in doubt), never a trace."""
+    if isinstance(exc, CatalogError):
+        return exc
+    if isinstance(exc, StorageUnavailable):
+        log.warning("S3 unavailable in %s %s: %s", method, path, exc)
+        return ServiceUnavailable(
+            "The storage layer is unavailable or throttling; nothing was changed, retry the request",
+            headers={"Retry-After": "1"},
+        )
+    if isinstance(exc, WriteInDoubt):
+        log.warning("write in doubt in %s %s: %s", method, path, exc)
+        return CommitStateUnknown("The outcome of the change is unknown; reload before retrying")
+    if isinstance(exc, BucketUnavailable):
+        return Conflict("The bucket name is taken by another account or not usable by the catalog")
+    if isinstance(exc, RecursionError):
+        return BadRequest("The request is nested too deeply")
+    log.exception("unhandled error in %s %s", method, path)
+    return InternalError("Internal error; see the catalog logs")
+
+
+def _resolve_in_doubt(slot: Any) -> Any:
+    """A replay of a request whose commit was in doubt: its success if it landed, else None (run it)."""
+    from chalicelib.core.context import get_context
+
+    hint, ctx = slot.hint, get_context()
+    if hint.get("kind") == "table-commit":
+        from chalicelib.core import tables
+
+        body = tables.resolve_commit(ctx, hint)
+        return (200, body) if body is not None else None
+    if hint.get("kind") == "transaction":
+        from chalicelib.core import transactions
+
+        return (204, None) if transactions.resolve(ctx, hint) else None
+    return None
 
 
 MUTATING = frozenset({"POST", "PUT", "DELETE"})
@@ -216,16 +289,33 @@ def _idempotency_begin(ctx: RequestContext) -> Any:
     return found
 
 
-def _idempotency_finish(slot: Any, resp: Response) -> None:
+def _idempotency_finish(slot: Any, resp: Response, hint: dict[str, Any] | None) -> None:
     from chalicelib.core import idempotency
     from chalicelib.core.context import get_context
 
     body = resp.body if isinstance(resp.body, str) else json.dumps(resp.body)
     headers = {k: v for k, v in resp.headers.items() if k.lower() in ("content-type", "etag", "retry-after")}
     try:
-        idempotency.finish(get_context(), slot, resp.status_code, body, headers)
-    except CatalogError:
+        idempotency.finish(get_context(), slot, resp.status_code, body, headers, hint)
+    except Exception:  # noqa: BLE001 - the response stands; the key's record expires or is taken over
         log.warning("could not store the idempotent response")
+
+
+def method_not_allowed(app: Chalice) -> None:
+    """Every other method on a known path answers 405 in the Iceberg error shape."""
+    every = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH")
+    for path, views in list(app.routes.items()):
+        missing = [m for m in every if m not in views]
+        if not missing:
+            continue
+
+        def view(_allowed: tuple[str, ...] = tuple(sorted(views)), **_: str) -> Response:
+            err = MethodNotAllowed(f"Method not allowed here; allowed: {', '.join(_allowed)}")
+            return error_response(err, head=app.current_request.method == "HEAD")
+
+        name = "not_allowed_" + str(abs(hash(path)))
+        view.__name__ = name
+        app.route(path, methods=missing, content_types=JSON_TYPES, name=name)(view)
 
 
 def _to_response(result: Any) -> Response:

@@ -1,15 +1,22 @@
-"""The storage port (get / put-if-absent / put-if-match / list / delete) and its S3 adapter."""
+"""The storage port (get / put-if-absent / put-if-match / list / delete) and its S3 adapter.
+
+The adapter owns every retry. botocore's own retries are off, because a retried conditional PUT
+whose first attempt landed (response lost) meets its own write and gets 412: only the adapter knows
+that an earlier attempt may have landed. It then reads the key back: the bytes it sent mean the
+write landed (every body the catalog writes is unique or is exactly the desired state, see
+docs/design.md); other bytes mean the outcome is unknown (`WriteInDoubt`), for the caller to
+resolve with what it knows of the protocol.
+"""
 
 from __future__ import annotations
 
 import os
+import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
-
-from chalicelib.errors import ServiceUnavailable
 
 
 class ObjectNotFound(Exception):
@@ -21,7 +28,27 @@ class BucketNotFound(ObjectNotFound):
 
 
 class PreconditionFailed(Exception):
-    """A conditional write lost: the key exists (If-None-Match) or changed (If-Match)."""
+    """A conditional write lost: the key exists (If-None-Match) or changed (If-Match). Nothing was written."""
+
+
+class StorageUnavailable(Exception):
+    """S3 could not be reached, throttled us or refused access; the request changed nothing."""
+
+    def __init__(self, message: str, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class WriteInDoubt(Exception):
+    """A write may have landed (its response was lost) and the key now holds other bytes."""
+
+
+class ConditionalDeleteUnsupported(Exception):
+    """The store ignores If-Match on DeleteObject (LocalStack answers 501)."""
+
+
+class BucketUnavailable(Exception):
+    """The bucket name is taken by another account, or we may not use it."""
 
 
 @dataclass(frozen=True)
@@ -31,25 +58,76 @@ class StoredObject:
 
 
 class Storage(Protocol):
-    def get(self, bucket: str, key: str) -> StoredObject: ...
+    def get(self, bucket: str, key: str, max_bytes: int | None = None) -> StoredObject: ...
     def put(self, bucket: str, key: str, body: bytes) -> str: ...
     def put_if_absent(self, bucket: str, key: str, body: bytes) -> str: ...
     def put_if_match(self, bucket: str, key: str, body: bytes, etag: str) -> str: ...
     def list_keys(self, bucket: str, prefix: str, start_after: str = "", max_keys: int = 1000) -> Iterator[str]: ...
     def delete(self, bucket: str, key: str) -> None: ...
-    def delete_many(self, bucket: str, keys: list[str]) -> None: ...
+    def delete_if_match(self, bucket: str, key: str, etag: str) -> None: ...
+    def delete_many(self, bucket: str, keys: Iterable[str]) -> int: ...
     def bucket_exists(self, bucket: str) -> bool: ...
     def create_bucket(self, bucket: str) -> bool: ...
     def delete_bucket(self, bucket: str) -> None: ...
 
 
 class RequestCounter(threading.local):
-    """Counts S3 requests made by the current thread (one catalog request per thread)."""
+    """Per thread (one catalog request per thread): S3 requests made, and the request's deadline."""
 
     count = 0
+    deadline = 0.0  # time.monotonic() after which no retry starts; 0 = none
 
 
 COUNTER = RequestCounter()
+
+# Retry budget (docs/design.md): attempts x (connect + read timeout) + back-off stays under the
+# function timeout (30 s by default), and a request's deadline stops retries earlier.
+ATTEMPTS = int(os.environ.get("CATALOG_S3_ATTEMPTS", "3"))
+CONNECT_TIMEOUT_S = float(os.environ.get("CATALOG_S3_CONNECT_TIMEOUT_S", "2"))
+READ_TIMEOUT_S = float(os.environ.get("CATALOG_S3_READ_TIMEOUT_S", "5"))
+BACKOFF_S = 0.02
+
+# S3 rejected the request without applying it: safe to send again.
+_RETRY_CODES = frozenset(
+    {"SlowDown", "ServiceUnavailable", "Throttling", "RequestTimeout", "ConditionalRequestConflict"}
+)
+# The request reached S3 and may have been applied.
+_AMBIGUOUS_CODES = frozenset({"InternalError", "BadGateway", "GatewayTimeout"})
+_DENIED_CODES = frozenset({"AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch"})
+
+RETRY, AMBIGUOUS, FINAL = "retry", "ambiguous", "final"
+
+
+def _code(exc: Any) -> tuple[str, int]:
+    err = exc.response.get("Error", {})
+    return str(err.get("Code", "")), int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+
+
+def classify(exc: Exception) -> str:
+    """RETRY (not applied), AMBIGUOUS (may have been applied) or FINAL (an answer)."""
+    from botocore.exceptions import (
+        ClientError,
+        ConnectionError,
+        ConnectTimeoutError,
+        EndpointConnectionError,
+        HTTPClientError,
+        ReadTimeoutError,
+    )
+
+    if isinstance(exc, ClientError):
+        code, status = _code(exc)
+        if code == "NotImplemented" or status == 501:
+            return FINAL
+        if code in _RETRY_CODES or status == 503:
+            return RETRY
+        if code in _AMBIGUOUS_CODES or status >= 500:
+            return AMBIGUOUS
+        return FINAL
+    if isinstance(exc, (ConnectTimeoutError, EndpointConnectionError)):
+        return RETRY  # never reached S3
+    if isinstance(exc, (ReadTimeoutError, ConnectionError, HTTPClientError)):
+        return AMBIGUOUS
+    return FINAL
 
 
 class S3Storage:
@@ -58,60 +136,112 @@ class S3Storage:
     def __init__(self, client: Any, region: str) -> None:
         self._s3 = client
         self._region = region
+        self._conditional_delete: bool | None = None  # probed on first use
         client.meta.events.register("before-send.s3", self._count)
-        rate = float(os.environ.get("CATALOG_FAULT_RATE", "0") or 0)
-        if rate > 0:  # test hook: S3 faults the catalog must survive (see tests/test_s3_faults.py)
-            from chalicelib.faults import FaultInjector
+        from chalicelib.faults import install
 
-            client.meta.events.register("before-send.s3", FaultInjector(rate))
+        install(client)  # test hook, off unless CATALOG_FAULT_RATE / CATALOG_FAULT_LOST_RATE is set
 
     @staticmethod
     def _count(**_: Any) -> None:
         COUNTER.count += 1
 
-    @staticmethod
-    def _code(exc: Any) -> tuple[str, int]:
-        err = exc.response.get("Error", {})
-        return str(err.get("Code", "")), int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+    # ---- errors and retries ------------------------------------------------------------------
 
-    def _raise(self, exc: Any, bucket: str, key: str = "") -> None:
-        code, status = self._code(exc)
-        if code == "NoSuchBucket":
-            raise BucketNotFound(bucket) from exc
-        if code in ("NoSuchKey", "404", "NotFound") or status == 404:
-            raise ObjectNotFound(f"{bucket}/{key}") from exc
-        if code == "PreconditionFailed" or status == 412:
-            raise PreconditionFailed(f"{bucket}/{key}") from exc
-        if code in ("SlowDown", "ServiceUnavailable", "RequestTimeout", "InternalError") or status >= 500:
-            raise ServiceUnavailable("The storage layer is busy; retry the request", headers={"Retry-After": "1"})
-        raise exc
-
-    def get(self, bucket: str, key: str) -> StoredObject:
+    def _final(self, exc: Exception, bucket: str, key: str = "") -> Exception:
+        """The port's exception for a final S3 answer."""
         from botocore.exceptions import ClientError
 
-        try:
-            resp = self._s3.get_object(Bucket=bucket, Key=key)
-            return StoredObject(resp["Body"].read(), resp["ETag"])
-        except ClientError as exc:
-            self._raise(exc, bucket, key)
-            raise  # unreachable
+        if not isinstance(exc, ClientError):
+            return StorageUnavailable(f"S3 request failed: {type(exc).__name__}")
+        code, status = _code(exc)
+        if code == "NoSuchBucket":
+            return BucketNotFound(bucket)
+        if code in ("NoSuchKey", "404", "NotFound") or status == 404:
+            return ObjectNotFound(f"{bucket}/{key}")
+        if code == "PreconditionFailed" or status == 412:
+            return PreconditionFailed(f"{bucket}/{key}")
+        if code == "NotImplemented" or status == 501:
+            return ConditionalDeleteUnsupported(code)
+        if code in _DENIED_CODES or status == 403:
+            return StorageUnavailable(f"S3 denied the catalog access to bucket {bucket!r}", "AccessDenied")
+        return StorageUnavailable(f"S3 answered {code or status}", code)
+
+    @staticmethod
+    def _pause(attempt: int) -> bool:
+        """Sleep before the next attempt; False when the request's deadline forbids one."""
+        delay = random.uniform(0, BACKOFF_S * 2**attempt)
+        if COUNTER.deadline and time.monotonic() + delay >= COUNTER.deadline:
+            return False
+        time.sleep(delay)
+        return True
+
+    def _call(self, op: str, bucket: str, key: str = "", **kwargs: Any) -> Any:
+        """An idempotent call (read, list, unconditional put or delete), retried within the budget."""
+        for attempt in range(ATTEMPTS):
+            try:
+                return getattr(self._s3, op)(Bucket=bucket, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - classified below
+                if classify(exc) == FINAL:
+                    raise self._final(exc, bucket, key) from None
+                if attempt == ATTEMPTS - 1 or not self._pause(attempt):
+                    break
+        raise StorageUnavailable(f"S3 is unavailable or throttling ({op} {bucket})")
+
+    # ---- the port ----------------------------------------------------------------------------
+
+    def get(self, bucket: str, key: str, max_bytes: int | None = None) -> StoredObject:
+        if not key:
+            raise ObjectNotFound(f"{bucket}/")
+        extra = {"Range": f"bytes=0-{max_bytes}"} if max_bytes is not None else {}
+        for attempt in range(2):
+            try:
+                resp = self._call("get_object", bucket, key, Key=key, **extra)
+            except StorageUnavailable as exc:
+                if exc.code == "InvalidRange":  # an empty object
+                    return StoredObject(b"", "")
+                raise
+            try:
+                body = resp["Body"].read()
+                break
+            except Exception as exc:  # noqa: BLE001 - a stream cut mid-body: read it again
+                if classify(exc) == FINAL or attempt == 1:
+                    raise StorageUnavailable(f"S3 request failed: {type(exc).__name__}") from None
+        if max_bytes is not None and len(body) > max_bytes:
+            raise ValueError(f"object is larger than {max_bytes} bytes")
+        return StoredObject(body, resp["ETag"])
 
     def _put(self, bucket: str, key: str, body: bytes, **cond: str) -> str:
-        from botocore.exceptions import ClientError
-
-        for attempt in range(4):
+        in_doubt = False  # an earlier attempt may have landed
+        for attempt in range(ATTEMPTS + 2):  # two more for 409 ConditionalRequestConflict bursts
             try:
                 resp = self._s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/json", **cond)
                 return str(resp["ETag"])
-            except ClientError as exc:
-                # 409 ConditionalRequestConflict: a concurrent conditional write was in flight and this one
-                # did not happen, so sending it again is safe (botocore does not retry it).
-                if self._code(exc)[0] != "ConditionalRequestConflict":
-                    self._raise(exc, bucket, key)
-                    raise
-                if attempt < 3:
-                    time.sleep(0.02 * 2**attempt)
-        raise ServiceUnavailable("S3 reported conflicting writes; retry", headers={"Retry-After": "1"})
+            except Exception as exc:  # noqa: BLE001 - classified below
+                kind = classify(exc)
+                if kind == FINAL:
+                    final = self._final(exc, bucket, key)
+                    if in_doubt and isinstance(final, (PreconditionFailed, ObjectNotFound)):
+                        return self._resolve(bucket, key, body)
+                    raise final from None
+                in_doubt = in_doubt or kind == AMBIGUOUS
+                if attempt == ATTEMPTS + 1 or not self._pause(attempt):
+                    break
+        if in_doubt:
+            return self._resolve(bucket, key, body)
+        raise StorageUnavailable(f"S3 is unavailable or throttling (put {bucket})")
+
+    def _resolve(self, bucket: str, key: str, body: bytes) -> str:
+        """After a lost response: the key holding our bytes proves the write landed."""
+        try:
+            current = self.get(bucket, key)
+        except ObjectNotFound:
+            raise WriteInDoubt(f"{bucket}/{key}") from None
+        except StorageUnavailable:
+            raise WriteInDoubt(f"{bucket}/{key}") from None
+        if current.body == body:
+            return current.etag
+        raise WriteInDoubt(f"{bucket}/{key}")
 
     def put(self, bucket: str, key: str, body: bytes) -> str:
         return self._put(bucket, key, body)
@@ -124,17 +254,11 @@ class S3Storage:
 
     def list_keys(self, bucket: str, prefix: str, start_after: str = "", max_keys: int = 1000) -> Iterator[str]:
         """Keys under prefix in key order, after start_after; S3 pages are fetched lazily."""
-        from botocore.exceptions import ClientError
-
-        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": max_keys}
+        kwargs: dict[str, Any] = {"Prefix": prefix, "MaxKeys": max_keys}
         if start_after:
             kwargs["StartAfter"] = start_after
         while True:
-            try:
-                resp = self._s3.list_objects_v2(**kwargs)
-            except ClientError as exc:
-                self._raise(exc, bucket, prefix)
-                raise
+            resp = self._call("list_objects_v2", bucket, prefix, **kwargs)
             for item in resp.get("Contents", []):
                 yield item["Key"]
             if not resp.get("IsTruncated"):
@@ -143,57 +267,75 @@ class S3Storage:
             kwargs["ContinuationToken"] = resp["NextContinuationToken"]
 
     def delete(self, bucket: str, key: str) -> None:
-        from botocore.exceptions import ClientError
-
         try:
-            self._s3.delete_object(Bucket=bucket, Key=key)
-        except ClientError as exc:
-            self._raise(exc, bucket, key)
+            self._call("delete_object", bucket, key, Key=key)
+        except ObjectNotFound:
+            pass
 
-    def delete_many(self, bucket: str, keys: list[str]) -> None:
-        for i in range(0, len(keys), 1000):
-            chunk = keys[i : i + 1000]
-            resp = self._s3.delete_objects(
-                Bucket=bucket, Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True}
-            )
-            if resp.get("Errors"):
-                raise ServiceUnavailable(f"Could not delete {len(resp['Errors'])} objects; retry the request")
+    def delete_if_match(self, bucket: str, key: str, etag: str) -> None:
+        """Delete only if the key still has this ETag; ConditionalDeleteUnsupported where S3 cannot."""
+        if self._conditional_delete is False:
+            raise ConditionalDeleteUnsupported(bucket)
+        try:
+            self._call("delete_object", bucket, key, Key=key, IfMatch=etag)
+        except ConditionalDeleteUnsupported:
+            self._conditional_delete = False
+            raise
+        self._conditional_delete = True
+
+    def delete_many(self, bucket: str, keys: Iterable[str]) -> int:
+        """Delete keys in batches of 1000 as they stream in (bounded memory); returns the count."""
+        done, batch = 0, []
+        for key in keys:
+            batch.append(key)
+            if len(batch) == 1000:
+                done += self._delete_batch(bucket, batch)
+                batch = []
+        if batch:
+            done += self._delete_batch(bucket, batch)
+        return done
+
+    def _delete_batch(self, bucket: str, batch: list[str]) -> int:
+        resp = self._call("delete_objects", bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True})
+        errors = [e for e in resp.get("Errors", []) if e.get("Code") != "NoSuchKey"]
+        if errors:
+            raise StorageUnavailable(f"S3 could not delete {len(errors)} objects ({errors[0].get('Code')})")
+        return len(batch)
 
     def bucket_exists(self, bucket: str) -> bool:
-        from botocore.exceptions import ClientError
-
+        """True for a bucket we may use; BucketUnavailable for one that is someone else's."""
         try:
-            self._s3.head_bucket(Bucket=bucket)
+            self._call("head_bucket", bucket)
             return True
-        except ClientError as exc:
-            if self._code(exc)[1] == 404:
-                return False
+        except BucketNotFound:
+            return False
+        except ObjectNotFound:
+            return False
+        except StorageUnavailable as exc:
+            if exc.code == "AccessDenied":
+                raise BucketUnavailable(bucket) from None
             raise
 
     def create_bucket(self, bucket: str) -> bool:
         """Create the bucket; False when it already exists and is ours."""
-        from botocore.exceptions import ClientError
-
-        kwargs: dict[str, Any] = {"Bucket": bucket}
+        kwargs: dict[str, Any] = {}
         if self._region != "us-east-1":
             kwargs["CreateBucketConfiguration"] = {"LocationConstraint": self._region}
         try:
-            self._s3.create_bucket(**kwargs)
+            self._call("create_bucket", bucket, **kwargs)
             return True
-        except ClientError as exc:
-            code, _ = self._code(exc)
-            if code == "BucketAlreadyOwnedByYou":
+        except StorageUnavailable as exc:
+            if exc.code == "BucketAlreadyOwnedByYou":
                 return False
+            if exc.code in ("BucketAlreadyExists", "InvalidBucketName", "AccessDenied"):
+                raise BucketUnavailable(bucket) from None
             raise
 
     def delete_bucket(self, bucket: str) -> None:
-        from botocore.exceptions import ClientError
-
         try:
-            self._s3.delete_bucket(Bucket=bucket)
-        except ClientError as exc:
-            if self._code(exc)[0] != "NoSuchBucket":
-                raise
+            self._call("delete_bucket", bucket)
+        except BucketNotFound:
+            pass
 
 
 def s3_client(endpoint_url: str | None, region: str) -> Any:
@@ -202,7 +344,9 @@ def s3_client(endpoint_url: str | None, region: str) -> Any:
 
     cfg = Config(
         region_name=region,
-        retries={"max_attempts": 5, "mode": "standard"},
+        retries={"total_max_attempts": 1},  # S3Storage retries, knowing which writes may have landed
+        connect_timeout=CONNECT_TIMEOUT_S,
+        read_timeout=READ_TIMEOUT_S,
         max_pool_connections=64,
         s3={"addressing_style": "path"} if endpoint_url else {},
     )

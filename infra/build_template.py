@@ -26,17 +26,29 @@ SUB = "Fn::Sub"
 SYSTEM = "arn:${AWS::Partition}:s3:::${SystemBucketName}"
 WAREHOUSES = "arn:${AWS::Partition}:s3:::${BucketPrefix}*"
 OBJECT_RW = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
+# Identities are read by every function (authentication) and written only by the auth function.
+IAM_READ = (["s3:GetObject"], [SYSTEM + "/iam/users/*", SYSTEM + "/iam/access-keys/*", SYSTEM + "/iam/tokens/*"])
+IDEMPOTENCY = (OBJECT_RW, [SYSTEM + "/idempotency/*"])
 S3_ACCESS: dict[str, list[tuple[list[str], list[str]]]] = {
-    "config": [(["s3:GetObject"], [SYSTEM + "/warehouses/*"])],
+    "config": [IAM_READ, (["s3:GetObject"], [SYSTEM + "/warehouses/*"])],
     "auth": [(OBJECT_RW, [SYSTEM + "/iam/*", SYSTEM + "/idempotency/*"]), (["s3:ListBucket"], [SYSTEM])],
     "warehouses": [
-        (OBJECT_RW, [SYSTEM + "/warehouses/*", SYSTEM + "/iam/*", SYSTEM + "/idempotency/*", WAREHOUSES + "/*"]),
+        IAM_READ,
+        IDEMPOTENCY,
+        (OBJECT_RW, [SYSTEM + "/warehouses/*", WAREHOUSES + "/*"]),
         (["s3:ListBucket"], [SYSTEM, WAREHOUSES]),
         (["s3:CreateBucket", "s3:DeleteBucket"], [WAREHOUSES, SYSTEM]),  # the only group that creates buckets
     ],
+    "sweeper": [
+        (["s3:GetObject"], [SYSTEM + "/warehouses/*"]),
+        (OBJECT_RW, [WAREHOUSES + "/*"]),
+        (["s3:ListBucket"], [SYSTEM, WAREHOUSES]),
+    ],
 }
 DEFAULT_ACCESS = [
-    (OBJECT_RW, [SYSTEM + "/iam/*", SYSTEM + "/idempotency/*", WAREHOUSES + "/*"]),
+    IAM_READ,
+    IDEMPOTENCY,
+    (OBJECT_RW, [WAREHOUSES + "/*"]),
     (["s3:GetObject"], [SYSTEM + "/warehouses/*"]),
     (["s3:ListBucket"], [WAREHOUSES]),
 ]
@@ -86,6 +98,7 @@ def _function_props(group: str, handler: str) -> dict[str, Any]:
                 "CATALOG_SYSTEM_BUCKET": {"Ref": "SystemBucketName"},
                 "CATALOG_BUCKET_PREFIX": {"Ref": "BucketPrefix"},
                 "CATALOG_ROOT_CREDENTIALS_SECRET": {"Ref": "RootCredentialsSecretArn"},
+                "CATALOG_ALLOW_EXISTING_BUCKETS": {"Ref": "AllowExistingBuckets"},
             }
         },
     }
@@ -110,6 +123,12 @@ def merge_template() -> dict[str, Any]:
                 "BucketEncryption": {
                     "ServerSideEncryptionConfiguration": [{"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
                 },
+                "LifecycleConfiguration": {  # expired bearer tokens and idempotency records
+                    "Rules": [
+                        {"Id": "tokens", "Status": "Enabled", "Prefix": "iam/tokens/", "ExpirationInDays": 2},
+                        {"Id": "idempotency", "Status": "Enabled", "Prefix": "idempotency/", "ExpirationInDays": 2},
+                    ]
+                },
             },
         },
         "CatalogHttpApi": {"Type": "AWS::Serverless::HttpApi", "Properties": {}},
@@ -133,6 +152,20 @@ def merge_template() -> dict[str, Any]:
             for i, r in enumerate(r for r in ROUTES if r.group == group)
         }
         res[f"{cap}Function"] = {"Type": "AWS::Serverless::Function", "Properties": props}
+    # The sweeper: finishes abandoned drops, renames, claims and purges on a schedule.
+    res["SweeperRole"] = _role(S3_ACCESS["sweeper"])
+    res["SweeperLogGroup"] = {
+        "Type": "AWS::Logs::LogGroup",
+        "Properties": {
+            "LogGroupName": {SUB: "/aws/lambda/catalog-${Stage}-sweeper"},
+            "RetentionInDays": {"Ref": "LogRetentionDays"},
+        },
+    }
+    sweeper = _function_props("sweeper", "chalicelib.handlers.sweeper.handler")
+    sweeper["Timeout"] = 300
+    sweeper.pop("ReservedConcurrentExecutions")
+    sweeper["Events"] = {"Every5Minutes": {"Type": "Schedule", "Properties": {"Schedule": "rate(5 minutes)"}}}
+    res["SweeperFunction"] = {"Type": "AWS::Serverless::Function", "Properties": sweeper}
     # The all-in-one function (Chalice's own APIHandler, repointed) behind a Function URL.
     everything = [st for g in GROUPS for st in S3_ACCESS.get(g, DEFAULT_ACCESS)]
     res["AllRole"] = dict(_role(everything), Condition="WithFunctionUrl")
@@ -169,9 +202,15 @@ def merge_template() -> dict[str, Any]:
             "SystemBucketName": {"Type": "String", "AllowedPattern": "^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$"},
             "BucketPrefix": {
                 "Type": "String",
-                "Default": "",
-                "AllowedPattern": "^[a-z0-9-]{0,20}$",
-                "Description": "prefix of warehouse bucket names (the roles are scoped to it)",
+                "AllowedPattern": "^[a-z0-9][a-z0-9-]{2,19}$",
+                "Description": "prefix of warehouse bucket names, required: the roles reach only buckets "
+                "named with it, never every bucket of the account",
+            },
+            "AllowExistingBuckets": {
+                "Type": "String",
+                "Default": "false",
+                "AllowedValues": ["true", "false"],
+                "Description": "let CreateWarehouse adopt a bucket the catalog did not create",
             },
             "RootCredentialsSecretArn": {
                 "Type": "String",

@@ -62,12 +62,13 @@ def test_warehouse_preserve_bucket_and_upgrade_existing(api, s3):
     assert api("DELETE", f"/v1/{name}/namespaces/a").status_code == 204
     s3.put_object(Bucket=name, Key="user-file.txt", Body=b"keep me")
     assert api("DELETE", f"/v1/warehouses/{name}?preserve-bucket=true").status_code == 204
-    assert keys_under(s3, name) == ["user-file.txt"]
+    marker = ".catalog/warehouse-bucket.json"  # says the catalog created this bucket, so it may take it back
+    assert keys_under(s3, name) == [marker, "user-file.txt"]
     # A non-empty existing bucket needs upgrade-existing.
     again = api("POST", "/v1/warehouses", json={"name": name})
     assert again.status_code == 409 and "upgrade-existing" in again.json()["error"]["message"]
     assert api("POST", "/v1/warehouses", json={"name": name, "upgrade-existing": True}).status_code == 200
-    assert keys_under(s3, name) == ["user-file.txt"]
+    assert keys_under(s3, name) == [marker, "user-file.txt"]
     api("DELETE", f"/v1/warehouses/{name}")
 
 
@@ -194,7 +195,12 @@ def test_register_table(api, warehouse):
     api("POST", f"/v1/{warehouse}/namespaces", json={"namespace": ["r"]})
     created = api("POST", f"/v1/{warehouse}/namespaces/r/tables", json={"name": "t", "schema": SCHEMA}).json()
     body = {"name": "copy", "metadata-location": created["metadata-location"]}
+    # A live table's metadata cannot become a second table: the two would share (and purge) one location.
+    copy = api("POST", f"/v1/{warehouse}/namespaces/r/register", json=body)
+    assert copy.status_code == 409 and "belongs to another table" in copy.json()["error"]["message"]
+    # Dropped without purge, its files can be registered again (and only once).
+    assert api("DELETE", f"/v1/{warehouse}/namespaces/r/tables/t?purgeRequested=false").status_code == 204
     reg = api("POST", f"/v1/{warehouse}/namespaces/r/register", json=body)
     assert reg.status_code == 200 and reg.json()["metadata"]["table-uuid"] == created["metadata"]["table-uuid"]
-    dup = api("POST", f"/v1/{warehouse}/namespaces/r/register", json=body)
+    dup = api("POST", f"/v1/{warehouse}/namespaces/r/register", json=dict(body, name="again"))
     assert dup.status_code == 409

@@ -258,6 +258,6 @@ def test_bad_requests_leave_state_untouched(http, catalog_url, populated, s3, sy
 def test_head_errors_have_no_body(http, catalog_url, populated):
     resp = http.head(f"{catalog_url}/v1/{populated}/namespaces/ns/tables/nope")
     assert resp.status_code == 404 and resp.content == b""
-    assert http.head(f"{catalog_url}/v1/{populated}/namespaces/ns/tables/t").status_code == 200
+    assert http.head(f"{catalog_url}/v1/{populated}/namespaces/ns/tables/t").status_code == 204  # as the spec says
     assert http.head(f"{catalog_url}/v1/{populated}/namespaces/ns").status_code == 204
     assert http.head(f"{catalog_url}/v1/{populated}/namespaces/nope").status_code == 404

@@ -168,7 +168,7 @@ def test_each_group_handler_with_each_event_shape():
     r = tables(v2_event("GET", one, headers={"if-none-match": etag}), None)
     assert r["statusCode"] == 304 and r["body"] == ""
     r = tables(v2_event("HEAD", one), None)
-    assert r["statusCode"] == 200 and r["body"] == ""
+    assert r["statusCode"] == 204 and r["body"] == ""
     r = tables(v2_event("GET", one[: -len("/t")] + "/missing"), None)
     assert r["statusCode"] == 404 and body_of(r)["error"]["type"] == "IcebergTableNotFound"
     # transactions

@@ -64,7 +64,7 @@ def lookup(ctx: Context, access_key_id: str) -> tuple[str, Principal] | None:
     root = root_credentials()
     if root is not None and hmac.compare_digest(access_key_id.encode(), root[0].encode()):
         return root[1], Principal(ROOT, access_key_id, is_root=True)
-    if not _ACCESS_KEY.match(access_key_id):
+    if not _ACCESS_KEY.fullmatch(access_key_id):
         return None
     found = _read_json(ctx, keys.access_key_record(access_key_id))
     if found is None:
@@ -89,7 +89,7 @@ def principal_for(ctx: Context, name: str, access_key_id: str) -> Principal | No
 
 
 def check_user(name: object) -> str:
-    if not isinstance(name, str) or not _USER.match(name) or name == ROOT:
+    if not isinstance(name, str) or not _USER.fullmatch(name) or name == ROOT:
         raise BadRequest("Invalid user name: 1-64 characters of letters, digits and _+=,.@- (not 'root')")
     return name
 
@@ -176,7 +176,7 @@ def delete_access_key(ctx: Context, name: str, akid: str) -> None:
 def put_policy(ctx: Context, name: str, policy_name: str, document: Any, raw_size: int) -> None:
     from chalicelib.auth.policy import validate
 
-    if not _POLICY.match(policy_name):
+    if not _POLICY.fullmatch(policy_name):
         raise BadRequest("Invalid policy name: 1-128 characters of letters, digits and _+=,.@-")
     if raw_size > MAX_POLICY_BYTES:
         raise BadRequest(f"Policy documents are limited to {MAX_POLICY_BYTES} bytes")

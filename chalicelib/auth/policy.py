@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from functools import lru_cache
 from typing import Any
@@ -21,11 +20,15 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "RegisterTable": ("CreateTable",),
 }
 OPERATORS = ("StringEquals", "StringNotEquals", "StringLike", "StringNotLike")
+# Condition keys are case-insensitive in IAM; these are the only ones the catalog sets.
+CONDITION_KEYS = ("s3tables:namespace", "s3tables:tablename")
 
 
 @lru_cache(maxsize=1024)
 def _glob(pattern: str, ignore_case: bool) -> re.Pattern[str]:
-    return re.compile(fnmatch.translate(pattern), re.IGNORECASE if ignore_case else 0)
+    """IAM wildcards: "*" and "?" only; every other character (including "[") is literal."""
+    body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.compile(body + r"\Z", re.IGNORECASE | re.DOTALL if ignore_case else re.DOTALL)
 
 
 def _list(value: Any) -> list[str]:
@@ -42,9 +45,10 @@ def _resource_matches(patterns: list[str], resource: str) -> bool:
 
 
 def _condition_holds(condition: dict[str, Any], context: dict[str, str], partial: bool) -> bool:
+    context = {k.lower(): v for k, v in context.items()}
     for operator, tests in condition.items():
         for key, expected in tests.items():
-            value = context.get(key)
+            value = context.get(key.lower())
             if value is None:
                 if partial:  # a list route: items are filtered one by one later
                     continue
@@ -90,7 +94,8 @@ def allowed(
         statements = doc.get("Statement", [])
         for st in [statements] if isinstance(statements, dict) else statements:
             deny = st.get("Effect") == "Deny"
-            if deny and partial and any(k not in context for t in st.get("Condition", {}).values() for k in t):
+            keys = {k.lower() for k in context}
+            if deny and partial and any(k.lower() not in keys for t in st.get("Condition", {}).values() for k in t):
                 continue
             if not _statement_applies(st, action, resource, context, partial):
                 continue
@@ -124,3 +129,10 @@ def validate(doc: Any) -> None:
         for operator, tests in cond.items():
             if operator not in OPERATORS or not isinstance(tests, dict):
                 raise BadRequest(f"Invalid policy condition operator {operator[:40]!r}; supported: {OPERATORS}")
+            for key, value in tests.items():
+                if key.lower() not in CONDITION_KEYS:
+                    raise BadRequest(
+                        f"Invalid policy condition key {key[:60]!r}; supported: s3tables:namespace, s3tables:tableName"
+                    )
+                if not (isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))):
+                    raise BadRequest(f"Invalid policy condition value for {key[:60]!r}: a string or a list of strings")

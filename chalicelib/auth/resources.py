@@ -14,8 +14,21 @@ def bucket_arn(warehouse: str) -> str:
     return f"arn:aws:s3tables:::bucket/{warehouse}"
 
 
-def table_arn(warehouse: str) -> str:
-    return f"arn:aws:s3tables:::bucket/{warehouse}/table/*"
+def table_arn(warehouse: str, ns: tuple[str, ...] | None = None, table: str | None = None) -> str:
+    """A table's resource: ``.../table/{namespace}/{table}`` (levels joined by "."), so a Deny on one
+    table applies; ``.../table/*`` for lists and for names a malformed body does not give."""
+    if ns is None or table is None:
+        return f"arn:aws:s3tables:::bucket/{warehouse}/table/*"
+    return f"arn:aws:s3tables:::bucket/{warehouse}/table/{'.'.join(ns)}/{table}"
+
+
+def _ident_check(action: str, wh: str, ident: object) -> Check:
+    ident = ident if isinstance(ident, dict) else {}
+    try:
+        ns, name = check_namespace(ident.get("namespace")), check_table(ident.get("name"))
+    except Exception:  # noqa: BLE001 - invalid names are the handler's 400
+        return (action, table_arn(wh), {}, False)
+    return (action, table_arn(wh, ns, name), ns_context(ns, name), False)
 
 
 def ns_context(ns: tuple[str, ...], table: str | None = None) -> dict[str, str]:
@@ -60,33 +73,26 @@ def checks(req: RequestContext) -> list[Check]:
     if action == "ListTables":
         return [(action, table_arn(wh), ns_context(parse_namespace_path(p["namespace"])), True)]
     if action in ("CreateTable", "RegisterTable"):
-        name = _body(req).get("name")
-        table = name if isinstance(name, str) else None
-        return [(action, table_arn(wh), ns_context(parse_namespace_path(p["namespace"]), table), False)]
-    if action in ("GetTable", "UpdateTable", "DeleteTable"):
+        body = _body(req)
         ns = parse_namespace_path(p["namespace"])
-        return [(action, table_arn(wh), ns_context(ns, check_table(req.param("table"))), False)]
+        name = body.get("name")
+        table = name if isinstance(name, str) else None
+        arn = table_arn(wh, ns, table) if table else table_arn(wh)
+        out: list[Check] = [(action, arn, ns_context(ns, table), False)]
+        if action == "RegisterTable" and body.get("overwrite") is True:  # replaces a table's metadata
+            out.append(("UpdateTable", arn, ns_context(ns, table), False))
+        return out
+    if action in ("GetTable", "UpdateTable", "DeleteTable"):
+        ns, table = parse_namespace_path(p["namespace"]), check_table(req.param("table"))
+        return [(action, table_arn(wh, ns, table), ns_context(ns, table), False)]
     if action == "RenameTable":
         body = _body(req)
-        out: list[Check] = []
-        for side in ("source", "destination"):
-            ident = body.get(side) if isinstance(body.get(side), dict) else {}
-            try:
-                cond = ns_context(check_namespace(ident.get("namespace")), check_table(ident.get("name")))
-            except Exception:  # noqa: BLE001
-                cond = {}
-            out.append((action, table_arn(wh), cond, False))
-        return out
+        return [_ident_check(action, wh, body.get(side)) for side in ("source", "destination")]
     if action == "CommitTransaction":  # each table change is an UpdateTable on that table
         changes = _body(req).get("table-changes")
-        out = []
-        for change in changes if isinstance(changes, list) else []:
-            ident = change.get("identifier") if isinstance(change, dict) else None
-            ident = ident if isinstance(ident, dict) else {}
-            try:
-                cond = ns_context(check_namespace(ident.get("namespace")), check_table(ident.get("name")))
-            except Exception:  # noqa: BLE001 - invalid names are the handler's 400
-                cond = {}
-            out.append(("UpdateTable", table_arn(wh), cond, False))
+        out = [
+            _ident_check("UpdateTable", wh, change.get("identifier") if isinstance(change, dict) else None)
+            for change in (changes if isinstance(changes, list) else [])
+        ]
         return out or [("UpdateTable", table_arn(wh), {}, False)]
     raise LookupError(f"no policy mapping for action {action}")

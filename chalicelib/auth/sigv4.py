@@ -16,7 +16,9 @@ from chalicelib.errors import Unauthorized
 ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICES = ("s3tables", "s3")
 MAX_SKEW_S = 15 * 60
-MAX_PRESIGN_EXPIRES_S = 7 * 24 * 3600
+# Presigned URLs end up in logs and proxies: read-only, and short-lived.
+MAX_PRESIGN_EXPIRES_S = 3600
+PRESIGN_METHODS = ("GET", "HEAD")
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 UNSIGNED = "UNSIGNED-PAYLOAD"
 
@@ -92,7 +94,7 @@ def check_time(parts: SignedParts, now: datetime | None = None) -> None:
     if parts.presigned:
         expires = parts.expires or 0
         if not 0 < expires <= MAX_PRESIGN_EXPIRES_S:
-            raise Unauthorized("X-Amz-Expires must be between 1 second and 7 days")
+            raise Unauthorized(f"X-Amz-Expires must be between 1 and {MAX_PRESIGN_EXPIRES_S} seconds")
         if age < -MAX_SKEW_S or age > expires:
             raise Unauthorized("The presigned request has expired")
     elif abs(age) > MAX_SKEW_S:
@@ -151,6 +153,8 @@ def verify(
 ) -> str:
     """Return the access key id whose secret produced the signature; raise Unauthorized otherwise."""
     parts = parse(headers, query)
+    if parts.presigned and method.upper() not in PRESIGN_METHODS:
+        raise Unauthorized("Presigned URLs are accepted for GET and HEAD only; sign the Authorization header")
     check_time(parts, now)
     if "host" not in parts.signed_headers:
         raise Unauthorized("The host header must be signed")

@@ -14,8 +14,23 @@ from chalicelib.storage import Storage
 _lock = threading.Lock()
 _ctx: Context | None = None
 
-# A container being deleted blocks new children for this long; past it, the deleter is presumed dead.
-DELETE_LEASE_MS = 120_000
+
+def env_int(name: str, default: int) -> int:
+    """An integer setting read when used, so tests can shorten leases in seconds."""
+    import os
+
+    raw = os.environ.get(name, "")
+    return int(raw) if raw.strip() else default
+
+
+def delete_lease_ms() -> int:
+    """A container being deleted blocks new children this long; past it, the deleter is presumed dead."""
+    return env_int("CATALOG_DELETE_LEASE_MS", 120_000)
+
+
+def tombstone_lease_ms() -> int:
+    """A tombstone or rename reservation is its writer's this long; then the sweeper (or a creator) takes over."""
+    return env_int("CATALOG_TOMBSTONE_LEASE_MS", 60_000)
 
 
 @dataclass
@@ -56,4 +71,4 @@ def now_ms() -> int:
 
 def is_deleting(record: dict[str, Any]) -> bool:
     """True while a live deleter holds the container; a stale mark (crashed deleter) is ignored."""
-    return record.get("state") == "deleting" and now_ms() - int(record.get("state-since-ms", 0)) < DELETE_LEASE_MS
+    return record.get("state") == "deleting" and now_ms() - int(record.get("state-since-ms", 0)) < delete_lease_ms()

@@ -1,7 +1,9 @@
 """Idempotency-Key (Iceberg REST spec): finalized responses are stored in S3 and replayed on retry.
 
-Finalized: 2xx and 4xx (deterministic). Not stored: 5xx. A key reused for a different request is
-refused with 422. Records live in the system bucket under a digest of (principal, key), so keys
+Finalized: 2xx and 4xx (deterministic). A 5xx releases the key, except a commit in doubt: its
+record keeps how to find out (the hint), and a replay resolves it: the stored success if the commit
+landed, a fresh run if it did not. A key reused for a different request is refused with 422.
+Records live in the system bucket under a digest of (principal, key), so keys
 of different callers never meet, and expire after the advertised lifetime.
 """
 
@@ -18,10 +20,14 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.core.context import Context, dump
 from chalicelib.errors import BadRequest, Conflict, UnprocessableEntity
-from chalicelib.storage import ObjectNotFound, PreconditionFailed
+from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-PENDING_LEASE_S = 120
+
+
+def pending_lease_s() -> int:
+    """A request holding a key longer than this is presumed dead; keep it above the function timeout."""
+    return int(os.environ.get("CATALOG_IDEMPOTENCY_PENDING_LEASE_S", "960"))
 
 
 def lifetime_s() -> int:
@@ -44,11 +50,12 @@ class Slot:
     key: str
     etag: str
     fingerprint: str
+    hint: dict[str, Any] | None = None  # set when the earlier attempt's commit is in doubt
 
 
 def check_key(raw: str) -> str:
     key = raw.strip().lower()
-    if not _UUID.match(key):
+    if not _UUID.fullmatch(key):
         raise BadRequest("Invalid Idempotency-Key: expected a UUID (UUIDv7) in string form")
     return key
 
@@ -62,7 +69,7 @@ def begin(ctx: Context, principal: str, raw_key: str, fingerprint: str) -> Store
     for _ in range(5):
         try:
             return Slot(rec_key, ctx.storage.put_if_absent(bucket, rec_key, pending), fingerprint)
-        except PreconditionFailed:
+        except (PreconditionFailed, WriteInDoubt):
             pass
         try:
             obj = ctx.storage.get(bucket, rec_key)
@@ -70,36 +77,41 @@ def begin(ctx: Context, principal: str, raw_key: str, fingerprint: str) -> Store
             continue
         record: dict[str, Any] = json.loads(obj.body)
         age = time.time() - float(record.get("created", 0))
-        stale = age > lifetime_s() or (record["state"] == "pending" and age > PENDING_LEASE_S)
-        if stale:  # an expired key, or a request that died holding it: take the slot over
+        state = record.get("state")
+        stale = age > lifetime_s() or state == "released" or (state == "pending" and age > pending_lease_s())
+        if stale:  # an expired or released key, or a request that died holding it: take the slot over
             try:
                 return Slot(rec_key, ctx.storage.put_if_match(bucket, rec_key, pending, obj.etag), fingerprint)
-            except (PreconditionFailed, ObjectNotFound):
+            except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
                 continue
         if record["fingerprint"] != fingerprint:
             raise UnprocessableEntity("This Idempotency-Key was already used for a different request")
-        if record["state"] == "pending":
+        if state == "pending":
             raise Conflict(
                 "A request with this Idempotency-Key is still in progress; retry", headers={"Retry-After": "1"}
             )
+        if state == "in-doubt":  # resolve it: this request takes the slot over
+            try:
+                etag = ctx.storage.put_if_match(bucket, rec_key, pending, obj.etag)
+            except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
+                continue
+            return Slot(rec_key, etag, fingerprint, dict(record.get("hint") or {}))
         return Stored(int(record["status"]), str(record["body"]), dict(record.get("headers", {})))
     raise Conflict("Could not reserve the Idempotency-Key; retry", headers={"Retry-After": "1"})
 
 
-def finish(ctx: Context, slot: Slot, status: int, body: str, headers: dict[str, str]) -> None:
+def finish(
+    ctx: Context, slot: Slot, status: int, body: str, headers: dict[str, str], hint: dict[str, Any] | None = None
+) -> None:
     bucket = ctx.settings.system_bucket
-    if status >= 500:  # not final: the retry must run again
-        ctx.storage.delete(bucket, slot.key)
-        return
-    record = {
-        "state": "final",
-        "fingerprint": slot.fingerprint,
-        "created": time.time(),
-        "status": status,
-        "body": body,
-        "headers": headers,
-    }
+    record: dict[str, Any] = {"fingerprint": slot.fingerprint, "created": time.time()}
+    if status >= 500 and hint:  # in doubt: keep the key, and how to resolve it on replay
+        record.update(state="in-doubt", hint=hint)
+    elif status >= 500:  # nothing was applied: the retry must run again
+        record.update(state="released")
+    else:
+        record.update(state="final", status=status, body=body, headers=headers)
     try:
         ctx.storage.put_if_match(bucket, slot.key, dump(record), slot.etag)
-    except (PreconditionFailed, ObjectNotFound):
+    except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         pass  # our slot was taken over after its lease; the other request's answer stands

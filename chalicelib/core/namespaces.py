@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -12,14 +13,13 @@ from chalicelib.core.context import Context, dump, is_deleting, now_ms
 from chalicelib.core.paging import decode_token, page
 from chalicelib.errors import (
     BadRequest,
-    CommitFailed,
     Conflict,
     NamespaceAlreadyExists,
     NamespaceNotEmpty,
     NamespaceNotFound,
 )
 from chalicelib.names import check_namespace, check_properties
-from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed
+from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 Namespace = tuple[str, ...]
 
@@ -61,10 +61,11 @@ def create(ctx: Context, warehouse: str, namespace: object, properties: object) 
     warehouses.require_active(ctx, warehouse)
     if len(ns) > 1:
         require_active(ctx, warehouse, ns[:-1])
-    record = {"namespace": list(ns), "properties": props, "state": "active"}
+    # The uuid makes the bytes ours alone: after a lost response they prove which create landed.
+    record = {"namespace": list(ns), "properties": props, "state": "active", "uuid": str(uuid.uuid4())}
     try:
         ctx.storage.put_if_absent(bucket, keys.namespace_record(ns), dump(record))
-    except PreconditionFailed:
+    except (PreconditionFailed, WriteInDoubt):
         raise NamespaceAlreadyExists(f"Namespace {_pretty(ns)!r} already exists") from None
     except BucketNotFound:
         raise warehouses.WarehouseNotFound(f"Warehouse {warehouse!r} has no bucket") from None
@@ -131,14 +132,27 @@ def update_properties(
             ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.namespace_record(ns), dump(record), etag)
         except (PreconditionFailed, ObjectNotFound):
             continue
+        except WriteInDoubt:  # landed if the record now holds our properties
+            now, _ = read_record(ctx, warehouse, ns)
+            if now.get("properties") != props:
+                continue
         return {"updated": sorted(upd), "removed": removed, "missing": missing}
-    raise CommitFailed(f"Namespace {_pretty(ns)!r} is under heavy concurrent update; retry")
+    raise Conflict(f"Namespace {_pretty(ns)!r} is under heavy concurrent update; retry")
 
 
-def _children(ctx: Context, bucket: str, ns: Namespace) -> str | None:
-    store = ctx.storage
-    if next(store.list_keys(bucket, keys.tables_prefix(ns), max_keys=1), None) is not None:
-        return "tables"
+def _children(ctx: Context, warehouse: str, ns: Namespace) -> str | None:
+    """What keeps a namespace from being deleted: a live table or a child namespace.
+
+    Dead tombstones and abandoned rename reservations do not count: the sweeper clears them."""
+    from itertools import islice
+
+    from chalicelib.core import tables  # tables builds on namespaces; only this check needs the reverse
+
+    store, bucket = ctx.storage, ctx.bucket_for(warehouse)
+    names = [keys.table_from_pointer(k) for k in islice(store.list_keys(bucket, keys.tables_prefix(ns)), 1000)]
+    for i in range(0, len(names), 16):
+        if any(tables.live_flags(ctx, warehouse, ns, names[i : i + 16])):
+            return "tables"
     own = keys.namespace_record(ns)  # "a.json" shares the children's prefix "a."
     for key in store.list_keys(bucket, keys.child_namespaces_prefix(ns), max_keys=2):
         if key != own:
@@ -149,7 +163,7 @@ def _children(ctx: Context, bucket: str, ns: Namespace) -> str | None:
 def delete(ctx: Context, warehouse: str, ns: Namespace) -> None:
     bucket, key = ctx.bucket_for(warehouse), keys.namespace_record(ns)
     read_record(ctx, warehouse, ns)
-    what = _children(ctx, bucket, ns)  # the common refusal costs no write
+    what = _children(ctx, warehouse, ns)  # the common refusal costs no write
     if what is None:
         original = ctx.storage.get(bucket, key)
         # Mark, then check again: creators re-read this record after writing (see create), so
@@ -158,14 +172,14 @@ def delete(ctx: Context, warehouse: str, ns: Namespace) -> None:
         record.update(state="deleting", **{"state-since-ms": now_ms()})
         try:
             etag = ctx.storage.put_if_match(bucket, key, dump(record), original.etag)
-        except (PreconditionFailed, ObjectNotFound):
+        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
             raise Conflict(f"Namespace {_pretty(ns)!r} changed concurrently; retry") from None
-        what = _children(ctx, bucket, ns)
+        what = _children(ctx, warehouse, ns)
         if what is None:
             ctx.storage.delete(bucket, key)
             return
         try:  # restore the exact bytes we replaced
             ctx.storage.put_if_match(bucket, key, original.body, etag)
-        except (PreconditionFailed, ObjectNotFound):
+        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
             pass
     raise NamespaceNotEmpty(f"Namespace {_pretty(ns)!r} contains {what}; delete them first")

@@ -2,7 +2,8 @@
 
 Pointer states (see docs/design.md): "active" is a live table; "pending" reserves a rename
 destination; "moved" marks a renamed source; "dropped" marks a table being dropped. Readers
-settle pending/moved pairs themselves, so a crashed rename is finished by whoever comes next.
+settle pending/moved pairs themselves, so a crashed rename is finished by whoever comes next;
+drops and purges are finished by the dropper or the sweeper, never by a reader.
 """
 
 from __future__ import annotations
@@ -13,35 +14,54 @@ import random
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import namespaces, warehouses
-from chalicelib.core.context import Context, dump, now_ms
-from chalicelib.core.paging import decode_token, page
+from chalicelib.core import namespaces, purges, warehouses
+from chalicelib.core.context import Context, dump, env_int, now_ms, tombstone_lease_ms
+from chalicelib.core.paging import decode_token, encode_token
 from chalicelib.errors import (
     BadRequest,
     CatalogError,
     CommitFailed,
+    CommitStateUnknown,
     Conflict,
     TableAlreadyExists,
     TableNotFound,
+    TableRecoveryInProgress,
 )
 from chalicelib.names import check_namespace, check_properties, check_table
-from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed
+from chalicelib.storage import (
+    COUNTER,
+    BucketNotFound,
+    ConditionalDeleteUnsupported,
+    ObjectNotFound,
+    PreconditionFailed,
+    StorageUnavailable,
+    WriteInDoubt,
+)
 
 Namespace = tuple[str, ...]
-# A tombstone ("moved"/"dropped") or rename reservation ("pending") is only taken over after this.
-TOMBSTONE_LEASE_MS = 60_000
 COMMIT_ATTEMPTS = 4
+DEFAULT_PAGE_SIZE = 100
 FORBIDDEN_PROPERTY_PREFIXES = (
     "write.data.path",
     "write.metadata.path",
     "write.object-storage.path",
     "write.folder-storage.path",
 )
+
+
+def max_metadata_bytes() -> int:
+    return env_int("CATALOG_MAX_METADATA_BYTES", 64 * 1024 * 1024)
+
+
+def purge_budget_s() -> float:
+    """How long a drop request purges before it leaves the rest to the sweeper."""
+    return env_int("CATALOG_PURGE_BUDGET_MS", 10_000) / 1000
 
 
 @dataclass
@@ -57,36 +77,64 @@ class Pointer:
     def metadata_location(self) -> str:
         return str(self.data["metadata-location"])
 
+    @property
+    def since_ms(self) -> int:
+        return int(self.data.get("since-ms", 0))
+
     def stale(self) -> bool:
-        return now_ms() - int(self.data.get("since-ms", 0)) >= TOMBSTONE_LEASE_MS
+        return now_ms() - self.since_ms >= tombstone_lease_ms()
 
 
 def _ident(ns: Namespace, name: str) -> str:
     return ".".join((*ns, name))
 
 
-# ---- metadata files (immutable, so cached by location) -------------------------------------
+# ---- metadata files (immutable, so cached by location, bounded in bytes) -------------------
 
-_cache: OrderedDict[str, bytes] = OrderedDict()
+_cache: OrderedDict[str, tuple[bytes, Any]] = OrderedDict()
 _cache_lock = threading.Lock()
-_CACHE_SIZE = 128
+_cache_bytes = 0
+PARSED_WEIGHT = 8  # a parsed model costs several times its JSON
 
 
-def _remember(location: str, raw: bytes) -> None:
+def cache_limit_bytes() -> int:
+    return env_int("CATALOG_METADATA_CACHE_BYTES", 64 * 1024 * 1024)
+
+
+def _weight(raw: bytes, parsed: Any) -> int:
+    return len(raw) * (1 + (PARSED_WEIGHT if parsed is not None else 0))
+
+
+def _remember(location: str, raw: bytes, parsed: Any = None) -> None:
+    global _cache_bytes
+    limit = cache_limit_bytes()
     with _cache_lock:
-        _cache[location] = raw
-        _cache.move_to_end(location)
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
+        old = _cache.pop(location, None)
+        if old is not None:
+            _cache_bytes -= _weight(*old)
+            parsed = parsed if parsed is not None else old[1]
+        if _weight(raw, parsed) > limit:
+            return
+        _cache[location] = (raw, parsed)
+        _cache_bytes += _weight(raw, parsed)
+        while _cache_bytes > limit:
+            _, evicted = _cache.popitem(last=False)
+            _cache_bytes -= _weight(*evicted)
+
+
+def cache_bytes() -> int:
+    return _cache_bytes
 
 
 def read_metadata_raw(ctx: Context, location: str) -> bytes:
     with _cache_lock:
-        raw = _cache.get(location)
-    if raw is None:
-        bucket, key = keys.split_s3_uri(location)
-        raw = ctx.storage.get(bucket, key).body
-        _remember(location, raw)
+        hit = _cache.get(location)
+        if hit is not None:
+            _cache.move_to_end(location)
+            return hit[0]
+    bucket, key = keys.split_s3_uri(location)
+    raw = ctx.storage.get(bucket, key, max_metadata_bytes()).body
+    _remember(location, raw)
     return raw
 
 
@@ -96,21 +144,16 @@ def parse_metadata(raw: bytes) -> Any:
     return TableMetadataUtil.parse_raw(raw)
 
 
-_parsed: OrderedDict[str, Any] = OrderedDict()
-
-
 def metadata_at(ctx: Context, location: str) -> Any:
     """Parsed metadata by location; parsing is the commit path's main CPU cost, and files are immutable."""
     with _cache_lock:
-        hit = _parsed.get(location)
-        if hit is not None:
-            _parsed.move_to_end(location)
-            return hit
-    parsed = parse_metadata(read_metadata_raw(ctx, location))
-    with _cache_lock:
-        _parsed[location] = parsed
-        while len(_parsed) > _CACHE_SIZE:
-            _parsed.popitem(last=False)
+        hit = _cache.get(location)
+        if hit is not None and hit[1] is not None:
+            _cache.move_to_end(location)
+            return hit[1]
+    raw = read_metadata_raw(ctx, location)
+    parsed = parse_metadata(raw)
+    _remember(location, raw, parsed)
     return parsed
 
 
@@ -125,6 +168,22 @@ def _read(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Pointer | N
     except ObjectNotFound:
         return None
     return Pointer(json.loads(obj.body), obj.etag)
+
+
+def remove_pointer(ctx: Context, bucket: str, key: str, etag: str, since_ms: int) -> bool:
+    """Delete a pointer this request owns: If-Match where S3 supports it, else only well inside
+    the lease that keeps creators and the sweeper away (LocalStack has no conditional delete)."""
+    try:
+        ctx.storage.delete_if_match(bucket, key, etag)
+        return True
+    except (PreconditionFailed, ObjectNotFound):
+        return False
+    except ConditionalDeleteUnsupported:
+        pass
+    if now_ms() - since_ms < tombstone_lease_ms() // 2:
+        ctx.storage.delete(bucket, key)
+        return True
+    return False  # too late to be sure: the sweeper fences it and removes it
 
 
 def _settle_pending(ctx: Context, warehouse: str, ns: Namespace, name: str, dst: Pointer) -> Pointer | None:
@@ -145,15 +204,17 @@ def _settle_pending(ctx: Context, warehouse: str, ns: Namespace, name: str, dst:
     try:
         etag = ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.table_pointer(ns, name), dump(active), dst.etag)
         settled: Pointer | None = Pointer(active, etag)
-    except (PreconditionFailed, ObjectNotFound):
+    except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         settled = live(ctx, warehouse, ns, name)  # someone else settled it first
-    if src is not None and not src.stale():  # within the lease no creator can own the key yet
-        ctx.storage.delete(ctx.bucket_for(warehouse), keys.table_pointer(src_ns, src_name))
+    if src is not None:
+        remove_pointer(ctx, ctx.bucket_for(warehouse), keys.table_pointer(src_ns, src_name), src.etag, src.since_ms)
     return settled
 
 
 def live(ctx: Context, warehouse: str, ns: Namespace, name: str, read_only: bool = False) -> Pointer | None:
-    """The active pointer of a table, settling an interrupted rename on the way; None if absent."""
+    """The active pointer of a table, settling an interrupted rename on the way; None if absent.
+
+    Never purges: a dropped table is finished by its dropper or by the sweeper."""
     p = _read(ctx, warehouse, ns, name)
     if p is not None and "claim" in p.data:  # held by a multi-table transaction
         from chalicelib.core import transactions
@@ -175,10 +236,8 @@ def live(ctx: Context, warehouse: str, ns: Namespace, name: str, read_only: bool
         dst = _read(ctx, warehouse, dst_ns, dst_name)
         if dst is not None and dst.state == "pending":
             _settle_pending(ctx, warehouse, dst_ns, dst_name, dst)
-        elif dst is not None and dst.data.get("table-uuid") == p.data.get("table-uuid") and not p.stale():
-            ctx.storage.delete(ctx.bucket_for(warehouse), keys.table_pointer(ns, name))  # rename done: tidy up
-    if p.state == "dropped" and not p.stale():  # a drop that died before finishing: finish it
-        _finish_drop(ctx, warehouse, ns, name, p, int(p.data.get("since-ms", 0)))
+        elif dst is not None and dst.data.get("table-uuid") == p.data.get("table-uuid"):
+            remove_pointer(ctx, ctx.bucket_for(warehouse), keys.table_pointer(ns, name), p.etag, p.since_ms)
     return None
 
 
@@ -194,26 +253,50 @@ def require(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Pointer:
     return p
 
 
+def _same_claim(existing: dict[str, Any], data: dict[str, Any]) -> bool:
+    """The pointer is the one this request wrote (its response was lost), possibly settled or committed on since."""
+    if existing.get("table-uuid") != data.get("table-uuid"):
+        return False
+    if data.get("state") == "pending":  # a rename reservation: ours if it names our source
+        return existing.get("rename-from") == data.get("rename-from") or (
+            existing.get("state", "active") == "active"
+            and existing.get("metadata-location") == data.get("metadata-location")
+        )
+    return existing.get("state", "active") == "active" or "claim" in existing
+
+
 def _claim_name(ctx: Context, warehouse: str, ns: Namespace, name: str, data: dict[str, Any]) -> str:
     """Write a new pointer where no live table is; returns its ETag or raises TableAlreadyExists."""
     bucket, key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
-    try:
-        return ctx.storage.put_if_absent(bucket, key, dump(data))
-    except PreconditionFailed:
-        pass
-    existing = _read(ctx, warehouse, ns, name)
-    if existing is not None and existing.state != "active" and live(ctx, warehouse, ns, name) is None:
+    for _ in range(COMMIT_ATTEMPTS):
+        try:
+            return ctx.storage.put_if_absent(bucket, key, dump(data))
+        except (PreconditionFailed, WriteInDoubt):
+            pass
+        existing = _read(ctx, warehouse, ns, name)
+        if existing is None:
+            continue
+        if _same_claim(existing.data, data):
+            return existing.etag
+        if existing.state == "active" or "claim" in existing.data or live(ctx, warehouse, ns, name) is not None:
+            raise TableAlreadyExists(f"Table {_ident(ns, name)!r} already exists")
+        existing = _read(ctx, warehouse, ns, name)  # live() may have settled or removed it
+        if existing is None:
+            continue
+        if existing.state == "active":
+            raise TableAlreadyExists(f"Table {_ident(ns, name)!r} already exists")
         same_rename = existing.state == "pending" and all(
             existing.data.get(k) == data.get(k) for k in ("rename-from", "table-uuid", "metadata-location")
         )
-        if existing.stale() or same_rename:  # abandoned, or our own retried rename
-            try:
-                return ctx.storage.put_if_match(bucket, key, dump(data), existing.etag)
-            except (PreconditionFailed, ObjectNotFound):
-                pass
-        else:
+        if not (existing.stale() or same_rename):
             raise Conflict(f"Table {_ident(ns, name)!r} is being renamed or dropped; retry shortly")
-    raise TableAlreadyExists(f"Table {_ident(ns, name)!r} already exists")
+        if existing.state == "dropped":  # an abandoned drop: keep its purge before taking the name
+            _settle_drop(ctx, bucket, existing, remove=False)
+        try:  # abandoned, or our own retried rename
+            return ctx.storage.put_if_match(bucket, key, dump(data), existing.etag)
+        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
+            continue
+    raise Conflict(f"Table {_ident(ns, name)!r} changed concurrently; retry")
 
 
 # ---- responses ------------------------------------------------------------------------------
@@ -239,6 +322,34 @@ def load_result(ctx: Context, metadata_location: str | None, raw_metadata: bytes
 # ---- operations -----------------------------------------------------------------------------
 
 
+def listed(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
+    """Whether a pointer key names a live table (dead tombstones and unsettled reservations do not)."""
+    try:
+        return live(ctx, warehouse, ns, name, read_only=True) is not None
+    except TableRecoveryInProgress:
+        return True  # held by a running transaction: a live table
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def live_flags(ctx: Context, warehouse: str, ns: Namespace, names: list[str]) -> list[bool]:
+    """listed() for many names at once (parallel GETs; their S3 requests count for this request)."""
+    global _POOL
+    if len(names) <= 1:
+        return [listed(ctx, warehouse, ns, n) for n in names]
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="list")
+
+    def one(name: str) -> tuple[bool, int]:
+        COUNTER.count = 0
+        return listed(ctx, warehouse, ns, name), COUNTER.count
+
+    results = list(_POOL.map(one, names))
+    COUNTER.count += sum(n for _, n in results)
+    return [flag for flag, _ in results]
+
+
 def list_names(
     ctx: Context,
     warehouse: str,
@@ -247,16 +358,31 @@ def list_names(
     page_size: int | None,
     keep: Callable[[str], bool] = lambda _: True,
 ) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of live tables; names a dead tombstone or a policy hides are skipped."""
     namespaces.read_record(ctx, warehouse, ns)
     prefix = keys.tables_prefix(ns)
     start = decode_token(page_token, prefix)
-
-    def convert(key: str) -> dict[str, Any] | None:
+    size = page_size or DEFAULT_PAGE_SIZE
+    it: Iterator[str] = ctx.storage.list_keys(ctx.bucket_for(warehouse), prefix, start)
+    items: list[dict[str, Any]] = []
+    batch: list[tuple[str, str]] = []
+    for key in it:
         name = keys.table_from_pointer(key)
-        return {"namespace": list(ns), "name": name} if keep(name) else None
-
-    it = ctx.storage.list_keys(ctx.bucket_for(warehouse), prefix, start)
-    return page(it, convert, page_size)
+        if keep(name):
+            batch.append((key, name))
+        if len(batch) < size - len(items):
+            continue
+        for (k, n), ok in zip(batch, live_flags(ctx, warehouse, ns, [n for _, n in batch]), strict=True):
+            if ok:
+                items.append({"namespace": list(ns), "name": n})
+                if len(items) == size:
+                    more = any(keep(keys.table_from_pointer(x)) for x in it)
+                    return items, encode_token(k) if more else None
+        batch = []
+    for (_, n), ok in zip(batch, live_flags(ctx, warehouse, ns, [n for _, n in batch]), strict=True):
+        if ok:
+            items.append({"namespace": list(ns), "name": n})
+    return items, None
 
 
 def load(ctx: Context, warehouse: str, ns: Namespace, name: str) -> tuple[str, bytes]:
@@ -272,19 +398,11 @@ def exists(ctx: Context, warehouse: str, ns: Namespace, name: str) -> str:
     return p.metadata_location
 
 
-def _check_table_properties(props: dict[str, str]) -> None:
-    for key in props:
-        if key.startswith(FORBIDDEN_PROPERTY_PREFIXES):
-            raise BadRequest(f"Table property {key!r} is not allowed: the catalog manages table locations")
-
-
 def write_metadata(ctx: Context, location: str, metadata: Any) -> bytes:
     raw = metadata.model_dump_json().encode()
     bucket, key = keys.split_s3_uri(location)
-    ctx.storage.put_if_absent(bucket, key, raw)
-    _remember(location, raw)
-    with _cache_lock:
-        _parsed[location] = metadata
+    ctx.storage.put_if_absent(bucket, key, raw)  # a fresh uuid name: only our own lost write can be there
+    _remember(location, raw, metadata)
     return raw
 
 
@@ -293,7 +411,7 @@ def discard(ctx: Context, location: str) -> None:
     bucket, key = keys.split_s3_uri(location)
     try:
         ctx.storage.delete(bucket, key)
-    except CatalogError:
+    except StorageUnavailable:
         pass  # garbage only: purge removes it with the table
 
 
@@ -337,26 +455,45 @@ def create(ctx: Context, warehouse: str, ns: Namespace, body: dict[str, Any]) ->
         if live(ctx, warehouse, ns, name) is not None:
             raise TableAlreadyExists(f"Table {_ident(ns, name)!r} already exists")
         return load_result(ctx, None, metadata.model_dump_json().encode())
-    meta_loc = keys.metadata_file(location, 0, str(uuid.uuid4()))
+    return _create_table(ctx, warehouse, ns, name, metadata, purge_on_backout=True)
+
+
+def _create_table(ctx: Context, warehouse: str, ns: Namespace, name: str, metadata: Any, purge_on_backout: bool) -> str:
+    """Claim the table uuid, write metadata v0, then the pointer (the commit point)."""
+    bucket, table_uuid = ctx.bucket_for(warehouse), str(metadata.table_uuid)
+    claimed = purges.claim_uuid(ctx, bucket, table_uuid, ns, name)
+    meta_loc = keys.metadata_file(metadata.location, 0, str(uuid.uuid4()))
     raw = write_metadata(ctx, meta_loc, metadata)
-    pointer = {"metadata-location": meta_loc, "table-uuid": str(table_uuid), "state": "active"}
+    pointer = {"metadata-location": meta_loc, "table-uuid": table_uuid, "state": "active"}
     try:
-        _claim_name(ctx, warehouse, ns, name, pointer)
+        etag = _claim_name(ctx, warehouse, ns, name, pointer)
     except CatalogError:
         discard(ctx, meta_loc)
+        if claimed:
+            ctx.storage.delete(bucket, keys.uuid_record(table_uuid))  # nothing else can hold a claim we wrote
         raise
-    _after_claim(ctx, warehouse, ns, name, meta_loc)
+    _after_claim(ctx, warehouse, ns, name, Pointer(pointer, etag), purge_on_backout)
     return load_result(ctx, meta_loc, raw)
 
 
-def _after_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: str | None) -> None:
+def _after_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, new: Pointer, purge: bool) -> None:
     """Back out a new pointer if its namespace started being deleted meanwhile."""
     if namespaces.still_active(ctx, warehouse, ns):
         return
-    ctx.storage.delete(ctx.bucket_for(warehouse), keys.table_pointer(ns, name))
-    if meta_loc:
-        discard(ctx, meta_loc)
+    bucket = ctx.bucket_for(warehouse)
+    tomb = dict(new.data, state="dropped", purge=purge, **{"since-ms": now_ms()})
+    try:
+        etag = ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(tomb), new.etag)
+    except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
+        return  # someone committed to the new table already: it stays, and blocks the namespace delete
+    _settle_drop(ctx, bucket, Pointer(tomb, etag), remove=True, ns=ns, name=name)
     raise Conflict(f"Namespace {'.'.join(ns)!r} is being deleted")
+
+
+def _check_table_properties(props: dict[str, str]) -> None:
+    for key in props:
+        if key.startswith(FORBIDDEN_PROPERTY_PREFIXES):
+            raise BadRequest(f"Table property {key!r} is not allowed: the catalog manages table locations")
 
 
 def _short(exc: BaseException) -> str:
@@ -469,6 +606,32 @@ def apply(ctx: Context, req: Any, base: Any, base_location: str | None, expected
     return new
 
 
+def _already_applied(req: Any, current: Any) -> bool:
+    """A retried commit whose snapshots already landed (same ids, same parents): answer success."""
+    added = [u.snapshot for u in req.updates if getattr(u, "action", "") == "add-snapshot"]
+    if not added or current is None:
+        return False
+    have = {s.snapshot_id: s for s in current.snapshots}
+    return all(s.snapshot_id in have and have[s.snapshot_id].parent_snapshot_id == s.parent_snapshot_id for s in added)
+
+
+def _landed(ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: str) -> bool | None:
+    """After a pointer swap in doubt: did our metadata file become part of the table's history?
+
+    Every later commit builds on the pointer it read and logs that file in its metadata-log, so a
+    file that is neither current nor logged never landed. None: S3 cannot tell us now."""
+    try:
+        current = _read(ctx, warehouse, ns, name)
+        if current is None:
+            return None  # dropped since: whatever it held is gone
+        if current.data.get("metadata-location") == meta_loc:
+            return True
+        meta = metadata_at(ctx, current.metadata_location)
+    except (StorageUnavailable, ObjectNotFound):
+        return None
+    return any(entry.metadata_file == meta_loc for entry in meta.metadata_log)
+
+
 def commit(ctx: Context, warehouse: str, ns: Namespace, name: str, body: Any) -> str:
     from pyiceberg.table.update import AssertCreate
 
@@ -481,7 +644,12 @@ def commit(ctx: Context, warehouse: str, ns: Namespace, name: str, body: Any) ->
             if not any(isinstance(r, AssertCreate) for r in req.requirements):
                 raise _not_found(ctx, warehouse, ns, name)
             return _create_from_commit(ctx, warehouse, ns, name, req)
-        new = apply(ctx, req, base, p.metadata_location, base.location)
+        try:
+            new = apply(ctx, req, base, p.metadata_location, base.location)
+        except CommitFailed:
+            if _already_applied(req, base):  # a client retry of a commit that landed
+                return load_result(ctx, p.metadata_location, read_metadata_raw(ctx, p.metadata_location))
+            raise
         if not req.updates:
             return load_result(ctx, p.metadata_location, read_metadata_raw(ctx, p.metadata_location))
         version = keys.metadata_version(p.metadata_location) + 1
@@ -491,17 +659,34 @@ def commit(ctx: Context, warehouse: str, ns: Namespace, name: str, body: Any) ->
         try:
             ctx.storage.put_if_match(bucket, ptr_key, dump(pointer), p.etag)
         except PreconditionFailed:
-            # A lost response can hide a write that landed; only a pointer naming our file proves it.
-            current = _read(ctx, warehouse, ns, name)
-            if current is not None and current.data.get("metadata-location") == meta_loc:
-                return load_result(ctx, meta_loc, raw)
             discard(ctx, meta_loc)  # lost the race: re-read and re-validate the requirements
             continue
         except ObjectNotFound:
             discard(ctx, meta_loc)
             raise _not_found(ctx, warehouse, ns, name) from None
+        except WriteInDoubt:
+            landed = _landed(ctx, warehouse, ns, name, meta_loc)
+            if landed is None:
+                hint = {"kind": "table-commit", "warehouse": warehouse, "namespace": list(ns), "name": name}
+                raise CommitStateUnknown(
+                    f"The commit to {_ident(ns, name)!r} may or may not have been applied; reload the table",
+                    hint={**hint, "metadata-location": meta_loc},
+                ) from None
+            if not landed:
+                discard(ctx, meta_loc)
+                continue
         return load_result(ctx, meta_loc, raw)
     raise CommitFailed(f"Table {_ident(ns, name)!r} changed concurrently; refresh and retry the commit")
+
+
+def resolve_commit(ctx: Context, hint: dict[str, Any]) -> str | None:
+    """For an Idempotency-Key replay of a commit in doubt: its response if it landed, None if not."""
+    ns, name = tuple(hint["namespace"]), str(hint["name"])
+    meta_loc = str(hint["metadata-location"])
+    landed = _landed(ctx, str(hint["warehouse"]), ns, name, meta_loc)
+    if landed is None:
+        raise CommitStateUnknown(f"The commit to {_ident(ns, name)!r} is still in doubt; retry later", hint=hint)
+    return load_result(ctx, meta_loc, read_metadata_raw(ctx, meta_loc)) if landed else None
 
 
 def _create_from_commit(ctx: Context, warehouse: str, ns: Namespace, name: str, req: Any) -> str:
@@ -513,19 +698,27 @@ def _create_from_commit(ctx: Context, warehouse: str, ns: Namespace, name: str, 
         raise BadRequest("A create commit needs an assign-uuid update")
     expected = keys.table_location(ctx.bucket_for(warehouse), ns, name, str(assigned.uuid))
     new = apply(ctx, req, None, None, expected)
-    meta_loc = keys.metadata_file(new.location, 0, str(uuid.uuid4()))
-    raw = write_metadata(ctx, meta_loc, new)
-    pointer = {"metadata-location": meta_loc, "table-uuid": str(new.table_uuid), "state": "active"}
     try:
-        _claim_name(ctx, warehouse, ns, name, pointer)
+        # The client's uuid chooses the location: its uuid claim keeps it from another table's files.
+        return _create_table(ctx, warehouse, ns, name, new, purge_on_backout=True)
     except TableAlreadyExists:
-        discard(ctx, meta_loc)
         raise CommitFailed(f"Requirement failed: table {_ident(ns, name)!r} already exists") from None
-    except CatalogError:
-        discard(ctx, meta_loc)
-        raise
-    _after_claim(ctx, warehouse, ns, name, meta_loc)
-    return load_result(ctx, meta_loc, raw)
+
+
+def _check_register_location(ctx: Context, warehouse: str, meta_loc: object) -> tuple[str, str]:
+    if not isinstance(meta_loc, str) or len(meta_loc) > 2048:
+        raise BadRequest('Invalid register-table request: "metadata-location" must be an s3:// URI')
+    try:
+        bucket, key = keys.split_s3_uri(meta_loc)
+    except ValueError:
+        raise BadRequest(f"Invalid metadata-location {meta_loc[:200]!r}: expected an s3:// URI") from None
+    if bucket != ctx.bucket_for(warehouse):
+        raise BadRequest("The metadata file must be stored in the warehouse's bucket")
+    if not key or key.startswith(keys.CATALOG_PREFIX) or not key.endswith(".metadata.json"):
+        raise BadRequest(
+            f"Invalid metadata-location {meta_loc[:200]!r}: expected a table's <location>/metadata/*.metadata.json file"
+        )
+    return bucket, key
 
 
 def register(ctx: Context, warehouse: str, ns: Namespace, body: Any) -> str:
@@ -534,34 +727,48 @@ def register(ctx: Context, warehouse: str, ns: Namespace, body: Any) -> str:
     name = check_table(body.get("name"))
     meta_loc = body.get("metadata-location")
     overwrite = body.get("overwrite", False)
-    if not isinstance(meta_loc, str) or not isinstance(overwrite, bool):
-        raise BadRequest('Invalid register-table request: "metadata-location" must be a string')
-    try:
-        bucket, _ = keys.split_s3_uri(meta_loc)
-    except ValueError:
-        raise BadRequest(f"Invalid metadata-location {meta_loc[:200]!r}: expected an s3:// URI") from None
-    if bucket != ctx.bucket_for(warehouse):
-        raise BadRequest("The metadata file must be stored in the warehouse's bucket")
+    if not isinstance(overwrite, bool):
+        raise BadRequest('Invalid register-table request: "overwrite" must be a boolean')
+    bucket, _ = _check_register_location(ctx, warehouse, meta_loc)
+    assert isinstance(meta_loc, str)
     namespaces.require_active(ctx, warehouse, ns)
     try:
         raw = read_metadata_raw(ctx, meta_loc)
     except ObjectNotFound:
         raise BadRequest(f"Metadata file {meta_loc[:200]!r} does not exist") from None
+    except ValueError:
+        raise BadRequest(f"Metadata file {meta_loc[:200]!r} is larger than {max_metadata_bytes()} bytes") from None
     try:
         metadata = parse_metadata(raw)
-    except Exception as exc:  # noqa: BLE001 - any parse failure is the caller's file
-        raise BadRequest(f"Invalid table metadata file: {_short(exc)}") from None
-    pointer = {"metadata-location": meta_loc, "table-uuid": str(metadata.table_uuid), "state": "active"}
+    except Exception:  # noqa: BLE001 - any parse failure is the caller's file; echo none of it
+        raise BadRequest(f"{meta_loc[:200]!r} is not a valid Iceberg table metadata file") from None
+    table_uuid = str(metadata.table_uuid)
+    purges.check_location(bucket, metadata.location, table_uuid)
+    if not meta_loc.startswith(metadata.location.rstrip("/") + "/metadata/"):
+        raise BadRequest("The metadata file must be in its table's own <location>/metadata/ folder")
+    pointer = {"metadata-location": meta_loc, "table-uuid": table_uuid, "state": "active"}
     if overwrite:
         current = live(ctx, warehouse, ns, name)
         if current is not None:
+            if current.data.get("table-uuid") != table_uuid:
+                raise Conflict("overwrite may only point a table at its own metadata (same table-uuid)")
             try:
                 ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(pointer), current.etag)
             except (PreconditionFailed, ObjectNotFound):
                 raise CommitFailed(f"Table {_ident(ns, name)!r} changed concurrently; retry") from None
+            except WriteInDoubt:
+                now = _read(ctx, warehouse, ns, name)
+                if now is None or now.data.get("metadata-location") != meta_loc:
+                    raise CommitFailed(f"Table {_ident(ns, name)!r} changed concurrently; retry") from None
             return load_result(ctx, meta_loc, raw)
-    _claim_name(ctx, warehouse, ns, name, pointer)
-    _after_claim(ctx, warehouse, ns, name, None)
+    claimed = purges.claim_uuid(ctx, bucket, table_uuid, ns, name)
+    try:
+        etag = _claim_name(ctx, warehouse, ns, name, pointer)
+    except CatalogError:
+        if claimed:
+            purges.set_uuid_state(ctx, bucket, table_uuid, "dropped")  # the files stay registrable
+        raise
+    _after_claim(ctx, warehouse, ns, name, Pointer(pointer, etag), purge=False)
     return load_result(ctx, meta_loc, raw)
 
 
@@ -569,37 +776,49 @@ def drop(ctx: Context, warehouse: str, ns: Namespace, name: str, purge: bool) ->
     bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
     for _ in range(COMMIT_ATTEMPTS):
         p = require(ctx, warehouse, ns, name)
-        started = now_ms()
-        tomb = dict(p.data, state="dropped", purge=purge, **{"since-ms": started})
+        tomb = dict(p.data, state="dropped", purge=purge, **{"since-ms": now_ms()})
         try:
-            ctx.storage.put_if_match(bucket, ptr_key, dump(tomb), p.etag)  # no commit can land after this
+            etag = ctx.storage.put_if_match(bucket, ptr_key, dump(tomb), p.etag)  # no commit can land after this
         except (PreconditionFailed, ObjectNotFound):
             continue
-        break
-    else:
-        raise CommitFailed(f"Table {_ident(ns, name)!r} changed concurrently; retry the drop")
-    _finish_drop(ctx, warehouse, ns, name, Pointer(tomb, ""), started)
+        except WriteInDoubt:
+            now = _read(ctx, warehouse, ns, name)
+            if now is None:
+                return  # the drop landed and was finished by someone else
+            if now.state != "dropped" or now.data.get("table-uuid") != p.data.get("table-uuid"):
+                continue
+            tomb, etag = now.data, now.etag
+        _settle_drop(ctx, bucket, Pointer(tomb, etag), remove=True, ns=ns, name=name)
+        return
+    raise CommitFailed(f"Table {_ident(ns, name)!r} changed concurrently; retry the drop")
 
 
-def _finish_drop(ctx: Context, warehouse: str, ns: Namespace, name: str, tomb: Pointer, started: int) -> None:
-    """Purge (if asked) and remove the tombstone; whoever meets an unfinished drop calls this again."""
-    bucket = ctx.bucket_for(warehouse)
-    if tomb.data.get("purge"):
-        _purge(ctx, bucket, tomb.metadata_location)  # idempotent: the location belongs to this table only
-    if now_ms() - started < TOMBSTONE_LEASE_MS:  # past the lease a creator may own the key now
-        ctx.storage.delete(bucket, keys.table_pointer(ns, name))
-
-
-def _purge(ctx: Context, bucket: str, metadata_location: str) -> None:
+def table_location_of(bucket: str, pointer: dict[str, Any]) -> str | None:
+    """The table's own location, from its metadata file name (the file itself may be gone)."""
+    location = str(pointer.get("metadata-location", "")).rsplit("/metadata/", 1)[0]
     try:
-        location = parse_metadata(read_metadata_raw(ctx, metadata_location)).location
-    except ObjectNotFound:
-        location = metadata_location.rsplit("/metadata/", 1)[0]
-    loc_bucket, prefix = keys.split_s3_uri(location.rstrip("/"))
-    if loc_bucket != bucket or not prefix or prefix.startswith(keys.CATALOG_PREFIX):
-        return  # a registered table living elsewhere: never delete outside the table's own prefix
-    prefix += "/"
-    ctx.storage.delete_many(bucket, list(ctx.storage.list_keys(bucket, prefix)))
+        purges.check_location(bucket, location, pointer.get("table-uuid"))
+    except (BadRequest, ValueError):
+        return None
+    return location
+
+
+def _settle_drop(ctx: Context, bucket: str, tomb: Pointer, remove: bool, ns: Namespace = (), name: str = "") -> None:
+    """Finish a drop: queue the purge (or release the uuid), remove the tombstone, purge for a while.
+
+    Idempotent: the dropper runs it, and the sweeper runs it again for an abandoned tombstone."""
+    table_uuid = str(tomb.data.get("table-uuid", ""))
+    location = table_location_of(bucket, tomb.data) if table_uuid else None
+    purge = bool(tomb.data.get("purge")) and location is not None
+    if purge:
+        assert location is not None
+        purges.queue(ctx, bucket, table_uuid, location)
+    elif table_uuid:
+        purges.set_uuid_state(ctx, bucket, table_uuid, "dropped")
+    if remove:
+        remove_pointer(ctx, bucket, keys.table_pointer(ns, name), tomb.etag, tomb.since_ms)
+        if purge:
+            purges.run(ctx, bucket, table_uuid, purge_budget_s())
 
 
 def rename(ctx: Context, warehouse: str, body: Any) -> None:
@@ -628,22 +847,41 @@ def rename(ctx: Context, warehouse: str, body: Any) -> None:
         )
         dst_etag = _claim_name(ctx, warehouse, dst_ns, dst_name, reserve)
         if not namespaces.still_active(ctx, warehouse, dst_ns):
-            ctx.storage.delete(bucket, dst_key)
+            remove_pointer(ctx, bucket, dst_key, dst_etag, started)
             raise Conflict(f"Namespace {'.'.join(dst_ns)!r} is being deleted")
         moved = dict(
             src.data, state="moved", **{"since-ms": started, "moved-to": {"namespace": list(dst_ns), "name": dst_name}}
         )
         try:
-            ctx.storage.put_if_match(bucket, src_key, dump(moved), src.etag)  # the commit point
+            moved_etag = ctx.storage.put_if_match(bucket, src_key, dump(moved), src.etag)  # the commit point
         except (PreconditionFailed, ObjectNotFound):
-            ctx.storage.delete(bucket, dst_key)  # our reservation; nothing can have settled it
+            # Nothing landed: the source changed first. No reader settles a reservation whose source
+            # does not point at it, so ours can go.
+            remove_pointer(ctx, bucket, dst_key, dst_etag, started)
             continue
+        except WriteInDoubt:
+            now = _read(ctx, warehouse, src_ns, src_name)
+            if now is not None and now.state == "moved" and now.data.get("moved-to") == moved["moved-to"]:
+                moved_etag = now.etag  # ours landed (another rename to the same name is ours too)
+            else:
+                dst_now = _read(ctx, warehouse, dst_ns, dst_name)
+                if (
+                    dst_now is not None
+                    and dst_now.state == "active"
+                    and dst_now.data.get("table-uuid") == src.data.get("table-uuid")
+                ):
+                    return  # landed, and a reader already settled both sides
+                if now is not None and now.state == "active":
+                    remove_pointer(ctx, bucket, dst_key, dst_etag, started)
+                    continue  # the source is live and not moved: ours did not land
+                raise CommitStateUnknown(
+                    f"The rename of {_ident(src_ns, src_name)!r} may or may not have been applied; list the tables"
+                ) from None
         active = dict(src.data, state="active")
         try:
             ctx.storage.put_if_match(bucket, dst_key, dump(active), dst_etag)
-        except (PreconditionFailed, ObjectNotFound):
+        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
             pass  # a reader settled it for us
-        if now_ms() - started < TOMBSTONE_LEASE_MS:
-            ctx.storage.delete(bucket, src_key)
+        remove_pointer(ctx, bucket, src_key, moved_etag, started)
         return
     raise CommitFailed(f"Table {_ident(src_ns, src_name)!r} changed concurrently; retry the rename")

@@ -20,9 +20,9 @@ from typing import Any
 
 from chalicelib import keys
 from chalicelib.core.context import Context, dump, now_ms
-from chalicelib.errors import BadRequest, CatalogError, CommitFailed, TableRecoveryInProgress
+from chalicelib.errors import BadRequest, CatalogError, CommitFailed, CommitStateUnknown, TableRecoveryInProgress
 from chalicelib.names import check_namespace, check_table
-from chalicelib.storage import ObjectNotFound, PreconditionFailed
+from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
 Namespace = tuple[str, ...]
 MAX_TABLES = 100
@@ -57,7 +57,7 @@ def _abort_if_expired(ctx: Context, warehouse: str, txn_id: str) -> str:
     try:
         ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.txn_record(txn_id), dump(record), etag)
         return "aborted"
-    except (PreconditionFailed, ObjectNotFound):
+    except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         again = read_record(ctx, warehouse, txn_id)
         return str(again[0]["state"]) if again else "aborted"
 
@@ -96,7 +96,7 @@ def settle_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, data: d
         settled["metadata-location"] = claim["new-metadata-location"]
     try:
         ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.table_pointer(ns, name), dump(settled), etag)
-    except (PreconditionFailed, ObjectNotFound):
+    except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         pass  # someone else settled it
     return True
 
@@ -142,7 +142,7 @@ def commit(ctx: Context, warehouse: str, body: Any) -> None:
                 meta_loc = keys.metadata_file(new.location, version, str(uuid.uuid4()))
                 tables.write_metadata(ctx, meta_loc, new)
                 prepared.append((ns, name, p, meta_loc))
-        except CatalogError:
+        except (CatalogError, StorageUnavailable):
             for *_, loc in prepared:
                 tables.discard(ctx, loc)
             raise
@@ -156,52 +156,110 @@ def commit(ctx: Context, warehouse: str, body: Any) -> None:
                 {"namespace": list(ns), "name": n, "old": p.metadata_location, "new": loc} for ns, n, p, loc in prepared
             ],
         }
-        txn_etag = ctx.storage.put_if_absent(bucket, keys.txn_record(txn_id), dump(record))
+        txn_etag = ctx.storage.put_if_absent(bucket, keys.txn_record(txn_id), dump(record))  # a fresh key
         claimed: list[tuple[Namespace, str, dict[str, Any], str, dict[str, Any]]] = []
-        ok = True
-        for ns, name, p, loc in prepared:
-            data = dict(p.data, claim={"txn": txn_id, "new-metadata-location": loc})
-            try:
-                etag = ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(data), p.etag)
-            except (PreconditionFailed, ObjectNotFound):
-                ok = False  # the table moved on since we read it: give up this attempt
-                break
-            claimed.append((ns, name, data, etag, p.data))
-        if ok:
-            record["state"] = "committed"
-            try:
-                ctx.storage.put_if_match(bucket, keys.txn_record(txn_id), dump(record), txn_etag)  # commit point
-            except (PreconditionFailed, ObjectNotFound):
-                ok = False  # our lease ran out and a helper aborted us
-        if not ok:
+        try:
+            ok = _claim_all(ctx, warehouse, txn_id, prepared, claimed)
+            if ok:
+                record["state"] = "committed"
+                ok = _commit_point(ctx, warehouse, txn_id, record, txn_etag)
+        except StorageUnavailable:  # nothing committed: undo what we can, helpers do the rest
             _roll_back(ctx, warehouse, txn_id, claimed, [loc for *_, loc in prepared])
+            raise
+        if not ok and _roll_back(ctx, warehouse, txn_id, claimed, [loc for *_, loc in prepared]) != "committed":
             continue
         for ns, name, data, etag, old in claimed:
             forward = dict(old, **{"metadata-location": data["claim"]["new-metadata-location"]})
             try:
                 ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(forward), etag)
-            except (PreconditionFailed, ObjectNotFound):
-                pass  # a reader rolled it forward already
+            except (PreconditionFailed, ObjectNotFound, WriteInDoubt, StorageUnavailable):
+                pass  # a reader rolled it forward already, or the next one will
         return
     raise CommitFailed("The tables changed concurrently; refresh them and retry the transaction")
 
 
-def _roll_back(ctx: Context, warehouse: str, txn_id: str, claimed: list[Any], locations: list[str]) -> None:
+def _claim_all(ctx: Context, warehouse: str, txn_id: str, prepared: list[Any], claimed: list[Any]) -> bool:
+    """Claim each pointer in order; False as soon as one moved on since it was read."""
+    bucket = ctx.bucket_for(warehouse)
+    for ns, name, p, loc in prepared:
+        data = dict(p.data, claim={"txn": txn_id, "new-metadata-location": loc})
+        key = keys.table_pointer(ns, name)
+        try:
+            etag = ctx.storage.put_if_match(bucket, key, dump(data), p.etag)
+        except (PreconditionFailed, ObjectNotFound):
+            return False
+        except WriteInDoubt:  # our claim landed if the pointer still carries it (the lease keeps helpers off)
+            try:
+                obj = ctx.storage.get(bucket, key)
+            except ObjectNotFound:
+                return False
+            if json.loads(obj.body).get("claim") != data["claim"]:
+                return False
+            etag = obj.etag
+        claimed.append((ns, name, data, etag, p.data))
+    return True
+
+
+def _commit_point(ctx: Context, warehouse: str, txn_id: str, record: dict[str, Any], etag: str) -> bool:
+    """Swap the record pending -> committed. Only we commit and only helpers abort, so after a
+    lost response the record's state is the answer."""
+    try:
+        ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.txn_record(txn_id), dump(record), etag)
+        return True
+    except (PreconditionFailed, ObjectNotFound):
+        return False  # our lease ran out and a helper aborted us
+    except WriteInDoubt:
+        pass
+    try:
+        found = read_record(ctx, warehouse, txn_id)
+    except StorageUnavailable:
+        found = None
+    if found is None or found[0]["state"] == "pending":
+        raise CommitStateUnknown(
+            "The transaction may or may not have been committed; reload the tables",
+            hint={"kind": "transaction", "warehouse": warehouse, "txn": txn_id},
+        )
+    return found[0]["state"] == "committed"
+
+
+def resolve(ctx: Context, hint: dict[str, Any]) -> bool:
+    """For an Idempotency-Key replay of a transaction in doubt: True if it committed, False if not."""
+    warehouse, txn_id = str(hint["warehouse"]), str(hint["txn"])
+    state = _abort_if_expired(ctx, warehouse, txn_id)
+    if state == "pending":
+        raise CommitStateUnknown("The transaction is still in doubt; retry later", hint=hint)
+    return state == "committed"
+
+
+def _roll_back(ctx: Context, warehouse: str, txn_id: str, claimed: list[Any], locations: list[str]) -> str:
+    """Abort our transaction and undo its claims; returns the record's final state. A record that
+    turns out committed is rolled forward instead, so a claim is never undone after the commit point."""
     from chalicelib.core import tables
 
     bucket = ctx.bucket_for(warehouse)
+    state = "aborted"
     found = read_record(ctx, warehouse, txn_id)
     if found is not None and found[0]["state"] == "pending":
         record, etag = found
         record["state"] = "aborted"
         try:
             ctx.storage.put_if_match(bucket, keys.txn_record(txn_id), dump(record), etag)
-        except (PreconditionFailed, ObjectNotFound):
-            pass
-    for ns, name, _data, etag, old in claimed:
+        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
+            again = read_record(ctx, warehouse, txn_id)
+            state = str(again[0]["state"]) if again else "aborted"
+    elif found is not None:
+        state = str(found[0]["state"])
+    if state == "pending":
+        return state  # unknown: helpers settle the claims once the lease runs out
+    for ns, name, data, etag, old in claimed:
+        settled = (
+            old if state == "aborted" else dict(old, **{"metadata-location": data["claim"]["new-metadata-location"]})
+        )
         try:
-            ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(old), etag)
-        except (PreconditionFailed, ObjectNotFound):
+            ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(settled), etag)
+        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
             pass  # already settled by a reader
-    for loc in locations:
-        tables.discard(ctx, loc)
+    if state == "aborted":
+        for loc in locations:
+            tables.discard(ctx, loc)
+    return state

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -19,7 +20,15 @@ from chalicelib.errors import (
     WarehouseNotFound,
 )
 from chalicelib.names import check_properties, check_warehouse
-from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed, StoredObject
+from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed, StoredObject, WriteInDoubt
+
+# Marks a bucket the catalog created, so a retried create (after a crash) may take it back.
+OWNED_MARKER = keys.CATALOG_PREFIX + "warehouse-bucket.json"
+
+
+def adopt_existing_buckets() -> bool:
+    """Turning a bucket the catalog did not create into a warehouse is an explicit deployment choice."""
+    return os.environ.get("CATALOG_ALLOW_EXISTING_BUCKETS", "").lower() in ("1", "true", "yes")
 
 
 def _ensure_system_bucket(ctx: Context) -> None:
@@ -56,15 +65,21 @@ def create(ctx: Context, name: object, upgrade_existing: bool, properties: objec
         raise WarehouseAlreadyExists(f"Warehouse {warehouse!r} already exists")
     except ObjectNotFound:
         _ensure_system_bucket(ctx)
-    if store.bucket_exists(bucket):
-        # An empty bucket is adopted silently: it is what a crash between the two steps below leaves.
-        if not upgrade_existing and next(store.list_keys(bucket, "", max_keys=1), None) is not None:
+    if store.bucket_exists(bucket):  # BucketUnavailable (409) when it is another account's
+        ours = _created_by_us(ctx, bucket, warehouse)
+        if not ours and not adopt_existing_buckets():
+            raise WarehouseAlreadyExists(
+                f"Bucket {bucket!r} already exists and the catalog did not create it; adopting existing buckets "
+                "needs CATALOG_ALLOW_EXISTING_BUCKETS=true on the deployment"
+            )
+        if not upgrade_existing and any(k != OWNED_MARKER for k in store.list_keys(bucket, "", max_keys=2)):
             raise WarehouseAlreadyExists(
                 f"Bucket {bucket!r} already exists and is not empty; "
                 'pass "upgrade-existing": true to turn it into a warehouse'
             )
     else:
         store.create_bucket(bucket)
+        store.put(bucket, OWNED_MARKER, dump({"warehouse": warehouse}))
     record = {
         "name": warehouse,
         "bucket": bucket,
@@ -75,9 +90,16 @@ def create(ctx: Context, name: object, upgrade_existing: bool, properties: objec
     }
     try:
         store.put_if_absent(sys_bucket, keys.warehouse_record(warehouse), dump(record))
-    except PreconditionFailed:
+    except (PreconditionFailed, WriteInDoubt):
         raise WarehouseAlreadyExists(f"Warehouse {warehouse!r} already exists") from None
     return public(record)
+
+
+def _created_by_us(ctx: Context, bucket: str, warehouse: str) -> bool:
+    try:
+        return json.loads(ctx.storage.get(bucket, OWNED_MARKER).body).get("warehouse") == warehouse
+    except (ObjectNotFound, ValueError):
+        return False
 
 
 def public(record: dict[str, Any]) -> dict[str, Any]:
@@ -125,7 +147,7 @@ def delete(ctx: Context, name: str, preserve_bucket: bool) -> None:
         record.update(state="deleting", **{"state-since-ms": now_ms()})
         try:
             etag = store.put_if_match(sys_bucket, rec_key, dump(record), original.etag)
-        except (PreconditionFailed, ObjectNotFound):
+        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
             raise Conflict(f"Warehouse {warehouse!r} changed concurrently; retry") from None
         if not _has_namespaces(ctx, bucket):
             _remove_bucket_contents(ctx, bucket, preserve_bucket)
@@ -133,7 +155,7 @@ def delete(ctx: Context, name: str, preserve_bucket: bool) -> None:
             return
         try:  # restore the exact bytes we replaced
             store.put_if_match(sys_bucket, rec_key, original.body, etag)
-        except (PreconditionFailed, ObjectNotFound):
+        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
             pass
     raise WarehouseNotEmpty(f"Warehouse {warehouse!r} contains namespaces; delete them first")
 
@@ -143,7 +165,8 @@ def _remove_bucket_contents(ctx: Context, bucket: str, preserve_bucket: bool) ->
     store = ctx.storage
     try:
         prefix = keys.CATALOG_PREFIX if preserve_bucket else ""
-        store.delete_many(bucket, list(store.list_keys(bucket, prefix)))
+        doomed = (k for k in store.list_keys(bucket, prefix) if not (preserve_bucket and k == OWNED_MARKER))
+        store.delete_many(bucket, doomed)  # streamed, 1000 keys per batch
         if not preserve_bucket:
             store.delete_bucket(bucket)
     except BucketNotFound:

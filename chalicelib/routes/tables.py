@@ -23,10 +23,10 @@ def _table_of(req: RequestContext) -> str:
 @operation(bp, TABLES, "GET", "ListTables")
 def list_tables(req: RequestContext) -> tuple[int, dict[str, Any]]:
     ctx, wh = warehouse_of(req)
-    ns, arn = namespace_of(req), table_arn(wh)
+    ns = namespace_of(req)
 
     def keep(name: str) -> bool:
-        return req.visible("ListTables", arn, ns_context(ns, name))
+        return req.visible("ListTables", table_arn(wh, ns, name), ns_context(ns, name))
 
     items, token = tables.list_names(ctx, wh, ns, *paging_of(req), keep)
     return 200, paged("identifiers", list(items), token)
@@ -59,7 +59,7 @@ def load_table(req: RequestContext) -> tuple[int, str | None, dict[str, str]]:
 def table_exists(req: RequestContext) -> tuple[int, None]:
     ctx, wh = warehouse_of(req)
     tables.exists(ctx, wh, namespace_of(req), _table_of(req))
-    return 200, None
+    return 204, None
 
 
 @operation(bp, TABLE, "POST", "UpdateTable")

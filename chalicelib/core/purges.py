@@ -1,0 +1,128 @@
+"""Who owns a table location, and purging it in bounded memory and time (resumed by the sweeper).
+
+A table's location is ``s3://{bucket}/{ns levels}/{name}-{table-uuid hex}`` (keys.table_location),
+so two tables share files only if they share a table uuid. A uuid record claims the uuid (and so
+the location) for one table at a time: create and register write it with If-None-Match, a finished
+drop marks it "dropped", and a finished purge deletes it. Purge deletes nothing but that location.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from typing import Any
+
+from chalicelib import keys
+from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.errors import BadRequest, Conflict
+from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
+
+_LEVEL = r"[a-z0-9_]{1,250}"
+
+
+def uuid_hex(table_uuid: object) -> str:
+    return uuid.UUID(str(table_uuid)).hex
+
+
+def check_location(bucket: str, location: str, table_uuid: object) -> None:
+    """A location this catalog could have chosen for this table uuid, so it is this table's alone."""
+    pattern = rf"s3://{re.escape(bucket)}/(?:{_LEVEL}/){{1,10}}{_LEVEL}-{uuid_hex(table_uuid)}"
+    if not isinstance(location, str) or not re.fullmatch(pattern, location.rstrip("/")):
+        raise BadRequest(
+            f"Invalid table location {str(location)[:200]!r}: a table must live at "
+            f"s3://{bucket}/<namespace levels>/<name>-<table-uuid without dashes>, which the catalog chooses; "
+            "this keeps every table's files its own"
+        )
+
+
+def claim_uuid(ctx: Context, bucket: str, table_uuid: str, ns: tuple[str, ...], name: str) -> bool:
+    """Claim a table uuid for a new table at (ns, name); Conflict if another table holds it.
+
+    True when this call wrote the claim (so a failed create must release it)."""
+    key = keys.uuid_record(table_uuid)
+    record = {"state": "live", "namespace": list(ns), "name": name}
+    for _ in range(4):
+        try:
+            ctx.storage.put_if_absent(bucket, key, dump(record))
+            return True
+        except (PreconditionFailed, WriteInDoubt):
+            pass
+        try:
+            obj = ctx.storage.get(bucket, key)
+        except ObjectNotFound:
+            continue
+        current = json.loads(obj.body)
+        if current == record:
+            return False  # ours (a retried create of the same table): the pointer decides who wins the name
+        if current.get("state") != "dropped":
+            raise Conflict(
+                f"Table uuid {table_uuid} (and its location) belongs to another table; a table's files are its own"
+            )
+        try:  # a dropped table whose files were kept: registering it again brings it back
+            ctx.storage.put_if_match(bucket, key, dump(record), obj.etag)
+            return True
+        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
+            continue
+    raise Conflict(f"Table uuid {table_uuid} changed concurrently; retry")
+
+
+def set_uuid_state(ctx: Context, bucket: str, table_uuid: str, state: str) -> None:
+    """Mark a dropped table's uuid (best effort: the sweeper repeats it)."""
+    key = keys.uuid_record(table_uuid)
+    try:
+        obj = ctx.storage.get(bucket, key)
+    except ObjectNotFound:
+        return
+    record = dict(json.loads(obj.body), state=state)
+    try:
+        ctx.storage.put_if_match(bucket, key, dump(record), obj.etag)
+    except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
+        pass
+
+
+def queue(ctx: Context, bucket: str, table_uuid: str, location: str) -> None:
+    """Record that a location must be purged; idempotent (one job per table uuid)."""
+    job = {"table-uuid": table_uuid, "location": location, "queued-ms": now_ms()}
+    try:
+        ctx.storage.put_if_absent(bucket, keys.purge_job(table_uuid), dump(job))
+    except (PreconditionFailed, WriteInDoubt):
+        pass  # already queued
+    set_uuid_state(ctx, bucket, table_uuid, "purging")
+
+
+def run(ctx: Context, bucket: str, table_uuid: str, budget_s: float) -> bool:
+    """Delete the queued location's files, 1000 keys per batch, until done or out of time.
+
+    A purge cut short (timeout, crash) resumes from the listing: deleted keys are gone from it.
+    Returns True when the location is empty and the job is closed."""
+    try:
+        job = json.loads(ctx.storage.get(bucket, keys.purge_job(table_uuid)).body)
+    except ObjectNotFound:
+        return True
+    location = str(job["location"])
+    try:
+        check_location(bucket, location, table_uuid)  # never delete outside a table's own prefix
+    except BadRequest:
+        ctx.storage.delete(bucket, keys.purge_job(table_uuid))
+        return True
+    prefix = keys.split_s3_uri(location.rstrip("/"))[1] + "/"
+    deadline = time.monotonic() + budget_s
+    while True:
+        batch = list(_take(ctx.storage.list_keys(bucket, prefix), 1000))
+        if not batch:
+            break
+        ctx.storage.delete_many(bucket, batch)
+        if time.monotonic() >= deadline:
+            return False
+    ctx.storage.delete(bucket, keys.uuid_record(table_uuid))
+    ctx.storage.delete(bucket, keys.purge_job(table_uuid))
+    return True
+
+
+def _take(it: Any, n: int) -> Any:
+    for i, item in enumerate(it):
+        if i >= n:
+            return
+        yield item

@@ -1,0 +1,153 @@
+"""The sweeper: finishes what dead requests left half-done, so nothing depends on a lucky next request.
+
+It runs on a schedule (the template's sweeper function) and as a local command
+(``python -m chalicelib.core.sweeper [--warehouse W]``). Per warehouse it:
+
+- settles transaction claims whose lease ran out (roll forward or back, from the record);
+- finishes stale tombstones: a dropped table's purge is queued and its pointer removed; a moved
+  source whose destination is settled goes; an abandoned rename reservation goes;
+- gives live tables created before uuid claims existed their claim;
+- runs queued purges, 1000 keys per batch, within its time budget (the next run resumes).
+
+Stale pointers are fenced first (a CAS that renews their lease) so a creator cannot take the name
+over between the sweeper's read and its delete (docs/design.md, "Removing keys").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from collections import Counter
+from typing import Any
+
+from chalicelib import keys
+from chalicelib.core import purges, tables
+from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.errors import CatalogError
+from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
+
+log = logging.getLogger("catalog.sweeper")
+
+
+def _pointer_ident(key: str) -> tuple[tuple[str, ...], str]:
+    ns_id, file = key[len(keys.TABLES_PREFIX) :].rsplit("/", 1)
+    return tuple(ns_id.split(".")), file[: -len(".json")]
+
+
+def _fence(ctx: Context, bucket: str, key: str, p: tables.Pointer) -> tables.Pointer | None:
+    fenced = dict(p.data, **{"since-ms": now_ms()})
+    try:
+        return tables.Pointer(fenced, ctx.storage.put_if_match(bucket, key, dump(fenced), p.etag))
+    except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
+        return None  # someone else acted on it: leave it to them, or to the next run
+
+
+def _sweep_pointer(ctx: Context, warehouse: str, key: str, claimed_uuids: set[str], stats: Counter[str]) -> None:
+    bucket = ctx.bucket_for(warehouse)
+    ns, name = _pointer_ident(key)
+    p = tables._read(ctx, warehouse, ns, name)
+    if p is None:
+        return
+    if "claim" in p.data:
+        try:
+            tables.live(ctx, warehouse, ns, name)  # settles it once the transaction's lease ran out
+            stats["claims-settled"] += 1
+        except CatalogError:
+            stats["claims-running"] += 1
+        return
+    if p.state == "active":
+        table_uuid = str(p.data.get("table-uuid", ""))
+        if table_uuid and table_uuid not in claimed_uuids:
+            record = {"state": "live", "namespace": list(ns), "name": name}
+            try:
+                ctx.storage.put_if_absent(bucket, keys.uuid_record(table_uuid), dump(record))
+                stats["uuids-claimed"] += 1
+            except (PreconditionFailed, WriteInDoubt):
+                pass
+        return
+    if not p.stale():
+        return  # its writer is still within its lease
+    fenced = _fence(ctx, bucket, key, p)
+    if fenced is None:
+        return
+    if fenced.state == "dropped":
+        tables._settle_drop(ctx, bucket, fenced, remove=True, ns=ns, name=name)
+        stats["drops-finished"] += 1
+    elif fenced.state == "pending":
+        if tables._settle_pending(ctx, warehouse, ns, name, fenced) is None:
+            tables.remove_pointer(ctx, bucket, key, fenced.etag, fenced.since_ms)
+            stats["reservations-removed"] += 1
+        else:
+            stats["renames-finished"] += 1
+    elif fenced.state == "moved":
+        dst_ref = fenced.data.get("moved-to", {})
+        dst_ns, dst_name = tuple(dst_ref.get("namespace", ())), str(dst_ref.get("name", ""))
+        dst = tables._read(ctx, warehouse, dst_ns, dst_name)
+        if dst is not None and dst.state == "pending":
+            tables._settle_pending(ctx, warehouse, dst_ns, dst_name, dst)  # activates it, removes us
+        else:
+            tables.remove_pointer(ctx, bucket, key, fenced.etag, fenced.since_ms)
+        stats["renames-finished"] += 1
+
+
+def sweep_warehouse(ctx: Context, warehouse: str, deadline: float) -> Counter[str]:
+    stats: Counter[str] = Counter()
+    bucket = ctx.bucket_for(warehouse)
+    claimed = {k[len(keys.UUIDS_PREFIX) : -len(".json")] for k in ctx.storage.list_keys(bucket, keys.UUIDS_PREFIX)}
+    for key in ctx.storage.list_keys(bucket, keys.TABLES_PREFIX):
+        if time.monotonic() >= deadline:
+            stats["unfinished"] += 1
+            return stats
+        try:
+            _sweep_pointer(ctx, warehouse, key, claimed, stats)
+        except (CatalogError, StorageUnavailable, WriteInDoubt) as exc:
+            log.warning("sweeper: %s %s: %s", warehouse, key, exc)
+            stats["errors"] += 1
+    for key in ctx.storage.list_keys(bucket, keys.PURGES_PREFIX):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            stats["unfinished"] += 1
+            return stats
+        done = purges.run(ctx, bucket, key[len(keys.PURGES_PREFIX) : -len(".json")], left)
+        stats["purges-finished" if done else "purges-continuing"] += 1
+    return stats
+
+
+def sweep(ctx: Context, warehouse: str | None = None, budget_s: float = 240.0) -> dict[str, Any]:
+    """Sweep one warehouse or all of them; returns counts of what was finished."""
+    deadline = time.monotonic() + budget_s
+    if warehouse is None:
+        names = [
+            keys.warehouse_from_record(k)
+            for k in ctx.storage.list_keys(ctx.settings.system_bucket, keys.WAREHOUSES_PREFIX)
+        ]
+    else:
+        names = [warehouse]
+    report: dict[str, Any] = {}
+    for name in names:
+        try:
+            record = json.loads(ctx.storage.get(ctx.settings.system_bucket, keys.warehouse_record(name)).body)
+        except ObjectNotFound:
+            continue
+        if record.get("state") == "deleting":
+            continue
+        report[name] = dict(sweep_warehouse(ctx, name, deadline))
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Finish abandoned drops, renames, claims and purges")
+    parser.add_argument("--warehouse", help="only this warehouse (default: all)")
+    parser.add_argument("--budget-seconds", type=float, default=240.0)
+    args = parser.parse_args(argv)
+    from chalicelib.core.context import get_context
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    print(json.dumps(sweep(get_context(), args.warehouse, args.budget_seconds), sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
