@@ -122,14 +122,17 @@ def keys_under(s3: Any, bucket: str, prefix: str = "") -> list[str]:
     return out
 
 
-@pytest.fixture()
-def crash_ctx(s3_endpoint, system_bucket, monkeypatch):
-    """The domain core in-process against the session's S3 (for crash-point tests)."""
+@pytest.fixture(params=["clean", "lost-responses"])
+def crash_ctx(request, s3_endpoint, system_bucket, monkeypatch):
+    """The domain core in-process against the session's S3 (for crash-point tests); once with a
+    clean S3 and once with an S3 that loses the responses of 30% of the conditional writes."""
     from chalicelib.core.context import Context
     from chalicelib.settings import Settings
     from chalicelib.storage import S3Storage, s3_client
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    if request.param == "lost-responses":
+        monkeypatch.setenv("CATALOG_FAULT_LOST_RATE", "0.3")
     storage = S3Storage(s3_client(s3_endpoint, "us-east-1"), "us-east-1")
     return Context(Settings(s3_endpoint_url=s3_endpoint, system_bucket=system_bucket), storage)

@@ -98,6 +98,14 @@ def test_pagination(api, warehouse):
     assert sorted(t["name"] for t in tables) == [f"t{i}" for i in range(5)] and pages == 3
     everything = api("GET", f"/v1/{warehouse}/namespaces/n1/tables").json()
     assert len(everything["identifiers"]) == 5 and "next-page-token" not in everything
+    # Without pageSize a page still has a bound (100), and pageSize is capped (1000).
+    for i in range(7, 103):
+        assert api("POST", f"/v1/{warehouse}/namespaces", json={"namespace": [f"n{i}"]}).status_code == 200
+    first = api("GET", f"/v1/{warehouse}/namespaces").json()
+    assert len(first["namespaces"]) == 100 and first.get("next-page-token")
+    rest = api("GET", f"/v1/{warehouse}/namespaces", params={"pageToken": first["next-page-token"]}).json()
+    assert len(rest["namespaces"]) == 3 and "next-page-token" not in rest
+    assert len(api("GET", f"/v1/{warehouse}/namespaces", params={"pageSize": 10**9}).json()["namespaces"]) == 103
     other = api("GET", f"/v1/{warehouse}/namespaces/n1/tables", params={"pageSize": 2}).json()["next-page-token"]
     bad = api("GET", f"/v1/{warehouse}/namespaces", params={"pageToken": other})
     assert bad.status_code == 400

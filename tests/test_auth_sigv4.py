@@ -109,7 +109,16 @@ def test_negative_matrix(catalog_url, warehouse, http, s3, system_bucket):
     unsigned_payload = signed("POST", url, body, headers={"X-Amz-Content-SHA256": "UNSIGNED-PAYLOAD"})
     presigned = AWSRequest(method="GET", url=f"{base}/namespaces/neg")
     SigV4QueryAuth(CREDS, "s3tables", REGION, expires=300).add_auth(presigned)
+    presigned_post = AWSRequest(method="POST", url=url, data=json.dumps(body))
+    SigV4QueryAuth(CREDS, "s3tables", REGION, expires=300).add_auth(presigned_post)
+    presigned_week = AWSRequest(method="GET", url=f"{base}/namespaces/neg")
+    SigV4QueryAuth(CREDS, "s3tables", REGION, expires=7 * 24 * 3600).add_auth(presigned_week)
+    presigned_delete = AWSRequest(method="DELETE", url=f"{base}/namespaces/neg")
+    SigV4QueryAuth(CREDS, "s3tables", REGION, expires=300).add_auth(presigned_delete)
     cases = {
+        "presigned POST": lambda: requests.post(presigned_post.url, data=json.dumps(body)),
+        "presigned DELETE": lambda: requests.delete(presigned_delete.url),
+        "presigned for a week": lambda: requests.get(presigned_week.url),
         "no auth header": lambda: requests.post(url, json=body),
         "wrong secret": lambda: send(signed("POST", url, body, creds=Credentials(ROOT_KEY, "nope"))),
         "unknown key": lambda: send(signed("POST", url, body, creds=Credentials("AKIAUNKNOWN000000000", "x"))),

@@ -87,7 +87,7 @@ def test_drop_write_count(crash_ctx):
 def test_drop_crash_points(crash_ctx, crash_after, monkeypatch):
     from chalicelib.core import sweeper
 
-    monkeypatch.setenv("CATALOG_TOMBSTONE_LEASE_MS", "400")
+    monkeypatch.setenv("CATALOG_TOMBSTONE_LEASE_MS", "3000")  # long enough for the dropper's own steps
     ctx = crash_ctx
     wh = _setup(ctx)
     location, raw = tables.load(ctx, wh, ("tx",), "a")
@@ -98,7 +98,7 @@ def test_drop_crash_points(crash_ctx, crash_after, monkeypatch):
     assert tables.live(ctx, wh, ("tx",), "a") is None  # dropped at once, for every reader
     if crash_after < 5:  # readers never purge: the files wait for the sweeper
         assert list(ctx.storage.list_keys(wh, table_prefix)) != []
-    time.sleep(0.5)  # the dropper's lease runs out
+    time.sleep(3.1)  # the dropper's lease runs out
     sweeper.sweep(ctx, wh)
     assert list(ctx.storage.list_keys(wh, table_prefix)) == []
     assert list(ctx.storage.list_keys(wh, keys.table_pointer(("tx",), "a"))) == []

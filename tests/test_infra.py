@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import zipfile
@@ -78,3 +79,38 @@ def test_package_is_small_and_has_no_dev_dependencies(built):
     for dev in ("pytest", "_pytest", "pyspark", "pyarrow", "moto", "localstack", "ruff", "tests", "cfnlint"):
         assert dev not in tops, dev
     assert "chalicelib/handlers/tables.py" in names and "pyiceberg" in tops
+
+
+def test_deployment_cannot_be_turned_against_the_account():
+    sys.path.insert(0, str(ROOT / "infra"))
+    from build_template import SUB, merge_template
+
+    tpl = merge_template()
+    params, res = tpl["Parameters"], tpl["Resources"]
+    prefix = params["BucketPrefix"]
+    assert "Default" not in prefix  # required: without it the roles would reach every bucket
+    pattern = re.compile(prefix["AllowedPattern"])
+    assert not pattern.fullmatch("") and not pattern.fullmatch("a") and pattern.fullmatch("acme-lake-")
+    assert params["AllowExistingBuckets"]["Default"] == "false"
+    for name, resource in res.items():
+        if resource.get("Type") != "AWS::IAM::Role":
+            continue
+        for st in resource["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]:
+            actions = [st["Action"]] if isinstance(st["Action"], str) else st["Action"]
+            targets = [r[SUB] for r in st["Resource"] if isinstance(r, dict) and SUB in r]
+            for target in targets:
+                assert not target.endswith(":::*") and not target.endswith(":::*/*"), (name, target)
+                if "/iam/" not in target:
+                    continue
+                if name in ("AuthRole", "AllRole"):
+                    continue  # the auth function owns identities
+                # Everyone else only reads users, access keys and token records: no writes to iam/,
+                # and nothing else there (no signing key to steal).
+                assert actions == ["s3:GetObject"], (name, target, actions)
+                assert target.rsplit("/iam/", 1)[1] in ("users/*", "access-keys/*", "tokens/*"), (name, target)
+    for fn in ("TablesFunction", "NamespacesFunction", "TransactionsFunction", "ConfigFunction"):
+        env = res[fn]["Properties"]["Environment"]["Variables"]
+        assert env["CATALOG_ALLOW_EXISTING_BUCKETS"] == {"Ref": "AllowExistingBuckets"}
+    sweeper = res["SweeperFunction"]["Properties"]
+    assert sweeper["Handler"] == "chalicelib.handlers.sweeper.handler"
+    assert [e["Type"] for e in sweeper["Events"].values()] == ["Schedule"]

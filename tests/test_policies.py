@@ -94,3 +94,59 @@ def test_not_action_and_warehouse_scope(setup, http, catalog_url):
     assert s.get(f"{catalog_url}/v1/{wh}/namespaces/c").status_code == 200
     admin = s.post(f"{catalog_url}/admin/users", json={"name": "sneaky"})
     assert admin.status_code == 403  # the admin API is root-only whatever the policy says
+
+
+def test_deny_one_table_and_miscased_keys_apply(setup, http, catalog_url):
+    wh = setup
+    arn = f"arn:aws:s3tables:::bucket/{wh}/table"
+    everything = {"Effect": "Allow", "Action": "s3tables:*", "Resource": "*"}
+    deny_one = {"Effect": "Deny", "Action": "s3tables:GetTable", "Resource": f"{arn}/a/secret"}
+    _, key, secret = make_user(http, catalog_url, {"p": {"Statement": [everything, deny_one]}})
+    s = catalog_admin.session(key, secret)
+    denied = s.get(f"{catalog_url}/v1/{wh}/namespaces/a/tables/secret")
+    assert denied.status_code == 403 and "s3tables:GetTable" in denied.json()["error"]["message"]
+    assert s.get(f"{catalog_url}/v1/{wh}/namespaces/a/tables/t").status_code == 200
+    # Condition keys are case-insensitive, as in IAM: a miscased Deny still denies.
+    miscased = {
+        "Effect": "Deny",
+        "Action": "s3tables:GetTable",
+        "Resource": f"{arn}/*",
+        "Condition": {"StringEquals": {"S3Tables:TableName": "t"}},
+    }
+    _, key2, secret2 = make_user(http, catalog_url, {"p": {"Statement": [everything, miscased]}})
+    s2 = catalog_admin.session(key2, secret2)
+    assert s2.get(f"{catalog_url}/v1/{wh}/namespaces/a/tables/t").status_code == 403
+    assert s2.get(f"{catalog_url}/v1/{wh}/namespaces/a/tables/secret").status_code == 200
+    # "[" is literal in IAM wildcards: no character classes.
+    brackets = allow(["s3tables:GetTable"], f"{arn}/[ab]/*")
+    _, key3, secret3 = make_user(http, catalog_url, {"p": brackets})
+    assert catalog_admin.session(key3, secret3).get(f"{catalog_url}/v1/{wh}/namespaces/a/tables/t").status_code == 403
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        {"StringEquals": {"s3tables:tableNam": "t"}},  # a typo would silently never match
+        {"StringEquals": {"aws:username": "x"}},
+        {"NumericEquals": {"s3tables:namespace": "a"}},
+        {"StringEquals": {"s3tables:namespace": 5}},
+        {"StringEquals": {"s3tables:namespace": ["a", 5]}},
+        {"StringEquals": {"s3tables:namespace": {"a": "b"}}},
+    ],
+)
+def test_put_policy_refuses_what_it_would_misread(http, catalog_url, condition):
+    name, _, _ = make_user(http, catalog_url, {})
+    doc = {"Statement": [{"Effect": "Deny", "Action": "s3tables:*", "Resource": "*", "Condition": condition}]}
+    resp = http.put(f"{catalog_url}/admin/users/{name}/policies/p", json=doc)
+    assert resp.status_code == 400 and resp.json()["error"]["type"] == "BadRequest", resp.text
+    assert http.get(f"{catalog_url}/admin/users/{name}").json().get("policies", {}) in ({}, [])
+
+
+def test_register_overwrite_needs_update_table(setup, http, catalog_url):
+    wh = setup
+    loaded = http.get(f"{catalog_url}/v1/{wh}/namespaces/a/tables/t").json()
+    creator = allow(["s3tables:CreateTable", "s3tables:GetTable"], f"arn:aws:s3tables:::bucket/{wh}/table/*")
+    _, key, secret = make_user(http, catalog_url, {"p": creator})
+    body = {"name": "t", "metadata-location": loaded["metadata-location"], "overwrite": True}
+    resp = catalog_admin.session(key, secret).post(f"{catalog_url}/v1/{wh}/namespaces/a/register", json=body)
+    assert resp.status_code == 403 and "s3tables:UpdateTable" in resp.json()["error"]["message"]

@@ -11,11 +11,12 @@ from chalicelib.errors import BadRequest
 
 T = TypeVar("T")
 MAX_PAGE_SIZE = 1000
+DEFAULT_PAGE_SIZE = 100  # a list without pageSize still answers in bounded time and size
 
 
-def parse_page_size(raw: str | None) -> int | None:
+def parse_page_size(raw: str | None) -> int:
     if raw is None or raw == "":
-        return None
+        return DEFAULT_PAGE_SIZE
     try:
         size = int(raw)
     except ValueError:

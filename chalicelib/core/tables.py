@@ -174,15 +174,18 @@ def remove_pointer(ctx: Context, bucket: str, key: str, etag: str, since_ms: int
     """Delete a pointer this request owns: If-Match where S3 supports it, else only well inside
     the lease that keeps creators and the sweeper away (LocalStack has no conditional delete)."""
     try:
-        ctx.storage.delete_if_match(bucket, key, etag)
-        return True
-    except (PreconditionFailed, ObjectNotFound):
-        return False
-    except ConditionalDeleteUnsupported:
-        pass
-    if now_ms() - since_ms < tombstone_lease_ms() // 2:
-        ctx.storage.delete(bucket, key)
-        return True
+        try:
+            ctx.storage.delete_if_match(bucket, key, etag)
+            return True
+        except (PreconditionFailed, ObjectNotFound):
+            return False
+        except ConditionalDeleteUnsupported:
+            pass
+        if now_ms() - since_ms < tombstone_lease_ms() // 2:
+            ctx.storage.delete(bucket, key)
+            return True
+    except StorageUnavailable:
+        pass  # tidying only: the change it follows has landed
     return False  # too late to be sure: the sweeper fences it and removes it
 
 
@@ -810,15 +813,19 @@ def _settle_drop(ctx: Context, bucket: str, tomb: Pointer, remove: bool, ns: Nam
     table_uuid = str(tomb.data.get("table-uuid", ""))
     location = table_location_of(bucket, tomb.data) if table_uuid else None
     purge = bool(tomb.data.get("purge")) and location is not None
-    if purge:
-        assert location is not None
-        purges.queue(ctx, bucket, table_uuid, location)
-    elif table_uuid:
-        purges.set_uuid_state(ctx, bucket, table_uuid, "dropped")
-    if remove:
-        remove_pointer(ctx, bucket, keys.table_pointer(ns, name), tomb.etag, tomb.since_ms)
+    try:
         if purge:
-            purges.run(ctx, bucket, table_uuid, purge_budget_s())
+            assert location is not None
+            purges.queue(ctx, bucket, table_uuid, location)
+        elif table_uuid:
+            purges.set_uuid_state(ctx, bucket, table_uuid, "dropped")
+        if remove:
+            if not remove_pointer(ctx, bucket, keys.table_pointer(ns, name), tomb.etag, tomb.since_ms):
+                return  # the tombstone stays for the sweeper, which also queues the purge
+            if purge:
+                purges.run(ctx, bucket, table_uuid, purge_budget_s())
+    except (StorageUnavailable, WriteInDoubt):
+        pass  # the drop has landed; the sweeper finishes the rest
 
 
 def rename(ctx: Context, warehouse: str, body: Any) -> None:
@@ -880,8 +887,8 @@ def rename(ctx: Context, warehouse: str, body: Any) -> None:
         active = dict(src.data, state="active")
         try:
             ctx.storage.put_if_match(bucket, dst_key, dump(active), dst_etag)
-        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
-            pass  # a reader settled it for us
+        except (PreconditionFailed, ObjectNotFound, WriteInDoubt, StorageUnavailable):
+            pass  # a reader settled it for us, or the next reader will
         remove_pointer(ctx, bucket, src_key, moved_etag, started)
         return
     raise CommitFailed(f"Table {_ident(src_ns, src_name)!r} changed concurrently; retry the rename")

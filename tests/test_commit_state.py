@@ -1,0 +1,202 @@
+"""Ambiguous S3 outcomes are resolved in the storage port, and commit state follows the REST spec."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+from botocore.exceptions import ConnectionClosedError
+
+from chalicelib import keys, pipeline, storage
+from chalicelib.core import idempotency, namespaces, tables, warehouses
+from chalicelib.core.context import Context
+from chalicelib.errors import CommitStateUnknown
+from chalicelib.faults import FaultInjector
+from chalicelib.storage import S3Storage, StorageUnavailable, WriteInDoubt, s3_client
+from tests.txnutil import append_change
+
+SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
+
+
+@pytest.fixture()
+def bucket(s3) -> str:
+    name = f"port-{uuid.uuid4().hex[:10]}"
+    s3.create_bucket(Bucket=name)
+    return name
+
+
+def _lossy(s3_endpoint: str, monkeypatch: Any, lost_rate: float) -> tuple[S3Storage, FaultInjector]:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    client = s3_client(s3_endpoint, "us-east-1")
+    store = S3Storage(client, "us-east-1")
+    injector = FaultInjector(0.0, lost_rate, seed=1)
+    client.meta.events.register("before-send.s3", injector)
+    return store, injector
+
+
+def test_lost_response_on_a_landed_write_is_a_success(s3_endpoint, bucket, monkeypatch):
+    store, injector = _lossy(s3_endpoint, monkeypatch, 1.0)  # every conditional write lands, then its answer is lost
+    etag = store.put_if_absent(bucket, "k.json", b'{"v":1}')
+    assert store.get(bucket, "k.json").etag == etag
+    assert store.put_if_match(bucket, "k.json", b'{"v":2}', etag) == store.get(bucket, "k.json").etag
+    assert injector.injected["LostResponse"] >= 2
+    with pytest.raises(storage.PreconditionFailed):  # a plain lost race stays a lost race
+        S3Storage(s3_client(s3_endpoint, "us-east-1"), "us-east-1").put_if_absent(bucket, "k.json", b"other")
+
+
+def test_landed_then_overwritten_is_in_doubt(s3_endpoint, bucket, monkeypatch, s3):
+    store, _ = _lossy(s3_endpoint, monkeypatch, 0.0)
+    etag = store.put_if_absent(bucket, "p.json", b'{"v":1}')
+    sent: list[int] = []
+
+    def land_then_race(request: Any, **_: Any) -> None:
+        if request.method == "PUT" and "If-Match" in request.headers and not sent:
+            from botocore.httpsession import URLLib3Session
+
+            sent.append(URLLib3Session().send(request).status_code)  # ours lands...
+            s3.put_object(Bucket=bucket, Key="p.json", Body=b'{"v":"theirs"}')  # ...another writer follows
+            raise ConnectionClosedError(endpoint_url=request.url)  # ...and our answer is lost
+        return None
+
+    store._s3.meta.events.register("before-send.s3", land_then_race)
+    with pytest.raises(WriteInDoubt):
+        store.put_if_match(bucket, "p.json", b'{"v":2}', etag)
+    assert sent == [200]
+
+
+def test_unreachable_or_denied_s3_is_unavailable(bucket, s3_endpoint, monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    dead = S3Storage(s3_client("http://127.0.0.1:9", "us-east-1"), "us-east-1")
+    with pytest.raises(StorageUnavailable):
+        dead.get(bucket, "k")
+    err = pipeline._as_catalog_error(StorageUnavailable("x"), "GET", "/")
+    assert err.status == 503 and err.headers.get("Retry-After")
+    assert pipeline._as_catalog_error(storage.BucketUnavailable("b"), "POST", "/").status == 409
+    assert pipeline._as_catalog_error(WriteInDoubt("k"), "POST", "/").status == 500
+    assert pipeline._as_catalog_error(RecursionError(), "POST", "/").status == 400
+    with pytest.raises(storage.ObjectNotFound):  # an empty key is a missing object, not a botocore error
+        dead.get(bucket, "")
+
+
+def test_retry_budget_fits_the_function_timeout():
+    import sys
+
+    from tests.conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "infra"))
+    from build_template import merge_template
+
+    timeout = merge_template()["Parameters"]["Timeout"]["Default"]
+    worst = storage.ATTEMPTS * (storage.CONNECT_TIMEOUT_S + storage.READ_TIMEOUT_S)
+    worst += sum(storage.BACKOFF_S * 2**i for i in range(storage.ATTEMPTS))
+    assert worst < timeout and pipeline.REQUEST_BUDGET_S < timeout
+    client = s3_client(None, "us-east-1")
+    assert client.meta.config.retries["total_max_attempts"] == 1  # no hidden botocore retries
+
+
+def test_metadata_cache_is_bounded_in_bytes(monkeypatch):
+    monkeypatch.setenv("CATALOG_METADATA_CACHE_BYTES", "10000")
+    for i in range(50):
+        tables._remember(f"s3://b/t/metadata/{i}.json", b"x" * 900, object() if i % 2 else None)
+    assert 0 < tables.cache_bytes() <= 10000
+    tables._remember("s3://b/huge.json", b"x" * 20000)
+    assert tables.cache_bytes() <= 10000
+
+
+class InDoubtPointer:
+    """Storage whose pointer swap is in doubt and whose reads then fail: nothing can be known."""
+
+    def __init__(self, inner: S3Storage) -> None:
+        self.inner, self.broken = inner, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def put_if_match(self, bucket: str, key: str, body: bytes, etag: str) -> str:
+        if key.startswith(keys.TABLES_PREFIX):
+            self.broken = True
+            raise WriteInDoubt(key)
+        return self.inner.put_if_match(bucket, key, body, etag)
+
+    def get(self, bucket: str, key: str, max_bytes: int | None = None) -> Any:
+        if self.broken:
+            raise StorageUnavailable("down")
+        return self.inner.get(bucket, key, max_bytes)
+
+
+def _table(ctx: Context) -> tuple[str, dict[str, Any]]:
+    wh = f"wh-cs-{uuid.uuid4().hex[:8]}"
+    warehouses.create(ctx, wh, False, {})
+    namespaces.create(ctx, wh, ["c"], {})
+    created = json.loads(tables.create(ctx, wh, ("c",), {"name": "t", "schema": SCHEMA}))
+    return wh, created["metadata"]
+
+
+def test_unknowable_commit_is_500_with_a_hint(crash_ctx):
+    wh, meta = _table(crash_ctx)
+    doubtful = Context(crash_ctx.settings, InDoubtPointer(crash_ctx.storage))
+    with pytest.raises(CommitStateUnknown) as info:
+        tables.commit(doubtful, wh, ("c",), "t", append_change("c", "t", meta, "doubt"))
+    assert info.value.status == 500 and info.value.type == "CommitStateUnknownException"
+    assert info.value.hint["kind"] == "table-commit" and info.value.hint["metadata-location"].startswith("s3://")
+    # Resolving later (an Idempotency-Key replay): the swap did not land, so the replay runs again.
+    assert tables.resolve_commit(crash_ctx, info.value.hint) is None
+
+
+def test_in_doubt_idempotency_record_is_kept_and_resolved(crash_ctx):
+    wh, meta = _table(crash_ctx)
+    key = str(uuid.uuid4())
+    slot = idempotency.begin(crash_ctx, "root", key, "fp")
+    assert isinstance(slot, idempotency.Slot)
+    landed = json.loads(tables.commit(crash_ctx, wh, ("c",), "t", append_change("c", "t", meta, "x")))
+    hint = {"kind": "table-commit", "warehouse": wh, "namespace": ["c"], "name": "t"}
+    hint["metadata-location"] = landed["metadata-location"]
+    idempotency.finish(crash_ctx, slot, 500, "{}", {}, hint)  # the answer was lost in doubt
+    again = idempotency.begin(crash_ctx, "root", key, "fp")
+    assert isinstance(again, idempotency.Slot) and again.hint == hint  # kept, not deleted
+    from chalicelib.core.context import set_context
+
+    set_context(crash_ctx)
+    try:
+        replay = pipeline._resolve_in_doubt(again)
+    finally:
+        set_context(None)
+    assert replay[0] == 200 and json.loads(replay[1])["metadata-location"] == landed["metadata-location"]
+
+
+def test_retried_commit_that_landed_answers_success(http, catalog_url, warehouse):
+    base = f"{catalog_url}/v1/{warehouse}"
+    assert http.post(f"{base}/namespaces", json={"namespace": ["c"]}).status_code == 200
+    meta = http.post(f"{base}/namespaces/c/tables", json={"name": "t", "schema": SCHEMA}).json()["metadata"]
+    change = append_change("c", "t", meta, "once")
+    first = http.post(f"{base}/namespaces/c/tables/t", json=change)
+    second = http.post(f"{base}/namespaces/c/tables/t", json=change)  # the client never saw the first answer
+    assert first.status_code == 200 and second.status_code == 200, second.text
+    snaps = http.get(f"{base}/namespaces/c/tables/t").json()["metadata"]["snapshots"]
+    assert [s["summary"]["txn-tag"] for s in snaps] == ["once"]
+    other = append_change("c", "t", meta, "stale")  # a genuinely stale commit still conflicts
+    assert http.post(f"{base}/namespaces/c/tables/t", json=other).status_code == 409
+
+
+def test_s3_outage_answers_503_with_retry_after(tmp_path):
+    from tests.conftest import ROOT_KEY, ROOT_SECRET, local_s3
+
+    env = local_s3.catalog_env(
+        "http://127.0.0.1:9",  # nothing listens there
+        CATALOG_ROOT_ACCESS_KEY=ROOT_KEY,
+        CATALOG_ROOT_SECRET_KEY=ROOT_SECRET,
+        CATALOG_S3_CONNECT_TIMEOUT_S="0.2",
+    )
+    catalog = local_s3.start_catalog(env, tmp_path / "catalog.log")
+    try:
+        import catalog_admin
+
+        resp = catalog_admin.session(ROOT_KEY, ROOT_SECRET).get(f"{catalog.url}/v1/warehouses")
+        assert resp.status_code == 503 and resp.headers.get("Retry-After") == "1"
+        assert resp.json()["error"]["type"] == "ServiceUnavailableException"
+    finally:
+        catalog.stop()
