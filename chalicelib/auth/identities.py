@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import os
 import re
 import secrets
 import string
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib import keys
 from chalicelib.core.context import Context, dump
-from chalicelib.errors import BadRequest, CatalogError, Conflict, NotFound
-from chalicelib.storage import ObjectNotFound, PreconditionFailed
+from chalicelib.errors import BadRequest, CatalogError, Conflict, NotFound, ServiceUnavailable
+from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
+log = logging.getLogger("catalog.identities")
 ROOT = "root"
 _USER = re.compile(r"^[A-Za-z0-9_+=,.@-]{1,64}$")
 _POLICY = re.compile(r"^[A-Za-z0-9_+=,.@-]{1,128}$")
@@ -46,8 +49,14 @@ def root_credentials() -> tuple[str, str] | None:
     if secret_id and _root_from_secret is None:
         import boto3
 
-        doc = json.loads(boto3.client("secretsmanager").get_secret_value(SecretId=secret_id)["SecretString"])
-        _root_from_secret = (doc["access_key_id"], doc["secret_access_key"])
+        try:
+            doc = json.loads(boto3.client("secretsmanager").get_secret_value(SecretId=secret_id)["SecretString"])
+            _root_from_secret = (doc["access_key_id"], doc["secret_access_key"])
+        except Exception:  # noqa: BLE001 - an unreachable or misconfigured secret is an outage, not a 500
+            log.exception("could not read the root credentials secret")
+            raise ServiceUnavailable(
+                "The catalog cannot read its root credentials; retry later", headers={"Retry-After": "5"}
+            ) from None
     return _root_from_secret
 
 
@@ -96,10 +105,10 @@ def check_user(name: object) -> str:
 
 def create_user(ctx: Context, name: object) -> dict[str, Any]:
     user = check_user(name)
-    record = {"name": user, "access-keys": [], "policies": {}, "created-at": _now()}
+    record = {"name": user, "access-keys": [], "policies": {}, "created-at": _now(), "uuid": str(uuid.uuid4())}
     try:
         ctx.storage.put_if_absent(ctx.settings.system_bucket, keys.user_record(user), dump(record))
-    except PreconditionFailed:
+    except (PreconditionFailed, WriteInDoubt):
         raise Conflict(f"User {user!r} already exists") from None
     return public(record)
 
@@ -125,6 +134,8 @@ def list_users(ctx: Context) -> list[str]:
 
 
 def _update_user(ctx: Context, name: str, change: Any) -> dict[str, Any]:
+    """Apply an idempotent change with a CAS loop; after a write in doubt, a re-read on which the
+    change changes nothing proves it is in effect."""
     for _ in range(10):
         found = _read_json(ctx, keys.user_record(check_user(name)))
         if found is None:
@@ -136,6 +147,13 @@ def _update_user(ctx: Context, name: str, change: Any) -> dict[str, Any]:
             return record
         except (PreconditionFailed, ObjectNotFound):
             continue
+        except WriteInDoubt:
+            again = _read_json(ctx, keys.user_record(name))
+            if again is not None:
+                current = json.loads(dump(again[0]))
+                change(again[0])
+                if again[0] == current:
+                    return current
     raise Conflict(f"User {name!r} is being changed concurrently; retry")
 
 
@@ -159,7 +177,7 @@ def create_access_key(ctx: Context, name: str) -> dict[str, str]:
         dump({"user": name, "secret": secret, "created-at": _now()}),
     )
     try:
-        _update_user(ctx, name, lambda r: r.setdefault("access-keys", []).append(akid))
+        _update_user(ctx, name, lambda r: _add_once(r.setdefault("access-keys", []), akid))
     except CatalogError:
         ctx.storage.delete(ctx.settings.system_bucket, keys.access_key_record(akid))
         raise
@@ -188,6 +206,11 @@ def delete_policy(ctx: Context, name: str, policy_name: str) -> None:
     if policy_name not in get_user(ctx, name)["policies"]:
         raise NotFound(f"User {name!r} has no policy {policy_name[:40]!r}")
     _update_user(ctx, name, lambda r: r["policies"].pop(policy_name, None))
+
+
+def _add_once(items: list[str], item: str) -> None:
+    if item not in items:
+        items.append(item)
 
 
 def _now() -> str:

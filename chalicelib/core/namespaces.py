@@ -22,6 +22,7 @@ from chalicelib.names import check_namespace, check_properties
 from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 Namespace = tuple[str, ...]
+MAX_PROPERTIES = 1000  # every namespace read loads them all
 
 
 def _pretty(ns: Namespace) -> str:
@@ -57,6 +58,8 @@ def still_active(ctx: Context, warehouse: str, ns: Namespace) -> bool:
 def create(ctx: Context, warehouse: str, namespace: object, properties: object) -> dict[str, Any]:
     ns = check_namespace(namespace)
     props = check_properties(properties)
+    if len(props) > MAX_PROPERTIES:
+        raise BadRequest(f"A namespace holds at most {MAX_PROPERTIES} properties")
     bucket = ctx.bucket_for(warehouse)
     warehouses.require_active(ctx, warehouse)
     if len(ns) > 1:
@@ -121,12 +124,16 @@ def update_properties(
         raise BadRequest(f"Properties both updated and removed: {sorted(both)}")
     for _ in range(10):  # CAS loop: concurrent property updates merge instead of failing
         record, etag = read_record(ctx, warehouse, ns)
+        if is_deleting(record):  # writing over the mark would keep it and fail the deleter's restore
+            raise Conflict(f"Namespace {_pretty(ns)!r} is being deleted")
         props: dict[str, str] = dict(record.get("properties", {}))
         removed = [k for k in removals if k in props]
         missing = [k for k in removals if k not in props]
         for k in removed:
             del props[k]
         props.update(upd)
+        if len(props) > MAX_PROPERTIES:
+            raise BadRequest(f"A namespace holds at most {MAX_PROPERTIES} properties")
         record["properties"] = props
         try:
             ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.namespace_record(ns), dump(record), etag)

@@ -37,12 +37,14 @@ def check_location(bucket: str, location: str, table_uuid: object) -> None:
         )
 
 
-def claim_uuid(ctx: Context, bucket: str, table_uuid: str, ns: tuple[str, ...], name: str) -> bool:
-    """Claim a table uuid for a new table at (ns, name); Conflict if another table holds it.
+def claim_uuid(ctx: Context, bucket: str, table_uuid: str, metadata_location: str) -> bool:
+    """Claim a table uuid for the table about to be written at metadata_location; Conflict if
+    another table holds it. Each claim carries a fresh id, so no other request's claim (a renamed
+    table keeps its claim, and its location) is ever mistaken for ours.
 
     True when this call wrote the claim (so a failed create must release it)."""
     key = keys.uuid_record(table_uuid)
-    record = {"state": "live", "namespace": list(ns), "name": name}
+    record = {"state": "live", "metadata-location": metadata_location, "claim": uuid.uuid4().hex}
     for _ in range(4):
         try:
             ctx.storage.put_if_absent(bucket, key, dump(record))
@@ -55,7 +57,7 @@ def claim_uuid(ctx: Context, bucket: str, table_uuid: str, ns: tuple[str, ...], 
             continue
         current = json.loads(obj.body)
         if current == record:
-            return False  # ours (a retried create of the same table): the pointer decides who wins the name
+            return True  # our own write, its answer lost
         if current.get("state") != "dropped":
             raise Conflict(
                 f"Table uuid {table_uuid} (and its location) belongs to another table; a table's files are its own"

@@ -60,7 +60,7 @@ def _sweep_pointer(ctx: Context, warehouse: str, key: str, claimed_uuids: set[st
     if p.state == "active":
         table_uuid = str(p.data.get("table-uuid", ""))
         if table_uuid and table_uuid not in claimed_uuids:
-            record = {"state": "live", "namespace": list(ns), "name": name}
+            record = {"state": "live", "metadata-location": p.metadata_location}
             try:
                 ctx.storage.put_if_absent(bucket, keys.uuid_record(table_uuid), dump(record))
                 stats["uuids-claimed"] += 1

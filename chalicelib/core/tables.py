@@ -464,8 +464,8 @@ def create(ctx: Context, warehouse: str, ns: Namespace, body: dict[str, Any]) ->
 def _create_table(ctx: Context, warehouse: str, ns: Namespace, name: str, metadata: Any, purge_on_backout: bool) -> str:
     """Claim the table uuid, write metadata v0, then the pointer (the commit point)."""
     bucket, table_uuid = ctx.bucket_for(warehouse), str(metadata.table_uuid)
-    claimed = purges.claim_uuid(ctx, bucket, table_uuid, ns, name)
     meta_loc = keys.metadata_file(metadata.location, 0, str(uuid.uuid4()))
+    claimed = purges.claim_uuid(ctx, bucket, table_uuid, meta_loc)
     raw = write_metadata(ctx, meta_loc, metadata)
     pointer = {"metadata-location": meta_loc, "table-uuid": table_uuid, "state": "active"}
     try:
@@ -764,7 +764,7 @@ def register(ctx: Context, warehouse: str, ns: Namespace, body: Any) -> str:
                 if now is None or now.data.get("metadata-location") != meta_loc:
                     raise CommitFailed(f"Table {_ident(ns, name)!r} changed concurrently; retry") from None
             return load_result(ctx, meta_loc, raw)
-    claimed = purges.claim_uuid(ctx, bucket, table_uuid, ns, name)
+    claimed = purges.claim_uuid(ctx, bucket, table_uuid, meta_loc)
     try:
         etag = _claim_name(ctx, warehouse, ns, name, pointer)
     except CatalogError:
