@@ -176,27 +176,27 @@ class S3Storage:
         time.sleep(delay)
         return True
 
-    def _call(self, op: str, bucket: str, key: str = "", **kwargs: Any) -> Any:
+    def _call(self, op: str, bucket: str, key: str = "", attempts: int = ATTEMPTS, **kwargs: Any) -> Any:
         """An idempotent call (read, list, unconditional put or delete), retried within the budget."""
-        for attempt in range(ATTEMPTS):
+        for attempt in range(attempts):
             try:
                 return getattr(self._s3, op)(Bucket=bucket, **kwargs)
             except Exception as exc:  # noqa: BLE001 - classified below
                 if classify(exc) == FINAL:
                     raise self._final(exc, bucket, key) from None
-                if attempt == ATTEMPTS - 1 or not self._pause(attempt):
+                if attempt == attempts - 1 or not self._pause(min(attempt, 3)):
                     break
         raise StorageUnavailable(f"S3 is unavailable or throttling ({op} {bucket})")
 
     # ---- the port ----------------------------------------------------------------------------
 
-    def get(self, bucket: str, key: str, max_bytes: int | None = None) -> StoredObject:
+    def get(self, bucket: str, key: str, max_bytes: int | None = None, attempts: int = ATTEMPTS) -> StoredObject:
         if not key:
             raise ObjectNotFound(f"{bucket}/")
         extra = {"Range": f"bytes=0-{max_bytes}"} if max_bytes is not None else {}
         for attempt in range(2):
             try:
-                resp = self._call("get_object", bucket, key, Key=key, **extra)
+                resp = self._call("get_object", bucket, key, attempts, Key=key, **extra)
             except StorageUnavailable as exc:
                 if exc.code == "InvalidRange":  # an empty object
                     return StoredObject(b"", "")
@@ -222,21 +222,24 @@ class S3Storage:
                 if kind == FINAL:
                     final = self._final(exc, bucket, key)
                     if in_doubt and isinstance(final, (PreconditionFailed, ObjectNotFound)):
-                        return self._resolve(bucket, key, body)
+                        return self._resolve(bucket, key, body, create="IfNoneMatch" in cond)
                     raise final from None
                 in_doubt = in_doubt or kind == AMBIGUOUS
                 if attempt == ATTEMPTS + 1 or not self._pause(attempt):
                     break
         if in_doubt:
-            return self._resolve(bucket, key, body)
+            return self._resolve(bucket, key, body, create="IfNoneMatch" in cond)
         raise StorageUnavailable(f"S3 is unavailable or throttling (put {bucket})")
 
-    def _resolve(self, bucket: str, key: str, body: bytes) -> str:
-        """After a lost response: the key holding our bytes proves the write landed."""
+    def _resolve(self, bucket: str, key: str, body: bytes, create: bool) -> str:
+        """After a lost response: the key holding our bytes proves the write landed. Reading is
+        safe to retry, so it gets twice the budget before the outcome is called unknown."""
         try:
-            current = self.get(bucket, key)
+            current = self.get(bucket, key, attempts=2 * ATTEMPTS)
         except ObjectNotFound:
-            raise WriteInDoubt(f"{bucket}/{key}") from None
+            if create:  # every attempt was cut off and none left a trace: nothing was written
+                raise StorageUnavailable(f"S3 connections failed (put {bucket})") from None
+            raise WriteInDoubt(f"{bucket}/{key}") from None  # it may have landed, then been deleted
         except StorageUnavailable:
             raise WriteInDoubt(f"{bucket}/{key}") from None
         if current.body == body:

@@ -87,9 +87,16 @@ def main(argv: list[str] | None = None) -> int:
         with open(a.file, encoding="utf-8") as fh:
             calls["put-policy"] = ("PUT", f"{base}/{user}/policies/{quote(a.policy, safe='')}", json.load(fh))
     method, url, body = calls[a.cmd]
-    resp = session().request(method, url, json=body)
+    try:
+        resp = session().request(method, url, json=body, timeout=30)
+    except requests.RequestException as exc:
+        print(f"catalog-admin: cannot reach {a.url}: {type(exc).__name__}", file=sys.stderr)
+        return 1
     if resp.content:
-        print(json.dumps(resp.json(), indent=2))
+        try:
+            print(json.dumps(resp.json(), indent=2))
+        except ValueError:  # a proxy or gateway error page
+            print(f"HTTP {resp.status_code}: {resp.text[:500]}", file=sys.stderr)
     return 0 if resp.ok else 1
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -41,10 +42,30 @@ def _ts(hours: float) -> str:
     return when.strftime("%Y-%m-%d %H:%M:%S")
 
 
+_NAME = re.compile(r"[a-z0-9_]{1,250}")
+
+
+def _checked(dotted: str, what: str) -> str:
+    """The catalog's naming rules, checked before a name is put into SQL."""
+    if not dotted or not all(_NAME.fullmatch(part) for part in dotted.split(".")):
+        raise ValueError(f"invalid {what} {dotted[:80]!r}: dot-separated names of a-z, 0-9 and _")
+    return dotted
+
+
+def _namespaces(spark: Any, parent: str | None) -> list[str]:
+    """A namespace and every namespace nested under it (all of them when parent is None)."""
+    sql = f"SHOW NAMESPACES IN {parent}" if parent else "SHOW NAMESPACES"
+    children = [str(r[0]) if not parent or "." in str(r[0]) else f"{parent}.{r[0]}" for r in spark.sql(sql).collect()]
+    out = [parent] if parent else []
+    for child in children:
+        out.extend(_namespaces(spark, child))
+    return out
+
+
 def tables_in_scope(spark: Any, args: argparse.Namespace) -> list[str]:
     if args.table:
-        return [args.table]
-    namespaces = [args.namespace] if args.namespace else [r[0] for r in spark.sql("SHOW NAMESPACES").collect()]
+        return [_checked(args.table, "table")]
+    namespaces = _namespaces(spark, _checked(args.namespace, "namespace") if args.namespace else None)
     out = []
     for ns in namespaces:
         out.extend(f"{ns}.{r['tableName']}" for r in spark.sql(f"SHOW TABLES IN {ns}").collect())
@@ -86,8 +107,17 @@ def maintain_table(spark: Any, catalog: str, table: str, args: argparse.Namespac
 
 
 def maintain(spark: Any, args: argparse.Namespace, settings: JobSettings, log: logging.Logger) -> list[dict]:
-    results = [maintain_table(spark, settings.catalog_name, t, args, log) for t in tables_in_scope(spark, args)]
-    print(f"maintain summary: {len(results)} tables", flush=True)
+    """Every table in scope is maintained even when one fails; the job fails if any did."""
+    results, failed = [], []
+    for table in tables_in_scope(spark, args):
+        try:
+            results.append(maintain_table(spark, settings.catalog_name, table, args, log))
+        except Exception as exc:  # noqa: BLE001 - reported, and the job exits non-zero at the end
+            log.error("maintaining %s failed: %s", table, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            failed.append(table)
+    print(f"maintain summary: {len(results)} tables, {len(failed)} failed", flush=True)
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(results) + len(failed)} tables failed: {', '.join(failed[:10])}")
     return results
 
 

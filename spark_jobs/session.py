@@ -113,6 +113,9 @@ def spark_conf(s: JobSettings) -> dict[str, str]:
         "spark.sql.shuffle.partitions": "4",
         "spark.ui.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
+        # Spark's default pattern misses "credential" (bearer mode's "id:secret"): keep it out of
+        # event logs and the Environment tab.
+        "spark.redaction.regex": "(?i)secret|password|token|access[.]key|credential",
     }
     if s.auth == "sigv4":
         conf.update(

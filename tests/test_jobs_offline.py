@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -28,6 +29,7 @@ def test_settings_precedence_file_env_flags(tmp_path, monkeypatch):
     assert JobSettings.load(str(cfg), {"warehouse": "from-flag"}).warehouse == "from-flag"
     conf = spark_conf(JobSettings.load(str(cfg), {"packages": "g:a:1", "access_key_id": "K", "secret_access_key": "S"}))
     assert conf["spark.sql.catalog.lake.credential"] == "K:S"
+    assert re.search(conf["spark.redaction.regex"], "spark.sql.catalog.lake.credential")
     assert conf["spark.sql.catalog.lake.oauth2-server-uri"] == "http://file/_iceberg/v1/oauth/tokens"
     assert conf["spark.jars.packages"] == "g:a:1" and "spark.jars" not in conf
     assert JobSettings(secret_access_key="S").redacted()["secret_access_key"] == "***"
@@ -72,3 +74,44 @@ def test_cloud_schedule_template_passes_cfn_lint():
     path = ROOT / "infra" / "schedule" / "maintenance-schedule.json"
     lint = subprocess.run([str(ROOT / ".venv" / "bin" / "cfn-lint"), str(path)], capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+class FakeSpark:
+    """Answers SHOW NAMESPACES / SHOW TABLES like Spark's Iceberg catalog; CALLs fail for one table."""
+
+    def __init__(self, tree: dict[str, list[str]], tables: dict[str, list[str]], broken: str) -> None:
+        self.tree, self.tables, self.broken, self.calls = tree, tables, broken, []
+
+    def sql(self, text: str):  # noqa: ANN201 - a stand-in for DataFrame
+        self.calls.append(text)
+        if text.startswith("SHOW NAMESPACES"):
+            parent = text[len("SHOW NAMESPACES IN ") :] if " IN " in text else ""
+            rows = [(child,) for child in self.tree.get(parent, [])]
+        elif text.startswith("SHOW TABLES IN "):
+            rows = [{"tableName": t} for t in self.tables.get(text[len("SHOW TABLES IN ") :], [])]
+        elif f"'{self.broken}'" in text:
+            raise RuntimeError("boom")
+        else:
+            rows = [dict.fromkeys(("rewritten_manifests_count",), 1)]
+        return type("DF", (), {"collect": lambda _self: rows})()
+
+
+def test_maintain_covers_nested_namespaces_and_keeps_going(capsys):
+    import argparse
+    import logging
+
+    import pytest
+
+    from spark_jobs import maintain
+
+    spark = FakeSpark({"": ["a", "b"], "a": ["a.inner"]}, {"a": ["t"], "a.inner": ["deep"], "b": ["u"]}, "a.t")
+    args = argparse.Namespace(
+        table=None, namespace=None, all=True, skip="rewrite_data_files,expire_snapshots,remove_orphan_files"
+    )
+    settings = JobSettings.load(None, {"catalog_url": "http://x/_iceberg", "warehouse": "w"})
+    with pytest.raises(RuntimeError, match="1 of 3 tables failed: a.t"):
+        maintain.maintain(spark, args, settings, logging.getLogger("t"))
+    assert any("a.inner.deep" in c for c in spark.calls) and any("'b.u'" in c for c in spark.calls)
+    bad = argparse.Namespace(table=None, namespace="x; DROP TABLE y", all=False, skip="")
+    with pytest.raises(ValueError, match="invalid namespace"):
+        maintain.tables_in_scope(spark, bad)

@@ -404,7 +404,10 @@ def exists(ctx: Context, warehouse: str, ns: Namespace, name: str) -> str:
 def write_metadata(ctx: Context, location: str, metadata: Any) -> bytes:
     raw = metadata.model_dump_json().encode()
     bucket, key = keys.split_s3_uri(location)
-    ctx.storage.put_if_absent(bucket, key, raw)  # a fresh uuid name: only our own lost write can be there
+    try:
+        ctx.storage.put_if_absent(bucket, key, raw)  # a fresh uuid name: only our own lost write can be there
+    except WriteInDoubt:  # before any commit point: nothing names the file, so nothing was applied
+        raise StorageUnavailable(f"S3 could not confirm the write of {key}") from None
     _remember(location, raw, metadata)
     return raw
 

@@ -156,7 +156,12 @@ def commit(ctx: Context, warehouse: str, body: Any) -> None:
                 {"namespace": list(ns), "name": n, "old": p.metadata_location, "new": loc} for ns, n, p, loc in prepared
             ],
         }
-        txn_etag = ctx.storage.put_if_absent(bucket, keys.txn_record(txn_id), dump(record))  # a fresh key
+        try:
+            txn_etag = ctx.storage.put_if_absent(bucket, keys.txn_record(txn_id), dump(record))  # a fresh key
+        except (WriteInDoubt, StorageUnavailable):  # no claim names it yet: nothing was applied
+            for *_, loc in prepared:
+                tables.discard(ctx, loc)
+            raise StorageUnavailable("S3 could not confirm the transaction record") from None
         claimed: list[tuple[Namespace, str, dict[str, Any], str, dict[str, Any]]] = []
         try:
             ok = _claim_all(ctx, warehouse, txn_id, prepared, claimed)
