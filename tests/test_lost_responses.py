@@ -8,6 +8,7 @@ HTTP API, and the final state is read back through a healthy catalog.
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import threading
@@ -34,7 +35,7 @@ def lossy_catalog(s3_endpoint, system_bucket, tmp_path_factory):
         CATALOG_ROOT_ACCESS_KEY=ROOT_KEY,
         CATALOG_ROOT_SECRET_KEY=ROOT_SECRET,
         CATALOG_FAULT_LOST_RATE="0.3",
-        CATALOG_FAULT_SEED="20261123",
+        CATALOG_FAULT_SEED=os.environ.get("LOST_RESPONSES_SEED", "20261123"),  # vary it to explore
     )
     catalog = local_s3.start_catalog(env, log_path)
     yield catalog.url, log_path
