@@ -18,7 +18,7 @@ from tests.conftest import ROOT, local_s3
 from tests.crashutil import Crash, CrashAfter
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
-LEASE_MS = 400
+LEASE_MS = 1500  # long enough for a fence and a delete under lost responses
 
 
 @pytest.fixture()
@@ -116,13 +116,15 @@ def test_purge_is_batched_and_resumes_after_its_budget(ctx, monkeypatch):
 
 
 def test_sweeper_command(crash_ctx, s3_endpoint, system_bucket, monkeypatch):
-    monkeypatch.setenv("CATALOG_TOMBSTONE_LEASE_MS", "300")
+    monkeypatch.setenv("CATALOG_TOMBSTONE_LEASE_MS", str(LEASE_MS))
     ctx = crash_ctx
     wh = _setup(ctx, "gone")
     with pytest.raises(Crash):
         tables.drop(Context(ctx.settings, CrashAfter(ctx.storage, 1)), wh, ("s",), "gone", True)
-    time.sleep(0.4)
-    env = local_s3.catalog_env(s3_endpoint, CATALOG_SYSTEM_BUCKET=system_bucket, CATALOG_TOMBSTONE_LEASE_MS="300")
+    time.sleep(LEASE_MS / 1000 + 0.1)
+    env = local_s3.catalog_env(
+        s3_endpoint, CATALOG_SYSTEM_BUCKET=system_bucket, CATALOG_TOMBSTONE_LEASE_MS=str(LEASE_MS)
+    )
     out = subprocess.run(
         [sys.executable, "-m", "chalicelib.core.sweeper", "--warehouse", wh],
         cwd=ROOT,

@@ -822,10 +822,9 @@ def _settle_drop(ctx: Context, bucket: str, tomb: Pointer, remove: bool, ns: Nam
             purges.queue(ctx, bucket, table_uuid, location)
         elif table_uuid:
             purges.set_uuid_state(ctx, bucket, table_uuid, "dropped")
-        if remove:
-            if not remove_pointer(ctx, bucket, keys.table_pointer(ns, name), tomb.etag, tomb.since_ms):
-                return  # the tombstone stays for the sweeper, which also queues the purge
-            if purge:
+        if remove:  # a tombstone that cannot be removed safely now stays for the sweeper
+            remove_pointer(ctx, bucket, keys.table_pointer(ns, name), tomb.etag, tomb.since_ms)
+            if purge:  # the table is gone either way: its files can go
                 purges.run(ctx, bucket, table_uuid, purge_budget_s())
     except (StorageUnavailable, WriteInDoubt):
         pass  # the drop has landed; the sweeper finishes the rest
