@@ -511,7 +511,8 @@ def _short(exc: BaseException) -> str:
 def _expand_appends(updates: list[Any], base: Any) -> list[Any]:
     """The seeds' {"action": "append", "manifest-list": ...} as add-snapshot + set-snapshot-ref."""
     out: list[Any] = []
-    seq = base.last_sequence_number if base is not None else 0
+    version = base.format_version if base is not None else 2
+    seq = getattr(base, "last_sequence_number", 0) if base is not None else 0  # v1 has none
     parent = base.current_snapshot_id if base is not None else None
     taken = {s.snapshot_id for s in base.snapshots} if base is not None else set()
     for upd in updates:
@@ -530,11 +531,18 @@ def _expand_appends(updates: list[Any], base: Any) -> list[Any]:
         summary = {"operation": "append", **{str(k): str(v) for k, v in (upd.get("summary") or {}).items()}}
         snapshot: dict[str, Any] = {
             "snapshot-id": snap_id,
-            "sequence-number": seq,
             "timestamp-ms": now_ms(),
             "manifest-list": manifest_list,
             "summary": summary,
         }
+        if version >= 2:
+            snapshot["sequence-number"] = seq
+        if version >= 3:  # row lineage: the new rows take ids from next-row-id on
+            added = summary.get("added-records")
+            if added is None or not added.isdigit():
+                raise BadRequest('Invalid append update: a v3 table needs "summary": {"added-records": N}')
+            snapshot["first-row-id"] = (base.next_row_id or 0) if base is not None else 0
+            snapshot["added-rows"] = int(added)
         if parent is not None:
             snapshot["parent-snapshot-id"] = parent
         if base is not None:
@@ -542,6 +550,18 @@ def _expand_appends(updates: list[Any], base: Any) -> list[Any]:
         out.append({"action": "add-snapshot", "snapshot": snapshot})
         out.append({"action": "set-snapshot-ref", "ref-name": branch, "type": "branch", "snapshot-id": snap_id})
         parent = snap_id
+    return out
+
+
+def _drop_absent_removals(updates: list[Any], base: Any) -> list[Any]:
+    """remove-properties of a key that is not set is a no-op, as in Iceberg Java (UNSET ... IF EXISTS)."""
+    props = set(base.properties) if base is not None else set()
+    out = []
+    for upd in updates:
+        if isinstance(upd, dict) and upd.get("action") == "remove-properties" and isinstance(upd.get("removals"), list):
+            props_after = props | {k for u in out if isinstance(u, dict) for k in (u.get("updates") or {})}
+            upd = dict(upd, removals=[k for k in upd["removals"] if k in props_after])
+        out.append(upd)
     return out
 
 
@@ -561,7 +581,7 @@ def parse_commit(body: Any, ns: Namespace, name: str, base: Any) -> Any:
     fixed = {
         "identifier": {"namespace": list(ns), "name": name},
         "requirements": body.get("requirements", []),
-        "updates": _expand_appends(updates, base),
+        "updates": _drop_absent_removals(_expand_appends(updates, base), base),
     }
     try:
         return CommitTableRequest.model_validate(fixed)
