@@ -402,7 +402,7 @@ def exists(ctx: Context, warehouse: str, ns: Namespace, name: str) -> str:
 
 
 def write_metadata(ctx: Context, location: str, metadata: Any) -> bytes:
-    raw = metadata.model_dump_json().encode()
+    raw = dump_metadata(metadata)
     bucket, key = keys.split_s3_uri(location)
     try:
         ctx.storage.put_if_absent(bucket, key, raw)  # a fresh uuid name: only our own lost write can be there
@@ -452,6 +452,10 @@ def create(ctx: Context, warehouse: str, ns: Namespace, body: dict[str, Any]) ->
             dict(props),
             table_uuid,
         )
+        if metadata.format_version >= 3:
+            metadata = _with_defaults(metadata, req.table_schema)
+            if metadata.next_row_id is None:
+                metadata = metadata.model_copy(update={"next_row_id": 0})
     except ValidationError as exc:
         raise BadRequest(f"Invalid create-table request: {_validation_summary(exc)}") from None
     except (ValueError, KeyError, TypeError, NotImplementedError) as exc:
@@ -460,7 +464,7 @@ def create(ctx: Context, warehouse: str, ns: Namespace, body: dict[str, Any]) ->
     if req.stage_create:
         if live(ctx, warehouse, ns, name) is not None:
             raise TableAlreadyExists(f"Table {_ident(ns, name)!r} already exists")
-        return load_result(ctx, None, metadata.model_dump_json().encode())
+        return load_result(ctx, None, dump_metadata(metadata))
     return _create_table(ctx, warehouse, ns, name, metadata, purge_on_backout=True)
 
 
@@ -480,6 +484,49 @@ def _create_table(ctx: Context, warehouse: str, ns: Namespace, name: str, metada
         raise
     _after_claim(ctx, warehouse, ns, name, Pointer(pointer, etag), purge_on_backout)
     return load_result(ctx, meta_loc, raw)
+
+
+def _copy_defaults(src: Any, dst: Any) -> Any:
+    """dst (the same shape as src, fresh field ids) with src's v3 initial/write defaults."""
+    from pyiceberg.types import ListType, MapType, NestedField, StructType
+
+    if isinstance(src, StructType) and isinstance(dst, StructType):
+        fields = []
+        for a, b in zip(src.fields, dst.fields, strict=True):
+            fields.append(
+                NestedField(
+                    field_id=b.field_id,
+                    name=b.name,
+                    field_type=_copy_defaults(a.field_type, b.field_type),
+                    required=b.required,
+                    doc=b.doc,
+                    initial_default=a.initial_default,
+                    write_default=a.write_default,
+                )
+            )
+        return StructType(*fields)
+    if isinstance(src, ListType) and isinstance(dst, ListType):
+        return dst.model_copy(
+            update={
+                "element_field": dst.element_field.model_copy(
+                    update={"field_type": _copy_defaults(src.element_type, dst.element_type)}
+                )
+            }
+        )
+    if isinstance(src, MapType) and isinstance(dst, MapType):
+        value = dst.value_field.model_copy(update={"field_type": _copy_defaults(src.value_type, dst.value_type)})
+        return dst.model_copy(update={"value_field": value})
+    return dst
+
+
+def _with_defaults(metadata: Any, requested: Any) -> Any:
+    """PyIceberg 0.12 drops default values when it assigns fresh field ids; put them back."""
+    from pyiceberg.schema import Schema
+
+    schema = metadata.schemas[0]
+    struct = _copy_defaults(requested.as_struct(), schema.as_struct())
+    fresh = Schema(*struct.fields, schema_id=schema.schema_id, identifier_field_ids=schema.identifier_field_ids)
+    return metadata.model_copy(update={"schemas": [fresh]})
 
 
 def _after_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, new: Pointer, purge: bool) -> None:
@@ -599,31 +646,82 @@ def _validation_summary(exc: Any) -> str:
     return "; ".join(parts) + more
 
 
+MAX_FORMAT_VERSION = 3
+
+
+def dump_metadata(metadata: Any) -> bytes:
+    """Metadata JSON for every format version. PyIceberg 0.12 refuses to write v3 (its models and
+    update logic know v3; only its model_dump_json is switched off), so the base serializer is used."""
+    from pyiceberg.typedef import IcebergBaseModel
+
+    return IcebergBaseModel.model_dump_json(metadata).encode()
+
+
+def _to_v3(metadata: Any) -> Any:
+    """Upgrade v2 metadata to v3: row lineage starts with next-row-id 0 (spec: format version 3)."""
+    from pyiceberg.table.metadata import TableMetadataUtil
+
+    data = json.loads(dump_metadata(metadata))
+    data["format-version"] = 3
+    data.setdefault("next-row-id", 0)
+    return TableMetadataUtil.parse_obj(data)
+
+
+def _apply_updates(base: Any, updates: list[Any], base_location: str | None) -> Any:
+    """PyIceberg's update_table_metadata, with upgrade-format-version to 3 done here (0.12 stops at 2)."""
+    from pyiceberg.table.update import UpgradeFormatVersionUpdate, update_table_metadata
+
+    metadata, start, logged = base, 0, False
+    for i, upd in enumerate([*updates, None]):
+        to_v3 = isinstance(upd, UpgradeFormatVersionUpdate) and upd.format_version == 3
+        if upd is not None and not to_v3:
+            continue
+        chunk = updates[start:i]
+        if chunk or (upd is None and not logged):
+            metadata = update_table_metadata(
+                metadata, tuple(chunk), enforce_validation=False, metadata_location=None if logged else base_location
+            )
+            logged = True
+        if to_v3 and metadata.format_version < 3:
+            if metadata.format_version == 1:
+                metadata = update_table_metadata(metadata, (UpgradeFormatVersionUpdate(format_version=2),))
+            metadata = _to_v3(metadata)
+        start = i + 1
+    if metadata.format_version >= 3 and metadata.next_row_id is None:
+        metadata = metadata.model_copy(update={"next_row_id": 0})
+    return metadata
+
+
 def apply(ctx: Context, req: Any, base: Any, base_location: str | None, expected_location: str | None) -> Any:
+    from pydantic import ValidationError
     from pyiceberg.exceptions import CommitFailedException
     from pyiceberg.schema import Schema
-    from pyiceberg.table.metadata import TableMetadataV1
-    from pyiceberg.table.update import update_table_metadata
+    from pyiceberg.table.metadata import TableMetadataUtil, TableMetadataV1
+    from pyiceberg.table.update import UpgradeFormatVersionUpdate
 
     try:
         for requirement in req.requirements:
             requirement.validate(base)
     except CommitFailedException as exc:
         raise CommitFailed(_short(exc)) from None
+    for upd in req.updates:
+        if isinstance(upd, UpgradeFormatVersionUpdate) and upd.format_version > MAX_FORMAT_VERSION:
+            raise BadRequest(f"Unsupported format version {upd.format_version}: at most {MAX_FORMAT_VERSION}")
     try:
-        new = update_table_metadata(
-            # An empty base, as PyIceberg's own catalogs use for create transactions.
-            base if base is not None else TableMetadataV1.model_construct(last_column_id=-1, schema=Schema()),
-            req.updates,
-            enforce_validation=base is None,
-            metadata_location=base_location,
-        )
+        if base is None:  # an empty base, as PyIceberg's own catalogs use for create transactions
+            empty = TableMetadataV1.model_construct(last_column_id=-1, schema=Schema())
+            new = _apply_updates(empty, list(req.updates), None)
+            if not new.location:
+                new = new.model_copy(update={"location": expected_location})
+            new = TableMetadataUtil.parse_raw(dump_metadata(new))  # validate what a create builds
+        else:
+            new = _apply_updates(base, list(req.updates), base_location)
     except CommitFailedException as exc:
         raise CommitFailed(_short(exc)) from None
+    except ValidationError as exc:
+        raise BadRequest(f"Invalid update: {_validation_summary(exc)}") from None
     except (ValueError, KeyError, TypeError, NotImplementedError) as exc:
         raise BadRequest(f"Invalid update: {_short(exc)}") from None
-    if base is None and not new.location:
-        new = new.model_copy(update={"location": expected_location})
     if new.location != expected_location:
         raise BadRequest("Changing the table location is not allowed: the catalog manages table locations")
     _check_table_properties(new.properties)
