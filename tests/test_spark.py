@@ -267,3 +267,47 @@ def test_spark_sql_on_every_format_version(spark, pycat, version):
         assert spark.sql(f"SELECT note FROM {ns}.t WHERE id = 5").collect()[0][0] == "py"
     else:
         assert table.metadata.next_row_id >= 4  # row lineage advanced by Spark's commits
+
+
+@pytest.fixture(scope="module")
+def short_token_catalog(s3_endpoint, system_bucket, tmp_path_factory):
+    """A catalog process whose bearer tokens live 4 seconds."""
+    from tests.conftest import local_s3
+
+    env = local_s3.catalog_env(
+        s3_endpoint,
+        CATALOG_SYSTEM_BUCKET=system_bucket,
+        CATALOG_ROOT_ACCESS_KEY=ROOT_KEY,
+        CATALOG_ROOT_SECRET_KEY=ROOT_SECRET,
+        CATALOG_TOKEN_TTL_SECONDS="4",
+    )
+    log_path = tmp_path_factory.mktemp("short-token") / "catalog.log"
+    catalog = local_s3.start_catalog(env, log_path)
+    yield catalog.url, log_path
+    catalog.stop()
+
+
+def test_spark_bearer_job_outlives_its_tokens(spark, settings, http, catalog_url, short_token_catalog):
+    """Iceberg Java refreshes its token with the token-exchange grant before it expires."""
+    from dataclasses import replace
+
+    from spark_jobs.session import spark_conf
+    from tests.authutil import make_user
+
+    url, log_path = short_token_catalog
+    full = {"Statement": [{"Effect": "Allow", "Action": "s3tables:*", "Resource": "*"}]}
+    _, key, secret = make_user(http, catalog_url, {"all": full})
+    bearer = replace(
+        settings, catalog_url=url, catalog_name="ttl", auth="bearer", access_key_id=key, secret_access_key=secret
+    )
+    for k, v in spark_conf(bearer).items():
+        if k.startswith("spark.sql.catalog.ttl"):
+            spark.conf.set(k, v)
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS ttl.lived")
+    spark.sql("CREATE TABLE ttl.lived.t (id bigint) USING iceberg")
+    for i in range(4):  # 4 rounds, 3 s apart: about three token lifetimes
+        spark.sql(f"INSERT INTO ttl.lived.t VALUES ({i})")
+        time.sleep(3)
+    assert spark.sql("SELECT count(*) FROM ttl.lived.t").collect()[0][0] == 4
+    exchanges = log_path.read_text().count("POST /_iceberg/v1/oauth/tokens")
+    assert exchanges >= 2  # the first token, then refreshes

@@ -156,3 +156,28 @@ def test_cli(catalog_url, tmp_path):
     run("delete-user", user)
     failed = subprocess.run([*cli, "get-user", user], env=env, capture_output=True, text=True, timeout=60)
     assert failed.returncode == 1
+
+
+def test_token_exchange_refreshes_and_refuses_bad_subjects(catalog_url, http):
+    exchange = "urn:ietf:params:oauth:grant-type:token-exchange"
+    access = "urn:ietf:params:oauth:token-type:access_token"
+    name, key, secret = make_user(http, catalog_url, {"all": FULL})
+    first = token_for(catalog_url, key, secret).json()["access_token"]
+
+    def swap(subject: str, **extra: str) -> requests.Response:
+        form = {"grant_type": exchange, "subject_token": subject, "subject_token_type": access, "scope": "catalog"}
+        return requests.post(f"{catalog_url}/v1/oauth/tokens", data=dict(form, **extra))
+
+    fresh = swap(first)
+    assert fresh.status_code == 200, fresh.text
+    body = fresh.json()
+    assert body["access_token"] != first and body["token_type"] == "bearer" and body["expires_in"] > 0
+    url = f"{catalog_url}/v1/warehouses"
+    assert requests.get(url, headers={"Authorization": f"Bearer {body['access_token']}"}).status_code == 200
+    tampered = swap(first[:-2] + ("A" if first[-2] != "A" else "B") + first[-1])
+    assert tampered.status_code == 401 and tampered.json()["error"] == "invalid_grant"
+    assert swap("").json()["error"] == "invalid_request"
+    assert swap(first, subject_token_type="urn:ietf:params:oauth:token-type:id_token").status_code == 400
+    assert http.delete(f"{catalog_url}/admin/users/{name}").status_code == 204
+    revoked = swap(body["access_token"])
+    assert revoked.status_code == 401 and revoked.json()["error"] == "invalid_grant"

@@ -30,21 +30,21 @@ def issue(ctx: Context, principal: str, access_key_id: str) -> tuple[str, int]:
     """A random token; its record (by hash) is written by the auth function alone, so functions that
     only read iam/ can check tokens but never mint one (no shared signing key to steal)."""
     ttl = ttl_seconds()
-    now = int(time.time())
+    now = time.time()  # not truncated: a token lives its whole ttl, which clients plan refreshes by
     token = PREFIX + base64.urlsafe_b64encode(secrets.token_bytes(32)).decode().rstrip("=")
     claims = {"sub": principal, "akid": access_key_id, "iat": now, "exp": now + ttl}
     ctx.storage.put_if_absent(ctx.settings.system_bucket, keys.token_record(_digest(token)), dump(claims))
     return token, ttl
 
 
-def verify(ctx: Context, token: str) -> dict[str, Any]:
-    """The token's claims; Unauthorized if it is unknown, malformed or expired."""
+def verify(ctx: Context, token: str, grace_s: float = 0.0) -> dict[str, Any]:
+    """The token's claims; Unauthorized if it is unknown, malformed or expired (more than grace_s ago)."""
     if not token.startswith(PREFIX) or not 40 <= len(token) <= 64:
         raise Unauthorized("Invalid bearer token")
     try:
         claims = json.loads(ctx.storage.get(ctx.settings.system_bucket, keys.token_record(_digest(token))).body)
     except ObjectNotFound:
         raise Unauthorized("Invalid bearer token") from None
-    if not isinstance(claims, dict) or int(claims.get("exp", 0)) < time.time():
+    if not isinstance(claims, dict) or float(claims.get("exp", 0)) + grace_s < time.time():
         raise Unauthorized("The bearer token has expired; request a new one")
     return claims

@@ -10,12 +10,14 @@ from urllib.parse import parse_qs, unquote
 
 from chalicelib.auth import identities, tokens
 from chalicelib.core.context import get_context
-from chalicelib.errors import BadRequest
+from chalicelib.errors import BadRequest, CatalogError
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import V1
 
 bp = RouteGroup(__name__)
 ADMIN = "/_iceberg/admin"
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+ACCESS_TOKEN = "urn:ietf:params:oauth:token-type:access_token"
 
 
 def _oauth_error(status: int, error: str, description: str) -> tuple[int, dict[str, str], dict[str, str]]:
@@ -29,8 +31,13 @@ def get_token(req: RequestContext) -> tuple[int, dict[str, Any], dict[str, str]]
         form = {k: v[-1] for k, v in parse_qs(req.raw_body.decode(), keep_blank_values=True).items()}
     except UnicodeDecodeError:
         return _oauth_error(400, "invalid_request", "The body must be application/x-www-form-urlencoded")
-    if form.get("grant_type") != "client_credentials":
-        return _oauth_error(400, "unsupported_grant_type", "Only grant_type=client_credentials is supported")
+    grant = form.get("grant_type")
+    if grant == TOKEN_EXCHANGE:
+        return _exchange(form)
+    if grant != "client_credentials":
+        return _oauth_error(
+            400, "unsupported_grant_type", f"Supported grant types: client_credentials, {TOKEN_EXCHANGE}"
+        )
     client_id, client_secret = form.get("client_id"), form.get("client_secret")
     basic = req.headers.get("authorization") or ""
     if basic[:6].lower() == "basic ":
@@ -46,17 +53,32 @@ def get_token(req: RequestContext) -> tuple[int, dict[str, Any], dict[str, str]]
     found = identities.lookup(ctx, client_id)
     if found is None or not hmac.compare_digest(found[0].encode(), client_secret.encode()):
         return _oauth_error(401, "invalid_client", "Unknown client or wrong secret")
-    token, ttl = tokens.issue(ctx, found[1].name, client_id)
-    return (
-        200,
-        {
-            "access_token": token,
-            "token_type": "bearer",
-            "expires_in": ttl,
-            "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
-        },
-        {"Cache-Control": "no-store"},
-    )
+    return _issued(*tokens.issue(ctx, found[1].name, client_id))
+
+
+def _issued(token: str, ttl: int) -> tuple[int, dict[str, Any], dict[str, str]]:
+    body = {"access_token": token, "token_type": "bearer", "expires_in": ttl, "issued_token_type": ACCESS_TOKEN}
+    return 200, body, {"Cache-Control": "no-store"}
+
+
+def _exchange(form: dict[str, str]) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """RFC 8693 token exchange, as Iceberg Java refreshes its token: a valid catalog token buys a
+    fresh one for the same principal (re-resolved, so a deleted user or key cannot refresh)."""
+    subject = form.get("subject_token") or ""
+    if not subject:
+        return _oauth_error(400, "invalid_request", "subject_token is required for token exchange")
+    if form.get("subject_token_type", ACCESS_TOKEN) != ACCESS_TOKEN:
+        return _oauth_error(400, "invalid_request", f"subject_token_type must be {ACCESS_TOKEN}")
+    ctx = get_context()
+    try:
+        # A refresh scheduled just before expiry may arrive just after it (a busy JVM): a short grace.
+        claims = tokens.verify(ctx, subject, grace_s=min(30.0, tokens.ttl_seconds()))
+    except CatalogError as exc:
+        return _oauth_error(401, "invalid_grant", exc.message)
+    principal = identities.principal_for(ctx, str(claims.get("sub")), str(claims.get("akid")))
+    if principal is None:
+        return _oauth_error(401, "invalid_grant", "The token's user or access key no longer exists")
+    return _issued(*tokens.issue(ctx, principal.name, principal.access_key_id))
 
 
 def _json_object(req: RequestContext) -> dict[str, Any]:
