@@ -82,6 +82,9 @@ def checks(req: RequestContext) -> list[Check]:
         if action == "RegisterTable" and body.get("overwrite") is True:  # replaces a table's metadata
             out.append(("UpdateTable", arn, ns_context(ns, table), False))
         return out
+    if action == "ReportMetrics":  # a report about a table the caller has read or written
+        ns, table = parse_namespace_path(p["namespace"]), check_table(req.param("table"))
+        return [("GetTable", table_arn(wh, ns, table), ns_context(ns, table), False)]
     if action in ("GetTable", "UpdateTable", "DeleteTable"):
         ns, table = parse_namespace_path(p["namespace"]), check_table(req.param("table"))
         return [(action, table_arn(wh, ns, table), ns_context(ns, table), False)]

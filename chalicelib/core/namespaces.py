@@ -17,6 +17,7 @@ from chalicelib.errors import (
     NamespaceAlreadyExists,
     NamespaceNotEmpty,
     NamespaceNotFound,
+    UnprocessableEntity,
 )
 from chalicelib.names import check_namespace, check_properties
 from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed, WriteInDoubt
@@ -121,7 +122,7 @@ def update_properties(
         raise BadRequest("Invalid removals: expected an array of strings")
     both = set(upd) & set(removals)
     if both:
-        raise BadRequest(f"Properties both updated and removed: {sorted(both)}")
+        raise UnprocessableEntity(f"Properties both updated and removed (the spec answers 422): {sorted(both)}")
     for _ in range(10):  # CAS loop: concurrent property updates merge instead of failing
         record, etag = read_record(ctx, warehouse, ns)
         if is_deleting(record):  # writing over the mark would keep it and fail the deleter's restore

@@ -421,6 +421,20 @@ def discard(ctx: Context, location: str) -> None:
         pass  # garbage only: purge removes it with the table
 
 
+# What an Iceberg Java catalog gives every new table (TableMetadata's persisted defaults).
+JAVA_TABLE_DEFAULTS = {"write.parquet.compression-codec": "zstd"}
+
+
+def table_properties(warehouse_props: dict[str, str], requested: dict[str, str]) -> dict[str, str]:
+    """A new table's properties: Java's defaults, then the warehouse's `table-default.*`, then the
+    request, then the warehouse's `table-override.*` (the Iceberg catalog property conventions)."""
+    out = dict(JAVA_TABLE_DEFAULTS)
+    out.update({k[len("table-default.") :]: v for k, v in warehouse_props.items() if k.startswith("table-default.")})
+    out.update(requested)
+    out.update({k[len("table-override.") :]: v for k, v in warehouse_props.items() if k.startswith("table-override.")})
+    return out
+
+
 def create(ctx: Context, warehouse: str, ns: Namespace, body: dict[str, Any]) -> str:
     from pydantic import ValidationError
     from pyiceberg.catalog.rest import CreateTableRequest
@@ -439,6 +453,8 @@ def create(ctx: Context, warehouse: str, ns: Namespace, body: dict[str, Any]) ->
     if body.get("location"):
         raise BadRequest("A custom table location is not allowed: the catalog chooses table locations")
     props = check_properties(body.get("properties"), "table property")
+    _check_table_properties(props)
+    props = table_properties(warehouses.require_active(ctx, warehouse).get("properties", {}), props)
     _check_table_properties(props)
     try:
         req = CreateTableRequest.model_validate(body)

@@ -7,6 +7,7 @@ from typing import Any
 from chalicelib.auth.resources import bucket_arn
 from chalicelib.core import warehouses
 from chalicelib.core.context import get_context
+from chalicelib.errors import BadRequest
 from chalicelib.names import check_warehouse
 from chalicelib.pipeline import ROUTES, RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, V1
@@ -30,6 +31,7 @@ ICEBERG_ENDPOINTS = (
     "POST /v1/{prefix}/namespaces/{namespace}/register",
     "POST /v1/{prefix}/namespaces/{namespace}/tables",
     "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics",
     "POST /v1/{prefix}/tables/rename",
     "POST /v1/{prefix}/transactions/commit",
 )
@@ -46,16 +48,19 @@ def registered_endpoints() -> list[str]:
 
 def _config(req: RequestContext, warehouse: str | None) -> tuple[int, dict[str, Any]]:
     ctx = get_context()
-    overrides: dict[str, str] = {}
-    if warehouse:
-        # Only callers who may see the warehouse learn whether it exists.
-        if req.visible("GetWarehouse", bucket_arn(check_warehouse(warehouse)), {}):
-            warehouses.read_record(ctx, warehouse)
-        overrides["prefix"] = warehouse
+    if not warehouse:  # without a prefix every later call would miss its routes
+        raise BadRequest(
+            "A warehouse is required: pass ?warehouse=<name> (Iceberg clients: the `warehouse` catalog property)"
+        )
+    # Only callers who may see the warehouse learn whether it exists.
+    if req.visible("GetWarehouse", bucket_arn(check_warehouse(warehouse)), {}):
+        warehouses.read_record(ctx, warehouse)
+    overrides = {"prefix": warehouse}
     from chalicelib.core.idempotency import lifetime_iso
 
     return 200, {
-        "defaults": dict(ctx.settings.client_config),
+        # Levels are joined by 0x1F in paths (names cannot contain it), which is also the spec's default.
+        "defaults": {**ctx.settings.client_config, "namespace-separator": "%1F"},
         "overrides": overrides,
         "endpoints": list(ICEBERG_ENDPOINTS),
         "idempotency-key-lifetime": lifetime_iso(),

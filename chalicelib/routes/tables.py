@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import logging
 from typing import Any
 
 from chalicelib.auth.resources import ns_context, table_arn
 from chalicelib.core import tables
 from chalicelib.core.paging import parse_bool
+from chalicelib.errors import BadRequest
 from chalicelib.names import check_table
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, namespace_of, paged, paging_of, warehouse_of
 
+log = logging.getLogger("catalog.tables")
 bp = RouteGroup(__name__)
 TABLES = PREFIX + "/namespaces/{namespace}/tables"
 TABLE = TABLES + "/{table}"
@@ -32,27 +36,47 @@ def list_tables(req: RequestContext) -> tuple[int, dict[str, Any]]:
     return 200, paged("identifiers", list(items), token)
 
 
+def _with_etag(result: str) -> tuple[int, str, dict[str, str]]:
+    """A LoadTableResult and the ETag of its metadata location (none for a staged create)."""
+    location, _ = json.JSONDecoder().raw_decode(result, len('{"metadata-location":'))
+    return 200, result, ({"ETag": tables.etag_for(location)} if location else {})
+
+
 @operation(bp, TABLES, "POST", "CreateTable")
-def create_table(req: RequestContext) -> tuple[int, str]:
+def create_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     ctx, wh = warehouse_of(req)
-    return 200, tables.create(ctx, wh, namespace_of(req), req.json())
+    return _with_etag(tables.create(ctx, wh, namespace_of(req), req.json()))
 
 
 @operation(bp, PREFIX + "/namespaces/{namespace}/register", "POST", "RegisterTable")
-def register_table(req: RequestContext) -> tuple[int, str]:
+def register_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     ctx, wh = warehouse_of(req)
-    return 200, tables.register(ctx, wh, namespace_of(req), req.json())
+    return _with_etag(tables.register(ctx, wh, namespace_of(req), req.json()))
+
+
+def _only_referenced_snapshots(raw: bytes) -> bytes:
+    """snapshots=refs: the metadata with only the snapshots a branch or tag points at."""
+    metadata = json.loads(raw)
+    wanted = {ref.get("snapshot-id") for ref in (metadata.get("refs") or {}).values()}
+    metadata["snapshots"] = [s for s in metadata.get("snapshots", []) if s.get("snapshot-id") in wanted]
+    return json.dumps(metadata, separators=(",", ":")).encode()
 
 
 @operation(bp, TABLE, "GET", "GetTable")
 def load_table(req: RequestContext) -> tuple[int, str | None, dict[str, str]]:
     ctx, wh = warehouse_of(req)
     ns, name = namespace_of(req), _table_of(req)
+    mode = req.query.get("snapshots") or "all"
+    if mode not in ("all", "refs"):
+        raise BadRequest(f"Invalid snapshots {mode[:20]!r}: expected all or refs")
     location = tables.exists(ctx, wh, ns, name)
-    etag = tables.etag_for(location)
+    etag = tables.etag_for(location) if mode == "all" else tables.etag_for(location + "#refs")
     if req.headers.get("if-none-match") == etag:
         return 304, None, {"ETag": etag}
-    return 200, tables.load_result(ctx, location, tables.read_metadata_raw(ctx, location)), {"ETag": etag}
+    raw = tables.read_metadata_raw(ctx, location)
+    if mode == "refs":
+        raw = _only_referenced_snapshots(raw)
+    return 200, tables.load_result(ctx, location, raw), {"ETag": etag}
 
 
 @operation(bp, TABLE, "HEAD", "GetTable")
@@ -63,9 +87,19 @@ def table_exists(req: RequestContext) -> tuple[int, None]:
 
 
 @operation(bp, TABLE, "POST", "UpdateTable")
-def commit_table(req: RequestContext) -> tuple[int, str]:
+def commit_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     ctx, wh = warehouse_of(req)
-    return 200, tables.commit(ctx, wh, namespace_of(req), _table_of(req), req.json())
+    return _with_etag(tables.commit(ctx, wh, namespace_of(req), _table_of(req), req.json()))
+
+
+@operation(bp, TABLE + "/metrics", "POST", "ReportMetrics")
+def report_metrics(req: RequestContext) -> tuple[int, None]:
+    """Scan and commit reports (Iceberg Java before 1.7 sends them unasked): accepted and logged."""
+    report = req.json()
+    if not isinstance(report, dict) or not isinstance(report.get("report-type"), str):
+        raise BadRequest('Invalid metrics report: expected an object with "report-type"')
+    log.debug("metrics report %s for %s", report["report-type"], req.raw_path)
+    return 204, None
 
 
 @operation(bp, TABLE, "DELETE", "DeleteTable")
