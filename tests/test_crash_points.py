@@ -75,6 +75,45 @@ def test_transaction_crash_points(crash_ctx, monkeypatch, crash_after):
     assert _tags(ctx, wh, "a")[-1] == "after"
 
 
+CREATE_TXN_WRITES = 9  # uuid claim, 2 metadata files, record, 2 claims, commit point, 2 roll-forwards
+CREATE_COMMIT_POINT = 7
+
+
+def _create_body(ctx: Context, wh: str, table_uuid: str) -> dict:
+    from tests.txnutil import create_change
+
+    _, raw = tables.load(ctx, wh, ("tx",), "a")
+    return {
+        "table-changes": [create_change(wh, "tx", "fresh", table_uuid), append_change("tx", "a", json.loads(raw), "t")]
+    }
+
+
+def test_transaction_with_a_create_write_count(crash_ctx):
+    wh = _setup(crash_ctx)
+    body = _create_body(crash_ctx, wh, str(uuid.uuid4()))
+    assert writes_of(crash_ctx, lambda c: transactions.commit(c, wh, body)) == CREATE_TXN_WRITES
+
+
+@pytest.mark.parametrize("crash_after", range(1, CREATE_TXN_WRITES + 1))
+def test_transaction_with_a_create_crash_points(crash_ctx, monkeypatch, crash_after):
+    """A table created inside a transaction appears exactly when the transaction's other changes do."""
+    ctx = crash_ctx
+    monkeypatch.setenv("CATALOG_TXN_LEASE_MS", "400")
+    monkeypatch.setenv("CATALOG_TXN_WAIT_MS", "0")
+    wh = _setup(ctx)
+    body = _create_body(ctx, wh, str(uuid.uuid4()))
+    with pytest.raises(Crash):
+        transactions.commit(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, body)
+    if crash_after < CREATE_COMMIT_POINT:  # not committed: nobody sees the new table yet
+        assert tables.live(ctx, wh, ("tx",), "fresh", read_only=True) is None
+    time.sleep(0.45)  # the lease runs out; the next request aborts or rolls forward
+    committed = crash_after >= CREATE_COMMIT_POINT
+    assert (tables.live(ctx, wh, ("tx",), "fresh") is not None) == committed
+    assert _tags(ctx, wh, "a") == (["t"] if committed else [])
+    listed = [t["name"] for t in tables.list_names(ctx, wh, ("tx",), None, None)[0]]
+    assert listed == (["a", "b", "fresh"] if committed else ["a", "b"])
+
+
 DROP_WRITES = 7  # tombstone, purge job, uuid state, pointer delete, purge batch, uuid record, purge job delete
 
 

@@ -100,3 +100,47 @@ def test_idempotency_replays_4xx_and_transactions(http, two_tables):
     ]
     assert codes == [204, 204, 204]
     assert len(meta(http, base, "b")["snapshots"]) == 1
+
+
+def test_transaction_creates_a_table_with_assert_create(http, two_tables, warehouse):
+    from tests.txnutil import create_change
+
+    base = two_tables
+    new_uuid = str(uuid.uuid4())
+    changes = [create_change(warehouse, "tx", "fresh", new_uuid), append_change("tx", "a", meta(http, base, "a"), "c1")]
+    r = http.post(f"{base}/transactions/commit", json={"table-changes": changes})
+    assert r.status_code == 204, r.text
+    fresh = http.get(f"{base}/namespaces/tx/tables/fresh")
+    assert fresh.status_code == 200 and fresh.json()["metadata"]["table-uuid"] == new_uuid
+    assert [s["summary"]["txn-tag"] for s in meta(http, base, "a")["snapshots"]] == ["c1"]
+    listed = sorted(t["name"] for t in http.get(f"{base}/namespaces/tx/tables").json()["identifiers"])
+    assert listed == ["a", "b", "fresh"]
+    # Creating it again, with a change to b: the create's requirement fails, and b is untouched.
+    again = [
+        create_change(warehouse, "tx", "fresh", str(uuid.uuid4())),
+        append_change("tx", "b", meta(http, base, "b"), "c2"),
+    ]
+    r = http.post(f"{base}/transactions/commit", json={"table-changes": again})
+    assert r.status_code == 409, r.text
+    assert meta(http, base, "b").get("snapshots", []) == []
+
+
+def test_aborted_transaction_create_leaves_no_table(http, two_tables, warehouse):
+    from tests.txnutil import create_change
+
+    base = two_tables
+    stale = append_change("tx", "a", meta(http, base, "a"), "first")
+    assert http.post(f"{base}/namespaces/tx/tables/a", json=stale).status_code == 200
+    # The change to a is now stale: the whole transaction, the create included, must not happen.
+    new_uuid = str(uuid.uuid4())
+    changes = [create_change(warehouse, "tx", "ghost", new_uuid), stale]
+    r = http.post(f"{base}/transactions/commit", json={"table-changes": changes})
+    assert r.status_code == 409
+    assert http.get(f"{base}/namespaces/tx/tables/ghost").status_code == 404
+    names = sorted(t["name"] for t in http.get(f"{base}/namespaces/tx/tables").json()["identifiers"])
+    assert names == ["a", "b"]
+    # The same create (same uuid), on its own, now works: nothing of the aborted attempt holds it.
+    r = http.post(
+        f"{base}/transactions/commit", json={"table-changes": [create_change(warehouse, "tx", "ghost", new_uuid)]}
+    )
+    assert r.status_code == 204, r.text

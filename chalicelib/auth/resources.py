@@ -46,6 +46,11 @@ def _body(req: RequestContext) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
+def _creates(change: object) -> bool:
+    reqs = change.get("requirements") if isinstance(change, dict) else None
+    return isinstance(reqs, list) and any(isinstance(r, dict) and r.get("type") == "assert-create" for r in reqs)
+
+
 def checks(req: RequestContext) -> list[Check]:
     """The policy questions a request must pass, before anything is looked up."""
     action, p = req.action, req.params
@@ -91,10 +96,14 @@ def checks(req: RequestContext) -> list[Check]:
     if action == "RenameTable":
         body = _body(req)
         return [_ident_check(action, wh, body.get(side)) for side in ("source", "destination")]
-    if action == "CommitTransaction":  # each table change is an UpdateTable on that table
+    if action == "CommitTransaction":  # each change is an UpdateTable (a CreateTable with assert-create)
         changes = _body(req).get("table-changes")
         out = [
-            _ident_check("UpdateTable", wh, change.get("identifier") if isinstance(change, dict) else None)
+            _ident_check(
+                "CreateTable" if _creates(change) else "UpdateTable",
+                wh,
+                change.get("identifier") if isinstance(change, dict) else None,
+            )
             for change in (changes if isinstance(changes, list) else [])
         ]
         return out or [("UpdateTable", table_arn(wh), {}, False)]

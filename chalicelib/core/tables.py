@@ -224,8 +224,8 @@ def live(ctx: Context, warehouse: str, ns: Namespace, name: str, read_only: bool
 
         if read_only:
             view = transactions.committed_view(ctx, warehouse, p.data)
-            if view is not None:
-                return Pointer(view, p.etag)
+            if view is not None:  # a table the transaction is creating does not exist yet
+                return None if view.get("state") == transactions.PENDING_CREATE else Pointer(view, p.etag)
         if not transactions.settle_claim(ctx, warehouse, ns, name, p.data, p.etag):
             raise transactions.recovery_error(ns, name)
         return live(ctx, warehouse, ns, name, read_only)
@@ -333,20 +333,30 @@ def listed(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
         return True  # held by a running transaction: a live table
 
 
+def occupied(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
+    """A live table, or one a running transaction is creating: either keeps its namespace."""
+    if listed(ctx, warehouse, ns, name):
+        return True
+    p = _read(ctx, warehouse, ns, name)
+    return p is not None and "claim" in p.data
+
+
 _POOL: ThreadPoolExecutor | None = None
 
 
-def live_flags(ctx: Context, warehouse: str, ns: Namespace, names: list[str]) -> list[bool]:
-    """listed() for many names at once (parallel GETs; their S3 requests count for this request)."""
+def live_flags(
+    ctx: Context, warehouse: str, ns: Namespace, names: list[str], test: Callable[..., bool] = listed
+) -> list[bool]:
+    """test() (listed by default) for many names at once (parallel GETs, counted for this request)."""
     global _POOL
     if len(names) <= 1:
-        return [listed(ctx, warehouse, ns, n) for n in names]
+        return [test(ctx, warehouse, ns, n) for n in names]
     if _POOL is None:
         _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="list")
 
     def one(name: str) -> tuple[bool, int]:
         COUNTER.count = 0
-        return listed(ctx, warehouse, ns, name), COUNTER.count
+        return test(ctx, warehouse, ns, name), COUNTER.count
 
     results = list(_POOL.map(one, names))
     COUNTER.count += sum(n for _, n in results)

@@ -62,6 +62,22 @@ def _abort_if_expired(ctx: Context, warehouse: str, txn_id: str) -> str:
         return str(again[0]["state"]) if again else "aborted"
 
 
+PENDING_CREATE = "pending-create"  # a pointer a transaction creates: absent until its commit point
+
+
+def settled_pointer(data: dict[str, Any], committed: bool) -> dict[str, Any]:
+    """A claimed pointer after its transaction: rolled forward (committed) or back (aborted). A table
+    the transaction was creating becomes active, or a tombstone for the sweeper to remove."""
+    settled = {k: v for k, v in data.items() if k != "claim"}
+    if committed:
+        settled["metadata-location"] = data["claim"]["new-metadata-location"]
+        if settled.get("state") == PENDING_CREATE:
+            settled["state"] = "active"
+    elif settled.get("state") == PENDING_CREATE:
+        settled.update(state="dropped", purge=False, **{"since-ms": now_ms()})
+    return settled
+
+
 def committed_view(ctx: Context, warehouse: str, data: dict[str, Any]) -> dict[str, Any] | None:
     """For readers: the pointer as of the last commit point, or None if the claim must be settled.
 
@@ -91,9 +107,7 @@ def settle_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, data: d
             return True
         if json.loads(obj.body).get("claim") != claim:
             return True
-    settled = {k: v for k, v in data.items() if k != "claim"}
-    if state == "committed":
-        settled["metadata-location"] = claim["new-metadata-location"]
+    settled = settled_pointer(data, state == "committed")
     try:
         ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.table_pointer(ns, name), dump(settled), etag)
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
@@ -134,17 +148,19 @@ def commit(ctx: Context, warehouse: str, body: Any) -> None:
         prepared: list[tuple[Namespace, str, tables.Pointer, str]] = []
         try:
             for ns, name, change in changes:
-                p = tables.require(ctx, warehouse, ns, name)
-                base = tables.metadata_at(ctx, p.metadata_location)
-                req = tables.parse_commit(change, ns, name, base)
-                new = tables.apply(ctx, req, base, p.metadata_location, base.location)
-                version = keys.metadata_version(p.metadata_location) + 1
-                meta_loc = keys.metadata_file(new.location, version, str(uuid.uuid4()))
-                tables.write_metadata(ctx, meta_loc, new)
+                p = tables.live(ctx, warehouse, ns, name)
+                if p is None:  # a table this transaction creates (assert-create)
+                    p, meta_loc = _prepare_create(ctx, warehouse, ns, name, change)
+                else:
+                    base = tables.metadata_at(ctx, p.metadata_location)
+                    req = tables.parse_commit(change, ns, name, base)
+                    new = tables.apply(ctx, req, base, p.metadata_location, base.location)
+                    version = keys.metadata_version(p.metadata_location) + 1
+                    meta_loc = keys.metadata_file(new.location, version, str(uuid.uuid4()))
+                    tables.write_metadata(ctx, meta_loc, new)
                 prepared.append((ns, name, p, meta_loc))
         except (CatalogError, StorageUnavailable):
-            for *_, loc in prepared:
-                tables.discard(ctx, loc)
+            _release(ctx, warehouse, prepared)
             raise
         txn_id = uuid.uuid4().hex
         record = {
@@ -153,14 +169,14 @@ def commit(ctx: Context, warehouse: str, body: Any) -> None:
             "created-ms": now_ms(),
             "lease-until-ms": now_ms() + lease_ms(),
             "tables": [
-                {"namespace": list(ns), "name": n, "old": p.metadata_location, "new": loc} for ns, n, p, loc in prepared
+                {"namespace": list(ns), "name": n, "old": p.data["metadata-location"] if p.etag else None, "new": loc}
+                for ns, n, p, loc in prepared
             ],
         }
         try:
             txn_etag = ctx.storage.put_if_absent(bucket, keys.txn_record(txn_id), dump(record))  # a fresh key
         except (WriteInDoubt, StorageUnavailable):  # no claim names it yet: nothing was applied
-            for *_, loc in prepared:
-                tables.discard(ctx, loc)
+            _release(ctx, warehouse, prepared)
             raise StorageUnavailable("S3 could not confirm the transaction record") from None
         claimed: list[tuple[Namespace, str, dict[str, Any], str, dict[str, Any]]] = []
         try:
@@ -169,18 +185,39 @@ def commit(ctx: Context, warehouse: str, body: Any) -> None:
                 record["state"] = "committed"
                 ok = _commit_point(ctx, warehouse, txn_id, record, txn_etag)
         except StorageUnavailable:  # nothing committed: undo what we can, helpers do the rest
-            _roll_back(ctx, warehouse, txn_id, claimed, [loc for *_, loc in prepared])
+            _roll_back(ctx, warehouse, txn_id, claimed, prepared)
             raise
-        if not ok and _roll_back(ctx, warehouse, txn_id, claimed, [loc for *_, loc in prepared]) != "committed":
+        if not ok and _roll_back(ctx, warehouse, txn_id, claimed, prepared) != "committed":
             continue
-        for ns, name, data, etag, old in claimed:
-            forward = dict(old, **{"metadata-location": data["claim"]["new-metadata-location"]})
+        for ns, name, data, etag, _old in claimed:
             try:
-                ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(forward), etag)
+                ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(settled_pointer(data, True)), etag)
             except (PreconditionFailed, ObjectNotFound, WriteInDoubt, StorageUnavailable):
                 pass  # a reader rolled it forward already, or the next one will
         return
     raise CommitFailed("The tables changed concurrently; refresh them and retry the transaction")
+
+
+def _prepare_create(ctx: Context, warehouse: str, ns: Namespace, name: str, change: dict[str, Any]) -> tuple[Any, str]:
+    """A create inside a transaction: validated and written like a staged create, claimed later."""
+    from pyiceberg.table.update import AssertCreate
+
+    from chalicelib.core import namespaces, purges, tables
+
+    req = tables.parse_commit(change, ns, name, None)
+    if not any(isinstance(r, AssertCreate) for r in req.requirements):
+        raise tables._not_found(ctx, warehouse, ns, name)
+    namespaces.require_active(ctx, warehouse, ns)
+    assigned = next((u for u in req.updates if getattr(u, "action", "") == "assign-uuid"), None)
+    if assigned is None:
+        raise BadRequest("A create inside a transaction needs an assign-uuid update")
+    expected = keys.table_location(ctx.bucket_for(warehouse), ns, name, str(assigned.uuid))
+    new = tables.apply(ctx, req, None, None, expected)
+    meta_loc = keys.metadata_file(new.location, 0, str(uuid.uuid4()))
+    purges.claim_uuid(ctx, ctx.bucket_for(warehouse), str(new.table_uuid), meta_loc)
+    tables.write_metadata(ctx, meta_loc, new)
+    pointer = {"metadata-location": meta_loc, "table-uuid": str(new.table_uuid), "state": PENDING_CREATE}
+    return tables.Pointer(pointer, ""), meta_loc
 
 
 def _claim_all(ctx: Context, warehouse: str, txn_id: str, prepared: list[Any], claimed: list[Any]) -> bool:
@@ -190,7 +227,10 @@ def _claim_all(ctx: Context, warehouse: str, txn_id: str, prepared: list[Any], c
         data = dict(p.data, claim={"txn": txn_id, "new-metadata-location": loc})
         key = keys.table_pointer(ns, name)
         try:
-            etag = ctx.storage.put_if_match(bucket, key, dump(data), p.etag)
+            if p.etag:
+                etag = ctx.storage.put_if_match(bucket, key, dump(data), p.etag)
+            else:  # a create claims the free name itself
+                etag = ctx.storage.put_if_absent(bucket, key, dump(data))
         except (PreconditionFailed, ObjectNotFound):
             return False
         except WriteInDoubt:  # our claim landed if the pointer still carries it (the lease keeps helpers off)
@@ -202,7 +242,10 @@ def _claim_all(ctx: Context, warehouse: str, txn_id: str, prepared: list[Any], c
                 return False
             etag = obj.etag
         claimed.append((ns, name, data, etag, p.data))
-    return True
+    from chalicelib.core import namespaces
+
+    # Claim, then check, as single creates do: a namespace delete sees the claim or we see its mark.
+    return all(namespaces.still_active(ctx, warehouse, ns) for ns, _, p, _ in prepared if not p.etag)
 
 
 def _commit_point(ctx: Context, warehouse: str, txn_id: str, record: dict[str, Any], etag: str) -> bool:
@@ -236,7 +279,17 @@ def resolve(ctx: Context, hint: dict[str, Any]) -> bool:
     return state == "committed"
 
 
-def _roll_back(ctx: Context, warehouse: str, txn_id: str, claimed: list[Any], locations: list[str]) -> str:
+def _release(ctx: Context, warehouse: str, prepared: list[Any]) -> None:
+    """Undo a prepare that will never commit: its metadata files, and the uuid claims of its creates."""
+    from chalicelib.core import tables
+
+    for _ns, _name, p, loc in prepared:
+        tables.discard(ctx, loc)
+        if not p.etag:  # nothing else can hold a uuid claim this request wrote
+            ctx.storage.delete(ctx.bucket_for(warehouse), keys.uuid_record(str(p.data["table-uuid"])))
+
+
+def _roll_back(ctx: Context, warehouse: str, txn_id: str, claimed: list[Any], prepared: list[Any]) -> str:
     """Abort our transaction and undo its claims; returns the record's final state. A record that
     turns out committed is rolled forward instead, so a claim is never undone after the commit point."""
     from chalicelib.core import tables
@@ -256,15 +309,15 @@ def _roll_back(ctx: Context, warehouse: str, txn_id: str, claimed: list[Any], lo
         state = str(found[0]["state"])
     if state == "pending":
         return state  # unknown: helpers settle the claims once the lease runs out
-    for ns, name, data, etag, old in claimed:
-        settled = (
-            old if state == "aborted" else dict(old, **{"metadata-location": data["claim"]["new-metadata-location"]})
-        )
+    for ns, name, data, etag, _old in claimed:
+        settled = settled_pointer(data, state == "committed")
+        key = keys.table_pointer(ns, name)
         try:
-            ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(settled), etag)
+            new_etag = ctx.storage.put_if_match(bucket, key, dump(settled), etag)
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
-            pass  # already settled by a reader
+            continue  # already settled by a reader
+        if settled.get("state") == "dropped":  # a create that never happened: free the name now
+            tables.remove_pointer(ctx, bucket, key, new_etag, int(settled["since-ms"]))
     if state == "aborted":
-        for loc in locations:
-            tables.discard(ctx, loc)
+        _release(ctx, warehouse, prepared)
     return state
