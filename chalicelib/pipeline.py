@@ -197,6 +197,7 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
     )
     slot = None
     hint: dict[str, Any] | None = None
+    transient = False
     COUNTER.deadline = time.monotonic() + REQUEST_BUDGET_S
     try:
         if len(ctx.raw_body) > MAX_BODY_BYTES:
@@ -214,9 +215,10 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
     except Exception as exc:  # noqa: BLE001 - never a stack trace to the caller
         err = _as_catalog_error(exc, method, path)
         hint = getattr(err, "hint", None)
+        transient = isinstance(err, Conflict)  # "changed concurrently; retry": not an answer to replay
         resp = error_response(err, head=method == "HEAD")
     if slot is not None:
-        _idempotency_finish(slot, resp, hint)
+        _idempotency_finish(slot, resp, hint, transient)
     COUNTER.deadline = 0.0
     resp.headers["X-Catalog-S3-Requests"] = str(COUNTER.count)
     if LOG_REQUESTS:
@@ -289,14 +291,15 @@ def _idempotency_begin(ctx: RequestContext) -> Any:
     return found
 
 
-def _idempotency_finish(slot: Any, resp: Response, hint: dict[str, Any] | None) -> None:
+def _idempotency_finish(slot: Any, resp: Response, hint: dict[str, Any] | None, transient: bool = False) -> None:
     from chalicelib.core import idempotency
     from chalicelib.core.context import get_context
 
     body = resp.body if isinstance(resp.body, str) else json.dumps(resp.body)
     headers = {k: v for k, v in resp.headers.items() if k.lower() in ("content-type", "etag", "retry-after")}
     try:
-        idempotency.finish(get_context(), slot, resp.status_code, body, headers, hint)
+        status = 503 if transient else resp.status_code  # released, like a 5xx: the retry runs again
+        idempotency.finish(get_context(), slot, status, body, headers, hint)
     except Exception:  # noqa: BLE001 - the response stands; the key's record expires or is taken over
         log.warning("could not store the idempotent response")
 

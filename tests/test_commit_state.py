@@ -200,3 +200,23 @@ def test_s3_outage_answers_503_with_retry_after(tmp_path):
         assert resp.json()["error"]["type"] == "ServiceUnavailableException"
     finally:
         catalog.stop()
+
+
+def test_transient_conflicts_are_not_replayed(crash_ctx):
+    """A 409 "changed concurrently; retry" is no answer: the key is released, and the retry runs."""
+    from chalice import Response
+
+    from chalicelib.core.context import set_context
+
+    warehouses._ensure_system_bucket(crash_ctx)
+    key = str(uuid.uuid4())
+    slot = idempotency.begin(crash_ctx, "root", key, "fp")
+    set_context(crash_ctx)
+    try:
+        pipeline._idempotency_finish(slot, Response(body="{}", status_code=409), None, transient=True)
+    finally:
+        set_context(None)
+    again = idempotency.begin(crash_ctx, "root", key, "fp")
+    assert isinstance(again, idempotency.Slot)  # runs again instead of replaying the 409
+    idempotency.finish(crash_ctx, again, 409, '{"error": {}}', {})  # a deterministic 409 is final
+    assert isinstance(idempotency.begin(crash_ctx, "root", key, "fp"), idempotency.Stored)
