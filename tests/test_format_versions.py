@@ -153,3 +153,26 @@ def test_upgrade_to_v3_and_row_lineage(catalog: RestCatalog, http, catalog_url, 
     resp = http.post(base, json=four)
     assert resp.status_code == 400 and "at most 3" in resp.json()["error"]["message"]
     assert catalog.load_table("lin.t").format_version == 3
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_stage_create_and_register_every_version(http, catalog_url, warehouse, version):
+    base = f"{catalog_url}/v1/{warehouse}/namespaces"
+    ns = f"sr{version}"
+    assert http.post(base, json={"namespace": [ns]}).status_code == 200
+    schema = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
+    props = {"format-version": str(version)}
+    staged = http.post(
+        f"{base}/{ns}/tables", json={"name": "s", "schema": schema, "properties": props, "stage-create": True}
+    )
+    assert staged.status_code == 200, staged.text
+    assert staged.json()["metadata-location"] is None and staged.json()["metadata"]["format-version"] == version
+    created = http.post(f"{base}/{ns}/tables", json={"name": "t", "schema": schema, "properties": props}).json()
+    assert http.delete(f"{base}/{ns}/tables/t?purgeRequested=false").status_code == 204
+    body = {"name": "back", "metadata-location": created["metadata-location"]}
+    registered = http.post(f"{base}/{ns}/register", json=body)
+    assert registered.status_code == 200, registered.text
+    assert registered.json()["metadata"]["format-version"] == version
+    assert registered.headers.get("ETag")
+    loaded = http.get(f"{base}/{ns}/tables/back").json()["metadata"]
+    assert loaded["table-uuid"] == created["metadata"]["table-uuid"] and loaded["format-version"] == version
