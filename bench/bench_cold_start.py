@@ -20,7 +20,7 @@ import local_s3  # noqa: E402
 
 # The first request each group's handler is timed on (an unsigned one would stop at auth).
 FIRST = {
-    "config": ("GET", "/_iceberg/v1/config", ""),
+    "config": ("GET", "/_iceberg/v1/{wh}/config", ""),
     "auth": (
         "POST",
         "/_iceberg/v1/oauth/tokens",

@@ -176,3 +176,18 @@ def test_stage_create_and_register_every_version(http, catalog_url, warehouse, v
     assert registered.headers.get("ETag")
     loaded = http.get(f"{base}/{ns}/tables/back").json()["metadata"]
     assert loaded["table-uuid"] == created["metadata"]["table-uuid"] and loaded["format-version"] == version
+
+
+def test_v3_types(http, catalog_url, warehouse):
+    base = f"{catalog_url}/v1/{warehouse}/namespaces"
+    assert http.post(base, json={"namespace": ["ty"]}).status_code == 200
+    types = ["timestamp_ns", "timestamptz_ns", "unknown", "geometry", "geography"]
+    fields = [{"id": i + 1, "name": f"c{i}", "type": t, "required": False} for i, t in enumerate(types)]
+    body = {"name": "t", "schema": {"type": "struct", "fields": fields}, "properties": {"format-version": "3"}}
+    created = http.post(f"{base}/ty/tables", json=body)
+    assert created.status_code == 200, created.text
+    got = [f["type"] for f in http.get(f"{base}/ty/tables/t").json()["metadata"]["schemas"][0]["fields"]]
+    assert got[:3] == types[:3] and got[3].startswith("geometry") and got[4].startswith("geography")
+    v2 = dict(body, name="old", properties={"format-version": "2"})
+    refused = http.post(f"{base}/ty/tables", json=v2)  # v3 types need a v3 table: a clear 400, never a 500
+    assert refused.status_code == 400 and "format" in refused.json()["error"]["message"].lower()
