@@ -139,9 +139,9 @@ def read_metadata_raw(ctx: Context, location: str) -> bytes:
 
 
 def parse_metadata(raw: bytes) -> Any:
-    from pyiceberg.table.metadata import TableMetadataUtil
+    from chalicelib.core import iceberg_types
 
-    return TableMetadataUtil.parse_raw(raw)
+    return iceberg_types.parse_metadata(raw)
 
 
 def metadata_at(ctx: Context, location: str) -> Any:
@@ -467,7 +467,9 @@ def create(ctx: Context, warehouse: str, ns: Namespace, body: dict[str, Any]) ->
     props = table_properties(warehouses.require_active(ctx, warehouse).get("properties", {}), props)
     _check_table_properties(props)
     try:
-        req = CreateTableRequest.model_validate(body)
+        from chalicelib.core.iceberg_types import prepared
+
+        req = CreateTableRequest.model_validate(prepared(body))
         table_uuid = uuid.uuid4()
         location = keys.table_location(ctx.bucket_for(warehouse), ns, name, str(table_uuid))
         metadata = new_table_metadata(
@@ -657,7 +659,9 @@ def parse_commit(body: Any, ns: Namespace, name: str, base: Any) -> Any:
         "updates": _drop_absent_removals(_expand_appends(updates, base), base),
     }
     try:
-        return CommitTableRequest.model_validate(fixed)
+        from chalicelib.core.iceberg_types import prepared
+
+        return CommitTableRequest.model_validate(prepared(fixed))
     except ValidationError as exc:
         raise BadRequest(f"Invalid commit request: {_validation_summary(exc)}") from None
 
@@ -687,10 +691,12 @@ def _to_v3(metadata: Any) -> Any:
     """Upgrade v2 metadata to v3: row lineage starts with next-row-id 0 (spec: format version 3)."""
     from pyiceberg.table.metadata import TableMetadataUtil
 
+    from chalicelib.core.iceberg_types import prepared
+
     data = json.loads(dump_metadata(metadata))
     data["format-version"] = 3
     data.setdefault("next-row-id", 0)
-    return TableMetadataUtil.parse_obj(data)
+    return TableMetadataUtil.parse_obj(prepared(data))
 
 
 def _apply_updates(base: Any, updates: list[Any], base_location: str | None) -> Any:
@@ -722,7 +728,7 @@ def apply(ctx: Context, req: Any, base: Any, base_location: str | None, expected
     from pydantic import ValidationError
     from pyiceberg.exceptions import CommitFailedException
     from pyiceberg.schema import Schema
-    from pyiceberg.table.metadata import TableMetadataUtil, TableMetadataV1
+    from pyiceberg.table.metadata import TableMetadataV1
     from pyiceberg.table.update import UpgradeFormatVersionUpdate
 
     try:
@@ -739,7 +745,7 @@ def apply(ctx: Context, req: Any, base: Any, base_location: str | None, expected
             new = _apply_updates(empty, list(req.updates), None)
             if not new.location:
                 new = new.model_copy(update={"location": expected_location})
-            new = TableMetadataUtil.parse_raw(dump_metadata(new))  # validate what a create builds
+            new = parse_metadata(dump_metadata(new))  # validate what a create builds
         else:
             new = _apply_updates(base, list(req.updates), base_location)
     except CommitFailedException as exc:
