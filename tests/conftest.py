@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
@@ -55,17 +56,28 @@ def system_bucket() -> str:
     return f"catalog-system-{uuid.uuid4().hex[:8]}"
 
 
-@pytest.fixture(scope="session")
-def catalog_url(s3_endpoint: str, system_bucket: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    env = local_s3.catalog_env(
+@contextlib.contextmanager
+def catalog_process(s3_endpoint: str, system_bucket: str, log_dir: Path, **env: str) -> Iterator[tuple[str, Path]]:
+    """A catalog process on the session's S3 and system bucket, with root keys and extra settings."""
+    full = local_s3.catalog_env(
         s3_endpoint,
         CATALOG_SYSTEM_BUCKET=system_bucket,
         CATALOG_ROOT_ACCESS_KEY=ROOT_KEY,
         CATALOG_ROOT_SECRET_KEY=ROOT_SECRET,
+        **env,
     )
-    catalog = local_s3.start_catalog(env, tmp_path_factory.mktemp("catalog") / "catalog.log")
-    yield catalog.url
-    catalog.stop()
+    log_path = log_dir / "catalog.log"
+    catalog = local_s3.start_catalog(full, log_path)
+    try:
+        yield catalog.url, log_path
+    finally:
+        catalog.stop()
+
+
+@pytest.fixture(scope="session")
+def catalog_url(s3_endpoint: str, system_bucket: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with catalog_process(s3_endpoint, system_bucket, tmp_path_factory.mktemp("catalog")) as (url, _):
+        yield url
 
 
 @pytest.fixture(scope="session")

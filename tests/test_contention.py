@@ -12,7 +12,7 @@ from collections import Counter
 import catalog_admin
 import pytest
 
-from tests.conftest import ROOT_KEY, ROOT_SECRET, local_s3
+from tests.conftest import ROOT_KEY, ROOT_SECRET, catalog_process
 from tests.txnutil import append_change
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
@@ -106,18 +106,11 @@ def test_sixteen_threads_two_hundred_transactions(http, catalog_url, warehouse, 
 def faulty_catalog(s3_endpoint, system_bucket, tmp_path_factory):
     """A second catalog process whose S3 client fails 10% of its calls before sending them, and
     applies 30% of its conditional writes but loses their responses."""
-    log_path = tmp_path_factory.mktemp("faulty") / "catalog.log"
-    env = local_s3.catalog_env(
-        s3_endpoint,
-        CATALOG_SYSTEM_BUCKET=system_bucket,
-        CATALOG_ROOT_ACCESS_KEY=ROOT_KEY,
-        CATALOG_ROOT_SECRET_KEY=ROOT_SECRET,
-        CATALOG_FAULT_RATE="0.1",
-        CATALOG_FAULT_LOST_RATE="0.3",
-    )
-    catalog = local_s3.start_catalog(env, log_path)
-    yield catalog.url, log_path
-    catalog.stop()
+    log_dir = tmp_path_factory.mktemp("faulty")
+    with catalog_process(
+        s3_endpoint, system_bucket, log_dir, CATALOG_FAULT_RATE="0.1", CATALOG_FAULT_LOST_RATE="0.3"
+    ) as started:
+        yield started
 
 
 def test_s3_faults_give_success_or_retryable_errors(faulty_catalog, http, catalog_url, capsys):

@@ -20,7 +20,7 @@ from typing import Any
 import catalog_admin
 import pytest
 
-from tests.conftest import ROOT_KEY, ROOT_SECRET, keys_under, local_s3
+from tests.conftest import ROOT_KEY, ROOT_SECRET, catalog_process, keys_under
 from tests.txnutil import append_change
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
@@ -28,18 +28,15 @@ SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "
 
 @pytest.fixture(scope="module")
 def lossy_catalog(s3_endpoint, system_bucket, tmp_path_factory):
-    log_path = tmp_path_factory.mktemp("lossy") / "catalog.log"
-    env = local_s3.catalog_env(
+    seed = os.environ.get("LOST_RESPONSES_SEED", "20261123")  # vary it to explore
+    with catalog_process(
         s3_endpoint,
-        CATALOG_SYSTEM_BUCKET=system_bucket,
-        CATALOG_ROOT_ACCESS_KEY=ROOT_KEY,
-        CATALOG_ROOT_SECRET_KEY=ROOT_SECRET,
+        system_bucket,
+        tmp_path_factory.mktemp("lossy"),
         CATALOG_FAULT_LOST_RATE="0.3",
-        CATALOG_FAULT_SEED=os.environ.get("LOST_RESPONSES_SEED", "20261123"),  # vary it to explore
-    )
-    catalog = local_s3.start_catalog(env, log_path)
-    yield catalog.url, log_path
-    catalog.stop()
+        CATALOG_FAULT_SEED=seed,
+    ) as started:
+        yield started
 
 
 class Client:

@@ -286,19 +286,11 @@ def test_spark_sql_on_every_format_version(spark, pycat, version):
 @pytest.fixture(scope="module")
 def short_token_catalog(s3_endpoint, system_bucket, tmp_path_factory):
     """A catalog process whose bearer tokens live 4 seconds."""
-    from tests.conftest import local_s3
+    from tests.conftest import catalog_process
 
-    env = local_s3.catalog_env(
-        s3_endpoint,
-        CATALOG_SYSTEM_BUCKET=system_bucket,
-        CATALOG_ROOT_ACCESS_KEY=ROOT_KEY,
-        CATALOG_ROOT_SECRET_KEY=ROOT_SECRET,
-        CATALOG_TOKEN_TTL_SECONDS="4",
-    )
-    log_path = tmp_path_factory.mktemp("short-token") / "catalog.log"
-    catalog = local_s3.start_catalog(env, log_path)
-    yield catalog.url, log_path
-    catalog.stop()
+    log_dir = tmp_path_factory.mktemp("short-token")
+    with catalog_process(s3_endpoint, system_bucket, log_dir, CATALOG_TOKEN_TTL_SECONDS="4") as started:
+        yield started
 
 
 def test_spark_bearer_job_outlives_its_tokens(spark, settings, http, catalog_url, short_token_catalog):
