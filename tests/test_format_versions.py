@@ -247,23 +247,130 @@ def test_variant_metadata_round_trips_from_its_file(http, catalog_url, warehouse
     assert [str(f.field_type) for f in tables.parse_metadata(dumped).schemas[0].fields][1] == "geometry(srid:3857)"
 
 
-def test_register_refuses_metadata_whose_encryption_keys_would_be_lost(http, catalog_url, warehouse, s3):
+def _key(key_id: str, blob: str = "AAAA", **extra: str) -> dict:
+    return {"key-id": key_id, "encrypted-key-metadata": blob, **extra}
+
+
+def _v3_table(http, base: str, ns: str) -> dict:
+    assert http.post(base, json={"namespace": [ns]}).status_code == 200
+    body = {"name": "t", "schema": {"type": "struct", "fields": []}, "properties": {"format-version": "3"}}
+    made = http.post(f"{base}/{ns}/tables", json=body)
+    assert made.status_code == 200, made.text
+    return made.json()
+
+
+def _snapshot(snapshot_id: int, meta: dict, **extra) -> dict:
+    return {
+        "action": "add-snapshot",
+        "snapshot": {
+            "snapshot-id": snapshot_id,
+            "timestamp-ms": 1,
+            "manifest-list": f"{meta['location']}/metadata/snap-{snapshot_id}.avro",
+            "summary": {"operation": "append"},
+            "sequence-number": meta["last-sequence-number"] + 1,
+            "first-row-id": meta.get("next-row-id", 0),
+            "added-rows": 0,
+            **extra,
+        },
+    }
+
+
+def test_encryption_keys_are_added_used_kept_and_removed(http, catalog_url, warehouse):
+    base = f"{catalog_url}/v1/{warehouse}/namespaces"
+    meta = _v3_table(http, base, "enc")["metadata"]
+    url = f"{base}/enc/tables/t"
+
+    def commit(*updates: dict, status: int = 200) -> dict:
+        resp = http.post(url, json={"requirements": [], "updates": list(updates)})
+        assert resp.status_code == status, resp.text
+        return resp.json()
+
+    wrapped = _key("k2", "BBBB", **{"encrypted-by-id": "k1"}) | {"properties": {"kms": "local"}}
+    meta = commit(
+        {"action": "add-encryption-key", "encryption-key": _key("k1")},
+        {"action": "add-encryption-key", "encryption-key": wrapped},
+    )["metadata"]
+    assert meta["encryption-keys"] == [_key("k1"), wrapped]
+    meta = commit(
+        _snapshot(7, meta, **{"key-id": "k2"}),
+        {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 7},
+    )["metadata"]
+    assert [s.get("key-id") for s in meta["snapshots"]] == ["k2"]
+    # Unrelated commits keep keys and snapshot key ids (PyIceberg's models have no field for them).
+    meta = commit({"action": "set-properties", "updates": {"a": "1"}})["metadata"]
+    assert meta["encryption-keys"] == [_key("k1"), wrapped] and meta["snapshots"][0]["key-id"] == "k2"
+    loaded = http.get(url).json()["metadata"]
+    assert loaded["encryption-keys"] == meta["encryption-keys"] and loaded["snapshots"][0]["key-id"] == "k2"
+    # A retried add is a no-op; the same id with other bytes, bad base64, or an unknown key are refused.
+    assert commit({"action": "add-encryption-key", "encryption-key": _key("k1")})["metadata"] == loaded
+    for bad, words in [
+        ({"action": "add-encryption-key", "encryption-key": _key("k1", "CCCC")}, "already exists"),
+        ({"action": "add-encryption-key", "encryption-key": _key("k3", "not base64!")}, "base64"),
+        ({"action": "add-encryption-key", "encryption-key": {"key-id": "k4"}}, "encrypted-key-metadata"),
+        (_snapshot(8, meta, **{"key-id": "nope"}), "not in the table's encryption-keys"),
+        ({"action": "remove-encryption-key", "key-id": "k1"}, "still encrypts"),
+        ({"action": "remove-encryption-key"}, "key-id"),
+    ]:
+        error = commit(bad, status=400)["error"]
+        assert error["code"] == 400 and words in error["message"], (bad, error)
+    # A key a snapshot still uses cannot go; once the snapshot is gone, it can.
+    assert (
+        "not in the table's encryption-keys"
+        in commit({"action": "remove-encryption-key", "key-id": "k2"}, status=400)["error"]["message"]
+    )
+    assert http.get(url).json()["metadata"] == loaded  # refusals left nothing behind
+    meta = commit(
+        {"action": "remove-snapshot-ref", "ref-name": "main"},
+        {"action": "remove-snapshots", "snapshot-ids": [7]},
+        {"action": "remove-encryption-key", "key-id": "k2"},
+        {"action": "remove-encryption-key", "key-id": "k1"},
+        {"action": "remove-encryption-key", "key-id": "never-added"},
+    )["metadata"]
+    assert meta.get("encryption-keys", []) == [] and meta["snapshots"] == []
+
+
+def test_encryption_keys_need_format_version_3(http, catalog_url, warehouse):
+    base = f"{catalog_url}/v1/{warehouse}/namespaces"
+    assert http.post(base, json={"namespace": ["enc2"]}).status_code == 200
+    body = {"name": "t", "schema": {"type": "struct", "fields": []}, "properties": {"format-version": "2"}}
+    meta = http.post(f"{base}/enc2/tables", json=body).json()["metadata"]
+    add = {"action": "add-encryption-key", "encryption-key": _key("k1")}
+    refused = http.post(f"{base}/enc2/tables/t", json={"updates": [add]})
+    assert refused.status_code == 400 and "upgrade-format-version" in refused.json()["error"]["message"]
+    keyed = _snapshot(5, meta, **{"key-id": "k1"})
+    del keyed["snapshot"]["first-row-id"], keyed["snapshot"]["added-rows"]
+    assert http.post(f"{base}/enc2/tables/t", json={"updates": [keyed]}).status_code == 400
+    upgraded = http.post(
+        f"{base}/enc2/tables/t", json={"updates": [{"action": "upgrade-format-version", "format-version": 3}, add]}
+    )
+    assert upgraded.status_code == 200, upgraded.text
+    assert upgraded.json()["metadata"]["format-version"] == 3
+    assert upgraded.json()["metadata"]["encryption-keys"] == [_key("k1")]
+
+
+def test_registered_and_transacted_tables_keep_their_keys(http, catalog_url, warehouse, s3):
     import json
 
     base = f"{catalog_url}/v1/{warehouse}/namespaces"
-    assert http.post(base, json={"namespace": ["enc"]}).status_code == 200
-    body = {"name": "t", "schema": {"type": "struct", "fields": []}, "properties": {"format-version": "3"}}
-    made = http.post(f"{base}/enc/tables", json=body).json()
-    assert http.delete(f"{base}/enc/tables/t?purgeRequested=false").status_code == 204
-    meta = dict(made["metadata"], **{"encryption-keys": [{"key-id": "k1", "encrypted-key-metadata": "AAAA"}]})
+    made = _v3_table(http, base, "enc3")
+    assert http.delete(f"{base}/enc3/tables/t?purgeRequested=false").status_code == 204
+    snap = _snapshot(11, made["metadata"], **{"key-id": "k1"})["snapshot"]
+    meta = dict(made["metadata"], snapshots=[snap], **{"encryption-keys": [_key("k1")], "current-snapshot-id": 11})
     key = made["metadata-location"].split(f"s3://{warehouse}/", 1)[1].replace("00000-", "00001-")
     s3.put_object(Bucket=warehouse, Key=key, Body=json.dumps(meta).encode())
-    resp = http.post(f"{base}/enc/register", json={"name": "t", "metadata-location": f"s3://{warehouse}/{key}"})
-    assert resp.status_code == 400 and "encryption" in resp.json()["error"]["message"]
-    keyless = {"name": "t", "metadata-location": made["metadata-location"]}
-    assert http.post(f"{base}/enc/register", json=keyless).status_code == 200
-    update = {
-        "updates": [{"action": "add-encryption-key", "encryption-key": {"key-id": "k", "encrypted-key-metadata": "AA"}}]
+    registered = http.post(f"{base}/enc3/register", json={"name": "t", "metadata-location": f"s3://{warehouse}/{key}"})
+    assert registered.status_code == 200, registered.text
+    assert registered.json()["metadata"]["encryption-keys"] == [_key("k1")]
+    change = {
+        "identifier": {"namespace": ["enc3"], "name": "t"},
+        "requirements": [{"type": "assert-table-uuid", "uuid": made["metadata"]["table-uuid"]}],
+        "updates": [
+            {"action": "add-encryption-key", "encryption-key": _key("k2", "BBBB")},
+            {"action": "set-properties", "updates": {"rotated": "yes"}},
+        ],
     }
-    refused = http.post(f"{base}/enc/tables/t", json=update)
-    assert refused.status_code == 400  # not supported yet: refused, never half-applied
+    done = http.post(f"{catalog_url}/v1/{warehouse}/transactions/commit", json={"table-changes": [change]})
+    assert done.status_code == 204, done.text
+    after = http.get(f"{base}/enc3/tables/t").json()["metadata"]
+    assert after["encryption-keys"] == [_key("k1"), _key("k2", "BBBB")] and after["properties"]["rotated"] == "yes"
+    assert after["snapshots"][0]["key-id"] == "k1"

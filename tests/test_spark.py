@@ -317,3 +317,21 @@ def test_spark_bearer_job_outlives_its_tokens(spark, settings, http, catalog_url
     assert spark.sql("SELECT count(*) FROM ttl.lived.t").collect()[0][0] == 4
     exchanges = log_path.read_text().count("POST /_iceberg/v1/oauth/tokens")
     assert exchanges >= 2  # the first token, then refreshes
+
+
+def test_spark_keeps_and_reads_a_v3_table_with_encryption_keys(spark, pycat, http, catalog_url, spark_wh):
+    """Iceberg Java parses the keys the catalog writes, and its commits do not drop them."""
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS keyed")
+    spark.sql("CREATE TABLE keyed.t (id bigint) USING iceberg TBLPROPERTIES ('format-version'='3')")
+    spark.sql("INSERT INTO keyed.t VALUES (1)")
+    url = f"{catalog_url}/v1/{spark_wh}/namespaces/keyed/tables/t"
+    key = {"key-id": "kek-1", "encrypted-key-metadata": "c2VjcmV0", "properties": {"kms": "test"}}
+    added = http.post(url, json={"updates": [{"action": "add-encryption-key", "encryption-key": key}]})
+    assert added.status_code == 200, added.text
+    spark.sql("REFRESH TABLE keyed.t")
+    spark.sql("INSERT INTO keyed.t VALUES (2)")
+    spark.sql("ALTER TABLE keyed.t ADD COLUMN note string")
+    assert sorted(r.id for r in spark.sql("SELECT id FROM keyed.t").collect()) == [1, 2]
+    meta = http.get(url).json()["metadata"]
+    assert meta["encryption-keys"] == [key] and len(meta["snapshots"]) == 2
+    assert pycat.load_table("keyed.t").scan().to_arrow().num_rows == 2

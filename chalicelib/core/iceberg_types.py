@@ -76,9 +76,23 @@ def prepared(obj: Any) -> Any:
     return _walk(obj)
 
 
+def mentions_keys(raw: bytes) -> bool:
+    return b'"encryption-keys"' in raw or b'"key-id"' in raw  # map types say key-id too: a cheap pre-check
+
+
 def parse_metadata(raw: bytes) -> Any:
     from pyiceberg.table.metadata import TableMetadataUtil
 
-    if not mentions_extension(raw):
+    extension, keyed = mentions_extension(raw), mentions_keys(raw)
+    if not extension and not keyed:
         return TableMetadataUtil.parse_raw(raw)
-    return TableMetadataUtil.parse_obj(_walk(json.loads(raw)))
+    data = json.loads(raw)
+    if extension:
+        data = _walk(data)
+    if keyed and isinstance(data, dict) and data.get("format-version") == 3:
+        from chalicelib.core import encryption
+
+        return encryption.parse_v3(data)
+    if keyed and isinstance(data, dict) and data.get("encryption-keys"):
+        raise ValueError("encryption-keys need format version 3")
+    return TableMetadataUtil.parse_obj(data)

@@ -653,17 +653,40 @@ def parse_commit(body: Any, ns: Namespace, name: str, base: Any) -> Any:
     updates = body.get("updates", [])
     if not isinstance(updates, list):
         raise BadRequest('Invalid commit request: "updates" must be an array')
-    fixed = {
-        "identifier": {"namespace": list(ns), "name": name},
-        "requirements": body.get("requirements", []),
-        "updates": _drop_absent_removals(_expand_appends(updates, base), base),
-    }
+    updates = _drop_absent_removals(_expand_appends(updates, base), base)
     try:
+        from chalicelib.core import encryption
         from chalicelib.core.iceberg_types import prepared
 
-        return CommitTableRequest.model_validate(prepared(fixed))
+        # PyIceberg's union has no encryption-key updates: those are parsed here and put back in order.
+        ours = [encryption.parse_update(u) if _is_key_update(u) else None for u in updates]
+        fixed = {
+            "identifier": {"namespace": list(ns), "name": name},
+            "requirements": body.get("requirements", []),
+            "updates": [_keyed_add_snapshot(u) for u in updates if not _is_key_update(u)],
+        }
+        req = CommitTableRequest.model_validate(prepared(fixed))
     except ValidationError as exc:
         raise BadRequest(f"Invalid commit request: {_validation_summary(exc)}") from None
+    if not any(ours):
+        return req
+    theirs = iter(req.updates)
+    return req.model_copy(update={"updates": [u if u is not None else next(theirs) for u in ours]})
+
+
+def _is_key_update(upd: Any) -> bool:
+    return isinstance(upd, dict) and upd.get("action") in ("add-encryption-key", "remove-encryption-key")
+
+
+def _keyed_add_snapshot(upd: Any) -> Any:
+    """An add-snapshot whose snapshot names an encryption key keeps it (PyIceberg's model has no key-id)."""
+    if not (isinstance(upd, dict) and upd.get("action") == "add-snapshot" and isinstance(upd.get("snapshot"), dict)):
+        return upd
+    if "key-id" not in upd["snapshot"]:
+        return upd
+    from chalicelib.core.encryption import keyed_snapshots
+
+    return dict(upd, snapshot=keyed_snapshots([upd["snapshot"]])[0])
 
 
 def _validation_summary(exc: Any) -> str:
@@ -684,19 +707,16 @@ def dump_metadata(metadata: Any) -> bytes:
     update logic know v3; only its model_dump_json is switched off), so the base serializer is used."""
     from pyiceberg.typedef import IcebergBaseModel
 
-    return IcebergBaseModel.model_dump_json(metadata).encode()
+    # serialize_as_any: snapshots and keys PyIceberg has no field for (encryption.py) are written too
+    return IcebergBaseModel.model_dump_json(metadata, serialize_as_any=True).encode()
 
 
 def _to_v3(metadata: Any) -> Any:
     """Upgrade v2 metadata to v3: row lineage starts with next-row-id 0 (spec: format version 3)."""
-    from pyiceberg.table.metadata import TableMetadataUtil
-
-    from chalicelib.core.iceberg_types import prepared
-
     data = json.loads(dump_metadata(metadata))
     data["format-version"] = 3
     data.setdefault("next-row-id", 0)
-    return TableMetadataUtil.parse_obj(prepared(data))
+    return parse_metadata(json.dumps(data).encode())
 
 
 def _apply_updates(base: Any, updates: list[Any], base_location: str | None) -> Any:
@@ -748,6 +768,10 @@ def apply(ctx: Context, req: Any, base: Any, base_location: str | None, expected
             new = parse_metadata(dump_metadata(new))  # validate what a create builds
         else:
             new = _apply_updates(base, list(req.updates), base_location)
+        if _may_use_keys(req, base):
+            from chalicelib.core import encryption
+
+            encryption.check(new)
     except CommitFailedException as exc:
         raise CommitFailed(_short(exc)) from None
     except ValidationError as exc:
@@ -760,6 +784,18 @@ def apply(ctx: Context, req: Any, base: Any, base_location: str | None, expected
     for key, value in new.properties.items():
         check_properties({key: value}, "table property")
     return new
+
+
+def _may_use_keys(req: Any, base: Any) -> bool:
+    return (
+        base is not None
+        and getattr(base, "encryption_keys", None) is not None
+        or any(
+            getattr(u, "action", "") in ("add-encryption-key", "remove-encryption-key")
+            or type(getattr(u, "snapshot", None)).__name__ == "KeyedSnapshot"
+            for u in req.updates
+        )
+    )
 
 
 def _already_applied(req: Any, current: Any) -> bool:
@@ -877,13 +913,6 @@ def _check_register_location(ctx: Context, warehouse: str, meta_loc: object) -> 
     return bucket, key
 
 
-def _uses_encryption(raw: bytes) -> bool:
-    if b'"encryption-keys"' not in raw and b'"key-id"' not in raw:
-        return False
-    data = json.loads(raw)
-    return bool(data.get("encryption-keys")) or any("key-id" in s for s in data.get("snapshots") or [])
-
-
 def register(ctx: Context, warehouse: str, ns: Namespace, body: Any) -> str:
     if not isinstance(body, dict):
         raise BadRequest("Invalid register-table request: expected a JSON object")
@@ -905,8 +934,6 @@ def register(ctx: Context, warehouse: str, ns: Namespace, body: Any) -> str:
         metadata = parse_metadata(raw)
     except Exception:  # noqa: BLE001 - any parse failure is the caller's file; echo none of it
         raise BadRequest(f"{meta_loc[:200]!r} is not a valid Iceberg table metadata file") from None
-    if _uses_encryption(raw):  # the models cannot carry keys: the next commit would drop them
-        raise BadRequest("Tables with encryption keys cannot be registered here yet: their keys would be lost")
     table_uuid = str(metadata.table_uuid)
     purges.check_location(bucket, metadata.location, table_uuid)
     if not meta_loc.startswith(metadata.location.rstrip("/") + "/metadata/"):
