@@ -11,6 +11,7 @@ from botocore.exceptions import ConnectionClosedError
 
 from chalicelib import keys, pipeline, storage
 from chalicelib.core import idempotency, namespaces, tables, warehouses
+from chalicelib.core import metadata as md
 from chalicelib.core.context import Context
 from chalicelib.errors import CommitStateUnknown
 from chalicelib.faults import FaultInjector
@@ -101,10 +102,10 @@ def test_retry_budget_fits_the_function_timeout():
 def test_metadata_cache_is_bounded_in_bytes(monkeypatch):
     monkeypatch.setenv("CATALOG_METADATA_CACHE_BYTES", "10000")
     for i in range(50):
-        tables._remember(f"s3://b/t/metadata/{i}.json", b"x" * 900, object() if i % 2 else None)
-    assert 0 < tables.cache_bytes() <= 10000
-    tables._remember("s3://b/huge.json", b"x" * 20000)
-    assert tables.cache_bytes() <= 10000
+        md._remember(f"s3://b/t/metadata/{i}.json", b"x" * 900, object() if i % 2 else None)
+    assert 0 < md.cache_bytes() <= 10000
+    md._remember("s3://b/huge.json", b"x" * 20000)
+    assert md.cache_bytes() <= 10000
 
 
 class InDoubtPointer:

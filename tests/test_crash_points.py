@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import namespaces, tables, transactions, warehouses
+from chalicelib.core import namespaces, pointers, tables, transactions, warehouses
 from chalicelib.core.context import Context
 from chalicelib.errors import TableRecoveryInProgress
 from tests.crashutil import Crash, CrashAfter, writes_of
@@ -105,10 +105,10 @@ def test_transaction_with_a_create_crash_points(crash_ctx, monkeypatch, crash_af
     with pytest.raises(Crash):
         transactions.commit(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, body)
     if crash_after < CREATE_COMMIT_POINT:  # not committed: nobody sees the new table yet
-        assert tables.live(ctx, wh, ("tx",), "fresh", read_only=True) is None
+        assert pointers.live(ctx, wh, ("tx",), "fresh", read_only=True) is None
     time.sleep(0.45)  # the lease runs out; the next request aborts or rolls forward
     committed = crash_after >= CREATE_COMMIT_POINT
-    assert (tables.live(ctx, wh, ("tx",), "fresh") is not None) == committed
+    assert (pointers.live(ctx, wh, ("tx",), "fresh") is not None) == committed
     assert _tags(ctx, wh, "a") == (["t"] if committed else [])
     listed = [t["name"] for t in tables.list_names(ctx, wh, ("tx",), None, None)[0]]
     assert listed == (["a", "b", "fresh"] if committed else ["a", "b"])
@@ -134,7 +134,7 @@ def test_drop_crash_points(crash_ctx, crash_after, monkeypatch):
     ctx.storage.put(wh, table_prefix + "data/file-1.parquet", b"rows")
     with pytest.raises(Crash):
         tables.drop(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, ("tx",), "a", True)
-    assert tables.live(ctx, wh, ("tx",), "a") is None  # dropped at once, for every reader
+    assert pointers.live(ctx, wh, ("tx",), "a") is None  # dropped at once, for every reader
     if crash_after < 5:  # readers never purge: the files wait for the sweeper
         assert list(ctx.storage.list_keys(wh, table_prefix)) != []
     time.sleep(3.1)  # the dropper's lease runs out

@@ -227,7 +227,7 @@ def test_v3_types(http, catalog_url, warehouse):
 
 
 def test_variant_metadata_round_trips_from_its_file(http, catalog_url, warehouse, s3):
-    from chalicelib.core import tables
+    from chalicelib.core import metadata as md
 
     base = f"{catalog_url}/v1/{warehouse}/namespaces"
     assert http.post(base, json={"namespace": ["rt"]}).status_code == 200
@@ -239,12 +239,12 @@ def test_variant_metadata_round_trips_from_its_file(http, catalog_url, warehouse
     body = {"name": "t", "schema": {"type": "struct", "fields": fields}, "properties": {"format-version": "3"}}
     location = http.post(f"{base}/rt/tables", json=body).json()["metadata-location"]
     raw = s3.get_object(Bucket=warehouse, Key=location.split(f"s3://{warehouse}/", 1)[1])["Body"].read()
-    parsed = tables.parse_metadata(raw)  # as a cold process reads it: no cache
+    parsed = md.parse_metadata(raw)  # as a cold process reads it: no cache
     assert str(parsed.schemas[0].fields[0].field_type) == "variant"
-    dumped = tables.dump_metadata(parsed)
+    dumped = md.dump_metadata(parsed)
     assert b'"type":"variant"' in dumped and b'"geometry(srid:3857)"' in dumped
     assert b'"geography(srid:4326, vincenty)"' in dumped
-    assert [str(f.field_type) for f in tables.parse_metadata(dumped).schemas[0].fields][1] == "geometry(srid:3857)"
+    assert [str(f.field_type) for f in md.parse_metadata(dumped).schemas[0].fields][1] == "geometry(srid:3857)"
 
 
 def _key(key_id: str, blob: str = "AAAA", **extra: str) -> dict:

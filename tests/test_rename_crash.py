@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from chalicelib.core import namespaces, tables, warehouses
+from chalicelib.core import namespaces, pointers, tables, warehouses
 from chalicelib.core.context import Context
 from tests.crashutil import Crash, CrashAfter
 
@@ -40,15 +40,15 @@ def test_crash_after_each_write(ctx, crash_after):
     wh, location = _setup(ctx)
     with pytest.raises(Crash):
         tables.rename(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, RENAME)
-    src = tables.live(ctx, wh, ("a",), "t")
-    dst = tables.live(ctx, wh, ("b",), "u")
+    src = pointers.live(ctx, wh, ("a",), "t")
+    dst = pointers.live(ctx, wh, ("b",), "u")
     # Exactly one name is live, always with the same metadata: never both, never neither.
     assert (src is None) != (dst is None)
     assert (src or dst).metadata_location == location
     if crash_after == 1:  # before the commit point: the rename did not happen ...
         assert dst is None
         tables.rename(ctx, wh, RENAME)  # ... and retrying it succeeds at once
-    assert tables.live(ctx, wh, ("a",), "t") is None
+    assert pointers.live(ctx, wh, ("a",), "t") is None
     assert tables.list_names(ctx, wh, ("a",), None, None)[0] == []  # settling removed the tombstone
     assert tables.load(ctx, wh, ("b",), "u")[0] == location
     listed = [t["name"] for t in tables.list_names(ctx, wh, ("b",), None, None)[0]]

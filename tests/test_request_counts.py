@@ -46,6 +46,7 @@ def test_load_and_commit_request_counts(http, catalog_url, warehouse, catalog, c
 
 def test_cold_load_reads_pointer_and_metadata(s3_endpoint, system_bucket, monkeypatch):
     """In a fresh process (empty metadata cache) a load is pointer GET + metadata GET."""
+    from chalicelib.core import metadata as md
     from chalicelib.core import namespaces, tables, warehouses
     from chalicelib.core.context import Context
     from chalicelib.settings import Settings
@@ -61,7 +62,7 @@ def test_cold_load_reads_pointer_and_metadata(s3_endpoint, system_bucket, monkey
     warehouses.create(ctx, wh, False, {})
     namespaces.create(ctx, wh, ["cold"], {})
     tables.create(ctx, wh, ("cold",), {"name": "t", "schema": SCHEMA})
-    tables._cache.clear()
+    md._cache.clear()
     COUNTER.count = 0
     location, raw = tables.load(ctx, wh, ("cold",), "t")
     assert COUNTER.count == 2 and location.endswith(".metadata.json") and raw.startswith(b"{")

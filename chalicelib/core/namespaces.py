@@ -154,12 +154,12 @@ def _children(ctx: Context, warehouse: str, ns: Namespace) -> str | None:
     Dead tombstones and abandoned rename reservations do not count: the sweeper clears them."""
     from itertools import islice
 
-    from chalicelib.core import tables  # tables builds on namespaces; only this check needs the reverse
+    from chalicelib.core import pointers  # pointers build on namespaces; only this check needs the reverse
 
     store, bucket = ctx.storage, ctx.bucket_for(warehouse)
     names = [keys.table_from_pointer(k) for k in islice(store.list_keys(bucket, keys.tables_prefix(ns)), 1000)]
     for i in range(0, len(names), 16):
-        if any(tables.live_flags(ctx, warehouse, ns, names[i : i + 16], tables.occupied)):
+        if any(pointers.live_flags(ctx, warehouse, ns, names[i : i + 16], pointers.occupied)):
             return "tables"
     own = keys.namespace_record(ns)  # "a.json" shares the children's prefix "a."
     for key in store.list_keys(bucket, keys.child_namespaces_prefix(ns), max_keys=2):

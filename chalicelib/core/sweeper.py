@@ -23,7 +23,7 @@ from collections import Counter
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import purges, tables
+from chalicelib.core import pointers, purges
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.errors import CatalogError
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
@@ -36,10 +36,10 @@ def _pointer_ident(key: str) -> tuple[tuple[str, ...], str]:
     return tuple(ns_id.split(".")), file[: -len(".json")]
 
 
-def _fence(ctx: Context, bucket: str, key: str, p: tables.Pointer) -> tables.Pointer | None:
+def _fence(ctx: Context, bucket: str, key: str, p: pointers.Pointer) -> pointers.Pointer | None:
     fenced = dict(p.data, **{"since-ms": now_ms()})
     try:
-        return tables.Pointer(fenced, ctx.storage.put_if_match(bucket, key, dump(fenced), p.etag))
+        return pointers.Pointer(fenced, ctx.storage.put_if_match(bucket, key, dump(fenced), p.etag))
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         return None  # someone else acted on it: leave it to them, or to the next run
 
@@ -47,12 +47,12 @@ def _fence(ctx: Context, bucket: str, key: str, p: tables.Pointer) -> tables.Poi
 def _sweep_pointer(ctx: Context, warehouse: str, key: str, claimed_uuids: set[str], stats: Counter[str]) -> None:
     bucket = ctx.bucket_for(warehouse)
     ns, name = _pointer_ident(key)
-    p = tables._read(ctx, warehouse, ns, name)
+    p = pointers.read(ctx, warehouse, ns, name)
     if p is None:
         return
     if "claim" in p.data:
         try:
-            tables.live(ctx, warehouse, ns, name)  # settles it once the transaction's lease ran out
+            pointers.live(ctx, warehouse, ns, name)  # settles it once the transaction's lease ran out
             stats["claims-settled"] += 1
         except CatalogError:
             stats["claims-running"] += 1
@@ -73,22 +73,22 @@ def _sweep_pointer(ctx: Context, warehouse: str, key: str, claimed_uuids: set[st
     if fenced is None:
         return
     if fenced.state == "dropped":
-        tables._settle_drop(ctx, bucket, fenced, remove=True, ns=ns, name=name)
+        pointers.settle_drop(ctx, bucket, fenced, remove=True, ns=ns, name=name)
         stats["drops-finished"] += 1
     elif fenced.state == "pending":
-        if tables._settle_pending(ctx, warehouse, ns, name, fenced) is None:
-            tables.remove_pointer(ctx, bucket, key, fenced.etag, fenced.since_ms)
+        if pointers.settle_pending(ctx, warehouse, ns, name, fenced) is None:
+            pointers.remove_pointer(ctx, bucket, key, fenced.etag, fenced.since_ms)
             stats["reservations-removed"] += 1
         else:
             stats["renames-finished"] += 1
     elif fenced.state == "moved":
         dst_ref = fenced.data.get("moved-to", {})
         dst_ns, dst_name = tuple(dst_ref.get("namespace", ())), str(dst_ref.get("name", ""))
-        dst = tables._read(ctx, warehouse, dst_ns, dst_name)
+        dst = pointers.read(ctx, warehouse, dst_ns, dst_name)
         if dst is not None and dst.state == "pending":
-            tables._settle_pending(ctx, warehouse, dst_ns, dst_name, dst)  # activates it, removes us
+            pointers.settle_pending(ctx, warehouse, dst_ns, dst_name, dst)  # activates it, removes us
         else:
-            tables.remove_pointer(ctx, bucket, key, fenced.etag, fenced.since_ms)
+            pointers.remove_pointer(ctx, bucket, key, fenced.etag, fenced.since_ms)
         stats["renames-finished"] += 1
 
 

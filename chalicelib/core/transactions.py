@@ -13,113 +13,20 @@ pending -> wait briefly, then abort it once its lease has run out, or answer 503
 from __future__ import annotations
 
 import json
-import os
-import time
 import uuid
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.core import claims, pointers
+from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump, now_ms
-from chalicelib.errors import BadRequest, CatalogError, CommitFailed, CommitStateUnknown, TableRecoveryInProgress
+from chalicelib.errors import BadRequest, CatalogError, CommitFailed, CommitStateUnknown
 from chalicelib.names import check_namespace, check_table
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
 Namespace = tuple[str, ...]
 MAX_TABLES = 100
 ATTEMPTS = 3
-
-
-def lease_ms() -> int:
-    return int(os.environ.get("CATALOG_TXN_LEASE_MS", "15000"))
-
-
-def wait_ms() -> int:
-    return int(os.environ.get("CATALOG_TXN_WAIT_MS", "200"))
-
-
-def read_record(ctx: Context, warehouse: str, txn_id: str) -> tuple[dict[str, Any], str] | None:
-    try:
-        obj = ctx.storage.get(ctx.bucket_for(warehouse), keys.txn_record(txn_id))
-    except ObjectNotFound:
-        return None
-    return json.loads(obj.body), obj.etag
-
-
-def _abort_if_expired(ctx: Context, warehouse: str, txn_id: str) -> str:
-    """The record's state, after aborting it if its lease has run out."""
-    found = read_record(ctx, warehouse, txn_id)
-    if found is None:
-        return "aborted"  # claims are made only after the record exists; a missing one never committed
-    record, etag = found
-    if record["state"] != "pending" or now_ms() < int(record["lease-until-ms"]):
-        return str(record["state"])
-    record["state"] = "aborted"
-    try:
-        ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.txn_record(txn_id), dump(record), etag)
-        return "aborted"
-    except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
-        again = read_record(ctx, warehouse, txn_id)
-        return str(again[0]["state"]) if again else "aborted"
-
-
-PENDING_CREATE = "pending-create"  # a pointer a transaction creates: absent until its commit point
-
-
-def settled_pointer(data: dict[str, Any], committed: bool) -> dict[str, Any]:
-    """A claimed pointer after its transaction: rolled forward (committed) or back (aborted). A table
-    the transaction was creating becomes active, or a tombstone for the sweeper to remove."""
-    settled = {k: v for k, v in data.items() if k != "claim"}
-    if committed:
-        settled["metadata-location"] = data["claim"]["new-metadata-location"]
-        if settled.get("state") == PENDING_CREATE:
-            settled["state"] = "active"
-    elif settled.get("state") == PENDING_CREATE:
-        settled.update(state="dropped", purge=False, **{"since-ms": now_ms()})
-    return settled
-
-
-def committed_view(ctx: Context, warehouse: str, data: dict[str, Any]) -> dict[str, Any] | None:
-    """For readers: the pointer as of the last commit point, or None if the claim must be settled.
-
-    Until its commit point a transaction has changed nothing, so a claim of a pending transaction
-    reads as the old state; readers never wait for writers.
-    """
-    found = read_record(ctx, warehouse, str(data["claim"]["txn"]))
-    if found is not None and found[0]["state"] == "pending" and now_ms() < int(found[0]["lease-until-ms"]):
-        return {k: v for k, v in data.items() if k != "claim"}
-    return None
-
-
-def settle_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, data: dict[str, Any], etag: str) -> bool:
-    """Roll a claimed pointer forward or back. False if the transaction is still running."""
-    claim = data["claim"]
-    deadline = time.monotonic() + wait_ms() / 1000
-    while True:
-        state = _abort_if_expired(ctx, warehouse, str(claim["txn"]))
-        if state != "pending":
-            break
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.01)
-        try:  # the owner may have finished meanwhile
-            obj = ctx.storage.get(ctx.bucket_for(warehouse), keys.table_pointer(ns, name))
-        except ObjectNotFound:
-            return True
-        if json.loads(obj.body).get("claim") != claim:
-            return True
-    settled = settled_pointer(data, state == "committed")
-    try:
-        ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.table_pointer(ns, name), dump(settled), etag)
-    except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
-        pass  # someone else settled it
-    return True
-
-
-def recovery_error(ns: Namespace, name: str) -> TableRecoveryInProgress:
-    return TableRecoveryInProgress(
-        f"Table {'.'.join((*ns, name))!r} is held by an unfinished transaction; retry shortly",
-        headers={"Retry-After": str(max(1, lease_ms() // 1000))},
-    )
 
 
 def _parse(body: Any) -> list[tuple[Namespace, str, dict[str, Any]]]:
@@ -140,24 +47,23 @@ def _parse(body: Any) -> list[tuple[Namespace, str, dict[str, Any]]]:
 
 
 def commit(ctx: Context, warehouse: str, body: Any) -> None:
-    from chalicelib.core import tables
 
     changes = _parse(body)
     bucket = ctx.bucket_for(warehouse)
     for _ in range(ATTEMPTS):
-        prepared: list[tuple[Namespace, str, tables.Pointer, str]] = []
+        prepared: list[tuple[Namespace, str, pointers.Pointer, str]] = []
         try:
             for ns, name, change in changes:
-                p = tables.live(ctx, warehouse, ns, name)
+                p = pointers.live(ctx, warehouse, ns, name)
                 if p is None:  # a table this transaction creates (assert-create)
                     p, meta_loc = _prepare_create(ctx, warehouse, ns, name, change)
                 else:
-                    base = tables.metadata_at(ctx, p.metadata_location)
-                    req = tables.parse_commit(change, ns, name, base)
-                    new = tables.apply(ctx, req, base, p.metadata_location, base.location)
+                    base = md.metadata_at(ctx, p.metadata_location)
+                    req = md.parse_commit(change, ns, name, base)
+                    new = md.apply(ctx, req, base, p.metadata_location, base.location)
                     version = keys.metadata_version(p.metadata_location) + 1
                     meta_loc = keys.metadata_file(new.location, version, str(uuid.uuid4()))
-                    tables.write_metadata(ctx, meta_loc, new)
+                    md.write_metadata(ctx, meta_loc, new)
                 prepared.append((ns, name, p, meta_loc))
         except (CatalogError, StorageUnavailable):
             _release(ctx, warehouse, prepared)
@@ -167,7 +73,7 @@ def commit(ctx: Context, warehouse: str, body: Any) -> None:
             "id": txn_id,
             "state": "pending",
             "created-ms": now_ms(),
-            "lease-until-ms": now_ms() + lease_ms(),
+            "lease-until-ms": now_ms() + claims.lease_ms(),
             "tables": [
                 {"namespace": list(ns), "name": n, "old": p.data["metadata-location"] if p.etag else None, "new": loc}
                 for ns, n, p, loc in prepared
@@ -191,7 +97,9 @@ def commit(ctx: Context, warehouse: str, body: Any) -> None:
             continue
         for ns, name, data, etag, _old in claimed:
             try:
-                ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(settled_pointer(data, True)), etag)
+                ctx.storage.put_if_match(
+                    bucket, keys.table_pointer(ns, name), dump(claims.settled_pointer(data, True)), etag
+                )
             except (PreconditionFailed, ObjectNotFound, WriteInDoubt, StorageUnavailable):
                 pass  # a reader rolled it forward already, or the next one will
         return
@@ -202,22 +110,22 @@ def _prepare_create(ctx: Context, warehouse: str, ns: Namespace, name: str, chan
     """A create inside a transaction: validated and written like a staged create, claimed later."""
     from pyiceberg.table.update import AssertCreate
 
-    from chalicelib.core import namespaces, purges, tables
+    from chalicelib.core import namespaces, purges
 
-    req = tables.parse_commit(change, ns, name, None)
+    req = md.parse_commit(change, ns, name, None)
     if not any(isinstance(r, AssertCreate) for r in req.requirements):
-        raise tables._not_found(ctx, warehouse, ns, name)
+        raise pointers.not_found(ctx, warehouse, ns, name)
     namespaces.require_active(ctx, warehouse, ns)
     assigned = next((u for u in req.updates if getattr(u, "action", "") == "assign-uuid"), None)
     if assigned is None:
         raise BadRequest("A create inside a transaction needs an assign-uuid update")
     expected = keys.table_location(ctx.bucket_for(warehouse), ns, name, str(assigned.uuid))
-    new = tables.apply(ctx, req, None, None, expected)
+    new = md.apply(ctx, req, None, None, expected)
     meta_loc = keys.metadata_file(new.location, 0, str(uuid.uuid4()))
     purges.claim_uuid(ctx, ctx.bucket_for(warehouse), str(new.table_uuid), meta_loc)
-    tables.write_metadata(ctx, meta_loc, new)
-    pointer = {"metadata-location": meta_loc, "table-uuid": str(new.table_uuid), "state": PENDING_CREATE}
-    return tables.Pointer(pointer, ""), meta_loc
+    md.write_metadata(ctx, meta_loc, new)
+    pointer = {"metadata-location": meta_loc, "table-uuid": str(new.table_uuid), "state": claims.PENDING_CREATE}
+    return pointers.Pointer(pointer, ""), meta_loc
 
 
 def _claim_all(ctx: Context, warehouse: str, txn_id: str, prepared: list[Any], claimed: list[Any]) -> bool:
@@ -259,7 +167,7 @@ def _commit_point(ctx: Context, warehouse: str, txn_id: str, record: dict[str, A
     except WriteInDoubt:
         pass
     try:
-        found = read_record(ctx, warehouse, txn_id)
+        found = claims.read_record(ctx, warehouse, txn_id)
     except StorageUnavailable:
         found = None
     if found is None or found[0]["state"] == "pending":
@@ -273,7 +181,7 @@ def _commit_point(ctx: Context, warehouse: str, txn_id: str, record: dict[str, A
 def resolve(ctx: Context, hint: dict[str, Any]) -> bool:
     """For an Idempotency-Key replay of a transaction in doubt: True if it committed, False if not."""
     warehouse, txn_id = str(hint["warehouse"]), str(hint["txn"])
-    state = _abort_if_expired(ctx, warehouse, txn_id)
+    state = claims.abort_if_expired(ctx, warehouse, txn_id)
     if state == "pending":
         raise CommitStateUnknown("The transaction is still in doubt; retry later", hint=hint)
     return state == "committed"
@@ -281,10 +189,9 @@ def resolve(ctx: Context, hint: dict[str, Any]) -> bool:
 
 def _release(ctx: Context, warehouse: str, prepared: list[Any]) -> None:
     """Undo a prepare that will never commit: its metadata files, and the uuid claims of its creates."""
-    from chalicelib.core import tables
 
     for _ns, _name, p, loc in prepared:
-        tables.discard(ctx, loc)
+        md.discard(ctx, loc)
         if not p.etag:  # nothing else can hold a uuid claim this request wrote
             ctx.storage.delete(ctx.bucket_for(warehouse), keys.uuid_record(str(p.data["table-uuid"])))
 
@@ -292,32 +199,31 @@ def _release(ctx: Context, warehouse: str, prepared: list[Any]) -> None:
 def _roll_back(ctx: Context, warehouse: str, txn_id: str, claimed: list[Any], prepared: list[Any]) -> str:
     """Abort our transaction and undo its claims; returns the record's final state. A record that
     turns out committed is rolled forward instead, so a claim is never undone after the commit point."""
-    from chalicelib.core import tables
 
     bucket = ctx.bucket_for(warehouse)
     state = "aborted"
-    found = read_record(ctx, warehouse, txn_id)
+    found = claims.read_record(ctx, warehouse, txn_id)
     if found is not None and found[0]["state"] == "pending":
         record, etag = found
         record["state"] = "aborted"
         try:
             ctx.storage.put_if_match(bucket, keys.txn_record(txn_id), dump(record), etag)
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
-            again = read_record(ctx, warehouse, txn_id)
+            again = claims.read_record(ctx, warehouse, txn_id)
             state = str(again[0]["state"]) if again else "aborted"
     elif found is not None:
         state = str(found[0]["state"])
     if state == "pending":
         return state  # unknown: helpers settle the claims once the lease runs out
     for ns, name, data, etag, _old in claimed:
-        settled = settled_pointer(data, state == "committed")
+        settled = claims.settled_pointer(data, state == "committed")
         key = keys.table_pointer(ns, name)
         try:
             new_etag = ctx.storage.put_if_match(bucket, key, dump(settled), etag)
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
             continue  # already settled by a reader
         if settled.get("state") == "dropped":  # a create that never happened: free the name now
-            tables.remove_pointer(ctx, bucket, key, new_etag, int(settled["since-ms"]))
+            pointers.remove_pointer(ctx, bucket, key, new_etag, int(settled["since-ms"]))
     if state == "aborted":
         _release(ctx, warehouse, prepared)
     return state

@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 from chalicelib.auth.resources import ns_context, table_arn
+from chalicelib.core import metadata as md
 from chalicelib.core import tables
 from chalicelib.core.paging import parse_bool
 from chalicelib.errors import BadRequest
@@ -73,7 +74,7 @@ def load_table(req: RequestContext) -> tuple[int, str | None, dict[str, str]]:
     etag = tables.etag_for(location) if mode == "all" else tables.etag_for(location + "#refs")
     if req.headers.get("if-none-match") == etag:
         return 304, None, {"ETag": etag}
-    raw = tables.read_metadata_raw(ctx, location)
+    raw = md.read_metadata_raw(ctx, location)
     if mode == "refs":
         raw = _only_referenced_snapshots(raw)
     return 200, tables.load_result(ctx, location, raw), {"ETag": etag}

@@ -1,0 +1,112 @@
+"""Transaction claims on table pointers: a claimed pointer is settled from its transaction's record.
+
+A claim is a state of the pointer state machine (pointers.py reads it; transactions.py writes it),
+so both depend on this module and not on each other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from chalicelib import keys
+from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.errors import TableRecoveryInProgress
+from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
+
+Namespace = tuple[str, ...]
+
+
+def lease_ms() -> int:
+    return int(os.environ.get("CATALOG_TXN_LEASE_MS", "15000"))
+
+
+def wait_ms() -> int:
+    return int(os.environ.get("CATALOG_TXN_WAIT_MS", "200"))
+
+
+def read_record(ctx: Context, warehouse: str, txn_id: str) -> tuple[dict[str, Any], str] | None:
+    try:
+        obj = ctx.storage.get(ctx.bucket_for(warehouse), keys.txn_record(txn_id))
+    except ObjectNotFound:
+        return None
+    return json.loads(obj.body), obj.etag
+
+
+def abort_if_expired(ctx: Context, warehouse: str, txn_id: str) -> str:
+    """The record's state, after aborting it if its lease has run out."""
+    found = read_record(ctx, warehouse, txn_id)
+    if found is None:
+        return "aborted"  # claims are made only after the record exists; a missing one never committed
+    record, etag = found
+    if record["state"] != "pending" or now_ms() < int(record["lease-until-ms"]):
+        return str(record["state"])
+    record["state"] = "aborted"
+    try:
+        ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.txn_record(txn_id), dump(record), etag)
+        return "aborted"
+    except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
+        again = read_record(ctx, warehouse, txn_id)
+        return str(again[0]["state"]) if again else "aborted"
+
+
+PENDING_CREATE = "pending-create"  # a pointer a transaction creates: absent until its commit point
+
+
+def settled_pointer(data: dict[str, Any], committed: bool) -> dict[str, Any]:
+    """A claimed pointer after its transaction: rolled forward (committed) or back (aborted). A table
+    the transaction was creating becomes active, or a tombstone for the sweeper to remove."""
+    settled = {k: v for k, v in data.items() if k != "claim"}
+    if committed:
+        settled["metadata-location"] = data["claim"]["new-metadata-location"]
+        if settled.get("state") == PENDING_CREATE:
+            settled["state"] = "active"
+    elif settled.get("state") == PENDING_CREATE:
+        settled.update(state="dropped", purge=False, **{"since-ms": now_ms()})
+    return settled
+
+
+def committed_view(ctx: Context, warehouse: str, data: dict[str, Any]) -> dict[str, Any] | None:
+    """For readers: the pointer as of the last commit point, or None if the claim must be settled.
+
+    Until its commit point a transaction has changed nothing, so a claim of a pending transaction
+    reads as the old state; readers never wait for writers.
+    """
+    found = read_record(ctx, warehouse, str(data["claim"]["txn"]))
+    if found is not None and found[0]["state"] == "pending" and now_ms() < int(found[0]["lease-until-ms"]):
+        return {k: v for k, v in data.items() if k != "claim"}
+    return None
+
+
+def settle_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, data: dict[str, Any], etag: str) -> bool:
+    """Roll a claimed pointer forward or back. False if the transaction is still running."""
+    claim = data["claim"]
+    deadline = time.monotonic() + wait_ms() / 1000
+    while True:
+        state = abort_if_expired(ctx, warehouse, str(claim["txn"]))
+        if state != "pending":
+            break
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+        try:  # the owner may have finished meanwhile
+            obj = ctx.storage.get(ctx.bucket_for(warehouse), keys.table_pointer(ns, name))
+        except ObjectNotFound:
+            return True
+        if json.loads(obj.body).get("claim") != claim:
+            return True
+    settled = settled_pointer(data, state == "committed")
+    try:
+        ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.table_pointer(ns, name), dump(settled), etag)
+    except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
+        pass  # someone else settled it
+    return True
+
+
+def recovery_error(ns: Namespace, name: str) -> TableRecoveryInProgress:
+    return TableRecoveryInProgress(
+        f"Table {'.'.join((*ns, name))!r} is held by an unfinished transaction; retry shortly",
+        headers={"Retry-After": str(max(1, lease_ms() // 1000))},
+    )

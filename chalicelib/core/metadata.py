@@ -1,0 +1,410 @@
+"""Table metadata files: the byte-bounded cache, parse and write, and applying a commit's updates.
+
+Metadata files are immutable (a fresh uuid name per version), so they are cached by location.
+PyIceberg's models and update logic do the work; this module adds what PyIceberg 0.12 lacks
+(v3 writes, v3 upgrades, encryption keys, the seeds' append action, lenient remove-properties).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from chalicelib import keys
+from chalicelib.core.context import Context, env_int, now_ms
+from chalicelib.errors import BadRequest, CommitFailed
+from chalicelib.names import check_properties
+from chalicelib.storage import StorageUnavailable, WriteInDoubt
+
+Namespace = tuple[str, ...]
+
+
+def max_metadata_bytes() -> int:
+    return env_int("CATALOG_MAX_METADATA_BYTES", 64 * 1024 * 1024)
+
+
+_cache: OrderedDict[str, tuple[bytes, Any]] = OrderedDict()
+
+
+_cache_lock = threading.Lock()
+
+
+_cache_bytes = 0
+
+
+PARSED_WEIGHT = 8  # a parsed model costs several times its JSON
+
+
+def cache_limit_bytes() -> int:
+    return env_int("CATALOG_METADATA_CACHE_BYTES", 64 * 1024 * 1024)
+
+
+def _weight(raw: bytes, parsed: Any) -> int:
+    return len(raw) * (1 + (PARSED_WEIGHT if parsed is not None else 0))
+
+
+def _remember(location: str, raw: bytes, parsed: Any = None) -> None:
+    global _cache_bytes
+    limit = cache_limit_bytes()
+    with _cache_lock:
+        old = _cache.pop(location, None)
+        if old is not None:
+            _cache_bytes -= _weight(*old)
+            parsed = parsed if parsed is not None else old[1]
+        if _weight(raw, parsed) > limit:
+            return
+        _cache[location] = (raw, parsed)
+        _cache_bytes += _weight(raw, parsed)
+        while _cache_bytes > limit:
+            _, evicted = _cache.popitem(last=False)
+            _cache_bytes -= _weight(*evicted)
+
+
+def cache_bytes() -> int:
+    return _cache_bytes
+
+
+def read_metadata_raw(ctx: Context, location: str) -> bytes:
+    with _cache_lock:
+        hit = _cache.get(location)
+        if hit is not None:
+            _cache.move_to_end(location)
+            return hit[0]
+    bucket, key = keys.split_s3_uri(location)
+    raw = ctx.storage.get(bucket, key, max_metadata_bytes()).body
+    _remember(location, raw)
+    return raw
+
+
+def parse_metadata(raw: bytes) -> Any:
+    from chalicelib.core import iceberg_types
+
+    return iceberg_types.parse_metadata(raw)
+
+
+def metadata_at(ctx: Context, location: str) -> Any:
+    """Parsed metadata by location; parsing is the commit path's main CPU cost, and files are immutable."""
+    with _cache_lock:
+        hit = _cache.get(location)
+        if hit is not None and hit[1] is not None:
+            _cache.move_to_end(location)
+            return hit[1]
+    raw = read_metadata_raw(ctx, location)
+    parsed = parse_metadata(raw)
+    _remember(location, raw, parsed)
+    return parsed
+
+
+def write_metadata(ctx: Context, location: str, metadata: Any) -> bytes:
+    raw = dump_metadata(metadata)
+    bucket, key = keys.split_s3_uri(location)
+    try:
+        ctx.storage.put_if_absent(bucket, key, raw)  # a fresh uuid name: only our own lost write can be there
+    except WriteInDoubt:  # before any commit point: nothing names the file, so nothing was applied
+        raise StorageUnavailable(f"S3 could not confirm the write of {key}") from None
+    _remember(location, raw, metadata)
+    return raw
+
+
+def discard(ctx: Context, location: str) -> None:
+    """Delete a metadata file that no pointer references (a lost race or a rolled-back create)."""
+    bucket, key = keys.split_s3_uri(location)
+    try:
+        ctx.storage.delete(bucket, key)
+    except StorageUnavailable:
+        pass  # garbage only: purge removes it with the table
+
+
+FORBIDDEN_PROPERTY_PREFIXES = (
+    "write.data.path",
+    "write.metadata.path",
+    "write.object-storage.path",
+    "write.folder-storage.path",
+)
+
+
+# What an Iceberg Java catalog gives every new table (TableMetadata's persisted defaults).
+JAVA_TABLE_DEFAULTS = {"write.parquet.compression-codec": "zstd"}
+
+
+def table_properties(warehouse_props: dict[str, str], requested: dict[str, str]) -> dict[str, str]:
+    """A new table's properties: Java's defaults, then the warehouse's `table-default.*`, then the
+    request, then the warehouse's `table-override.*` (the Iceberg catalog property conventions)."""
+    out = dict(JAVA_TABLE_DEFAULTS)
+    out.update({k[len("table-default.") :]: v for k, v in warehouse_props.items() if k.startswith("table-default.")})
+    out.update(requested)
+    out.update({k[len("table-override.") :]: v for k, v in warehouse_props.items() if k.startswith("table-override.")})
+    return out
+
+
+def _copy_defaults(src: Any, dst: Any) -> Any:
+    """dst (the same shape as src, fresh field ids) with src's v3 initial/write defaults."""
+    from pyiceberg.types import ListType, MapType, NestedField, StructType
+
+    if isinstance(src, StructType) and isinstance(dst, StructType):
+        fields = []
+        for a, b in zip(src.fields, dst.fields, strict=True):
+            fields.append(
+                NestedField(
+                    field_id=b.field_id,
+                    name=b.name,
+                    field_type=_copy_defaults(a.field_type, b.field_type),
+                    required=b.required,
+                    doc=b.doc,
+                    initial_default=a.initial_default,
+                    write_default=a.write_default,
+                )
+            )
+        return StructType(*fields)
+    if isinstance(src, ListType) and isinstance(dst, ListType):
+        return dst.model_copy(
+            update={
+                "element_field": dst.element_field.model_copy(
+                    update={"field_type": _copy_defaults(src.element_type, dst.element_type)}
+                )
+            }
+        )
+    if isinstance(src, MapType) and isinstance(dst, MapType):
+        value = dst.value_field.model_copy(update={"field_type": _copy_defaults(src.value_type, dst.value_type)})
+        return dst.model_copy(update={"value_field": value})
+    return dst
+
+
+def with_defaults(metadata: Any, requested: Any) -> Any:
+    """PyIceberg 0.12 drops default values when it assigns fresh field ids; put them back."""
+    from pyiceberg.schema import Schema
+
+    schema = metadata.schemas[0]
+    struct = _copy_defaults(requested.as_struct(), schema.as_struct())
+    fresh = Schema(*struct.fields, schema_id=schema.schema_id, identifier_field_ids=schema.identifier_field_ids)
+    return metadata.model_copy(update={"schemas": [fresh]})
+
+
+def check_table_properties(props: dict[str, str]) -> None:
+    for key in props:
+        if key.startswith(FORBIDDEN_PROPERTY_PREFIXES):
+            raise BadRequest(f"Table property {key!r} is not allowed: the catalog manages table locations")
+
+
+def short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = " ".join(line.strip() for line in text[:4] if line.strip())
+    return first[:400] or type(exc).__name__
+
+
+def _expand_appends(updates: list[Any], base: Any) -> list[Any]:
+    """The seeds' {"action": "append", "manifest-list": ...} as add-snapshot + set-snapshot-ref."""
+    out: list[Any] = []
+    version = base.format_version if base is not None else 2
+    seq = getattr(base, "last_sequence_number", 0) if base is not None else 0  # v1 has none
+    parent = base.current_snapshot_id if base is not None else None
+    taken = {s.snapshot_id for s in base.snapshots} if base is not None else set()
+    for upd in updates:
+        if not (isinstance(upd, dict) and upd.get("action") == "append"):
+            out.append(upd)
+            continue
+        manifest_list = upd.get("manifest-list")
+        if not isinstance(manifest_list, str) or not manifest_list.startswith(("s3://", "s3a://")):
+            raise BadRequest('Invalid append update: "manifest-list" must be an s3:// URI')
+        snap_id = random.getrandbits(62) + 1
+        while snap_id in taken:
+            snap_id = random.getrandbits(62) + 1
+        taken.add(snap_id)
+        seq += 1
+        branch = upd.get("branch", "main")
+        summary = {"operation": "append", **{str(k): str(v) for k, v in (upd.get("summary") or {}).items()}}
+        snapshot: dict[str, Any] = {
+            "snapshot-id": snap_id,
+            "timestamp-ms": now_ms(),
+            "manifest-list": manifest_list,
+            "summary": summary,
+        }
+        if version >= 2:
+            snapshot["sequence-number"] = seq
+        if version >= 3:  # row lineage: the new rows take ids from next-row-id on
+            added = summary.get("added-records")
+            if added is None or not added.isdigit():
+                raise BadRequest('Invalid append update: a v3 table needs "summary": {"added-records": N}')
+            snapshot["first-row-id"] = (base.next_row_id or 0) if base is not None else 0
+            snapshot["added-rows"] = int(added)
+        if parent is not None:
+            snapshot["parent-snapshot-id"] = parent
+        if base is not None:
+            snapshot["schema-id"] = base.current_schema_id
+        out.append({"action": "add-snapshot", "snapshot": snapshot})
+        out.append({"action": "set-snapshot-ref", "ref-name": branch, "type": "branch", "snapshot-id": snap_id})
+        parent = snap_id
+    return out
+
+
+def _drop_absent_removals(updates: list[Any], base: Any) -> list[Any]:
+    """remove-properties of a key that is not set is a no-op, as in Iceberg Java (UNSET ... IF EXISTS)."""
+    props = set(base.properties) if base is not None else set()
+    out = []
+    for upd in updates:
+        if isinstance(upd, dict) and upd.get("action") == "remove-properties" and isinstance(upd.get("removals"), list):
+            props_after = props | {k for u in out if isinstance(u, dict) for k in (u.get("updates") or {})}
+            upd = dict(upd, removals=[k for k in upd["removals"] if k in props_after])
+        out.append(upd)
+    return out
+
+
+def parse_commit(body: Any, ns: Namespace, name: str, base: Any) -> Any:
+    from pydantic import ValidationError
+    from pyiceberg.table import CommitTableRequest
+
+    if not isinstance(body, dict):
+        raise BadRequest("Invalid commit request: expected a JSON object")
+    ident = body.get("identifier")
+    if ident is not None:
+        if not isinstance(ident, dict) or tuple(ident.get("namespace") or ()) != ns or ident.get("name") != name:
+            raise BadRequest('Invalid commit request: "identifier" does not match the table in the path')
+    updates = body.get("updates", [])
+    if not isinstance(updates, list):
+        raise BadRequest('Invalid commit request: "updates" must be an array')
+    updates = _drop_absent_removals(_expand_appends(updates, base), base)
+    try:
+        from chalicelib.core import encryption
+        from chalicelib.core.iceberg_types import prepared
+
+        # PyIceberg's union has no encryption-key updates: those are parsed here and put back in order.
+        ours = [encryption.parse_update(u) if _is_key_update(u) else None for u in updates]
+        fixed = {
+            "identifier": {"namespace": list(ns), "name": name},
+            "requirements": body.get("requirements", []),
+            "updates": [_keyed_add_snapshot(u) for u in updates if not _is_key_update(u)],
+        }
+        req = CommitTableRequest.model_validate(prepared(fixed))
+    except ValidationError as exc:
+        raise BadRequest(f"Invalid commit request: {validation_summary(exc)}") from None
+    if not any(ours):
+        return req
+    theirs = iter(req.updates)
+    return req.model_copy(update={"updates": [u if u is not None else next(theirs) for u in ours]})
+
+
+def _is_key_update(upd: Any) -> bool:
+    return isinstance(upd, dict) and upd.get("action") in ("add-encryption-key", "remove-encryption-key")
+
+
+def _keyed_add_snapshot(upd: Any) -> Any:
+    """An add-snapshot whose snapshot names an encryption key keeps it (PyIceberg's model has no key-id)."""
+    if not (isinstance(upd, dict) and upd.get("action") == "add-snapshot" and isinstance(upd.get("snapshot"), dict)):
+        return upd
+    if "key-id" not in upd["snapshot"]:
+        return upd
+    from chalicelib.core.encryption import keyed_snapshots
+
+    return dict(upd, snapshot=keyed_snapshots([upd["snapshot"]])[0])
+
+
+def validation_summary(exc: Any) -> str:
+    errs = exc.errors()
+    parts = []
+    for err in errs[:3]:
+        loc = ".".join(str(x) for x in err.get("loc", ()))
+        parts.append(f"{loc}: {err.get('msg')}")
+    more = f" (+{len(errs) - 3} more)" if len(errs) > 3 else ""
+    return "; ".join(parts) + more
+
+
+MAX_FORMAT_VERSION = 3
+
+
+def dump_metadata(metadata: Any) -> bytes:
+    """Metadata JSON for every format version. PyIceberg 0.12 refuses to write v3 (its models and
+    update logic know v3; only its model_dump_json is switched off), so the base serializer is used."""
+    from pyiceberg.typedef import IcebergBaseModel
+
+    # serialize_as_any: snapshots and keys PyIceberg has no field for (encryption.py) are written too
+    return IcebergBaseModel.model_dump_json(metadata, serialize_as_any=True).encode()
+
+
+def _to_v3(metadata: Any) -> Any:
+    """Upgrade v2 metadata to v3: row lineage starts with next-row-id 0 (spec: format version 3)."""
+    data = json.loads(dump_metadata(metadata))
+    data["format-version"] = 3
+    data.setdefault("next-row-id", 0)
+    return parse_metadata(json.dumps(data).encode())
+
+
+def _apply_updates(base: Any, updates: list[Any], base_location: str | None) -> Any:
+    """PyIceberg's update_table_metadata, with upgrade-format-version to 3 done here (0.12 stops at 2)."""
+    from pyiceberg.table.update import UpgradeFormatVersionUpdate, update_table_metadata
+
+    metadata, start, logged = base, 0, False
+    for i, upd in enumerate([*updates, None]):
+        to_v3 = isinstance(upd, UpgradeFormatVersionUpdate) and upd.format_version == 3
+        if upd is not None and not to_v3:
+            continue
+        chunk = updates[start:i]
+        if chunk or (upd is None and not logged):
+            metadata = update_table_metadata(
+                metadata, tuple(chunk), enforce_validation=False, metadata_location=None if logged else base_location
+            )
+            logged = True
+        if to_v3 and metadata.format_version < 3:
+            if metadata.format_version == 1:
+                metadata = update_table_metadata(metadata, (UpgradeFormatVersionUpdate(format_version=2),))
+            metadata = _to_v3(metadata)
+        start = i + 1
+    if metadata.format_version >= 3 and metadata.next_row_id is None:
+        metadata = metadata.model_copy(update={"next_row_id": 0})
+    return metadata
+
+
+def apply(ctx: Context, req: Any, base: Any, base_location: str | None, expected_location: str | None) -> Any:
+    from pydantic import ValidationError
+    from pyiceberg.exceptions import CommitFailedException
+    from pyiceberg.schema import Schema
+    from pyiceberg.table.metadata import TableMetadataV1
+    from pyiceberg.table.update import UpgradeFormatVersionUpdate
+
+    try:
+        for requirement in req.requirements:
+            requirement.validate(base)
+    except CommitFailedException as exc:
+        raise CommitFailed(short(exc)) from None
+    for upd in req.updates:
+        if isinstance(upd, UpgradeFormatVersionUpdate) and upd.format_version > MAX_FORMAT_VERSION:
+            raise BadRequest(f"Unsupported format version {upd.format_version}: at most {MAX_FORMAT_VERSION}")
+    try:
+        if base is None:  # an empty base, as PyIceberg's own catalogs use for create transactions
+            empty = TableMetadataV1.model_construct(last_column_id=-1, schema=Schema())
+            new = _apply_updates(empty, list(req.updates), None)
+            if not new.location:
+                new = new.model_copy(update={"location": expected_location})
+            new = parse_metadata(dump_metadata(new))  # validate what a create builds
+        else:
+            new = _apply_updates(base, list(req.updates), base_location)
+        if _may_use_keys(req, base):
+            from chalicelib.core import encryption
+
+            encryption.check(new)
+    except CommitFailedException as exc:
+        raise CommitFailed(short(exc)) from None
+    except ValidationError as exc:
+        raise BadRequest(f"Invalid update: {validation_summary(exc)}") from None
+    except (ValueError, KeyError, TypeError, NotImplementedError) as exc:
+        raise BadRequest(f"Invalid update: {short(exc)}") from None
+    if new.location != expected_location:
+        raise BadRequest("Changing the table location is not allowed: the catalog manages table locations")
+    check_table_properties(new.properties)
+    for key, value in new.properties.items():
+        check_properties({key: value}, "table property")
+    return new
+
+
+def _may_use_keys(req: Any, base: Any) -> bool:
+    return (
+        base is not None
+        and getattr(base, "encryption_keys", None) is not None
+        or any(
+            getattr(u, "action", "") in ("add-encryption-key", "remove-encryption-key")
+            or type(getattr(u, "snapshot", None)).__name__ == "KeyedSnapshot"
+            for u in req.updates
+        )
+    )
