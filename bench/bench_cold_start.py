@@ -66,19 +66,22 @@ def main() -> None:
         os.environ.update({k: v for k, v in env.items() if k.startswith(("S3_", "AWS_", "CATALOG_"))})
         from chalicelib.core import namespaces, tables, warehouses
         from chalicelib.core.context import get_context
+        from chalicelib.routes import iceberg_io
 
         ctx = get_context()
         wh = f"bench-{uuid.uuid4().hex[:6]}"
         warehouses.create(ctx, wh, False, {})
         namespaces.create(ctx, wh, ["b"], {})
         schema = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
-        created = json.loads(tables.create(ctx, wh, ("b",), {"name": "t", "schema": schema}))
+        created = json.loads(
+            tables.create(ctx, wh, ("b",), iceberg_io.parse_create({"name": "t", "schema": schema})).raw_metadata
+        )
         txn = json.dumps(
             {
                 "table-changes": [
                     {
                         "identifier": {"namespace": ["b"], "name": "t"},
-                        "requirements": [{"type": "assert-table-uuid", "uuid": created["metadata"]["table-uuid"]}],
+                        "requirements": [{"type": "assert-table-uuid", "uuid": created["table-uuid"]}],
                         "updates": [{"action": "set-properties", "updates": {"k": "v"}}],
                     }
                 ]

@@ -255,9 +255,10 @@ def _resolve_in_doubt(slot: Any) -> Any:
     hint, ctx = slot.hint, get_context()
     if hint.get("kind") == "table-commit":
         from chalicelib.core import tables
+        from chalicelib.routes import iceberg_io
 
-        body = tables.resolve_commit(ctx, hint)
-        return (200, body) if body is not None else None
+        state = tables.resolve_commit(ctx, hint)
+        return iceberg_io.with_etag(state, ctx.settings.client_config) if state is not None else None
     if hint.get("kind") == "transaction":
         from chalicelib.core import transactions
 

@@ -40,3 +40,12 @@ def writes_of(ctx: Context, call: Any) -> int:
     counting = CrashAfter(ctx.storage, 10**9)
     call(Context(ctx.settings, counting))
     return counting.writes
+
+
+def loaded(state: Any) -> dict[str, Any]:
+    """A core TableState as the REST face answers it (LoadTableResult JSON)."""
+    import json
+
+    from chalicelib.routes import iceberg_io
+
+    return json.loads(iceberg_io.load_result(state, {}))

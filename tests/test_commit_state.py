@@ -15,7 +15,9 @@ from chalicelib.core import metadata as md
 from chalicelib.core.context import Context
 from chalicelib.errors import CommitStateUnknown
 from chalicelib.faults import FaultInjector
+from chalicelib.routes import iceberg_io
 from chalicelib.storage import S3Storage, StorageUnavailable, WriteInDoubt, s3_client
+from tests.crashutil import loaded
 from tests.txnutil import append_change
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
@@ -133,7 +135,7 @@ def _table(ctx: Context) -> tuple[str, dict[str, Any]]:
     wh = f"wh-cs-{uuid.uuid4().hex[:8]}"
     warehouses.create(ctx, wh, False, {})
     namespaces.create(ctx, wh, ["c"], {})
-    created = json.loads(tables.create(ctx, wh, ("c",), {"name": "t", "schema": SCHEMA}))
+    created = loaded(tables.create(ctx, wh, ("c",), iceberg_io.parse_create({"name": "t", "schema": SCHEMA})))
     return wh, created["metadata"]
 
 
@@ -141,7 +143,7 @@ def test_unknowable_commit_is_500_with_a_hint(crash_ctx):
     wh, meta = _table(crash_ctx)
     doubtful = Context(crash_ctx.settings, InDoubtPointer(crash_ctx.storage))
     with pytest.raises(CommitStateUnknown) as info:
-        tables.commit(doubtful, wh, ("c",), "t", append_change("c", "t", meta, "doubt"))
+        tables.commit(doubtful, wh, iceberg_io.parse_change(append_change("c", "t", meta, "doubt"), ("c",), "t"))
     assert info.value.status == 500 and info.value.type == "CommitStateUnknownException"
     assert info.value.hint["kind"] == "table-commit" and info.value.hint["metadata-location"].startswith("s3://")
     # Resolving later (an Idempotency-Key replay): the swap did not land, so the replay runs again.
@@ -153,7 +155,9 @@ def test_in_doubt_idempotency_record_is_kept_and_resolved(crash_ctx):
     key = str(uuid.uuid4())
     slot = idempotency.begin(crash_ctx, "root", key, "fp")
     assert isinstance(slot, idempotency.Slot)
-    landed = json.loads(tables.commit(crash_ctx, wh, ("c",), "t", append_change("c", "t", meta, "x")))
+    landed = loaded(
+        tables.commit(crash_ctx, wh, iceberg_io.parse_change(append_change("c", "t", meta, "x"), ("c",), "t"))
+    )
     hint = {"kind": "table-commit", "warehouse": wh, "namespace": ["c"], "name": "t"}
     hint["metadata-location"] = landed["metadata-location"]
     idempotency.finish(crash_ctx, slot, 500, "{}", {}, hint)  # the answer was lost in doubt

@@ -12,6 +12,7 @@ from chalicelib import keys
 from chalicelib.core import namespaces, pointers, tables, transactions, warehouses
 from chalicelib.core.context import Context
 from chalicelib.errors import TableRecoveryInProgress
+from chalicelib.routes import iceberg_io
 from tests.crashutil import Crash, CrashAfter, writes_of
 from tests.txnutil import append_change
 
@@ -20,31 +21,35 @@ TXN_WRITES = 8  # 2 metadata files, txn record, 2 claims, commit point, 2 roll-f
 COMMIT_POINT = 6
 
 
+def _txn(ctx: Context, wh: str, body: dict) -> None:
+    transactions.commit(ctx, wh, iceberg_io.parse_transaction(body))
+
+
 def _setup(ctx: Context) -> str:
     wh = f"wh-cp-{uuid.uuid4().hex[:8]}"
     warehouses.create(ctx, wh, False, {})
     namespaces.create(ctx, wh, ["tx"], {})
     for t in ("a", "b"):
-        tables.create(ctx, wh, ("tx",), {"name": t, "schema": SCHEMA})
+        tables.create(ctx, wh, ("tx",), iceberg_io.parse_create({"name": t, "schema": SCHEMA}))
     return wh
 
 
 def _body(ctx: Context, wh: str, tag: str) -> dict:
     changes = []
     for t in ("a", "b"):
-        _, raw = tables.load(ctx, wh, ("tx",), t)
+        raw = tables.load(ctx, wh, ("tx",), t).raw_metadata
         changes.append(append_change("tx", t, json.loads(raw), tag))
     return {"table-changes": changes}
 
 
 def _tags(ctx: Context, wh: str, t: str) -> list[str]:
-    _, raw = tables.load(ctx, wh, ("tx",), t)
+    raw = tables.load(ctx, wh, ("tx",), t).raw_metadata
     return [s["summary"].get("txn-tag") for s in json.loads(raw).get("snapshots", [])]
 
 
 def test_transaction_write_count(crash_ctx):
     wh = _setup(crash_ctx)
-    assert writes_of(crash_ctx, lambda c: transactions.commit(c, wh, _body(crash_ctx, wh, "x"))) == TXN_WRITES
+    assert writes_of(crash_ctx, lambda c: _txn(c, wh, _body(crash_ctx, wh, "x"))) == TXN_WRITES
 
 
 @pytest.mark.parametrize("crash_after", range(1, TXN_WRITES + 1))
@@ -53,25 +58,25 @@ def test_transaction_crash_points(crash_ctx, monkeypatch, crash_after):
     monkeypatch.setenv("CATALOG_TXN_LEASE_MS", "400")
     monkeypatch.setenv("CATALOG_TXN_WAIT_MS", "0")
     wh = _setup(ctx)
-    transactions.commit(ctx, wh, _body(ctx, wh, "before"))
+    _txn(ctx, wh, _body(ctx, wh, "before"))
     with pytest.raises(Crash):
-        transactions.commit(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, _body(ctx, wh, "t"))
+        _txn(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, _body(ctx, wh, "t"))
     if 4 <= crash_after < COMMIT_POINT:  # a claim is held by a transaction whose lease runs: wait, says 503
         claimed = "a" if crash_after == 4 else "b"  # claims go in table order
-        _, raw = tables.load(ctx, wh, ("tx",), claimed)  # readers see the last committed state at once
+        raw = tables.load(ctx, wh, ("tx",), claimed).raw_metadata  # readers see the last committed state at once
         assert [s["summary"]["txn-tag"] for s in json.loads(raw)["snapshots"]] == ["before"]
         with pytest.raises(TableRecoveryInProgress):  # writers are told to retry shortly
-            tables.commit(ctx, wh, ("tx",), claimed, {"updates": []})
+            tables.commit(ctx, wh, iceberg_io.parse_change({"updates": []}, ("tx",), claimed))
     time.sleep(0.45)  # the lease runs out; the next request aborts or rolls forward
     got = {t: _tags(ctx, wh, t) for t in ("a", "b")}
     expected = ["before", "t"] if crash_after >= COMMIT_POINT else ["before"]
     assert got == {"a": expected, "b": expected}  # both tables at the old state, or both at the new
-    locations = [tables.load(ctx, wh, ("tx",), t)[0] for t in ("a", "b")]
+    locations = [tables.load(ctx, wh, ("tx",), t).metadata_location for t in ("a", "b")]
     assert len(set(locations)) == 2  # no metadata file is referenced by two pointers
     for t in ("a", "b"):
         raw = ctx.storage.get(wh, keys.table_pointer(("tx",), t)).body
         assert "claim" not in json.loads(raw)
-    transactions.commit(ctx, wh, _body(ctx, wh, "after"))  # and the tables keep working
+    _txn(ctx, wh, _body(ctx, wh, "after"))  # and the tables keep working
     assert _tags(ctx, wh, "a")[-1] == "after"
 
 
@@ -82,7 +87,7 @@ CREATE_COMMIT_POINT = 7
 def _create_body(ctx: Context, wh: str, table_uuid: str) -> dict:
     from tests.txnutil import create_change
 
-    _, raw = tables.load(ctx, wh, ("tx",), "a")
+    raw = tables.load(ctx, wh, ("tx",), "a").raw_metadata
     return {
         "table-changes": [create_change(wh, "tx", "fresh", table_uuid), append_change("tx", "a", json.loads(raw), "t")]
     }
@@ -91,7 +96,7 @@ def _create_body(ctx: Context, wh: str, table_uuid: str) -> dict:
 def test_transaction_with_a_create_write_count(crash_ctx):
     wh = _setup(crash_ctx)
     body = _create_body(crash_ctx, wh, str(uuid.uuid4()))
-    assert writes_of(crash_ctx, lambda c: transactions.commit(c, wh, body)) == CREATE_TXN_WRITES
+    assert writes_of(crash_ctx, lambda c: _txn(c, wh, body)) == CREATE_TXN_WRITES
 
 
 @pytest.mark.parametrize("crash_after", range(1, CREATE_TXN_WRITES + 1))
@@ -103,7 +108,7 @@ def test_transaction_with_a_create_crash_points(crash_ctx, monkeypatch, crash_af
     wh = _setup(ctx)
     body = _create_body(ctx, wh, str(uuid.uuid4()))
     with pytest.raises(Crash):
-        transactions.commit(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, body)
+        _txn(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, body)
     if crash_after < CREATE_COMMIT_POINT:  # not committed: nobody sees the new table yet
         assert pointers.live(ctx, wh, ("tx",), "fresh", read_only=True) is None
     time.sleep(0.45)  # the lease runs out; the next request aborts or rolls forward
@@ -129,7 +134,7 @@ def test_drop_crash_points(crash_ctx, crash_after, monkeypatch):
     monkeypatch.setenv("CATALOG_TOMBSTONE_LEASE_MS", "3000")  # long enough for the dropper's own steps
     ctx = crash_ctx
     wh = _setup(ctx)
-    location, raw = tables.load(ctx, wh, ("tx",), "a")
+    raw = tables.load(ctx, wh, ("tx",), "a").raw_metadata
     table_prefix = json.loads(raw)["location"].split(f"s3://{wh}/", 1)[1] + "/"
     ctx.storage.put(wh, table_prefix + "data/file-1.parquet", b"rows")
     with pytest.raises(Crash):
@@ -142,4 +147,4 @@ def test_drop_crash_points(crash_ctx, crash_after, monkeypatch):
     assert list(ctx.storage.list_keys(wh, table_prefix)) == []
     assert list(ctx.storage.list_keys(wh, keys.table_pointer(("tx",), "a"))) == []
     assert list(ctx.storage.list_keys(wh, keys.PURGES_PREFIX)) == []
-    assert tables.load(ctx, wh, ("tx",), "b")[0]  # the other table is untouched
+    assert tables.load(ctx, wh, ("tx",), "b").metadata_location  # the other table is untouched

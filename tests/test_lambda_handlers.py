@@ -236,5 +236,5 @@ def test_group_handler_imports_only_its_own_modules(group):
         "'boto3', 'pyarrow', 'pyspark')))))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    loaded = set(out.stdout.split())
+    loaded = set(out.stdout.split()) - {"chalicelib.routes.iceberg_io"}  # the face's shared wire helpers
     assert loaded == {f"chalicelib.routes.{group}"}, loaded  # no other group, and no heavy library at import

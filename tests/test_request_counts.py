@@ -49,6 +49,7 @@ def test_cold_load_reads_pointer_and_metadata(s3_endpoint, system_bucket, monkey
     from chalicelib.core import metadata as md
     from chalicelib.core import namespaces, tables, warehouses
     from chalicelib.core.context import Context
+    from chalicelib.routes import iceberg_io
     from chalicelib.settings import Settings
     from chalicelib.storage import COUNTER, S3Storage, s3_client
 
@@ -61,10 +62,11 @@ def test_cold_load_reads_pointer_and_metadata(s3_endpoint, system_bucket, monkey
     wh = f"wh-cold-{uuid.uuid4().hex[:8]}"
     warehouses.create(ctx, wh, False, {})
     namespaces.create(ctx, wh, ["cold"], {})
-    tables.create(ctx, wh, ("cold",), {"name": "t", "schema": SCHEMA})
+    tables.create(ctx, wh, ("cold",), iceberg_io.parse_create({"name": "t", "schema": SCHEMA}))
     md._cache.clear()
     COUNTER.count = 0
-    location, raw = tables.load(ctx, wh, ("cold",), "t")
+    state = tables.load(ctx, wh, ("cold",), "t")
+    location, raw = state.metadata_location, state.raw_metadata
     assert COUNTER.count == 2 and location.endswith(".metadata.json") and raw.startswith(b"{")
     COUNTER.count = 0
     tables.load(ctx, wh, ("cold",), "t")

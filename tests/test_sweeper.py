@@ -14,6 +14,7 @@ from chalicelib import keys
 from chalicelib.core import namespaces, purges, sweeper, tables, warehouses
 from chalicelib.core.context import Context
 from chalicelib.errors import TableNotFound
+from chalicelib.routes import iceberg_io
 from tests.conftest import ROOT, local_s3
 from tests.crashutil import Crash, CrashAfter
 
@@ -32,12 +33,12 @@ def _setup(ctx: Context, *names: str) -> str:
     warehouses.create(ctx, wh, False, {})
     namespaces.create(ctx, wh, ["s"], {})
     for name in names:
-        tables.create(ctx, wh, ("s",), {"name": name, "schema": SCHEMA})
+        tables.create(ctx, wh, ("s",), iceberg_io.parse_create({"name": name, "schema": SCHEMA}))
     return wh
 
 
 def _prefix(ctx: Context, wh: str, name: str) -> str:
-    raw = tables.load(ctx, wh, ("s",), name)[1]
+    raw = tables.load(ctx, wh, ("s",), name).raw_metadata
     return json.loads(raw)["location"].split(f"s3://{wh}/", 1)[1] + "/"
 
 
@@ -67,12 +68,12 @@ def test_abandoned_rename_reservation_is_removed(ctx):
     wh = _setup(ctx, "t")
     rename = {"source": {"namespace": ["s"], "name": "t"}, "destination": {"namespace": ["s"], "name": "u"}}
     with pytest.raises(Crash):  # dies after reserving the destination, before the commit point
-        tables.rename(Context(ctx.settings, CrashAfter(ctx.storage, 1)), wh, rename)
+        tables.rename(Context(ctx.settings, CrashAfter(ctx.storage, 1)), wh, *iceberg_io.parse_rename(rename))
     assert _names(ctx, wh) == ["t"]  # the reservation is not a table
     time.sleep(LEASE_MS / 1000 + 0.1)
     assert sweeper.sweep(ctx, wh)[wh]["reservations-removed"] == 1
     assert sorted(k.rsplit("/", 1)[1] for k in ctx.storage.list_keys(wh, keys.TABLES_PREFIX)) == ["t.json"]
-    tables.rename(ctx, wh, rename)
+    tables.rename(ctx, wh, *iceberg_io.parse_rename(rename))
     assert _names(ctx, wh) == ["u"]
 
 

@@ -8,13 +8,12 @@ PyIceberg's models and update logic do the work; this module adds what PyIceberg
 from __future__ import annotations
 
 import json
-import random
 import threading
 from collections import OrderedDict
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core.context import Context, env_int, now_ms
+from chalicelib.core.context import Context, env_int
 from chalicelib.errors import BadRequest, CommitFailed
 from chalicelib.names import check_properties
 from chalicelib.storage import StorageUnavailable, WriteInDoubt
@@ -193,112 +192,6 @@ def short(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     first = " ".join(line.strip() for line in text[:4] if line.strip())
     return first[:400] or type(exc).__name__
-
-
-def _expand_appends(updates: list[Any], base: Any) -> list[Any]:
-    """The seeds' {"action": "append", "manifest-list": ...} as add-snapshot + set-snapshot-ref."""
-    out: list[Any] = []
-    version = base.format_version if base is not None else 2
-    seq = getattr(base, "last_sequence_number", 0) if base is not None else 0  # v1 has none
-    parent = base.current_snapshot_id if base is not None else None
-    taken = {s.snapshot_id for s in base.snapshots} if base is not None else set()
-    for upd in updates:
-        if not (isinstance(upd, dict) and upd.get("action") == "append"):
-            out.append(upd)
-            continue
-        manifest_list = upd.get("manifest-list")
-        if not isinstance(manifest_list, str) or not manifest_list.startswith(("s3://", "s3a://")):
-            raise BadRequest('Invalid append update: "manifest-list" must be an s3:// URI')
-        snap_id = random.getrandbits(62) + 1
-        while snap_id in taken:
-            snap_id = random.getrandbits(62) + 1
-        taken.add(snap_id)
-        seq += 1
-        branch = upd.get("branch", "main")
-        summary = {"operation": "append", **{str(k): str(v) for k, v in (upd.get("summary") or {}).items()}}
-        snapshot: dict[str, Any] = {
-            "snapshot-id": snap_id,
-            "timestamp-ms": now_ms(),
-            "manifest-list": manifest_list,
-            "summary": summary,
-        }
-        if version >= 2:
-            snapshot["sequence-number"] = seq
-        if version >= 3:  # row lineage: the new rows take ids from next-row-id on
-            added = summary.get("added-records")
-            if added is None or not added.isdigit():
-                raise BadRequest('Invalid append update: a v3 table needs "summary": {"added-records": N}')
-            snapshot["first-row-id"] = (base.next_row_id or 0) if base is not None else 0
-            snapshot["added-rows"] = int(added)
-        if parent is not None:
-            snapshot["parent-snapshot-id"] = parent
-        if base is not None:
-            snapshot["schema-id"] = base.current_schema_id
-        out.append({"action": "add-snapshot", "snapshot": snapshot})
-        out.append({"action": "set-snapshot-ref", "ref-name": branch, "type": "branch", "snapshot-id": snap_id})
-        parent = snap_id
-    return out
-
-
-def _drop_absent_removals(updates: list[Any], base: Any) -> list[Any]:
-    """remove-properties of a key that is not set is a no-op, as in Iceberg Java (UNSET ... IF EXISTS)."""
-    props = set(base.properties) if base is not None else set()
-    out = []
-    for upd in updates:
-        if isinstance(upd, dict) and upd.get("action") == "remove-properties" and isinstance(upd.get("removals"), list):
-            props_after = props | {k for u in out if isinstance(u, dict) for k in (u.get("updates") or {})}
-            upd = dict(upd, removals=[k for k in upd["removals"] if k in props_after])
-        out.append(upd)
-    return out
-
-
-def parse_commit(body: Any, ns: Namespace, name: str, base: Any) -> Any:
-    from pydantic import ValidationError
-    from pyiceberg.table import CommitTableRequest
-
-    if not isinstance(body, dict):
-        raise BadRequest("Invalid commit request: expected a JSON object")
-    ident = body.get("identifier")
-    if ident is not None:
-        if not isinstance(ident, dict) or tuple(ident.get("namespace") or ()) != ns or ident.get("name") != name:
-            raise BadRequest('Invalid commit request: "identifier" does not match the table in the path')
-    updates = body.get("updates", [])
-    if not isinstance(updates, list):
-        raise BadRequest('Invalid commit request: "updates" must be an array')
-    updates = _drop_absent_removals(_expand_appends(updates, base), base)
-    try:
-        from chalicelib.core import encryption
-        from chalicelib.core.iceberg_types import prepared
-
-        # PyIceberg's union has no encryption-key updates: those are parsed here and put back in order.
-        ours = [encryption.parse_update(u) if _is_key_update(u) else None for u in updates]
-        fixed = {
-            "identifier": {"namespace": list(ns), "name": name},
-            "requirements": body.get("requirements", []),
-            "updates": [_keyed_add_snapshot(u) for u in updates if not _is_key_update(u)],
-        }
-        req = CommitTableRequest.model_validate(prepared(fixed))
-    except ValidationError as exc:
-        raise BadRequest(f"Invalid commit request: {validation_summary(exc)}") from None
-    if not any(ours):
-        return req
-    theirs = iter(req.updates)
-    return req.model_copy(update={"updates": [u if u is not None else next(theirs) for u in ours]})
-
-
-def _is_key_update(upd: Any) -> bool:
-    return isinstance(upd, dict) and upd.get("action") in ("add-encryption-key", "remove-encryption-key")
-
-
-def _keyed_add_snapshot(upd: Any) -> Any:
-    """An add-snapshot whose snapshot names an encryption key keeps it (PyIceberg's model has no key-id)."""
-    if not (isinstance(upd, dict) and upd.get("action") == "add-snapshot" and isinstance(upd.get("snapshot"), dict)):
-        return upd
-    if "key-id" not in upd["snapshot"]:
-        return upd
-    from chalicelib.core.encryption import keyed_snapshots
-
-    return dict(upd, snapshot=keyed_snapshots([upd["snapshot"]])[0])
 
 
 def validation_summary(exc: Any) -> str:

@@ -5,8 +5,6 @@ Pointer states live in pointers.py, metadata files in metadata.py; this module c
 
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -15,6 +13,7 @@ from chalicelib import keys
 from chalicelib.core import metadata as md
 from chalicelib.core import namespaces, pointers, purges, warehouses
 from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.core.model import NewTable, TableChange, TableState
 from chalicelib.core.paging import decode_token, encode_token
 from chalicelib.errors import (
     BadRequest,
@@ -31,23 +30,6 @@ Namespace = tuple[str, ...]
 
 
 DEFAULT_PAGE_SIZE = 100
-
-
-def etag_for(metadata_location: str) -> str:
-    return '"' + hashlib.sha256(metadata_location.encode()).hexdigest()[:32] + '"'
-
-
-def load_result(ctx: Context, metadata_location: str | None, raw_metadata: bytes) -> str:
-    """LoadTableResult as JSON text, embedding the stored metadata bytes without re-encoding."""
-    return (
-        '{"metadata-location":'
-        + json.dumps(metadata_location)
-        + ',"metadata":'
-        + raw_metadata.decode()
-        + ',"config":'
-        + json.dumps(ctx.settings.client_config)
-        + "}"
-    )
 
 
 def list_names(
@@ -85,9 +67,9 @@ def list_names(
     return items, None
 
 
-def load(ctx: Context, warehouse: str, ns: Namespace, name: str) -> tuple[str, bytes]:
+def load(ctx: Context, warehouse: str, ns: Namespace, name: str) -> TableState:
     location = exists(ctx, warehouse, ns, name)
-    return location, md.read_metadata_raw(ctx, location)
+    return TableState(location, md.read_metadata_raw(ctx, location))
 
 
 def exists(ctx: Context, warehouse: str, ns: Namespace, name: str) -> str:
@@ -98,58 +80,44 @@ def exists(ctx: Context, warehouse: str, ns: Namespace, name: str) -> str:
     return p.metadata_location
 
 
-def create(ctx: Context, warehouse: str, ns: Namespace, body: dict[str, Any]) -> str:
-    from pydantic import ValidationError
-    from pyiceberg.catalog.rest import CreateTableRequest
+def create(ctx: Context, warehouse: str, ns: Namespace, new: NewTable) -> TableState:
     from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
     from pyiceberg.table.metadata import new_table_metadata
     from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 
-    if not isinstance(body, dict):
-        raise BadRequest("Invalid create-table request: expected a JSON object")
-    name = check_table(body.get("name"))
-    if isinstance(body.get("partition-spec"), list):  # the seeds' form: just the fields
-        body["partition-spec"] = {"spec-id": 0, "fields": body["partition-spec"]}
-    body.setdefault("location", None)
-    body.setdefault("partition-spec", None)
-    body.setdefault("write-order", None)
-    if body.get("location"):
-        raise BadRequest("A custom table location is not allowed: the catalog chooses table locations")
-    props = check_properties(body.get("properties"), "table property")
+    name = check_table(new.name)
+    props = check_properties(new.properties, "table property")
     md.check_table_properties(props)
     props = md.table_properties(warehouses.require_active(ctx, warehouse).get("properties", {}), props)
     md.check_table_properties(props)
     try:
-        from chalicelib.core.iceberg_types import prepared
-
-        req = CreateTableRequest.model_validate(prepared(body))
         table_uuid = uuid.uuid4()
         location = keys.table_location(ctx.bucket_for(warehouse), ns, name, str(table_uuid))
         metadata = new_table_metadata(
-            req.table_schema,
-            req.partition_spec or UNPARTITIONED_PARTITION_SPEC,
-            req.write_order or UNSORTED_SORT_ORDER,
+            new.schema,
+            new.partition_spec or UNPARTITIONED_PARTITION_SPEC,
+            new.write_order or UNSORTED_SORT_ORDER,
             location,
             dict(props),
             table_uuid,
         )
         if metadata.format_version >= 3:
-            metadata = md.with_defaults(metadata, req.table_schema)
+            metadata = md.with_defaults(metadata, new.schema)
             if metadata.next_row_id is None:
                 metadata = metadata.model_copy(update={"next_row_id": 0})
-    except ValidationError as exc:
-        raise BadRequest(f"Invalid create-table request: {md.validation_summary(exc)}") from None
     except (ValueError, KeyError, TypeError, NotImplementedError) as exc:
         raise BadRequest(f"Invalid create-table request: {md.short(exc)}") from None
     namespaces.require_active(ctx, warehouse, ns)
-    if req.stage_create:
+    if new.stage_create:
         if pointers.live(ctx, warehouse, ns, name) is not None:
             raise TableAlreadyExists(f"Table {pointers.ident(ns, name)!r} already exists")
-        return load_result(ctx, None, md.dump_metadata(metadata))
+        return TableState(None, md.dump_metadata(metadata))
     return _create_table(ctx, warehouse, ns, name, metadata, purge_on_backout=True)
 
 
-def _create_table(ctx: Context, warehouse: str, ns: Namespace, name: str, metadata: Any, purge_on_backout: bool) -> str:
+def _create_table(
+    ctx: Context, warehouse: str, ns: Namespace, name: str, metadata: Any, purge_on_backout: bool
+) -> TableState:
     """Claim the table uuid, write metadata v0, then the pointer (the commit point)."""
     bucket, table_uuid = ctx.bucket_for(warehouse), str(metadata.table_uuid)
     meta_loc = keys.metadata_file(metadata.location, 0, str(uuid.uuid4()))
@@ -164,7 +132,7 @@ def _create_table(ctx: Context, warehouse: str, ns: Namespace, name: str, metada
             ctx.storage.delete(bucket, keys.uuid_record(table_uuid))  # nothing else can hold a claim we wrote
         raise
     pointers.after_claim(ctx, warehouse, ns, name, pointers.Pointer(pointer, etag), purge_on_backout)
-    return load_result(ctx, meta_loc, raw)
+    return TableState(meta_loc, raw)
 
 
 def _already_applied(req: Any, current: Any) -> bool:
@@ -193,14 +161,14 @@ def _landed(ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: st
     return any(entry.metadata_file == meta_loc for entry in meta.metadata_log)
 
 
-def commit(ctx: Context, warehouse: str, ns: Namespace, name: str, body: Any) -> str:
+def commit(ctx: Context, warehouse: str, req: TableChange) -> TableState:
     from pyiceberg.table.update import AssertCreate
 
+    ns, name = req.namespace, req.name
     bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
     for _ in range(pointers.COMMIT_ATTEMPTS):
         p = pointers.live(ctx, warehouse, ns, name)
         base = md.metadata_at(ctx, p.metadata_location) if p else None
-        req = md.parse_commit(body, ns, name, base)
         if p is None:
             if not any(isinstance(r, AssertCreate) for r in req.requirements):
                 raise pointers.not_found(ctx, warehouse, ns, name)
@@ -209,10 +177,10 @@ def commit(ctx: Context, warehouse: str, ns: Namespace, name: str, body: Any) ->
             new = md.apply(ctx, req, base, p.metadata_location, base.location)
         except CommitFailed:
             if _already_applied(req, base):  # a client retry of a commit that landed
-                return load_result(ctx, p.metadata_location, md.read_metadata_raw(ctx, p.metadata_location))
+                return TableState(p.metadata_location, md.read_metadata_raw(ctx, p.metadata_location))
             raise
         if not req.updates:
-            return load_result(ctx, p.metadata_location, md.read_metadata_raw(ctx, p.metadata_location))
+            return TableState(p.metadata_location, md.read_metadata_raw(ctx, p.metadata_location))
         version = keys.metadata_version(p.metadata_location) + 1
         meta_loc = keys.metadata_file(new.location, version, str(uuid.uuid4()))
         raw = md.write_metadata(ctx, meta_loc, new)
@@ -236,7 +204,7 @@ def commit(ctx: Context, warehouse: str, ns: Namespace, name: str, body: Any) ->
             if not landed:
                 md.discard(ctx, meta_loc)
                 continue
-        return load_result(ctx, meta_loc, raw)
+        return TableState(meta_loc, raw)
     raise CommitFailed(f"Table {pointers.ident(ns, name)!r} changed concurrently; refresh and retry the commit")
 
 
@@ -249,10 +217,10 @@ def resolve_commit(ctx: Context, hint: dict[str, Any]) -> str | None:
         raise CommitStateUnknown(
             f"The commit to {pointers.ident(ns, name)!r} is still in doubt; retry later", hint=hint
         )
-    return load_result(ctx, meta_loc, md.read_metadata_raw(ctx, meta_loc)) if landed else None
+    return TableState(meta_loc, md.read_metadata_raw(ctx, meta_loc)) if landed else None
 
 
-def _create_from_commit(ctx: Context, warehouse: str, ns: Namespace, name: str, req: Any) -> str:
+def _create_from_commit(ctx: Context, warehouse: str, ns: Namespace, name: str, req: TableChange) -> TableState:
     """A staged create (stage-create, then a commit with assert-create) becomes a real table."""
     check_table(name)
     namespaces.require_active(ctx, warehouse, ns)
@@ -284,14 +252,10 @@ def _check_register_location(ctx: Context, warehouse: str, meta_loc: object) -> 
     return bucket, key
 
 
-def register(ctx: Context, warehouse: str, ns: Namespace, body: Any) -> str:
-    if not isinstance(body, dict):
-        raise BadRequest("Invalid register-table request: expected a JSON object")
-    name = check_table(body.get("name"))
-    meta_loc = body.get("metadata-location")
-    overwrite = body.get("overwrite", False)
-    if not isinstance(overwrite, bool):
-        raise BadRequest('Invalid register-table request: "overwrite" must be a boolean')
+def register(
+    ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: object, overwrite: bool = False
+) -> TableState:
+    name = check_table(name)
     bucket, _ = _check_register_location(ctx, warehouse, meta_loc)
     assert isinstance(meta_loc, str)
     namespaces.require_active(ctx, warehouse, ns)
@@ -323,7 +287,7 @@ def register(ctx: Context, warehouse: str, ns: Namespace, body: Any) -> str:
                 now = pointers.read(ctx, warehouse, ns, name)
                 if now is None or now.data.get("metadata-location") != meta_loc:
                     raise CommitFailed(f"Table {pointers.ident(ns, name)!r} changed concurrently; retry") from None
-            return load_result(ctx, meta_loc, raw)
+            return TableState(meta_loc, raw)
     claimed = purges.claim_uuid(ctx, bucket, table_uuid, meta_loc)
     try:
         etag = pointers.claim_name(ctx, warehouse, ns, name, pointer)
@@ -332,7 +296,7 @@ def register(ctx: Context, warehouse: str, ns: Namespace, body: Any) -> str:
             purges.set_uuid_state(ctx, bucket, table_uuid, "dropped")  # the files stay registrable
         raise
     pointers.after_claim(ctx, warehouse, ns, name, pointers.Pointer(pointer, etag), purge=False)
-    return load_result(ctx, meta_loc, raw)
+    return TableState(meta_loc, raw)
 
 
 def drop(ctx: Context, warehouse: str, ns: Namespace, name: str, purge: bool) -> None:
@@ -356,17 +320,9 @@ def drop(ctx: Context, warehouse: str, ns: Namespace, name: str, purge: bool) ->
     raise CommitFailed(f"Table {pointers.ident(ns, name)!r} changed concurrently; retry the drop")
 
 
-def rename(ctx: Context, warehouse: str, body: Any) -> None:
-    if (
-        not isinstance(body, dict)
-        or not isinstance(body.get("source"), dict)
-        or not isinstance(body.get("destination"), dict)
-    ):
-        raise BadRequest('Invalid rename request: "source" and "destination" identifiers are required')
-    src_ns = check_namespace(body["source"].get("namespace"))
-    src_name = check_table(body["source"].get("name"))
-    dst_ns = check_namespace(body["destination"].get("namespace"))
-    dst_name = check_table(body["destination"].get("name"))
+def rename(ctx: Context, warehouse: str, src: tuple[Namespace, str], dst: tuple[Namespace, str]) -> None:
+    src_ns, src_name = check_namespace(list(src[0])), check_table(src[1])
+    dst_ns, dst_name = check_namespace(list(dst[0])), check_table(dst[1])
     if (src_ns, src_name) == (dst_ns, dst_name):
         raise TableAlreadyExists(f"Table {pointers.ident(dst_ns, dst_name)!r} already exists")
     bucket = ctx.bucket_for(warehouse)

@@ -20,8 +20,8 @@ from chalicelib import keys
 from chalicelib.core import claims, pointers
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.core.model import TableChange
 from chalicelib.errors import BadRequest, CatalogError, CommitFailed, CommitStateUnknown
-from chalicelib.names import check_namespace, check_table
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
 Namespace = tuple[str, ...]
@@ -29,38 +29,30 @@ MAX_TABLES = 100
 ATTEMPTS = 3
 
 
-def _parse(body: Any) -> list[tuple[Namespace, str, dict[str, Any]]]:
-    if not isinstance(body, dict) or not isinstance(body.get("table-changes"), list) or not body["table-changes"]:
-        raise BadRequest('Invalid transaction: "table-changes" must be a non-empty array')
-    changes = body["table-changes"]
+def _ordered(changes: list[TableChange]) -> list[TableChange]:
+    if not changes:
+        raise BadRequest("Invalid transaction: it changes no table")
     if len(changes) > MAX_TABLES:
         raise BadRequest(f"Invalid transaction: at most {MAX_TABLES} table changes")
-    out: list[tuple[Namespace, str, dict[str, Any]]] = []
-    for change in changes:
-        ident = change.get("identifier") if isinstance(change, dict) else None
-        if not isinstance(ident, dict):
-            raise BadRequest('Invalid transaction: every table change needs an "identifier"')
-        out.append((check_namespace(ident.get("namespace")), check_table(ident.get("name")), change))
-    if len({(ns, n) for ns, n, _ in out}) != len(out):
+    if len({(c.namespace, c.name) for c in changes}) != len(changes):
         raise BadRequest("Invalid transaction: a table appears more than once")
-    return sorted(out, key=lambda c: (c[0], c[1]))  # one claim order for everyone
+    return sorted(changes, key=lambda c: (c.namespace, c.name))  # one claim order for everyone
 
 
-def commit(ctx: Context, warehouse: str, body: Any) -> None:
-
-    changes = _parse(body)
+def commit(ctx: Context, warehouse: str, changes: list[TableChange]) -> None:
+    changes = _ordered(changes)
     bucket = ctx.bucket_for(warehouse)
     for _ in range(ATTEMPTS):
         prepared: list[tuple[Namespace, str, pointers.Pointer, str]] = []
         try:
-            for ns, name, change in changes:
+            for change in changes:
+                ns, name = change.namespace, change.name
                 p = pointers.live(ctx, warehouse, ns, name)
                 if p is None:  # a table this transaction creates (assert-create)
                     p, meta_loc = _prepare_create(ctx, warehouse, ns, name, change)
                 else:
                     base = md.metadata_at(ctx, p.metadata_location)
-                    req = md.parse_commit(change, ns, name, base)
-                    new = md.apply(ctx, req, base, p.metadata_location, base.location)
+                    new = md.apply(ctx, change, base, p.metadata_location, base.location)
                     version = keys.metadata_version(p.metadata_location) + 1
                     meta_loc = keys.metadata_file(new.location, version, str(uuid.uuid4()))
                     md.write_metadata(ctx, meta_loc, new)
@@ -106,13 +98,12 @@ def commit(ctx: Context, warehouse: str, body: Any) -> None:
     raise CommitFailed("The tables changed concurrently; refresh them and retry the transaction")
 
 
-def _prepare_create(ctx: Context, warehouse: str, ns: Namespace, name: str, change: dict[str, Any]) -> tuple[Any, str]:
+def _prepare_create(ctx: Context, warehouse: str, ns: Namespace, name: str, req: TableChange) -> tuple[Any, str]:
     """A create inside a transaction: validated and written like a staged create, claimed later."""
     from pyiceberg.table.update import AssertCreate
 
     from chalicelib.core import namespaces, purges
 
-    req = md.parse_commit(change, ns, name, None)
     if not any(isinstance(r, AssertCreate) for r in req.requirements):
         raise pointers.not_found(ctx, warehouse, ns, name)
     namespaces.require_active(ctx, warehouse, ns)

@@ -9,11 +9,12 @@ from typing import Any
 from chalicelib.auth.resources import ns_context, table_arn
 from chalicelib.core import metadata as md
 from chalicelib.core import tables
+from chalicelib.core.model import TableState
 from chalicelib.core.paging import parse_bool
 from chalicelib.errors import BadRequest
 from chalicelib.names import check_table
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
-from chalicelib.routes import PREFIX, namespace_of, paged, paging_of, warehouse_of
+from chalicelib.routes import PREFIX, iceberg_io, namespace_of, paged, paging_of, warehouse_of
 
 log = logging.getLogger("catalog.tables")
 bp = RouteGroup(__name__)
@@ -37,22 +38,19 @@ def list_tables(req: RequestContext) -> tuple[int, dict[str, Any]]:
     return 200, paged("identifiers", list(items), token)
 
 
-def _with_etag(result: str) -> tuple[int, str, dict[str, str]]:
-    """A LoadTableResult and the ETag of its metadata location (none for a staged create)."""
-    location, _ = json.JSONDecoder().raw_decode(result, len('{"metadata-location":'))
-    return 200, result, ({"ETag": tables.etag_for(location)} if location else {})
-
-
 @operation(bp, TABLES, "POST", "CreateTable")
 def create_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     ctx, wh = warehouse_of(req)
-    return _with_etag(tables.create(ctx, wh, namespace_of(req), req.json()))
+    new = iceberg_io.parse_create(req.json())
+    return iceberg_io.with_etag(tables.create(ctx, wh, namespace_of(req), new), ctx.settings.client_config)
 
 
 @operation(bp, PREFIX + "/namespaces/{namespace}/register", "POST", "RegisterTable")
 def register_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     ctx, wh = warehouse_of(req)
-    return _with_etag(tables.register(ctx, wh, namespace_of(req), req.json()))
+    name, location, overwrite = iceberg_io.parse_register(req.json())
+    state = tables.register(ctx, wh, namespace_of(req), name, location, overwrite)
+    return iceberg_io.with_etag(state, ctx.settings.client_config)
 
 
 def _only_referenced_snapshots(raw: bytes) -> bytes:
@@ -71,13 +69,13 @@ def load_table(req: RequestContext) -> tuple[int, str | None, dict[str, str]]:
     if mode not in ("all", "refs"):
         raise BadRequest(f"Invalid snapshots {mode[:20]!r}: expected all or refs")
     location = tables.exists(ctx, wh, ns, name)
-    etag = tables.etag_for(location) if mode == "all" else tables.etag_for(location + "#refs")
+    etag = iceberg_io.etag_for(location) if mode == "all" else iceberg_io.etag_for(location + "#refs")
     if req.headers.get("if-none-match") == etag:
         return 304, None, {"ETag": etag}
     raw = md.read_metadata_raw(ctx, location)
     if mode == "refs":
         raw = _only_referenced_snapshots(raw)
-    return 200, tables.load_result(ctx, location, raw), {"ETag": etag}
+    return 200, iceberg_io.load_result(TableState(location, raw), ctx.settings.client_config), {"ETag": etag}
 
 
 @operation(bp, TABLE, "HEAD", "GetTable")
@@ -90,7 +88,8 @@ def table_exists(req: RequestContext) -> tuple[int, None]:
 @operation(bp, TABLE, "POST", "UpdateTable")
 def commit_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     ctx, wh = warehouse_of(req)
-    return _with_etag(tables.commit(ctx, wh, namespace_of(req), _table_of(req), req.json()))
+    change = iceberg_io.parse_change(req.json(), namespace_of(req), _table_of(req))
+    return iceberg_io.with_etag(tables.commit(ctx, wh, change), ctx.settings.client_config)
 
 
 @operation(bp, TABLE + "/metrics", "POST", "ReportMetrics")
@@ -115,5 +114,5 @@ def drop_table(req: RequestContext) -> tuple[int, None]:
 @operation(bp, PREFIX + "/tables/rename", "POST", "RenameTable")
 def rename_table(req: RequestContext) -> tuple[int, None]:
     ctx, wh = warehouse_of(req)
-    tables.rename(ctx, wh, req.json())
+    tables.rename(ctx, wh, *iceberg_io.parse_rename(req.json()))
     return 204, None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from chalicelib.core import transactions
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
-from chalicelib.routes import PREFIX, warehouse_of
+from chalicelib.routes import PREFIX, iceberg_io, warehouse_of
 
 bp = RouteGroup(__name__)
 
@@ -12,5 +12,5 @@ bp = RouteGroup(__name__)
 @operation(bp, PREFIX + "/transactions/commit", "POST", "CommitTransaction")
 def commit_transaction(req: RequestContext) -> tuple[int, None]:
     ctx, wh = warehouse_of(req)
-    transactions.commit(ctx, wh, req.json())
+    transactions.commit(ctx, wh, iceberg_io.parse_transaction(req.json()))
     return 204, None

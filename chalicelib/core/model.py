@@ -1,0 +1,38 @@
+"""The core's typed commands and results; each face parses its wire format into these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+Namespace = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TableState:
+    """A table as of one metadata file: its location (None for a staged create) and stored bytes."""
+
+    metadata_location: str | None
+    raw_metadata: bytes
+
+
+@dataclass(frozen=True)
+class NewTable:
+    """Create a table: PyIceberg's Schema, PartitionSpec and SortOrder (None: unpartitioned, unsorted)."""
+
+    name: str
+    schema: Any
+    partition_spec: Any = None
+    write_order: Any = None
+    properties: dict[str, str] = field(default_factory=dict)
+    stage_create: bool = False
+
+
+@dataclass(frozen=True)
+class TableChange:
+    """One table's requirements and updates (PyIceberg's typed models, plus the catalog's own)."""
+
+    namespace: Namespace
+    name: str
+    requirements: tuple[Any, ...]
+    updates: tuple[Any, ...]

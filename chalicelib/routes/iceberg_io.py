@@ -1,0 +1,115 @@
+"""Iceberg REST wire format <-> the core's typed commands and results (parse and format only)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from chalicelib.core.model import Namespace, NewTable, TableChange, TableState
+from chalicelib.errors import BadRequest
+from chalicelib.names import check_namespace, check_table
+
+
+def etag_for(metadata_location: str) -> str:
+    return '"' + hashlib.sha256(metadata_location.encode()).hexdigest()[:32] + '"'
+
+
+def load_result(state: TableState, config: dict[str, str]) -> str:
+    """LoadTableResult as JSON text, embedding the stored metadata bytes without re-encoding."""
+    return (
+        '{"metadata-location":'
+        + json.dumps(state.metadata_location)
+        + ',"metadata":'
+        + state.raw_metadata.decode()
+        + ',"config":'
+        + json.dumps(config)
+        + "}"
+    )
+
+
+def with_etag(state: TableState, config: dict[str, str]) -> tuple[int, str, dict[str, str]]:
+    """A LoadTableResult and the ETag of its metadata location (none for a staged create)."""
+    location = state.metadata_location
+    return 200, load_result(state, config), ({"ETag": etag_for(location)} if location else {})
+
+
+def parse_create(body: Any) -> NewTable:
+    from pydantic import ValidationError
+    from pyiceberg.catalog.rest import CreateTableRequest
+
+    from chalicelib.core.iceberg_types import prepared
+    from chalicelib.core.metadata import short, validation_summary
+
+    if not isinstance(body, dict):
+        raise BadRequest("Invalid create-table request: expected a JSON object")
+    name = check_table(body.get("name"))
+    body = dict(body)
+    if isinstance(body.get("partition-spec"), list):  # the seeds' form: just the fields
+        body["partition-spec"] = {"spec-id": 0, "fields": body["partition-spec"]}
+    if body.get("location"):
+        raise BadRequest("A custom table location is not allowed: the catalog chooses table locations")
+    for key in ("location", "partition-spec", "write-order"):
+        body.setdefault(key, None)
+    if not isinstance(body.get("properties", {}), dict):
+        raise BadRequest('Invalid create-table request: "properties" must be an object')
+    try:
+        req = CreateTableRequest.model_validate(prepared(body))
+    except ValidationError as exc:
+        raise BadRequest(f"Invalid create-table request: {validation_summary(exc)}") from None
+    except (ValueError, KeyError, TypeError, NotImplementedError) as exc:
+        raise BadRequest(f"Invalid create-table request: {short(exc)}") from None
+    return NewTable(
+        name=name,
+        schema=req.table_schema,
+        partition_spec=req.partition_spec,
+        write_order=req.write_order,
+        properties=body.get("properties") or {},
+        stage_create=bool(req.stage_create),
+    )
+
+
+def parse_change(body: Any, ns: Namespace | None = None, name: str | None = None) -> TableChange:
+    """A CommitTableRequest; the path names the table (ns, name) unless it is a transaction's change."""
+    from chalicelib.core import updates
+
+    if not isinstance(body, dict):
+        raise BadRequest("Invalid commit request: expected a JSON object")
+    ident = body.get("identifier")
+    if ns is None or name is None:
+        if not isinstance(ident, dict):
+            raise BadRequest('Invalid transaction: every table change needs an "identifier"')
+        ns, name = check_namespace(ident.get("namespace")), check_table(ident.get("name"))
+    elif ident is not None:
+        if not isinstance(ident, dict) or tuple(ident.get("namespace") or ()) != ns or ident.get("name") != name:
+            raise BadRequest('Invalid commit request: "identifier" does not match the table in the path')
+    return updates.parse_change(ns, name, body.get("requirements", []), body.get("updates", []))
+
+
+def parse_transaction(body: Any) -> list[TableChange]:
+    if not isinstance(body, dict) or not isinstance(body.get("table-changes"), list) or not body["table-changes"]:
+        raise BadRequest('Invalid transaction: "table-changes" must be a non-empty array')
+    return [parse_change(change) for change in body["table-changes"]]
+
+
+def parse_rename(body: Any) -> tuple[tuple[Namespace, str], tuple[Namespace, str]]:
+    if (
+        not isinstance(body, dict)
+        or not isinstance(body.get("source"), dict)
+        or not isinstance(body.get("destination"), dict)
+    ):
+        raise BadRequest('Invalid rename request: "source" and "destination" identifiers are required')
+    src, dst = body["source"], body["destination"]
+    return (
+        (check_namespace(src.get("namespace")), check_table(src.get("name"))),
+        (check_namespace(dst.get("namespace")), check_table(dst.get("name"))),
+    )
+
+
+def parse_register(body: Any) -> tuple[str, object, bool]:
+    if not isinstance(body, dict):
+        raise BadRequest("Invalid register-table request: expected a JSON object")
+    overwrite = body.get("overwrite", False)
+    if not isinstance(overwrite, bool):
+        raise BadRequest('Invalid register-table request: "overwrite" must be a boolean')
+    return check_table(body.get("name")), body.get("metadata-location"), overwrite
