@@ -1,91 +1,92 @@
-"""Catalog errors: each maps to one Iceberg-style error JSON and status code."""
+"""Domain errors: what went wrong, in catalog terms. Each face maps them to its own wire errors
+(routes/iceberg_errors.py for Iceberg REST, glue/errors.py for Glue)."""
 
 from __future__ import annotations
 
 
 class CatalogError(Exception):
-    status: int = 500
-    type: str = "InternalError"
-
     def __init__(self, message: str, *, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.message = message
-        self.headers = headers or {}
-
-    def to_body(self) -> dict[str, object]:
-        return {"error": {"message": self.message, "type": self.type, "code": self.status}}
+        self.headers = headers or {}  # e.g. Retry-After, which every face passes on
 
 
 class BadRequest(CatalogError):
-    status, type = 400, "BadRequest"
+    """The request is malformed or breaks a rule; nothing was changed."""
 
 
 class Unauthorized(CatalogError):
-    status, type = 401, "NotAuthorizedException"
+    """No valid credentials."""
 
 
 class Forbidden(CatalogError):
-    status, type = 403, "ForbiddenException"
-
-
-class WarehouseNotFound(CatalogError):
-    status, type = 404, "IcebergWarehouseNotFound"
-
-
-class NamespaceNotFound(CatalogError):
-    status, type = 404, "IcebergNamespaceNotFound"
-
-
-class TableNotFound(CatalogError):
-    status, type = 404, "IcebergTableNotFound"
+    """A policy denies the action."""
 
 
 class NotFound(CatalogError):
-    status, type = 404, "NotFound"
+    """No such route or resource."""
+
+
+class WarehouseNotFound(NotFound):
+    pass
+
+
+class NamespaceNotFound(NotFound):
+    pass
+
+
+class TableNotFound(NotFound):
+    pass
 
 
 class MethodNotAllowed(CatalogError):
-    status, type = 405, "MethodNotAllowed"
+    pass
 
 
-class WarehouseAlreadyExists(CatalogError):
-    status, type = 409, "IcebergWarehouseAlreadyExists"
+class AlreadyExists(CatalogError):
+    pass
 
 
-class NamespaceAlreadyExists(CatalogError):
-    status, type = 409, "IcebergNamespaceAlreadyExists"
+class WarehouseAlreadyExists(AlreadyExists):
+    pass
 
 
-class TableAlreadyExists(CatalogError):
-    status, type = 409, "IcebergTableAlreadyExists"
+class NamespaceAlreadyExists(AlreadyExists):
+    pass
+
+
+class TableAlreadyExists(AlreadyExists):
+    pass
 
 
 class CommitFailed(CatalogError):
-    status, type = 409, "CommitFailedException"
+    """A requirement failed or a concurrent change won; refresh and retry."""
 
 
-class NamespaceNotEmpty(CatalogError):
-    status, type = 409, "IcebergNamespaceNotEmptyError"
+class NotEmpty(CatalogError):
+    pass
 
 
-class WarehouseNotEmpty(CatalogError):
-    status, type = 409, "IcebergWarehouseNotEmpty"
+class NamespaceNotEmpty(NotEmpty):
+    pass
+
+
+class WarehouseNotEmpty(NotEmpty):
+    pass
 
 
 class Conflict(CatalogError):
-    status, type = 409, "ConflictException"
+    """A concurrent operation is in the way (being renamed, dropped, deleted); retry shortly."""
 
 
 class InternalError(CatalogError):
-    status, type = 500, "InternalError"
+    pass
 
 
 class CommitStateUnknown(CatalogError):
-    """The commit point's outcome cannot be known (REST spec: 500; clients must not re-apply blindly).
+    """The commit point's outcome cannot be known (clients must not re-apply blindly).
 
     ``hint`` says how to find out later; an Idempotency-Key record keeps it to resolve a replay."""
-
-    status, type = 500, "CommitStateUnknownException"
 
     def __init__(self, message: str, hint: dict[str, object] | None = None) -> None:
         super().__init__(message)
@@ -93,16 +94,16 @@ class CommitStateUnknown(CatalogError):
 
 
 class PurgeNotSupported(CatalogError):
-    status, type = 501, "IcebergPurgeNotSupported"
+    pass
 
 
 class ServiceUnavailable(CatalogError):
-    status, type = 503, "ServiceUnavailableException"
+    """Storage is unavailable or throttling; nothing was changed."""
 
 
-class TableRecoveryInProgress(CatalogError):
-    status, type = 503, "TableRecoveryInProgress"
+class TableRecoveryInProgress(ServiceUnavailable):
+    """A table is held by an unfinished transaction."""
 
 
 class UnprocessableEntity(CatalogError):
-    status, type = 422, "UnprocessableEntityException"
+    pass

@@ -22,6 +22,7 @@ from chalicelib.errors import (
     CatalogError,
     CommitStateUnknown,
     Conflict,
+    Forbidden,
     InternalError,
     MethodNotAllowed,
     ServiceUnavailable,
@@ -57,6 +58,22 @@ def _everything_visible(action: str, resource: str, condition: dict[str, str]) -
     return True
 
 
+Check = tuple[str, str, dict[str, str], bool]  # action, resource ARN, condition context, partial
+
+
+def _no_checks(req: RequestContext) -> list[Check]:
+    raise Forbidden(f"Access denied: {req.action} declares no policy resource")
+
+
+@dataclass(frozen=True)
+class Face:
+    """A wire protocol: its SigV4 service names and how it renders errors (each face has its own)."""
+
+    name: str
+    services: tuple[str, ...]
+    render_error: Callable[[CatalogError, bool], Response]
+
+
 @dataclass
 class RequestContext:
     """What a handler sees: decoded parameters and the raw request, for signature checks."""
@@ -68,6 +85,9 @@ class RequestContext:
     raw_body: bytes
     raw_path: str
     action: str
+    face: Face | None = None
+    # The policy questions of this request (the route declares them next to its action).
+    checks: Callable[[RequestContext], list[Check]] = _no_checks
     identity: Any = None  # set by the authenticator (None = anonymous)
     # Set by the authorizer: may the caller see this item? List routes filter with it.
     visible: Callable[[str, str, dict[str, str]], bool] = _everything_visible
@@ -132,9 +152,14 @@ class RouteInfo:
 ROUTES: list[RouteInfo] = []
 
 
-def error_response(exc: CatalogError, head: bool = False) -> Response:
-    headers = {"Content-Type": "application/json", **exc.headers}
-    return Response(body="" if head else json.dumps(exc.to_body()), status_code=exc.status, headers=headers)
+def iceberg_face() -> Face:
+    from chalicelib.routes.iceberg_errors import ICEBERG_FACE
+
+    return ICEBERG_FACE
+
+
+def error_response(exc: CatalogError, head: bool = False, face: Face | None = None) -> Response:
+    return (face or iceberg_face()).render_error(exc, head)
 
 
 @dataclass
@@ -144,31 +169,48 @@ class _Spec:
     action: str
     handler: Callable[[RequestContext], Any]
     view_name: str
+    face: Face | None
+    checks: Callable[[RequestContext], list[Check]] | None
+    # Faces with one route for many operations (Glue's X-Amz-Target) name the action per request.
+    resolve: Callable[[RequestContext], None] | None = None
 
 
 class RouteGroup:
     """A route group's operations; unlike a Chalice Blueprint it can be registered in several apps
     (the all-in-one app and its own per-group app), each view bound to the app that dispatches it."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, face: Face | None = None, content_types: list[str] | None = None) -> None:
         self.name = name
+        self.face = face  # None: the Iceberg REST face
+        self.content_types = content_types or JSON_TYPES
         self.specs: list[_Spec] = []
 
     def register(self, app: Chalice) -> None:
         for spec in self.specs:
-            app.route(spec.path, methods=[spec.method], content_types=JSON_TYPES, name=spec.view_name)(
+            app.route(spec.path, methods=[spec.method], content_types=self.content_types, name=spec.view_name)(
                 _make_view(app, spec)
             )
 
 
 def operation(
-    group: RouteGroup, path: str, method: str, action: str, *, iceberg: bool = True
+    group: RouteGroup,
+    path: str,
+    method: str,
+    action: str,
+    *,
+    iceberg: bool = True,
+    checks: Callable[[RequestContext], list[Check]] | None = None,
+    resolve: Callable[[RequestContext], None] | None = None,
 ) -> Callable[[Callable[[RequestContext], Any]], Callable[[RequestContext], Any]]:
-    """Declare a handler taking a RequestContext and returning (status, body[, headers])."""
+    """Declare a handler taking a RequestContext and returning (status, body[, headers]).
+
+    ``checks`` names the policy resource and conditions of the action; ``resolve`` sets the action
+    and checks per request, for a face that dispatches many operations on one route."""
 
     def register(handler: Callable[[RequestContext], Any]) -> Callable[[RequestContext], Any]:
         ROUTES.append(RouteInfo(method, path, action, iceberg, group.name.rsplit(".", 1)[-1]))
-        group.specs.append(_Spec(path, method, action, handler, f"{action}_{method}_{len(ROUTES)}"))
+        view_name = f"{action}_{method}_{len(ROUTES)}"
+        group.specs.append(_Spec(path, method, action, handler, view_name, group.face, checks, resolve))
         return handler
 
     return register
@@ -194,6 +236,8 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
         raw_body=req.raw_body or b"",
         raw_path=(req.context or {}).get("path", ""),
         action=action,
+        face=spec.face or iceberg_face(),
+        checks=spec.checks or _no_checks,
     )
     slot = None
     hint: dict[str, Any] | None = None
@@ -202,7 +246,9 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
     try:
         if len(ctx.raw_body) > MAX_BODY_BYTES:
             raise BadRequest(f"Request body too large: at most {MAX_BODY_BYTES} bytes")
-        authn, authz = PIPELINE.for_action(action)
+        if spec.resolve is not None:
+            spec.resolve(ctx)
+        authn, authz = PIPELINE.for_action(ctx.action)
         ctx.identity = authn.authenticate(ctx)
         authz.authorize(ctx)
         slot = _idempotency_begin(ctx)
@@ -216,7 +262,7 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
         err = _as_catalog_error(exc, method, path)
         hint = getattr(err, "hint", None)
         transient = isinstance(err, Conflict)  # "changed concurrently; retry": not an answer to replay
-        resp = error_response(err, head=method == "HEAD")
+        resp = error_response(err, head=method == "HEAD", face=ctx.face)
     if slot is not None:
         _idempotency_finish(slot, resp, hint, transient)
     COUNTER.deadline = 0.0

@@ -16,6 +16,7 @@ from chalicelib.core.context import Context
 from chalicelib.errors import CommitStateUnknown
 from chalicelib.faults import FaultInjector
 from chalicelib.routes import iceberg_io
+from chalicelib.routes.iceberg_errors import iceberg_error
 from chalicelib.storage import S3Storage, StorageUnavailable, WriteInDoubt, s3_client
 from tests.crashutil import loaded
 from tests.txnutil import append_change
@@ -77,10 +78,10 @@ def test_unreachable_or_denied_s3_is_unavailable(bucket, s3_endpoint, monkeypatc
     with pytest.raises(StorageUnavailable):
         dead.get(bucket, "k")
     err = pipeline._as_catalog_error(StorageUnavailable("x"), "GET", "/")
-    assert err.status == 503 and err.headers.get("Retry-After")
-    assert pipeline._as_catalog_error(storage.BucketUnavailable("b"), "POST", "/").status == 409
-    assert pipeline._as_catalog_error(WriteInDoubt("k"), "POST", "/").status == 500
-    assert pipeline._as_catalog_error(RecursionError(), "POST", "/").status == 400
+    assert iceberg_error(err)[0] == 503 and err.headers.get("Retry-After")
+    assert iceberg_error(pipeline._as_catalog_error(storage.BucketUnavailable("b"), "POST", "/"))[0] == 409
+    assert iceberg_error(pipeline._as_catalog_error(WriteInDoubt("k"), "POST", "/"))[0] == 500
+    assert iceberg_error(pipeline._as_catalog_error(RecursionError(), "POST", "/"))[0] == 400
     with pytest.raises(storage.ObjectNotFound):  # an empty key is a missing object, not a botocore error
         dead.get(bucket, "")
 
@@ -144,7 +145,7 @@ def test_unknowable_commit_is_500_with_a_hint(crash_ctx):
     doubtful = Context(crash_ctx.settings, InDoubtPointer(crash_ctx.storage))
     with pytest.raises(CommitStateUnknown) as info:
         tables.commit(doubtful, wh, iceberg_io.parse_change(append_change("c", "t", meta, "doubt"), ("c",), "t"))
-    assert info.value.status == 500 and info.value.type == "CommitStateUnknownException"
+    assert iceberg_error(info.value) == (500, "CommitStateUnknownException")
     assert info.value.hint["kind"] == "table-commit" and info.value.hint["metadata-location"].startswith("s3://")
     # Resolving later (an Idempotency-Key replay): the swap did not land, so the replay runs again.
     assert tables.resolve_commit(crash_ctx, info.value.hint) is None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chalicelib.auth import identities, policy, resources, sigv4, tokens
+from chalicelib.auth import identities, policy, sigv4, tokens
 from chalicelib.core.context import get_context
 from chalicelib.errors import Forbidden, Unauthorized
 from chalicelib.pipeline import AllowAnonymous, Pipeline, RequestContext
@@ -32,7 +32,8 @@ class CatalogAuthenticator:
             found["principal"] = hit[1]
             return hit[0]
 
-        sigv4.verify(req.method, req.raw_path, req.query, req.headers, req.raw_body, secret_for)
+        services = req.face.services if req.face is not None else sigv4.SERVICES
+        sigv4.verify(req.method, req.raw_path, req.query, req.headers, req.raw_body, secret_for, services=services)
         return found["principal"]
 
 
@@ -46,7 +47,7 @@ class PolicyAuthorizer:
         if req.action in OPEN_TO_AUTHENTICATED:
             req.visible = lambda action, resource, cond: policy.allowed(principal.policies, action, resource, cond)
             return
-        for action, resource, cond, partial in resources.checks(req):
+        for action, resource, cond, partial in req.checks(req):
             if not policy.allowed(principal.policies, action, resource, cond, partial):
                 raise Forbidden(f"Access denied: {principal.name} may not perform s3tables:{action} on {resource}")
         req.visible = lambda action, resource, cond: policy.allowed(principal.policies, action, resource, cond)

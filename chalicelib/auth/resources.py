@@ -51,60 +51,83 @@ def _creates(change: object) -> bool:
     return isinstance(reqs, list) and any(isinstance(r, dict) and r.get("type") == "assert-create" for r in reqs)
 
 
-def checks(req: RequestContext) -> list[Check]:
-    """The policy questions a request must pass, before anything is looked up."""
-    action, p = req.action, req.params
-    if action == "ListWarehouses":
-        return [(action, bucket_arn("*"), {}, True)]
-    if action == "CreateWarehouse":
-        name = _body(req).get("name")
-        return [(action, bucket_arn(name if isinstance(name, str) else "*"), {}, False)]
-    wh = check_warehouse(req.param("warehouse"))
-    if action in ("GetWarehouse", "DeleteWarehouse"):
-        return [(action, bucket_arn(wh), {}, False)]
-    if action == "ListNamespaces":
-        parent = req.query.get("parent")
-        cond = ns_context(parse_namespace_path(parent)) if parent else {}
-        return [(action, bucket_arn(wh), cond, True)]
-    if action == "CreateNamespace":
-        levels = _body(req).get("namespace")
-        try:
-            cond = ns_context(check_namespace(levels))
-        except Exception:  # noqa: BLE001 - invalid names are the handler's 400
-            cond = {}
-        return [(action, bucket_arn(wh), cond, False)]
-    if action in ("GetNamespace", "DeleteNamespace", "UpdateNamespaceProperties"):
-        return [(action, bucket_arn(wh), ns_context(parse_namespace_path(p["namespace"])), False)]
-    if action == "ListTables":
-        return [(action, table_arn(wh), ns_context(parse_namespace_path(p["namespace"])), True)]
-    if action in ("CreateTable", "RegisterTable"):
-        body = _body(req)
-        ns = parse_namespace_path(p["namespace"])
-        name = body.get("name")
-        table = name if isinstance(name, str) else None
-        arn = table_arn(wh, ns, table) if table else table_arn(wh)
-        out: list[Check] = [(action, arn, ns_context(ns, table), False)]
-        if action == "RegisterTable" and body.get("overwrite") is True:  # replaces a table's metadata
-            out.append(("UpdateTable", arn, ns_context(ns, table), False))
-        return out
-    if action == "ReportMetrics":  # a report about a table the caller has read or written
-        ns, table = parse_namespace_path(p["namespace"]), check_table(req.param("table"))
-        return [("GetTable", table_arn(wh, ns, table), ns_context(ns, table), False)]
-    if action in ("GetTable", "UpdateTable", "DeleteTable"):
-        ns, table = parse_namespace_path(p["namespace"]), check_table(req.param("table"))
-        return [(action, table_arn(wh, ns, table), ns_context(ns, table), False)]
-    if action == "RenameTable":
-        body = _body(req)
-        return [_ident_check(action, wh, body.get(side)) for side in ("source", "destination")]
-    if action == "CommitTransaction":  # each change is an UpdateTable (a CreateTable with assert-create)
-        changes = _body(req).get("table-changes")
-        out = [
-            _ident_check(
-                "CreateTable" if _creates(change) else "UpdateTable",
-                wh,
-                change.get("identifier") if isinstance(change, dict) else None,
-            )
-            for change in (changes if isinstance(changes, list) else [])
-        ]
-        return out or [("UpdateTable", table_arn(wh), {}, False)]
-    raise LookupError(f"no policy mapping for action {action}")
+# What each route asks of the policy, declared by the route next to its action (see routes/*).
+
+
+def any_warehouse(req: RequestContext) -> list[Check]:
+    return [(req.action, bucket_arn("*"), {}, True)]
+
+
+def new_warehouse(req: RequestContext) -> list[Check]:
+    name = _body(req).get("name")
+    return [(req.action, bucket_arn(name if isinstance(name, str) else "*"), {}, False)]
+
+
+def warehouse(req: RequestContext) -> list[Check]:
+    return [(req.action, bucket_arn(check_warehouse(req.param("warehouse"))), {}, False)]
+
+
+def namespace_list(req: RequestContext) -> list[Check]:
+    parent = req.query.get("parent")
+    cond = ns_context(parse_namespace_path(parent)) if parent else {}
+    return [(req.action, bucket_arn(check_warehouse(req.param("warehouse"))), cond, True)]
+
+
+def new_namespace(req: RequestContext) -> list[Check]:
+    try:
+        cond = ns_context(check_namespace(_body(req).get("namespace")))
+    except Exception:  # noqa: BLE001 - invalid names are the handler's 400
+        cond = {}
+    return [(req.action, bucket_arn(check_warehouse(req.param("warehouse"))), cond, False)]
+
+
+def namespace(req: RequestContext) -> list[Check]:
+    wh, ns = check_warehouse(req.param("warehouse")), parse_namespace_path(req.params["namespace"])
+    return [(req.action, bucket_arn(wh), ns_context(ns), False)]
+
+
+def table_list(req: RequestContext) -> list[Check]:
+    wh, ns = check_warehouse(req.param("warehouse")), parse_namespace_path(req.params["namespace"])
+    return [(req.action, table_arn(wh), ns_context(ns), True)]
+
+
+def new_table(req: RequestContext) -> list[Check]:
+    """CreateTable and RegisterTable name the table in the body; overwriting a table updates it."""
+    wh, ns = check_warehouse(req.param("warehouse")), parse_namespace_path(req.params["namespace"])
+    body = _body(req)
+    table = body.get("name") if isinstance(body.get("name"), str) else None
+    arn = table_arn(wh, ns, table) if table else table_arn(wh)
+    out: list[Check] = [(req.action, arn, ns_context(ns, table), False)]
+    if req.action == "RegisterTable" and body.get("overwrite") is True:
+        out.append(("UpdateTable", arn, ns_context(ns, table), False))
+    return out
+
+
+def table(req: RequestContext, action: str | None = None) -> list[Check]:
+    wh, ns = check_warehouse(req.param("warehouse")), parse_namespace_path(req.params["namespace"])
+    name = check_table(req.param("table"))
+    return [(action or req.action, table_arn(wh, ns, name), ns_context(ns, name), False)]
+
+
+def table_read(req: RequestContext) -> list[Check]:
+    """A report about a table the caller has read or written asks for GetTable."""
+    return table(req, "GetTable")
+
+
+def rename(req: RequestContext) -> list[Check]:
+    wh, body = check_warehouse(req.param("warehouse")), _body(req)
+    return [_ident_check(req.action, wh, body.get(side)) for side in ("source", "destination")]
+
+
+def transaction(req: RequestContext) -> list[Check]:
+    """Each change is an UpdateTable, or a CreateTable when it asserts the table's creation."""
+    wh, changes = check_warehouse(req.param("warehouse")), _body(req).get("table-changes")
+    out = [
+        _ident_check(
+            "CreateTable" if _creates(change) else "UpdateTable",
+            wh,
+            change.get("identifier") if isinstance(change, dict) else None,
+        )
+        for change in (changes if isinstance(changes, list) else [])
+    ]
+    return out or [("UpdateTable", table_arn(wh), {}, False)]

@@ -47,7 +47,7 @@ def _split_authorization(header: str) -> dict[str, str]:
     return fields
 
 
-def parse(headers: Mapping[str, str], query: Mapping[str, str]) -> SignedParts:
+def parse(headers: Mapping[str, str], query: Mapping[str, str], services: tuple[str, ...] = SERVICES) -> SignedParts:
     """Pull the signature parts out of the Authorization header or the X-Amz-* query parameters."""
     auth = headers.get("authorization")
     if auth:
@@ -73,8 +73,8 @@ def parse(headers: Mapping[str, str], query: Mapping[str, str]) -> SignedParts:
     if len(scope) != 5 or scope[4] != "aws4_request":
         raise Unauthorized("Malformed SigV4 credential scope")
     access_key, date, region, service, _ = scope
-    if service not in SERVICES:
-        raise Unauthorized(f"Wrong signing name {service[:40]!r}; sign for service 's3tables'")
+    if service not in services:
+        raise Unauthorized(f"Wrong signing name {service[:40]!r}; sign for service {services[0]!r}")
     if not amz_date:
         raise Unauthorized("Missing X-Amz-Date")
     return SignedParts(
@@ -150,9 +150,12 @@ def verify(
     body: bytes,
     secret_for: Callable[[str], str | None],
     now: datetime | None = None,
+    services: tuple[str, ...] = SERVICES,
 ) -> str:
-    """Return the access key id whose secret produced the signature; raise Unauthorized otherwise."""
-    parts = parse(headers, query)
+    """Return the access key id whose secret produced the signature; raise Unauthorized otherwise.
+
+    ``services``: the signing names the request's face accepts (Iceberg REST: s3tables; Glue: glue)."""
+    parts = parse(headers, query, services)
     if parts.presigned and method.upper() not in PRESIGN_METHODS:
         raise Unauthorized("Presigned URLs are accepted for GET and HEAD only; sign the Authorization header")
     check_time(parts, now)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from chalicelib.auth import resources
 from chalicelib.auth.resources import bucket_arn, ns_context
 from chalicelib.core import namespaces
 from chalicelib.errors import BadRequest
@@ -15,7 +16,7 @@ bp = RouteGroup(__name__)
 NS = PREFIX + "/namespaces"
 
 
-@operation(bp, NS, "GET", "ListNamespaces")
+@operation(bp, NS, "GET", "ListNamespaces", checks=resources.namespace_list)
 def list_namespaces(req: RequestContext) -> tuple[int, dict[str, Any]]:
     ctx, wh = warehouse_of(req)
     raw_parent = req.query.get("parent")
@@ -29,7 +30,7 @@ def list_namespaces(req: RequestContext) -> tuple[int, dict[str, Any]]:
     return 200, paged("namespaces", list(items), token)
 
 
-@operation(bp, NS, "POST", "CreateNamespace")
+@operation(bp, NS, "POST", "CreateNamespace", checks=resources.new_namespace)
 def create_namespace(req: RequestContext) -> tuple[int, dict[str, Any]]:
     ctx, wh = warehouse_of(req)
     body = req.json()
@@ -38,27 +39,27 @@ def create_namespace(req: RequestContext) -> tuple[int, dict[str, Any]]:
     return 200, namespaces.create(ctx, wh, body.get("namespace"), body.get("properties"))
 
 
-@operation(bp, NS + "/{namespace}", "GET", "GetNamespace")
+@operation(bp, NS + "/{namespace}", "GET", "GetNamespace", checks=resources.namespace)
 def load_namespace(req: RequestContext) -> tuple[int, dict[str, Any]]:
     ctx, wh = warehouse_of(req)
     return 200, namespaces.get(ctx, wh, namespace_of(req))
 
 
-@operation(bp, NS + "/{namespace}", "HEAD", "GetNamespace")
+@operation(bp, NS + "/{namespace}", "HEAD", "GetNamespace", checks=resources.namespace)
 def namespace_exists(req: RequestContext) -> tuple[int, None]:
     ctx, wh = warehouse_of(req)
     namespaces.read_record(ctx, wh, namespace_of(req))
     return 204, None
 
 
-@operation(bp, NS + "/{namespace}", "DELETE", "DeleteNamespace")
+@operation(bp, NS + "/{namespace}", "DELETE", "DeleteNamespace", checks=resources.namespace)
 def drop_namespace(req: RequestContext) -> tuple[int, None]:
     ctx, wh = warehouse_of(req)
     namespaces.delete(ctx, wh, namespace_of(req))
     return 204, None
 
 
-@operation(bp, NS + "/{namespace}/properties", "POST", "UpdateNamespaceProperties")
+@operation(bp, NS + "/{namespace}/properties", "POST", "UpdateNamespaceProperties", checks=resources.namespace)
 def update_properties(req: RequestContext) -> tuple[int, dict[str, Any]]:
     ctx, wh = warehouse_of(req)
     ns = namespace_of(req)

@@ -6,6 +6,7 @@ import json
 import logging
 from typing import Any
 
+from chalicelib.auth import resources
 from chalicelib.auth.resources import ns_context, table_arn
 from chalicelib.core import metadata as md
 from chalicelib.core import tables
@@ -26,7 +27,7 @@ def _table_of(req: RequestContext) -> str:
     return check_table(req.param("table"))
 
 
-@operation(bp, TABLES, "GET", "ListTables")
+@operation(bp, TABLES, "GET", "ListTables", checks=resources.table_list)
 def list_tables(req: RequestContext) -> tuple[int, dict[str, Any]]:
     ctx, wh = warehouse_of(req)
     ns = namespace_of(req)
@@ -38,14 +39,14 @@ def list_tables(req: RequestContext) -> tuple[int, dict[str, Any]]:
     return 200, paged("identifiers", list(items), token)
 
 
-@operation(bp, TABLES, "POST", "CreateTable")
+@operation(bp, TABLES, "POST", "CreateTable", checks=resources.new_table)
 def create_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     ctx, wh = warehouse_of(req)
     new = iceberg_io.parse_create(req.json())
     return iceberg_io.with_etag(tables.create(ctx, wh, namespace_of(req), new), ctx.settings.client_config)
 
 
-@operation(bp, PREFIX + "/namespaces/{namespace}/register", "POST", "RegisterTable")
+@operation(bp, PREFIX + "/namespaces/{namespace}/register", "POST", "RegisterTable", checks=resources.new_table)
 def register_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     ctx, wh = warehouse_of(req)
     name, location, overwrite = iceberg_io.parse_register(req.json())
@@ -61,7 +62,7 @@ def _only_referenced_snapshots(raw: bytes) -> bytes:
     return json.dumps(metadata, separators=(",", ":")).encode()
 
 
-@operation(bp, TABLE, "GET", "GetTable")
+@operation(bp, TABLE, "GET", "GetTable", checks=resources.table)
 def load_table(req: RequestContext) -> tuple[int, str | None, dict[str, str]]:
     ctx, wh = warehouse_of(req)
     ns, name = namespace_of(req), _table_of(req)
@@ -78,21 +79,21 @@ def load_table(req: RequestContext) -> tuple[int, str | None, dict[str, str]]:
     return 200, iceberg_io.load_result(TableState(location, raw), ctx.settings.client_config), {"ETag": etag}
 
 
-@operation(bp, TABLE, "HEAD", "GetTable")
+@operation(bp, TABLE, "HEAD", "GetTable", checks=resources.table)
 def table_exists(req: RequestContext) -> tuple[int, None]:
     ctx, wh = warehouse_of(req)
     tables.exists(ctx, wh, namespace_of(req), _table_of(req))
     return 204, None
 
 
-@operation(bp, TABLE, "POST", "UpdateTable")
+@operation(bp, TABLE, "POST", "UpdateTable", checks=resources.table)
 def commit_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     ctx, wh = warehouse_of(req)
     change = iceberg_io.parse_change(req.json(), namespace_of(req), _table_of(req))
     return iceberg_io.with_etag(tables.commit(ctx, wh, change), ctx.settings.client_config)
 
 
-@operation(bp, TABLE + "/metrics", "POST", "ReportMetrics")
+@operation(bp, TABLE + "/metrics", "POST", "ReportMetrics", checks=resources.table_read)
 def report_metrics(req: RequestContext) -> tuple[int, None]:
     """Scan and commit reports (Iceberg Java before 1.7 sends them unasked): accepted and logged."""
     report = req.json()
@@ -102,7 +103,7 @@ def report_metrics(req: RequestContext) -> tuple[int, None]:
     return 204, None
 
 
-@operation(bp, TABLE, "DELETE", "DeleteTable")
+@operation(bp, TABLE, "DELETE", "DeleteTable", checks=resources.table)
 def drop_table(req: RequestContext) -> tuple[int, None]:
     ctx, wh = warehouse_of(req)
     ns, name = namespace_of(req), _table_of(req)
@@ -111,7 +112,7 @@ def drop_table(req: RequestContext) -> tuple[int, None]:
     return 204, None
 
 
-@operation(bp, PREFIX + "/tables/rename", "POST", "RenameTable")
+@operation(bp, PREFIX + "/tables/rename", "POST", "RenameTable", checks=resources.rename)
 def rename_table(req: RequestContext) -> tuple[int, None]:
     ctx, wh = warehouse_of(req)
     tables.rename(ctx, wh, *iceberg_io.parse_rename(req.json()))

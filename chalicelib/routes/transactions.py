@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from chalicelib.auth import resources
 from chalicelib.core import transactions
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, iceberg_io, warehouse_of
@@ -9,7 +10,7 @@ from chalicelib.routes import PREFIX, iceberg_io, warehouse_of
 bp = RouteGroup(__name__)
 
 
-@operation(bp, PREFIX + "/transactions/commit", "POST", "CommitTransaction")
+@operation(bp, PREFIX + "/transactions/commit", "POST", "CommitTransaction", checks=resources.transaction)
 def commit_transaction(req: RequestContext) -> tuple[int, None]:
     ctx, wh = warehouse_of(req)
     transactions.commit(ctx, wh, iceberg_io.parse_transaction(req.json()))

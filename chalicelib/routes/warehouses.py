@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from chalicelib.auth import resources
 from chalicelib.auth.resources import bucket_arn
 from chalicelib.core import warehouses
 from chalicelib.core.context import get_context
@@ -44,7 +45,9 @@ def _delete(req: RequestContext) -> tuple[int, None]:
 
 
 for _base in ("warehouses", "buckets"):
-    operation(bp, f"{V1}/{_base}", "POST", "CreateWarehouse", iceberg=False)(_create)
-    operation(bp, f"{V1}/{_base}", "GET", "ListWarehouses", iceberg=False)(_list)
-    operation(bp, f"{V1}/{_base}/{{warehouse}}", "GET", "GetWarehouse", iceberg=False)(_get)
-    operation(bp, f"{V1}/{_base}/{{warehouse}}", "DELETE", "DeleteWarehouse", iceberg=False)(_delete)
+    operation(bp, f"{V1}/{_base}", "POST", "CreateWarehouse", iceberg=False, checks=resources.new_warehouse)(_create)
+    operation(bp, f"{V1}/{_base}", "GET", "ListWarehouses", iceberg=False, checks=resources.any_warehouse)(_list)
+    operation(bp, f"{V1}/{_base}/{{warehouse}}", "GET", "GetWarehouse", iceberg=False, checks=resources.warehouse)(_get)
+    operation(
+        bp, f"{V1}/{_base}/{{warehouse}}", "DELETE", "DeleteWarehouse", iceberg=False, checks=resources.warehouse
+    )(_delete)

@@ -1,0 +1,59 @@
+"""The Iceberg REST face's errors: `{"error": {"message", "type", "code"}}` with the spec's status codes."""
+
+from __future__ import annotations
+
+import json
+
+from chalice import Response
+
+from chalicelib import errors as e
+from chalicelib.pipeline import Face
+
+# Most specific class first wins (looked up along the exception's MRO).
+ICEBERG_ERRORS: dict[type[e.CatalogError], tuple[int, str]] = {
+    e.BadRequest: (400, "BadRequest"),
+    e.Unauthorized: (401, "NotAuthorizedException"),
+    e.Forbidden: (403, "ForbiddenException"),
+    e.NotFound: (404, "NotFound"),
+    e.WarehouseNotFound: (404, "IcebergWarehouseNotFound"),
+    e.NamespaceNotFound: (404, "IcebergNamespaceNotFound"),
+    e.TableNotFound: (404, "IcebergTableNotFound"),
+    e.MethodNotAllowed: (405, "MethodNotAllowed"),
+    e.AlreadyExists: (409, "AlreadyExistsException"),
+    e.WarehouseAlreadyExists: (409, "IcebergWarehouseAlreadyExists"),
+    e.NamespaceAlreadyExists: (409, "IcebergNamespaceAlreadyExists"),
+    e.TableAlreadyExists: (409, "IcebergTableAlreadyExists"),
+    e.CommitFailed: (409, "CommitFailedException"),
+    e.NotEmpty: (409, "NotEmptyException"),
+    e.NamespaceNotEmpty: (409, "IcebergNamespaceNotEmptyError"),
+    e.WarehouseNotEmpty: (409, "IcebergWarehouseNotEmpty"),
+    e.Conflict: (409, "ConflictException"),
+    e.UnprocessableEntity: (422, "UnprocessableEntityException"),
+    e.InternalError: (500, "InternalError"),
+    e.CommitStateUnknown: (500, "CommitStateUnknownException"),
+    e.PurgeNotSupported: (501, "IcebergPurgeNotSupported"),
+    e.ServiceUnavailable: (503, "ServiceUnavailableException"),
+    e.TableRecoveryInProgress: (503, "TableRecoveryInProgress"),
+}
+
+
+def iceberg_error(exc: e.CatalogError) -> tuple[int, str]:
+    for cls in type(exc).__mro__:
+        if cls in ICEBERG_ERRORS:
+            return ICEBERG_ERRORS[cls]  # type: ignore[index]
+    return 500, "InternalError"
+
+
+def iceberg_body(exc: e.CatalogError) -> dict[str, object]:
+    status, kind = iceberg_error(exc)
+    return {"error": {"message": exc.message, "type": kind, "code": status}}
+
+
+def render(exc: e.CatalogError, head: bool = False) -> Response:
+    status, _ = iceberg_error(exc)
+    headers = {"Content-Type": "application/json", **exc.headers}
+    return Response(body="" if head else json.dumps(iceberg_body(exc)), status_code=status, headers=headers)
+
+
+# Iceberg REST requests are signed for s3tables (the seeds) or s3 (some engines' default).
+ICEBERG_FACE = Face("iceberg", ("s3tables", "s3"), render)
