@@ -18,12 +18,24 @@ Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
     .catalog/tables/{l1}.{l2}.../{t}.json  table pointer: metadata-location, table-uuid, state
                                            ("active" | "pending" | "moved" | "dropped"), and a
                                            "claim" while a multi-table transaction holds it; every
-                                           commit swaps it with If-Match on its ETag.
+                                           commit swaps it with If-Match on its ETag. Also: "version"
+                                           (Glue VersionId, +1 per metadata change), "id" (this
+                                           entry), "previous-metadata-location", "created-ms",
+                                           "updated-ms", "glue" (a Glue client's TableInput) and
+                                           "client-location" (a Glue client chose the location).
     .catalog/uuids/{table-uuid}.json       claim of a table uuid, and so of its location: state
                                            "live" | "dropped" (files kept) | "purging"; deleted
                                            when the purge is done (core/purges.py)
     .catalog/purges/{table-uuid}.json      purge job: the location still to empty; the dropper
                                            starts it, the sweeper finishes it
+    .catalog/hive/{l1}/{t}.json            a non-Iceberg (Hive-style) table stored through Glue:
+                                           its TableInput, version, times; invisible to Iceberg REST
+    .catalog/entries/{id}/versions/{n:020d}.json   archived version n of a table entry (Glue
+                                           UpdateTable without SkipArchive); immutable
+    .catalog/entries/{id}/partition-indexes.json   Glue partition indexes of a table entry (CAS)
+    .catalog/entries/{id}/column-statistics.json   Glue column statistics of a table entry (CAS)
+    .catalog/locations/{location path}/@claim.json  claim of a client-chosen table location (Glue
+                                           creates); no other table may nest in or over it
     .catalog/txns/{txn-id}.json            transaction record: state ("pending" | "committed" |
                                            "aborted"), lease, and each table's old/new metadata.
                                            Its pending -> committed swap is the commit point.
@@ -155,3 +167,36 @@ IDEMPOTENCY_PREFIX = "idempotency/"
 
 def idempotency_record(digest: str) -> str:
     return f"{IDEMPOTENCY_PREFIX}{digest}.json"
+
+
+# ---- warehouse bucket: Glue face (non-Iceberg tables, versions, side data, location claims) --
+
+HIVE_PREFIX = CATALOG_PREFIX + "hive/"
+ENTRIES_PREFIX = CATALOG_PREFIX + "entries/"
+LOCATIONS_PREFIX = CATALOG_PREFIX + "locations/"
+LOCATION_CLAIM = "@claim.json"  # "@" sorts before letters and digits and is no name character
+
+
+def hive_prefix(namespace: Namespace) -> str:
+    return f"{HIVE_PREFIX}{ns_id(namespace)}/"
+
+
+def hive_table(namespace: Namespace, table: str) -> str:
+    return f"{hive_prefix(namespace)}{table}.json"
+
+
+def table_versions_prefix(entry_id: str) -> str:
+    return f"{ENTRIES_PREFIX}{entry_id}/versions/"
+
+
+def table_version(entry_id: str, version: int) -> str:
+    return f"{table_versions_prefix(entry_id)}{version:020d}.json"
+
+
+def entry_side(entry_id: str, what: str) -> str:
+    return f"{ENTRIES_PREFIX}{entry_id}/{what}.json"
+
+
+def location_claim(path: str) -> str:
+    """The claim of a table location ``s3://bucket/{path}`` (path without the bucket)."""
+    return f"{LOCATIONS_PREFIX}{path.strip('/')}/{LOCATION_CLAIM}"

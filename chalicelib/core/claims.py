@@ -13,6 +13,7 @@ from typing import Any
 
 from chalicelib import keys
 from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.core.versioning import advanced
 from chalicelib.errors import TableRecoveryInProgress
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
@@ -60,9 +61,11 @@ def settled_pointer(data: dict[str, Any], committed: bool) -> dict[str, Any]:
     the transaction was creating becomes active, or a tombstone for the sweeper to remove."""
     settled = {k: v for k, v in data.items() if k != "claim"}
     if committed:
-        settled["metadata-location"] = data["claim"]["new-metadata-location"]
+        new_location = data["claim"]["new-metadata-location"]
         if settled.get("state") == PENDING_CREATE:
-            settled["state"] = "active"
+            settled.update(state="active", **{"metadata-location": new_location})
+        else:
+            settled = advanced(settled, new_location)
     elif settled.get("state") == PENDING_CREATE:
         settled.update(state="dropped", purge=False, **{"since-ms": now_ms()})
     return settled

@@ -56,6 +56,43 @@ def still_active(ctx: Context, warehouse: str, ns: Namespace) -> bool:
     return not is_deleting(record)
 
 
+def accepts_table(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
+    """Re-check after writing a new table pointer: the namespace is still active, and no non-Iceberg
+    (Glue) table took the name meanwhile. Hive creators flag the record first, then write, then
+    check the pointer, so one of two racing creators always sees the other."""
+    try:
+        record, _ = read_record(ctx, warehouse, ns)
+    except (NamespaceNotFound, warehouses.WarehouseNotFound):
+        return False
+    if is_deleting(record):
+        return False
+    if record.get("hive-tables"):
+        try:
+            ctx.storage.get(ctx.bucket_for(warehouse), keys.hive_table(ns, name))
+            return False
+        except ObjectNotFound:
+            pass
+    return True
+
+
+def flag_hive_tables(ctx: Context, warehouse: str, ns: Namespace) -> None:
+    """Mark a namespace as holding non-Iceberg tables (once), before the first one is written."""
+    for _ in range(5):
+        record, etag = read_record(ctx, warehouse, ns)
+        if is_deleting(record):
+            raise Conflict(f"Namespace {_pretty(ns)!r} is being deleted")
+        if record.get("hive-tables"):
+            return
+        try:
+            ctx.storage.put_if_match(
+                ctx.bucket_for(warehouse), keys.namespace_record(ns), dump(dict(record, **{"hive-tables": True})), etag
+            )
+            return
+        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
+            continue
+    raise Conflict(f"Namespace {_pretty(ns)!r} changed concurrently; retry")
+
+
 def create(ctx: Context, warehouse: str, namespace: object, properties: object) -> dict[str, Any]:
     ns = check_namespace(namespace)
     props = check_properties(properties)
@@ -161,6 +198,8 @@ def _children(ctx: Context, warehouse: str, ns: Namespace) -> str | None:
     for i in range(0, len(names), 16):
         if any(pointers.live_flags(ctx, warehouse, ns, names[i : i + 16], pointers.occupied)):
             return "tables"
+    for _ in store.list_keys(bucket, keys.hive_prefix(ns), max_keys=1):
+        return "tables"  # non-Iceberg tables (Glue)
     own = keys.namespace_record(ns)  # "a.json" shares the children's prefix "a."
     for key in store.list_keys(bucket, keys.child_namespaces_prefix(ns), max_keys=2):
         if key != own:

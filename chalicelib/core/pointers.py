@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import claims, namespaces, purges, warehouses
+from chalicelib.core import claims, locations, namespaces, purges, warehouses
 from chalicelib.core.context import Context, dump, env_int, now_ms, tombstone_lease_ms
 from chalicelib.errors import (
     BadRequest,
@@ -212,8 +212,9 @@ def claim_name(ctx: Context, warehouse: str, ns: Namespace, name: str, data: dic
 
 
 def after_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, new: Pointer, purge: bool) -> None:
-    """Back out a new pointer if its namespace started being deleted meanwhile."""
-    if namespaces.still_active(ctx, warehouse, ns):
+    """Back out a new pointer if its namespace started being deleted, or a non-Iceberg table took
+    the name, meanwhile."""
+    if namespaces.accepts_table(ctx, warehouse, ns, name):
         return
     bucket = ctx.bucket_for(warehouse)
     tomb = dict(new.data, state="dropped", purge=purge, **{"since-ms": now_ms()})
@@ -222,6 +223,8 @@ def after_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, new: Poi
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         return  # someone committed to the new table already: it stays, and blocks the namespace delete
     settle_drop(ctx, bucket, Pointer(tomb, etag), remove=True, ns=ns, name=name)
+    if namespaces.still_active(ctx, warehouse, ns):
+        raise TableAlreadyExists(f"Table {ident(ns, name)!r} already exists (a non-Iceberg table)")
     raise Conflict(f"Namespace {'.'.join(ns)!r} is being deleted")
 
 
@@ -248,6 +251,8 @@ def settle_drop(ctx: Context, bucket: str, tomb: Pointer, remove: bool, ns: Name
             purges.queue(ctx, bucket, table_uuid, location)
         elif table_uuid:
             purges.set_uuid_state(ctx, bucket, table_uuid, "dropped")
+        if tomb.data.get("client-location"):
+            locations.release(ctx, bucket, str(tomb.data["client-location"]), table_uuid)
         if remove:  # a tombstone that cannot be removed safely now stays for the sweeper
             remove_pointer(ctx, bucket, keys.table_pointer(ns, name), tomb.etag, tomb.since_ms)
             if purge:  # the table is gone either way: its files can go

@@ -10,17 +10,19 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.core import locations, namespaces, pointers, purges, versions, warehouses
 from chalicelib.core import metadata as md
-from chalicelib.core import namespaces, pointers, purges, warehouses
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.model import NewTable, TableChange, TableState
 from chalicelib.core.paging import decode_token, encode_token
+from chalicelib.core.versioning import advanced, new_entry, version_of
 from chalicelib.errors import (
     BadRequest,
     CatalogError,
     CommitFailed,
     CommitStateUnknown,
     Conflict,
+    PurgeNotSupported,
     TableAlreadyExists,
 )
 from chalicelib.names import check_namespace, check_properties, check_table
@@ -123,7 +125,7 @@ def _create_table(
     meta_loc = keys.metadata_file(metadata.location, 0, str(uuid.uuid4()))
     claimed = purges.claim_uuid(ctx, bucket, table_uuid, meta_loc)
     raw = md.write_metadata(ctx, meta_loc, metadata)
-    pointer = {"metadata-location": meta_loc, "table-uuid": table_uuid, "state": "active"}
+    pointer = new_entry(meta_loc, table_uuid)
     try:
         etag = pointers.claim_name(ctx, warehouse, ns, name, pointer)
     except CatalogError:
@@ -184,7 +186,7 @@ def commit(ctx: Context, warehouse: str, req: TableChange) -> TableState:
         version = keys.metadata_version(p.metadata_location) + 1
         meta_loc = keys.metadata_file(new.location, version, str(uuid.uuid4()))
         raw = md.write_metadata(ctx, meta_loc, new)
-        pointer = dict(p.data, **{"metadata-location": meta_loc})
+        pointer = advanced(p.data, meta_loc)
         try:
             ctx.storage.put_if_match(bucket, ptr_key, dump(pointer), p.etag)
         except PreconditionFailed:
@@ -252,13 +254,8 @@ def _check_register_location(ctx: Context, warehouse: str, meta_loc: object) -> 
     return bucket, key
 
 
-def register(
-    ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: object, overwrite: bool = False
-) -> TableState:
-    name = check_table(name)
-    bucket, _ = _check_register_location(ctx, warehouse, meta_loc)
-    assert isinstance(meta_loc, str)
-    namespaces.require_active(ctx, warehouse, ns)
+def _client_metadata(ctx: Context, meta_loc: str) -> tuple[bytes, Any]:
+    """A metadata file a client wrote: read (bounded) and parsed, or a clear 400."""
     try:
         raw = md.read_metadata_raw(ctx, meta_loc)
     except ObjectNotFound:
@@ -269,18 +266,43 @@ def register(
         metadata = md.parse_metadata(raw)
     except Exception:  # noqa: BLE001 - any parse failure is the caller's file; echo none of it
         raise BadRequest(f"{meta_loc[:200]!r} is not a valid Iceberg table metadata file") from None
-    table_uuid = str(metadata.table_uuid)
-    purges.check_location(bucket, metadata.location, table_uuid)
     if not meta_loc.startswith(metadata.location.rstrip("/") + "/metadata/"):
         raise BadRequest("The metadata file must be in its table's own <location>/metadata/ folder")
-    pointer = {"metadata-location": meta_loc, "table-uuid": table_uuid, "state": "active"}
+    return raw, metadata
+
+
+def register(
+    ctx: Context,
+    warehouse: str,
+    ns: Namespace,
+    name: str,
+    meta_loc: object,
+    overwrite: bool = False,
+    glue: dict[str, Any] | None = None,
+) -> TableState:
+    """Make a table of metadata a client wrote. ``glue``: a Glue client's TableInput; such a table
+    lives where its client chose (claimed, so no other table nests in or over it) and is never purged."""
+    name = check_table(name)
+    bucket, _ = _check_register_location(ctx, warehouse, meta_loc)
+    assert isinstance(meta_loc, str)
+    namespaces.require_active(ctx, warehouse, ns)
+    raw, metadata = _client_metadata(ctx, meta_loc)
+    table_uuid = str(metadata.table_uuid)
+    if glue is None:
+        purges.check_location(bucket, metadata.location, table_uuid)
+        pointer = new_entry(meta_loc, table_uuid)
+    else:
+        path = locations.check(bucket, metadata.location, table_uuid)
+        pointer = new_entry(meta_loc, table_uuid, glue=glue, **{"client-location": path})
     if overwrite:
         current = pointers.live(ctx, warehouse, ns, name)
         if current is not None:
             if current.data.get("table-uuid") != table_uuid:
                 raise Conflict("overwrite may only point a table at its own metadata (same table-uuid)")
             try:
-                ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(pointer), current.etag)
+                ctx.storage.put_if_match(
+                    bucket, keys.table_pointer(ns, name), dump(advanced(current.data, meta_loc)), current.etag
+                )
             except (PreconditionFailed, ObjectNotFound):
                 raise CommitFailed(f"Table {pointers.ident(ns, name)!r} changed concurrently; retry") from None
             except WriteInDoubt:
@@ -290,8 +312,12 @@ def register(
             return TableState(meta_loc, raw)
     claimed = purges.claim_uuid(ctx, bucket, table_uuid, meta_loc)
     try:
+        if glue is not None:
+            locations.claim(ctx, bucket, pointer["client-location"], table_uuid)
         etag = pointers.claim_name(ctx, warehouse, ns, name, pointer)
     except CatalogError:
+        if glue is not None:
+            locations.release(ctx, bucket, pointer["client-location"], table_uuid)
         if claimed:
             purges.set_uuid_state(ctx, bucket, table_uuid, "dropped")  # the files stay registrable
         raise
@@ -299,10 +325,79 @@ def register(
     return TableState(meta_loc, raw)
 
 
+def swap_metadata_location(
+    ctx: Context,
+    warehouse: str,
+    ns: Namespace,
+    name: str,
+    new_location: str | None,
+    expected_version: int | None = None,
+    expected_location: str | None = None,
+    fields: dict[str, Any] | None = None,
+    archive: bool = False,
+) -> tuple[dict[str, Any], TableState]:
+    """Point a table at metadata its client wrote (a Glue UpdateTable), compare-and-swap on the
+    entry version and/or the current metadata location. The new file must be the same table's
+    (same table-uuid and location). ``archive`` keeps the replaced version (table versions).
+
+    Returns the new pointer data and the table state."""
+    bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
+    for _ in range(pointers.COMMIT_ATTEMPTS):
+        p = pointers.require(ctx, warehouse, ns, name)
+        current, version = p.metadata_location, version_of(p.data)
+        target = new_location or current
+        if expected_version is not None and expected_version != version:
+            if version == expected_version + 1 and current == target and _has_fields(p.data, fields):
+                return p.data, TableState(current, md.read_metadata_raw(ctx, current))  # our write, replayed
+            raise CommitFailed(f"Table {pointers.ident(ns, name)!r} is at version {version}, not {expected_version}")
+        if expected_location is not None and expected_location != current and target != current:
+            what = pointers.ident(ns, name)
+            raise CommitFailed(f"Table {what!r} changed concurrently: its metadata is no longer {expected_location!r}")
+        if target != current:
+            _check_register_location(ctx, warehouse, target)
+            raw, metadata = _client_metadata(ctx, target)
+            base = md.metadata_at(ctx, current)
+            if str(metadata.table_uuid) != str(base.table_uuid) or metadata.location != base.location:
+                raise BadRequest("The new metadata must be the same table's: same table-uuid and location")
+            data = advanced(p.data, target)
+        else:
+            raw = md.read_metadata_raw(ctx, current)
+            data = dict(p.data, version=version + 1, **{"updated-ms": now_ms()})
+        data.update(fields or {})
+        data.setdefault("id", uuid.uuid4().hex)
+        if archive:
+            versions.archive(ctx, bucket, str(data["id"]), version, p.data)
+        try:
+            ctx.storage.put_if_match(bucket, ptr_key, dump(data), p.etag)
+        except PreconditionFailed:
+            continue
+        except ObjectNotFound:
+            raise pointers.not_found(ctx, warehouse, ns, name) from None
+        except WriteInDoubt:
+            now = pointers.read(ctx, warehouse, ns, name)
+            if now is None or (now.data != data and now.data != p.data):
+                raise CommitStateUnknown(
+                    f"The update of {pointers.ident(ns, name)!r} may or may not have been applied; get the table"
+                ) from None
+            if now.data == p.data:
+                continue
+        return data, TableState(target, raw)
+    raise CommitFailed(f"Table {pointers.ident(ns, name)!r} changed concurrently; retry")
+
+
+def _has_fields(data: dict[str, Any], fields: dict[str, Any] | None) -> bool:
+    return all(data.get(k) == v for k, v in (fields or {}).items())
+
+
 def drop(ctx: Context, warehouse: str, ns: Namespace, name: str, purge: bool) -> None:
     bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
     for _ in range(pointers.COMMIT_ATTEMPTS):
         p = pointers.require(ctx, warehouse, ns, name)
+        if purge and p.data.get("client-location"):
+            raise PurgeNotSupported(
+                f"Table {pointers.ident(ns, name)!r} lives where its Glue client chose, which the catalog does "
+                "not own: drop it without purge and delete its files with the tool that wrote them"
+            )
         tomb = dict(p.data, state="dropped", purge=purge, **{"since-ms": now_ms()})
         try:
             etag = ctx.storage.put_if_match(bucket, ptr_key, dump(tomb), p.etag)  # no commit can land after this
@@ -337,7 +432,7 @@ def rename(ctx: Context, warehouse: str, src: tuple[Namespace, str], dst: tuple[
             **{"since-ms": started, "rename-from": {"namespace": list(src_ns), "name": src_name}},
         )
         dst_etag = pointers.claim_name(ctx, warehouse, dst_ns, dst_name, reserve)
-        if not namespaces.still_active(ctx, warehouse, dst_ns):
+        if not namespaces.accepts_table(ctx, warehouse, dst_ns, dst_name):
             pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started)
             raise Conflict(f"Namespace {'.'.join(dst_ns)!r} is being deleted")
         moved = dict(

@@ -21,6 +21,7 @@ from chalicelib.core import claims, pointers
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.model import TableChange
+from chalicelib.core.versioning import new_entry
 from chalicelib.errors import BadRequest, CatalogError, CommitFailed, CommitStateUnknown
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
@@ -115,7 +116,7 @@ def _prepare_create(ctx: Context, warehouse: str, ns: Namespace, name: str, req:
     meta_loc = keys.metadata_file(new.location, 0, str(uuid.uuid4()))
     purges.claim_uuid(ctx, ctx.bucket_for(warehouse), str(new.table_uuid), meta_loc)
     md.write_metadata(ctx, meta_loc, new)
-    pointer = {"metadata-location": meta_loc, "table-uuid": str(new.table_uuid), "state": claims.PENDING_CREATE}
+    pointer = new_entry(meta_loc, str(new.table_uuid), claims.PENDING_CREATE)
     return pointers.Pointer(pointer, ""), meta_loc
 
 
@@ -144,7 +145,7 @@ def _claim_all(ctx: Context, warehouse: str, txn_id: str, prepared: list[Any], c
     from chalicelib.core import namespaces
 
     # Claim, then check, as single creates do: a namespace delete sees the claim or we see its mark.
-    return all(namespaces.still_active(ctx, warehouse, ns) for ns, _, p, _ in prepared if not p.etag)
+    return all(namespaces.accepts_table(ctx, warehouse, ns, name) for ns, name, p, _ in prepared if not p.etag)
 
 
 def _commit_point(ctx: Context, warehouse: str, txn_id: str, record: dict[str, Any], etag: str) -> bool:
