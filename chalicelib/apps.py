@@ -13,6 +13,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "namespaces": ("namespaces",),
     "tables": ("tables",),
     "transactions": ("transactions",),
+    "glue": ("chalicelib.glue.face",),  # the Glue face: one route, dispatched on X-Amz-Target
 }
 ALL = tuple(m for mods in GROUPS.values() for m in mods)
 
@@ -24,6 +25,7 @@ def build(modules: tuple[str, ...], name: str = "s3-iceberg-catalog") -> Chalice
     install(PIPELINE)
     app = Chalice(app_name=name)
     for module in modules:
-        importlib.import_module(f"chalicelib.routes.{module}").bp.register(app)
+        path = module if "." in module else f"chalicelib.routes.{module}"
+        importlib.import_module(path).bp.register(app)
     method_not_allowed(app)
     return app

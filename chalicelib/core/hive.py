@@ -49,6 +49,8 @@ def require(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Entry:
 def create(ctx: Context, warehouse: str, ns: Namespace, name: str, glue: dict[str, Any]) -> dict[str, Any]:
     name = check_table(name)
     bucket, key = ctx.bucket_for(warehouse), keys.hive_table(ns, name)
+    if pointers.occupied(ctx, warehouse, ns, name) or read(ctx, warehouse, ns, name) is not None:
+        raise TableAlreadyExists(f"Table {pointers.ident(ns, name)!r} already exists")  # before any write
     namespaces.flag_hive_tables(ctx, warehouse, ns)
     now = now_ms()
     data = {"version": 1, "id": uuid.uuid4().hex, "created-ms": now, "updated-ms": now, "glue": glue}

@@ -47,8 +47,10 @@ def _holder(ctx: Context, bucket: str, key: str) -> str | None:
         return None
 
 
-def claim(ctx: Context, bucket: str, path: str, table_uuid: str) -> None:
+def claim(ctx: Context, bucket: str, path: str, table_uuid: str) -> bool:
+    """Claim a location for a table uuid; True when this call wrote the claim (release it on failure)."""
     key = keys.location_claim(path)
+    wrote = True
     try:
         ctx.storage.put_if_absent(bucket, key, dump({"table-uuid": table_uuid, "path": path}))
     except (PreconditionFailed, WriteInDoubt):
@@ -57,17 +59,21 @@ def claim(ctx: Context, bucket: str, path: str, table_uuid: str) -> None:
             raise BadRequest(f"Location s3://{bucket}/{path} belongs to another table") from None
         if holder is None:
             raise Conflict(f"Location s3://{bucket}/{path} changed concurrently; retry") from None
+        wrote = False  # the same table's claim (a re-registered table, or our own lost write)
     parts = path.split("/")
     for i in range(1, len(parts)):
         holder = _holder(ctx, bucket, keys.location_claim("/".join(parts[:i])))
         if holder not in (None, table_uuid):
-            release(ctx, bucket, path, table_uuid)
+            if wrote:
+                release(ctx, bucket, path, table_uuid)
             raise BadRequest(f"Location s3://{bucket}/{path} is inside another table's location")
     below = f"{keys.LOCATIONS_PREFIX}{path}/"
     for other in ctx.storage.list_keys(bucket, below, max_keys=2):
         if other != key and _holder(ctx, bucket, other) not in (None, table_uuid):
-            release(ctx, bucket, path, table_uuid)
+            if wrote:
+                release(ctx, bucket, path, table_uuid)
             raise BadRequest(f"Location s3://{bucket}/{path} contains another table's location")
+    return wrote
 
 
 def release(ctx: Context, bucket: str, path: str, table_uuid: str) -> None:

@@ -103,7 +103,13 @@ def create(ctx: Context, warehouse: str, namespace: object, properties: object) 
     if len(ns) > 1:
         require_active(ctx, warehouse, ns[:-1])
     # The uuid makes the bytes ours alone: after a lost response they prove which create landed.
-    record = {"namespace": list(ns), "properties": props, "state": "active", "uuid": str(uuid.uuid4())}
+    record = {
+        "namespace": list(ns),
+        "properties": props,
+        "state": "active",
+        "uuid": str(uuid.uuid4()),
+        "created-ms": now_ms(),
+    }
     try:
         ctx.storage.put_if_absent(bucket, keys.namespace_record(ns), dump(record))
     except (PreconditionFailed, WriteInDoubt):

@@ -310,13 +310,13 @@ def register(
                 if now is None or now.data.get("metadata-location") != meta_loc:
                     raise CommitFailed(f"Table {pointers.ident(ns, name)!r} changed concurrently; retry") from None
             return TableState(meta_loc, raw)
-    claimed = purges.claim_uuid(ctx, bucket, table_uuid, meta_loc)
+    wrote_location = glue is not None and locations.claim(ctx, bucket, pointer["client-location"], table_uuid)
+    claimed = False
     try:
-        if glue is not None:
-            locations.claim(ctx, bucket, pointer["client-location"], table_uuid)
+        claimed = purges.claim_uuid(ctx, bucket, table_uuid, meta_loc)
         etag = pointers.claim_name(ctx, warehouse, ns, name, pointer)
     except CatalogError:
-        if glue is not None:
+        if wrote_location:
             locations.release(ctx, bucket, pointer["client-location"], table_uuid)
         if claimed:
             purges.set_uuid_state(ctx, bucket, table_uuid, "dropped")  # the files stay registrable

@@ -1,0 +1,822 @@
+"""The Glue Table API (seed 003) over the catalog core: parse, call the core, format.
+
+`POST /_glue/{warehouse}` (or `POST /_glue` with `CatalogId` = warehouse), `X-Amz-Target:
+AWSGlue.<Operation>`, JSON 1.1, SigV4 service `glue`. Each operation declares the catalog policy
+action it needs and the resource it names, so one policy governs both faces.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
+from chalicelib.core import entries, hive, namespaces, side_data, tables, versions
+from chalicelib.core.context import Context, get_context
+from chalicelib.core.versioning import version_of
+from chalicelib.errors import BadRequest, NamespaceNotEmpty, NotFound, TableNotFound
+from chalicelib.glue import shapes
+from chalicelib.glue.errors import GLUE_FACE, JSON_11, EntityNotFound, LimitExceeded, UnknownOperation
+from chalicelib.names import check_warehouse
+from chalicelib.pipeline import Check, RequestContext, RouteGroup, operation
+
+bp = RouteGroup(__name__, GLUE_FACE, [JSON_11, "application/json"])
+Body = dict[str, Any]
+Result = tuple[int, str, dict[str, str]]
+
+
+@dataclass(frozen=True)
+class Op:
+    action: str  # the catalog policy action this operation needs
+    checks: Callable[[RequestContext, str, Body], list[Check]]
+    run: Callable[[Context, str, Body, RequestContext], Body]
+
+
+OPS: dict[str, Op] = {}
+
+
+def op(name: str, action: str, checks: Callable[[RequestContext, str, Body], list[Check]]) -> Callable[..., Any]:
+    def register(fn: Callable[[Context, str, Body, RequestContext], Body]) -> Callable[..., Any]:
+        OPS[name] = Op(action, checks, fn)
+        return fn
+
+    return register
+
+
+# ---- request plumbing -----------------------------------------------------------------------
+
+
+def _target(req: RequestContext) -> str:
+    target = str(req.headers.get("x-amz-target") or "")
+    service, _, name = target.partition(".")
+    if service != "AWSGlue" or name not in OPS:
+        raise UnknownOperation(f"Unknown or unsupported operation {target[:80]!r}")
+    return name
+
+
+def _body(req: RequestContext) -> Body:
+    if not req.raw_body:
+        return {}
+    body = req.json()
+    if not isinstance(body, dict):
+        raise BadRequest("The request body must be a JSON object")
+    return body
+
+
+def _warehouse(req: RequestContext, body: Body) -> str:
+    """The path names the warehouse; CatalogId, when sent, must name the same one."""
+    catalog_id = body.get("CatalogId")
+    if "warehouse" in req.params:
+        wh = check_warehouse(req.param("warehouse"))
+        if catalog_id is not None and catalog_id != wh:
+            raise EntityNotFound(f"Catalog {str(catalog_id)[:80]!r} is not served here (this endpoint is {wh!r})")
+        return wh
+    if not isinstance(catalog_id, str):
+        raise BadRequest("CatalogId (the warehouse name) is required on /_glue; or use /_glue/{warehouse}")
+    try:
+        return check_warehouse(catalog_id)
+    except BadRequest:
+        raise EntityNotFound(f"Catalog {catalog_id[:80]!r} does not exist") from None
+
+
+def _resolve(req: RequestContext) -> None:
+    """Name the action and the policy questions of this request before it is authenticated."""
+    name = _target(req)
+    spec = OPS[name]
+    req.action = spec.action
+
+    def checks(r: RequestContext) -> list[Check]:
+        body = _body(r)
+        return spec.checks(r, _warehouse(r, body), body)
+
+    req.checks = checks
+    req.__dict__["glue_op"] = name
+
+
+def _respond(body: Body) -> Result:
+    return 200, json.dumps(body, separators=(",", ":")), {"Content-Type": JSON_11}
+
+
+def _dispatch(req: RequestContext) -> Result:
+    name = req.__dict__["glue_op"]
+    body = _body(req)
+    wh = _warehouse(req, body)
+    for unsupported in ("TransactionId", "QueryAsOfTime"):
+        if body.get(unsupported) is not None:
+            raise BadRequest(f"{unsupported} is not supported: this catalog has no Lake Formation transactions")
+    return _respond(OPS[name].run(get_context(), wh, body, req))
+
+
+operation(bp, "/_glue/{warehouse}", "POST", "Glue", iceberg=False, resolve=_resolve)(_dispatch)
+operation(bp, "/_glue", "POST", "Glue", iceberg=False, resolve=_resolve)(_dispatch)
+
+
+# ---- policy questions -----------------------------------------------------------------------
+
+
+def _db_of(body: Body, key: str = "DatabaseName") -> tuple[str, ...] | None:
+    try:
+        return shapes.database_name(body.get(key), key)
+    except BadRequest:
+        return None  # the handler reports it
+
+
+def _tbl_of(value: object) -> str | None:
+    try:
+        return shapes.table_name(value)
+    except BadRequest:
+        return None
+
+
+def _database(action: str, where: str = "Name") -> Callable[[RequestContext, str, Body], list[Check]]:
+    """A database operation: the bucket, with the database as the namespace condition."""
+
+    def checks(req: RequestContext, wh: str, body: Body) -> list[Check]:
+        source = body.get("DatabaseInput") if where == "DatabaseInput" else body
+        ns = _db_of(source, "Name") if isinstance(source, dict) else None
+        return [(action, bucket_arn(wh), ns_context(ns) if ns else {}, False)]
+
+    return checks
+
+
+def _databases(req: RequestContext, wh: str, body: Body) -> list[Check]:
+    return [("ListNamespaces", bucket_arn(wh), {}, True)]
+
+
+def _table(action: str, key: str = "Name") -> Callable[[RequestContext, str, Body], list[Check]]:
+    def checks(req: RequestContext, wh: str, body: Body) -> list[Check]:
+        ns = _db_of(body)
+        raw = body.get(key) if key != "TableInput" else (body.get("TableInput") or {}).get("Name")
+        name = _tbl_of(raw)
+        if ns is None or name is None:
+            return [(action, table_arn(wh), {}, False)]
+        return [(action, table_arn(wh, ns, name), ns_context(ns, name), False)]
+
+    return checks
+
+
+def _tables_of(req: RequestContext, wh: str, body: Body) -> list[Check]:
+    ns, names = _db_of(body), body.get("TablesToDelete")
+    if ns is None or not isinstance(names, list):
+        return [("DeleteTable", table_arn(wh), {}, False)]
+    out = []
+    for raw in names[:100]:
+        name = _tbl_of(raw)
+        if name is not None:
+            out.append(("DeleteTable", table_arn(wh, ns, name), ns_context(ns, name), False))
+    return out or [("DeleteTable", table_arn(wh), {}, False)]
+
+
+def _listing(req: RequestContext, wh: str, body: Body) -> list[Check]:
+    ns = _db_of(body)
+    return [("ListTables", table_arn(wh), ns_context(ns) if ns else {}, True)]
+
+
+# ---- databases (one-level namespaces) -------------------------------------------------------
+
+
+def _database_props(db: Body) -> dict[str, str]:
+    """Description is the namespace's `comment` and LocationUri its `location` (Iceberg's conventions)."""
+    props = shapes.parameters(db.get("Parameters"), "DatabaseInput.Parameters")
+    shapes.optional_text(db, "Description", "DatabaseInput.Description", 0, 2048, single_line=False)
+    if db.get("Description") is not None:
+        props["comment"] = db["Description"]
+    if db.get("LocationUri") is not None:
+        props["location"] = shapes.text(db["LocationUri"], "DatabaseInput.LocationUri", 1, 1024)
+    return props
+
+
+def _database_out(wh: str, ns: tuple[str, ...], record: Body) -> Body:
+    props = dict(record.get("properties") or {})
+    out: Body = {"Name": ns[0], "CatalogId": wh, "CreateTime": shapes.seconds(record.get("created-ms"))}
+    if "comment" in props:
+        out["Description"] = props.pop("comment")
+    if "location" in props:
+        out["LocationUri"] = props.pop("location")
+    out["Parameters"] = props
+    out["CreateTableDefaultPermissions"] = []
+    return out
+
+
+def _database_input(body: Body) -> Body:
+    db = body.get("DatabaseInput")
+    if not isinstance(db, dict):
+        raise BadRequest("DatabaseInput is required")
+    return db
+
+
+@op("CreateDatabase", "CreateNamespace", _database("CreateNamespace", "DatabaseInput"))
+def create_database(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    db = _database_input(body)
+    ns = shapes.database_name(db.get("Name"), "DatabaseInput.Name")
+    if db.get("TargetDatabase") or db.get("FederatedDatabase"):
+        raise BadRequest("TargetDatabase and FederatedDatabase are not supported")
+    namespaces.create(ctx, wh, list(ns), _database_props(db))
+    return {}
+
+
+@op("GetDatabase", "GetNamespace", _database("GetNamespace"))
+def get_database(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    ns = shapes.database_name(body.get("Name"), "Name")
+    record, _ = namespaces.read_record(ctx, wh, ns)
+    return {"Database": _database_out(wh, ns, record)}
+
+
+def _token(value: object, query: str) -> str | None:
+    """NextToken: opaque, bound to the listing and query it came from."""
+    if value is None:
+        return None
+    try:
+        data = json.loads(base64.urlsafe_b64decode(str(value).encode()))
+        if data["q"] != query:
+            raise ValueError
+        return str(data["a"])
+    except (ValueError, KeyError, TypeError):
+        raise BadRequest("Invalid NextToken: it does not belong to this request") from None
+
+
+def _next(after: str | None, query: str) -> Body:
+    if after is None:
+        return {}
+    raw = json.dumps({"q": query, "a": after}).encode()
+    return {"NextToken": base64.urlsafe_b64encode(raw).decode()}
+
+
+def _max_results(body: Body, high: int, default: int) -> int:
+    value = body.get("MaxResults", default)
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= high:
+        raise BadRequest(f"MaxResults must be an integer from 1 to {high}")
+    return int(value)
+
+
+@op("GetDatabases", "ListNamespaces", _databases)
+def get_databases(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    from chalicelib.core.paging import encode_token
+
+    size = _max_results(body, 100, 100)
+    after = _token(body.get("NextToken"), "dbs")
+    start = encode_token(f".catalog/ns/{after}.json") if after else None
+
+    def keep(ns: tuple[str, ...]) -> bool:
+        return req.visible("GetNamespace", bucket_arn(wh), ns_context(ns))
+
+    items, token = namespaces.list_children(ctx, wh, (), start, size, keep)
+    out = []
+    for levels in items:
+        try:
+            record, _ = namespaces.read_record(ctx, wh, tuple(levels))
+        except NotFound:
+            continue  # deleted since the listing
+        out.append(_database_out(wh, tuple(levels), record))
+    return {"DatabaseList": out, **_next(items[-1][0] if token and items else None, "dbs")}
+
+
+@op("UpdateDatabase", "UpdateNamespaceProperties", _database("UpdateNamespaceProperties"))
+def update_database(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    ns = shapes.database_name(body.get("Name"), "Name")
+    db = _database_input(body)
+    if shapes.database_name(db.get("Name"), "DatabaseInput.Name") != ns:
+        raise BadRequest("Renaming a database is not supported")
+    wanted = _database_props(db)
+    record, _ = namespaces.read_record(ctx, wh, ns)
+    removals = [k for k in record.get("properties", {}) if k not in wanted]
+    namespaces.update_properties(ctx, wh, ns, wanted, removals)
+    return {}
+
+
+@op("DeleteDatabase", "DeleteNamespace", _database("DeleteNamespace"))
+def delete_database(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    ns = shapes.database_name(body.get("Name"), "Name")
+    try:
+        namespaces.delete(ctx, wh, ns)
+    except NamespaceNotEmpty:
+        raise BadRequest(f"Database {ns[0]!r} is not empty: delete its tables first (no cascade here)") from None
+    return {}
+
+
+# ---- tables -----------------------------------------------------------------------------------
+
+
+def _table_out(ctx: Context, wh: str, entry: entries.Entry) -> Body:
+    metadata = None
+    if entry.is_iceberg and shapes.needs_metadata(entry):
+        metadata = entries.metadata_json(ctx, entry)
+    return shapes.table(entry, wh, metadata)
+
+
+def _entry_id(entry: entries.Entry) -> str:
+    return str(entry.data.get("id") or "t" + str(entry.data.get("table-uuid", "")).replace("-", ""))
+
+
+@op("CreateTable", "CreateTable", _table("CreateTable", "TableInput"))
+def create_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    ns = shapes.database_name(body.get("DatabaseName"))
+    table = shapes.table_input(body.get("TableInput"))
+    if body.get("Name") is not None and shapes.table_name(body["Name"]) != table["Name"]:
+        raise BadRequest("Name and TableInput.Name differ")
+    if body.get("OpenTableFormatInput") is not None:
+        raise BadRequest("OpenTableFormatInput is not supported: write the Iceberg metadata and pass metadata_location")
+    indexes = body.get("PartitionIndexes") or []
+    if not isinstance(indexes, list):
+        raise BadRequest("PartitionIndexes must be a list")
+    if len(indexes) > 3:
+        raise LimitExceeded("A table has at most 3 partition indexes")
+    parsed = [_index(i, {c["Name"]: str(c.get("Type", "")) for c in table.get("PartitionKeys") or []}) for i in indexes]
+    if len({i["IndexName"] for i in parsed}) != len(parsed):
+        raise BadRequest("PartitionIndexes repeat an IndexName")
+    name = table["Name"]
+    if shapes.is_iceberg(table):
+        location = table["Parameters"].get("metadata_location")
+        if not location:
+            raise BadRequest(
+                "An Iceberg table needs Parameters.metadata_location: Glue clients write the metadata file "
+                "(in the warehouse bucket) and the catalog records it"
+            )
+        tables.register(ctx, wh, ns, name, location, glue=shapes.stored(table, location))
+    else:
+        hive.create(ctx, wh, ns, name, shapes.stored(table, None))
+    if parsed:
+        entry = entries.get(ctx, wh, ns, name)
+        side_data.change(ctx, ctx.bucket_for(wh), _entry_id(entry), "partition-indexes", lambda _: {"indexes": parsed})
+    return {}
+
+
+@op("GetTable", "GetTable", _table("GetTable"))
+def get_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    ns, name = shapes.database_name(body.get("DatabaseName")), shapes.table_name(body.get("Name"))
+    return {"Table": _table_out(ctx, wh, entries.get(ctx, wh, ns, name))}
+
+
+@op("UpdateTable", "UpdateTable", _table("UpdateTable", "TableInput"))
+def update_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    ns = shapes.database_name(body.get("DatabaseName"))
+    table = shapes.table_input(body.get("TableInput"))
+    if body.get("Name") is not None and shapes.table_name(body["Name"]) != table["Name"]:
+        raise BadRequest("Name and TableInput.Name differ")
+    if body.get("UpdateOpenTableFormatInput") is not None or body.get("ViewUpdateAction") is not None:
+        raise BadRequest("UpdateOpenTableFormatInput and ViewUpdateAction are not supported")
+    expected = body.get("VersionId")
+    version: int | None = None
+    if expected is not None:
+        if not isinstance(expected, str) or not expected.isdigit():
+            raise BadRequest("VersionId must be a string holding an integer")
+        version = int(expected)
+    skip = body.get("SkipArchive", False)
+    if not isinstance(skip, bool):
+        raise BadRequest("SkipArchive must be a boolean")
+    entry = entries.get(ctx, wh, ns, table["Name"])
+    if entry.is_iceberg != shapes.is_iceberg(table):
+        raise BadRequest("Converting a table between Iceberg and non-Iceberg is not supported")
+    if entry.is_iceberg:
+        params = table["Parameters"]
+        location = params.get("metadata_location") or str(entry.data["metadata-location"])
+        tables.swap_metadata_location(
+            ctx,
+            wh,
+            ns,
+            table["Name"],
+            location,
+            expected_version=version,
+            expected_location=params.get("previous_metadata_location"),
+            fields={"glue": shapes.stored(table, location)},
+            archive=not skip,
+        )
+    else:
+        hive.update(ctx, wh, ns, table["Name"], shapes.stored(table, None), version, archive=not skip)
+    return {}
+
+
+def _drop(ctx: Context, wh: str, ns: tuple[str, ...], name: str) -> None:
+    """Glue deletes the table definition, never its files; versions and side data go with it."""
+    entry = entries.get(ctx, wh, ns, name)
+    if entry.is_iceberg:
+        tables.drop(ctx, wh, ns, name, purge=False)
+        versions.delete_all(ctx, ctx.bucket_for(wh), _entry_id(entry))
+    else:
+        hive.delete(ctx, wh, ns, name)
+
+
+@op("DeleteTable", "DeleteTable", _table("DeleteTable"))
+def delete_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    ns, name = shapes.database_name(body.get("DatabaseName")), shapes.table_name(body.get("Name"))
+    _drop(ctx, wh, ns, name)
+    return {}
+
+
+@op("BatchDeleteTable", "DeleteTable", _tables_of)
+def batch_delete_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    ns = shapes.database_name(body.get("DatabaseName"))
+    names = body.get("TablesToDelete")
+    if not isinstance(names, list) or not names or len(names) > 100:
+        raise BadRequest("TablesToDelete must list 1 to 100 table names")
+    namespaces.read_record(ctx, wh, ns)  # a missing database fails the whole call
+    errors = []
+    for raw in names:
+        try:
+            _drop(ctx, wh, ns, shapes.table_name(raw, "TablesToDelete[]"))
+        except (NotFound, BadRequest) as exc:
+            code = "EntityNotFoundException" if isinstance(exc, NotFound) else "InvalidInputException"
+            errors.append(
+                {"TableName": str(raw)[:255], "ErrorDetail": {"ErrorCode": code, "ErrorMessage": exc.message}}
+            )
+    return {"Errors": errors}
+
+
+@op("GetTables", "ListTables", _listing)
+def get_tables(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    ns = shapes.database_name(body.get("DatabaseName"))
+    size = _max_results(body, 100, 100)
+    pattern = shapes.expression(body.get("Expression"))
+    attrs = body.get("AttributesToGet")
+    query = hashlib.sha256(json.dumps([ns, body.get("Expression"), attrs]).encode()).hexdigest()[:16]
+    after = _token(body.get("NextToken"), query) or ""
+
+    def keep(name: str) -> bool:
+        if pattern is not None and not pattern.fullmatch(name):
+            return False
+        return req.visible("ListTables", table_arn(wh, ns, name), ns_context(ns, name))
+
+    found, more = entries.page(ctx, wh, ns, after, size, keep)
+    if attrs == ["NAME"]:
+        listed = [{"Name": e.name} for e in found]
+    else:
+        listed = [_table_out(ctx, wh, e) for e in found]
+    return {"TableList": listed, **_next(more, query)}
+
+
+# ---- table versions ---------------------------------------------------------------------------
+
+
+def _version_id(value: object, field: str = "VersionId") -> int:
+    if not isinstance(value, str) or not value.isdigit() or not 1 <= len(value) <= 19:
+        raise BadRequest(f"{field} must be a string holding a positive integer")
+    return int(value)
+
+
+def _versions_target(ctx: Context, wh: str, body: Body) -> entries.Entry:
+    ns, name = shapes.database_name(body.get("DatabaseName")), shapes.table_name(body.get("TableName"), "TableName")
+    return entries.get(ctx, wh, ns, name)
+
+
+def _archived_table(ctx: Context, wh: str, entry: entries.Entry, data: Body) -> Body:
+    old = entries.Entry(entry.namespace, entry.name, entry.kind, data)
+    return _table_out(ctx, wh, old)
+
+
+@op("GetTableVersion", "GetTable", _table("GetTable", "TableName"))
+def get_table_version(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    entry = _versions_target(ctx, wh, body)
+    current = version_of(entry.data)
+    wanted = current if body.get("VersionId") is None else _version_id(body["VersionId"])
+    if wanted == current:
+        return {"TableVersion": {"Table": _table_out(ctx, wh, entry), "VersionId": str(current)}}
+    data = versions.get(ctx, ctx.bucket_for(wh), _entry_id(entry), wanted) if wanted < current else None
+    if data is None:
+        raise EntityNotFound(f"Version {wanted} of table {entry.name!r} not found")
+    return {"TableVersion": {"Table": _archived_table(ctx, wh, entry, data), "VersionId": str(wanted)}}
+
+
+@op("GetTableVersions", "GetTable", _table("GetTable", "TableName"))
+def get_table_versions(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    entry = _versions_target(ctx, wh, body)
+    size = _max_results(body, 100, 100)
+    current, bucket, eid = version_of(entry.data), ctx.bucket_for(wh), _entry_id(entry)
+    after = int(_token(body.get("NextToken"), eid) or 0)
+    numbers = versions.listed(ctx, bucket, eid, current, after, size + 1)
+    page = numbers[:size]
+    out = []
+    for n in page:
+        data = versions.get(ctx, bucket, eid, n)
+        if data is not None:
+            out.append({"Table": _archived_table(ctx, wh, entry, data), "VersionId": str(n)})
+    more = len(numbers) > size
+    if not more and len(out) < size:  # the current version closes the list
+        out.append({"Table": _table_out(ctx, wh, entry), "VersionId": str(current)})
+        return {"TableVersions": out}
+    last = page[-1] if page else after
+    return {"TableVersions": out, **_next(str(last), eid)}
+
+
+def _delete_version(ctx: Context, wh: str, entry: entries.Entry, raw: object) -> str | None:
+    """None when deleted, else why not (the current version stays: it is the table)."""
+    number = _version_id(raw)
+    if number == version_of(entry.data):
+        raise BadRequest(f"Version {number} is the table's current version; it cannot be deleted")
+    if not versions.delete(ctx, ctx.bucket_for(wh), _entry_id(entry), number):
+        return f"Version {number} of table {entry.name!r} not found"
+    return None
+
+
+@op("DeleteTableVersion", "UpdateTable", _table("UpdateTable", "TableName"))
+def delete_table_version(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    entry = _versions_target(ctx, wh, body)
+    missing = _delete_version(ctx, wh, entry, body.get("VersionId"))
+    if missing:
+        raise EntityNotFound(missing)
+    return {}
+
+
+@op("BatchDeleteTableVersion", "UpdateTable", _table("UpdateTable", "TableName"))
+def batch_delete_table_version(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    entry = _versions_target(ctx, wh, body)
+    ids = body.get("VersionIds")
+    if not isinstance(ids, list) or not ids or len(ids) > 100:
+        raise BadRequest("VersionIds must list 1 to 100 version ids")
+    errors = []
+    for raw in ids:
+        try:
+            missing = _delete_version(ctx, wh, entry, raw)
+            detail = {"ErrorCode": "EntityNotFoundException", "ErrorMessage": missing} if missing else None
+        except BadRequest as exc:
+            detail = {"ErrorCode": "InvalidInputException", "ErrorMessage": exc.message}
+        if detail:
+            errors.append({"TableName": entry.name, "VersionId": str(raw)[:255], "ErrorDetail": detail})
+    return {"Errors": errors}
+
+
+# ---- SearchTables ---------------------------------------------------------------------------------
+
+_TOKEN_SPLIT = r"[-:#_./\s,;]+"
+_SORTABLE = {"Name": "Name", "DatabaseName": "DatabaseName", "CreateTime": "CreateTime", "UpdateTime": "UpdateTime"}
+
+
+def _field_of(table: Body, key: str) -> object:
+    if key in ("Name", "DatabaseName", "Description", "Owner", "TableType", "CreateTime", "UpdateTime"):
+        return table.get(key)
+    if key == "Location":
+        return (table.get("StorageDescriptor") or {}).get("Location")
+    return (table.get("Parameters") or {}).get(key)
+
+
+def _predicate(f: object) -> Callable[[Body], bool]:
+    import re
+
+    if not isinstance(f, dict):
+        raise BadRequest("Filters must be PropertyPredicate objects")
+    key, value, comparator = f.get("Key"), f.get("Value"), f.get("Comparator", "EQUALS")
+    shapes.text(key, "Filters[].Key", 1, 1024)
+    shapes.text(value, "Filters[].Value", 0, 1024)
+    if comparator not in ("EQUALS", "GREATER_THAN", "LESS_THAN", "GREATER_THAN_EQUALS", "LESS_THAN_EQUALS"):
+        raise BadRequest(
+            "Filters[].Comparator must be EQUALS, GREATER_THAN, LESS_THAN, GREATER_THAN_EQUALS or LESS_THAN_EQUALS"
+        )
+    assert isinstance(key, str) and isinstance(value, str)
+    if key in ("CreateTime", "UpdateTime"):
+        try:
+            bound = float(value)
+        except ValueError:
+            raise BadRequest(f"Filters[].Value for {key} must be epoch seconds") from None
+        ops = {
+            "EQUALS": lambda x: x == bound,
+            "GREATER_THAN": lambda x: x > bound,
+            "LESS_THAN": lambda x: x < bound,
+            "GREATER_THAN_EQUALS": lambda x: x >= bound,
+            "LESS_THAN_EQUALS": lambda x: x <= bound,
+        }
+        test = ops[comparator]
+        return lambda t: isinstance(_field_of(t, key), (int, float)) and bool(test(float(_field_of(t, key))))  # type: ignore[arg-type]
+    wanted = value.lower()
+
+    def matches(t: Body) -> bool:
+        found = _field_of(t, key)
+        if not isinstance(found, str):
+            return False
+        return wanted in [tok for tok in re.split(_TOKEN_SPLIT, found.lower()) if tok] or found.lower() == wanted
+
+    return matches
+
+
+def _text_search(text: str) -> Callable[[Body], bool]:
+    import re
+
+    exact = len(text) >= 2 and text[0] == text[-1] == '"'
+    needle = text[1:-1].lower() if exact else text.lower()
+    words = [w for w in re.split(r"\s+", needle) if w]
+
+    def haystack(t: Body) -> list[str]:
+        cols = (t.get("StorageDescriptor") or {}).get("Columns") or []
+        parts = [t.get("Name"), t.get("Description"), *(t.get("Parameters") or {}).values()]
+        parts += [c.get("Name") for c in cols] + [c.get("Comment") for c in cols]
+        return [p.lower() for p in parts if isinstance(p, str)]
+
+    if exact:
+        return lambda t: any(needle == p or needle in p.split() for p in haystack(t))
+    return lambda t: all(any(w in p for p in haystack(t)) for w in words)
+
+
+def _search_checks(req: RequestContext, wh: str, body: Body) -> list[Check]:
+    return [("ListTables", table_arn(wh), {}, True)]
+
+
+@op("SearchTables", "ListTables", _search_checks)
+def search_tables(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    size = _max_results(body, 1000, 100)
+    filters = body.get("Filters") or []
+    if not isinstance(filters, list):
+        raise BadRequest("Filters must be a list")
+    tests = [_predicate(f) for f in filters]
+    if body.get("SearchText") is not None:
+        tests.append(_text_search(shapes.text(body["SearchText"], "SearchText", 0, 1024)))
+    sort = body.get("SortCriteria") or []
+    if not isinstance(sort, list) or len(sort) > 1:
+        raise BadRequest("SortCriteria takes at most one SortCriterion")
+    field, descending = "DatabaseName", False
+    if sort:
+        crit = sort[0] if isinstance(sort[0], dict) else {}
+        if crit.get("FieldName") not in _SORTABLE or crit.get("Sort", "ASC") not in ("ASC", "DESC"):
+            raise BadRequest(
+                "SortCriteria: FieldName is Name, DatabaseName, CreateTime or UpdateTime; Sort ASC or DESC"
+            )
+        field, descending = _SORTABLE[crit["FieldName"]], crit.get("Sort") == "DESC"
+    if body.get("ResourceShareType") not in (None, "ALL"):
+        raise BadRequest("ResourceShareType FOREIGN and FEDERATED are not supported: nothing is shared here")
+    query = hashlib.sha256(json.dumps([filters, body.get("SearchText"), sort]).encode()).hexdigest()[:16]
+    after = _token(body.get("NextToken"), query)
+    found = []
+    for ns in entries.all_namespaces(ctx, wh):
+        if len(ns) != 1:
+            continue  # multi-level namespaces are not Glue databases
+
+        def visible(name: str, ns: tuple[str, ...] = ns) -> bool:
+            return req.visible("GetTable", table_arn(wh, ns, name), ns_context(ns, name))
+
+        start = ""
+        while True:
+            batch, more = entries.page(ctx, wh, ns, start, 100, visible)
+            for entry in batch:
+                table = _table_out(ctx, wh, entry)
+                if all(test(table) for test in tests):
+                    found.append(table)
+            if more is None:
+                break
+            start = more
+
+    def key(t: Body) -> list[object]:
+        return [t.get(field) or "", t["DatabaseName"], t["Name"]]
+
+    found.sort(key=key, reverse=descending)
+    keys = [json.dumps(key(t)) for t in found]
+    begin = keys.index(after) + 1 if after is not None and after in keys else 0
+    page = found[begin : begin + size]
+    more = begin + size < len(found)
+    return {"TableList": page, **_next(keys[begin + size - 1] if more else None, query)}
+
+
+# ---- partition indexes and column statistics ------------------------------------------------------
+
+
+def _index(raw: object, partition_keys: dict[str, str]) -> Body:
+    if not isinstance(raw, dict):
+        raise BadRequest("PartitionIndex must be an object")
+    name = shapes.text(raw.get("IndexName"), "PartitionIndex.IndexName")
+    keys = raw.get("Keys")
+    if not isinstance(keys, list) or not keys or not all(isinstance(k, str) for k in keys):
+        raise BadRequest("PartitionIndex.Keys must list at least one partition key")
+    unknown = [k for k in keys if k not in partition_keys]
+    if unknown:
+        raise BadRequest(f"PartitionIndex.Keys {unknown[:5]} are not partition keys of the table")
+    return {
+        "IndexName": name,
+        "Keys": [{"Name": k, "Type": partition_keys[k]} for k in keys],
+        "IndexStatus": "ACTIVE",
+    }
+
+
+def _side_target(ctx: Context, wh: str, body: Body) -> entries.Entry:
+    return _versions_target(ctx, wh, body)
+
+
+@op("GetPartitionIndexes", "GetTable", _table("GetTable", "TableName"))
+def get_partition_indexes(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    entry = _side_target(ctx, wh, body)
+    if body.get("NextToken") is not None:
+        _token(body["NextToken"], "indexes")  # never issued: a table has at most 3
+    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), _entry_id(entry), "partition-indexes")
+    return {"PartitionIndexDescriptorList": doc.get("indexes", [])}
+
+
+@op("CreatePartitionIndex", "UpdateTable", _table("UpdateTable", "TableName"))
+def create_partition_index(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    entry = _side_target(ctx, wh, body)
+    index = _index(body.get("PartitionIndex"), shapes.partition_keys(entry))
+
+    def add(doc: Body) -> Body:
+        have = doc.get("indexes", [])
+        if any(i["IndexName"] == index["IndexName"] for i in have):
+            raise _already(f"Partition index {index['IndexName']!r} already exists")
+        if len(have) >= 3:
+            raise LimitExceeded("A table has at most 3 partition indexes")
+        return {"indexes": [*have, index]}
+
+    side_data.change(ctx, ctx.bucket_for(wh), _entry_id(entry), "partition-indexes", add)
+    return {}
+
+
+def _already(message: str) -> Exception:
+    from chalicelib.errors import AlreadyExists
+
+    return AlreadyExists(message)
+
+
+@op("DeletePartitionIndex", "UpdateTable", _table("UpdateTable", "TableName"))
+def delete_partition_index(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    entry = _side_target(ctx, wh, body)
+    name = shapes.text(body.get("IndexName"), "IndexName")
+
+    def remove(doc: Body) -> Body:
+        have = doc.get("indexes", [])
+        if not any(i["IndexName"] == name for i in have):
+            raise EntityNotFound(f"Partition index {name!r} not found")
+        return {"indexes": [i for i in have if i["IndexName"] != name]}
+
+    side_data.change(ctx, ctx.bucket_for(wh), _entry_id(entry), "partition-indexes", remove)
+    return {}
+
+
+_STATS_MEMBERS = {
+    "BOOLEAN": "BooleanColumnStatisticsData",
+    "DATE": "DateColumnStatisticsData",
+    "DECIMAL": "DecimalColumnStatisticsData",
+    "DOUBLE": "DoubleColumnStatisticsData",
+    "LONG": "LongColumnStatisticsData",
+    "STRING": "StringColumnStatisticsData",
+    "BINARY": "BinaryColumnStatisticsData",
+}
+
+
+def _columns_of(ctx: Context, entry: entries.Entry) -> set[str]:
+    metadata = entries.metadata_json(ctx, entry) if entry.is_iceberg else None
+    return shapes.column_names(entry, metadata)
+
+
+def _check_stats(stats: object) -> Body:
+    if not isinstance(stats, dict):
+        raise BadRequest("ColumnStatistics must be an object")
+    shapes.text(stats.get("ColumnName"), "ColumnStatistics.ColumnName")
+    shapes.text(stats.get("ColumnType"), "ColumnStatistics.ColumnType", 0, 20000)
+    if not isinstance(stats.get("AnalyzedTime"), (int, float)):
+        raise BadRequest("ColumnStatistics.AnalyzedTime must be a timestamp")
+    data = stats.get("StatisticsData")
+    if not isinstance(data, dict) or data.get("Type") not in _STATS_MEMBERS:
+        raise BadRequest(f"ColumnStatistics.StatisticsData.Type must be one of {sorted(_STATS_MEMBERS)}")
+    member = _STATS_MEMBERS[data["Type"]]
+    if not isinstance(data.get(member), dict) or any(k in data for k in _STATS_MEMBERS.values() if k != member):
+        raise BadRequest(f"StatisticsData of Type {data['Type']} carries exactly {member}")
+    return stats
+
+
+@op("UpdateColumnStatisticsForTable", "UpdateTable", _table("UpdateTable", "TableName"))
+def update_column_statistics(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    entry = _side_target(ctx, wh, body)
+    items = body.get("ColumnStatisticsList")
+    if not isinstance(items, list) or not items or len(items) > 25:
+        raise BadRequest("ColumnStatisticsList must hold 1 to 25 ColumnStatistics")
+    checked = [_check_stats(s) for s in items]
+    known = _columns_of(ctx, entry)
+    errors, good = [], {}
+    for stats in checked:
+        if stats["ColumnName"] not in known:
+            detail = {"ErrorCode": "EntityNotFoundException", "ErrorMessage": f"No column {stats['ColumnName']!r}"}
+            errors.append({"ColumnStatistics": stats, "Error": detail})
+        else:
+            good[stats["ColumnName"]] = stats
+    if good:
+        side_data.change(ctx, ctx.bucket_for(wh), _entry_id(entry), "column-statistics", lambda d: {**d, **good})
+    return {"Errors": errors}
+
+
+@op("GetColumnStatisticsForTable", "GetTable", _table("GetTable", "TableName"))
+def get_column_statistics(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    entry = _side_target(ctx, wh, body)
+    names = body.get("ColumnNames")
+    if not isinstance(names, list) or len(names) > 100 or not all(isinstance(n, str) for n in names):
+        raise BadRequest("ColumnNames must list at most 100 column names")
+    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), _entry_id(entry), "column-statistics")
+    found = [doc[n] for n in names if n in doc]
+    errors = [
+        {"ColumnName": n, "Error": {"ErrorCode": "EntityNotFoundException", "ErrorMessage": f"No statistics for {n!r}"}}
+        for n in names
+        if n not in doc
+    ]
+    return {"ColumnStatisticsList": found, "Errors": errors}
+
+
+@op("DeleteColumnStatisticsForTable", "DeleteTable", _table("DeleteTable", "TableName"))
+def delete_column_statistics(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    entry = _side_target(ctx, wh, body)
+    name = shapes.text(body.get("ColumnName"), "ColumnName")
+
+    def remove(doc: Body) -> Body:
+        if name not in doc:
+            raise EntityNotFound(f"No statistics for column {name!r}")
+        return {k: v for k, v in doc.items() if k != name}
+
+    side_data.change(ctx, ctx.bucket_for(wh), _entry_id(entry), "column-statistics", remove)
+    return {}
+
+
+__all__ = ["bp", "OPS", "TableNotFound"]

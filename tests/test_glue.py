@@ -1,0 +1,401 @@
+"""The Glue face through boto3's `glue` client (SigV4 service glue, JSON 1.1), seed 003 operations."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from tests.conftest import REGION, ROOT_KEY, ROOT_SECRET, keys_under, s3_state
+
+
+def glue_client(
+    catalog_url: str, warehouse: str, key: str = ROOT_KEY, secret: str = ROOT_SECRET, validate: bool = True
+) -> Any:
+    """boto3's glue client; validate=False sends what botocore would refuse, to test the server's checks."""
+    base = catalog_url.rsplit("/_iceberg", 1)[0]
+    return boto3.client(
+        "glue",
+        endpoint_url=f"{base}/_glue/{warehouse}",
+        region_name=REGION,
+        aws_access_key_id=key,
+        aws_secret_access_key=secret,
+        config=Config(retries={"mode": "standard", "max_attempts": 3}, parameter_validation=validate),
+    )
+
+
+@pytest.fixture()
+def glue(catalog_url: str, warehouse: str) -> Any:
+    return glue_client(catalog_url, warehouse)
+
+
+@pytest.fixture()
+def raw_glue(catalog_url: str, warehouse: str) -> Any:
+    return glue_client(catalog_url, warehouse, validate=False)
+
+
+def code_of(exc: pytest.ExceptionInfo[ClientError]) -> str:
+    return str(exc.value.response["Error"]["Code"])
+
+
+def write_metadata(s3: Any, bucket: str, location: str, version: int, table_uuid: str, **extra: Any) -> str:
+    """An Iceberg v2 metadata file, as a Glue client writes it itself."""
+    meta = {
+        "format-version": 2,
+        "table-uuid": table_uuid,
+        "location": location,
+        "last-sequence-number": 0,
+        "last-updated-ms": int(time.time() * 1000),
+        "last-column-id": 2,
+        "current-schema-id": 0,
+        "schemas": [
+            {
+                "type": "struct",
+                "schema-id": 0,
+                "fields": [
+                    {"id": 1, "name": "id", "type": "long", "required": True},
+                    {
+                        "id": 2,
+                        "name": "tags",
+                        "type": {"type": "list", "element-id": 3, "element": "string", "element-required": False},
+                        "required": False,
+                        "doc": "labels",
+                    },
+                ],
+            }
+        ],
+        "default-spec-id": 0,
+        "partition-specs": [{"spec-id": 0, "fields": []}],
+        "last-partition-id": 999,
+        "default-sort-order-id": 0,
+        "sort-orders": [{"order-id": 0, "fields": []}],
+        "properties": {"owner": "glue-test", **extra},
+    }
+    key = f"{location.split(f's3://{bucket}/', 1)[1]}/metadata/{version:05d}-{uuid.uuid4()}.metadata.json"
+    s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(meta).encode())
+    return f"s3://{bucket}/{key}"
+
+
+def iceberg_input(name: str, metadata_location: str, **params: str) -> dict[str, Any]:
+    return {
+        "Name": name,
+        "TableType": "EXTERNAL_TABLE",
+        "Parameters": {"table_type": "ICEBERG", "metadata_location": metadata_location, **params},
+    }
+
+
+def hive_input(name: str, location: str) -> dict[str, Any]:
+    return {
+        "Name": name,
+        "TableType": "EXTERNAL_TABLE",
+        "Description": "raw csv drops",
+        "Parameters": {"classification": "csv"},
+        "PartitionKeys": [{"Name": "dt", "Type": "string"}, {"Name": "region", "Type": "string"}],
+        "StorageDescriptor": {
+            "Columns": [{"Name": "id", "Type": "bigint"}, {"Name": "city", "Type": "string", "Comment": "where"}],
+            "Location": location,
+            "InputFormat": "org.apache.hadoop.mapred.TextInputFormat",
+            "SerdeInfo": {"SerializationLibrary": "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"},
+        },
+    }
+
+
+def test_databases(glue, http, catalog_url, warehouse):
+    glue.create_database(DatabaseInput={"Name": "Sales", "Description": "the sales db", "Parameters": {"team": "emea"}})
+    db = glue.get_database(Name="sales")["Database"]
+    assert db["Name"] == "sales" and db["Description"] == "the sales db" and db["Parameters"] == {"team": "emea"}
+    assert db["CatalogId"] == warehouse and db["CreateTime"].year >= 2024
+    # The same namespace on the Iceberg REST face, with Glue's Description as its comment.
+    props = http.get(f"{catalog_url}/v1/{warehouse}/namespaces/sales").json()["properties"]
+    assert props == {"team": "emea", "comment": "the sales db"}
+    with pytest.raises(ClientError) as exc:
+        glue.create_database(DatabaseInput={"Name": "sales"})
+    assert code_of(exc) == "AlreadyExistsException"
+    glue.update_database(Name="sales", DatabaseInput={"Name": "sales", "Parameters": {"team": "apac"}})
+    assert glue.get_database(Name="sales")["Database"]["Parameters"] == {"team": "apac"}
+    for i in range(5):
+        glue.create_database(DatabaseInput={"Name": f"db{i}"})
+    pages = list(glue.get_paginator("get_databases").paginate(PaginationConfig={"PageSize": 2}))
+    names = [d["Name"] for p in pages for d in p["DatabaseList"]]
+    assert names == ["db0", "db1", "db2", "db3", "db4", "sales"] and len(pages) == 3
+    assert "NextToken" not in pages[-1]
+    glue.delete_database(Name="db0")
+    with pytest.raises(ClientError) as exc:
+        glue.get_database(Name="db0")
+    assert code_of(exc) == "EntityNotFoundException"
+    with pytest.raises(ClientError) as exc:
+        glue.delete_database(Name="db0")
+    assert code_of(exc) == "EntityNotFoundException"
+
+
+def test_iceberg_table_lifecycle_and_versions(glue, s3, http, catalog_url, warehouse):
+    glue.create_database(DatabaseInput={"Name": "db"})
+    location, tid = f"s3://{warehouse}/db.db/orders", str(uuid.uuid4())
+    first = write_metadata(s3, warehouse, location, 0, tid)
+    glue.create_table(DatabaseName="db", TableInput=iceberg_input("Orders", first))
+    table = glue.get_table(DatabaseName="db", Name="orders")["Table"]
+    assert table["Parameters"]["metadata_location"] == first and table["Parameters"]["table_type"] == "ICEBERG"
+    assert table["VersionId"] == "1" and table["DatabaseName"] == "db" and table["CatalogId"] == warehouse
+    assert [c["Name"] for c in table["StorageDescriptor"]["Columns"]] == ["id", "tags"]
+    assert table["StorageDescriptor"]["Columns"][1]["Type"] == "array<string>"
+    # The Iceberg REST face loads the same table.
+    loaded = http.get(f"{catalog_url}/v1/{warehouse}/namespaces/db/tables/orders").json()
+    assert loaded["metadata-location"] == first and loaded["metadata"]["table-uuid"] == tid
+    # UpdateTable with VersionId: a compare-and-swap; the replaced version is archived.
+    second = write_metadata(s3, warehouse, location, 1, tid)
+    glue.update_table(
+        DatabaseName="db",
+        TableInput=iceberg_input("orders", second, previous_metadata_location=first),
+        VersionId="1",
+    )
+    table = glue.get_table(DatabaseName="db", Name="orders")["Table"]
+    assert table["VersionId"] == "2" and table["Parameters"]["previous_metadata_location"] == first
+    with pytest.raises(ClientError) as exc:  # a stale VersionId
+        glue.update_table(DatabaseName="db", TableInput=iceberg_input("orders", first), VersionId="1")
+    assert code_of(exc) == "ConcurrentModificationException"
+    # A REST commit bumps the version Glue clients compare.
+    commit = {"updates": [{"action": "set-properties", "updates": {"via": "rest"}}]}
+    assert http.post(f"{catalog_url}/v1/{warehouse}/namespaces/db/tables/orders", json=commit).status_code == 200
+    table = glue.get_table(DatabaseName="db", Name="orders")["Table"]
+    assert table["VersionId"] == "3" and table["Parameters"]["via"] == "rest"
+    with pytest.raises(ClientError) as exc:
+        glue.update_table(DatabaseName="db", TableInput=iceberg_input("orders", second), VersionId="2")
+    assert code_of(exc) == "ConcurrentModificationException"
+    versions = glue.get_table_versions(DatabaseName="db", TableName="orders")["TableVersions"]
+    assert [v["VersionId"] for v in versions] == ["1", "3"]  # 2 was replaced by a REST commit (no archive)
+    v1 = glue.get_table_version(DatabaseName="db", TableName="orders", VersionId="1")["TableVersion"]
+    assert v1["Table"]["Parameters"]["metadata_location"] == first
+    with pytest.raises(ClientError) as exc:
+        glue.get_table_version(DatabaseName="db", TableName="orders", VersionId="2")
+    assert code_of(exc) == "EntityNotFoundException"
+    with pytest.raises(ClientError) as exc:
+        glue.get_table_version(DatabaseName="db", TableName="orders", VersionId="x")
+    assert code_of(exc) == "InvalidInputException"
+    errors = glue.batch_delete_table_version(DatabaseName="db", TableName="orders", VersionIds=["1", "7", "3"])
+    assert sorted((e["VersionId"], e["ErrorDetail"]["ErrorCode"]) for e in errors["Errors"]) == [
+        ("3", "InvalidInputException"),  # the current version is the table
+        ("7", "EntityNotFoundException"),
+    ]
+    assert [
+        v["VersionId"] for v in glue.get_table_versions(DatabaseName="db", TableName="orders")["TableVersions"]
+    ] == ["3"]
+    # Glue deletes definitions, never files.
+    glue.delete_table(DatabaseName="db", Name="orders")
+    with pytest.raises(ClientError) as exc:
+        glue.get_table(DatabaseName="db", Name="orders")
+    assert code_of(exc) == "EntityNotFoundException"
+    assert keys_under(s3, warehouse, "db.db/orders/metadata/")
+    # The location is free again: the same client can create the table anew.
+    again = write_metadata(s3, warehouse, location, 0, str(uuid.uuid4()))
+    glue.create_table(DatabaseName="db", TableInput=iceberg_input("orders", again))
+    assert glue.get_table(DatabaseName="db", Name="orders")["Table"]["VersionId"] == "1"
+
+
+def test_client_metadata_is_checked_before_it_counts(glue, raw_glue, s3, warehouse):
+    glue.create_database(DatabaseInput={"Name": "chk"})
+    tid = str(uuid.uuid4())
+    good = write_metadata(s3, warehouse, f"s3://{warehouse}/chk.db/t", 0, tid)
+    glue.create_table(DatabaseName="chk", TableInput=iceberg_input("t", good))
+    before = s3_state(s3, [warehouse])
+    other = write_metadata(s3, warehouse, f"s3://{warehouse}/chk.db/t", 1, str(uuid.uuid4()))
+    nested = write_metadata(s3, warehouse, f"s3://{warehouse}/chk.db/t/inner", 0, str(uuid.uuid4()))
+    s3.put_object(Bucket=warehouse, Key="chk.db/x/metadata/00000-bad.metadata.json", Body=b"{not json")
+    before = s3_state(s3, [warehouse])
+    cases = [
+        ("UpdateTable", dict(TableInput=iceberg_input("t", other)), "InvalidInputException"),  # another table
+        ("CreateTable", dict(TableInput=iceberg_input("u", nested)), "InvalidInputException"),  # inside t
+        ("CreateTable", dict(TableInput=iceberg_input("v", good)), "ConcurrentModificationException"),  # same uuid
+        (
+            "CreateTable",
+            dict(TableInput=iceberg_input("w", f"s3://{warehouse}/chk.db/x/metadata/00000-bad.metadata.json")),
+            "InvalidInputException",
+        ),
+        (
+            "CreateTable",
+            dict(TableInput=iceberg_input("y", "s3://elsewhere/t/metadata/0.metadata.json")),
+            "InvalidInputException",
+        ),
+        (
+            "CreateTable",
+            dict(TableInput={"Name": "z", "Parameters": {"table_type": "ICEBERG"}}),
+            "InvalidInputException",
+        ),
+        ("CreateTable", dict(TableInput={"Name": "bad\nname"}), "InvalidInputException"),
+        ("CreateTable", dict(TableInput={"Name": "n", "Description": "x" * 3000}), "InvalidInputException"),
+        ("CreateTable", dict(TableInput={"Name": "t"}), "AlreadyExistsException"),
+        ("UpdateTable", dict(TableInput={"Name": "t"}), "InvalidInputException"),  # Iceberg -> Hive
+        ("UpdateTable", dict(TableInput=iceberg_input("t", good), VersionId="abc"), "InvalidInputException"),
+        ("UpdateTable", dict(TableInput=iceberg_input("nope", good)), "EntityNotFoundException"),
+    ]
+    for op, kwargs, code in cases:
+        with pytest.raises(ClientError) as exc:
+            getattr(raw_glue, "create_table" if op == "CreateTable" else "update_table")(DatabaseName="chk", **kwargs)
+        assert code_of(exc) == code, (op, kwargs, exc.value.response["Error"])
+    with pytest.raises(ClientError) as exc:
+        glue.create_table(DatabaseName="nodb", TableInput={"Name": "t"})
+    assert code_of(exc) == "EntityNotFoundException"
+    assert s3_state(s3, [warehouse]) == before  # refusals wrote nothing
+
+
+def test_hive_tables_are_stored_but_invisible_to_iceberg_rest(glue, raw_glue, http, catalog_url, warehouse):
+    glue.create_database(DatabaseInput={"Name": "raw"})
+    glue.create_table(DatabaseName="raw", TableInput=hive_input("drops", f"s3://{warehouse}/raw/drops"))
+    got = glue.get_table(DatabaseName="raw", Name="drops")["Table"]
+    assert got["StorageDescriptor"]["Columns"][1] == {"Name": "city", "Type": "string", "Comment": "where"}
+    assert got["PartitionKeys"][0]["Name"] == "dt" and got["VersionId"] == "1"
+    glue.update_table(DatabaseName="raw", TableInput=dict(hive_input("drops", "s3://x/y"), Description="v2"))
+    assert glue.get_table(DatabaseName="raw", Name="drops")["Table"]["Description"] == "v2"
+    assert glue.get_table_versions(DatabaseName="raw", TableName="drops")["TableVersions"][0]["VersionId"] == "1"
+    base = f"{catalog_url}/v1/{warehouse}/namespaces/raw"
+    assert http.get(f"{base}/tables").json()["identifiers"] == []
+    assert http.get(f"{base}/tables/drops").status_code == 404
+    # One name space across both kinds.
+    body = {"name": "drops", "schema": {"type": "struct", "fields": []}}
+    assert http.post(f"{base}/tables", json=body).status_code == 409
+    assert http.delete(base).status_code == 409  # the database is not empty
+    # Partition indexes: keys must be partition keys; at most three.
+    glue.create_partition_index(
+        DatabaseName="raw", TableName="drops", PartitionIndex={"IndexName": "by_dt", "Keys": ["dt"]}
+    )
+    with pytest.raises(ClientError) as exc:
+        glue.create_partition_index(
+            DatabaseName="raw", TableName="drops", PartitionIndex={"IndexName": "by_dt", "Keys": ["dt"]}
+        )
+    assert code_of(exc) == "AlreadyExistsException"
+    with pytest.raises(ClientError) as exc:
+        glue.create_partition_index(
+            DatabaseName="raw", TableName="drops", PartitionIndex={"IndexName": "bad", "Keys": ["city"]}
+        )
+    assert code_of(exc) == "InvalidInputException"
+    for i in range(2):
+        glue.create_partition_index(
+            DatabaseName="raw", TableName="drops", PartitionIndex={"IndexName": f"i{i}", "Keys": ["region", "dt"]}
+        )
+    with pytest.raises(ClientError) as exc:
+        glue.create_partition_index(
+            DatabaseName="raw", TableName="drops", PartitionIndex={"IndexName": "i9", "Keys": ["dt"]}
+        )
+    assert code_of(exc) == "ResourceNumberLimitExceededException"
+    indexes = glue.get_partition_indexes(DatabaseName="raw", TableName="drops")["PartitionIndexDescriptorList"]
+    assert [i["IndexName"] for i in indexes] == ["by_dt", "i0", "i1"] and indexes[1]["Keys"][0]["Type"] == "string"
+    glue.delete_partition_index(DatabaseName="raw", TableName="drops", IndexName="i0")
+    with pytest.raises(ClientError) as exc:
+        glue.delete_partition_index(DatabaseName="raw", TableName="drops", IndexName="i0")
+    assert code_of(exc) == "EntityNotFoundException"
+    # Column statistics.
+    stats = {
+        "ColumnName": "id",
+        "ColumnType": "bigint",
+        "AnalyzedTime": 1700000000,
+        "StatisticsData": {
+            "Type": "LONG",
+            "LongColumnStatisticsData": {
+                "MinimumValue": 1,
+                "MaximumValue": 9,
+                "NumberOfNulls": 0,
+                "NumberOfDistinctValues": 9,
+            },
+        },
+    }
+    missing = dict(stats, ColumnName="nope")
+    errors = glue.update_column_statistics_for_table(
+        DatabaseName="raw", TableName="drops", ColumnStatisticsList=[stats, missing]
+    )["Errors"]
+    assert [e["ColumnStatistics"]["ColumnName"] for e in errors] == ["nope"]
+    got = glue.get_column_statistics_for_table(DatabaseName="raw", TableName="drops", ColumnNames=["id", "city"])
+    assert got["ColumnStatisticsList"][0]["StatisticsData"]["LongColumnStatisticsData"]["MaximumValue"] == 9
+    assert [e["ColumnName"] for e in got["Errors"]] == ["city"]
+    with pytest.raises(ClientError) as exc:
+        bad = dict(stats, StatisticsData={"Type": "LONG", "StringColumnStatisticsData": {}})
+        raw_glue.update_column_statistics_for_table(DatabaseName="raw", TableName="drops", ColumnStatisticsList=[bad])
+    assert code_of(exc) == "InvalidInputException"
+    glue.delete_column_statistics_for_table(DatabaseName="raw", TableName="drops", ColumnName="id")
+    with pytest.raises(ClientError) as exc:
+        glue.delete_column_statistics_for_table(DatabaseName="raw", TableName="drops", ColumnName="id")
+    assert code_of(exc) == "EntityNotFoundException"
+    result = glue.batch_delete_table(DatabaseName="raw", TablesToDelete=["drops", "ghost"])
+    assert [(e["TableName"], e["ErrorDetail"]["ErrorCode"]) for e in result["Errors"]] == [
+        ("ghost", "EntityNotFoundException")
+    ]
+    glue.delete_database(Name="raw")
+
+
+def test_get_tables_pages_filters_and_search(glue, raw_glue, s3, warehouse):
+    glue.create_database(DatabaseInput={"Name": "many"})
+    glue.create_database(DatabaseInput={"Name": "other"})
+    for i in range(25):
+        glue.create_table(DatabaseName="many", TableInput=hive_input(f"t_{i:02d}", f"s3://{warehouse}/x/{i}"))
+    loc = f"s3://{warehouse}/other.db/customer_link"
+    glue.create_table(
+        DatabaseName="other",
+        TableInput=iceberg_input("customer_link", write_metadata(s3, warehouse, loc, 0, str(uuid.uuid4()))),
+    )
+    pages = list(glue.get_paginator("get_tables").paginate(DatabaseName="many", PaginationConfig={"PageSize": 10}))
+    assert [len(p["TableList"]) for p in pages] == [10, 10, 5] and "NextToken" not in pages[-1]
+    names = [t["Name"] for p in pages for t in p["TableList"]]
+    assert names == [f"t_{i:02d}" for i in range(25)]
+    assert [t["Name"] for t in glue.get_tables(DatabaseName="many", Expression="t_1*")["TableList"]] == [
+        f"t_1{i}" for i in range(10)
+    ]
+    assert len(glue.get_tables(DatabaseName="many", Expression="t_01|t_02")["TableList"]) == 2
+    with pytest.raises(ClientError) as exc:
+        glue.get_tables(DatabaseName="many", Expression="(a+)+$")
+    assert code_of(exc) == "InvalidInputException"
+    with pytest.raises(ClientError) as exc:
+        glue.get_tables(DatabaseName="many", NextToken="garbage")
+    assert code_of(exc) == "InvalidInputException"
+    with pytest.raises(ClientError) as exc:
+        raw_glue.get_tables(DatabaseName="many", MaxResults=101)
+    assert code_of(exc) == "InvalidInputException"
+    found = glue.search_tables(Filters=[{"Key": "Name", "Value": "link"}])["TableList"]
+    assert [(t["DatabaseName"], t["Name"]) for t in found] == [("other", "customer_link")]
+    assert glue.search_tables(Filters=[{"Key": "Name", "Value": "lin"}])["TableList"] == []
+    texts = glue.search_tables(SearchText="csv", MaxResults=100)["TableList"]
+    assert len(texts) == 25
+    first = glue.search_tables(SearchText="csv", MaxResults=20, SortCriteria=[{"FieldName": "Name", "Sort": "DESC"}])
+    rest = glue.search_tables(
+        SearchText="csv",
+        MaxResults=20,
+        SortCriteria=[{"FieldName": "Name", "Sort": "DESC"}],
+        NextToken=first["NextToken"],
+    )
+    assert [t["Name"] for t in first["TableList"] + rest["TableList"]] == [f"t_{i:02d}" for i in range(24, -1, -1)]
+    assert "NextToken" not in rest
+
+
+def test_catalog_id_and_wire_errors(glue, catalog_url, warehouse):
+    with pytest.raises(ClientError) as exc:
+        glue.get_database(Name="x", CatalogId="another")
+    assert code_of(exc) == "EntityNotFoundException"
+    base = catalog_url.rsplit("/_iceberg", 1)[0]
+    bare = boto3.client(
+        "glue",
+        endpoint_url=f"{base}/_glue",
+        region_name=REGION,
+        aws_access_key_id=ROOT_KEY,
+        aws_secret_access_key=ROOT_SECRET,
+    )
+    bare.create_database(CatalogId=warehouse, DatabaseInput={"Name": "via_catalog_id"})
+    assert bare.get_database(CatalogId=warehouse, Name="via_catalog_id")["Database"]["CatalogId"] == warehouse
+    wrong = glue_client(catalog_url, warehouse, secret="not-the-secret")
+    with pytest.raises(ClientError) as exc:
+        wrong.get_databases()
+    assert code_of(exc) == "UnrecognizedClientException"
+    with pytest.raises(ClientError) as exc:
+        glue.get_table(DatabaseName="x", Name="t", TransactionId="abc")
+    assert code_of(exc) == "InvalidInputException"
+    import requests
+
+    resp = requests.post(
+        f"{base}/_glue/{warehouse}",
+        data=b"{}",
+        headers={"X-Amz-Target": "AWSGlue.GetDatabases", "Content-Type": "application/x-amz-json-1.1"},
+    )
+    assert resp.status_code == 400 and resp.json()["__type"] == "UnrecognizedClientException"
+    assert resp.headers["x-amzn-ErrorType"] == "UnrecognizedClientException"
