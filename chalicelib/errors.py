@@ -4,6 +4,14 @@
 from __future__ import annotations
 
 
+def wire_error(mapping: dict[type[CatalogError], tuple[int, str]], exc: CatalogError) -> tuple[int, str] | None:
+    """A face's (status, code) for an error: the most specific class the face maps."""
+    for cls in type(exc).__mro__:
+        if cls in mapping:
+            return mapping[cls]
+    return None
+
+
 class CatalogError(Exception):
     def __init__(self, message: str, *, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)

@@ -39,10 +39,11 @@ WHEELS = {
 RUNTIME_JAR = "snowpark_connect_deps_iceberg/jars/iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
 BODO_LIBS = "bodo_iceberg_connector/jars/libs/"
 AWS_SDK_VERSION = "2.29.26"
-# AWS SDK v2 modules S3FileIO and the SigV4 REST signer need (kms is required by S3FileIO's set-up).
+# AWS SDK v2 modules S3FileIO, the SigV4 REST signer and Iceberg's GlueCatalog need (kms is required
+# by S3FileIO's set-up).
 AWS_SDK_MODULES = (
     "annotations apache-client arns auth aws-core aws-json-protocol aws-query-protocol aws-xml-protocol "
-    "checksums checksums-spi crt-core endpoints-spi http-auth http-auth-aws http-auth-aws-eventstream "
+    "checksums checksums-spi crt-core endpoints-spi glue http-auth http-auth-aws http-auth-aws-eventstream "
     "http-auth-spi http-client-spi identity-spi json-utils kms metrics-spi profiles protocol-core regions "
     "retries retries-spi s3 sdk-core sts third-party-jackson-core url-connection-client utils"
 ).split()

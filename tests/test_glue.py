@@ -210,7 +210,7 @@ def test_client_metadata_is_checked_before_it_counts(glue, raw_glue, s3, warehou
     cases = [
         ("UpdateTable", dict(TableInput=iceberg_input("t", other)), "InvalidInputException"),  # another table
         ("CreateTable", dict(TableInput=iceberg_input("u", nested)), "InvalidInputException"),  # inside t
-        ("CreateTable", dict(TableInput=iceberg_input("v", good)), "ConcurrentModificationException"),  # same uuid
+        ("CreateTable", dict(TableInput=iceberg_input("v", good)), "InvalidInputException"),  # same uuid
         (
             "CreateTable",
             dict(TableInput=iceberg_input("w", f"s3://{warehouse}/chk.db/x/metadata/00000-bad.metadata.json")),
@@ -399,3 +399,60 @@ def test_catalog_id_and_wire_errors(glue, catalog_url, warehouse):
     )
     assert resp.status_code == 400 and resp.json()["__type"] == "UnrecognizedClientException"
     assert resp.headers["x-amzn-ErrorType"] == "UnrecognizedClientException"
+
+
+def test_policies_apply_across_faces(glue, s3, http, catalog_url, warehouse):
+    from tests.authutil import make_user
+
+    glue.create_database(DatabaseInput={"Name": "open"})
+    glue.create_database(DatabaseInput={"Name": "secret"})
+    for db in ("open", "secret"):
+        loc = f"s3://{warehouse}/{db}.db/t"
+        glue.create_table(
+            DatabaseName=db, TableInput=iceberg_input("t", write_metadata(s3, warehouse, loc, 0, str(uuid.uuid4())))
+        )
+    tables = f"arn:aws:s3tables:::bucket/{warehouse}/table/*"
+    bucket = f"arn:aws:s3tables:::bucket/{warehouse}"
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [
+            # Glue action names work, and mean the catalog actions behind them.
+            {
+                "Effect": "Allow",
+                "Action": ["glue:GetTable", "glue:GetTables", "glue:GetDatabase*"],
+                "Resource": [tables, bucket],
+            },
+            {
+                "Effect": "Deny",
+                "Action": "s3tables:GetTable",
+                "Resource": tables,
+                "Condition": {"StringEquals": {"s3tables:namespace": "secret"}},
+            },
+        ],
+    }
+    _, key, secret = make_user(http, catalog_url, {"read": policy})
+    reader = glue_client(catalog_url, warehouse, key, secret)
+    assert reader.get_table(DatabaseName="open", Name="t")["Table"]["Name"] == "t"
+    with pytest.raises(ClientError) as exc:
+        reader.get_table(DatabaseName="secret", Name="t")
+    assert code_of(exc) == "AccessDeniedException"
+    with pytest.raises(ClientError) as exc:  # no glue:UpdateTable, so no UpdateTable
+        reader.update_table(DatabaseName="open", TableInput={"Name": "t"})
+    assert code_of(exc) == "AccessDeniedException"
+    assert [d["Name"] for d in reader.get_databases()["DatabaseList"]] == ["open", "secret"]
+    assert [t["Name"] for t in reader.get_tables(DatabaseName="open")["TableList"]] == ["t"]
+    assert reader.search_tables()["TableList"][0]["DatabaseName"] == "open"  # secret's table is hidden
+    assert len(reader.search_tables()["TableList"]) == 1
+    import requests
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    url = f"{catalog_url}/v1/{warehouse}/namespaces/secret/tables/t"
+    signed = AWSRequest(method="GET", url=url)
+    SigV4Auth(Credentials(key, secret), "s3tables", REGION).add_auth(signed)
+    assert requests.get(url, headers=dict(signed.headers)).status_code == 403
+    # A Glue-signed request is not an s3tables request, and the reverse.
+    signed = AWSRequest(method="GET", url=url)
+    SigV4Auth(Credentials(key, secret), "glue", REGION).add_auth(signed)
+    assert requests.get(url, headers=dict(signed.headers)).status_code == 401

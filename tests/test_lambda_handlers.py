@@ -45,7 +45,8 @@ def handler(group: str) -> Any:
 def _signed(method: str, host: str, path: str, query: dict[str, str], body: bytes, headers: dict[str, str]):
     url = f"https://{host}{path}" + (f"?{urlencode(query)}" if query else "")
     req = AWSRequest(method=method, url=url, data=body, headers=headers)
-    SigV4Auth(Credentials(ROOT_KEY, ROOT_SECRET), "s3tables", REGION).add_auth(req)
+    service = "glue" if path.startswith("/_glue") else "s3tables"
+    SigV4Auth(Credentials(ROOT_KEY, ROOT_SECRET), service, REGION).add_auth(req)
     out = {k.lower(): v for k, v in req.headers.items()}
     out["host"] = host
     return out
@@ -223,7 +224,7 @@ def test_static_endpoint_list_matches_the_routes():
     assert list(ICEBERG_ENDPOINTS) == registered_endpoints()
 
 
-@pytest.mark.parametrize("group", ["config", "auth", "warehouses", "namespaces", "tables", "transactions"])
+@pytest.mark.parametrize("group", ["config", "auth", "warehouses", "namespaces", "tables", "transactions", "glue"])
 def test_group_handler_imports_only_its_own_modules(group):
     import subprocess
     import sys
@@ -237,4 +238,22 @@ def test_group_handler_imports_only_its_own_modules(group):
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     loaded = set(out.stdout.split()) - {"chalicelib.routes.iceberg_io"}  # the face's shared wire helpers
-    assert loaded == {f"chalicelib.routes.{group}"}, loaded  # no other group, and no heavy library at import
+    own = set() if group == "glue" else {f"chalicelib.routes.{group}"}  # the Glue face lives in chalicelib.glue
+    assert loaded == own, loaded  # no other group, and no heavy library at import
+
+
+def test_glue_handler_answers_glue_json(s3_endpoint):
+    wh = f"wh-{uuid.uuid4().hex[:10]}"
+    r = handler("warehouses")(v2_event("POST", "/_iceberg/v1/warehouses", body=json.dumps({"name": wh}).encode()), None)
+    assert r["statusCode"] == 200, r
+    target = {"x-amz-target": "AWSGlue.CreateDatabase", "content-type": "application/x-amz-json-1.1"}
+    body = json.dumps({"DatabaseInput": {"Name": "lambda_db"}}).encode()
+    r = handler("glue")(v2_event("POST", f"/_glue/{wh}", body=body, headers=target), None)
+    assert r["statusCode"] == 200 and json.loads(r["body"]) == {}, r
+    target["x-amz-target"] = "AWSGlue.GetDatabase"
+    r = handler("glue")(v2_event("POST", f"/_glue/{wh}", body=b'{"Name": "lambda_db"}', headers=target), None)
+    assert json.loads(r["body"])["Database"]["Name"] == "lambda_db"
+    target["x-amz-target"] = "AWSGlue.NoSuchThing"
+    r = handler("glue")(v2_event("POST", f"/_glue/{wh}", body=b"{}", headers=target), None)
+    assert r["statusCode"] == 400 and json.loads(r["body"])["__type"] == "UnknownOperationException"
+    assert r["headers"]["x-amzn-ErrorType"] == "UnknownOperationException"

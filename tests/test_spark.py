@@ -335,3 +335,44 @@ def test_spark_keeps_and_reads_a_v3_table_with_encryption_keys(spark, pycat, htt
     meta = http.get(url).json()["metadata"]
     assert meta["encryption-keys"] == [key] and len(meta["snapshots"]) == 2
     assert pycat.load_table("keyed.t").scan().to_arrow().num_rows == 2
+
+
+def test_spark_glue_catalog_shares_tables_with_the_rest_face(spark, pycat, catalog_url, spark_wh, s3_endpoint):
+    """Iceberg Java's GlueCatalog (glue.endpoint = the Glue face) and the REST catalog on one warehouse."""
+    from tests.conftest import KEYS, REGION
+
+    base = catalog_url.rsplit("/_iceberg", 1)[0]
+    jvm = spark.sparkContext._jvm
+    # The AWS SDK's default chain reads these first: the Glue client signs with the catalog's keys.
+    jvm.java.lang.System.setProperty("aws.accessKeyId", ROOT_KEY)
+    jvm.java.lang.System.setProperty("aws.secretAccessKey", ROOT_SECRET)
+    cat = "spark.sql.catalog.gluecat"
+    for key, value in {
+        cat: "org.apache.iceberg.spark.SparkCatalog",
+        f"{cat}.catalog-impl": "org.apache.iceberg.aws.glue.GlueCatalog",
+        f"{cat}.glue.endpoint": f"{base}/_glue/{spark_wh}",
+        f"{cat}.warehouse": f"s3://{spark_wh}",
+        f"{cat}.client.region": REGION,
+        f"{cat}.io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
+        f"{cat}.s3.endpoint": s3_endpoint,
+        f"{cat}.s3.path-style-access": "true",
+        f"{cat}.s3.access-key-id": KEYS["AWS_ACCESS_KEY_ID"],
+        f"{cat}.s3.secret-access-key": KEYS["AWS_SECRET_ACCESS_KEY"],
+    }.items():
+        spark.conf.set(key, value)
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS gluecat.gluedb")
+    spark.sql("CREATE TABLE gluecat.gluedb.events (id bigint, kind string) USING iceberg")
+    spark.sql("INSERT INTO gluecat.gluedb.events VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+    spark.createDataFrame([(2, "B"), (4, "d")], "id bigint, kind string").createOrReplaceTempView("glue_src")
+    spark.sql(
+        "MERGE INTO gluecat.gluedb.events t USING glue_src s ON t.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    )
+    got = sorted((r.id, r.kind) for r in spark.sql("SELECT * FROM gluecat.gluedb.events").collect())
+    assert got == [(1, "a"), (2, "B"), (3, "c"), (4, "d")]
+    # The same table through the REST catalog (Spark and PyIceberg), and a REST commit seen by Glue.
+    assert spark.sql("SELECT count(*) FROM lake.gluedb.events").collect()[0][0] == 4
+    spark.sql("INSERT INTO lake.gluedb.events VALUES (5, 'rest')")
+    spark.sql("REFRESH TABLE gluecat.gluedb.events")
+    assert spark.sql("SELECT count(*) FROM gluecat.gluedb.events").collect()[0][0] == 5
+    assert sorted(pycat.load_table("gluedb.events").scan().to_arrow()["id"].to_pylist()) == [1, 2, 3, 4, 5]

@@ -19,6 +19,33 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "UpdateTable": ("UpdateTableMetadataLocation",),
     "RegisterTable": ("CreateTable",),
 }
+# Glue operation names a policy may use for the catalog action each Glue operation needs (the Glue
+# face asks for these actions, so one policy governs both faces).
+GLUE_ACTIONS: dict[str, tuple[str, ...]] = {
+    "CreateNamespace": ("CreateDatabase",),
+    "GetNamespace": ("GetDatabase",),
+    "ListNamespaces": ("GetDatabases",),
+    "UpdateNamespaceProperties": ("UpdateDatabase",),
+    "DeleteNamespace": ("DeleteDatabase",),
+    "CreateTable": ("CreateTable",),
+    "GetTable": (
+        "GetTable",
+        "GetTableVersion",
+        "GetTableVersions",
+        "GetPartitionIndexes",
+        "GetColumnStatisticsForTable",
+    ),
+    "ListTables": ("GetTables", "SearchTables"),
+    "UpdateTable": (
+        "UpdateTable",
+        "DeleteTableVersion",
+        "BatchDeleteTableVersion",
+        "CreatePartitionIndex",
+        "DeletePartitionIndex",
+        "UpdateColumnStatisticsForTable",
+    ),
+    "DeleteTable": ("DeleteTable", "BatchDeleteTable", "DeleteColumnStatisticsForTable"),
+}
 OPERATORS = ("StringEquals", "StringNotEquals", "StringLike", "StringNotLike")
 # Condition keys are case-insensitive in IAM; these are the only ones the catalog sets.
 CONDITION_KEYS = ("s3tables:namespace", "s3tables:tablename")
@@ -37,6 +64,7 @@ def _list(value: Any) -> list[str]:
 
 def _action_matches(patterns: list[str], action: str) -> bool:
     names = [f"s3tables:{n}" for n in (action, *ALIASES.get(action, ()))]
+    names += [f"glue:{n}" for n in GLUE_ACTIONS.get(action, ())]
     return any(_glob(p, True).match(n) for p in patterns for n in names)
 
 

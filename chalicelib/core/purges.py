@@ -22,6 +22,10 @@ from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 _LEVEL = r"[a-z0-9_]{1,250}"
 
 
+class UuidInUse(Conflict):
+    """Another live table holds this table uuid (and so its files)."""
+
+
 def uuid_hex(table_uuid: object) -> str:
     return uuid.UUID(str(table_uuid)).hex
 
@@ -59,7 +63,7 @@ def claim_uuid(ctx: Context, bucket: str, table_uuid: str, metadata_location: st
         if current == record:
             return True  # our own write, its answer lost
         if current.get("state") != "dropped":
-            raise Conflict(
+            raise UuidInUse(
                 f"Table uuid {table_uuid} (and its location) belongs to another table; a table's files are its own"
             )
         try:  # a dropped table whose files were kept: registering it again brings it back

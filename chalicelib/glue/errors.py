@@ -47,10 +47,7 @@ GLUE_ERRORS: dict[type[e.CatalogError], tuple[int, str]] = {
 
 
 def glue_error(exc: e.CatalogError) -> tuple[int, str]:
-    for cls in type(exc).__mro__:
-        if cls in GLUE_ERRORS:
-            return GLUE_ERRORS[cls]  # type: ignore[index]
-    return 500, "InternalServiceException"
+    return e.wire_error(GLUE_ERRORS, exc) or (500, "InternalServiceException")
 
 
 def render(exc: e.CatalogError, head: bool = False) -> Response:

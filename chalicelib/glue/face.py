@@ -17,6 +17,7 @@ from typing import Any
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
 from chalicelib.core import entries, hive, namespaces, side_data, tables, versions
 from chalicelib.core.context import Context, get_context
+from chalicelib.core.purges import UuidInUse
 from chalicelib.core.versioning import version_of
 from chalicelib.errors import BadRequest, NamespaceNotEmpty, NotFound, TableNotFound
 from chalicelib.glue import shapes
@@ -24,7 +25,7 @@ from chalicelib.glue.errors import GLUE_FACE, JSON_11, EntityNotFound, LimitExce
 from chalicelib.names import check_warehouse
 from chalicelib.pipeline import Check, RequestContext, RouteGroup, operation
 
-bp = RouteGroup(__name__, GLUE_FACE, [JSON_11, "application/json"])
+bp = RouteGroup("glue", GLUE_FACE, [JSON_11, "application/json"])
 Body = dict[str, Any]
 Result = tuple[int, str, dict[str, str]]
 
@@ -312,12 +313,18 @@ def _entry_id(entry: entries.Entry) -> str:
     return str(entry.data.get("id") or "t" + str(entry.data.get("table-uuid", "")).replace("-", ""))
 
 
-@op("CreateTable", "CreateTable", _table("CreateTable", "TableInput"))
-def create_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+def _table_request(body: Body) -> tuple[tuple[str, ...], Body]:
+    """DatabaseName and TableInput of CreateTable/UpdateTable (the newer top-level Name must agree)."""
     ns = shapes.database_name(body.get("DatabaseName"))
     table = shapes.table_input(body.get("TableInput"))
     if body.get("Name") is not None and shapes.table_name(body["Name"]) != table["Name"]:
         raise BadRequest("Name and TableInput.Name differ")
+    return ns, table
+
+
+@op("CreateTable", "CreateTable", _table("CreateTable", "TableInput"))
+def create_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    ns, table = _table_request(body)
     if body.get("OpenTableFormatInput") is not None:
         raise BadRequest("OpenTableFormatInput is not supported: write the Iceberg metadata and pass metadata_location")
     indexes = body.get("PartitionIndexes") or []
@@ -336,7 +343,13 @@ def create_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body
                 "An Iceberg table needs Parameters.metadata_location: Glue clients write the metadata file "
                 "(in the warehouse bucket) and the catalog records it"
             )
-        tables.register(ctx, wh, ns, name, location, glue=shapes.stored(table, location))
+        try:
+            tables.register(ctx, wh, ns, name, location, glue=shapes.stored(table, location))
+        except UuidInUse:
+            raise BadRequest(
+                "The metadata's table is already registered under another name: a table's files are its own. "
+                "To rename a table, use the Iceberg REST rename (CreateTable + DeleteTable would share files)"
+            ) from None
     else:
         hive.create(ctx, wh, ns, name, shapes.stored(table, None))
     if parsed:
@@ -353,10 +366,7 @@ def get_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
 
 @op("UpdateTable", "UpdateTable", _table("UpdateTable", "TableInput"))
 def update_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
-    ns = shapes.database_name(body.get("DatabaseName"))
-    table = shapes.table_input(body.get("TableInput"))
-    if body.get("Name") is not None and shapes.table_name(body["Name"]) != table["Name"]:
-        raise BadRequest("Name and TableInput.Name differ")
+    ns, table = _table_request(body)
     if body.get("UpdateOpenTableFormatInput") is not None or body.get("ViewUpdateAction") is not None:
         raise BadRequest("UpdateOpenTableFormatInput and ViewUpdateAction are not supported")
     expected = body.get("VersionId")

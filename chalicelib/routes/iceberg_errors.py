@@ -38,10 +38,7 @@ ICEBERG_ERRORS: dict[type[e.CatalogError], tuple[int, str]] = {
 
 
 def iceberg_error(exc: e.CatalogError) -> tuple[int, str]:
-    for cls in type(exc).__mro__:
-        if cls in ICEBERG_ERRORS:
-            return ICEBERG_ERRORS[cls]  # type: ignore[index]
-    return 500, "InternalError"
+    return e.wire_error(ICEBERG_ERRORS, exc) or (500, "InternalError")
 
 
 def iceberg_body(exc: e.CatalogError) -> dict[str, object]:
