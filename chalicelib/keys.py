@@ -36,6 +36,9 @@ Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
     .catalog/entries/{id}/column-statistics.json   Glue column statistics of a table entry (CAS)
     .catalog/locations/{location path}/@claim.json  claim of a client-chosen table location (Glue
                                            creates); no other table may nest in or over it
+    .catalog/views/{view}/{l1}.json        a cache of list projections (e.g. Glue Table shapes) by
+                                           entry key and ETag; never authoritative: a listing's ETags
+                                           tell which entries to read again. Plain PUT.
     .catalog/txns/{txn-id}.json            transaction record: state ("pending" | "committed" |
                                            "aborted"), lease, and each table's old/new metadata.
                                            Its pending -> committed swap is the commit point.
@@ -200,3 +203,7 @@ def entry_side(entry_id: str, what: str) -> str:
 def location_claim(path: str) -> str:
     """The claim of a table location ``s3://bucket/{path}`` (path without the bucket)."""
     return f"{LOCATIONS_PREFIX}{path.strip('/')}/{LOCATION_CLAIM}"
+
+
+def view_shard(view: str, namespace: Namespace) -> str:
+    return f"{CATALOG_PREFIX}views/{view}/{ns_id(namespace)}.json"

@@ -63,6 +63,7 @@ class Storage(Protocol):
     def put_if_absent(self, bucket: str, key: str, body: bytes) -> str: ...
     def put_if_match(self, bucket: str, key: str, body: bytes, etag: str) -> str: ...
     def list_keys(self, bucket: str, prefix: str, start_after: str = "", max_keys: int = 1000) -> Iterator[str]: ...
+    def list_entries(self, bucket: str, prefix: str, start_after: str = "") -> Iterator[tuple[str, str]]: ...
     def delete(self, bucket: str, key: str) -> None: ...
     def delete_if_match(self, bucket: str, key: str, etag: str) -> None: ...
     def delete_many(self, bucket: str, keys: Iterable[str]) -> int: ...
@@ -257,13 +258,21 @@ class S3Storage:
 
     def list_keys(self, bucket: str, prefix: str, start_after: str = "", max_keys: int = 1000) -> Iterator[str]:
         """Keys under prefix in key order, after start_after; S3 pages are fetched lazily."""
+        for key, _ in self._list(bucket, prefix, start_after, max_keys):
+            yield key
+
+    def list_entries(self, bucket: str, prefix: str, start_after: str = "") -> Iterator[tuple[str, str]]:
+        """(key, ETag) under prefix in key order: a listing tells which objects changed since a read."""
+        return self._list(bucket, prefix, start_after, 1000)
+
+    def _list(self, bucket: str, prefix: str, start_after: str, max_keys: int) -> Iterator[tuple[str, str]]:
         kwargs: dict[str, Any] = {"Prefix": prefix, "MaxKeys": max_keys}
         if start_after:
             kwargs["StartAfter"] = start_after
         while True:
             resp = self._call("list_objects_v2", bucket, prefix, **kwargs)
             for item in resp.get("Contents", []):
-                yield item["Key"]
+                yield item["Key"], str(item.get("ETag", ""))
             if not resp.get("IsTruncated"):
                 return
             kwargs.pop("StartAfter", None)

@@ -94,6 +94,15 @@ def _keys(env: dict[str, str]) -> str:
 def _banner(url: str, note: str, env: dict[str, str], generated: bool) -> str:
     key, secret = env["CATALOG_ROOT_ACCESS_KEY"], env["CATALOG_ROOT_SECRET_KEY"]
     origin = "generated for this run; set both variables to keep them" if generated else "from your environment"
+    glue = f"{url.rsplit('/_iceberg', 1)[0]}/_glue/{DEMO_WAREHOUSE}"
+    bucket = env.get("CATALOG_BUCKET_PREFIX", "") + DEMO_WAREHOUSE
+    s3_props = ""
+    if env.get("S3_ENDPOINT_URL"):  # Glue clients write the table files themselves: they need S3 too
+        s3_props = (
+            f'\n            "s3.endpoint": "{env["S3_ENDPOINT_URL"]}",'
+            f'\n            "s3.access-key-id": "{env.get("AWS_ACCESS_KEY_ID", "")}",'
+            f'\n            "s3.secret-access-key": "{env.get("AWS_SECRET_ACCESS_KEY", "")}",'
+        )
     return f"""
 Iceberg REST catalog is running.
   Catalog URL   {url}    (Iceberg REST under {url}/v1)
@@ -126,6 +135,23 @@ PyIceberg (pip install 'pyiceberg[pyarrow]'):
     table = catalog.create_table_if_not_exists("demo_ns.events", pa.schema([("id", pa.int64())]))
     table.append(pa.table({{"id": [1, 2, 3]}}))
     print(table.scan().to_arrow())
+
+AWS Glue API   {glue}
+  (boto3 "glue", PyIceberg's GlueCatalog, Iceberg's GlueCatalog via glue.endpoint; SigV4 service glue)
+
+    from pyiceberg.catalog.glue import GlueCatalog
+
+    glue = GlueCatalog(
+        "glue",
+        **{{
+            "glue.endpoint": "{glue}",
+            "glue.region": "us-east-1",
+            "glue.access-key-id": "{key}",
+            "glue.secret-access-key": "{secret}",
+            "warehouse": "s3://{bucket}",{s3_props}
+        }},
+    )
+    print(glue.list_namespaces())
 
 Engines that cannot sign: RestCatalog("local", uri="{url}", warehouse="{DEMO_WAREHOUSE}",
 credential="{key}:{secret}", **{{"oauth2-server-uri": "{url}/v1/oauth/tokens"}})

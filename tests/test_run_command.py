@@ -51,6 +51,12 @@ def test_run_prints_a_working_snippet(tmp_path):
         ran = subprocess.run([sys.executable, str(script)], env=_env(), capture_output=True, text=True, timeout=120)
         assert ran.returncode == 0, ran.stderr[-2000:]
         assert "id: [[1,2,3]]" in ran.stdout
+        start = out.index("    from pyiceberg.catalog.glue import GlueCatalog")
+        end = out.index("print(glue.list_namespaces())", start) + len("print(glue.list_namespaces())")
+        script.write_text(textwrap.dedent(out[start:end]))
+        ran = subprocess.run([sys.executable, str(script)], env=_env(), capture_output=True, text=True, timeout=120)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        assert "('demo_ns',)" in ran.stdout  # the Glue face sees what the REST snippet made
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)

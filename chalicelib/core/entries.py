@@ -17,7 +17,7 @@ from chalicelib.core import hive, namespaces, pointers
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context
 from chalicelib.errors import TableNotFound, TableRecoveryInProgress
-from chalicelib.storage import COUNTER
+from chalicelib.storage import COUNTER, ObjectNotFound, StorageUnavailable, WriteInDoubt
 
 Namespace = tuple[str, ...]
 _POOL: ThreadPoolExecutor | None = None
@@ -29,10 +29,26 @@ class Entry:
     name: str
     kind: str  # "iceberg" | "hive"
     data: dict[str, Any]
+    etag: str = ""
+    cacheable: bool = False  # its bytes alone decide what it is (no claim, rename or drop in flight)
 
     @property
     def is_iceberg(self) -> bool:
         return self.kind == "iceberg"
+
+
+def _read_kind(ctx: Context, warehouse: str, ns: Namespace, name: str, kind: str) -> Entry | None:
+    """An entry of a known kind (from a listing): one GET unless a pointer is mid-protocol."""
+    if kind == "hive":
+        found = hive.read(ctx, warehouse, ns, name)
+        return Entry(ns, name, "hive", found.data, found.etag, True) if found is not None else None
+    raw = pointers.read(ctx, warehouse, ns, name)
+    if raw is None:
+        return None
+    if raw.state == "active" and "claim" not in raw.data:
+        return Entry(ns, name, "iceberg", raw.data, raw.etag, True)
+    found = _read(ctx, warehouse, ns, name)  # settle it as any reader does
+    return found if found is not None and found.kind == "iceberg" else None
 
 
 def _read(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Entry | None:
@@ -61,67 +77,127 @@ def metadata_json(ctx: Context, entry: Entry) -> dict[str, Any]:
     return dict(json.loads(md.read_metadata_raw(ctx, str(entry.data["metadata-location"]))))
 
 
-def read_many(ctx: Context, warehouse: str, items: list[tuple[Namespace, str]]) -> list[Entry | None]:
-    """Entries by name, fetched in parallel (S3 requests counted for this request)."""
+def all_namespaces(ctx: Context, warehouse: str) -> Iterator[Namespace]:
+    for key in ctx.storage.list_keys(ctx.bucket_for(warehouse), keys.NS_PREFIX):
+        yield keys.namespace_from_record(key)
+
+
+# ---- cached list views ------------------------------------------------------------------------
+
+Projection = Callable[[Entry], dict[str, Any]]
+
+
+def _listing(ctx: Context, warehouse: str, ns: Namespace, start_after: str) -> Iterator[tuple[str, str, str, str]]:
+    """(name, kind, key, ETag) of both kinds in name order, S3 pages fetched lazily."""
+    bucket = ctx.bucket_for(warehouse)
+
+    def of(kind: str, prefix: str) -> Iterator[tuple[str, str, str, str]]:
+        start = f"{prefix}{start_after}.json" if start_after else ""
+        for key, etag in ctx.storage.list_entries(bucket, prefix, start):
+            yield key[len(prefix) : -len(".json")], kind, key, etag
+
+    return heapq.merge(of("iceberg", keys.tables_prefix(ns)), of("hive", keys.hive_prefix(ns)))
+
+
+def _resolve_many(ctx: Context, warehouse: str, ns: Namespace, items: list[tuple[str, str]]) -> list[Entry | None]:
     global _POOL
     if len(items) <= 1:
-        return [_read(ctx, warehouse, ns, n) for ns, n in items]
+        return [_read_kind(ctx, warehouse, ns, n, k) for n, k in items]
     if _POOL is None:
         _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="entries")
 
-    def one(item: tuple[Namespace, str]) -> tuple[Entry | None, int]:
+    def one(item: tuple[str, str]) -> tuple[Entry | None, int]:
         COUNTER.count = 0
-        return _read(ctx, warehouse, *item), COUNTER.count
+        return _read_kind(ctx, warehouse, ns, *item), COUNTER.count
 
     results = list(_POOL.map(one, items))
     COUNTER.count += sum(n for _, n in results)
     return [e for e, _ in results]
 
 
-def names(ctx: Context, warehouse: str, ns: Namespace, start_after: str = "") -> Iterator[str]:
-    """Table names of both kinds in order (each S3 page fetched lazily), without duplicates."""
-    bucket = ctx.bucket_for(warehouse)
-    prefix = keys.tables_prefix(ns)
-    start = f"{prefix}{start_after}.json" if start_after else ""
-    iceberg = (keys.table_from_pointer(k) for k in ctx.storage.list_keys(bucket, prefix, start))
-    hive_prefix = keys.hive_prefix(ns)
-    hstart = f"{hive_prefix}{start_after}.json" if start_after else ""
-    others = (k[len(hive_prefix) : -len(".json")] for k in ctx.storage.list_keys(bucket, hive_prefix, hstart))
-    last = None
-    for name in heapq.merge(iceberg, others):
-        if name != last:
-            yield name
-        last = name
+class _View:
+    """A namespace's cached projections: entry key -> (ETag, projection)."""
+
+    def __init__(self, ctx: Context, warehouse: str, ns: Namespace, view: str, project: Projection) -> None:
+        self.ctx, self.warehouse, self.ns, self.project = ctx, warehouse, ns, project
+        self.bucket, self.key = ctx.bucket_for(warehouse), keys.view_shard(view, ns)
+        try:
+            self.cached: dict[str, Any] = json.loads(ctx.storage.get(self.bucket, self.key).body).get("entries", {})
+        except (ObjectNotFound, ValueError):
+            self.cached = {}
+        self.changed = False
+        self.seen: set[str] = set()
+
+    def resolve(self, batch: list[tuple[str, str, str, str]]) -> list[tuple[str, dict[str, Any]]]:
+        """Projections of the live entries in batch, in order; misses are read in parallel."""
+        misses = [(n, k) for n, k, key, etag in batch if self.cached.get(key, {}).get("etag") != etag]
+        fresh = dict(zip(misses, _resolve_many(self.ctx, self.warehouse, self.ns, misses), strict=True))
+        out: list[tuple[str, dict[str, Any]]] = []
+        for name, kind, key, _ in batch:
+            self.seen.add(key)
+            if (name, kind) not in fresh:
+                out.append((name, self.cached[key]["p"]))
+                continue
+            entry = fresh[(name, kind)]
+            if entry is None:
+                continue
+            projection = self.project(entry)
+            if entry.cacheable:
+                self.cached[key] = {"etag": entry.etag, "p": projection}
+                self.changed = True
+            out.append((name, projection))
+        return out
+
+    def save(self, complete: bool = False) -> None:
+        """Store the cache (best effort: it is never authoritative); a complete scan drops the gone."""
+        if complete and set(self.cached) - self.seen:
+            self.cached = {k: v for k, v in self.cached.items() if k in self.seen}
+            self.changed = True
+        if not self.changed:
+            return
+        try:
+            self.ctx.storage.put(self.bucket, self.key, json.dumps({"entries": self.cached}).encode())
+        except (StorageUnavailable, WriteInDoubt):
+            pass
 
 
-def page(
+def view_page(
     ctx: Context,
     warehouse: str,
     ns: Namespace,
+    view: str,
+    project: Projection,
     start_after: str,
     limit: int,
     keep: Callable[[str], bool] = lambda _: True,
-) -> tuple[list[Entry], str | None]:
-    """Up to limit live entries after start_after; the name to continue after, or None at the end."""
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Up to limit projections of live entries after start_after, and the name to continue after.
+
+    A listing (with ETags) drives it; only entries changed since the cached projection are read."""
     namespaces.read_record(ctx, warehouse, ns)
-    out: list[Entry] = []
-    it = (n for n in names(ctx, warehouse, ns, start_after) if keep(n))
-    batch: list[str] = []
-    for name in it:
-        batch.append(name)
-        if len(batch) < limit - len(out):
+    cache = _View(ctx, warehouse, ns, view, project)
+    out: list[dict[str, Any]] = []
+    names: set[str] = set()
+    it = (item for item in _listing(ctx, warehouse, ns, start_after) if keep(item[0]))
+    pending: list[tuple[str, str, str, str]] = []
+
+    def drain() -> None:
+        for name, projection in cache.resolve(pending):
+            if name not in names:  # a name briefly held by both kinds shows once
+                names.add(name)
+                out.append(projection)
+
+    for item in it:
+        pending.append(item)
+        if len(pending) < limit - len(out):
             continue
-        for n, entry in zip(batch, read_many(ctx, warehouse, [(ns, x) for x in batch]), strict=True):
-            if entry is not None:
-                out.append(entry)
-                if len(out) == limit:
-                    more = next(it, None) is not None
-                    return out, (n if more else None)
-        batch = []
-    out.extend(e for e in read_many(ctx, warehouse, [(ns, x) for x in batch]) if e is not None)
+        drain()
+        last = pending[-1][0]
+        pending = []
+        if len(out) >= limit:
+            more = next(it, None) is not None
+            cache.save()
+            return out, (last if more else None)
+    drain()
+    cache.save(complete=not start_after)
     return out, None
-
-
-def all_namespaces(ctx: Context, warehouse: str) -> Iterator[Namespace]:
-    for key in ctx.storage.list_keys(ctx.bucket_for(warehouse), keys.NS_PREFIX):
-        yield keys.namespace_from_record(key)

@@ -450,12 +450,10 @@ def get_tables(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
             return False
         return req.visible("ListTables", table_arn(wh, ns, name), ns_context(ns, name))
 
-    found, more = entries.page(ctx, wh, ns, after, size, keep)
+    found, more = entries.view_page(ctx, wh, ns, "glue", lambda e: _table_out(ctx, wh, e), after, size, keep)
     if attrs == ["NAME"]:
-        listed = [{"Name": e.name} for e in found]
-    else:
-        listed = [_table_out(ctx, wh, e) for e in found]
-    return {"TableList": listed, **_next(more, query)}
+        found = [{"Name": t["Name"]} for t in found]
+    return {"TableList": found, **_next(more, query)}
 
 
 # ---- table versions ---------------------------------------------------------------------------
@@ -654,16 +652,8 @@ def search_tables(ctx: Context, wh: str, body: Body, req: RequestContext) -> Bod
         def visible(name: str, ns: tuple[str, ...] = ns) -> bool:
             return req.visible("GetTable", table_arn(wh, ns, name), ns_context(ns, name))
 
-        start = ""
-        while True:
-            batch, more = entries.page(ctx, wh, ns, start, 100, visible)
-            for entry in batch:
-                table = _table_out(ctx, wh, entry)
-                if all(test(table) for test in tests):
-                    found.append(table)
-            if more is None:
-                break
-            start = more
+        every, _ = entries.view_page(ctx, wh, ns, "glue", lambda e: _table_out(ctx, wh, e), "", 10**9, visible)
+        found.extend(t for t in every if all(test(t) for test in tests))
 
     def key(t: Body) -> list[object]:
         return [t.get(field) or "", t["DatabaseName"], t["Name"]]
