@@ -52,7 +52,7 @@ def main() -> None:
             region_name="us-east-1",
             aws_access_key_id=key,
             aws_secret_access_key=secret,
-            config=Config(read_timeout=600, retries={"max_attempts": 1}),
+            config=Config(read_timeout=600, retries={"mode": "standard", "max_attempts": 10}),
         )
         s3 = boto3.client(
             "s3",

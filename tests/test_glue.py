@@ -456,3 +456,82 @@ def test_policies_apply_across_faces(glue, s3, http, catalog_url, warehouse):
     signed = AWSRequest(method="GET", url=url)
     SigV4Auth(Credentials(key, secret), "glue", REGION).add_auth(signed)
     assert requests.get(url, headers=dict(signed.headers)).status_code == 401
+
+
+def _post(catalog_url: str, warehouse: str, op: str, body: bytes) -> Any:
+    """A SigV4 (glue) request with any body: what botocore's own validation would never send."""
+    import requests
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    url = f"{catalog_url.rsplit('/_iceberg', 1)[0]}/_glue/{warehouse}"
+    headers = {"X-Amz-Target": f"AWSGlue.{op}", "Content-Type": "application/x-amz-json-1.1"}
+    req = AWSRequest(method="POST", url=url, data=body, headers=headers)
+    SigV4Auth(Credentials(ROOT_KEY, ROOT_SECRET), "glue", REGION).add_auth(req)
+    return requests.post(url, data=body, headers=dict(req.headers), timeout=30)
+
+
+T = {"DatabaseName": "db", "TableName": "t"}
+BAD_INPUT = [
+    ("CreateDatabase", {}),
+    ("CreateDatabase", {"DatabaseInput": {"Name": "bad-name"}}),
+    ("CreateDatabase", {"DatabaseInput": {"Name": "x", "Parameters": {"k": 5}}}),
+    ("GetDatabase", {"Name": ""}),
+    ("GetDatabase", {"Name": 5}),
+    ("GetDatabases", {"MaxResults": 0}),
+    ("GetDatabases", {"NextToken": "not-ours"}),
+    ("UpdateDatabase", {"Name": "db"}),
+    ("UpdateDatabase", {"Name": "db", "DatabaseInput": {"Name": "other"}}),
+    ("DeleteDatabase", {"Name": "a" * 300}),
+    ("CreateTable", {"DatabaseName": "db"}),
+    ("CreateTable", {"DatabaseName": "db", "TableInput": {"Name": "n", "Parameters": {"k": 5}}}),
+    ("CreateTable", {"DatabaseName": "db", "TableInput": {"Name": "n", "StorageDescriptor": {"Columns": "id"}}}),
+    ("CreateTable", {"DatabaseName": "db", "TableInput": {"Name": "n"}, "OpenTableFormatInput": {}}),
+    ("CreateTable", {"DatabaseName": "db", "TableInput": {"Name": "n"}, "Name": "m"}),
+    ("UpdateTable", {"DatabaseName": "db", "TableInput": {"Name": "t"}, "SkipArchive": "yes"}),
+    ("UpdateTable", {"DatabaseName": "db", "TableInput": {"Name": "t", "Retention": -1}}),
+    ("DeleteTable", {"DatabaseName": "db"}),
+    ("BatchDeleteTable", {"DatabaseName": "db", "TablesToDelete": []}),
+    ("BatchDeleteTable", {"DatabaseName": "db", "TablesToDelete": [f"x{i}" for i in range(101)]}),
+    ("GetTable", {"DatabaseName": "db", "Name": "bad\nname"}),
+    ("GetTable", {"DatabaseName": "db", "Name": "t", "QueryAsOfTime": 1}),
+    ("GetTables", {"DatabaseName": "db", "MaxResults": "10"}),
+    ("GetTables", {"DatabaseName": "db", "Expression": "t("}),
+    ("GetTableVersion", {**T, "VersionId": "-1"}),
+    ("GetTableVersions", {**T, "MaxResults": 1000}),
+    ("DeleteTableVersion", T),
+    ("DeleteTableVersion", {**T, "VersionId": "1"}),  # the current version is the table
+    ("BatchDeleteTableVersion", {**T, "VersionIds": "1"}),
+    ("SearchTables", {"SortCriteria": [{"FieldName": "Owner"}]}),
+    ("SearchTables", {"Filters": [{"Key": "CreateTime", "Value": "abc", "Comparator": "LESS_THAN"}]}),
+    ("SearchTables", {"MaxResults": 1001}),
+    ("SearchTables", {"ResourceShareType": "FOREIGN"}),
+    ("GetPartitionIndexes", {**T, "NextToken": "zzz"}),
+    ("CreatePartitionIndex", {**T, "PartitionIndex": {"IndexName": "i", "Keys": []}}),
+    ("DeletePartitionIndex", T),
+    ("GetColumnStatisticsForTable", {**T, "ColumnNames": "id"}),
+    ("UpdateColumnStatisticsForTable", {**T, "ColumnStatisticsList": []}),
+    ("DeleteColumnStatisticsForTable", T),
+]
+
+
+def test_bad_input_on_every_operation_writes_nothing(glue, s3, catalog_url, warehouse):
+    from chalicelib.glue.face import OPS
+
+    glue.create_database(DatabaseInput={"Name": "db"})
+    glue.create_table(DatabaseName="db", TableInput=hive_input("t", f"s3://{warehouse}/raw/t"))
+    assert {op for op, _ in BAD_INPUT} == set(OPS)  # every operation is tried
+    ok = _post(catalog_url, warehouse, "GetTable", json.dumps({"DatabaseName": "db", "Name": "t"}).encode())
+    assert ok.status_code == 200 and ok.json()["Table"]["Name"] == "t"  # the same requests, well-formed, work
+    before = s3_state(s3, [warehouse])
+    for op, body in BAD_INPUT:
+        resp = _post(catalog_url, warehouse, op, json.dumps(body).encode())
+        assert resp.status_code == 400 and resp.json()["__type"] == "InvalidInputException", (op, body, resp.text)
+        assert resp.headers["x-amzn-ErrorType"] == "InvalidInputException" and resp.json()["message"]
+    for raw in (b"[1,2]", b"{not json", b'"text"'):
+        resp = _post(catalog_url, warehouse, "GetDatabases", raw)
+        assert resp.status_code == 400 and resp.json()["__type"] == "InvalidInputException", raw
+    resp = _post(catalog_url, warehouse, "DeleteTable", json.dumps({"DatabaseName": "db", "Name": "nope"}).encode())
+    assert resp.json()["__type"] == "EntityNotFoundException"
+    assert s3_state(s3, [warehouse]) == before

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from chalicelib import keys
 from chalicelib.core import hive, namespaces, pointers
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context
-from chalicelib.errors import TableNotFound, TableRecoveryInProgress
+from chalicelib.errors import ServiceUnavailable, TableNotFound, TableRecoveryInProgress
 from chalicelib.storage import COUNTER, ObjectNotFound, StorageUnavailable, WriteInDoubt
 
 Namespace = tuple[str, ...]
@@ -87,13 +88,15 @@ def all_namespaces(ctx: Context, warehouse: str) -> Iterator[Namespace]:
 Projection = Callable[[Entry], dict[str, Any]]
 
 
-def _listing(ctx: Context, warehouse: str, ns: Namespace, start_after: str) -> Iterator[tuple[str, str, str, str]]:
-    """(name, kind, key, ETag) of both kinds in name order, S3 pages fetched lazily."""
+def _listing(
+    ctx: Context, warehouse: str, ns: Namespace, start_after: str, page: int
+) -> Iterator[tuple[str, str, str, str]]:
+    """(name, kind, key, ETag) of both kinds in name order, S3 pages (of `page` keys) fetched lazily."""
     bucket = ctx.bucket_for(warehouse)
 
     def of(kind: str, prefix: str) -> Iterator[tuple[str, str, str, str]]:
         start = f"{prefix}{start_after}.json" if start_after else ""
-        for key, etag in ctx.storage.list_entries(bucket, prefix, start):
+        for key, etag in ctx.storage.list_entries(bucket, prefix, start, page):
             yield key[len(prefix) : -len(".json")], kind, key, etag
 
     return heapq.merge(of("iceberg", keys.tables_prefix(ns)), of("hive", keys.hive_prefix(ns)))
@@ -178,7 +181,8 @@ def view_page(
     cache = _View(ctx, warehouse, ns, view, project)
     out: list[dict[str, Any]] = []
     names: set[str] = set()
-    it = (item for item in _listing(ctx, warehouse, ns, start_after) if keep(item[0]))
+    page = max(10, min(1000, limit + 1))  # a page's worth of keys per S3 listing, not always 1000
+    it = (item for item in _listing(ctx, warehouse, ns, start_after, page) if keep(item[0]))
     pending: list[tuple[str, str, str, str]] = []
 
     def drain() -> None:
@@ -189,7 +193,7 @@ def view_page(
 
     for item in it:
         pending.append(item)
-        if len(pending) < limit - len(out):
+        if len(pending) < min(limit - len(out), BATCH):
             continue
         drain()
         last = pending[-1][0]
@@ -198,6 +202,26 @@ def view_page(
             more = next(it, None) is not None
             cache.save()
             return out, (last if more else None)
+        _keep_progress(cache)
     drain()
     cache.save(complete=not start_after)
     return out, None
+
+
+BATCH = 500  # entries read per round; the cache is saved between rounds
+
+
+def _keep_progress(cache: _View) -> None:
+    """A long first scan (a cold cache) saves what it read, and near the request's deadline gives up
+    with a retryable error: the retry starts from the saved cache, so every scan finishes."""
+    if cache.changed:
+        cache.save()
+        cache.changed = False
+    if COUNTER.deadline and time.monotonic() > COUNTER.deadline - DEADLINE_MARGIN_S:
+        raise ServiceUnavailable(
+            "The table listing cache is being built (many tables changed); retry the request",
+            headers={"Retry-After": "1"},
+        )
+
+
+DEADLINE_MARGIN_S = 8.0
