@@ -139,3 +139,55 @@ def test_pyiceberg_glue_writers_lose_no_commit(catalog_url, s3_endpoint, warehou
     ids = sorted(first.load_table("busy.t").scan().to_arrow()["id"].to_pylist())
     assert ids == sorted(i * 100 + j for i in range(len(writers)) for j in range(per_writer))
     print(f"\nconcurrent appends: {len(ids)} landed, {conflicts['n']} conflicts retried")
+
+
+@pytest.fixture(scope="module")
+def lossy_glue(s3_endpoint, system_bucket, tmp_path_factory):
+    """A catalog process whose S3 loses the responses of 30% of the conditional writes it applies."""
+    from tests.conftest import catalog_process
+
+    with catalog_process(
+        s3_endpoint,
+        system_bucket,
+        tmp_path_factory.mktemp("lossy-glue"),
+        CATALOG_FAULT_LOST_RATE="0.3",
+        CATALOG_FAULT_SEED="20261123",
+    ) as started:
+        yield started
+
+
+def test_glue_writers_with_lost_s3_responses(lossy_glue, catalog_url, s3_endpoint, warehouse):
+    """Glue creates and commits while S3 loses responses: nothing acknowledged is lost or doubled."""
+    url, log_path = lossy_glue
+    cats = [glue_catalog(url, s3_endpoint, warehouse, f"w{i}") for i in range(3)]
+    cats[0].create_namespace("lossy")
+    for i in range(3):
+        cats[0].create_table(f"lossy.t{i}", SCHEMA)
+    errors: list[BaseException] = []
+
+    def work(index: int, cat: GlueCatalog) -> None:
+        try:
+            for j in range(4):
+                for _ in range(30):
+                    try:
+                        cat.load_table(f"lossy.t{j % 3}").append(rows([index * 100 + j], "x"))
+                        break
+                    except CommitFailedException:
+                        continue
+                else:
+                    raise AssertionError("no attempt won")
+        except BaseException as exc:  # noqa: BLE001 - surfaced by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i, cat)) for i, cat in enumerate(cats)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    healthy = glue_catalog(catalog_url, s3_endpoint, warehouse)  # read back through a healthy catalog
+    ids = sorted(i for t in range(3) for i in healthy.load_table(f"lossy.t{t}").scan().to_arrow()["id"].to_pylist())
+    assert ids == sorted(i * 100 + j for i in range(3) for j in range(4))
+    lost = log_path.read_text().count("fault injected: LostResponse")
+    assert lost >= 3  # the faults did happen: every commit above survived them
+    print(f"\nlost S3 responses injected: {lost}")

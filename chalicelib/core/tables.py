@@ -294,6 +294,10 @@ def register(
     else:
         path = locations.check(bucket, metadata.location, table_uuid)
         pointer = new_entry(meta_loc, table_uuid, glue=glue, **{"client-location": path})
+        now = pointers.read(ctx, warehouse, ns, name)
+        if now is not None and now.state == "active" and now.data.get("metadata-location") == meta_loc:
+            if now.data.get("table-uuid") == table_uuid and now.data.get("glue") == glue:
+                return TableState(meta_loc, raw)  # a client's retry of a create that landed
     if overwrite:
         current = pointers.live(ctx, warehouse, ns, name)
         if current is not None:
