@@ -367,7 +367,28 @@ def s3_client(endpoint_url: str | None, region: str) -> Any:
         s3={"addressing_style": "path"} if endpoint_url else {},
     )
     client = boto3.session.Session().client("s3", endpoint_url=endpoint_url, config=cfg)
-    # The catalog never reads a timestamp botocore parses (LastModified, ...); parsing them costs
-    # about half of a 1000-key listing's CPU time.
+    # The catalog never reads a timestamp botocore parses (LastModified, ...).
     client._endpoint._response_parser_factory.set_parser_defaults(timestamp_parser=str)
+    client.meta.events.register("before-parse.s3.ListObjectsV2", _fast_listing)
     return client
+
+
+def _fast_listing(response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_: Any) -> None:
+    """Parse a listing's Contents (Key and ETag are all the catalog reads) with ElementTree, and
+    leave botocore only the rest: its generic parser costs ~0.3 ms per key, this ~0.01 ms."""
+    from xml.etree import ElementTree
+
+    if response_dict.get("status_code") != 200 or not response_dict.get("body"):
+        return
+    try:
+        root = ElementTree.fromstring(response_dict["body"])
+    except ElementTree.ParseError:
+        return  # botocore reports it
+    ns = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
+    items = root.findall(f"{ns}Contents")
+    customized_response_dict["Contents"] = [
+        {"Key": item.findtext(f"{ns}Key") or "", "ETag": item.findtext(f"{ns}ETag") or ""} for item in items
+    ]
+    for item in items:
+        root.remove(item)
+    response_dict["body"] = ElementTree.tostring(root)

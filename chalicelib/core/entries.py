@@ -17,11 +17,12 @@ from chalicelib import keys
 from chalicelib.core import hive, namespaces, pointers
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context
-from chalicelib.errors import ServiceUnavailable, TableNotFound, TableRecoveryInProgress
+from chalicelib.errors import NotFound, ServiceUnavailable, TableNotFound, TableRecoveryInProgress
 from chalicelib.storage import COUNTER, ObjectNotFound, StorageUnavailable, WriteInDoubt
 
 Namespace = tuple[str, ...]
 _POOL: ThreadPoolExecutor | None = None
+_SCAN_POOL: ThreadPoolExecutor | None = None
 
 
 @dataclass
@@ -225,3 +226,33 @@ def _keep_progress(cache: _View) -> None:
 
 
 DEADLINE_MARGIN_S = 8.0
+
+
+def scan_views(
+    ctx: Context,
+    warehouse: str,
+    spaces: list[Namespace],
+    view: str,
+    project: Projection,
+    keep: Callable[[Namespace, str], bool],
+) -> list[dict[str, Any]]:
+    """Every live entry's projection in several namespaces, the namespaces scanned in parallel (on
+    their own pool: each scan reads entries on the entry pool, and one pool for both could deadlock)."""
+    global _SCAN_POOL
+    if _SCAN_POOL is None:
+        _SCAN_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="scans")
+    deadline = COUNTER.deadline
+
+    def one(ns: Namespace) -> tuple[list[dict[str, Any]], int]:
+        COUNTER.count, COUNTER.deadline = 0, deadline
+        try:
+            found, _ = view_page(ctx, warehouse, ns, view, project, "", 10**9, lambda n: keep(ns, n))
+        except NotFound:
+            found = []  # deleted meanwhile
+        finally:
+            COUNTER.deadline = 0.0
+        return found, COUNTER.count
+
+    results = list(_SCAN_POOL.map(one, spaces)) if len(spaces) > 1 else [one(ns) for ns in spaces]
+    COUNTER.count += sum(n for _, n in results)
+    return [p for found, _ in results for p in found]

@@ -644,16 +644,13 @@ def search_tables(ctx: Context, wh: str, body: Body, req: RequestContext) -> Bod
         raise BadRequest("ResourceShareType FOREIGN and FEDERATED are not supported: nothing is shared here")
     query = hashlib.sha256(json.dumps([filters, body.get("SearchText"), sort]).encode()).hexdigest()[:16]
     after = _token(body.get("NextToken"), query)
-    found = []
-    for ns in entries.all_namespaces(ctx, wh):
-        if len(ns) != 1:
-            continue  # multi-level namespaces are not Glue databases
+    spaces = [ns for ns in entries.all_namespaces(ctx, wh) if len(ns) == 1]  # Glue databases are one level
 
-        def visible(name: str, ns: tuple[str, ...] = ns) -> bool:
-            return req.visible("GetTable", table_arn(wh, ns, name), ns_context(ns, name))
+    def visible(ns: tuple[str, ...], name: str) -> bool:
+        return req.visible("GetTable", table_arn(wh, ns, name), ns_context(ns, name))
 
-        every, _ = entries.view_page(ctx, wh, ns, "glue", lambda e: _table_out(ctx, wh, e), "", 10**9, visible)
-        found.extend(t for t in every if all(test(t) for test in tests))
+    every = entries.scan_views(ctx, wh, spaces, "glue", lambda e: _table_out(ctx, wh, e), visible)
+    found = [t for t in every if all(test(t) for test in tests)]
 
     def key(t: Body) -> list[object]:
         return [t.get(field) or "", t["DatabaseName"], t["Name"]]
