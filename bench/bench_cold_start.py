@@ -30,6 +30,7 @@ FIRST = {
     "namespaces": ("GET", "/_iceberg/v1/{wh}/namespaces", ""),
     "tables": ("GET", "/_iceberg/v1/{wh}/namespaces/b/tables/t", ""),
     "transactions": ("POST", "/_iceberg/v1/{wh}/transactions/commit", "TXN"),
+    "glue": ("POST", "/_glue/{wh}", '{"DatabaseName": "b", "Name": "t"}'),  # AWSGlue.GetTable
     "all": ("GET", "/_iceberg/v1/{wh}/namespaces/b/tables/t", ""),
 }
 
@@ -45,6 +46,8 @@ shapes.ROOT_KEY, shapes.ROOT_SECRET = os.environ["CATALOG_ROOT_ACCESS_KEY"], os.
 v2_event = shapes.v2_event
 method, path, body = json.loads(sys.argv[2])
 headers = {"content-type": "application/x-www-form-urlencoded"} if "oauth" in path else None
+if path.startswith("/_glue"):
+    headers = {"content-type": "application/x-amz-json-1.1", "x-amz-target": "AWSGlue.GetTable"}
 event = v2_event(method, path, body=body.encode(), headers=headers, sign="oauth" not in path)
 t2 = time.perf_counter()
 resp = mod.handler(event, None)

@@ -95,7 +95,7 @@ def main() -> None:
         pages: list[float] = []
         token: dict[str, str] = {}
         for _ in range(5):
-            ms, resp = timed(lambda: glue.get_tables(DatabaseName="db00", MaxResults=100, **token))
+            ms, resp = timed(lambda token=token: glue.get_tables(DatabaseName="db00", MaxResults=100, **token))
             pages.append(ms)
             token = {"NextToken": resp["NextToken"]} if "NextToken" in resp else {}
         print(
