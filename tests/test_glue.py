@@ -535,3 +535,39 @@ def test_bad_input_on_every_operation_writes_nothing(glue, s3, catalog_url, ware
     resp = _post(catalog_url, warehouse, "DeleteTable", json.dumps({"DatabaseName": "db", "Name": "nope"}).encode())
     assert resp.json()["__type"] == "EntityNotFoundException"
     assert s3_state(s3, [warehouse]) == before
+
+
+def test_concurrent_update_table_one_winner_per_version(glue, s3, catalog_url, warehouse):
+    """Racing UpdateTable calls with the same VersionId: exactly one wins, the rest are told so."""
+    import threading
+
+    glue.create_database(DatabaseInput={"Name": "race"})
+    location, tid = f"s3://{warehouse}/race.db/t", str(uuid.uuid4())
+    glue.create_table(
+        DatabaseName="race", TableInput=iceberg_input("t", write_metadata(s3, warehouse, location, 0, tid))
+    )
+    files = [write_metadata(s3, warehouse, location, 1, tid) for _ in range(8)]
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def racer(path: str) -> None:
+        client = glue_client(catalog_url, warehouse)
+        try:
+            client.update_table(DatabaseName="race", TableInput=iceberg_input("t", path), VersionId="1")
+            result = "won:" + path
+        except ClientError as exc:
+            result = str(exc.response["Error"]["Code"])
+        except Exception as exc:  # noqa: BLE001 - recorded, and the main thread fails on it
+            result = repr(exc)
+        with lock:
+            outcomes.append(result)
+
+    threads = [threading.Thread(target=racer, args=(f,)) for f in files]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [o[4:] for o in outcomes if o.startswith("won:")]
+    assert len(winners) == 1 and outcomes.count("ConcurrentModificationException") == 7, outcomes
+    table = glue.get_table(DatabaseName="race", Name="t")["Table"]
+    assert table["VersionId"] == "2" and table["Parameters"]["metadata_location"] == winners[0]
