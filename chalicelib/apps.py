@@ -11,7 +11,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "auth": ("auth",),  # token exchange and the admin API
     "warehouses": ("warehouses",),
     "namespaces": ("namespaces",),
-    "tables": ("tables",),
+    "tables": ("tables", "views"),  # views share the tables' name space
     "transactions": ("transactions",),
     "glue": ("chalicelib.glue.face",),  # the Glue face: one route, dispatched on X-Amz-Target
 }

@@ -47,6 +47,10 @@ class TableNotFound(NotFound):
     pass
 
 
+class ViewNotFound(NotFound):
+    pass
+
+
 class MethodNotAllowed(CatalogError):
     pass
 
@@ -64,6 +68,10 @@ class NamespaceAlreadyExists(AlreadyExists):
 
 
 class TableAlreadyExists(AlreadyExists):
+    pass
+
+
+class ViewAlreadyExists(AlreadyExists):
     pass
 
 

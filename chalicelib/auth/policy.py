@@ -18,6 +18,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "GetTable": ("GetTableMetadataLocation",),
     "UpdateTable": ("UpdateTableMetadataLocation",),
     "RegisterTable": ("CreateTable",),
+    "RegisterView": ("CreateView",),
 }
 # Glue operation names a policy may use for the catalog action each Glue operation needs (the Glue
 # face asks for these actions, so one policy governs both faces).

@@ -131,3 +131,18 @@ def transaction(req: RequestContext) -> list[Check]:
         for change in (changes if isinstance(changes, list) else [])
     ]
     return out or [("UpdateTable", table_arn(wh), {}, False)]
+
+
+def view(req: RequestContext) -> list[Check]:
+    """A view is named like a table (one name space): the table resource and condition keys."""
+    wh, ns = check_warehouse(req.param("warehouse")), parse_namespace_path(req.params["namespace"])
+    name = check_table(req.param("view"))
+    return [(req.action, table_arn(wh, ns, name), ns_context(ns, name), False)]
+
+
+def view_list(req: RequestContext) -> list[Check]:
+    return table_list(req)
+
+
+def new_view(req: RequestContext) -> list[Check]:
+    return new_table(req)

@@ -47,6 +47,8 @@ def _read_kind(ctx: Context, warehouse: str, ns: Namespace, name: str, kind: str
     raw = pointers.read(ctx, warehouse, ns, name)
     if raw is None:
         return None
+    if pointers.kind_of(raw.data) != "table":
+        return None  # views are not Glue tables
     if raw.state == "active" and "claim" not in raw.data:
         return Entry(ns, name, "iceberg", raw.data, raw.etag, True)
     found = _read(ctx, warehouse, ns, name)  # settle it as any reader does
@@ -61,7 +63,7 @@ def _read(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Entry | Non
         if p is not None:
             p = pointers.Pointer({k: v for k, v in p.data.items() if k != "claim"}, p.etag)
     if p is not None:
-        return Entry(ns, name, "iceberg", p.data)
+        return Entry(ns, name, "iceberg", p.data) if pointers.kind_of(p.data) == "table" else None
     found = hive.read(ctx, warehouse, ns, name)
     return Entry(ns, name, "hive", found.data) if found is not None else None
 

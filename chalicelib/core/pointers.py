@@ -24,6 +24,8 @@ from chalicelib.errors import (
     TableAlreadyExists,
     TableNotFound,
     TableRecoveryInProgress,
+    ViewAlreadyExists,
+    ViewNotFound,
 )
 from chalicelib.storage import (
     COUNTER,
@@ -153,16 +155,34 @@ def live(ctx: Context, warehouse: str, ns: Namespace, name: str, read_only: bool
     return None
 
 
-def not_found(ctx: Context, warehouse: str, ns: Namespace, name: str) -> CatalogError:
+def kind_of(data: dict[str, Any]) -> str:
+    """ "table" or "view": both live in one name space (one pointer key per name)."""
+    return str(data.get("kind", "table"))
+
+
+def not_found(ctx: Context, warehouse: str, ns: Namespace, name: str, kind: str = "table") -> CatalogError:
     namespaces.read_record(ctx, warehouse, ns)  # raises the warehouse/namespace 404 if that is the cause
+    if kind == "view":
+        return ViewNotFound(f"View {ident(ns, name)!r} does not exist")
     return TableNotFound(f"Table {ident(ns, name)!r} does not exist")
 
 
-def require(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Pointer:
-    p = live(ctx, warehouse, ns, name)
+def of_kind(p: Pointer | None, kind: str) -> Pointer | None:
+    """The pointer if it is of that kind (a view is no table, and the reverse)."""
+    return p if p is not None and kind_of(p.data) == kind else None
+
+
+def require(ctx: Context, warehouse: str, ns: Namespace, name: str, kind: str = "table") -> Pointer:
+    p = of_kind(live(ctx, warehouse, ns, name), kind)
     if p is None:
-        raise not_found(ctx, warehouse, ns, name)
+        raise not_found(ctx, warehouse, ns, name, kind)
     return p
+
+
+def already_exists(ns: Namespace, name: str, existing: dict[str, Any]) -> CatalogError:
+    if kind_of(existing) == "view":
+        return ViewAlreadyExists(f"A view named {ident(ns, name)!r} already exists")
+    return TableAlreadyExists(f"Table {ident(ns, name)!r} already exists")
 
 
 def _same_claim(existing: dict[str, Any], data: dict[str, Any]) -> bool:
@@ -191,12 +211,12 @@ def claim_name(ctx: Context, warehouse: str, ns: Namespace, name: str, data: dic
         if _same_claim(existing.data, data):
             return existing.etag
         if existing.state == "active" or "claim" in existing.data or live(ctx, warehouse, ns, name) is not None:
-            raise TableAlreadyExists(f"Table {ident(ns, name)!r} already exists")
+            raise already_exists(ns, name, existing.data)
         existing = read(ctx, warehouse, ns, name)  # live() may have settled or removed it
         if existing is None:
             continue
         if existing.state == "active":
-            raise TableAlreadyExists(f"Table {ident(ns, name)!r} already exists")
+            raise already_exists(ns, name, existing.data)
         same_rename = existing.state == "pending" and all(
             existing.data.get(k) == data.get(k) for k in ("rename-from", "table-uuid", "metadata-location")
         )
@@ -261,17 +281,24 @@ def settle_drop(ctx: Context, bucket: str, tomb: Pointer, remove: bool, ns: Name
         pass  # the drop has landed; the sweeper finishes the rest
 
 
-def listed(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
+def listed(ctx: Context, warehouse: str, ns: Namespace, name: str, kind: str = "table") -> bool:
     """Whether a pointer key names a live table (dead tombstones and unsettled reservations do not)."""
     try:
-        return live(ctx, warehouse, ns, name, read_only=True) is not None
+        return of_kind(live(ctx, warehouse, ns, name, read_only=True), kind) is not None
     except TableRecoveryInProgress:
-        return True  # held by a running transaction: a live table
+        return kind == "table"  # held by a running transaction (tables only): a live table
+
+
+def listed_view(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
+    return listed(ctx, warehouse, ns, name, "view")
 
 
 def occupied(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
-    """A live table, or one a running transaction is creating: either keeps its namespace."""
-    if listed(ctx, warehouse, ns, name):
+    """A live table or view, or a table a running transaction is creating: each keeps its namespace."""
+    try:
+        if live(ctx, warehouse, ns, name, read_only=True) is not None:
+            return True
+    except TableRecoveryInProgress:
         return True
     p = read(ctx, warehouse, ns, name)
     return p is not None and "claim" in p.data

@@ -41,9 +41,11 @@ def list_names(
     page_token: str | None,
     page_size: int | None,
     keep: Callable[[str], bool] = lambda _: True,
+    kind: str = "table",
 ) -> tuple[list[dict[str, Any]], str | None]:
     """One page of live tables; names a dead tombstone or a policy hides are skipped."""
     namespaces.read_record(ctx, warehouse, ns)
+    test = pointers.listed_view if kind == "view" else pointers.listed
     prefix = keys.tables_prefix(ns)
     start = decode_token(page_token, prefix)
     size = page_size or DEFAULT_PAGE_SIZE
@@ -56,14 +58,14 @@ def list_names(
             batch.append((key, name))
         if len(batch) < size - len(items):
             continue
-        for (k, n), ok in zip(batch, pointers.live_flags(ctx, warehouse, ns, [n for _, n in batch]), strict=True):
+        for (k, n), ok in zip(batch, pointers.live_flags(ctx, warehouse, ns, [n for _, n in batch], test), strict=True):
             if ok:
                 items.append({"namespace": list(ns), "name": n})
                 if len(items) == size:
                     more = any(keep(keys.table_from_pointer(x)) for x in it)
                     return items, encode_token(k) if more else None
         batch = []
-    for (_, n), ok in zip(batch, pointers.live_flags(ctx, warehouse, ns, [n for _, n in batch]), strict=True):
+    for (_, n), ok in zip(batch, pointers.live_flags(ctx, warehouse, ns, [n for _, n in batch], test), strict=True):
         if ok:
             items.append({"namespace": list(ns), "name": n})
     return items, None
@@ -76,7 +78,7 @@ def load(ctx: Context, warehouse: str, ns: Namespace, name: str) -> TableState:
 
 def exists(ctx: Context, warehouse: str, ns: Namespace, name: str) -> str:
     """The current metadata location, for readers (they never wait for a running transaction)."""
-    p = pointers.live(ctx, warehouse, ns, name, read_only=True)
+    p = pointers.of_kind(pointers.live(ctx, warehouse, ns, name, read_only=True), "table")
     if p is None:
         raise pointers.not_found(ctx, warehouse, ns, name)
     return p.metadata_location
@@ -111,8 +113,9 @@ def create(ctx: Context, warehouse: str, ns: Namespace, new: NewTable) -> TableS
         raise BadRequest(f"Invalid create-table request: {md.short(exc)}") from None
     namespaces.require_active(ctx, warehouse, ns)
     if new.stage_create:
-        if pointers.live(ctx, warehouse, ns, name) is not None:
-            raise TableAlreadyExists(f"Table {pointers.ident(ns, name)!r} already exists")
+        existing = pointers.live(ctx, warehouse, ns, name)
+        if existing is not None:
+            raise pointers.already_exists(ns, name, existing.data)
         return TableState(None, md.dump_metadata(metadata))
     return _create_table(ctx, warehouse, ns, name, metadata, purge_on_backout=True)
 
@@ -170,6 +173,12 @@ def commit(ctx: Context, warehouse: str, req: TableChange) -> TableState:
     bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
     for _ in range(pointers.COMMIT_ATTEMPTS):
         p = pointers.live(ctx, warehouse, ns, name)
+        if p is not None and pointers.kind_of(p.data) != "table":
+            raise (
+                pointers.already_exists(ns, name, p.data)
+                if _creates(req)
+                else pointers.not_found(ctx, warehouse, ns, name)
+            )
         base = md.metadata_at(ctx, p.metadata_location) if p else None
         if p is None:
             if not any(isinstance(r, AssertCreate) for r in req.requirements):
@@ -222,6 +231,12 @@ def resolve_commit(ctx: Context, hint: dict[str, Any]) -> str | None:
     return TableState(meta_loc, md.read_metadata_raw(ctx, meta_loc)) if landed else None
 
 
+def _creates(req: TableChange) -> bool:
+    from pyiceberg.table.update import AssertCreate
+
+    return any(isinstance(r, AssertCreate) for r in req.requirements)
+
+
 def _create_from_commit(ctx: Context, warehouse: str, ns: Namespace, name: str, req: TableChange) -> TableState:
     """A staged create (stage-create, then a commit with assert-create) becomes a real table."""
     check_table(name)
@@ -238,7 +253,7 @@ def _create_from_commit(ctx: Context, warehouse: str, ns: Namespace, name: str, 
         raise CommitFailed(f"Requirement failed: table {pointers.ident(ns, name)!r} already exists") from None
 
 
-def _check_register_location(ctx: Context, warehouse: str, meta_loc: object) -> tuple[str, str]:
+def check_register_location(ctx: Context, warehouse: str, meta_loc: object) -> tuple[str, str]:
     if not isinstance(meta_loc, str) or len(meta_loc) > 2048:
         raise BadRequest('Invalid register-table request: "metadata-location" must be an s3:// URI')
     try:
@@ -283,7 +298,7 @@ def register(
     """Make a table of metadata a client wrote. ``glue``: a Glue client's TableInput; such a table
     lives where its client chose (claimed, so no other table nests in or over it) and is never purged."""
     name = check_table(name)
-    bucket, _ = _check_register_location(ctx, warehouse, meta_loc)
+    bucket, _ = check_register_location(ctx, warehouse, meta_loc)
     assert isinstance(meta_loc, str)
     namespaces.require_active(ctx, warehouse, ns)
     raw, metadata = _client_metadata(ctx, meta_loc)
@@ -300,6 +315,8 @@ def register(
                 return TableState(meta_loc, raw)  # a client's retry of a create that landed
     if overwrite:
         current = pointers.live(ctx, warehouse, ns, name)
+        if current is not None and pointers.kind_of(current.data) != "table":
+            raise pointers.already_exists(ns, name, current.data)
         if current is not None:
             if current.data.get("table-uuid") != table_uuid:
                 raise Conflict("overwrite may only point a table at its own metadata (same table-uuid)")
@@ -358,7 +375,7 @@ def swap_metadata_location(
             what = pointers.ident(ns, name)
             raise CommitFailed(f"Table {what!r} changed concurrently: its metadata is no longer {expected_location!r}")
         if target != current:
-            _check_register_location(ctx, warehouse, target)
+            check_register_location(ctx, warehouse, target)
             raw, metadata = _client_metadata(ctx, target)
             base = md.metadata_at(ctx, current)
             if str(metadata.table_uuid) != str(base.table_uuid) or metadata.location != base.location:
@@ -393,10 +410,10 @@ def _has_fields(data: dict[str, Any], fields: dict[str, Any] | None) -> bool:
     return all(data.get(k) == v for k, v in (fields or {}).items())
 
 
-def drop(ctx: Context, warehouse: str, ns: Namespace, name: str, purge: bool) -> None:
+def drop(ctx: Context, warehouse: str, ns: Namespace, name: str, purge: bool, kind: str = "table") -> None:
     bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
     for _ in range(pointers.COMMIT_ATTEMPTS):
-        p = pointers.require(ctx, warehouse, ns, name)
+        p = pointers.require(ctx, warehouse, ns, name, kind)
         if purge and p.data.get("client-location"):
             raise PurgeNotSupported(
                 f"Table {pointers.ident(ns, name)!r} lives where its Glue client chose, which the catalog does "
@@ -419,15 +436,18 @@ def drop(ctx: Context, warehouse: str, ns: Namespace, name: str, purge: bool) ->
     raise CommitFailed(f"Table {pointers.ident(ns, name)!r} changed concurrently; retry the drop")
 
 
-def rename(ctx: Context, warehouse: str, src: tuple[Namespace, str], dst: tuple[Namespace, str]) -> None:
+def rename(
+    ctx: Context, warehouse: str, src: tuple[Namespace, str], dst: tuple[Namespace, str], kind: str = "table"
+) -> None:
+    """Rename a table (or a view: kind="view"), across namespaces too; one commit point (docs/design.md)."""
     src_ns, src_name = check_namespace(list(src[0])), check_table(src[1])
     dst_ns, dst_name = check_namespace(list(dst[0])), check_table(dst[1])
     if (src_ns, src_name) == (dst_ns, dst_name):
-        raise TableAlreadyExists(f"Table {pointers.ident(dst_ns, dst_name)!r} already exists")
+        raise pointers.already_exists(dst_ns, dst_name, {"kind": kind})
     bucket = ctx.bucket_for(warehouse)
     src_key, dst_key = keys.table_pointer(src_ns, src_name), keys.table_pointer(dst_ns, dst_name)
     for _ in range(pointers.COMMIT_ATTEMPTS):
-        src = pointers.require(ctx, warehouse, src_ns, src_name)
+        src = pointers.require(ctx, warehouse, src_ns, src_name, kind)
         namespaces.require_active(ctx, warehouse, dst_ns)
         started = now_ms()
         reserve = dict(

@@ -49,6 +49,8 @@ def commit(ctx: Context, warehouse: str, changes: list[TableChange]) -> None:
             for change in changes:
                 ns, name = change.namespace, change.name
                 p = pointers.live(ctx, warehouse, ns, name)
+                if p is not None and pointers.kind_of(p.data) != "table":
+                    raise pointers.not_found(ctx, warehouse, ns, name)  # views are not in transactions
                 if p is None:  # a table this transaction creates (assert-create)
                     p, meta_loc = _prepare_create(ctx, warehouse, ns, name, change)
                 else:

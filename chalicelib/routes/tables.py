@@ -27,16 +27,21 @@ def _table_of(req: RequestContext) -> str:
     return check_table(req.param("table"))
 
 
-@operation(bp, TABLES, "GET", "ListTables", checks=resources.table_list)
-def list_tables(req: RequestContext) -> tuple[int, dict[str, Any]]:
+def list_page(req: RequestContext, kind: str) -> tuple[int, dict[str, Any]]:
+    """A page of a namespace's tables or views (kind), the ones the caller may see."""
     ctx, wh = warehouse_of(req)
     ns = namespace_of(req)
 
     def keep(name: str) -> bool:
-        return req.visible("ListTables", table_arn(wh, ns, name), ns_context(ns, name))
+        return req.visible(req.action, table_arn(wh, ns, name), ns_context(ns, name))
 
-    items, token = tables.list_names(ctx, wh, ns, *paging_of(req), keep)
+    items, token = tables.list_names(ctx, wh, ns, *paging_of(req), keep, kind=kind)
     return 200, paged("identifiers", list(items), token)
+
+
+@operation(bp, TABLES, "GET", "ListTables", checks=resources.table_list)
+def list_tables(req: RequestContext) -> tuple[int, dict[str, Any]]:
+    return list_page(req, "table")
 
 
 @operation(bp, TABLES, "POST", "CreateTable", checks=resources.new_table)
