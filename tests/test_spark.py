@@ -376,3 +376,56 @@ def test_spark_glue_catalog_shares_tables_with_the_rest_face(spark, pycat, catal
     spark.sql("REFRESH TABLE gluecat.gluedb.events")
     assert spark.sql("SELECT count(*) FROM gluecat.gluedb.events").collect()[0][0] == 5
     assert sorted(pycat.load_table("gluedb.events").scan().to_arrow()["id"].to_pylist()) == [1, 2, 3, 4, 5]
+
+
+def test_spark_sql_views(spark, pycat, http, catalog_url, spark_wh):
+    """Spark defines views; a second session and PyIceberg read them; other dialects survive Spark."""
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS views_ns")
+    spark.sql("CREATE TABLE views_ns.base (id bigint, kind string) USING iceberg")
+    spark.sql("INSERT INTO views_ns.base VALUES (1, 'a'), (2, 'b'), (3, 'b')")
+    spark.sql("CREATE VIEW views_ns.only_b AS SELECT id FROM views_ns.base WHERE kind = 'b'")
+    spark.sql("CREATE VIEW views_ns.over AS SELECT count(*) AS n FROM views_ns.only_b")  # a view over a view
+    assert sorted(r.id for r in spark.sql("SELECT * FROM views_ns.only_b").collect()) == [2, 3]
+    other = spark.newSession()  # its own catalog instance
+    assert other.sql("SELECT n FROM views_ns.over").collect()[0][0] == 2
+    spark.sql("CREATE OR REPLACE VIEW views_ns.only_b AS SELECT id FROM views_ns.base WHERE kind = 'a'")
+    # Iceberg's Spark runtime itself refuses ALTER VIEW ... AS ("use CREATE OR REPLACE VIEW").
+    spark.sql("CREATE OR REPLACE VIEW views_ns.over AS SELECT count(*) + 10 AS n FROM views_ns.only_b")
+    assert other.sql("SELECT n FROM views_ns.over").collect()[0][0] == 11
+    spark.sql("ALTER VIEW views_ns.over SET TBLPROPERTIES ('team' = 'data')")
+    assert pycat.load_view("views_ns.over").metadata.properties["team"] == "data"
+    shown = {r.viewName for r in spark.sql("SHOW VIEWS IN views_ns").collect()}
+    assert shown == {"only_b", "over"}
+    # PyIceberg reads what Spark wrote.
+    assert sorted(pycat.list_views("views_ns")) == [("views_ns", "only_b"), ("views_ns", "over")]
+    sql = pycat.load_view("views_ns.only_b").metadata.versions[-1].representations[0].root
+    assert sql.dialect == "spark" and "kind = 'a'" in sql.sql
+    # A view another engine defined (Trino's dialect) stays intact: Spark reads its metadata, and
+    # Iceberg refuses a Spark replace that would drop the Trino SQL.
+    base = f"{catalog_url}/v1/{spark_wh}/namespaces/views_ns"
+    schema = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
+    trino = {
+        "name": "from_trino",
+        "schema": schema,
+        "properties": {},
+        "view-version": {
+            "version-id": 1,
+            "schema-id": 0,
+            "timestamp-ms": 1700000000000,
+            "summary": {},
+            "default-namespace": ["views_ns"],
+            "representations": [
+                {"type": "sql", "sql": "SELECT id FROM views_ns.base", "dialect": "spark"},
+                {"type": "sql", "sql": 'SELECT "id" FROM "views_ns"."base"', "dialect": "trino"},
+            ],
+        },
+    }
+    assert http.post(f"{base}/views", json=trino).status_code == 200
+    assert spark.sql("SELECT count(*) FROM views_ns.from_trino").collect()[0][0] == 3
+    with pytest.raises(Exception, match="(?i)dialect"):
+        spark.sql("CREATE OR REPLACE VIEW views_ns.from_trino AS SELECT 1 AS id")
+    reps = http.get(f"{base}/views/from_trino").json()["metadata"]["versions"][-1]["representations"]
+    assert {r["dialect"] for r in reps} == {"spark", "trino"}
+    spark.sql("DROP VIEW views_ns.over")
+    assert {r.viewName for r in spark.sql("SHOW VIEWS IN views_ns").collect()} == {"only_b", "from_trino"}
+    assert spark.sql("SELECT count(*) FROM views_ns.base").collect()[0][0] == 3  # tables are untouched
