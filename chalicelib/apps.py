@@ -14,6 +14,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "tables": ("tables", "views"),  # views share the tables' name space
     "transactions": ("transactions",),
     "glue": ("chalicelib.glue.face",),  # the Glue face: one route, dispatched on X-Amz-Target
+    "s3tables": ("chalicelib.s3tables.face",),  # the S3 Tables face (botocore's s3tables model)
 }
 ALL = tuple(m for mods in GROUPS.values() for m in mods)
 

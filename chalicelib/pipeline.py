@@ -107,6 +107,15 @@ class RequestContext:
             self.__dict__["_json"] = parsed
         return self.__dict__["_json"]
 
+    def json_object(self) -> dict[str, Any]:
+        """The body as a JSON object; an empty body is {} (AWS JSON APIs send none for no input)."""
+        if not self.raw_body:
+            return {}
+        body = self.json()
+        if not isinstance(body, dict):
+            raise BadRequest("The request body must be a JSON object")
+        return body
+
     def param(self, name: str) -> str:
         return unquote(self.params[name])
 

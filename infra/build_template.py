@@ -149,7 +149,7 @@ def merge_template() -> dict[str, Any]:
                 "Type": "HttpApi",
                 "Properties": {"ApiId": {"Ref": "CatalogHttpApi"}, "Method": r.method, "Path": r.path},
             }
-            for i, r in enumerate(r for r in ROUTES if r.group == group)
+            for i, r in enumerate(r for r in ROUTES if r.group == group or r.group in GROUPS[group])
         }
         res[f"{cap}Function"] = {"Type": "AWS::Serverless::Function", "Properties": props}
     # The sweeper: finishes abandoned drops, renames, claims and purges on a schedule.

@@ -97,6 +97,19 @@ def sigv4_props(access_key: str = ROOT_KEY, secret_key: str = ROOT_SECRET) -> di
     }
 
 
+def rest_catalog(catalog_url: str, warehouse: str, s3_endpoint: str, name: str = "rest") -> Any:
+    """PyIceberg's RestCatalog, signed as root, with the S3 settings to read and write files itself."""
+    from pyiceberg.catalog.rest import RestCatalog
+
+    files = {
+        "s3.endpoint": s3_endpoint,
+        "s3.access-key-id": KEYS["AWS_ACCESS_KEY_ID"],
+        "s3.secret-access-key": KEYS["AWS_SECRET_ACCESS_KEY"],
+        "s3.region": REGION,
+    }
+    return RestCatalog(name, uri=catalog_url, warehouse=warehouse, **sigv4_props(), **files)
+
+
 @pytest.fixture()
 def warehouse(catalog_url: str, http: requests.Session) -> str:
     name = f"wh-{uuid.uuid4().hex[:12]}"

@@ -13,7 +13,7 @@ from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
-from tests.conftest import KEYS, REGION, ROOT_KEY, ROOT_SECRET, sigv4_props
+from tests.conftest import KEYS, REGION, ROOT_KEY, ROOT_SECRET, rest_catalog
 from tests.test_glue import glue_client, hive_input
 
 SCHEMA = Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "city", StringType(), required=False))
@@ -48,18 +48,7 @@ def gluecat(catalog_url: str, s3_endpoint: str, warehouse: str) -> GlueCatalog:
 
 @pytest.fixture()
 def restcat(catalog_url: str, s3_endpoint: str, warehouse: str) -> RestCatalog:
-    return RestCatalog(
-        "rest",
-        uri=catalog_url,
-        warehouse=warehouse,
-        **sigv4_props(),
-        **{
-            "s3.endpoint": s3_endpoint,
-            "s3.access-key-id": KEYS["AWS_ACCESS_KEY_ID"],
-            "s3.secret-access-key": KEYS["AWS_SECRET_ACCESS_KEY"],
-            "s3.region": REGION,
-        },
-    )
+    return rest_catalog(catalog_url, warehouse, s3_endpoint)
 
 
 def test_pyiceberg_glue_catalog_end_to_end(gluecat, restcat, catalog_url, warehouse, caplog):

@@ -224,7 +224,9 @@ def test_static_endpoint_list_matches_the_routes():
     assert list(ICEBERG_ENDPOINTS) == registered_endpoints()
 
 
-@pytest.mark.parametrize("group", ["config", "auth", "warehouses", "namespaces", "tables", "transactions", "glue"])
+@pytest.mark.parametrize(
+    "group", ["config", "auth", "warehouses", "namespaces", "tables", "transactions", "glue", "s3tables"]
+)
 def test_group_handler_imports_only_its_own_modules(group):
     import subprocess
     import sys

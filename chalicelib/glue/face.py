@@ -60,12 +60,7 @@ def _target(req: RequestContext) -> str:
 
 
 def _body(req: RequestContext) -> Body:
-    if not req.raw_body:
-        return {}
-    body = req.json()
-    if not isinstance(body, dict):
-        raise BadRequest("The request body must be a JSON object")
-    return body
+    return req.json_object()
 
 
 def _warehouse(req: RequestContext, body: Body) -> str:

@@ -1,0 +1,490 @@
+"""The S3 Tables API (botocore's `s3tables` model) over the catalog core: a table bucket is a warehouse,
+a table is the same table on every face. Routes live under /_s3tables; ARNs are percent-encoded
+path segments. Operations of the model not served here answer 405 MethodNotAllowedException.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
+from chalicelib.core import namespaces, pointers, tables, warehouses
+from chalicelib.core.context import Context, get_context
+from chalicelib.core.versioning import version_of
+from chalicelib.errors import BadRequest, CommitFailed, NotFound
+from chalicelib.names import check_namespace, check_table, check_warehouse
+from chalicelib.pipeline import Check, RequestContext, RouteGroup, operation
+from chalicelib.s3tables.errors import S3TABLES_FACE, Unsupported
+
+bp = RouteGroup("s3tables", S3TABLES_FACE)
+BASE = "/_s3tables"
+Body = dict[str, Any]
+Result = tuple[int, Any, dict[str, str]]
+_BUCKET_ARN = re.compile(r"arn:aws[-a-z0-9]*:s3tables:([a-z0-9-]*):(\d{12}):bucket/([a-z0-9-]{3,63})")
+
+
+def region() -> str:
+    return os.environ.get("CATALOG_S3TABLES_REGION", os.environ.get("AWS_REGION", "us-east-1"))
+
+
+def account() -> str:
+    value = os.environ.get("CATALOG_ACCOUNT_ID", "000000000000")
+    return value if re.fullmatch(r"\d{12}", value) else "000000000000"
+
+
+def arn_of(warehouse: str) -> str:
+    return f"arn:aws:s3tables:{region()}:{account()}:bucket/{warehouse}"
+
+
+def _warehouse(req: RequestContext, key: str = "tableBucketARN") -> str:
+    raw = req.param(key) if key in req.params else req.query.get(key, "")
+    found = _BUCKET_ARN.fullmatch(raw or "")
+    if found is None:
+        raise BadRequest(
+            f"Invalid {key} {str(raw)[:120]!r}: expected arn:aws:s3tables:<region>:<account>:bucket/<name>"
+        )
+    return check_warehouse(found.group(3))
+
+
+def _ns(value: str) -> tuple[str, ...]:
+    return check_namespace([value])
+
+
+def _iso(ms: object) -> str:
+    stamp = datetime.fromtimestamp((int(ms) if isinstance(ms, (int, float)) else 0) / 1000, UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _ok(status: int, body: Body | None) -> Result:
+    return status, (json.dumps(body) if body is not None else None), {"Content-Type": "application/json"}
+
+
+def _json(req: RequestContext) -> Body:
+    return req.json_object()
+
+
+def _page_size(req: RequestContext, key: str) -> int:
+    raw = req.query.get(key, "1000")
+    if not raw.isdigit() or not 1 <= int(raw) <= 1000:
+        raise BadRequest(f"{key} must be an integer from 1 to 1000")
+    return int(raw)
+
+
+def _op(path: str, method: str, action: str, checks: Any) -> Any:
+    return operation(bp, BASE + path, method, action, iceberg=False, checks=checks)
+
+
+# ---- policy questions -----------------------------------------------------------------------
+
+
+def _bucket_check(req: RequestContext) -> list[Check]:
+    wh = _warehouse(req)
+    return [(req.action, bucket_arn(wh), {}, req.action.startswith("List"))]
+
+
+def _ns_check(req: RequestContext) -> list[Check]:
+    wh = _warehouse(req)
+    ns = _ns(req.param("namespace")) if "namespace" in req.params else None
+    return [(req.action, bucket_arn(wh), ns_context(ns) if ns else {}, False)]
+
+
+def _table_check(req: RequestContext) -> list[Check]:
+    wh, ns = _warehouse(req), _ns(req.param("namespace"))
+    name = req.param("name") if "name" in req.params else _json(req).get("name")
+    if not isinstance(name, str):
+        return [(req.action, table_arn(wh), ns_context(ns), False)]
+    name = check_table(name)
+    return [(req.action, table_arn(wh, ns, name), ns_context(ns, name), False)]
+
+
+def _tables_check(req: RequestContext) -> list[Check]:
+    wh = _warehouse(req)
+    ns = req.query.get("namespace")
+    return [(req.action, table_arn(wh), ns_context(_ns(ns)) if ns else {}, True)]
+
+
+def _get_table_check(req: RequestContext) -> list[Check]:
+    wh, ns, name = _warehouse(req), req.query.get("namespace"), req.query.get("name")
+    if not ns or not name:
+        return [("GetTable", table_arn(wh), {}, False)]
+    space, table = _ns(ns), check_table(name)
+    return [("GetTable", table_arn(wh, space, table), ns_context(space, table), False)]
+
+
+def _any(req: RequestContext) -> list[Check]:
+    return [(req.action, bucket_arn("*"), {}, True)]
+
+
+# ---- table buckets --------------------------------------------------------------------------
+
+
+def _bucket_out(record: Body) -> Body:
+    created = record.get("created-at") or "1970-01-01T00:00:00Z"
+    return {
+        "arn": arn_of(record["name"]),
+        "name": record["name"],
+        "ownerAccountId": account(),
+        "createdAt": created,
+        "tableBucketId": record.get("uuid", ""),
+        "type": "customer",
+    }
+
+
+@_op(
+    "/buckets",
+    "PUT",
+    "CreateTableBucket",
+    lambda req: [(req.action, bucket_arn(str(_json(req).get("name"))), {}, False)],
+)
+def create_table_bucket(req: RequestContext) -> Result:
+    body = _json(req)
+    enc = body.get("encryptionConfiguration")
+    if enc is not None and (not isinstance(enc, dict) or enc.get("sseAlgorithm") != "AES256"):
+        raise BadRequest("Only encryptionConfiguration {sseAlgorithm: AES256} is supported (S3 default encryption)")
+    record = warehouses.create(get_context(), body.get("name"), False, {})
+    return _ok(200, {"arn": arn_of(record["name"])})
+
+
+@_op("/buckets", "GET", "ListTableBuckets", _any)
+def list_table_buckets(req: RequestContext) -> Result:
+    ctx = get_context()
+    prefix = req.query.get("prefix", "")
+    if req.query.get("type") == "aws":
+        return _ok(200, {"tableBuckets": []})
+    size = _page_size(req, "maxBuckets")
+
+    def keep(name: str) -> bool:
+        return name.startswith(prefix) and req.visible("GetTableBucket", bucket_arn(name), {})
+
+    names, token = warehouses.list_names(ctx, req.query.get("continuationToken"), size, keep)
+    out = []
+    for name in names:
+        try:
+            out.append(_bucket_out(warehouses.get(ctx, name)))
+        except NotFound:
+            continue
+    return _ok(200, {"tableBuckets": out, **({"continuationToken": token} if token else {})})
+
+
+@_op("/buckets/{tableBucketARN}", "GET", "GetTableBucket", _bucket_check)
+def get_table_bucket(req: RequestContext) -> Result:
+    return _ok(200, _bucket_out(warehouses.get(get_context(), _warehouse(req))))
+
+
+@_op("/buckets/{tableBucketARN}", "DELETE", "DeleteTableBucket", _bucket_check)
+def delete_table_bucket(req: RequestContext) -> Result:
+    warehouses.delete(get_context(), _warehouse(req), preserve_bucket=False)
+    return _ok(204, None)
+
+
+# ---- namespaces -------------------------------------------------------------------------------
+
+
+def _namespace_out(ns: tuple[str, ...], record: Body) -> Body:
+    return {
+        "namespace": list(ns),
+        "createdAt": _iso(record.get("created-ms")),
+        "createdBy": account(),
+        "ownerAccountId": account(),
+        "namespaceId": record.get("uuid", ""),
+    }
+
+
+@_op("/namespaces/{tableBucketARN}", "PUT", "CreateNamespace", _bucket_check)
+def create_namespace(req: RequestContext) -> Result:
+    wh, body = _warehouse(req), _json(req)
+    levels = body.get("namespace")
+    if not isinstance(levels, list) or len(levels) != 1:
+        raise BadRequest("namespace must be a list of exactly one name")
+    namespaces.create(get_context(), wh, levels, {})
+    return _ok(200, {"tableBucketARN": arn_of(wh), "namespace": levels})
+
+
+@_op("/namespaces/{tableBucketARN}", "GET", "ListNamespaces", _bucket_check)
+def list_namespaces(req: RequestContext) -> Result:
+    ctx, wh = get_context(), _warehouse(req)
+    prefix, size = req.query.get("prefix", ""), _page_size(req, "maxNamespaces")
+
+    def keep(ns: tuple[str, ...]) -> bool:
+        return ns[0].startswith(prefix) and req.visible("GetNamespace", bucket_arn(wh), ns_context(ns))
+
+    items, token = namespaces.list_children(ctx, wh, (), req.query.get("continuationToken"), size, keep)
+    out = []
+    for levels in items:
+        try:
+            out.append(_namespace_out(tuple(levels), namespaces.read_record(ctx, wh, tuple(levels))[0]))
+        except NotFound:
+            continue
+    return _ok(200, {"namespaces": out, **({"continuationToken": token} if token else {})})
+
+
+@_op("/namespaces/{tableBucketARN}/{namespace}", "GET", "GetNamespace", _ns_check)
+def get_namespace(req: RequestContext) -> Result:
+    ns = _ns(req.param("namespace"))
+    return _ok(200, _namespace_out(ns, namespaces.read_record(get_context(), _warehouse(req), ns)[0]))
+
+
+@_op("/namespaces/{tableBucketARN}/{namespace}", "DELETE", "DeleteNamespace", _ns_check)
+def delete_namespace(req: RequestContext) -> Result:
+    namespaces.delete(get_context(), _warehouse(req), _ns(req.param("namespace")))
+    return _ok(204, None)
+
+
+# ---- tables -----------------------------------------------------------------------------------
+
+
+def _entry_id(data: Body) -> str:
+    return str(data.get("id") or str(data.get("table-uuid", "")).replace("-", ""))
+
+
+def version_token(data: Body) -> str:
+    """Opaque to clients: this entry and its version. Any commit, on any face, changes it."""
+    return f"{_entry_id(data)}-{version_of(data)}"
+
+
+def _expected_version(token: object, data: Body) -> int:
+    """The version a client's token names; ConflictException when it is not this table's current one."""
+    if not isinstance(token, str) or "-" not in token:
+        raise BadRequest("versionToken is required and must be a token from GetTable or GetTableMetadataLocation")
+    entry, _, number = token.rpartition("-")
+    if entry != _entry_id(data) or not number.isdigit():
+        raise CommitFailed("The versionToken does not match the table's current version; get the table again")
+    return int(number)
+
+
+def _location(data: Body) -> str:
+    return str(data["metadata-location"]).rsplit("/metadata/", 1)[0]
+
+
+def table_arn_of(wh: str, data: Body) -> str:
+    return f"{arn_of(wh)}/table/{data.get('table-uuid', '')}"
+
+
+def _table_out(wh: str, ns: tuple[str, ...], name: str, data: Body) -> Body:
+    return {
+        "name": name,
+        "type": "customer",
+        "tableARN": table_arn_of(wh, data),
+        "namespace": list(ns),
+        "versionToken": version_token(data),
+        "metadataLocation": data["metadata-location"],
+        "warehouseLocation": _location(data),
+        "createdAt": _iso(data.get("created-ms")),
+        "createdBy": account(),
+        "modifiedAt": _iso(data.get("updated-ms", data.get("created-ms"))),
+        "modifiedBy": account(),
+        "ownerAccountId": account(),
+        "format": "ICEBERG",
+    }
+
+
+def _table(ctx: Context, wh: str, ns: tuple[str, ...], name: str) -> Body:
+    p = pointers.of_kind(pointers.live(ctx, wh, ns, name, read_only=True), "table")
+    if p is None:
+        raise pointers.not_found(ctx, wh, ns, name)
+    return p.data
+
+
+_TYPES = {
+    "int",
+    "long",
+    "float",
+    "double",
+    "boolean",
+    "string",
+    "date",
+    "time",
+    "timestamp",
+    "timestamptz",
+    "binary",
+    "uuid",
+}
+
+
+def _iceberg_schema(raw: object) -> Body:
+    """S3 Tables' schema shape (fields of name, type, required) as an Iceberg schema with field ids."""
+    fields = raw.get("fields") if isinstance(raw, dict) else None
+    if not isinstance(fields, list) or not fields:
+        raise BadRequest("metadata.iceberg.schema.fields must list at least one field")
+    out = []
+    for i, f in enumerate(fields, start=1):
+        if not isinstance(f, dict) or not isinstance(f.get("name"), str) or not isinstance(f.get("type"), str):
+            raise BadRequest("Each schema field needs a name and a type")
+        kind = f["type"].strip().lower()
+        if kind not in _TYPES and not re.fullmatch(r"decimal\(\d+,\s*\d+\)|fixed\[\d+\]", kind):
+            raise BadRequest(f"Unsupported field type {f['type'][:40]!r}")
+        out.append({"id": i, "name": f["name"], "type": kind, "required": bool(f.get("required", False))})
+    return {"type": "struct", "schema-id": 0, "fields": out}
+
+
+@_op("/tables/{tableBucketARN}/{namespace}", "PUT", "CreateTable", _table_check)
+def create_table(req: RequestContext) -> Result:
+    from chalicelib.routes import iceberg_io
+
+    ctx, wh, ns, body = get_context(), _warehouse(req), _ns(req.param("namespace")), _json(req)
+    if body.get("format") != "ICEBERG":
+        raise BadRequest("format must be ICEBERG")
+    name = check_table(body.get("name"))
+    metadata = body.get("metadata")
+    if metadata is None:
+        raise Unsupported(
+            "CreateTable without metadata (the client writes the first metadata file) is not supported yet: "
+            "pass metadata.iceberg.schema, or create the table through the Iceberg REST API"
+        )
+    iceberg = metadata.get("iceberg") if isinstance(metadata, dict) else None
+    if not isinstance(iceberg, dict):
+        raise BadRequest("metadata.iceberg is required")
+    props = iceberg.get("properties") or {}
+    request = {"name": name, "schema": _iceberg_schema(iceberg.get("schema")), "properties": props}
+    tables.create(ctx, wh, ns, iceberg_io.parse_create(request))
+    data = _table(ctx, wh, ns, name)
+    return _ok(200, {"tableARN": table_arn_of(wh, data), "versionToken": version_token(data)})
+
+
+@_op("/get-table", "GET", "GetTable", _get_table_check)
+def get_table(req: RequestContext) -> Result:
+    ctx, wh = get_context(), _warehouse(req)
+    ns_raw, name = req.query.get("namespace"), req.query.get("name")
+    if not ns_raw or not name:
+        raise BadRequest("GetTable needs tableBucketARN, namespace and name")
+    ns, table = _ns(ns_raw), check_table(name)
+    return _ok(200, _table_out(wh, ns, table, _table(ctx, wh, ns, table)))
+
+
+@_op("/tables/{tableBucketARN}", "GET", "ListTables", _tables_check)
+def list_tables(req: RequestContext) -> Result:
+    ctx, wh = get_context(), _warehouse(req)
+    ns_raw, prefix = req.query.get("namespace"), req.query.get("prefix", "")
+    size = _page_size(req, "maxTables")
+    spaces = [_ns(ns_raw)] if ns_raw else [tuple(n) for n in namespaces.list_children(ctx, wh, (), None, 1000)[0]]
+    token = req.query.get("continuationToken")
+    out: list[Body] = []
+    next_token = None
+    for ns in spaces:
+        if token and not token.startswith(f"{ns[0]}/") and ns[0] < token.split("/", 1)[0]:
+            continue
+
+        def keep(name: str, ns: tuple[str, ...] = ns) -> bool:
+            return name.startswith(prefix) and req.visible("GetTable", table_arn(wh, ns, name), ns_context(ns, name))
+
+        start = token.split("/", 1)[1] if token and token.startswith(f"{ns[0]}/") else None
+        names, more = tables.list_names(ctx, wh, ns, start, size - len(out), keep)
+        for ident in names:
+            try:
+                data = _table(ctx, wh, ns, ident["name"])
+            except NotFound:
+                continue
+            out.append({k: v for k, v in _table_out(wh, ns, ident["name"], data).items() if k in LISTED})
+        if more:
+            next_token = f"{ns[0]}/{more}"
+            break
+        token = None
+    return _ok(200, {"tables": out, **({"continuationToken": next_token} if next_token else {})})
+
+
+LISTED = ("namespace", "name", "type", "tableARN", "createdAt", "modifiedAt")
+
+
+@_op("/tables/{tableBucketARN}/{namespace}/{name}/metadata-location", "GET", "GetTableMetadataLocation", _table_check)
+def get_metadata_location(req: RequestContext) -> Result:
+    ctx, wh, ns, name = get_context(), _warehouse(req), _ns(req.param("namespace")), check_table(req.param("name"))
+    data = _table(ctx, wh, ns, name)
+    return _ok(
+        200,
+        {
+            "versionToken": version_token(data),
+            "metadataLocation": data["metadata-location"],
+            "warehouseLocation": _location(data),
+        },
+    )
+
+
+@_op(
+    "/tables/{tableBucketARN}/{namespace}/{name}/metadata-location", "PUT", "UpdateTableMetadataLocation", _table_check
+)
+def update_metadata_location(req: RequestContext) -> Result:
+    ctx, wh, ns, name = get_context(), _warehouse(req), _ns(req.param("namespace")), check_table(req.param("name"))
+    body = _json(req)
+    location = body.get("metadataLocation")
+    if not isinstance(location, str):
+        raise BadRequest("metadataLocation is required")
+    data = _table(ctx, wh, ns, name)
+    expected = _expected_version(body.get("versionToken"), data)
+    new, _ = tables.swap_metadata_location(ctx, wh, ns, name, location, expected_version=expected)
+    return _ok(
+        200,
+        {
+            "name": name,
+            "tableARN": table_arn_of(wh, new),
+            "namespace": list(ns),
+            "versionToken": version_token(new),
+            "metadataLocation": new["metadata-location"],
+        },
+    )
+
+
+@_op("/tables/{tableBucketARN}/{namespace}/{name}", "DELETE", "DeleteTable", _table_check)
+def delete_table(req: RequestContext) -> Result:
+    ctx, wh, ns, name = get_context(), _warehouse(req), _ns(req.param("namespace")), check_table(req.param("name"))
+    token = req.query.get("versionToken")
+    if token is not None:
+        data = _table(ctx, wh, ns, name)
+        if _expected_version(token, data) != version_of(data):
+            raise CommitFailed("The versionToken does not match the table's current version; get the table again")
+    tables.drop(ctx, wh, ns, name, purge=True)  # S3 Tables deletes the table's data with it
+    return _ok(204, None)
+
+
+@_op("/tables/{tableBucketARN}/{namespace}/{name}/rename", "PUT", "RenameTable", _table_check)
+def rename_table(req: RequestContext) -> Result:
+    ctx, wh, ns, name = get_context(), _warehouse(req), _ns(req.param("namespace")), check_table(req.param("name"))
+    body = _json(req)
+    new_ns, new_name = body.get("newNamespaceName"), body.get("newName")
+    if new_ns is None and new_name is None:
+        raise BadRequest("RenameTable needs newNamespaceName, newName or both")
+    if body.get("versionToken") is not None:
+        data = _table(ctx, wh, ns, name)
+        if _expected_version(body["versionToken"], data) != version_of(data):
+            raise CommitFailed("The versionToken does not match the table's current version; get the table again")
+    dst_ns = _ns(new_ns) if isinstance(new_ns, str) else ns
+    dst_name = check_table(new_name) if new_name is not None else name
+    tables.rename(ctx, wh, (ns, name), (dst_ns, dst_name))
+    return _ok(204, None)
+
+
+# ---- the rest of the model: a clear "not supported" ------------------------------------------------
+
+_UNSUPPORTED = [
+    ("/buckets/{tableBucketARN}/encryption", ("GET", "PUT", "DELETE")),
+    ("/buckets/{tableBucketARN}/maintenance", ("GET",)),
+    ("/buckets/{tableBucketARN}/maintenance/{type}", ("PUT",)),
+    ("/buckets/{tableBucketARN}/policy", ("GET", "PUT", "DELETE")),
+    ("/buckets/{tableBucketARN}/metrics", ("GET", "PUT", "DELETE")),
+    ("/buckets/{tableBucketARN}/storage-class", ("GET", "PUT")),
+    ("/buckets/{tableBucketARN}/logging", ("GET", "PUT")),
+    ("/tables/{tableBucketARN}/{namespace}/{name}/maintenance", ("GET",)),
+    ("/tables/{tableBucketARN}/{namespace}/{name}/maintenance/{type}", ("PUT",)),
+    ("/tables/{tableBucketARN}/{namespace}/{name}/maintenance-job-status", ("GET",)),
+    ("/tables/{tableBucketARN}/{namespace}/{name}/policy", ("GET", "PUT", "DELETE")),
+    ("/tables/{tableBucketARN}/{namespace}/{name}/encryption", ("GET",)),
+    ("/tables/{tableBucketARN}/{namespace}/{name}/storage-class", ("GET",)),
+    ("/tag/{resourceArn}", ("GET", "POST", "DELETE")),
+    ("/table-bucket-replication", ("GET", "PUT", "DELETE")),
+    ("/table-replication", ("GET", "PUT", "DELETE")),
+    ("/replication-status", ("GET",)),
+    ("/table-record-expiration", ("GET", "PUT")),
+    ("/table-record-expiration-job-status", ("GET",)),
+]
+
+
+def _unsupported(req: RequestContext) -> Result:
+    raise Unsupported(f"{req.method} {req.raw_path.split('?')[0][:120]} is not supported by this catalog yet")
+
+
+for _path, _methods in _UNSUPPORTED:
+    for _method in _methods:
+        _op(_path, _method, "S3TablesUnsupported", _any)(_unsupported)
