@@ -85,6 +85,7 @@ class RequestContext:
     raw_body: bytes
     raw_path: str
     action: str
+    multi_query: dict[str, list[str]] = field(default_factory=dict)  # repeated keys (?k=a&k=b)
     face: Face | None = None
     # The policy questions of this request (the route declares them next to its action).
     checks: Callable[[RequestContext], list[Check]] = _no_checks
@@ -233,6 +234,13 @@ def _make_view(app: Chalice, spec: _Spec) -> Callable[..., Response]:
     return view
 
 
+def _multi(query: Any) -> dict[str, list[str]]:
+    if not query:
+        return {}
+    getlist = getattr(query, "getlist", None)
+    return {k: (list(getlist(k)) if getlist else [query[k]]) for k in query}
+
+
 def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
     method, path, action = spec.method, spec.path, spec.action
     started = time.perf_counter()
@@ -241,6 +249,7 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
         method=method,
         params=params,
         query=dict(req.query_params or {}),
+        multi_query=_multi(req.query_params),
         headers=req.headers,
         raw_body=req.raw_body or b"",
         raw_path=(req.context or {}).get("path", ""),

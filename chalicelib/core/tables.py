@@ -5,6 +5,7 @@ Pointer states live in pointers.py, metadata files in metadata.py; this module c
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -496,3 +497,37 @@ def rename(
         pointers.remove_pointer(ctx, bucket, src_key, moved_etag, started)
         return
     raise CommitFailed(f"Table {pointers.ident(src_ns, src_name)!r} changed concurrently; retry the rename")
+
+
+def find(ctx: Context, warehouse: str, table_uuid: str) -> tuple[Namespace, str] | None:
+    """The live table with this uuid, if any: its uuid record names its first location, whose path
+    is `{namespace levels}/{name}-{uuid hex}`; a renamed table is found by a scan of the pointers."""
+    try:
+        table_uuid = str(uuid.UUID(table_uuid))
+    except ValueError:
+        return None
+    bucket = ctx.bucket_for(warehouse)
+    try:
+        record = json.loads(ctx.storage.get(bucket, keys.uuid_record(table_uuid)).body)
+    except ObjectNotFound:
+        return None
+    if record.get("state") != "live":
+        return None
+
+    def holds(ns: Namespace, name: str) -> bool:
+        try:
+            p = pointers.live(ctx, warehouse, ns, name, read_only=True)
+        except CatalogError:
+            return False
+        return p is not None and p.data.get("table-uuid") == table_uuid
+
+    path = str(record.get("metadata-location", "")).split(f"s3://{bucket}/", 1)[-1].rsplit("/metadata/", 1)[0]
+    *levels, last = path.split("/")
+    guess = (tuple(levels), last.rsplit("-", 1)[0])
+    if levels and holds(*guess):
+        return guess
+    for key in ctx.storage.list_keys(bucket, keys.TABLES_PREFIX):
+        ns = tuple(key[len(keys.TABLES_PREFIX) :].split("/", 1)[0].split("."))
+        if holds(ns, keys.table_from_pointer(key)):
+            return ns, keys.table_from_pointer(key)
+    return None

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
-from chalicelib.core import namespaces, pointers, tables, warehouses
+from chalicelib.core import namespaces, pointers, side_data, tables, warehouses
 from chalicelib.core.context import Context, get_context
 from chalicelib.core.versioning import version_of
 from chalicelib.errors import BadRequest, CommitFailed, NotFound
@@ -108,6 +108,10 @@ def _tables_check(req: RequestContext) -> list[Check]:
 
 
 def _get_table_check(req: RequestContext) -> list[Check]:
+    if req.query.get("tableArn"):
+        found = _TABLE_ARN.fullmatch(req.query["tableArn"])
+        wh = check_warehouse(found.group(1).rsplit("/", 1)[1]) if found else "*"
+        return [("GetTable", table_arn(wh), {}, False)]  # the name is known only after the lookup
     wh, ns, name = _warehouse(req), req.query.get("namespace"), req.query.get("name")
     if not ns or not name:
         return [("GetTable", table_arn(wh), {}, False)]
@@ -347,12 +351,31 @@ def create_table(req: RequestContext) -> Result:
 
 @_op("/get-table", "GET", "GetTable", _get_table_check)
 def get_table(req: RequestContext) -> Result:
-    ctx, wh = get_context(), _warehouse(req)
-    ns_raw, name = req.query.get("namespace"), req.query.get("name")
-    if not ns_raw or not name:
-        raise BadRequest("GetTable needs tableBucketARN, namespace and name")
-    ns, table = _ns(ns_raw), check_table(name)
+    ctx = get_context()
+    if req.query.get("tableArn"):
+        wh, ns, table = _by_table_arn(ctx, req.query["tableArn"])
+    else:
+        wh = _warehouse(req)
+        ns_raw, name = req.query.get("namespace"), req.query.get("name")
+        if not ns_raw or not name:
+            raise BadRequest("GetTable needs tableArn, or tableBucketARN, namespace and name")
+        ns, table = _ns(ns_raw), check_table(name)
     return _ok(200, _table_out(wh, ns, table, _table(ctx, wh, ns, table)))
+
+
+_TABLE_ARN = re.compile(r"(arn:aws[-a-z0-9]*:s3tables:[a-z0-9-]*:\d{12}:bucket/[a-z0-9-]{3,63})/table/([0-9a-f-]{36})")
+
+
+def _by_table_arn(ctx: Context, arn: str) -> tuple[str, tuple[str, ...], str]:
+    found = _TABLE_ARN.fullmatch(arn)
+    if found is None:
+        raise BadRequest(f"Invalid tableArn {arn[:160]!r}: expected <table bucket ARN>/table/<table id>")
+    wh = check_warehouse(found.group(1).rsplit("/", 1)[1])
+    where = tables.find(ctx, wh, found.group(2))
+    if where is None:
+        warehouses.get(ctx, wh)  # the bucket's own 404 first
+        raise NotFound(f"Table {arn[:160]!r} does not exist")
+    return wh, where[0], where[1]
 
 
 @_op("/tables/{tableBucketARN}", "GET", "ListTables", _tables_check)
@@ -456,28 +479,163 @@ def rename_table(req: RequestContext) -> Result:
     return _ok(204, None)
 
 
+# ---- encryption, storage class, tags ------------------------------------------------------------
+
+
+def _encryption(value: object) -> Body:
+    if not isinstance(value, dict) or value.get("sseAlgorithm") not in ("AES256", "aws:kms"):
+        raise BadRequest("encryptionConfiguration.sseAlgorithm must be AES256 or aws:kms")
+    if value["sseAlgorithm"] == "aws:kms" and not isinstance(value.get("kmsKeyArn"), str):
+        raise BadRequest("encryptionConfiguration.kmsKeyArn is required with aws:kms")
+    return {k: value[k] for k in ("sseAlgorithm", "kmsKeyArn") if k in value}
+
+
+DEFAULT_ENCRYPTION = {"sseAlgorithm": "AES256"}
+
+
+@_op("/buckets/{tableBucketARN}/encryption", "GET", "GetTableBucketEncryption", _bucket_check)
+def get_bucket_encryption(req: RequestContext) -> Result:
+    ctx, wh = get_context(), _warehouse(req)
+    warehouses.get(ctx, wh)
+    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), BUCKET_ENTRY, "encryption")
+    return _ok(200, {"encryptionConfiguration": doc or DEFAULT_ENCRYPTION})
+
+
+@_op("/buckets/{tableBucketARN}/encryption", "PUT", "PutTableBucketEncryption", _bucket_check)
+def put_bucket_encryption(req: RequestContext) -> Result:
+    """Stored and returned; the catalog's own S3 writes use the bucket's default encryption."""
+    ctx, wh = get_context(), _warehouse(req)
+    config = _encryption(_json(req).get("encryptionConfiguration"))
+    warehouses.get(ctx, wh)
+    side_data.change(ctx, ctx.bucket_for(wh), BUCKET_ENTRY, "encryption", lambda _: config)
+    return _ok(200, {})
+
+
+@_op("/buckets/{tableBucketARN}/encryption", "DELETE", "DeleteTableBucketEncryption", _bucket_check)
+def delete_bucket_encryption(req: RequestContext) -> Result:
+    ctx, wh = get_context(), _warehouse(req)
+    warehouses.get(ctx, wh)
+    side_data.change(ctx, ctx.bucket_for(wh), BUCKET_ENTRY, "encryption", lambda _: {})
+    return _ok(204, None)
+
+
+@_op("/tables/{tableBucketARN}/{namespace}/{name}/encryption", "GET", "GetTableEncryption", _table_check)
+def get_table_encryption(req: RequestContext) -> Result:
+    ctx, wh, ns, name = get_context(), _warehouse(req), _ns(req.param("namespace")), check_table(req.param("name"))
+    _table(ctx, wh, ns, name)
+    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), BUCKET_ENTRY, "encryption")
+    return _ok(200, {"encryptionConfiguration": doc or DEFAULT_ENCRYPTION})
+
+
+@_op("/buckets/{tableBucketARN}/storage-class", "GET", "GetTableBucketStorageClass", _bucket_check)
+def get_bucket_storage_class(req: RequestContext) -> Result:
+    warehouses.get(get_context(), _warehouse(req))
+    return _ok(200, {"storageClassConfiguration": {"storageClass": "STANDARD"}})
+
+
+@_op("/buckets/{tableBucketARN}/storage-class", "PUT", "PutTableBucketStorageClass", _bucket_check)
+def put_bucket_storage_class(req: RequestContext) -> Result:
+    config = _json(req).get("storageClassConfiguration")
+    if not isinstance(config, dict) or config.get("storageClass") != "STANDARD":
+        raise BadRequest("Only storageClass STANDARD is supported")
+    warehouses.get(get_context(), _warehouse(req))
+    return _ok(200, {})
+
+
+@_op("/tables/{tableBucketARN}/{namespace}/{name}/storage-class", "GET", "GetTableStorageClass", _table_check)
+def get_table_storage_class(req: RequestContext) -> Result:
+    ctx, wh, ns, name = get_context(), _warehouse(req), _ns(req.param("namespace")), check_table(req.param("name"))
+    _table(ctx, wh, ns, name)
+    return _ok(200, {"storageClassConfiguration": {"storageClass": "STANDARD"}})
+
+
+BUCKET_ENTRY = "table-bucket"  # side data of the bucket itself (tags, encryption)
+
+
+def _tag_target(ctx: Context, arn: str) -> tuple[str, str]:
+    """(warehouse, entry id) of a tagged resource: a table bucket or a table."""
+    if "/table/" in arn:
+        wh, ns, name = _by_table_arn(ctx, arn)
+        return wh, _entry_id(_table(ctx, wh, ns, name))
+    found = _BUCKET_ARN.fullmatch(arn)
+    if found is None:
+        raise BadRequest(f"Invalid resourceArn {arn[:160]!r}: a table bucket or table ARN")
+    wh = check_warehouse(found.group(3))
+    warehouses.get(ctx, wh)
+    return wh, BUCKET_ENTRY
+
+
+def _tag_check(req: RequestContext) -> list[Check]:
+    arn = req.param("resourceArn")
+    found = re.match(r"arn:aws[-a-z0-9]*:s3tables:[a-z0-9-]*:\d{12}:bucket/([a-z0-9-]{3,63})", arn)
+    wh = found.group(1) if found else "*"
+    action = {"GET": "ListTagsForResource", "POST": "TagResource", "DELETE": "UntagResource"}[req.method]
+    return [(action, table_arn(wh) if "/table/" in arn else bucket_arn(wh), {}, False)]
+
+
+@_op("/tag/{resourceArn}", "GET", "ListTagsForResource", _tag_check)
+def list_tags(req: RequestContext) -> Result:
+    ctx = get_context()
+    wh, entry = _tag_target(ctx, req.param("resourceArn"))
+    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry, "tags")
+    return _ok(200, {"tags": doc})
+
+
+@_op("/tag/{resourceArn}", "POST", "TagResource", _tag_check)
+def tag_resource(req: RequestContext) -> Result:
+    ctx = get_context()
+    tags = _json(req).get("tags")
+    if not isinstance(tags, dict) or not tags or not all(isinstance(v, str) for v in tags.values()):
+        raise BadRequest("tags must map tag keys to string values")
+    for key, value in tags.items():
+        if not 1 <= len(key) <= 128 or len(value) > 256:
+            raise BadRequest("Tag keys are 1-128 characters and values at most 256")
+    wh, entry = _tag_target(ctx, req.param("resourceArn"))
+
+    def add(doc: Body) -> Body:
+        merged = {**doc, **tags}
+        if len(merged) > 50:
+            raise BadRequest("A resource has at most 50 tags")
+        return merged
+
+    side_data.change(ctx, ctx.bucket_for(wh), entry, "tags", add)
+    return _ok(200, {})
+
+
+@_op("/tag/{resourceArn}", "DELETE", "UntagResource", _tag_check)
+def untag_resource(req: RequestContext) -> Result:
+    ctx = get_context()
+    keys_ = req.multi_query.get("tagKeys") or []
+    if not keys_:
+        raise BadRequest("tagKeys is required")
+    wh, entry = _tag_target(ctx, req.param("resourceArn"))
+    side_data.change(ctx, ctx.bucket_for(wh), entry, "tags", lambda d: {k: v for k, v in d.items() if k not in keys_})
+    return _ok(204, None)
+
+
 # ---- the rest of the model: a clear "not supported" ------------------------------------------------
 
 _UNSUPPORTED = [
-    ("/buckets/{tableBucketARN}/encryption", ("GET", "PUT", "DELETE")),
     ("/buckets/{tableBucketARN}/maintenance", ("GET",)),
     ("/buckets/{tableBucketARN}/maintenance/{type}", ("PUT",)),
     ("/buckets/{tableBucketARN}/policy", ("GET", "PUT", "DELETE")),
     ("/buckets/{tableBucketARN}/metrics", ("GET", "PUT", "DELETE")),
-    ("/buckets/{tableBucketARN}/storage-class", ("GET", "PUT")),
     ("/buckets/{tableBucketARN}/logging", ("GET", "PUT")),
     ("/tables/{tableBucketARN}/{namespace}/{name}/maintenance", ("GET",)),
     ("/tables/{tableBucketARN}/{namespace}/{name}/maintenance/{type}", ("PUT",)),
     ("/tables/{tableBucketARN}/{namespace}/{name}/maintenance-job-status", ("GET",)),
     ("/tables/{tableBucketARN}/{namespace}/{name}/policy", ("GET", "PUT", "DELETE")),
-    ("/tables/{tableBucketARN}/{namespace}/{name}/encryption", ("GET",)),
-    ("/tables/{tableBucketARN}/{namespace}/{name}/storage-class", ("GET",)),
-    ("/tag/{resourceArn}", ("GET", "POST", "DELETE")),
     ("/table-bucket-replication", ("GET", "PUT", "DELETE")),
     ("/table-replication", ("GET", "PUT", "DELETE")),
     ("/replication-status", ("GET",)),
     ("/table-record-expiration", ("GET", "PUT")),
     ("/table-record-expiration-job-status", ("GET",)),
+    ("/start-table-migration", ("POST",)),
+    ("/sync-table-migration", ("POST",)),
+    ("/update-table-migration", ("POST",)),
+    ("/complete-table-migration", ("POST",)),
+    ("/get-table-migration", ("GET",)),
+    ("/list-table-migrations", ("GET",)),
 ]
 
 
