@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from spark_jobs.common import run_job, table_name
+from spark_jobs.maintenance_config import STEP_TYPES, CatalogMaintenance, Plan, now_iso
 from spark_jobs.session import JobSettings
 
 # Compaction first, so expiring snapshots also releases the files it replaced.
@@ -35,6 +36,13 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-input-files", type=int, default=2)
     p.add_argument("--orphan-older-than-hours", type=float, default=72)
     p.add_argument("--skip", default="", help=f"comma-separated steps to skip: {','.join(STEPS)}")
+    p.add_argument(
+        "--maintenance-config",
+        choices=("catalog", "flags"),
+        default="catalog",
+        help="catalog: each table's S3 Tables maintenance configuration decides compaction, snapshot "
+        "expiry and orphan removal, and the run is reported to the catalog; flags: only these options",
+    )
 
 
 def _ts(hours: float) -> str:
@@ -72,49 +80,102 @@ def tables_in_scope(spark: Any, args: argparse.Namespace) -> list[str]:
     return out
 
 
-def maintain_table(spark: Any, catalog: str, table: str, args: argparse.Namespace, log: logging.Logger) -> dict:
+def _flags_plan(args: argparse.Namespace) -> Plan:
+    """The plan the command-line options describe (their defaults where a caller left them out)."""
+    flag = lambda name, default: getattr(args, name, default)  # noqa: E731
+    return Plan(
+        compaction={"target_mb": flag("target_file_size_mb", 128), "strategy": "binpack"},
+        snapshots={"retain_last": flag("retain_last", 5), "older_than_hours": flag("expire_older_than_hours", 168)},
+        orphans={"older_than_hours": flag("orphan_older_than_hours", 72)},
+    )
+
+
+def maintain_table(
+    spark: Any, catalog: str, table: str, args: argparse.Namespace, log: logging.Logger, plan: Plan | None = None
+) -> dict:
+    """Run the steps; a configured plan decides the governed ones (None = disabled), recording outcomes."""
+    plan = plan or _flags_plan(args)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     result: dict[str, Any] = {"table": table}
     call = f"CALL {catalog}.system"
-    if "rewrite_data_files" not in skip:
-        target = args.target_file_size_mb * 1024 * 1024
+
+    def step(name: str, settings: dict[str, Any] | None, run: Any) -> None:
+        kind = STEP_TYPES[name]
+        if name in skip or settings is None:
+            plan.outcome[kind] = {"status": "Disabled"}
+            return
+        try:
+            run(settings)
+            plan.outcome[kind] = {"status": "Successful", "lastRunTimestamp": now_iso()}
+        except Exception as exc:
+            message = str(exc).splitlines()[0][:500] if str(exc) else type(exc).__name__
+            plan.outcome[kind] = {"status": "Failed", "lastRunTimestamp": now_iso(), "failureMessage": message}
+            raise
+
+    def compact(cfg: dict[str, Any]) -> None:
+        target = int(cfg["target_mb"]) * 1024 * 1024
         row = spark.sql(
-            f"{call}.rewrite_data_files(table => '{table}', strategy => 'binpack', options => map("
-            f"'target-file-size-bytes', '{target}', 'min-input-files', '{args.min_input_files}'))"
+            f"{call}.rewrite_data_files(table => '{table}', strategy => '{cfg['strategy']}', options => map("
+            f"'target-file-size-bytes', '{target}', 'min-input-files', '{getattr(args, 'min_input_files', 2)}'))"
         ).collect()[0]
         result["rewritten_files"] = row["rewritten_data_files_count"]
         result["added_files"] = row["added_data_files_count"]
-    if "rewrite_manifests" not in skip:
-        row = spark.sql(f"{call}.rewrite_manifests(table => '{table}')").collect()[0]
-        result["rewritten_manifests"] = row["rewritten_manifests_count"]
-    if "expire_snapshots" not in skip:
+
+    def expire(cfg: dict[str, Any]) -> None:
         row = spark.sql(
             f"{call}.expire_snapshots(table => '{table}', "
-            f"older_than => TIMESTAMP '{_ts(args.expire_older_than_hours)}', "
-            f"retain_last => {args.retain_last})"
+            f"older_than => TIMESTAMP '{_ts(cfg['older_than_hours'])}', "
+            f"retain_last => {int(cfg['retain_last'])})"
         ).collect()[0]
         result["expired_data_files"] = row["deleted_data_files_count"]
-    if "remove_orphan_files" not in skip:
+
+    def orphans(cfg: dict[str, Any]) -> None:
         rows = spark.sql(
             f"{call}.remove_orphan_files(table => '{table}', "
-            f"older_than => TIMESTAMP '{_ts(args.orphan_older_than_hours)}', "
+            f"older_than => TIMESTAMP '{_ts(cfg['older_than_hours'])}', "
             "prefix_listing => true)"
         ).collect()
         result["orphan_files_removed"] = len(rows)
+
+    step("rewrite_data_files", plan.compaction, compact)
+    if "rewrite_manifests" not in skip:
+        row = spark.sql(f"{call}.rewrite_manifests(table => '{table}')").collect()[0]
+        result["rewritten_manifests"] = row["rewritten_manifests_count"]
+    step("expire_snapshots", plan.snapshots, expire)
+    step("remove_orphan_files", plan.orphans, orphans)
     log.info("maintained %s: %s", table, result)
     print(f"maintain: {result}", flush=True)
     return result
 
 
+def _catalog(settings: JobSettings, args: argparse.Namespace, log: logging.Logger) -> CatalogMaintenance | None:
+    if getattr(args, "maintenance_config", "flags") != "catalog":
+        return None
+    try:
+        return CatalogMaintenance(settings)
+    except Exception as exc:  # noqa: BLE001 - an older catalog: the flags decide
+        log.warning("no maintenance configuration from the catalog (%s); using the flags", str(exc)[:200])
+        return None
+
+
 def maintain(spark: Any, args: argparse.Namespace, settings: JobSettings, log: logging.Logger) -> list[dict]:
     """Every table in scope is maintained even when one fails; the job fails if any did."""
     results, failed = [], []
+    config = _catalog(settings, args, log)
     for table in tables_in_scope(spark, args):
+        plan = None
         try:
-            results.append(maintain_table(spark, settings.catalog_name, table, args, log))
+            configured = config is not None and table.count(".") == 1  # S3 Tables namespaces have one level
+            plan = config.plan(table, _flags_plan(args)) if configured and config is not None else None
+            results.append(maintain_table(spark, settings.catalog_name, table, args, log, plan))
         except Exception as exc:  # noqa: BLE001 - reported, and the job exits non-zero at the end
             log.error("maintaining %s failed: %s", table, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
             failed.append(table)
+        if config is not None and plan is not None and plan.outcome:
+            try:
+                config.report(table, plan.outcome)
+            except Exception as exc:  # noqa: BLE001 - the run stands; its status is just not recorded
+                log.warning("could not report the maintenance of %s: %s", table, str(exc)[:200])
     print(f"maintain summary: {len(results)} tables, {len(failed)} failed", flush=True)
     if failed:
         raise RuntimeError(f"{len(failed)} of {len(results) + len(failed)} tables failed: {', '.join(failed[:10])}")

@@ -232,3 +232,35 @@ def test_tags_encryption_table_arn_and_every_other_operation(st, catalog_url):
     assert set(answers) == set(model.operation_names) and len(answers) == 57
     unsupported = sorted(op for op, answer in answers.items() if answer == "MethodNotAllowedException")
     assert "PutTablePolicy" in unsupported and "StartTableMigration" in unsupported and "GetTable" not in unsupported
+
+
+def test_maintenance_configuration_is_checked_and_stored(st):
+    name = f"tb-{uuid.uuid4().hex[:10]}"
+    arn = st.create_table_bucket(name=name)["arn"]
+    st.create_namespace(tableBucketARN=arn, namespace=["ns"])
+    st.create_table(
+        tableBucketARN=arn, namespace="ns", name="t", format="ICEBERG", metadata={"iceberg": {"schema": SCHEMA}}
+    )
+    where = {"tableBucketARN": arn, "namespace": "ns", "name": "t"}
+    defaults = st.get_table_maintenance_configuration(**where)["configuration"]
+    assert defaults["icebergCompaction"]["status"] == "enabled"  # S3 Tables' defaults until one is put
+    value = {"status": "enabled", "settings": {"icebergCompaction": {"targetFileSizeMB": 256, "strategy": "binpack"}}}
+    st.put_table_maintenance_configuration(**where, type="icebergCompaction", value=value)
+    assert st.get_table_maintenance_configuration(**where)["configuration"]["icebergCompaction"] == value
+    bad = [
+        ("icebergCompaction", {"status": "sometimes"}),
+        ("icebergCompaction", {"status": "enabled", "settings": {"icebergCompaction": {"strategy": "z-order"}}}),
+        ("icebergCompaction", {"status": "enabled", "settings": {"icebergCompaction": {"targetFileSizeMB": 4}}}),
+        ("icebergSnapshotManagement", {"status": "enabled", "settings": {"icebergCompaction": {}}}),
+        ("nope", {"status": "enabled"}),
+    ]
+    for kind, val in bad:
+        with pytest.raises(ClientError) as exc:
+            st.put_table_maintenance_configuration(**where, type=kind, value=val)
+        assert code(exc) == "BadRequestException", (kind, val)
+    bucket_value = {"status": "enabled", "settings": {"icebergUnreferencedFileRemoval": {"unreferencedDays": 7}}}
+    st.put_table_bucket_maintenance_configuration(
+        tableBucketARN=arn, type="icebergUnreferencedFileRemoval", value=bucket_value
+    )
+    got = st.get_table_bucket_maintenance_configuration(tableBucketARN=arn)["configuration"]
+    assert got["icebergUnreferencedFileRemoval"] == bucket_value

@@ -7,6 +7,7 @@ import time
 import uuid
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute is used below; importing pyarrow alone does not load it
 import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
@@ -429,3 +430,51 @@ def test_spark_sql_views(spark, pycat, http, catalog_url, spark_wh):
     spark.sql("DROP VIEW views_ns.over")
     assert {r.viewName for r in spark.sql("SHOW VIEWS IN views_ns").collect()} == {"only_b", "from_trino"}
     assert spark.sql("SELECT count(*) FROM views_ns.base").collect()[0][0] == 3  # tables are untouched
+
+
+def test_s3tables_maintenance_configuration_drives_maintain(spark, settings, catalog_url, spark_wh):
+    """What is put through s3tables is what the next maintenance run does, and its status shows."""
+    from tests.test_s3tables import s3tables_client
+
+    st = s3tables_client(catalog_url)
+    arn = next(b["arn"] for b in st.list_table_buckets(prefix=spark_wh)["tableBuckets"] if b["name"] == spark_wh)
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS mcfg")
+    spark.sql("CREATE TABLE mcfg.t (id bigint) USING iceberg")
+    for i in range(4):
+        spark.sql(f"INSERT INTO mcfg.t VALUES ({i})")
+    where = {"tableBucketARN": arn, "namespace": "mcfg", "name": "t"}
+    status = st.get_table_maintenance_job_status(**where)["status"]
+    assert {v["status"] for v in status.values()} == {"Not_Yet_Run"}
+    st.put_table_maintenance_configuration(**where, type="icebergCompaction", value={"status": "disabled"})
+    keep_all = {"minSnapshotsToKeep": 10, "maxSnapshotAgeHours": 1}
+    st.put_table_maintenance_configuration(
+        **where,
+        type="icebergSnapshotManagement",
+        value={"status": "enabled", "settings": {"icebergSnapshotManagement": keep_all}},
+    )
+    st.put_table_bucket_maintenance_configuration(
+        tableBucketARN=arn, type="icebergUnreferencedFileRemoval", value={"status": "disabled"}
+    )
+    common = ["--catalog-url", settings.catalog_url, "--warehouse", settings.warehouse]
+    common += ["--access-key-id", ROOT_KEY, "--secret-access-key", ROOT_SECRET]
+    # The flags ask for expiring everything; the table's configuration keeps 10 snapshots and no compaction.
+    assert maintain.main(["--table", "mcfg.t", "--expire-older-than-hours", "0", "--retain-last", "1", *common]) == 0
+    spark.sql("REFRESH TABLE mcfg.t")
+    assert spark.sql("SELECT count(*) FROM mcfg.t.files").collect()[0][0] == 4
+    assert spark.sql("SELECT count(*) FROM mcfg.t.snapshots").collect()[0][0] == 5  # 4 inserts + rewrite_manifests
+    status = st.get_table_maintenance_job_status(**where)["status"]
+    assert status["icebergCompaction"]["status"] == "Disabled"
+    assert status["icebergUnreferencedFileRemoval"]["status"] == "Disabled"
+    assert status["icebergSnapshotManagement"]["status"] == "Successful"
+    assert status["icebergSnapshotManagement"]["lastRunTimestamp"].year >= 2026
+    # Now compaction is enabled with a target size: the next run compacts.
+    st.put_table_maintenance_configuration(
+        **where,
+        type="icebergCompaction",
+        value={"status": "enabled", "settings": {"icebergCompaction": {"targetFileSizeMB": 64, "strategy": "binpack"}}},
+    )
+    assert maintain.main(["--table", "mcfg.t", *common]) == 0
+    spark.sql("REFRESH TABLE mcfg.t")
+    assert spark.sql("SELECT count(*) FROM mcfg.t.files").collect()[0][0] == 1
+    assert st.get_table_maintenance_job_status(**where)["status"]["icebergCompaction"]["status"] == "Successful"
+    assert sorted(r.id for r in spark.sql("SELECT id FROM mcfg.t").collect()) == [0, 1, 2, 3]

@@ -19,6 +19,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "UpdateTable": ("UpdateTableMetadataLocation",),
     "RegisterTable": ("CreateTable",),
     "RegisterView": ("CreateView",),
+    # Maintenance runs report their outcome: a change of the table's side data.
+    "PutTableMaintenanceJobStatus": ("PutTableMaintenanceConfiguration",),
 }
 # Glue operation names a policy may use for the catalog action each Glue operation needs (the Glue
 # face asks for these actions, so one policy governs both faces).

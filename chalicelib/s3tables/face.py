@@ -613,17 +613,149 @@ def untag_resource(req: RequestContext) -> Result:
     return _ok(204, None)
 
 
+# ---- maintenance: configuration the maintenance jobs follow, and their last runs -----------------
+
+# S3 Tables' defaults, returned for the types nobody configured.
+TABLE_MAINTENANCE_DEFAULTS: Body = {
+    "icebergCompaction": {
+        "status": "enabled",
+        "settings": {"icebergCompaction": {"targetFileSizeMB": 512, "strategy": "auto"}},
+    },
+    "icebergSnapshotManagement": {
+        "status": "enabled",
+        "settings": {"icebergSnapshotManagement": {"minSnapshotsToKeep": 1, "maxSnapshotAgeHours": 120}},
+    },
+}
+BUCKET_MAINTENANCE_DEFAULTS: Body = {
+    "icebergUnreferencedFileRemoval": {
+        "status": "enabled",
+        "settings": {"icebergUnreferencedFileRemoval": {"unreferencedDays": 3, "nonCurrentDays": 10}},
+    }
+}
+_SETTINGS = {
+    "icebergCompaction": {"targetFileSizeMB": (64, 512), "strategy": ("auto", "binpack", "sort")},
+    "icebergSnapshotManagement": {"minSnapshotsToKeep": (1, 10**6), "maxSnapshotAgeHours": (1, 10**6)},
+    "icebergUnreferencedFileRemoval": {"unreferencedDays": (1, 10**6), "nonCurrentDays": (1, 10**6)},
+}
+JOB_TYPES = ("icebergCompaction", "icebergSnapshotManagement", "icebergUnreferencedFileRemoval")
+JOB_STATUSES = ("Not_Yet_Run", "Successful", "Failed", "Disabled")
+
+
+def _maintenance_value(kind: str, allowed: tuple[str, ...], value: object) -> Body:
+    """A validated configuration value for one maintenance type."""
+    if kind not in allowed:
+        raise BadRequest(f"Unknown maintenance type {kind[:60]!r}: one of {', '.join(allowed)}")
+    if not isinstance(value, dict) or value.get("status") not in ("enabled", "disabled"):
+        raise BadRequest("value.status must be enabled or disabled")
+    settings = value.get("settings") or {}
+    if not isinstance(settings, dict) or set(settings) - {kind}:
+        raise BadRequest(f"value.settings may only hold {kind}")
+    own = settings.get(kind) or {}
+    if not isinstance(own, dict):
+        raise BadRequest(f"value.settings.{kind} must be an object")
+    for key, item in own.items():
+        rule = _SETTINGS[kind].get(key)
+        if rule is None:
+            raise BadRequest(f"Unknown setting {kind}.{key[:60]}")
+        if isinstance(rule[0], str):
+            if item not in rule:
+                raise BadRequest(f"{kind}.{key} must be one of {', '.join(rule)} (z-order is not supported)")
+        elif not isinstance(item, int) or isinstance(item, bool) or not rule[0] <= item <= rule[1]:
+            raise BadRequest(f"{kind}.{key} must be an integer from {rule[0]} to {rule[1]}")
+    return {"status": value["status"], "settings": {kind: own}} if own else {"status": value["status"]}
+
+
+@_op("/buckets/{tableBucketARN}/maintenance", "GET", "GetTableBucketMaintenanceConfiguration", _bucket_check)
+def get_bucket_maintenance(req: RequestContext) -> Result:
+    ctx, wh = get_context(), _warehouse(req)
+    warehouses.get(ctx, wh)
+    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), BUCKET_ENTRY, "maintenance")
+    defaults = {} if req.query.get("stored") == "true" else BUCKET_MAINTENANCE_DEFAULTS  # extension: what was put
+    return _ok(200, {"tableBucketARN": arn_of(wh), "configuration": {**defaults, **doc}})
+
+
+@_op("/buckets/{tableBucketARN}/maintenance/{type}", "PUT", "PutTableBucketMaintenanceConfiguration", _bucket_check)
+def put_bucket_maintenance(req: RequestContext) -> Result:
+    ctx, wh = get_context(), _warehouse(req)
+    kind = req.param("type")
+    value = _maintenance_value(kind, tuple(BUCKET_MAINTENANCE_DEFAULTS), _json(req).get("value"))
+    warehouses.get(ctx, wh)
+    side_data.change(ctx, ctx.bucket_for(wh), BUCKET_ENTRY, "maintenance", lambda d: {**d, kind: value})
+    return _ok(204, None)
+
+
+def _table_target(req: RequestContext) -> tuple[Context, str, Body]:
+    ctx, wh, ns, name = get_context(), _warehouse(req), _ns(req.param("namespace")), check_table(req.param("name"))
+    return ctx, wh, _table(ctx, wh, ns, name)
+
+
+@_op("/tables/{tableBucketARN}/{namespace}/{name}/maintenance", "GET", "GetTableMaintenanceConfiguration", _table_check)
+def get_table_maintenance(req: RequestContext) -> Result:
+    ctx, wh, data = _table_target(req)
+    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), _entry_id(data), "maintenance")
+    defaults = {} if req.query.get("stored") == "true" else TABLE_MAINTENANCE_DEFAULTS  # extension: what was put
+    return _ok(200, {"tableARN": table_arn_of(wh, data), "configuration": {**defaults, **doc}})
+
+
+@_op(
+    "/tables/{tableBucketARN}/{namespace}/{name}/maintenance/{type}",
+    "PUT",
+    "PutTableMaintenanceConfiguration",
+    _table_check,
+)
+def put_table_maintenance(req: RequestContext) -> Result:
+    kind = req.param("type")
+    value = _maintenance_value(kind, tuple(TABLE_MAINTENANCE_DEFAULTS), _json(req).get("value"))
+    ctx, wh, data = _table_target(req)
+    side_data.change(ctx, ctx.bucket_for(wh), _entry_id(data), "maintenance", lambda d: {**d, kind: value})
+    return _ok(204, None)
+
+
+@_op(
+    "/tables/{tableBucketARN}/{namespace}/{name}/maintenance-job-status",
+    "GET",
+    "GetTableMaintenanceJobStatus",
+    _table_check,
+)
+def get_job_status(req: RequestContext) -> Result:
+    ctx, wh, data = _table_target(req)
+    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), _entry_id(data), "maintenance-status")
+    status = {kind: doc.get(kind, {"status": "Not_Yet_Run"}) for kind in JOB_TYPES}
+    return _ok(200, {"tableARN": table_arn_of(wh, data), "status": status})
+
+
+@_op(
+    "/tables/{tableBucketARN}/{namespace}/{name}/maintenance-job-status",
+    "PUT",
+    "PutTableMaintenanceJobStatus",
+    _table_check,
+)
+def put_job_status(req: RequestContext) -> Result:
+    """A catalog extension (not in the S3 Tables model): the maintenance jobs report their runs here."""
+    status = _json(req).get("status")
+    if not isinstance(status, dict) or not status:
+        raise BadRequest("status must map job types to {status, lastRunTimestamp, failureMessage}")
+    clean: Body = {}
+    for kind, value in status.items():
+        if kind not in JOB_TYPES or not isinstance(value, dict) or value.get("status") not in JOB_STATUSES:
+            raise BadRequest(f"status.{str(kind)[:60]}: a job type of {JOB_TYPES} with a status of {JOB_STATUSES}")
+        entry = {"status": value["status"]}
+        if isinstance(value.get("lastRunTimestamp"), str):
+            entry["lastRunTimestamp"] = value["lastRunTimestamp"][:40]
+        if isinstance(value.get("failureMessage"), str):
+            entry["failureMessage"] = value["failureMessage"][:2000]
+        clean[kind] = entry
+    ctx, wh, data = _table_target(req)
+    side_data.change(ctx, ctx.bucket_for(wh), _entry_id(data), "maintenance-status", lambda d: {**d, **clean})
+    return _ok(204, None)
+
+
 # ---- the rest of the model: a clear "not supported" ------------------------------------------------
 
 _UNSUPPORTED = [
-    ("/buckets/{tableBucketARN}/maintenance", ("GET",)),
-    ("/buckets/{tableBucketARN}/maintenance/{type}", ("PUT",)),
     ("/buckets/{tableBucketARN}/policy", ("GET", "PUT", "DELETE")),
     ("/buckets/{tableBucketARN}/metrics", ("GET", "PUT", "DELETE")),
     ("/buckets/{tableBucketARN}/logging", ("GET", "PUT")),
-    ("/tables/{tableBucketARN}/{namespace}/{name}/maintenance", ("GET",)),
-    ("/tables/{tableBucketARN}/{namespace}/{name}/maintenance/{type}", ("PUT",)),
-    ("/tables/{tableBucketARN}/{namespace}/{name}/maintenance-job-status", ("GET",)),
     ("/tables/{tableBucketARN}/{namespace}/{name}/policy", ("GET", "PUT", "DELETE")),
     ("/table-bucket-replication", ("GET", "PUT", "DELETE")),
     ("/table-replication", ("GET", "PUT", "DELETE")),
