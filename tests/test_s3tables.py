@@ -97,7 +97,7 @@ def test_buckets_namespaces_and_tables(st, http, catalog_url, s3_endpoint):
         st.create_namespace(tableBucketARN=arn, namespace=["Bad-Name"])
     assert code(exc) == "BadRequestException"
     with pytest.raises(ClientError) as exc:
-        st.get_table_bucket_policy(tableBucketARN=arn)
+        st.get_table_bucket_replication(tableBucketARN=arn)
     assert code(exc) == "MethodNotAllowedException"
     # Rename, then delete with a token, then the namespace and the bucket.
     st.rename_table(tableBucketARN=arn, namespace="sales", name="orders", newName="orders_v2")
@@ -231,7 +231,8 @@ def test_tags_encryption_table_arn_and_every_other_operation(st, catalog_url):
             answers[op_name] = error
     assert set(answers) == set(model.operation_names) and len(answers) == 57
     unsupported = sorted(op for op, answer in answers.items() if answer == "MethodNotAllowedException")
-    assert "PutTablePolicy" in unsupported and "StartTableMigration" in unsupported and "GetTable" not in unsupported
+    assert "PutTableBucketReplication" in unsupported and "StartTableMigration" in unsupported
+    assert "GetTable" not in unsupported and "PutTablePolicy" not in unsupported
 
 
 def test_maintenance_configuration_is_checked_and_stored(st):
@@ -264,3 +265,66 @@ def test_maintenance_configuration_is_checked_and_stored(st):
     )
     got = st.get_table_bucket_maintenance_configuration(tableBucketARN=arn)["configuration"]
     assert got["icebergUnreferencedFileRemoval"] == bucket_value
+
+
+def test_bucket_and_table_policies_are_evaluated(st, http, catalog_url):
+    """A table bucket policy grants a user what its own policies do not; a table policy's Deny wins."""
+    import requests
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    from tests.authutil import make_user
+
+    name = f"tb-{uuid.uuid4().hex[:10]}"
+    arn = st.create_table_bucket(name=name)["arn"]
+    st.create_namespace(tableBucketARN=arn, namespace=["ns"])
+    for table in ("open", "closed"):
+        st.create_table(
+            tableBucketARN=arn, namespace="ns", name=table, format="ICEBERG", metadata={"iceberg": {"schema": SCHEMA}}
+        )
+    user, key, secret = make_user(http, catalog_url, {})  # no policies of its own
+
+    def get(table: str) -> int:
+        url = f"{catalog_url}/v1/{name}/namespaces/ns/tables/{table}"
+        req = AWSRequest(method="GET", url=url)
+        SigV4Auth(Credentials(key, secret), "s3tables", REGION).add_auth(req)
+        return requests.get(url, headers=dict(req.headers), timeout=30).status_code
+
+    assert get("open") == 403
+    grant = {
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"AWS": f"arn:aws:iam::000000000000:user/{user}"},
+                "Action": ["s3tables:GetTable"],
+                "Resource": f"arn:aws:s3tables:::bucket/{name}/table/*",
+            }
+        ]
+    }
+    st.put_table_bucket_policy(tableBucketARN=arn, resourcePolicy=json.dumps(grant))
+    assert json.loads(st.get_table_bucket_policy(tableBucketARN=arn)["resourcePolicy"]) == grant
+    deny = {
+        "Statement": [
+            {
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3tables:*",
+                "Resource": f"arn:aws:s3tables:::bucket/{name}/table/*",
+            }
+        ]
+    }
+    st.put_table_policy(tableBucketARN=arn, namespace="ns", name="closed", resourcePolicy=json.dumps(deny))
+    import time
+
+    time.sleep(5.1)  # the catalog process keeps resource policies for up to 5 s
+    assert get("open") == 200  # granted by the bucket policy
+    assert get("closed") == 403  # the table policy's Deny wins
+    with pytest.raises(ClientError) as exc:
+        st.put_table_bucket_policy(tableBucketARN=arn, resourcePolicy=json.dumps({"Statement": [{"Effect": "Allow"}]}))
+    assert code(exc) == "BadRequestException"
+    st.delete_table_bucket_policy(tableBucketARN=arn)
+    with pytest.raises(ClientError) as exc:
+        st.get_table_bucket_policy(tableBucketARN=arn)
+    assert code(exc) == "NotFoundException"
+    st.delete_table_policy(tableBucketARN=arn, namespace="ns", name="closed")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from chalicelib.auth import identities, policy, sigv4, tokens
 from chalicelib.core.context import get_context
-from chalicelib.errors import Forbidden, Unauthorized
+from chalicelib.errors import BadRequest, Forbidden, Unauthorized
+from chalicelib.names import check_warehouse
 from chalicelib.pipeline import AllowAnonymous, Pipeline, RequestContext
 
 # Routes any authenticated caller may use (they reveal nothing a policy protects).
@@ -47,10 +50,37 @@ class PolicyAuthorizer:
         if req.action in OPEN_TO_AUTHENTICATED:
             req.visible = lambda action, resource, cond: policy.allowed(principal.policies, action, resource, cond)
             return
+
+        def allowed(action: str, resource: str, cond: dict[str, str], partial: bool = False) -> bool:
+            return policy.allowed(
+                principal.policies + _resource_policies(principal, resource), action, resource, cond, partial
+            )
+
         for action, resource, cond, partial in req.checks(req):
-            if not policy.allowed(principal.policies, action, resource, cond, partial):
+            if not allowed(action, resource, cond, partial):
                 raise Forbidden(f"Access denied: {principal.name} may not perform s3tables:{action} on {resource}")
-        req.visible = lambda action, resource, cond: policy.allowed(principal.policies, action, resource, cond)
+        req.visible = lambda action, resource, cond: allowed(action, resource, cond)
+
+
+def _resource_policies(principal: identities.Principal, resource: str) -> tuple[dict[str, Any], ...]:
+    """The table bucket and table policies (S3 Tables) that apply to this principal and resource."""
+    import os
+
+    from chalicelib.core import resource_policies
+
+    prefix = "arn:aws:s3tables:::bucket/"
+    if not resource.startswith(prefix):
+        return ()
+    warehouse = resource[len(prefix) :].split("/", 1)[0]
+    try:
+        check_warehouse(warehouse)
+    except BadRequest:
+        return ()  # "*" (lists) or a malformed name (its handler answers 400)
+    docs = resource_policies.for_resource(resource_policies.read(get_context(), warehouse), resource, warehouse)
+    if not docs:
+        return ()
+    account = os.environ.get("CATALOG_ACCOUNT_ID", "000000000000")
+    return policy.for_principal(docs, f"arn:aws:iam::{account}:user/{principal.name}", account)
 
 
 def install(pipeline: Pipeline) -> None:

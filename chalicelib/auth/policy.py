@@ -136,6 +136,46 @@ def allowed(
     return allow
 
 
+def principal_matches(st: dict[str, Any], principal_arn: str, account: str) -> bool:
+    """A resource policy statement's Principal: "*", {"AWS": "*" | ARN | [ARN]}; the account root
+    (arn:aws:iam::<account>:root) stands for every user of the catalog."""
+    who = st.get("Principal")
+    if who == "*":
+        return True
+    values = _list(who.get("AWS")) if isinstance(who, dict) else []
+    return any(v in ("*", principal_arn, f"arn:aws:iam::{account}:root") for v in values)
+
+
+def for_principal(docs: list[dict[str, Any]], principal_arn: str, account: str) -> tuple[dict[str, Any], ...]:
+    """Resource policies reduced to the statements that name this principal."""
+    out = []
+    for doc in docs:
+        statements = doc.get("Statement", [])
+        kept = [st for st in ([statements] if isinstance(statements, dict) else statements)]
+        kept = [st for st in kept if principal_matches(st, principal_arn, account)]
+        if kept:
+            out.append({"Statement": kept})
+    return tuple(out)
+
+
+def validate_resource_policy(doc: Any) -> None:
+    """A resource policy: an identity policy whose statements each name a Principal."""
+    if not isinstance(doc, dict) or "Statement" not in doc:
+        raise BadRequest("Invalid resource policy: expected an object with a Statement")
+    statements = doc["Statement"]
+    plain = []
+    for st in [statements] if isinstance(statements, dict) else statements:
+        if not isinstance(st, dict) or "Principal" not in st:
+            raise BadRequest("Invalid resource policy statement: every statement needs a Principal")
+        who = st["Principal"]
+        if not (who == "*" or (isinstance(who, dict) and set(who) == {"AWS"})):
+            raise BadRequest('Invalid resource policy Principal: "*" or {"AWS": <ARN or list of ARNs>}')
+        if not all(isinstance(v, str) for v in _list(who.get("AWS") if isinstance(who, dict) else "*")):
+            raise BadRequest("Invalid resource policy Principal: ARNs must be strings")
+        plain.append({k: v for k, v in st.items() if k != "Principal"})
+    validate({"Statement": plain})
+
+
 def validate(doc: Any) -> None:
     """Refuse policies we would misread: unknown keys, operators or effects."""
     if not isinstance(doc, dict) or "Statement" not in doc:

@@ -750,13 +750,99 @@ def put_job_status(req: RequestContext) -> Result:
     return _ok(204, None)
 
 
+# ---- resource policies: evaluated with the caller's own policies (auth/plugin.py) --------------------
+
+
+def _policy_in(req: RequestContext) -> Body:
+    from chalicelib.auth.policy import validate_resource_policy
+
+    text = _json(req).get("resourcePolicy")
+    if not isinstance(text, str) or len(text.encode()) > 20480:
+        raise BadRequest("resourcePolicy must be a JSON policy document as a string, at most 20 KB")
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        raise BadRequest("resourcePolicy is not valid JSON") from None
+    validate_resource_policy(doc)
+    return doc
+
+
+@_op("/buckets/{tableBucketARN}/policy", "GET", "GetTableBucketPolicy", _bucket_check)
+def get_bucket_policy(req: RequestContext) -> Result:
+    from chalicelib.core import resource_policies
+
+    ctx, wh = get_context(), _warehouse(req)
+    warehouses.get(ctx, wh)
+    doc = resource_policies.read(ctx, wh, fresh=True).get("bucket")
+    if not doc:
+        raise NotFound(f"Table bucket {wh!r} has no policy")
+    return _ok(200, {"resourcePolicy": json.dumps(doc)})
+
+
+@_op("/buckets/{tableBucketARN}/policy", "PUT", "PutTableBucketPolicy", _bucket_check)
+def put_bucket_policy(req: RequestContext) -> Result:
+    from chalicelib.core import resource_policies
+
+    ctx, wh, doc = get_context(), _warehouse(req), _policy_in(req)
+    warehouses.get(ctx, wh)
+    resource_policies.change(ctx, wh, lambda d: {**d, "bucket": doc})
+    return _ok(200, {})
+
+
+@_op("/buckets/{tableBucketARN}/policy", "DELETE", "DeleteTableBucketPolicy", _bucket_check)
+def delete_bucket_policy(req: RequestContext) -> Result:
+    from chalicelib.core import resource_policies
+
+    ctx, wh = get_context(), _warehouse(req)
+    warehouses.get(ctx, wh)
+    resource_policies.change(ctx, wh, lambda d: {k: v for k, v in d.items() if k != "bucket"})
+    return _ok(204, None)
+
+
+def _table_ident(req: RequestContext) -> tuple[Context, str, str]:
+    ctx, wh, ns, name = get_context(), _warehouse(req), _ns(req.param("namespace")), check_table(req.param("name"))
+    _table(ctx, wh, ns, name)
+    return ctx, wh, f"{ns[0]}.{name}"
+
+
+@_op("/tables/{tableBucketARN}/{namespace}/{name}/policy", "GET", "GetTablePolicy", _table_check)
+def get_table_policy(req: RequestContext) -> Result:
+    from chalicelib.core import resource_policies
+
+    ctx, wh, ident = _table_ident(req)
+    doc = (resource_policies.read(ctx, wh, fresh=True).get("tables") or {}).get(ident)
+    if not doc:
+        raise NotFound(f"Table {ident!r} has no policy")
+    return _ok(200, {"resourcePolicy": json.dumps(doc)})
+
+
+@_op("/tables/{tableBucketARN}/{namespace}/{name}/policy", "PUT", "PutTablePolicy", _table_check)
+def put_table_policy(req: RequestContext) -> Result:
+    """A table policy belongs to the table's name (as the catalog's table resources do)."""
+    from chalicelib.core import resource_policies
+
+    doc = _policy_in(req)
+    ctx, wh, ident = _table_ident(req)
+    resource_policies.change(ctx, wh, lambda d: {**d, "tables": {**(d.get("tables") or {}), ident: doc}})
+    return _ok(200, {})
+
+
+@_op("/tables/{tableBucketARN}/{namespace}/{name}/policy", "DELETE", "DeleteTablePolicy", _table_check)
+def delete_table_policy(req: RequestContext) -> Result:
+    from chalicelib.core import resource_policies
+
+    ctx, wh, ident = _table_ident(req)
+    resource_policies.change(
+        ctx, wh, lambda d: {**d, "tables": {k: v for k, v in (d.get("tables") or {}).items() if k != ident}}
+    )
+    return _ok(204, None)
+
+
 # ---- the rest of the model: a clear "not supported" ------------------------------------------------
 
 _UNSUPPORTED = [
-    ("/buckets/{tableBucketARN}/policy", ("GET", "PUT", "DELETE")),
     ("/buckets/{tableBucketARN}/metrics", ("GET", "PUT", "DELETE")),
     ("/buckets/{tableBucketARN}/logging", ("GET", "PUT")),
-    ("/tables/{tableBucketARN}/{namespace}/{name}/policy", ("GET", "PUT", "DELETE")),
     ("/table-bucket-replication", ("GET", "PUT", "DELETE")),
     ("/table-replication", ("GET", "PUT", "DELETE")),
     ("/replication-status", ("GET",)),
