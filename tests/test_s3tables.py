@@ -14,7 +14,7 @@ from botocore import xform_name
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from tests.conftest import REGION, ROOT_KEY, ROOT_SECRET, rest_catalog
+from tests.conftest import REGION, ROOT_KEY, ROOT_SECRET, keys_under, rest_catalog
 
 
 def s3tables_client(catalog_url: str, validate: bool = True) -> Any:
@@ -400,3 +400,59 @@ def test_aws_cli_s3tables(catalog_url, tmp_path):
     assert cli("delete-table", "--table-bucket-arn", arn, "--namespace", "ns", "--name", "t").returncode == 0
     assert cli("delete-namespace", "--table-bucket-arn", arn, "--namespace", "ns").returncode == 0
     assert cli("delete-table-bucket", "--table-bucket-arn", arn).returncode == 0
+
+
+def test_client_writes_the_first_metadata(st, s3, http, catalog_url, s3_endpoint):
+    """CreateTable without metadata, GetTableMetadataLocation, the client writes the first metadata
+    file at warehouseLocation, UpdateTableMetadataLocation with the token: then every face has it."""
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+    from pyiceberg.schema import Schema
+    from pyiceberg.table.metadata import new_table_metadata
+    from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+    from pyiceberg.types import LongType, NestedField
+
+    name = f"tb-{uuid.uuid4().hex[:10]}"
+    arn = st.create_table_bucket(name=name)["arn"]
+    st.create_namespace(tableBucketARN=arn, namespace=["ns"])
+    made = st.create_table(tableBucketARN=arn, namespace="ns", name="t", format="ICEBERG")
+    where = {"tableBucketARN": arn, "namespace": "ns", "name": "t"}
+    loc = st.get_table_metadata_location(**where)
+    assert "metadataLocation" not in loc and loc["versionToken"] == made["versionToken"]
+    assert [t["name"] for t in st.list_tables(tableBucketARN=arn)["tables"]] == ["t"]  # listed, not loadable yet
+    assert http.get(f"{catalog_url}/v1/{name}/namespaces/ns/tables/t").status_code == 404
+    assert http.get(f"{catalog_url}/v1/{name}/namespaces/ns/tables").json()["identifiers"] == []
+
+    def write(location: str) -> str:
+        schema = Schema(NestedField(1, "id", LongType(), required=False))
+        meta = new_table_metadata(schema, UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, location, {})
+        key = f"{location.split(f's3://{name}/', 1)[1]}/metadata/00000-{uuid.uuid4()}.metadata.json"
+        s3.put_object(Bucket=name, Key=key, Body=meta.model_dump_json().encode())
+        return f"s3://{name}/{key}"
+
+    elsewhere = write(f"s3://{name}/somewhere/else")
+    with pytest.raises(ClientError) as exc:  # not at warehouseLocation
+        st.update_table_metadata_location(**where, versionToken=loc["versionToken"], metadataLocation=elsewhere)
+    assert code(exc) == "BadRequestException"
+    first = write(loc["warehouseLocation"])
+    done = st.update_table_metadata_location(**where, versionToken=loc["versionToken"], metadataLocation=first)
+    assert done["metadataLocation"] == first and done["versionToken"] != loc["versionToken"]
+    with pytest.raises(ClientError) as exc:
+        st.update_table_metadata_location(
+            **where, versionToken=loc["versionToken"], metadataLocation=write(loc["warehouseLocation"])
+        )
+    assert code(exc) == "ConflictException"
+    # Now it is an Iceberg table on every face; its ARN did not change.
+    rest = rest_catalog(catalog_url, name, s3_endpoint)
+    table = rest.load_table("ns.t")
+    table.append(pa.table({"id": pa.array([1, 2, 3], pa.int64())}))
+    assert rest.load_table("ns.t").scan().to_arrow().num_rows == 3
+    assert st.get_table(tableArn=made["tableARN"])["versionToken"] != done["versionToken"]
+    # A staged table can be deleted, with whatever its client wrote at its location.
+    st.create_table(tableBucketARN=arn, namespace="ns", name="never", format="ICEBERG")
+    stray = st.get_table_metadata_location(tableBucketARN=arn, namespace="ns", name="never")["warehouseLocation"]
+    write(stray)
+    st.delete_table(tableBucketARN=arn, namespace="ns", name="never")
+    assert keys_under(s3, name, stray.split(f"s3://{name}/", 1)[1] + "/") == []
+    with pytest.raises(ClientError) as exc:
+        st.get_table(tableBucketARN=arn, namespace="ns", name="never")
+    assert code(exc) == "NotFoundException"

@@ -155,6 +155,11 @@ def live(ctx: Context, warehouse: str, ns: Namespace, name: str, read_only: bool
     return None
 
 
+# A table created without metadata (S3 Tables): its name and location are reserved, and it becomes
+# active when its client hands over the first metadata file. Readers of Iceberg metadata do not see it.
+STAGED = "staged"
+
+
 def kind_of(data: dict[str, Any]) -> str:
     """ "table" or "view": both live in one name space (one pointer key per name)."""
     return str(data.get("kind", "table"))
@@ -187,6 +192,8 @@ def already_exists(ns: Namespace, name: str, existing: dict[str, Any]) -> Catalo
 
 def _same_claim(existing: dict[str, Any], data: dict[str, Any]) -> bool:
     """The pointer is the one this request wrote (its response was lost), possibly settled or committed on since."""
+    if data.get("state") == STAGED:  # a staged table: ours if it is the entry we wrote
+        return existing.get("id") == data.get("id")
     if existing.get("table-uuid") != data.get("table-uuid"):
         return False
     if data.get("state") == "pending":  # a rename reservation: ours if it names our source
@@ -210,12 +217,16 @@ def claim_name(ctx: Context, warehouse: str, ns: Namespace, name: str, data: dic
             continue
         if _same_claim(existing.data, data):
             return existing.etag
-        if existing.state == "active" or "claim" in existing.data or live(ctx, warehouse, ns, name) is not None:
+        if (
+            existing.state in ("active", STAGED)
+            or "claim" in existing.data
+            or live(ctx, warehouse, ns, name) is not None
+        ):
             raise already_exists(ns, name, existing.data)
         existing = read(ctx, warehouse, ns, name)  # live() may have settled or removed it
         if existing is None:
             continue
-        if existing.state == "active":
+        if existing.state in ("active", STAGED):
             raise already_exists(ns, name, existing.data)
         same_rename = existing.state == "pending" and all(
             existing.data.get(k) == data.get(k) for k in ("rename-from", "table-uuid", "metadata-location")
@@ -248,11 +259,17 @@ def after_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, new: Poi
     raise Conflict(f"Namespace {'.'.join(ns)!r} is being deleted")
 
 
+def owner_uuid(pointer: dict[str, Any]) -> str:
+    """The uuid that owns the table's location: its own table uuid, or for a table whose client
+    wrote the first metadata into a location the catalog chose (S3 Tables), that location's uuid."""
+    return str(pointer.get("location-uuid") or pointer.get("table-uuid", ""))
+
+
 def table_location_of(bucket: str, pointer: dict[str, Any]) -> str | None:
     """The table's own location, from its metadata file name (the file itself may be gone)."""
-    location = str(pointer.get("metadata-location", "")).rsplit("/metadata/", 1)[0]
+    location = str(pointer.get("location") or str(pointer.get("metadata-location", "")).rsplit("/metadata/", 1)[0])
     try:
-        purges.check_location(bucket, location, pointer.get("table-uuid"))
+        purges.check_location(bucket, location, owner_uuid(pointer))
     except (BadRequest, ValueError):
         return None
     return location
@@ -262,7 +279,7 @@ def settle_drop(ctx: Context, bucket: str, tomb: Pointer, remove: bool, ns: Name
     """Finish a drop: queue the purge (or release the uuid), remove the tombstone, purge for a while.
 
     Idempotent: the dropper runs it, and the sweeper runs it again for an abandoned tombstone."""
-    table_uuid = str(tomb.data.get("table-uuid", ""))
+    table_uuid = owner_uuid(tomb.data)
     location = table_location_of(bucket, tomb.data) if table_uuid else None
     purge = bool(tomb.data.get("purge")) and location is not None
     try:
@@ -272,7 +289,7 @@ def settle_drop(ctx: Context, bucket: str, tomb: Pointer, remove: bool, ns: Name
         elif table_uuid:
             purges.set_uuid_state(ctx, bucket, table_uuid, "dropped")
         if tomb.data.get("client-location"):
-            locations.release(ctx, bucket, str(tomb.data["client-location"]), table_uuid)
+            locations.release(ctx, bucket, str(tomb.data["client-location"]), str(tomb.data.get("table-uuid", "")))
         if remove:  # a tombstone that cannot be removed safely now stays for the sweeper
             remove_pointer(ctx, bucket, keys.table_pointer(ns, name), tomb.etag, tomb.since_ms)
             if purge:  # the table is gone either way: its files can go
@@ -301,7 +318,15 @@ def occupied(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
     except TableRecoveryInProgress:
         return True
     p = read(ctx, warehouse, ns, name)
-    return p is not None and "claim" in p.data
+    return p is not None and ("claim" in p.data or p.state == STAGED)
+
+
+def listed_or_staged(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
+    """A live table, or a staged one (S3 Tables lists tables whose first metadata is not written yet)."""
+    if listed(ctx, warehouse, ns, name):
+        return True
+    p = read(ctx, warehouse, ns, name)
+    return p is not None and p.state == STAGED
 
 
 _POOL: ThreadPoolExecutor | None = None

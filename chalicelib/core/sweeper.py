@@ -57,8 +57,10 @@ def _sweep_pointer(ctx: Context, warehouse: str, key: str, claimed_uuids: set[st
         except CatalogError:
             stats["claims-running"] += 1
         return
+    if p.state == pointers.STAGED:
+        return  # waits for its first metadata, or for DeleteTable
     if p.state == "active":
-        table_uuid = str(p.data.get("table-uuid", ""))
+        table_uuid = pointers.owner_uuid(p.data)
         if table_uuid and table_uuid not in claimed_uuids:
             record = {"state": "live", "metadata-location": p.metadata_location}
             try:

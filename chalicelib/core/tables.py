@@ -43,10 +43,11 @@ def list_names(
     page_size: int | None,
     keep: Callable[[str], bool] = lambda _: True,
     kind: str = "table",
+    staged: bool = False,
 ) -> tuple[list[dict[str, Any]], str | None]:
     """One page of live tables; names a dead tombstone or a policy hides are skipped."""
     namespaces.read_record(ctx, warehouse, ns)
-    test = pointers.listed_view if kind == "view" else pointers.listed
+    test = pointers.listed_view if kind == "view" else pointers.listed_or_staged if staged else pointers.listed
     prefix = keys.tables_prefix(ns)
     start = decode_token(page_token, prefix)
     size = page_size or DEFAULT_PAGE_SIZE
@@ -516,10 +517,10 @@ def find(ctx: Context, warehouse: str, table_uuid: str) -> tuple[Namespace, str]
 
     def holds(ns: Namespace, name: str) -> bool:
         try:
-            p = pointers.live(ctx, warehouse, ns, name, read_only=True)
+            p = pointers.live(ctx, warehouse, ns, name, read_only=True) or staged(ctx, warehouse, ns, name)
         except CatalogError:
             return False
-        return p is not None and p.data.get("table-uuid") == table_uuid
+        return p is not None and pointers.owner_uuid(p.data) == table_uuid
 
     path = str(record.get("metadata-location", "")).split(f"s3://{bucket}/", 1)[-1].rsplit("/metadata/", 1)[0]
     *levels, last = path.split("/")
@@ -531,3 +532,111 @@ def find(ctx: Context, warehouse: str, table_uuid: str) -> tuple[Namespace, str]
         if holds(ns, keys.table_from_pointer(key)):
             return ns, keys.table_from_pointer(key)
     return None
+
+
+# ---- tables whose client writes the first metadata (S3 Tables' CreateTable without metadata) ----
+
+
+def stage(ctx: Context, warehouse: str, ns: Namespace, name: str) -> dict[str, Any]:
+    """Reserve a name and a catalog-chosen location; the table is active once its client hands over
+    the first metadata file written there (activate). The location's uuid claim keeps it its own."""
+    name = check_table(name)
+    namespaces.require_active(ctx, warehouse, ns)
+    existing = pointers.live(ctx, warehouse, ns, name)
+    if existing is not None:
+        raise pointers.already_exists(ns, name, existing.data)
+    bucket, location_uuid = ctx.bucket_for(warehouse), str(uuid.uuid4())
+    location = keys.table_location(bucket, ns, name, location_uuid)
+    now = now_ms()
+    data = {
+        "state": pointers.STAGED,
+        "location": location,
+        "location-uuid": location_uuid,
+        "version": 1,
+        "id": uuid.uuid4().hex,
+        "created-ms": now,
+        "updated-ms": now,
+    }
+    claimed = purges.claim_uuid(ctx, bucket, location_uuid, location + "/metadata/")
+    try:
+        etag = pointers.claim_name(ctx, warehouse, ns, name, data)
+    except CatalogError:
+        if claimed:
+            ctx.storage.delete(bucket, keys.uuid_record(location_uuid))
+        raise
+    pointers.after_claim(ctx, warehouse, ns, name, pointers.Pointer(data, etag), purge=True)
+    return data
+
+
+def staged(ctx: Context, warehouse: str, ns: Namespace, name: str) -> pointers.Pointer | None:
+    p = pointers.read(ctx, warehouse, ns, name)
+    return p if p is not None and p.state == pointers.STAGED else None
+
+
+def activate(
+    ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: str, expected_version: int
+) -> dict[str, Any]:
+    """A staged table's first metadata: written by its client at the staged location, same checks as register."""
+    bucket, key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
+    for _ in range(pointers.COMMIT_ATTEMPTS):
+        p = staged(ctx, warehouse, ns, name)
+        if p is None:
+            now = pointers.live(ctx, warehouse, ns, name)
+            if (
+                now is not None
+                and now.data.get("metadata-location") == meta_loc
+                and version_of(now.data) == expected_version + 1
+            ):
+                return now.data  # our own activation, replayed
+            raise (
+                pointers.not_found(ctx, warehouse, ns, name)
+                if now is None
+                else CommitFailed(f"Table {pointers.ident(ns, name)!r} already has metadata; get it again")
+            )
+        if version_of(p.data) != expected_version:
+            raise CommitFailed(f"Table {pointers.ident(ns, name)!r} is at version {version_of(p.data)}")
+        check_register_location(ctx, warehouse, meta_loc)
+        _, metadata = _client_metadata(ctx, meta_loc)
+        if metadata.location.rstrip("/") != p.data["location"]:
+            raise BadRequest(
+                f"The first metadata must be written at the table's warehouseLocation {p.data['location']}"
+            )
+        data = {k: v for k, v in p.data.items() if k != "location"}
+        data.update(
+            {
+                "state": "active",
+                "metadata-location": meta_loc,
+                "table-uuid": str(metadata.table_uuid),
+                "version": expected_version + 1,
+                "updated-ms": now_ms(),
+            }
+        )
+        try:
+            ctx.storage.put_if_match(bucket, key, dump(data), p.etag)
+        except PreconditionFailed:
+            continue
+        except ObjectNotFound:
+            raise pointers.not_found(ctx, warehouse, ns, name) from None
+        except WriteInDoubt:
+            now = pointers.read(ctx, warehouse, ns, name)
+            if now is None or now.data not in (data, p.data):
+                raise CommitStateUnknown(f"The update of {pointers.ident(ns, name)!r} may not have applied") from None
+            if now.data == p.data:
+                continue
+        return data
+    raise CommitFailed(f"Table {pointers.ident(ns, name)!r} changed concurrently; retry")
+
+
+def drop_staged(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
+    """Drop a staged table (and whatever its client wrote at its location); False if it is not staged."""
+    bucket, key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
+    p = staged(ctx, warehouse, ns, name)
+    if p is None:
+        return False
+    tomb = dict(p.data, state="dropped", purge=True, **{"since-ms": now_ms()})
+    try:
+        etag = ctx.storage.put_if_match(bucket, key, dump(tomb), p.etag)
+    except (PreconditionFailed, ObjectNotFound):
+        raise CommitFailed(f"Table {pointers.ident(ns, name)!r} changed concurrently; retry") from None
+    pointers.settle_drop(ctx, bucket, pointers.Pointer(tomb, etag), remove=True, ns=ns, name=name)
+    return True

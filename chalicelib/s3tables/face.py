@@ -261,11 +261,12 @@ def _expected_version(token: object, data: Body) -> int:
 
 
 def _location(data: Body) -> str:
-    return str(data["metadata-location"]).rsplit("/metadata/", 1)[0]
+    return str(data.get("location") or str(data["metadata-location"]).rsplit("/metadata/", 1)[0])
 
 
 def table_arn_of(wh: str, data: Body) -> str:
-    return f"{arn_of(wh)}/table/{data.get('table-uuid', '')}"
+    """The table id is the uuid owning its location: stable from CreateTable on, whoever wrote the metadata."""
+    return f"{arn_of(wh)}/table/{pointers.owner_uuid(data)}"
 
 
 def _table_out(wh: str, ns: tuple[str, ...], name: str, data: Body) -> Body:
@@ -275,7 +276,7 @@ def _table_out(wh: str, ns: tuple[str, ...], name: str, data: Body) -> Body:
         "tableARN": table_arn_of(wh, data),
         "namespace": list(ns),
         "versionToken": version_token(data),
-        "metadataLocation": data["metadata-location"],
+        **({"metadataLocation": data["metadata-location"]} if data.get("metadata-location") else {}),
         "warehouseLocation": _location(data),
         "createdAt": _iso(data.get("created-ms")),
         "createdBy": account(),
@@ -287,7 +288,8 @@ def _table_out(wh: str, ns: tuple[str, ...], name: str, data: Body) -> Body:
 
 
 def _table(ctx: Context, wh: str, ns: tuple[str, ...], name: str) -> Body:
-    p = pointers.of_kind(pointers.live(ctx, wh, ns, name, read_only=True), "table")
+    """A live table, or a staged one (created without metadata, waiting for its first)."""
+    p = pointers.of_kind(pointers.live(ctx, wh, ns, name, read_only=True), "table") or tables.staged(ctx, wh, ns, name)
     if p is None:
         raise pointers.not_found(ctx, wh, ns, name)
     return p.data
@@ -334,11 +336,9 @@ def create_table(req: RequestContext) -> Result:
         raise BadRequest("format must be ICEBERG")
     name = check_table(body.get("name"))
     metadata = body.get("metadata")
-    if metadata is None:
-        raise Unsupported(
-            "CreateTable without metadata (the client writes the first metadata file) is not supported yet: "
-            "pass metadata.iceberg.schema, or create the table through the Iceberg REST API"
-        )
+    if metadata is None:  # the client writes the first metadata file at warehouseLocation
+        data = tables.stage(ctx, wh, ns, name)
+        return _ok(200, {"tableARN": table_arn_of(wh, data), "versionToken": version_token(data)})
     iceberg = metadata.get("iceberg") if isinstance(metadata, dict) else None
     if not isinstance(iceberg, dict):
         raise BadRequest("metadata.iceberg is required")
@@ -395,7 +395,7 @@ def list_tables(req: RequestContext) -> Result:
             return name.startswith(prefix) and req.visible("GetTable", table_arn(wh, ns, name), ns_context(ns, name))
 
         start = token.split("/", 1)[1] if token and token.startswith(f"{ns[0]}/") else None
-        names, more = tables.list_names(ctx, wh, ns, start, size - len(out), keep)
+        names, more = tables.list_names(ctx, wh, ns, start, size - len(out), keep, staged=True)
         for ident in names:
             try:
                 data = _table(ctx, wh, ns, ident["name"])
@@ -416,14 +416,10 @@ LISTED = ("namespace", "name", "type", "tableARN", "createdAt", "modifiedAt")
 def get_metadata_location(req: RequestContext) -> Result:
     ctx, wh, ns, name = get_context(), _warehouse(req), _ns(req.param("namespace")), check_table(req.param("name"))
     data = _table(ctx, wh, ns, name)
-    return _ok(
-        200,
-        {
-            "versionToken": version_token(data),
-            "metadataLocation": data["metadata-location"],
-            "warehouseLocation": _location(data),
-        },
-    )
+    out = {"versionToken": version_token(data), "warehouseLocation": _location(data)}
+    if data.get("metadata-location"):
+        out["metadataLocation"] = data["metadata-location"]
+    return _ok(200, out)
 
 
 @_op(
@@ -437,7 +433,10 @@ def update_metadata_location(req: RequestContext) -> Result:
         raise BadRequest("metadataLocation is required")
     data = _table(ctx, wh, ns, name)
     expected = _expected_version(body.get("versionToken"), data)
-    new, _ = tables.swap_metadata_location(ctx, wh, ns, name, location, expected_version=expected)
+    if data.get("state") == pointers.STAGED:
+        new = tables.activate(ctx, wh, ns, name, location, expected)
+    else:
+        new, _ = tables.swap_metadata_location(ctx, wh, ns, name, location, expected_version=expected)
     return _ok(
         200,
         {
@@ -458,7 +457,8 @@ def delete_table(req: RequestContext) -> Result:
         data = _table(ctx, wh, ns, name)
         if _expected_version(token, data) != version_of(data):
             raise CommitFailed("The versionToken does not match the table's current version; get the table again")
-    tables.drop(ctx, wh, ns, name, purge=True)  # S3 Tables deletes the table's data with it
+    if not tables.drop_staged(ctx, wh, ns, name):
+        tables.drop(ctx, wh, ns, name, purge=True)  # S3 Tables deletes the table's data with it
     return _ok(204, None)
 
 
@@ -473,6 +473,8 @@ def rename_table(req: RequestContext) -> Result:
         data = _table(ctx, wh, ns, name)
         if _expected_version(body["versionToken"], data) != version_of(data):
             raise CommitFailed("The versionToken does not match the table's current version; get the table again")
+    if tables.staged(ctx, wh, ns, name) is not None:
+        raise BadRequest("A table without metadata cannot be renamed yet: write its first metadata first")
     dst_ns = _ns(new_ns) if isinstance(new_ns, str) else ns
     dst_name = check_table(new_name) if new_name is not None else name
     tables.rename(ctx, wh, (ns, name), (dst_ns, dst_name))
