@@ -15,8 +15,8 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.core import namespaces, pointers, versions
 from chalicelib.core.context import Context, dump, now_ms
-from chalicelib.core.versioning import version_of
-from chalicelib.errors import CommitFailed, CommitStateUnknown, Conflict, TableAlreadyExists, TableNotFound
+from chalicelib.core.versioning import swap, version_of
+from chalicelib.errors import CommitFailed, Conflict, TableAlreadyExists, TableNotFound
 from chalicelib.names import check_table
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
@@ -89,17 +89,10 @@ def update(
         if archive:
             versions.archive(ctx, bucket, str(data["id"]), version, entry.data)
         try:
-            ctx.storage.put_if_match(bucket, key, dump(data), entry.etag)
-        except PreconditionFailed:
-            continue
+            if not swap(ctx, bucket, key, entry.data, entry.etag, data, repr(pointers.ident(ns, name))):
+                continue
         except ObjectNotFound:
             raise TableNotFound(f"Table {pointers.ident(ns, name)!r} does not exist") from None
-        except WriteInDoubt:
-            now = read(ctx, warehouse, ns, name)
-            if now is None or now.data not in (data, entry.data):
-                raise CommitStateUnknown(f"The update of {pointers.ident(ns, name)!r} may not have applied") from None
-            if now.data == entry.data:
-                continue
         return data
     raise CommitFailed(f"Table {pointers.ident(ns, name)!r} changed concurrently; retry")
 

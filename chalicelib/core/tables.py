@@ -16,7 +16,7 @@ from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.model import NewTable, TableChange, TableState
 from chalicelib.core.paging import decode_token, encode_token
-from chalicelib.core.versioning import advanced, new_entry, version_of
+from chalicelib.core.versioning import advanced, new_entry, swap, version_of
 from chalicelib.errors import (
     BadRequest,
     CatalogError,
@@ -391,19 +391,10 @@ def swap_metadata_location(
         if archive:
             versions.archive(ctx, bucket, str(data["id"]), version, p.data)
         try:
-            ctx.storage.put_if_match(bucket, ptr_key, dump(data), p.etag)
-        except PreconditionFailed:
-            continue
+            if not swap(ctx, bucket, ptr_key, p.data, p.etag, data, repr(pointers.ident(ns, name))):
+                continue
         except ObjectNotFound:
             raise pointers.not_found(ctx, warehouse, ns, name) from None
-        except WriteInDoubt:
-            now = pointers.read(ctx, warehouse, ns, name)
-            if now is None or (now.data != data and now.data != p.data):
-                raise CommitStateUnknown(
-                    f"The update of {pointers.ident(ns, name)!r} may or may not have been applied; get the table"
-                ) from None
-            if now.data == p.data:
-                continue
         return data, TableState(target, raw)
     raise CommitFailed(f"Table {pointers.ident(ns, name)!r} changed concurrently; retry")
 
@@ -612,17 +603,10 @@ def activate(
             }
         )
         try:
-            ctx.storage.put_if_match(bucket, key, dump(data), p.etag)
-        except PreconditionFailed:
-            continue
+            if not swap(ctx, bucket, key, p.data, p.etag, data, repr(pointers.ident(ns, name))):
+                continue
         except ObjectNotFound:
             raise pointers.not_found(ctx, warehouse, ns, name) from None
-        except WriteInDoubt:
-            now = pointers.read(ctx, warehouse, ns, name)
-            if now is None or now.data not in (data, p.data):
-                raise CommitStateUnknown(f"The update of {pointers.ident(ns, name)!r} may not have applied") from None
-            if now.data == p.data:
-                continue
         return data
     raise CommitFailed(f"Table {pointers.ident(ns, name)!r} changed concurrently; retry")
 

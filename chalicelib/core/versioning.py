@@ -6,10 +6,13 @@ on the pointer's ETag, so the version costs no extra request.
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
-from chalicelib.core.context import now_ms
+from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.errors import CommitStateUnknown
+from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 
 def version_of(data: dict[str, Any]) -> int:
@@ -39,3 +42,24 @@ def new_entry(metadata_location: str, table_uuid: str, state: str = "active", **
         "updated-ms": now,
         **extra,
     }
+
+
+def swap(ctx: Context, bucket: str, key: str, old: dict[str, Any], etag: str, new: dict[str, Any], what: str) -> bool:
+    """Replace a record read as `old` (at `etag`) with `new`. True when `new` is stored; False when
+    another writer changed it first (read again and retry). ObjectNotFound propagates; when the
+    outcome cannot be known, CommitStateUnknown (the bytes of both states are ours to recognise)."""
+    try:
+        ctx.storage.put_if_match(bucket, key, dump(new), etag)
+        return True
+    except PreconditionFailed:
+        return False
+    except WriteInDoubt:
+        try:
+            now = json.loads(ctx.storage.get(bucket, key).body)
+        except ObjectNotFound:
+            now = None
+        if now == new:
+            return True
+        if now == old:
+            return False
+        raise CommitStateUnknown(f"The update of {what} may or may not have been applied; read it again") from None
