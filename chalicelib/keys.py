@@ -21,8 +21,13 @@ Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
                                            commit swaps it with If-Match on its ETag. Also: "version"
                                            (Glue VersionId, +1 per metadata change), "id" (this
                                            entry), "previous-metadata-location", "created-ms",
-                                           "updated-ms", "glue" (a Glue client's TableInput) and
-                                           "client-location" (a Glue client chose the location).
+                                           "updated-ms", "glue" (a Glue client's TableInput),
+                                           "client-location" (a Glue client chose the location),
+                                           "kind": "view" for views, and for S3 Tables' tables
+                                           created without metadata state "staged" with
+                                           "location" / "location-uuid" (the uuid owning the
+                                           location, kept after the first metadata arrives).
+    .catalog/resource-policies.json        S3 Tables table bucket and table policies (CAS)
     .catalog/uuids/{table-uuid}.json       claim of a table uuid, and so of its location: state
                                            "live" | "dropped" (files kept) | "purging"; deleted
                                            when the purge is done (core/purges.py)
