@@ -397,6 +397,47 @@ def test_aws_cli_s3tables(catalog_url, tmp_path):
     assert missing.returncode != 0 and "NotFoundException" in missing.stderr
     bad = cli("create-namespace", "--table-bucket-arn", arn, "--namespace", "Bad-Name")
     assert bad.returncode != 0 and "BadRequestException" in bad.stderr
+    # The other supported operations, as the CLI spells them.
+    policy = json.dumps(
+        {
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": "*",
+                    "Action": "s3tables:GetTable",
+                    "Resource": f"arn:aws:s3tables:::bucket/{name}/table/*",
+                }
+            ]
+        }
+    )
+    compaction = json.dumps({"status": "enabled", "settings": {"icebergCompaction": {"targetFileSizeMB": 128}}})
+    tbl = ["--table-bucket-arn", arn, "--namespace", "ns", "--name", "t"]
+    for args in [
+        ("list-table-buckets", "--prefix", "cli-"),
+        ("get-table-bucket", "--table-bucket-arn", arn),
+        ("list-namespaces", "--table-bucket-arn", arn),
+        ("get-namespace", "--table-bucket-arn", arn, "--namespace", "ns"),
+        ("get-table-metadata-location", *tbl),
+        ("get-table", "--table-arn", json.loads(table.stdout)["tableARN"]),
+        ("get-table-bucket-encryption", "--table-bucket-arn", arn),
+        ("put-table-bucket-policy", "--table-bucket-arn", arn, "--resource-policy", policy),
+        ("get-table-bucket-policy", "--table-bucket-arn", arn),
+        ("delete-table-bucket-policy", "--table-bucket-arn", arn),
+        ("put-table-policy", *tbl, "--resource-policy", policy),
+        ("get-table-policy", *tbl),
+        ("delete-table-policy", *tbl),
+        ("tag-resource", "--resource-arn", arn, "--tags", "team=data"),
+        ("list-tags-for-resource", "--resource-arn", arn),
+        ("untag-resource", "--resource-arn", arn, "--tag-keys", "team"),
+        ("put-table-maintenance-configuration", *tbl, "--type", "icebergCompaction", "--value", compaction),
+        ("get-table-maintenance-configuration", *tbl),
+        ("get-table-maintenance-job-status", *tbl),
+        ("get-table-bucket-maintenance-configuration", "--table-bucket-arn", arn),
+        ("rename-table", *tbl, "--new-name", "t2"),
+        ("rename-table", "--table-bucket-arn", arn, "--namespace", "ns", "--name", "t2", "--new-name", "t"),
+    ]:
+        ran = cli(*args)
+        assert ran.returncode == 0, (args[0], ran.stderr)
     assert cli("delete-table", "--table-bucket-arn", arn, "--namespace", "ns", "--name", "t").returncode == 0
     assert cli("delete-namespace", "--table-bucket-arn", arn, "--namespace", "ns").returncode == 0
     assert cli("delete-table-bucket", "--table-bucket-arn", arn).returncode == 0

@@ -478,3 +478,18 @@ def test_s3tables_maintenance_configuration_drives_maintain(spark, settings, cat
     assert spark.sql("SELECT count(*) FROM mcfg.t.files").collect()[0][0] == 1
     assert st.get_table_maintenance_job_status(**where)["status"]["icebergCompaction"]["status"] == "Successful"
     assert sorted(r.id for r in spark.sql("SELECT id FROM mcfg.t").collect()) == [0, 1, 2, 3]
+
+
+def test_spark_appends_to_a_table_created_through_s3tables(spark, catalog_url, spark_wh):
+    from tests.test_s3tables import SCHEMA, s3tables_client
+
+    st = s3tables_client(catalog_url)
+    arn = next(b["arn"] for b in st.list_table_buckets(prefix=spark_wh)["tableBuckets"] if b["name"] == spark_wh)
+    st.create_namespace(tableBucketARN=arn, namespace=["from_st"])
+    made = st.create_table(
+        tableBucketARN=arn, namespace="from_st", name="t", format="ICEBERG", metadata={"iceberg": {"schema": SCHEMA}}
+    )
+    spark.sql("INSERT INTO from_st.t VALUES (1, 'oslo'), (2, 'rome')")
+    assert spark.sql("SELECT count(*) FROM from_st.t").collect()[0][0] == 2
+    after = st.get_table(tableBucketARN=arn, namespace="from_st", name="t")["versionToken"]
+    assert after != made["versionToken"]
