@@ -31,6 +31,7 @@ FIRST = {
     "tables": ("GET", "/_iceberg/v1/{wh}/namespaces/b/tables/t", ""),
     "transactions": ("POST", "/_iceberg/v1/{wh}/transactions/commit", "TXN"),
     "glue": ("POST", "/_glue/{wh}", '{"DatabaseName": "b", "Name": "t"}'),  # AWSGlue.GetTable
+    "s3tables": ("GET", "/_s3tables/buckets", ""),  # ListTableBuckets
     "all": ("GET", "/_iceberg/v1/{wh}/namespaces/b/tables/t", ""),
 }
 
