@@ -497,3 +497,22 @@ def test_client_writes_the_first_metadata(st, s3, http, catalog_url, s3_endpoint
     with pytest.raises(ClientError) as exc:
         st.get_table(tableBucketARN=arn, namespace="ns", name="never")
     assert code(exc) == "NotFoundException"
+
+
+def test_list_tables_pages_across_namespaces(st):
+    name = f"tb-{uuid.uuid4().hex[:10]}"
+    arn = st.create_table_bucket(name=name)["arn"]
+    for ns, tables in (("a", ["t1", "t2"]), ("b", ["t3"]), ("c", ["t4", "t5", "x1"])):
+        st.create_namespace(tableBucketARN=arn, namespace=[ns])
+        for t in tables:
+            st.create_table(
+                tableBucketARN=arn, namespace=ns, name=t, format="ICEBERG", metadata={"iceberg": {"schema": SCHEMA}}
+            )
+    pages = list(st.get_paginator("list_tables").paginate(tableBucketARN=arn, PaginationConfig={"PageSize": 2}))
+    seen = [(t["namespace"][0], t["name"]) for p in pages for t in p["tables"]]
+    assert seen == [("a", "t1"), ("a", "t2"), ("b", "t3"), ("c", "t4"), ("c", "t5"), ("c", "x1")]
+    assert all(len(p["tables"]) <= 2 for p in pages) and "continuationToken" not in pages[-1]
+    assert [t["name"] for t in st.list_tables(tableBucketARN=arn, prefix="t", namespace="c")["tables"]] == ["t4", "t5"]
+    with pytest.raises(ClientError) as exc:
+        st.list_tables(tableBucketARN=arn, continuationToken="garbage")
+    assert code(exc) == "BadRequestException"

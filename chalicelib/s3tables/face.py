@@ -380,21 +380,27 @@ def _by_table_arn(ctx: Context, arn: str) -> tuple[str, tuple[str, ...], str]:
 
 @_op("/tables/{tableBucketARN}", "GET", "ListTables", _tables_check)
 def list_tables(req: RequestContext) -> Result:
+    """Tables of one namespace, or of all in namespace order. continuationToken = "<namespace>/<page
+    token in it>" (an empty page token: that namespace from its start)."""
     ctx, wh = get_context(), _warehouse(req)
     ns_raw, prefix = req.query.get("namespace"), req.query.get("prefix", "")
     size = _page_size(req, "maxTables")
     spaces = [_ns(ns_raw)] if ns_raw else [tuple(n) for n in namespaces.list_children(ctx, wh, (), None, 1000)[0]]
     token = req.query.get("continuationToken")
+    resume_ns, _, resume_at = (token or "").partition("/")
+    if token and ("/" not in token or resume_ns not in [ns[0] for ns in spaces]):
+        raise BadRequest("Invalid continuationToken: it does not belong to this listing")
     out: list[Body] = []
-    next_token = None
     for ns in spaces:
-        if token and not token.startswith(f"{ns[0]}/") and ns[0] < token.split("/", 1)[0]:
+        if token and ns[0] < resume_ns:
             continue
+        if len(out) == size:  # full: the next call starts at this namespace
+            return _ok(200, {"tables": out, "continuationToken": f"{ns[0]}/"})
 
         def keep(name: str, ns: tuple[str, ...] = ns) -> bool:
             return name.startswith(prefix) and req.visible("GetTable", table_arn(wh, ns, name), ns_context(ns, name))
 
-        start = token.split("/", 1)[1] if token and token.startswith(f"{ns[0]}/") else None
+        start = resume_at or None if token and ns[0] == resume_ns else None
         names, more = tables.list_names(ctx, wh, ns, start, size - len(out), keep, staged=True)
         for ident in names:
             try:
@@ -403,10 +409,8 @@ def list_tables(req: RequestContext) -> Result:
                 continue
             out.append({k: v for k, v in _table_out(wh, ns, ident["name"], data).items() if k in LISTED})
         if more:
-            next_token = f"{ns[0]}/{more}"
-            break
-        token = None
-    return _ok(200, {"tables": out, **({"continuationToken": next_token} if next_token else {})})
+            return _ok(200, {"tables": out, "continuationToken": f"{ns[0]}/{more}"})
+    return _ok(200, {"tables": out})
 
 
 LISTED = ("namespace", "name", "type", "tableARN", "createdAt", "modifiedAt")
