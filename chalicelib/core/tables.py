@@ -126,17 +126,42 @@ def _create_table(
     ctx: Context, warehouse: str, ns: Namespace, name: str, metadata: Any, purge_on_backout: bool
 ) -> TableState:
     """Claim the table uuid, write metadata v0, then the pointer (the commit point)."""
-    bucket, table_uuid = ctx.bucket_for(warehouse), str(metadata.table_uuid)
-    meta_loc = keys.metadata_file(metadata.location, 0, str(uuid.uuid4()))
-    claimed = purges.claim_uuid(ctx, bucket, table_uuid, meta_loc)
-    raw = md.write_metadata(ctx, meta_loc, metadata)
-    pointer = new_entry(meta_loc, table_uuid)
+    return create_entry(
+        ctx,
+        warehouse,
+        ns,
+        name,
+        str(metadata.table_uuid),
+        metadata.location,
+        lambda meta_loc: md.write_metadata(ctx, meta_loc, metadata),
+        purge_on_backout,
+    )
+
+
+def create_entry(
+    ctx: Context,
+    warehouse: str,
+    ns: Namespace,
+    name: str,
+    entry_uuid: str,
+    location: str,
+    write: Callable[[str], bytes],
+    purge_on_backout: bool,
+    **fields: Any,
+) -> TableState:
+    """A new table or view: claim its uuid (and so its location), write its first metadata file,
+    then its pointer, the commit point. A failed claim takes back the file and the uuid claim."""
+    bucket = ctx.bucket_for(warehouse)
+    meta_loc = keys.metadata_file(location, 0, str(uuid.uuid4()))
+    claimed = purges.claim_uuid(ctx, bucket, entry_uuid, meta_loc)
+    raw = write(meta_loc)
+    pointer = new_entry(meta_loc, entry_uuid, **fields)
     try:
         etag = pointers.claim_name(ctx, warehouse, ns, name, pointer)
     except CatalogError:
         md.discard(ctx, meta_loc)
         if claimed:
-            ctx.storage.delete(bucket, keys.uuid_record(table_uuid))  # nothing else can hold a claim we wrote
+            ctx.storage.delete(bucket, keys.uuid_record(entry_uuid))  # nothing else can hold a claim we wrote
         raise
     pointers.after_claim(ctx, warehouse, ns, name, pointers.Pointer(pointer, etag), purge_on_backout)
     return TableState(meta_loc, raw)

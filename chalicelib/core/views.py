@@ -54,19 +54,8 @@ def create(
     existing = pointers.live(ctx, warehouse, ns, name)
     if existing is not None:  # the common conflict costs no write
         raise pointers.already_exists(ns, name, existing.data)
-    meta_loc = keys.metadata_file(view_location, 0, str(uuid.uuid4()))
-    claimed = purges.claim_uuid(ctx, bucket, view_uuid, meta_loc)
-    raw = _write(ctx, meta_loc, view)
-    pointer = new_entry(meta_loc, view_uuid, kind=KIND)
-    try:
-        etag = pointers.claim_name(ctx, warehouse, ns, name, pointer)
-    except CatalogError:
-        md.discard(ctx, meta_loc)
-        if claimed:
-            ctx.storage.delete(bucket, keys.uuid_record(view_uuid))  # nothing else can hold a claim we wrote
-        raise
-    pointers.after_claim(ctx, warehouse, ns, name, pointers.Pointer(pointer, etag), purge=True)
-    return TableState(meta_loc, raw)
+    write = lambda meta_loc: _write(ctx, meta_loc, view)  # noqa: E731
+    return tables.create_entry(ctx, warehouse, ns, name, view_uuid, view_location, write, True, kind=KIND)
 
 
 def load(ctx: Context, warehouse: str, ns: Namespace, name: str) -> TableState:
