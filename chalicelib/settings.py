@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 
@@ -19,8 +20,15 @@ class Settings:
     bucket_prefix: str = ""
     # S3 settings handed to clients in /config and load-table `config`, so engines need only the URL.
     client_s3_endpoint: str | None = None
+    # Static emulator keys for vended-credentials; refused unless S3 is an emulator (S3_ENDPOINT_URL).
     vend_s3_credentials: bool = False
     client_config: dict[str, str] = field(default_factory=dict)
+    # Vended credentials: STS AssumeRole of this role with a per-table session policy.
+    data_access_role_arn: str | None = None
+    sts_endpoint_url: str | None = None
+    vended_ttl_s: int = 3600
+    remote_signing: bool = True
+    public_url: str | None = None  # the catalog's base URL for signer URIs, if not the request's host
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -28,15 +36,23 @@ class Settings:
         region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
         client_endpoint = os.environ.get("CATALOG_CLIENT_S3_ENDPOINT") or endpoint
         vend = _flag("CATALOG_VEND_S3_CREDENTIALS", False)
+        if vend and not endpoint:
+            logging.getLogger("catalog").error(
+                "CATALOG_VEND_S3_CREDENTIALS is ignored: the catalog hands out its own keys only to an S3 emulator"
+            )
+            vend = False
         cfg: dict[str, str] = {"s3.region": region, "client.region": region}
         if client_endpoint:
             cfg["s3.endpoint"] = client_endpoint
             cfg["s3.path-style-access"] = "true"
-        if vend:
+        if vend:  # emulator keys are not secrets; real keys never reach this branch
             key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
             if key and secret:
                 cfg["s3.access-key-id"] = key
                 cfg["s3.secret-access-key"] = secret
+                if os.environ.get("AWS_SESSION_TOKEN"):
+                    cfg["s3.session-token"] = os.environ["AWS_SESSION_TOKEN"]
+        ttl = int(os.environ.get("CATALOG_VENDED_CREDENTIALS_TTL_S", "3600"))
         return cls(
             s3_endpoint_url=endpoint,
             region=region,
@@ -45,4 +61,9 @@ class Settings:
             client_s3_endpoint=client_endpoint,
             vend_s3_credentials=vend,
             client_config=cfg,
+            data_access_role_arn=os.environ.get("CATALOG_DATA_ACCESS_ROLE_ARN") or None,
+            sts_endpoint_url=os.environ.get("STS_ENDPOINT_URL") or endpoint,
+            vended_ttl_s=min(max(ttl, 900), 43200),  # STS's own bounds
+            remote_signing=_flag("CATALOG_REMOTE_SIGNING", True),
+            public_url=(os.environ.get("CATALOG_PUBLIC_URL") or "").rstrip("/") or None,
         )

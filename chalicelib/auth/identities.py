@@ -33,6 +33,11 @@ class Principal:
     access_key_id: str
     is_root: bool = False
     policies: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    via: str = "sigv4"  # "sigv4", "bearer" or "sign-token"
+    # A sign token's table (warehouse, namespace levels..., table): it may sign for that table only.
+    scope: tuple[str, ...] | None = None
+    # HMAC key derived from the access key's secret: mints sign tokens; never logged.
+    token_key: bytes = field(default=b"", repr=False, compare=False)
 
 
 _root_from_secret: tuple[str, str] | None = None

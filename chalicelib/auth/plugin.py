@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from chalicelib.auth import identities, policy, sigv4, tokens
+from chalicelib.auth import identities, policy, sign_tokens, sigv4, tokens
 from chalicelib.core.context import get_context
 from chalicelib.errors import BadRequest, Forbidden, Unauthorized
 from chalicelib.names import check_warehouse
@@ -21,28 +22,58 @@ class CatalogAuthenticator:
         ctx = get_context()
         auth = req.headers.get("authorization") or ""
         if auth[:7].lower() == "bearer ":
-            claims = tokens.verify(ctx, auth[7:].strip())
-            principal = identities.principal_for(ctx, str(claims.get("sub")), str(claims.get("akid")))
-            if principal is None:
+            token = auth[7:].strip()
+            if token.startswith(sign_tokens.PREFIX):
+                return _sign_token_principal(token)
+            claims = tokens.verify(ctx, token)
+            hit = identities.lookup(ctx, str(claims.get("akid")))
+            if hit is None or hit[1].name != str(claims.get("sub")):
                 raise Unauthorized("The bearer token's user or access key no longer exists")
-            return principal
-        found: dict[str, identities.Principal] = {}
+            return replace(hit[1], via="bearer", token_key=sign_tokens.derive_key(hit[0]))
+        found: dict[str, Any] = {}
 
         def secret_for(access_key_id: str) -> str | None:
             hit = identities.lookup(ctx, access_key_id)
             if hit is None:
                 return None
-            found["principal"] = hit[1]
+            found["hit"] = hit
             return hit[0]
 
         services = req.face.services if req.face is not None else sigv4.SERVICES
         sigv4.verify(req.method, req.raw_path, req.query, req.headers, req.raw_body, secret_for, services=services)
-        return found["principal"]
+        secret, principal = found["hit"]
+        return replace(principal, token_key=sign_tokens.derive_key(secret))
+
+
+def _sign_token_principal(token: str) -> identities.Principal:
+    claims = sign_tokens.claims_of(token)
+    hit = identities.lookup(get_context(), str(claims["akid"]))
+    if hit is None:
+        raise Unauthorized("The sign token's user or access key no longer exists")
+    name, scope = sign_tokens.verify(token, sign_tokens.derive_key(hit[0]))
+    if name != hit[1].name:
+        raise Unauthorized("Invalid sign token")
+    return replace(hit[1], via="sign-token", scope=scope)
+
+
+def _in_scope(req: RequestContext, scope: tuple[str, ...]) -> bool:
+    """A sign token signs for its own table and does nothing else."""
+    from chalicelib.names import parse_namespace_path
+
+    if req.action != "SignRequest":
+        return False
+    try:
+        ns = parse_namespace_path(req.params["namespace"])
+        return (req.param("warehouse"), *ns, req.param("table")) == scope
+    except (BadRequest, KeyError):
+        return False
 
 
 class PolicyAuthorizer:
     def authorize(self, req: RequestContext) -> None:
         principal: identities.Principal = req.identity
+        if principal.scope is not None and not _in_scope(req, principal.scope):
+            raise Forbidden("Access denied: a sign token only signs S3 requests for the table it was issued for")
         if principal.is_root:
             return
         if req.action.startswith("Admin"):

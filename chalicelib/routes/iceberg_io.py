@@ -15,7 +15,7 @@ def etag_for(metadata_location: str) -> str:
     return '"' + hashlib.sha256(metadata_location.encode()).hexdigest()[:32] + '"'
 
 
-def load_result(state: TableState, config: dict[str, str]) -> str:
+def load_result(state: TableState, config: dict[str, str], credentials: list[dict[str, Any]] | None = None) -> str:
     """LoadTableResult as JSON text, embedding the stored metadata bytes without re-encoding."""
     return (
         '{"metadata-location":'
@@ -24,14 +24,17 @@ def load_result(state: TableState, config: dict[str, str]) -> str:
         + state.raw_metadata.decode()
         + ',"config":'
         + json.dumps(config)
+        + (',"storage-credentials":' + json.dumps(credentials) if credentials else "")
         + "}"
     )
 
 
-def with_etag(state: TableState, config: dict[str, str]) -> tuple[int, str, dict[str, str]]:
+def with_etag(
+    state: TableState, config: dict[str, str], credentials: list[dict[str, Any]] | None = None
+) -> tuple[int, str, dict[str, str]]:
     """A LoadTableResult and the ETag of its metadata location (none for a staged create)."""
     location = state.metadata_location
-    return 200, load_result(state, config), ({"ETag": etag_for(location)} if location else {})
+    return 200, load_result(state, config, credentials), ({"ETag": etag_for(location)} if location else {})
 
 
 def parse_create(body: Any) -> NewTable:

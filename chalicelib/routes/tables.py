@@ -15,7 +15,7 @@ from chalicelib.core.paging import parse_bool
 from chalicelib.errors import BadRequest
 from chalicelib.names import check_table
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
-from chalicelib.routes import PREFIX, iceberg_io, namespace_of, paged, paging_of, warehouse_of
+from chalicelib.routes import PREFIX, delegation, iceberg_io, namespace_of, paged, paging_of, warehouse_of
 
 log = logging.getLogger("catalog.tables")
 bp = RouteGroup(__name__)
@@ -47,16 +47,29 @@ def list_tables(req: RequestContext) -> tuple[int, dict[str, Any]]:
 @operation(bp, TABLES, "POST", "CreateTable", checks=resources.new_table)
 def create_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     ctx, wh = warehouse_of(req)
-    new = iceberg_io.parse_create(req.json())
-    return iceberg_io.with_etag(tables.create(ctx, wh, namespace_of(req), new), ctx.settings.client_config)
+    ns, new = namespace_of(req), iceberg_io.parse_create(req.json())
+    state = tables.create(ctx, wh, ns, new)
+    return iceberg_io.with_etag(state, *_access(req, wh, ns, new.name, state))
+
+
+def _access(
+    req: RequestContext, wh: str, ns: tuple[str, ...], name: str, state: TableState
+) -> tuple[dict[str, str], list[dict[str, Any]] | None]:
+    """The table's config and storage credentials, as the caller's X-Iceberg-Access-Delegation asks."""
+    ctx = warehouse_of(req)[0]
+    if not delegation.requested(req):
+        return ctx.settings.client_config, None
+    location = json.loads(state.raw_metadata).get("location")
+    return delegation.for_table(req, ctx, wh, ns, name, location)
 
 
 @operation(bp, PREFIX + "/namespaces/{namespace}/register", "POST", "RegisterTable", checks=resources.new_table)
 def register_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     ctx, wh = warehouse_of(req)
     name, location, overwrite = iceberg_io.parse_register(req.json())
-    state = tables.register(ctx, wh, namespace_of(req), name, location, overwrite)
-    return iceberg_io.with_etag(state, ctx.settings.client_config)
+    ns = namespace_of(req)
+    state = tables.register(ctx, wh, ns, name, location, overwrite)
+    return iceberg_io.with_etag(state, *_access(req, wh, ns, name, state))
 
 
 def _only_referenced_snapshots(raw: bytes) -> bytes:
@@ -79,9 +92,14 @@ def load_table(req: RequestContext) -> tuple[int, str | None, dict[str, str]]:
     if req.headers.get("if-none-match") == etag:
         return 304, None, {"ETag": etag}
     raw = md.read_metadata_raw(ctx, location)
+    config, credentials = ctx.settings.client_config, None
+    if delegation.requested(req):
+        from chalicelib.core.data_access import table_location
+
+        config, credentials = delegation.for_table(req, ctx, wh, ns, name, table_location(ctx, location))
     if mode == "refs":
         raw = _only_referenced_snapshots(raw)
-    return 200, iceberg_io.load_result(TableState(location, raw), ctx.settings.client_config), {"ETag": etag}
+    return 200, iceberg_io.load_result(TableState(location, raw), config, credentials), {"ETag": etag}
 
 
 @operation(bp, TABLE, "HEAD", "GetTable", checks=resources.table)

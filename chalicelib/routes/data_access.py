@@ -1,0 +1,79 @@
+"""Remote signing and credential refresh (Iceberg REST signRequest and loadCredentials).
+
+Every S3 request a signing client makes comes here, so this group is its own small function: it
+reads the table's pointer (cached a few seconds) and signs, importing no PyIceberg."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from chalicelib.auth import resources
+from chalicelib.core import data_access, signer, tables
+from chalicelib.errors import BadRequest, Forbidden
+from chalicelib.names import check_table
+from chalicelib.pipeline import RequestContext, RouteGroup, operation
+from chalicelib.routes import PREFIX, delegation, namespace_of, warehouse_of
+
+bp = RouteGroup(__name__)
+TABLE = PREFIX + "/namespaces/{namespace}/tables/{table}"
+# How long a signer trusts a table's location (a drop or rename stops signing within this).
+LOCATION_TTL_S = 5.0
+_lock = threading.Lock()
+_pointers: dict[tuple[str, tuple[str, ...], str], tuple[float, str]] = {}
+
+
+def _location(req: RequestContext) -> tuple[str, tuple[str, ...], str, str]:
+    ctx, wh = warehouse_of(req)
+    ns, name = namespace_of(req), check_table(req.param("table"))
+    key = (wh, ns, name)
+    now = time.monotonic()
+    with _lock:
+        hit = _pointers.get(key)
+    if hit is None or now - hit[0] > LOCATION_TTL_S:
+        location = data_access.table_location(ctx, tables.exists(ctx, wh, ns, name))
+        with _lock:
+            if len(_pointers) > 10_000:
+                _pointers.clear()
+            _pointers[key] = (now, location)
+    else:
+        location = hit[1]
+    return wh, ns, name, location
+
+
+def _sign_request(body: dict[str, Any]) -> tuple[str, str, dict[str, list[str]], str | None]:
+    method, uri, headers, payload = body.get("method"), body.get("uri"), body.get("headers", {}), body.get("body")
+    if not isinstance(method, str) or not isinstance(uri, str) or not uri:
+        raise BadRequest('Invalid sign request: "method" and "uri" are required strings')
+    if not isinstance(headers, dict) or not all(
+        isinstance(v, list) and all(isinstance(x, str) for x in v) for v in headers.values()
+    ):
+        raise BadRequest('Invalid sign request: "headers" must map names to lists of strings')
+    if payload is not None and not isinstance(payload, str):
+        raise BadRequest('Invalid sign request: "body" must be a string')
+    return method, uri, headers, payload
+
+
+@operation(bp, TABLE + "/sign", "POST", "SignRequest", checks=resources.table_read)
+def sign_request(req: RequestContext) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """Sign one S3 request if it stays inside the table: reads need GetTable, writes UpdateTable."""
+    ctx, _ = warehouse_of(req)
+    if not ctx.settings.remote_signing:
+        raise Forbidden("Remote signing is turned off in this catalog (CATALOG_REMOTE_SIGNING)")
+    method, uri, headers, payload = _sign_request(req.json_object())
+    wh, ns, name, location = _location(req)
+    grant = data_access.Grant.of(location, write=True)
+    s3 = data_access.check(grant, method, uri, headers, payload, ctx.settings.client_s3_endpoint)
+    if s3.writes and not delegation.may_write(req, wh, ns, name):
+        raise Forbidden(f"Access denied: {req.identity.name} may read this table, not write it (s3tables:UpdateTable)")
+    signed = signer.sign(method, uri, headers, ctx.settings.region)
+    return 200, {"uri": uri, "headers": signed}, {"Cache-Control": "no-cache"}
+
+
+@operation(bp, TABLE + "/credentials", "GET", "GetTableCredentials", checks=resources.table_read)
+def load_credentials(req: RequestContext) -> tuple[int, dict[str, Any]]:
+    """Fresh vended credentials for the table (clients call it before theirs expire)."""
+    ctx, _ = warehouse_of(req)
+    wh, ns, name, location = _location(req)
+    return 200, {"storage-credentials": delegation.credentials(req, ctx, wh, ns, name, location)}

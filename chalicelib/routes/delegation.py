@@ -1,0 +1,97 @@
+"""X-Iceberg-Access-Delegation on load and create: remote signing or vended credentials, formatted
+as the Iceberg REST `config` and `storage-credentials` that Java, PyIceberg and DuckDB read."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import quote
+
+from chalicelib.auth.resources import ns_context, table_arn
+from chalicelib.core import data_access, vending
+from chalicelib.core.context import Context
+from chalicelib.pipeline import RequestContext
+
+log = logging.getLogger("catalog.delegation")
+SIGN_TOKEN_TTL_S = 12 * 3600
+
+
+def requested(req: RequestContext) -> set[str]:
+    raw = req.headers.get("x-iceberg-access-delegation") or ""
+    return {part.strip().lower() for part in raw.split(",") if part.strip()}
+
+
+def may_write(req: RequestContext, wh: str, ns: tuple[str, ...], name: str) -> bool:
+    return req.visible("UpdateTable", table_arn(wh, ns, name), ns_context(ns, name))
+
+
+def base_url(req: RequestContext, ctx: Context) -> str:
+    """The catalog's URL as this client reached it (its Function URL, API stage or local server)."""
+    if ctx.settings.public_url:
+        return ctx.settings.public_url
+    scheme = (req.headers.get("x-forwarded-proto") or "http").split(",")[0].strip()
+    host = req.headers.get("host") or "localhost"
+    path = req.raw_path
+    return f"{scheme}://{host}{path[: path.index('/v1/')] if '/v1/' in path else '/_iceberg'}"
+
+
+def for_table(
+    req: RequestContext, ctx: Context, wh: str, ns: tuple[str, ...], name: str, location: str | None
+) -> tuple[dict[str, str], list[dict[str, Any]] | None]:
+    """(config, storage-credentials) for a loaded or created table, as the client asked."""
+    config = dict(ctx.settings.client_config)
+    wanted = requested(req)
+    if not location or not wanted:
+        return config, None
+    if "remote-signing" in wanted and ctx.settings.remote_signing:
+        config.update(signing_config(req, ctx, wh, ns, name))
+        return config, None
+    if "vended-credentials" in wanted and vending.available(ctx.settings):
+        creds = credentials(req, ctx, wh, ns, name, location)
+        config.update(creds[0]["config"])
+        return config, creds
+    return config, None
+
+
+def signing_config(req: RequestContext, ctx: Context, wh: str, ns: tuple[str, ...], name: str) -> dict[str, str]:
+    from chalicelib.auth import sign_tokens
+
+    endpoint = f"v1/{quote(wh)}/namespaces/{quote(chr(0x1F).join(ns), safe='')}/tables/{quote(name)}/sign"
+    config = {
+        "s3.remote-signing-enabled": "true",
+        "s3.signer.uri": base_url(req, ctx),
+        "s3.signer.endpoint": endpoint,
+        # PyIceberg: its fsspec FileIO is the one with a remote signer (PyArrow's S3 has none).
+        "s3.signer": "S3V4RestSigner",
+        "py-io-impl": "pyiceberg.io.fsspec.FsspecFileIO",
+    }
+    principal = req.identity
+    if principal is not None and principal.via == "sigv4" and principal.token_key:
+        # A SigV4 client's PyIceberg signer has no bearer token of its own: this one signs for this
+        # table only, sent as a header property (PyIceberg's signer adds those; Java signs with SigV4
+        # and moves it aside). Bearer clients' signers send their own token.
+        scope = (wh, *ns, name)
+        token = sign_tokens.mint(principal.token_key, principal.name, principal.access_key_id, scope, SIGN_TOKEN_TTL_S)
+        config["header.Authorization"] = "Bearer " + token
+    return config
+
+
+def credentials(
+    req: RequestContext, ctx: Context, wh: str, ns: tuple[str, ...], name: str, location: str
+) -> list[dict[str, Any]]:
+    """Spec `storage-credentials`: one prefix (the table's location), read-write if the caller may
+    UpdateTable, else read-only."""
+    grant = data_access.Grant.of(location, may_write(req, wh, ns, name))
+    creds = vending.vend(ctx.settings, grant, req.identity.name if req.identity else "anonymous")
+    config = {
+        "s3.access-key-id": creds.access_key_id,
+        "s3.secret-access-key": creds.secret_access_key,
+    }
+    if creds.session_token:
+        config["s3.session-token"] = creds.session_token
+    if creds.expires_at_ms:
+        config["s3.session-token-expires-at-ms"] = str(creds.expires_at_ms)
+    config["client.refresh-credentials-endpoint"] = (
+        f"v1/{quote(wh)}/namespaces/{quote(chr(0x1F).join(ns), safe='')}/tables/{quote(name)}/credentials"
+    )
+    return [{"prefix": f"s3://{grant.bucket}/{grant.prefix}", "config": config}]
