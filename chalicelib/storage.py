@@ -71,6 +71,7 @@ class Storage(Protocol):
     def delete_many(self, bucket: str, keys: Iterable[str]) -> int: ...
     def bucket_exists(self, bucket: str) -> bool: ...
     def create_bucket(self, bucket: str) -> bool: ...
+    def put_bucket_policy(self, bucket: str, policy: str) -> None: ...
     def delete_bucket(self, bucket: str) -> None: ...
 
 
@@ -346,6 +347,9 @@ class S3Storage:
             if exc.code in ("BucketAlreadyExists", "InvalidBucketName", "AccessDenied"):
                 raise BucketUnavailable(bucket) from None
             raise
+
+    def put_bucket_policy(self, bucket: str, policy: str) -> None:
+        self._call("put_bucket_policy", bucket, Policy=policy)
 
     def delete_bucket(self, bucket: str) -> None:
         try:

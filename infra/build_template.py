@@ -38,6 +38,23 @@ S3_ACCESS: dict[str, list[tuple[list[str], list[str]]]] = {
         (OBJECT_RW, [SYSTEM + "/warehouses/*", WAREHOUSES + "/*"]),
         (["s3:ListBucket"], [SYSTEM, WAREHOUSES]),
         (["s3:CreateBucket", "s3:DeleteBucket"], [WAREHOUSES, SYSTEM]),  # the only group that creates buckets
+        (["s3:PutBucketPolicy"], [WAREHOUSES]),  # the control-plane protection of each new warehouse
+    ],
+    # The signer signs clients' table reads and writes with this role (the catalog checks each one);
+    # its policy also denies the control plane, like the data access role's.
+    "data": [
+        IAM_READ,
+        (
+            [
+                "s3:GetObject",
+                "s3:PutObject",
+                "s3:DeleteObject",
+                "s3:AbortMultipartUpload",
+                "s3:ListMultipartUploadParts",
+            ],
+            [WAREHOUSES + "/*"],
+        ),
+        (["s3:ListBucket"], [WAREHOUSES]),
     ],
     "sweeper": [
         (["s3:GetObject"], [SYSTEM + "/warehouses/*"]),
@@ -54,12 +71,58 @@ DEFAULT_ACCESS = [
 ]
 
 
+# Groups that vend credentials (STS AssumeRole of the data access role, named so no cycle forms).
+VENDING = ("tables", "data")
+DATA_ACCESS_ROLE = "arn:${AWS::Partition}:iam::${AWS::AccountId}:role/catalog-${Stage}-data-access"
+# The catalog's own roles (CloudFormation names them "<stack>-<LogicalId>-<suffix>"): the only
+# principals a warehouse bucket policy lets write pointers and metadata files.
+CATALOG_ROLES = "arn:${AWS::Partition}:iam::${AWS::AccountId}:role/${AWS::StackName}-*"
+NO_CONTROL_PLANE = {
+    "Effect": "Deny",
+    "Action": ["s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"],
+    "Resource": [{SUB: WAREHOUSES + "/.catalog/*"}, {SUB: WAREHOUSES + "/*.metadata.json"}],
+}
+
+
+def _data_access_role() -> dict[str, Any]:
+    """What vended credentials can ever reach (each session narrows it to one table's prefix)."""
+    from chalicelib.core.data_access import role_policy
+
+    def sub(value: Any) -> Any:
+        if isinstance(value, str) and value.startswith("arn:aws:s3:::"):
+            return {SUB: value.replace("arn:aws:s3:::", "arn:${AWS::Partition}:s3:::")}
+        if isinstance(value, list):
+            return [sub(v) for v in value]
+        if isinstance(value, dict):
+            return {k: sub(v) for k, v in value.items()}
+        return value
+
+    trusted = [{"Fn::GetAtt": [f"{_cap(g)}Role", "Arn"]} for g in VENDING]
+    trusted.append({"Fn::If": ["WithFunctionUrl", {"Fn::GetAtt": ["AllRole", "Arn"]}, {"Ref": "AWS::NoValue"}]})
+    return {
+        "Type": "AWS::IAM::Role",
+        "Properties": {
+            "RoleName": {SUB: "catalog-${Stage}-data-access"},
+            "AssumeRolePolicyDocument": {
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Principal": {"AWS": trusted}, "Action": "sts:AssumeRole"}],
+            },
+            "MaxSessionDuration": 43200,
+            "Policies": [{"PolicyName": "table-data", "PolicyDocument": sub(role_policy("${BucketPrefix}*"))}],
+        },
+    }
+
+
 def _cap(group: str) -> str:
     return "".join(p.capitalize() for p in group.split("_"))
 
 
-def _role(statements: list[tuple[list[str], list[str]]]) -> dict[str, Any]:
-    policy = [{"Effect": "Allow", "Action": acts, "Resource": [{SUB: r} for r in res]} for acts, res in statements]
+def _role(statements: list[tuple[list[str], list[str]]], vends: bool = False) -> dict[str, Any]:
+    policy: list[dict[str, Any]] = [
+        {"Effect": "Allow", "Action": acts, "Resource": [{SUB: r} for r in res]} for acts, res in statements
+    ]
+    if vends:
+        policy.append({"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": {SUB: DATA_ACCESS_ROLE}})
     policy.append(
         {"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": {"Ref": "RootCredentialsSecretArn"}}
     )
@@ -99,6 +162,8 @@ def _function_props(group: str, handler: str) -> dict[str, Any]:
                 "CATALOG_BUCKET_PREFIX": {"Ref": "BucketPrefix"},
                 "CATALOG_ROOT_CREDENTIALS_SECRET": {"Ref": "RootCredentialsSecretArn"},
                 "CATALOG_ALLOW_EXISTING_BUCKETS": {"Ref": "AllowExistingBuckets"},
+                "CATALOG_DATA_ACCESS_ROLE_ARN": {SUB: DATA_ACCESS_ROLE},
+                "CATALOG_CONTROL_PLANE_PRINCIPALS": {SUB: CATALOG_ROLES},
             }
         },
     }
@@ -135,7 +200,9 @@ def merge_template() -> dict[str, Any]:
     }
     for group in GROUPS:
         cap = _cap(group)
-        res[f"{cap}Role"] = _role(S3_ACCESS.get(group, DEFAULT_ACCESS))
+        res[f"{cap}Role"] = _role(S3_ACCESS.get(group, DEFAULT_ACCESS), vends=group in VENDING)
+        if group == "data":
+            res[f"{cap}Role"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"].append(NO_CONTROL_PLANE)
         res[f"{cap}LogGroup"] = {
             "Type": "AWS::Logs::LogGroup",
             "Properties": {
@@ -168,7 +235,8 @@ def merge_template() -> dict[str, Any]:
     res["SweeperFunction"] = {"Type": "AWS::Serverless::Function", "Properties": sweeper}
     # The all-in-one function (Chalice's own APIHandler, repointed) behind a Function URL.
     everything = [st for g in GROUPS for st in S3_ACCESS.get(g, DEFAULT_ACCESS)]
-    res["AllRole"] = dict(_role(everything), Condition="WithFunctionUrl")
+    res["AllRole"] = dict(_role(everything, vends=True), Condition="WithFunctionUrl")
+    res["DataAccessRole"] = _data_access_role()
     res["AllLogGroup"] = {
         "Type": "AWS::Logs::LogGroup",
         "Condition": "WithFunctionUrl",

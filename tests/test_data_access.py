@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import uuid
 from typing import Any
 
@@ -265,3 +266,103 @@ def test_config_advertises_signing_and_credentials(keyless_url, lake):
     cfg = lake["http"].get(f"{keyless_url}/v1/config?warehouse={lake['wh']}").json()
     assert "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/sign" in cfg["endpoints"]
     assert "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials" in cfg["endpoints"]
+
+
+# ---- the generated IAM policies, against IAM's evaluation logic ------------------------------
+
+
+def _role_and_session(location: str, write: bool) -> list[dict[str, Any]]:
+    from chalicelib.core.data_access import Grant, role_policy, session_policy
+
+    return [role_policy("wh-*"), session_policy(Grant.of(location, write))]
+
+
+def _obj(key: str, bucket: str = "wh-1") -> str:
+    return f"arn:aws:s3:::{bucket}/{key}"
+
+
+def test_session_policy_grants_one_table_and_nothing_else():
+    from tests.iam_eval import allowed
+
+    read = _role_and_session("s3://wh-1/ns/a-1", write=False)
+    write = _role_and_session("s3://wh-1/ns/a-1", write=True)
+    cases = [
+        (read, "s3:GetObject", _obj("ns/a-1/data/x.parquet"), {}, True),
+        (read, "s3:GetObject", _obj("ns/a-1/metadata/00001-x.metadata.json"), {}, True),
+        (read, "s3:GetObject", _obj("ns/a-10/data/x.parquet"), {}, False),  # a sibling with the same start
+        (read, "s3:GetObject", _obj("ns/b-1/data/x.parquet"), {}, False),
+        (read, "s3:GetObject", _obj("ns/a-1/x", bucket="wh-2"), {}, False),
+        (read, "s3:GetObject", _obj(".catalog/tables/ns/a.json"), {}, False),
+        (read, "s3:PutObject", _obj("ns/a-1/data/x.parquet"), {}, False),
+        (read, "s3:DeleteObject", _obj("ns/a-1/data/x.parquet"), {}, False),
+        (read, "s3:ListBucket", "arn:aws:s3:::wh-1", {"s3:prefix": "ns/a-1/metadata/"}, True),
+        (read, "s3:ListBucket", "arn:aws:s3:::wh-1", {"s3:prefix": "ns/"}, False),
+        (read, "s3:ListBucket", "arn:aws:s3:::wh-1", {}, False),  # the whole bucket
+        (write, "s3:PutObject", _obj("ns/a-1/data/x.parquet"), {}, True),
+        (write, "s3:DeleteObject", _obj("ns/a-1/data/x.parquet"), {}, True),
+        (write, "s3:AbortMultipartUpload", _obj("ns/a-1/data/x.parquet"), {}, True),
+        (write, "s3:PutObject", _obj("ns/a-1/metadata/00002-x.metadata.json"), {}, False),  # the catalog's
+        (write, "s3:DeleteObject", _obj("ns/a-1/metadata/00001-x.metadata.json"), {}, False),
+        (write, "s3:PutObject", _obj(".catalog/tables/ns/a.json"), {}, False),
+        (write, "s3:PutObject", _obj("ns/b-1/data/x.parquet"), {}, False),
+        (write, "s3:PutBucketPolicy", "arn:aws:s3:::wh-1", {}, False),
+        (write, "s3:GetObject", _obj("ns/a-1/x", bucket="other-bucket"), {}, False),  # outside the role
+    ]
+    for policies, action, resource, context, expected in cases:
+        assert allowed(policies, action, resource, context) is expected, (action, resource, context)
+
+
+def test_wildcard_characters_in_a_location_are_literal():
+    from tests.iam_eval import allowed
+
+    policies = _role_and_session("s3://wh-1/ns/a*b?", write=False)
+    assert allowed(policies, "s3:GetObject", _obj("ns/a*b?/data/x"))
+    assert not allowed(policies, "s3:GetObject", _obj("ns/aXXb!/data/x"))
+    assert not allowed(policies, "s3:ListBucket", "arn:aws:s3:::wh-1", {"s3:prefix": "ns/aZb1/"})
+
+
+def test_generated_policies_are_valid_iam():
+    """parliament checks actions, resource types and condition keys against AWS's IAM definitions;
+    a policy it must reject shows the check is live."""
+    from parliament import analyze_policy_string
+
+    from chalicelib.core.data_access import Grant, bucket_policy, role_policy, session_policy
+
+    docs = [
+        session_policy(Grant.of("s3://wh-1/ns/a-1", True)),
+        session_policy(Grant.of("s3://wh-1/ns/a-1", False)),
+        role_policy("wh-*"),
+        bucket_policy("wh-1", ["arn:aws:iam::123456789012:role/catalog-*"]),
+    ]
+    for doc in docs:
+        findings = [(f.issue, f.detail) for f in analyze_policy_string(json.dumps(doc)).findings]
+        assert findings == [], (doc, findings)
+    broken = {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::wh-1"}  # object action, bucket ARN
+    assert analyze_policy_string(json.dumps({"Version": "2012-10-17", "Statement": [broken]})).findings
+
+
+def test_bucket_policy_lets_only_the_catalog_write_the_control_plane():
+    from chalicelib.core.data_access import bucket_policy
+    from tests.iam_eval import decide
+
+    policy = bucket_policy("wh-1", ["arn:aws:iam::123456789012:role/catalog-prod-*"])
+    catalog = {"aws:PrincipalArn": "arn:aws:iam::123456789012:role/catalog-prod-TablesRole-ABC"}
+    engine = {"aws:PrincipalArn": "arn:aws:iam::123456789012:user/spark-etl"}
+    for key in (".catalog/tables/ns/a.json", "ns/a-1/metadata/00003-x.metadata.json"):
+        assert decide(policy, "s3:PutObject", _obj(key), engine) == "Deny"
+        assert decide(policy, "s3:DeleteObject", _obj(key), engine) == "Deny"
+        assert decide(policy, "s3:PutObject", _obj(key), catalog) == "NoMatch"
+    assert decide(policy, "s3:PutObject", _obj("ns/a-1/data/x.parquet"), engine) == "NoMatch"  # data stays the engine's
+    assert decide(policy, "s3:GetObject", _obj(".catalog/tables/ns/a.json"), engine) == "NoMatch"
+
+
+def test_new_warehouses_get_the_control_plane_policy(s3_endpoint, system_bucket, tmp_path, s3):
+    writers = "arn:aws:iam::000000000000:role/catalog-test-*"
+    with catalog_process(s3_endpoint, system_bucket, tmp_path, CATALOG_CONTROL_PLANE_PRINCIPALS=writers) as (url, _):
+        wh = f"wh-{uuid.uuid4().hex[:12]}"
+        assert catalog_admin.session(*_root()).post(f"{url}/v1/warehouses", json={"name": wh}).status_code == 200
+        stored = json.loads(s3.get_bucket_policy(Bucket=wh)["Policy"])
+    from chalicelib.core.data_access import bucket_policy
+
+    assert stored["Statement"][0]["Condition"] == bucket_policy(wh, [writers])["Statement"][0]["Condition"]
+    assert stored["Statement"][0]["Effect"] == "Deny"

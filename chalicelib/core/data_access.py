@@ -93,6 +93,38 @@ def control_plane_deny(bucket: str) -> dict[str, Any]:
     }
 
 
+def role_policy(bucket: str) -> dict[str, Any]:
+    """The data access role's own policy (vended sessions are narrowed from it): table data in the
+    warehouse buckets (``bucket`` may be a pattern), never the control plane."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "TableData",
+                "Effect": "Allow",
+                "Action": [*READ_ACTIONS, *WRITE_ACTIONS],
+                "Resource": f"arn:aws:s3:::{bucket}/*",
+            },
+            {
+                "Sid": "ListTableData",
+                "Effect": "Allow",
+                "Action": "s3:ListBucket",
+                "Resource": f"arn:aws:s3:::{bucket}",
+            },
+            control_plane_deny(bucket),
+        ],
+    }
+
+
+def bucket_policy(bucket: str, writers: list[str]) -> dict[str, Any]:
+    """A warehouse bucket's policy: whoever else holds S3 write access to the bucket (an engine's
+    own keys, a vended session, the signer) cannot write pointers or metadata files."""
+    deny = control_plane_deny(bucket)
+    deny["Principal"] = "*"
+    deny["Condition"] = {"ArnNotLike": {"aws:PrincipalArn": writers}}
+    return {"Version": "2012-10-17", "Statement": [deny]}
+
+
 @dataclass(frozen=True)
 class S3Request:
     """An S3 request a client asks the catalog to sign, as the catalog understands it."""

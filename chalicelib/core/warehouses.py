@@ -80,6 +80,7 @@ def create(ctx: Context, name: object, upgrade_existing: bool, properties: objec
     else:
         store.create_bucket(bucket)
         store.put(bucket, OWNED_MARKER, dump({"warehouse": warehouse}))
+    _protect_control_plane(ctx, bucket)
     record = {
         "name": warehouse,
         "bucket": bucket,
@@ -93,6 +94,16 @@ def create(ctx: Context, name: object, upgrade_existing: bool, properties: objec
     except (PreconditionFailed, WriteInDoubt):
         raise WarehouseAlreadyExists(f"Warehouse {warehouse!r} already exists") from None
     return public(record)
+
+
+def _protect_control_plane(ctx: Context, bucket: str) -> None:
+    """The bucket policy under which only the catalog's roles write pointers and metadata files
+    (CATALOG_CONTROL_PLANE_PRINCIPALS, set by the template; unset on a local emulator)."""
+    from chalicelib.core.data_access import bucket_policy
+
+    writers = [p.strip() for p in os.environ.get("CATALOG_CONTROL_PLANE_PRINCIPALS", "").split(",") if p.strip()]
+    if writers:
+        ctx.storage.put_bucket_policy(bucket, json.dumps(bucket_policy(bucket, writers), separators=(",", ":")))
 
 
 def _created_by_us(ctx: Context, bucket: str, warehouse: str) -> bool:
