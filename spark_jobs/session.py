@@ -27,6 +27,7 @@ ENV = {
     "s3_region": "S3_REGION",
     "packages": "SPARK_ICEBERG_PACKAGES",
     "master": "SPARK_MASTER",
+    "access_delegation": "CATALOG_ACCESS_DELEGATION",
 }
 
 
@@ -44,6 +45,9 @@ class JobSettings:
     s3_region: str = ""
     packages: str = ""  # Maven coordinates; empty = the classpath assembled from PyPI wheels
     master: str = "local[2]"
+    # "remote-signing" (the catalog signs each S3 request) or "vended-credentials" (STS keys for one
+    # table): the job then needs no S3 keys of its own.
+    access_delegation: str = ""
 
     @classmethod
     def load(cls, config_file: str | None = None, overrides: dict[str, Any] | None = None) -> JobSettings:
@@ -135,6 +139,8 @@ def spark_conf(s: JobSettings) -> dict[str, str]:
                 f"{cat}.scope": "catalog",
             }
         )
+    if s.access_delegation:
+        conf[f"{cat}.header.X-Iceberg-Access-Delegation"] = s.access_delegation
     if s.s3_endpoint:
         conf[f"{cat}.s3.endpoint"] = s.s3_endpoint
     if s.s3_path_style:

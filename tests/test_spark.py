@@ -494,3 +494,60 @@ def test_spark_appends_to_a_table_created_through_s3tables(spark, catalog_url, s
     assert spark.sql("SELECT count(*) FROM from_st.t").collect()[0][0] == 2
     after = st.get_table(tableBucketARN=arn, namespace="from_st", name="t")["versionToken"]
     assert after != made["versionToken"]
+
+
+@pytest.fixture(scope="module")
+def keyless_catalog(s3_endpoint, system_bucket, tmp_path_factory):
+    """A catalog that hands out no S3 keys: Spark reaches table data through remote signing only."""
+    from tests.conftest import catalog_process
+
+    with catalog_process(
+        s3_endpoint, system_bucket, tmp_path_factory.mktemp("keyless-spark"), CATALOG_VEND_S3_CREDENTIALS="false"
+    ) as (url, _):
+        yield url
+
+
+def test_spark_reads_and_writes_through_remote_signing_without_s3_keys(spark, settings, http, keyless_catalog, s3):
+    from dataclasses import replace
+
+    from spark_jobs.session import spark_conf
+    from tests.authutil import allow, make_user
+    from tests.conftest import s3_state
+
+    wh = f"sign-{uuid.uuid4().hex[:8]}"
+    assert http.post(f"{keyless_catalog}/v1/warehouses", json={"name": wh}).status_code == 200
+    _, wkey, wsecret = make_user(
+        http, keyless_catalog, {"all": allow(["s3tables:*"], f"arn:aws:s3tables:::bucket/{wh}*")}
+    )
+    reads = allow(
+        ["s3tables:GetTable", "s3tables:ListTables", "s3tables:GetNamespace"], f"arn:aws:s3tables:::bucket/{wh}*"
+    )
+    _, rkey, rsecret = make_user(http, keyless_catalog, {"read": reads})
+    for name, key, secret in (("signw", wkey, wsecret), ("signr", rkey, rsecret)):
+        signing = replace(
+            settings,
+            catalog_url=keyless_catalog,
+            warehouse=wh,
+            catalog_name=name,
+            access_key_id=key,
+            secret_access_key=secret,
+            access_delegation="remote-signing",
+            s3_endpoint="",  # the catalog's config says where S3 is; it gives no keys
+        )
+        conf = spark_conf(signing)
+        assert not any("access-key-id" in k and not k.endswith("rest.access-key-id") for k in conf)
+        for k, v in conf.items():
+            if k.startswith(f"spark.sql.catalog.{name}"):
+                spark.conf.set(k, v)
+    spark.sql("CREATE NAMESPACE signw.ns")
+    spark.sql("CREATE TABLE signw.ns.t (id bigint, name string) USING iceberg")
+    spark.sql("INSERT INTO signw.ns.t VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+    spark.sql("DELETE FROM signw.ns.t WHERE id = 2")  # rewrites a data file: reads, writes and deletes
+    assert sorted(r[0] for r in spark.sql("SELECT id FROM signw.ns.t").collect()) == [1, 3]
+    assert sorted(r[0] for r in spark.sql("SELECT id FROM signr.ns.t").collect()) == [1, 3]
+
+    before = s3_state(s3, [wh])
+    with pytest.raises(Exception, match="(?i)403|forbidden|denied"):
+        spark.sql("INSERT INTO signr.ns.t VALUES (9, 'z')")
+    assert s3_state(s3, [wh]) == before  # the reader's refused write left nothing behind
+    assert sorted(r[0] for r in spark.sql("SELECT id FROM signw.ns.t").collect()) == [1, 3]
