@@ -41,7 +41,10 @@ def main() -> int:
             note = f"LocalStack S3 on {endpoint} (host mode, data in memory: it does not survive a restart)"
         env.setdefault("AWS_ACCESS_KEY_ID", "test")
         env.setdefault("AWS_SECRET_ACCESS_KEY", "test")
-        env["CATALOG_VEND_S3_CREDENTIALS"] = "true"  # emulator keys only: clients need just the URL
+        # Clients need just the URL: each table comes with STS credentials for its own prefix (the
+        # emulator's STS; it does not enforce their policy), or the catalog signs (remote signing).
+        env["CATALOG_VEND_S3_CREDENTIALS"] = "false"
+        env.setdefault("CATALOG_DATA_ACCESS_ROLE_ARN", "arn:aws:iam::000000000000:role/catalog-data-access")
         env["S3_ENDPOINT_URL"] = endpoint
     env.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     if not (env.get("CATALOG_ROOT_ACCESS_KEY") and env.get("CATALOG_ROOT_SECRET_KEY")):
@@ -86,8 +89,12 @@ def _ensure_warehouse(url: str, name: str, env: dict[str, str]) -> None:
 
 
 def _keys(env: dict[str, str]) -> str:
-    if env.get("CATALOG_VEND_S3_CREDENTIALS") == "true":  # emulator keys are not secrets
-        return f"{env.get('AWS_ACCESS_KEY_ID')} / {env.get('AWS_SECRET_ACCESS_KEY')} (vended in the table config)"
+    if env.get("CATALOG_DATA_ACCESS_ROLE_ARN"):
+        return (
+            "none for REST clients: each table comes with STS credentials for its own prefix\n"
+            "                (X-Iceberg-Access-Delegation: vended-credentials, PyIceberg's default), or ask for\n"
+            "                remote-signing and the catalog signs each S3 request after checking it"
+        )
     return "from your AWS environment (not vended to clients)"
 
 

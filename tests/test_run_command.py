@@ -46,6 +46,7 @@ def test_run_prints_a_working_snippet(tmp_path):
         end = out.index("print(table.scan().to_arrow())", start) + len("print(table.scan().to_arrow())")
         snippet = textwrap.dedent(out[start:end])
         assert "client.secret-access-key" in snippet
+        assert "s3.access-key-id" not in snippet and "s3.secret" not in snippet  # no S3 keys: vended per table
         script = tmp_path / "snippet.py"
         script.write_text(snippet)
         ran = subprocess.run([sys.executable, str(script)], env=_env(), capture_output=True, text=True, timeout=120)
