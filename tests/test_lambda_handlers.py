@@ -225,7 +225,7 @@ def test_static_endpoint_list_matches_the_routes():
 
 
 @pytest.mark.parametrize(
-    "group", ["config", "auth", "warehouses", "namespaces", "tables", "transactions", "glue", "s3tables"]
+    "group", ["config", "auth", "warehouses", "namespaces", "tables", "transactions", "data", "glue", "s3tables"]
 )
 def test_group_handler_imports_only_its_own_modules(group):
     import subprocess
@@ -239,7 +239,8 @@ def test_group_handler_imports_only_its_own_modules(group):
         "'boto3', 'pyarrow', 'pyspark')))))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    loaded = set(out.stdout.split()) - {"chalicelib.routes.iceberg_io"}  # the face's shared wire helpers
+    # the face's shared wire helpers, and the access delegation formatting of tables and the signer
+    loaded = set(out.stdout.split()) - {"chalicelib.routes.iceberg_io", "chalicelib.routes.delegation"}
     from chalicelib.apps import GROUPS
 
     own = {f"chalicelib.routes.{m}" for m in GROUPS[group] if "." not in m}  # Glue's face: chalicelib.glue
@@ -261,3 +262,45 @@ def test_glue_handler_answers_glue_json(s3_endpoint):
     r = handler("glue")(v2_event("POST", f"/_glue/{wh}", body=b"{}", headers=target), None)
     assert r["statusCode"] == 400 and json.loads(r["body"])["__type"] == "UnknownOperationException"
     assert r["headers"]["x-amzn-ErrorType"] == "UnknownOperationException"
+
+
+def test_remote_signing_behind_a_function_url_and_an_api_stage(s3_endpoint):
+    """The signer URI a table's config names is the one the client reached, and it signs there."""
+    wh = f"wh-sign-{uuid.uuid4().hex[:6]}"
+    body = json.dumps({"name": wh}).encode()
+    assert handler("warehouses")(v2_event("POST", "/_iceberg/v1/warehouses", body=body), None)["statusCode"] == 200
+    ns_body = json.dumps({"namespace": ["n"]}).encode()
+    assert (
+        handler("namespaces")(v2_event("POST", f"/_iceberg/v1/{wh}/namespaces", body=ns_body), None)["statusCode"]
+        == 200
+    )
+    tables = handler("tables")
+    create = json.dumps({"name": "t", "schema": SCHEMA}).encode()
+    assert tables(v2_event("POST", f"/_iceberg/v1/{wh}/namespaces/n/tables", body=create), None)["statusCode"] == 200
+
+    delegation = {"x-iceberg-access-delegation": "remote-signing", "x-forwarded-proto": "https"}
+    r = tables(v2_event("GET", f"/_iceberg/v1/{wh}/namespaces/n/tables/t", headers=delegation), None)
+    config = body_of(r)["config"]
+    assert config["s3.remote-signing-enabled"] == "true"
+    assert config["s3.signer.uri"] == f"https://{URL_HOST}/_iceberg"
+    assert config["s3.signer.endpoint"] == f"v1/{wh}/namespaces/n/tables/t/sign"
+    location = body_of(r)["metadata"]["location"]
+
+    sign_path = "/_iceberg/" + config["s3.signer.endpoint"]
+    s3_uri = f"{s3_endpoint}/{location[5:]}/data/x.parquet"
+    sign_body = json.dumps({"method": "GET", "uri": s3_uri, "headers": {}}).encode()
+    r = handler("data")(v2_event("POST", sign_path, body=sign_body), None)
+    assert r["statusCode"] == 200, r
+    assert body_of(r)["headers"]["Authorization"][0].startswith("AWS4-HMAC-SHA256")
+
+    # Through an API Gateway stage the signer URI keeps the stage.
+    route = "/_iceberg/v1/{warehouse}/namespaces/{namespace}/tables/{table}"
+    event = rest_event(
+        "GET",
+        route,
+        f"/_iceberg/v1/{wh}/namespaces/n/tables/t",
+        {"warehouse": wh, "namespace": "n", "table": "t"},
+        headers={"x-iceberg-access-delegation": "remote-signing", "x-forwarded-proto": "https"},
+    )
+    config = body_of(tables(event, None))["config"]
+    assert config["s3.signer.uri"] == f"https://{API_HOST}/api/_iceberg"
