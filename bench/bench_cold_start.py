@@ -30,6 +30,7 @@ FIRST = {
     "namespaces": ("GET", "/_iceberg/v1/{wh}/namespaces", ""),
     "tables": ("GET", "/_iceberg/v1/{wh}/namespaces/b/tables/t", ""),
     "transactions": ("POST", "/_iceberg/v1/{wh}/transactions/commit", "TXN"),
+    "data": ("POST", "/_iceberg/v1/{wh}/namespaces/b/tables/t/sign", "SIGN"),  # remote signing
     "glue": ("POST", "/_glue/{wh}", '{"DatabaseName": "b", "Name": "t"}'),  # AWSGlue.GetTable
     "s3tables": ("GET", "/_s3tables/buckets", ""),  # ListTableBuckets
     "all": ("GET", "/_iceberg/v1/{wh}/namespaces/b/tables/t", ""),
@@ -91,11 +92,13 @@ def main() -> None:
                 ]
             }
         )
+        data_file = f"{s3.endpoint}/{created['location'][5:]}/data/x.parquet"
+        sign = json.dumps({"method": "GET", "uri": data_file, "headers": {}})
         print(f"{'handler':13s} {'import ms':>10s} {'first request ms':>17s}  status")
         for group, (method, path, body) in FIRST.items():
             runs = []
             for _ in range(3):
-                arg = json.dumps([method, path.format(wh=wh), txn if body == "TXN" else body])
+                arg = json.dumps([method, path.format(wh=wh), {"TXN": txn, "SIGN": sign}.get(body, body)])
                 out = subprocess.run(
                     [sys.executable, "-c", CHILD, group, arg],
                     cwd=ROOT,
