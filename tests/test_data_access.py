@@ -366,3 +366,43 @@ def test_new_warehouses_get_the_control_plane_policy(s3_endpoint, system_bucket,
 
     assert stored["Statement"][0]["Condition"] == bucket_policy(wh, [writers])["Statement"][0]["Condition"]
     assert stored["Statement"][0]["Effect"] == "Deny"
+
+
+def _duckdb() -> Any:
+    """DuckDB with its httpfs, avro and iceberg extensions, loaded from their pinned wheels (offline)."""
+    import importlib
+    from pathlib import Path
+
+    import duckdb
+
+    con = duckdb.connect()
+    for name in ("httpfs", "avro", "iceberg"):
+        pkg = Path(importlib.import_module(f"duckdb_extension_{name}").__file__).parent
+        (ext,) = list(pkg.rglob(f"{name}.duckdb_extension"))
+        con.execute(f"LOAD '{ext}'")
+    return con
+
+
+def test_duckdb_reads_with_vended_credentials(keyless_url, lake, s3_endpoint):
+    con = _duckdb()
+    _, key, secret = lake["reader"]
+    host = s3_endpoint.split("://", 1)[1]
+    con.execute(
+        f"CREATE SECRET catalog_keys (TYPE s3, KEY_ID '{key}', SECRET '{secret}', REGION 'us-east-1', "
+        f"ENDPOINT '{host}', URL_STYLE 'path', USE_SSL false)"
+    )
+    con.execute(
+        f"ATTACH '{lake['wh']}' AS lake (TYPE iceberg, ENDPOINT '{keyless_url}', AUTHORIZATION_TYPE 'sigv4', "
+        "SIGV4_SERVICE 's3tables', SIGV4_REGION 'us-east-1', "
+        "SECRET catalog_keys)"
+    )
+    rows = sorted(r[0] for r in con.execute("SELECT id FROM lake.ns.a").fetchall())
+    assert rows[:3] == [1, 2, 3]
+    # DuckDB installed the vended STS credentials as a secret scoped to the table's prefix.
+    bucket, prefix = _location(lake, "a")
+    scopes = [
+        s for row in con.execute("SELECT scope FROM duckdb_secrets() WHERE type = 's3'").fetchall() for s in row[0]
+    ]
+    assert f"s3://{bucket}/{prefix}/" in scopes or f"s3://{bucket}/{prefix}" in scopes, scopes
+    with pytest.raises(Exception, match="(?i)403|forbidden|denied"):
+        con.execute("SELECT id FROM lake.ns.b").fetchall()
