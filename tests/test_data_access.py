@@ -406,3 +406,31 @@ def test_duckdb_reads_with_vended_credentials(keyless_url, lake, s3_endpoint):
     assert f"s3://{bucket}/{prefix}/" in scopes or f"s3://{bucket}/{prefix}" in scopes, scopes
     with pytest.raises(Exception, match="(?i)403|forbidden|denied"):
         con.execute("SELECT id FROM lake.ns.b").fetchall()
+
+
+def test_staged_table_is_signed_for_its_creator_only(keyless_url, lake, s3_endpoint):
+    from urllib.parse import parse_qs, urlsplit
+
+    wh, reader = lake["wh"], lake["reader"]
+    tables = f"arn:aws:s3tables:::bucket/{wh}/table/ns/"
+    creator = make_user(lake["http"], keyless_url, {"create": allow(["s3tables:CreateTable"], tables + "staged")})
+    http = catalog_admin.session(creator[1], creator[2])
+    created = http.post(
+        f"{keyless_url}/v1/{wh}/namespaces/ns/tables",
+        json={"name": "staged", "schema": {"type": "struct", "fields": []}, "stage-create": True},
+        headers={"X-Iceberg-Access-Delegation": "remote-signing"},
+    )
+    assert created.status_code == 200, created.text
+    endpoint = created.json()["config"]["s3.signer.endpoint"]
+    location = created.json()["metadata"]["location"]
+    grant = parse_qs(urlsplit(endpoint).query)["staged"][0]
+    body = {"method": "PUT", "uri": f"{s3_endpoint}/{location[5:]}/data/new.parquet", "headers": {}}
+    base = f"{keyless_url}/v1/{wh}/namespaces/ns/tables"
+    signed = http.post(f"{keyless_url}/{endpoint}", json=body)
+    assert signed.status_code == 200, signed.text
+    others = catalog_admin.session(reader[1], reader[2])
+    assert others.post(f"{base}/staged/sign", params={"staged": grant}, json=body).status_code == 403  # not theirs
+    assert http.post(f"{base}/b/sign", params={"staged": grant}, json=body).status_code == 403  # another table
+    assert http.post(f"{base}/staged/sign", params={"staged": grant[:-3] + "AAA"}, json=body).status_code == 403
+    outside = dict(body, uri=f"{s3_endpoint}/{location[5:]}-other/data/x.parquet")
+    assert http.post(f"{keyless_url}/{endpoint}", json=outside).status_code == 403

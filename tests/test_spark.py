@@ -545,6 +545,9 @@ def test_spark_reads_and_writes_through_remote_signing_without_s3_keys(spark, se
     spark.sql("DELETE FROM signw.ns.t WHERE id = 2")  # rewrites a data file: reads, writes and deletes
     assert sorted(r[0] for r in spark.sql("SELECT id FROM signw.ns.t").collect()) == [1, 3]
     assert sorted(r[0] for r in spark.sql("SELECT id FROM signr.ns.t").collect()) == [1, 3]
+    # CTAS stages the table: its data is written before the table exists, under a staged grant.
+    spark.sql("CREATE TABLE signw.ns.copy USING iceberg AS SELECT * FROM signw.ns.t")
+    assert sorted(r[0] for r in spark.sql("SELECT id FROM signw.ns.copy").collect()) == [1, 3]
 
     before = s3_state(s3, [wh])
     with pytest.raises(Exception, match="(?i)403|forbidden|denied"):

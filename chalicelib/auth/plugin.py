@@ -53,7 +53,7 @@ def _sign_token_principal(token: str) -> identities.Principal:
     name, scope = sign_tokens.verify(token, sign_tokens.derive_key(hit[0]))
     if name != hit[1].name:
         raise Unauthorized("Invalid sign token")
-    return replace(hit[1], via="sign-token", scope=scope)
+    return replace(hit[1], via="sign-token", scope=scope, token_key=sign_tokens.derive_key(hit[0]))
 
 
 def _in_scope(req: RequestContext, scope: tuple[str, ...]) -> bool:

@@ -114,6 +114,12 @@ def table_read(req: RequestContext) -> list[Check]:
     return table(req, "GetTable")
 
 
+def sign(req: RequestContext) -> list[Check]:
+    """Signing reads a table (GetTable), or writes a table being created (CreateTable, staged grant);
+    the handler asks for UpdateTable before it signs a write to an existing table."""
+    return table(req, "CreateTable" if req.query.get("staged") else "GetTable")
+
+
 def rename(req: RequestContext) -> list[Check]:
     wh, body = check_warehouse(req.param("warehouse")), _body(req)
     return [_ident_check(req.action, wh, body.get(side)) for side in ("source", "destination")]

@@ -32,8 +32,18 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def mint(key: bytes, principal: str, access_key_id: str, scope: tuple[str, ...], ttl_s: int) -> str:
-    claims = {"sub": principal, "akid": access_key_id, "scope": list(scope), "exp": int(time.time()) + ttl_s}
+def mint(
+    key: bytes, principal: str, access_key_id: str, scope: tuple[str, ...], ttl_s: int, location: str | None = None
+) -> str:
+    """A token for one table (scope); with a location, it vouches for a staged table's location."""
+    claims: dict[str, object] = {
+        "sub": principal,
+        "akid": access_key_id,
+        "scope": list(scope),
+        "exp": int(time.time()) + ttl_s,
+    }
+    if location is not None:
+        claims["loc"] = location
     body = _b64(json.dumps(claims, separators=(",", ":")).encode())
     return PREFIX + body + "." + _b64(hmac.new(key, body.encode(), hashlib.sha256).digest())
 
@@ -63,3 +73,12 @@ def verify(token: str, key: bytes) -> tuple[str, tuple[str, ...]]:
     if float(claims.get("exp", 0)) < time.time():  # type: ignore[arg-type]
         raise Unauthorized("The sign token has expired; load the table again for a new one")
     return str(claims.get("sub")), tuple(scope)
+
+
+def staged_location(token: str, key: bytes, principal: str, scope: tuple[str, ...]) -> str:
+    """The location a staged-create grant vouches for, if this caller got it for this table."""
+    name, granted = verify(token, key)
+    location = claims_of(token).get("loc")
+    if name != principal or granted != scope or not isinstance(location, str):
+        raise Unauthorized("Invalid staged-table grant")
+    return location

@@ -11,7 +11,7 @@ from typing import Any
 
 from chalicelib.auth import resources
 from chalicelib.core import data_access, signer, tables
-from chalicelib.errors import BadRequest, Forbidden
+from chalicelib.errors import BadRequest, Forbidden, Unauthorized
 from chalicelib.names import check_table
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, delegation, namespace_of, warehouse_of
@@ -27,6 +27,18 @@ _pointers: dict[tuple[str, tuple[str, ...], str], tuple[float, str]] = {}
 def _location(req: RequestContext) -> tuple[str, tuple[str, ...], str, str]:
     ctx, wh = warehouse_of(req)
     ns, name = namespace_of(req), check_table(req.param("table"))
+    staged = req.query.get("staged")
+    if staged:  # a table being created: its creator's grant names the location the catalog chose
+        from chalicelib.auth import sign_tokens
+
+        principal = req.identity
+        if not staged.startswith(sign_tokens.PREFIX) or not principal.token_key:
+            raise Forbidden("Invalid staged-table grant")
+        try:
+            location = sign_tokens.staged_location(staged, principal.token_key, principal.name, (wh, *ns, name))
+        except Unauthorized:
+            raise Forbidden("Invalid staged-table grant: it is another caller's, another table's or expired") from None
+        return wh, ns, name, location
     key = (wh, ns, name)
     now = time.monotonic()
     with _lock:
@@ -55,7 +67,7 @@ def _sign_request(body: dict[str, Any]) -> tuple[str, str, dict[str, list[str]],
     return method, uri, headers, payload
 
 
-@operation(bp, TABLE + "/sign", "POST", "SignRequest", checks=resources.table_read)
+@operation(bp, TABLE + "/sign", "POST", "SignRequest", checks=resources.sign)
 def sign_request(req: RequestContext) -> tuple[int, dict[str, Any], dict[str, str]]:
     """Sign one S3 request if it stays inside the table: reads need GetTable, writes UpdateTable."""
     ctx, _ = warehouse_of(req)
@@ -65,7 +77,8 @@ def sign_request(req: RequestContext) -> tuple[int, dict[str, Any], dict[str, st
     wh, ns, name, location = _location(req)
     grant = data_access.Grant.of(location, write=True)
     s3 = data_access.check(grant, method, uri, headers, payload, ctx.settings.client_s3_endpoint)
-    if s3.writes and not delegation.may_write(req, wh, ns, name):
+    creating = bool(req.query.get("staged"))  # the route checked CreateTable, the handler the grant
+    if s3.writes and not (creating or delegation.may_write(req, wh, ns, name)):
         raise Forbidden(f"Access denied: {req.identity.name} may read this table, not write it (s3tables:UpdateTable)")
     signed = signer.sign(method, uri, headers, ctx.settings.region)
     return 200, {"uri": uri, "headers": signed}, {"Cache-Control": "no-cache"}

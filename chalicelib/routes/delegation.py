@@ -36,15 +36,22 @@ def base_url(req: RequestContext, ctx: Context) -> str:
 
 
 def for_table(
-    req: RequestContext, ctx: Context, wh: str, ns: tuple[str, ...], name: str, location: str | None
+    req: RequestContext,
+    ctx: Context,
+    wh: str,
+    ns: tuple[str, ...],
+    name: str,
+    location: str | None,
+    staged: bool = False,
 ) -> tuple[dict[str, str], list[dict[str, Any]] | None]:
-    """(config, storage-credentials) for a loaded or created table, as the client asked."""
+    """(config, storage-credentials) for a loaded or created table, as the client asked. A staged
+    table (stage-create: no pointer yet) is signed for by a grant carried in its signer endpoint."""
     config = dict(ctx.settings.client_config)
     wanted = requested(req)
     if not location or not wanted:
         return config, None
     if "remote-signing" in wanted and ctx.settings.remote_signing:
-        config.update(signing_config(req, ctx, wh, ns, name))
+        config.update(signing_config(req, ctx, wh, ns, name, location if staged else None))
         return config, None
     if "vended-credentials" in wanted and vending.available(ctx.settings):
         creds = credentials(req, ctx, wh, ns, name, location)
@@ -53,10 +60,25 @@ def for_table(
     return config, None
 
 
-def signing_config(req: RequestContext, ctx: Context, wh: str, ns: tuple[str, ...], name: str) -> dict[str, str]:
+def signing_config(
+    req: RequestContext, ctx: Context, wh: str, ns: tuple[str, ...], name: str, staged_location: str | None = None
+) -> dict[str, str]:
     from chalicelib.auth import sign_tokens
 
     endpoint = f"v1/{quote(wh)}/namespaces/{quote(chr(0x1F).join(ns), safe='')}/tables/{quote(name)}/sign"
+    principal = req.identity
+    if staged_location is not None and principal is not None and principal.token_key:
+        # Spark's CTAS and DuckDB's CREATE TABLE write data before the table exists: the grant, under
+        # the creator's own key, vouches for the location the catalog chose for it.
+        grant = sign_tokens.mint(
+            principal.token_key,
+            principal.name,
+            principal.access_key_id,
+            (wh, *ns, name),
+            SIGN_TOKEN_TTL_S,
+            location=staged_location,
+        )
+        endpoint += "?staged=" + quote(grant, safe="")
     config = {
         "s3.remote-signing-enabled": "true",
         "s3.signer.uri": base_url(req, ctx),
@@ -65,7 +87,6 @@ def signing_config(req: RequestContext, ctx: Context, wh: str, ns: tuple[str, ..
         "s3.signer": "S3V4RestSigner",
         "py-io-impl": "pyiceberg.io.fsspec.FsspecFileIO",
     }
-    principal = req.identity
     if principal is not None and principal.via == "sigv4" and principal.token_key:
         # A SigV4 client's PyIceberg signer has no bearer token of its own: this one signs for this
         # table only, sent as a header property (PyIceberg's signer adds those; Java signs with SigV4

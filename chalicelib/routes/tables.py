@@ -60,7 +60,7 @@ def _access(
     if not delegation.requested(req):
         return ctx.settings.client_config, None
     location = json.loads(state.raw_metadata).get("location")
-    return delegation.for_table(req, ctx, wh, ns, name, location)
+    return delegation.for_table(req, ctx, wh, ns, name, location, staged=state.metadata_location is None)
 
 
 @operation(bp, PREFIX + "/namespaces/{namespace}/register", "POST", "RegisterTable", checks=resources.new_table)
