@@ -502,12 +502,18 @@ def keyless_catalog(s3_endpoint, system_bucket, tmp_path_factory):
     from tests.conftest import catalog_process
 
     with catalog_process(
-        s3_endpoint, system_bucket, tmp_path_factory.mktemp("keyless-spark"), CATALOG_VEND_S3_CREDENTIALS="false"
+        s3_endpoint,
+        system_bucket,
+        tmp_path_factory.mktemp("keyless-spark"),
+        CATALOG_VEND_S3_CREDENTIALS="false",
+        CATALOG_DATA_ACCESS_ROLE_ARN="arn:aws:iam::000000000000:role/catalog-data-access",
     ) as (url, _):
         yield url
 
 
-def test_spark_reads_and_writes_through_remote_signing_without_s3_keys(spark, settings, http, keyless_catalog, s3):
+def test_spark_reads_and_writes_through_remote_signing_without_s3_keys(  # and reads with vended keys
+    spark, settings, http, keyless_catalog, s3
+):
     from dataclasses import replace
 
     from spark_jobs.session import spark_conf
@@ -523,7 +529,11 @@ def test_spark_reads_and_writes_through_remote_signing_without_s3_keys(spark, se
         ["s3tables:GetTable", "s3tables:ListTables", "s3tables:GetNamespace"], f"arn:aws:s3tables:::bucket/{wh}*"
     )
     _, rkey, rsecret = make_user(http, keyless_catalog, {"read": reads})
-    for name, key, secret in (("signw", wkey, wsecret), ("signr", rkey, rsecret)):
+    for name, key, secret, mode in (
+        ("signw", wkey, wsecret, "remote-signing"),
+        ("signr", rkey, rsecret, "remote-signing"),
+        ("vendr", rkey, rsecret, "vended-credentials"),
+    ):
         signing = replace(
             settings,
             catalog_url=keyless_catalog,
@@ -531,7 +541,7 @@ def test_spark_reads_and_writes_through_remote_signing_without_s3_keys(spark, se
             catalog_name=name,
             access_key_id=key,
             secret_access_key=secret,
-            access_delegation="remote-signing",
+            access_delegation=mode,
             s3_endpoint="",  # the catalog's config says where S3 is; it gives no keys
         )
         conf = spark_conf(signing)
@@ -545,6 +555,7 @@ def test_spark_reads_and_writes_through_remote_signing_without_s3_keys(spark, se
     spark.sql("DELETE FROM signw.ns.t WHERE id = 2")  # rewrites a data file: reads, writes and deletes
     assert sorted(r[0] for r in spark.sql("SELECT id FROM signw.ns.t").collect()) == [1, 3]
     assert sorted(r[0] for r in spark.sql("SELECT id FROM signr.ns.t").collect()) == [1, 3]
+    assert sorted(r[0] for r in spark.sql("SELECT id FROM vendr.ns.t").collect()) == [1, 3]  # STS keys, one table
     # CTAS stages the table: its data is written before the table exists, under a staged grant.
     spark.sql("CREATE TABLE signw.ns.copy USING iceberg AS SELECT * FROM signw.ns.t")
     assert sorted(r[0] for r in spark.sql("SELECT id FROM signw.ns.copy").collect()) == [1, 3]
