@@ -71,6 +71,31 @@ def test_roles_are_least_privilege_and_no_secret_in_text(built):
     assert tpl["Parameters"]["RootCredentialsSecretArn"]["AllowedPattern"].startswith("^arn:aws")
 
 
+def test_data_access_is_scoped_and_never_reaches_the_control_plane(built):
+    tpl, _, _ = built
+    res = tpl["Resources"]
+
+    def statements(name: str) -> list[dict]:
+        return res[name]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+
+    def control_plane_denied(name: str) -> bool:
+        text = json.dumps([st for st in statements(name) if st["Effect"] == "Deny"])
+        return "/.catalog/*" in text and "/*.metadata.json" in text and "s3:PutObject" in text
+
+    assert control_plane_denied("DataAccessRole") and control_plane_denied("DataRole")
+    trusted = res["DataAccessRole"]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]["AWS"]
+    assert {"TablesRole", "DataRole"} <= {p["Fn::GetAtt"][0] for p in trusted if "Fn::GetAtt" in p}
+    for name, resource in res.items():
+        if resource["Type"] == "AWS::IAM::Role" and name != "DataAccessRole":
+            assumes = any(st.get("Action") == "sts:AssumeRole" for st in statements(name))
+            assert assumes == (name in ("TablesRole", "DataRole", "AllRole")), name
+            puts_policy = "s3:PutBucketPolicy" in json.dumps(statements(name))
+            assert puts_policy == (name in ("WarehousesRole", "AllRole")), name
+    env = res["TablesFunction"]["Properties"]["Environment"]["Variables"]
+    assert "data-access" in json.dumps(env["CATALOG_DATA_ACCESS_ROLE_ARN"])
+    assert "CATALOG_CONTROL_PLANE_PRINCIPALS" in res["WarehousesFunction"]["Properties"]["Environment"]["Variables"]
+
+
 def test_package_is_small_and_has_no_dev_dependencies(built):
     _, _, zip_path = built
     assert zip_path.stat().st_size < 50 * 1024 * 1024
