@@ -14,6 +14,6 @@ make venv >/dev/null
 aws cloudformation package --template-file infra/build/template.json --s3-bucket "$ARTIFACTS" \
   --output-template-file infra/build/packaged.json --use-json
 aws cloudformation deploy --template-file infra/build/packaged.json --stack-name "$STACK" \
-  --capabilities CAPABILITY_IAM CAPABILITY_AUTO_EXPAND \
+  --capabilities CAPABILITY_IAM CAPABILITY_NAMED_IAM CAPABILITY_AUTO_EXPAND \
   --parameter-overrides Stage="$STAGE" SystemBucketName="$SYSTEM" BucketPrefix="$PREFIX" RootCredentialsSecretArn="$SECRET"
 aws cloudformation describe-stacks --stack-name "$STACK" --query 'Stacks[0].Outputs' --output table
