@@ -434,3 +434,54 @@ def test_staged_table_is_signed_for_its_creator_only(keyless_url, lake, s3_endpo
     assert http.post(f"{base}/staged/sign", params={"staged": grant[:-3] + "AAA"}, json=body).status_code == 403
     outside = dict(body, uri=f"{s3_endpoint}/{location[5:]}-other/data/x.parquet")
     assert http.post(f"{keyless_url}/{endpoint}", json=outside).status_code == 403
+
+
+def test_signatures_are_accepted_by_an_s3_that_verifies_them(monkeypatch):
+    """moto with IAM auth on checks every S3 request's SigV4 signature against the key's secret:
+    what the signer returns (only host, x-amz-* and Content-MD5 signed) is what S3 accepts, and an
+    unsigned request, or one sent to another key, is refused."""
+    import boto3
+    import local_s3
+    from moto import settings as moto_settings
+    from moto.server import ThreadedMotoServer
+
+    from chalicelib.core import signer
+    from tests.conftest import REGION
+
+    port = local_s3.free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        boot = {"endpoint_url": endpoint, "region_name": REGION, "aws_access_key_id": "x", "aws_secret_access_key": "x"}
+        iam = boto3.client("iam", **boot)
+        iam.create_user(UserName="catalog")
+        key = iam.create_access_key(UserName="catalog")["AccessKey"]
+        doc = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
+        iam.put_user_policy(UserName="catalog", PolicyName="s3", PolicyDocument=json.dumps(doc))
+        s3 = boto3.client("s3", **boot)
+        s3.create_bucket(Bucket="wh-signed")
+        s3.put_object(Bucket="wh-signed", Key="ns/t/data/a.parquet", Body=b"rows")
+
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+        monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+        monkeypatch.setattr(signer, "_credentials", None)
+        monkeypatch.setattr(moto_settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)
+        url = f"{endpoint}/wh-signed/ns/t/data/a.parquet"
+        client_headers = {"User-Agent": ["aiobotocore/3.10.0"], "Range": ["bytes=0-3"]}
+        signed = signer.sign("GET", url, client_headers, REGION)
+        sent = {k: v[0] for k, v in {**client_headers, **signed}.items()}
+        ok = requests.get(url, headers=sent)
+        assert ok.status_code == 206 and ok.content == b"rows", ok.text
+        assert requests.get(url).status_code == 403  # unsigned
+        other = url.replace("a.parquet", "b.parquet")  # the signature is bound to the key it was made for
+        assert requests.get(other, headers=sent).status_code == 403
+        put_url = f"{endpoint}/wh-signed/ns/t/data/b.parquet"
+        put_headers = {"x-amz-content-sha256": ["UNSIGNED-PAYLOAD"], "Content-Length": ["3"]}
+        signed = signer.sign("PUT", put_url, put_headers, REGION)
+        put = requests.put(put_url, data=b"new", headers={k: v[0] for k, v in {**put_headers, **signed}.items()})
+        assert put.status_code == 200, put.text
+    finally:
+        moto_settings.INITIAL_NO_AUTH_ACTION_COUNT = float("inf")
+        server.stop()
