@@ -21,6 +21,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import catalog_admin  # noqa: E402
 import local_s3  # noqa: E402
 
+# botocore is pinned below 1.43.118 for s3fs (PyIceberg's remote signer); its s3tables model lacks
+# the 8 newest operations, so the tests' S3 Tables clients load botocore 1.44.5's model (57 ones).
+os.environ["AWS_DATA_PATH"] = str(ROOT / "tests" / "models")
 REGION = "us-east-1"
 KEYS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
 ROOT_KEY, ROOT_SECRET = "ROOTTESTKEY0000001", "root-test-secret-" + uuid.uuid4().hex
