@@ -71,3 +71,45 @@ def test_cold_load_reads_pointer_and_metadata(s3_endpoint, system_bucket, monkey
     COUNTER.count = 0
     tables.load(ctx, wh, ("cold",), "t")
     assert COUNTER.count == 1
+
+
+def test_non_root_requests_read_no_identity_when_warm(http, catalog_url, warehouse):
+    """A user's key and policies are read once, then kept: warm requests cost what root's cost."""
+    import catalog_admin
+
+    from tests.authutil import allow, make_user
+
+    base = f"{catalog_url}/v1/{warehouse}/namespaces"
+    http.post(base, json={"namespace": ["ident"]})
+    assert http.post(f"{base}/ident/tables", json={"name": "t", "schema": SCHEMA}).status_code == 200
+    _, key, secret = make_user(http, catalog_url, {"r": allow(["s3tables:GetTable"], "*")})
+    user = catalog_admin.session(key, secret)
+    root_load = s3_requests(http.get(f"{base}/ident/tables/t"))
+    first = s3_requests(user.get(f"{base}/ident/tables/t"))
+    assert first <= root_load + 3  # access key record, user record, resource policies: once
+    for _ in range(5):
+        assert s3_requests(user.get(f"{base}/ident/tables/t")) == root_load
+
+    unknown = catalog_admin.session("CKUNKNOWNKEY00000000", "nope")
+    assert unknown.get(f"{base}/ident/tables/t").status_code == 401
+    again = unknown.get(f"{base}/ident/tables/t")
+    assert again.status_code == 401 and s3_requests(again) == 0  # unknown keys are remembered too
+
+
+def test_identity_changes_reach_other_processes_within_the_ttl(s3_endpoint, system_bucket, tmp_path, http, catalog_url):
+    """Another function (process) keeps a key for CATALOG_IDENTITY_TTL_S at most after its deletion."""
+    import time
+
+    import catalog_admin
+
+    from tests.authutil import allow, make_user
+    from tests.conftest import catalog_process
+
+    name, key, secret = make_user(http, catalog_url, {"all": allow(["s3tables:*"], "*")})
+    with catalog_process(s3_endpoint, system_bucket, tmp_path, CATALOG_IDENTITY_TTL_S="1") as (other, _):
+        user = catalog_admin.session(key, secret)
+        assert user.get(f"{other}/v1/warehouses").status_code == 200  # cached in the other process now
+        assert http.delete(f"{catalog_url}/admin/users/{name}/access-keys/{key}").status_code == 204
+        assert user.get(f"{catalog_url}/v1/warehouses").status_code == 401  # at once where it was deleted
+        time.sleep(1.2)
+        assert user.get(f"{other}/v1/warehouses").status_code == 401  # within the TTL elsewhere

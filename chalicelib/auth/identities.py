@@ -9,6 +9,8 @@ import os
 import re
 import secrets
 import string
+import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -73,6 +75,14 @@ def _read_json(ctx: Context, key: str) -> tuple[dict[str, Any], str] | None:
     return json.loads(obj.body), obj.etag
 
 
+# Access keys read from S3 are kept this long, known and unknown alike, so a warm request reads no
+# identity; a deleted key, user or policy takes effect within it (at once in the process that made
+# the change, which drops its own entries).
+_IDENTITY_TTL_S = float(os.environ.get("CATALOG_IDENTITY_TTL_S", "5"))
+_cache: dict[str, tuple[float, tuple[str, Principal] | None]] = {}
+_cache_lock = threading.Lock()
+
+
 def lookup(ctx: Context, access_key_id: str) -> tuple[str, Principal] | None:
     """Secret and principal of an access key; None if it is unknown or its user is gone."""
     root = root_credentials()
@@ -80,6 +90,28 @@ def lookup(ctx: Context, access_key_id: str) -> tuple[str, Principal] | None:
         return root[1], Principal(ROOT, access_key_id, is_root=True)
     if not _ACCESS_KEY.fullmatch(access_key_id):
         return None
+    now = time.monotonic()
+    with _cache_lock:
+        hit = _cache.get(access_key_id)
+    if hit is not None and hit[0] > now:
+        return hit[1]
+    found = _lookup_stored(ctx, access_key_id)
+    with _cache_lock:
+        if len(_cache) > 10_000:
+            _cache.clear()
+        _cache[access_key_id] = (now + _IDENTITY_TTL_S, found)
+    return found
+
+
+def forget(user: str | None = None, access_key_id: str | None = None) -> None:
+    """Drop cached identities of a user (or one key) after this process changed them."""
+    with _cache_lock:
+        for akid, (_, hit) in list(_cache.items()):
+            if akid == access_key_id or (user is not None and hit is not None and hit[1].name == user):
+                del _cache[akid]
+
+
+def _lookup_stored(ctx: Context, access_key_id: str) -> tuple[str, Principal] | None:
     found = _read_json(ctx, keys.access_key_record(access_key_id))
     if found is None:
         return None
@@ -166,8 +198,10 @@ def delete_user(ctx: Context, name: str) -> None:
     user = get_user(ctx, name)
     bucket = ctx.settings.system_bucket
     ctx.storage.delete(bucket, keys.user_record(user["name"]))  # first: every key stops working at once
+    forget(user=user["name"])
     for akid in user["access-keys"]:
         ctx.storage.delete(bucket, keys.access_key_record(akid))
+        forget(access_key_id=akid)
 
 
 def create_access_key(ctx: Context, name: str) -> dict[str, str]:
@@ -181,6 +215,7 @@ def create_access_key(ctx: Context, name: str) -> dict[str, str]:
         keys.access_key_record(akid),
         dump({"user": name, "secret": secret, "created-at": _now()}),
     )
+    forget(access_key_id=akid)
     try:
         _update_user(ctx, name, lambda r: _add_once(r.setdefault("access-keys", []), akid))
     except CatalogError:
@@ -193,6 +228,7 @@ def delete_access_key(ctx: Context, name: str, akid: str) -> None:
     if akid not in get_user(ctx, name)["access-keys"]:
         raise NotFound(f"User {name!r} has no access key {akid[:40]!r}")
     _update_user(ctx, name, lambda r: r["access-keys"].remove(akid) if akid in r["access-keys"] else None)
+    forget(access_key_id=akid)
     ctx.storage.delete(ctx.settings.system_bucket, keys.access_key_record(akid))
 
 
@@ -205,12 +241,14 @@ def put_policy(ctx: Context, name: str, policy_name: str, document: Any, raw_siz
         raise BadRequest(f"Policy documents are limited to {MAX_POLICY_BYTES} bytes")
     validate(document)
     _update_user(ctx, name, lambda r: r.setdefault("policies", {}).__setitem__(policy_name, document))
+    forget(user=name)
 
 
 def delete_policy(ctx: Context, name: str, policy_name: str) -> None:
     if policy_name not in get_user(ctx, name)["policies"]:
         raise NotFound(f"User {name!r} has no policy {policy_name[:40]!r}")
     _update_user(ctx, name, lambda r: r["policies"].pop(policy_name, None))
+    forget(user=name)
 
 
 def _add_once(items: list[str], item: str) -> None:

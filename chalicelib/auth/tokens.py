@@ -37,14 +37,37 @@ def issue(ctx: Context, principal: str, access_key_id: str) -> tuple[str, int]:
     return token, ttl
 
 
+# Token records never change (a token is revoked by deleting its key or user, which the identity
+# lookup after this sees), so a verified token is kept until it expires; unknown ones for a while.
+_UNKNOWN_TTL_S = 5.0
+_known: dict[str, tuple[float, dict[str, Any] | None]] = {}
+
+
+def _claims(ctx: Context, token: str) -> dict[str, Any] | None:
+    digest = _digest(token)
+    hit = _known.get(digest)
+    if hit is not None and hit[0] > time.monotonic():
+        return hit[1]
+    try:
+        claims = json.loads(ctx.storage.get(ctx.settings.system_bucket, keys.token_record(digest)).body)
+    except ObjectNotFound:
+        claims = None
+    if not isinstance(claims, dict):
+        claims = None
+    if len(_known) > 10_000:
+        _known.clear()
+    keep = _UNKNOWN_TTL_S if claims is None else max(0.0, float(claims.get("exp", 0)) - time.time())
+    _known[digest] = (time.monotonic() + keep, claims)
+    return claims
+
+
 def verify(ctx: Context, token: str, grace_s: float = 0.0) -> dict[str, Any]:
     """The token's claims; Unauthorized if it is unknown, malformed or expired (more than grace_s ago)."""
     if not token.startswith(PREFIX) or not 40 <= len(token) <= 64:
         raise Unauthorized("Invalid bearer token")
-    try:
-        claims = json.loads(ctx.storage.get(ctx.settings.system_bucket, keys.token_record(_digest(token))).body)
-    except ObjectNotFound:
-        raise Unauthorized("Invalid bearer token") from None
-    if not isinstance(claims, dict) or float(claims.get("exp", 0)) + grace_s < time.time():
+    claims = _claims(ctx, token)
+    if claims is None:
+        raise Unauthorized("Invalid bearer token")
+    if float(claims.get("exp", 0)) + grace_s < time.time():
         raise Unauthorized("The bearer token has expired; request a new one")
     return claims
