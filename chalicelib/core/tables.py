@@ -193,13 +193,38 @@ def _landed(ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: st
     return any(entry.metadata_file == meta_loc for entry in meta.metadata_log)
 
 
+# The pointer each table had after this process's last commit to it: a commit starts from it and
+# skips its GET. The pointer CAS (If-Match on its ETag) rejects a stale one, and the commit then
+# reads the pointer and tries again, so the cache can cost a retry but never a lost update.
+_warm: dict[tuple[str, str], pointers.Pointer] = {}
+
+
+def _warm_pointer(bucket: str, key: str) -> pointers.Pointer | None:
+    return _warm.get((bucket, key))
+
+
+def _remember(bucket: str, key: str, p: pointers.Pointer | None) -> None:
+    if p is None or p.state != "active" or "claim" in p.data or pointers.kind_of(p.data) != "table":
+        _warm.pop((bucket, key), None)
+        return
+    if len(_warm) > 10_000:
+        _warm.clear()
+    _warm[(bucket, key)] = p
+
+
 def commit(ctx: Context, warehouse: str, req: TableChange) -> TableState:
     from pyiceberg.table.update import AssertCreate
 
     ns, name = req.namespace, req.name
     bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
+    warm = _warm_pointer(bucket, ptr_key)
     for _ in range(pointers.COMMIT_ATTEMPTS):
-        p = pointers.live(ctx, warehouse, ns, name)
+        if warm is not None:
+            p, warm = warm, None
+            from_cache = True
+        else:
+            p, from_cache = pointers.live(ctx, warehouse, ns, name), False
+            _remember(bucket, ptr_key, p)
         if p is not None and pointers.kind_of(p.data) != "table":
             raise (
                 pointers.already_exists(ns, name, p.data)
@@ -214,6 +239,8 @@ def commit(ctx: Context, warehouse: str, req: TableChange) -> TableState:
         try:
             new = md.apply(ctx, req, base, p.metadata_location, base.location)
         except CommitFailed:
+            if from_cache:
+                continue  # judged against a pointer that may be stale: read it, then judge
             if _already_applied(req, base):  # a client retry of a commit that landed
                 return TableState(p.metadata_location, md.read_metadata_raw(ctx, p.metadata_location))
             raise
@@ -224,14 +251,19 @@ def commit(ctx: Context, warehouse: str, req: TableChange) -> TableState:
         raw = md.write_metadata(ctx, meta_loc, new)
         pointer = advanced(p.data, meta_loc)
         try:
-            ctx.storage.put_if_match(bucket, ptr_key, dump(pointer), p.etag)
+            etag = ctx.storage.put_if_match(bucket, ptr_key, dump(pointer), p.etag)
         except PreconditionFailed:
+            _remember(bucket, ptr_key, None)
             md.discard(ctx, meta_loc)  # lost the race: re-read and re-validate the requirements
             continue
         except ObjectNotFound:
+            _remember(bucket, ptr_key, None)
             md.discard(ctx, meta_loc)
+            if from_cache:
+                continue  # renamed or dropped since this process last saw it: read what is there now
             raise pointers.not_found(ctx, warehouse, ns, name) from None
         except WriteInDoubt:
+            _remember(bucket, ptr_key, None)
             landed = _landed(ctx, warehouse, ns, name, meta_loc)
             if landed is None:
                 hint = {"kind": "table-commit", "warehouse": warehouse, "namespace": list(ns), "name": name}
@@ -242,6 +274,8 @@ def commit(ctx: Context, warehouse: str, req: TableChange) -> TableState:
             if not landed:
                 md.discard(ctx, meta_loc)
                 continue
+            return TableState(meta_loc, raw)
+        _remember(bucket, ptr_key, pointers.Pointer(pointer, etag))
         return TableState(meta_loc, raw)
     raise CommitFailed(f"Table {pointers.ident(ns, name)!r} changed concurrently; refresh and retry the commit")
 
