@@ -213,71 +213,129 @@ def _remember(bucket: str, key: str, p: pointers.Pointer | None) -> None:
 
 
 def commit(ctx: Context, warehouse: str, req: TableChange) -> TableState:
-    from pyiceberg.table.update import AssertCreate
+    """Apply one commit; concurrent commits to the table in this process share a batch and a CAS."""
+    from chalicelib.core import group_commit
 
-    ns, name = req.namespace, req.name
+    key = (ctx.bucket_for(warehouse), keys.table_pointer(req.namespace, req.name))
+    return group_commit.submit(key, req, lambda batch: _commit_batch(ctx, warehouse, batch))
+
+
+def _commit_batch(ctx: Context, warehouse: str, reqs: list[TableChange]) -> list[TableState | CatalogError]:
+    """Commits to one table, in order, written with one pointer CAS per attempt; one outcome each.
+
+    Each is judged by its requirements against the table as the commits before it left it, so a
+    commit whose requirements hold on the new head is applied, never bounced; one whose
+    requirements fail gets its own 409 and leaves the others alone."""
+    ns, name = reqs[0].namespace, reqs[0].name
     bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
+    outcomes: dict[int, TableState | CatalogError] = {}
     warm = _warm_pointer(bucket, ptr_key)
-    for _ in range(pointers.COMMIT_ATTEMPTS):
+    for _ in range(pointers.COMMIT_ATTEMPTS + 1):  # +1: an attempt from a warm pointer may be stale
+        todo = [i for i in range(len(reqs)) if i not in outcomes]
+        if not todo:
+            break
         if warm is not None:
-            p, warm = warm, None
-            from_cache = True
+            p, warm, from_cache = warm, None, True
         else:
             p, from_cache = pointers.live(ctx, warehouse, ns, name), False
             _remember(bucket, ptr_key, p)
-        if p is not None and pointers.kind_of(p.data) != "table":
+        if p is None or pointers.kind_of(p.data) != "table":
+            for i in todo:
+                outcomes[i] = _without_table(ctx, warehouse, p, reqs[i])
+            break
+        base = md.metadata_at(ctx, p.metadata_location)
+        current, log_location, applied, changed = base, p.metadata_location, [], False
+        restart = False
+        for i in todo:
+            try:
+                after = md.apply(ctx, reqs[i], current, log_location, base.location)
+            except CommitFailed as exc:
+                if from_cache:
+                    restart = True  # judged against a pointer that may be stale: read it, then judge
+                    break
+                if current is base and _already_applied(reqs[i], base):  # a retry of a commit that landed
+                    outcomes[i] = TableState(p.metadata_location, md.read_metadata_raw(ctx, p.metadata_location))
+                else:
+                    outcomes[i] = exc
+                continue
+            except CatalogError as exc:
+                outcomes[i] = exc
+                continue
+            applied.append(i)
+            if reqs[i].updates:
+                current, log_location, changed = after, None, True
+        if restart:
+            continue
+        if not changed:
+            for i in applied:
+                outcomes[i] = TableState(p.metadata_location, md.read_metadata_raw(ctx, p.metadata_location))
+            continue
+        landed = _write(ctx, warehouse, ns, name, p, current, from_cache)
+        if isinstance(landed, TableState | CatalogError):
+            for i in applied:
+                outcomes[i] = landed
+    for i in range(len(reqs)):
+        outcomes.setdefault(
+            i, CommitFailed(f"Table {pointers.ident(ns, name)!r} changed concurrently; refresh and retry the commit")
+        )
+    return [outcomes[i] for i in range(len(reqs))]
+
+
+def _without_table(ctx: Context, warehouse: str, p: pointers.Pointer | None, req: TableChange) -> Any:
+    """The outcome of a commit to a name that holds no table: a create, or a 404/409."""
+    from pyiceberg.table.update import AssertCreate
+
+    ns, name = req.namespace, req.name
+    try:
+        if p is not None:  # a view holds the name
             raise (
                 pointers.already_exists(ns, name, p.data)
                 if _creates(req)
                 else pointers.not_found(ctx, warehouse, ns, name)
             )
-        base = md.metadata_at(ctx, p.metadata_location) if p else None
-        if p is None:
-            if not any(isinstance(r, AssertCreate) for r in req.requirements):
-                raise pointers.not_found(ctx, warehouse, ns, name)
-            return _create_from_commit(ctx, warehouse, ns, name, req)
-        try:
-            new = md.apply(ctx, req, base, p.metadata_location, base.location)
-        except CommitFailed:
-            if from_cache:
-                continue  # judged against a pointer that may be stale: read it, then judge
-            if _already_applied(req, base):  # a client retry of a commit that landed
-                return TableState(p.metadata_location, md.read_metadata_raw(ctx, p.metadata_location))
-            raise
-        if not req.updates:
-            return TableState(p.metadata_location, md.read_metadata_raw(ctx, p.metadata_location))
-        version = keys.metadata_version(p.metadata_location) + 1
-        meta_loc = keys.metadata_file(new.location, version, str(uuid.uuid4()))
-        raw = md.write_metadata(ctx, meta_loc, new)
-        pointer = advanced(p.data, meta_loc)
-        try:
-            etag = ctx.storage.put_if_match(bucket, ptr_key, dump(pointer), p.etag)
-        except PreconditionFailed:
-            _remember(bucket, ptr_key, None)
-            md.discard(ctx, meta_loc)  # lost the race: re-read and re-validate the requirements
-            continue
-        except ObjectNotFound:
-            _remember(bucket, ptr_key, None)
+        if not any(isinstance(r, AssertCreate) for r in req.requirements):
+            raise pointers.not_found(ctx, warehouse, ns, name)
+        return _create_from_commit(ctx, warehouse, ns, name, req)
+    except CatalogError as exc:
+        return exc
+
+
+def _write(
+    ctx: Context, warehouse: str, ns: Namespace, name: str, p: pointers.Pointer, new: Any, from_cache: bool
+) -> TableState | CatalogError | None:
+    """Write new metadata and swap the pointer to it: the state, an error, or None to retry."""
+    bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
+    version = keys.metadata_version(p.metadata_location) + 1
+    meta_loc = keys.metadata_file(new.location, version, str(uuid.uuid4()))
+    raw = md.write_metadata(ctx, meta_loc, new)
+    pointer = advanced(p.data, meta_loc)
+    try:
+        etag = ctx.storage.put_if_match(bucket, ptr_key, dump(pointer), p.etag)
+    except PreconditionFailed:
+        _remember(bucket, ptr_key, None)
+        md.discard(ctx, meta_loc)  # lost the race: re-read and re-validate the requirements
+        return None
+    except ObjectNotFound:
+        _remember(bucket, ptr_key, None)
+        md.discard(ctx, meta_loc)
+        if from_cache:
+            return None  # renamed or dropped since this process last saw it: read what is there now
+        return pointers.not_found(ctx, warehouse, ns, name)
+    except WriteInDoubt:
+        _remember(bucket, ptr_key, None)
+        landed = _landed(ctx, warehouse, ns, name, meta_loc)
+        if landed is None:
+            hint = {"kind": "table-commit", "warehouse": warehouse, "namespace": list(ns), "name": name}
+            return CommitStateUnknown(
+                f"The commit to {pointers.ident(ns, name)!r} may or may not have been applied; reload the table",
+                hint={**hint, "metadata-location": meta_loc},
+            )
+        if not landed:
             md.discard(ctx, meta_loc)
-            if from_cache:
-                continue  # renamed or dropped since this process last saw it: read what is there now
-            raise pointers.not_found(ctx, warehouse, ns, name) from None
-        except WriteInDoubt:
-            _remember(bucket, ptr_key, None)
-            landed = _landed(ctx, warehouse, ns, name, meta_loc)
-            if landed is None:
-                hint = {"kind": "table-commit", "warehouse": warehouse, "namespace": list(ns), "name": name}
-                raise CommitStateUnknown(
-                    f"The commit to {pointers.ident(ns, name)!r} may or may not have been applied; reload the table",
-                    hint={**hint, "metadata-location": meta_loc},
-                ) from None
-            if not landed:
-                md.discard(ctx, meta_loc)
-                continue
-            return TableState(meta_loc, raw)
-        _remember(bucket, ptr_key, pointers.Pointer(pointer, etag))
+            return None
         return TableState(meta_loc, raw)
-    raise CommitFailed(f"Table {pointers.ident(ns, name)!r} changed concurrently; refresh and retry the commit")
+    _remember(bucket, ptr_key, pointers.Pointer(pointer, etag))
+    return TableState(meta_loc, raw)
 
 
 def resolve_commit(ctx: Context, hint: dict[str, Any]) -> str | None:
