@@ -35,6 +35,11 @@ Namespace = tuple[str, ...]
 DEFAULT_PAGE_SIZE = 100
 
 
+# A list request reads at most this many keys (names hidden by a policy or dead tombstones make a
+# short page with a token to go on), so a page costs O(page), never O(namespace).
+SCAN_LIMIT = 1000
+
+
 def list_names(
     ctx: Context,
     warehouse: str,
@@ -51,22 +56,28 @@ def list_names(
     prefix = keys.tables_prefix(ns)
     start = decode_token(page_token, prefix)
     size = page_size or DEFAULT_PAGE_SIZE
-    it: Iterator[str] = ctx.storage.list_keys(ctx.bucket_for(warehouse), prefix, start)
+    # One S3 page holds the whole answer when nothing is hidden: the page and one key to say "more".
+    it: Iterator[str] = ctx.storage.list_keys(ctx.bucket_for(warehouse), prefix, start, min(1000, size + 1))
     items: list[dict[str, Any]] = []
     batch: list[tuple[str, str]] = []
+    scanned, last = 0, ""
+    limit = max(SCAN_LIMIT, 2 * size)
     for key in it:
+        scanned, last = scanned + 1, key
         name = keys.table_from_pointer(key)
         if keep(name):
             batch.append((key, name))
-        if len(batch) < size - len(items):
+        if len(batch) < size - len(items) and scanned < limit:
             continue
         for (k, n), ok in zip(batch, pointers.live_flags(ctx, warehouse, ns, [n for _, n in batch], test), strict=True):
             if ok:
                 items.append({"namespace": list(ns), "name": n})
                 if len(items) == size:
-                    more = any(keep(keys.table_from_pointer(x)) for x in it)
+                    more = k != batch[-1][0] or next(it, None) is not None
                     return items, encode_token(k) if more else None
         batch = []
+        if scanned >= limit:  # a short page; the token goes on after the last key read
+            return items, encode_token(last) if next(it, None) is not None else None
     for (_, n), ok in zip(batch, pointers.live_flags(ctx, warehouse, ns, [n for _, n in batch], test), strict=True):
         if ok:
             items.append({"namespace": list(ns), "name": n})
