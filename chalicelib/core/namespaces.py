@@ -149,7 +149,8 @@ def list_children(
         return list(ns) if len(ns) == depth and keep(ns) else None
 
     try:
-        return page(ctx.storage.list_keys(ctx.bucket_for(warehouse), prefix, start), convert, page_size)
+        per_call = min(1000, page_size + 1) if page_size else 1000  # one S3 page per page, nothing hidden
+        return page(ctx.storage.list_keys(ctx.bucket_for(warehouse), prefix, start, per_call), convert, page_size)
     except BucketNotFound:
         warehouses.read_record(ctx, warehouse)
         return [], None

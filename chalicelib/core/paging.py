@@ -43,20 +43,26 @@ def encode_token(key: str) -> str:
     return base64.urlsafe_b64encode(key.encode()).decode().rstrip("=")
 
 
+# Keys one page may read: skipped keys (nested namespaces, hidden names) make a short page with a
+# token to go on, so a page costs O(page), never O(namespace).
+SCAN_LIMIT = 1000
+
+
 def page(keys: Iterator[str], convert: Callable[[str], T | None], page_size: int | None) -> tuple[list[T], str | None]:
     """Collect converted items (None = skip) up to page_size; the token names the last key used."""
     items: list[T] = []
+    limit = max(SCAN_LIMIT, 2 * (page_size or 0)) if page_size is not None else None
+    scanned = 0
     for key in keys:
+        scanned += 1
         item = convert(key)
-        if item is None:
-            continue
-        items.append(item)
-        if page_size is not None and len(items) >= page_size:
-            # Only hand out a token if something may follow.
-            for nxt in keys:
-                if convert(nxt) is not None:
-                    return items, encode_token(key)
-            return items, None
+        if item is not None:
+            items.append(item)
+        full = page_size is not None and len(items) >= page_size
+        if full or (limit is not None and scanned >= limit):
+            # A token only if something may follow (a short page's next one may still be empty).
+            more = next(keys, None) is not None
+            return items, encode_token(key) if more else None
     return items, None
 
 
