@@ -30,7 +30,10 @@ LINE = re.compile(r"request (\w+) (\S+) (\d+) ([\d.]+)ms")
 
 def catalog_ms(log: Path, offset: int) -> tuple[float, int]:
     text = log.read_text(errors="replace")[offset:]
-    times = [float(m.group(4)) for m in LINE.finditer(text)]
+    found = list(LINE.finditer(text))
+    for m in found:
+        print(f"  {m.group(1):6s} {m.group(2)[:90]:90s} {m.group(3)} {float(m.group(4)):7.1f} ms")
+    times = [float(m.group(4)) for m in found]
     return sum(times), len(times)
 
 

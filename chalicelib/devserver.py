@@ -27,6 +27,10 @@ def main(argv: list[str] | None = None) -> None:
     app = cli.load_chalice_app()
     config = cli.create_config_obj(chalice_stage_name="dev")
     server = create_local_server(app, config, args.host, args.port)
+    from chalicelib import warmup
+
+    warmup.tables()  # a server pays PyIceberg's imports at start, not in its first create
+    warmup.transactions()
     server.serve_forever()
 
 

@@ -1,4 +1,4 @@
-"""Init-phase work for functions whose every request needs it.
+"""Init-phase work: what a function (or the local server) would otherwise do in its first request.
 
 Lambda runs a function's init before its first request (with a full vCPU, and ahead of time under
 provisioned concurrency or SnapStart). A transaction always parses table changes with PyIceberg's
@@ -26,3 +26,19 @@ def transactions() -> None:
 
     iceberg_io.parse_transaction(_SAMPLE)  # PyIceberg's update models, and their pydantic validators
     get_context()  # the process's S3 client (botocore's S3 model is loaded once)
+
+
+def tables() -> None:
+    """PyIceberg's metadata models and update dispatch, exercised once on an in-memory table."""
+    from chalicelib.core import metadata
+    from chalicelib.routes import iceberg_io
+
+    schema = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
+    new = iceberg_io.parse_create({"name": "warmup", "schema": schema})
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+    from pyiceberg.table.metadata import new_table_metadata
+    from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+
+    base = new_table_metadata(new.schema, UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, "s3://warmup/t", {})
+    change = iceberg_io.parse_change({"updates": [{"action": "set-properties", "updates": {"k": "v"}}]}, ("w",), "t")
+    metadata.dump_metadata(metadata.apply(None, change, base, None, base.location))  # type: ignore[arg-type]
