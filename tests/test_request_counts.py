@@ -116,3 +116,20 @@ def test_identity_changes_reach_other_processes_within_the_ttl(s3_endpoint, syst
         assert user.get(f"{catalog_url}/v1/warehouses").status_code == 401  # at once where it was deleted
         time.sleep(1.2)
         assert user.get(f"{other}/v1/warehouses").status_code == 401  # within the TTL elsewhere
+
+
+def test_a_warm_list_page_reads_no_pointer(http, catalog_url, warehouse):
+    """Listing gives each pointer's ETag; a page whose pointers did not change reads none of them,
+    and a change (drop) is seen at once because it changes the ETag or removes the key."""
+    base = f"{catalog_url}/v1/{warehouse}/namespaces"
+    http.post(base, json={"namespace": ["many"]})
+    for i in range(12):
+        assert http.post(f"{base}/many/tables", json={"name": f"t{i:02d}", "schema": SCHEMA}).status_code == 200
+    first = http.get(f"{base}/many/tables", params={"pageSize": 10})
+    assert len(first.json()["identifiers"]) == 10
+    warm = http.get(f"{base}/many/tables", params={"pageSize": 10})
+    assert warm.json() == first.json()
+    assert s3_requests(warm) == 2  # namespace record and one S3 list
+    assert http.delete(f"{base}/many/tables/t03").status_code == 204
+    after = http.get(f"{base}/many/tables", params={"pageSize": 100}).json()["identifiers"]
+    assert [t["name"] for t in after] == [f"t{i:02d}" for i in range(12) if i != 3]

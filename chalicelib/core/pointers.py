@@ -330,6 +330,46 @@ def listed_or_staged(ctx: Context, warehouse: str, ns: Namespace, name: str) -> 
 
 
 _POOL: ThreadPoolExecutor | None = None
+# Whether a pointer is listed, by its ETag: the listing that names a key also gives its ETag, so a
+# warm page reads no pointer at all. Only pointers whose state alone decides are kept (no
+# transaction claim, no rename half-done): an ETag then fixes the answer.
+_listed: dict[tuple[str, str, str], tuple[str, bool]] = {}
+
+
+def _decided(p: Pointer, variant: str) -> bool:
+    if p.state == "active":
+        return kind_of(p.data) == variant.split("+")[0]
+    return variant == "table+staged" and p.state == STAGED
+
+
+def listed_flags(
+    ctx: Context, warehouse: str, ns: Namespace, entries: list[tuple[str, str, str]], variant: str
+) -> list[bool]:
+    """Whether each (key, etag, name) of a listing is listed as variant ("table", "view" or
+    "table+staged"): from the ETag cache, or by reading the pointers it misses (in parallel)."""
+    bucket = ctx.bucket_for(warehouse)
+    slow = listed_view if variant == "view" else listed_or_staged if variant == "table+staged" else listed
+    out: list[bool | None] = []
+    misses: list[tuple[int, str, str]] = []
+    for i, (key, etag, name) in enumerate(entries):
+        hit = _listed.get((bucket, key, variant))
+        out.append(hit[1] if hit is not None and hit[0] == etag else None)
+        if out[-1] is None:
+            misses.append((i, key, name))
+
+    def test(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
+        p = read(ctx, warehouse, ns, name)
+        if p is not None and "claim" not in p.data and p.state != "pending":
+            flag = _decided(p, variant)
+            if len(_listed) > 100_000:
+                _listed.clear()
+            _listed[(bucket, keys.table_pointer(ns, name), variant)] = (p.etag, flag)
+            return flag
+        return slow(ctx, warehouse, ns, name)
+
+    for (i, _, _), flag in zip(misses, live_flags(ctx, warehouse, ns, [n for _, _, n in misses], test), strict=True):
+        out[i] = flag
+    return [bool(f) for f in out]
 
 
 def live_flags(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
@@ -52,24 +52,24 @@ def list_names(
 ) -> tuple[list[dict[str, Any]], str | None]:
     """One page of live tables; names a dead tombstone or a policy hides are skipped."""
     namespaces.read_record(ctx, warehouse, ns)
-    test = pointers.listed_view if kind == "view" else pointers.listed_or_staged if staged else pointers.listed
+    variant = "view" if kind == "view" else "table+staged" if staged else "table"
     prefix = keys.tables_prefix(ns)
     start = decode_token(page_token, prefix)
     size = page_size or DEFAULT_PAGE_SIZE
     # One S3 page holds the whole answer when nothing is hidden: the page and one key to say "more".
-    it: Iterator[str] = ctx.storage.list_keys(ctx.bucket_for(warehouse), prefix, start, min(1000, size + 1))
+    it = ctx.storage.list_entries(ctx.bucket_for(warehouse), prefix, start, min(1000, size + 1))
     items: list[dict[str, Any]] = []
-    batch: list[tuple[str, str]] = []
+    batch: list[tuple[str, str, str]] = []
     scanned, last = 0, ""
     limit = max(SCAN_LIMIT, 2 * size)
-    for key in it:
+    for key, etag in it:
         scanned, last = scanned + 1, key
         name = keys.table_from_pointer(key)
         if keep(name):
-            batch.append((key, name))
+            batch.append((key, etag, name))
         if len(batch) < size - len(items) and scanned < limit:
             continue
-        for (k, n), ok in zip(batch, pointers.live_flags(ctx, warehouse, ns, [n for _, n in batch], test), strict=True):
+        for (k, _, n), ok in zip(batch, pointers.listed_flags(ctx, warehouse, ns, batch, variant), strict=True):
             if ok:
                 items.append({"namespace": list(ns), "name": n})
                 if len(items) == size:
@@ -78,7 +78,7 @@ def list_names(
         batch = []
         if scanned >= limit:  # a short page; the token goes on after the last key read
             return items, encode_token(last) if next(it, None) is not None else None
-    for (_, n), ok in zip(batch, pointers.live_flags(ctx, warehouse, ns, [n for _, n in batch], test), strict=True):
+    for (_, _, n), ok in zip(batch, pointers.listed_flags(ctx, warehouse, ns, batch, variant), strict=True):
         if ok:
             items.append({"namespace": list(ns), "name": n})
     return items, None
