@@ -1,10 +1,11 @@
 """Atomic multi-table commits on S3 conditional writes alone (protocol: docs/design.md).
 
-1. Prepare: validate each table change against its current metadata and write the new metadata files.
+1. Prepare: validate each table change against its current metadata and write the new metadata files
+   (tables in parallel: nothing is visible yet).
 2. Create the transaction record, state "pending" with a lease (If-None-Match).
 3. Claim each table pointer in a fixed order (If-Match on the ETag read in 1).
 4. Commit point: swap the record "pending" -> "committed" (If-Match).
-5. Roll forward: swap each claimed pointer to its new metadata (If-Match). Anyone may do this.
+5. Roll forward: swap each claimed pointer to its new metadata (If-Match, in parallel). Anyone may do this.
 
 Whoever meets a claim settles it from the record: committed -> roll forward, aborted -> roll back,
 pending -> wait briefly, then abort it once its lease has run out, or answer 503.
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from chalicelib import keys
@@ -22,8 +25,8 @@ from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.model import TableChange
 from chalicelib.core.versioning import new_entry
-from chalicelib.errors import BadRequest, CatalogError, CommitFailed, CommitStateUnknown
-from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
+from chalicelib.errors import BadRequest, CommitFailed, CommitStateUnknown
+from chalicelib.storage import COUNTER, ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
 Namespace = tuple[str, ...]
 MAX_TABLES = 100
@@ -44,25 +47,12 @@ def commit(ctx: Context, warehouse: str, changes: list[TableChange]) -> None:
     changes = _ordered(changes)
     bucket = ctx.bucket_for(warehouse)
     for _ in range(ATTEMPTS):
-        prepared: list[tuple[Namespace, str, pointers.Pointer, str]] = []
-        try:
-            for change in changes:
-                ns, name = change.namespace, change.name
-                p = pointers.live(ctx, warehouse, ns, name)
-                if p is not None and pointers.kind_of(p.data) != "table":
-                    raise pointers.not_found(ctx, warehouse, ns, name)  # views are not in transactions
-                if p is None:  # a table this transaction creates (assert-create)
-                    p, meta_loc = _prepare_create(ctx, warehouse, ns, name, change)
-                else:
-                    base = md.metadata_at(ctx, p.metadata_location)
-                    new = md.apply(ctx, change, base, p.metadata_location, base.location)
-                    version = keys.metadata_version(p.metadata_location) + 1
-                    meta_loc = keys.metadata_file(new.location, version, str(uuid.uuid4()))
-                    md.write_metadata(ctx, meta_loc, new)
-                prepared.append((ns, name, p, meta_loc))
-        except (CatalogError, StorageUnavailable):
+        outcomes = _in_parallel(lambda change: _prepare(ctx, warehouse, change), changes)
+        prepared = [o for o in outcomes if not isinstance(o, BaseException)]
+        failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
+        if failed is not None:
             _release(ctx, warehouse, prepared)
-            raise
+            raise failed
         txn_id = uuid.uuid4().hex
         record = {
             "id": txn_id,
@@ -90,15 +80,68 @@ def commit(ctx: Context, warehouse: str, changes: list[TableChange]) -> None:
             raise
         if not ok and _roll_back(ctx, warehouse, txn_id, claimed, prepared) != "committed":
             continue
-        for ns, name, data, etag, _old in claimed:
+
+        def settle(item: tuple[Namespace, str, dict[str, Any], str, dict[str, Any]]) -> None:
+            ns, name, data, etag, _old = item
             try:
                 ctx.storage.put_if_match(
                     bucket, keys.table_pointer(ns, name), dump(claims.settled_pointer(data, True)), etag
                 )
             except (PreconditionFailed, ObjectNotFound, WriteInDoubt, StorageUnavailable):
                 pass  # a reader rolled it forward already, or the next one will
+
+        # After the commit point their order does not matter; anything unexpected still surfaces.
+        unexpected = next((o for o in _in_parallel(settle, claimed) if isinstance(o, BaseException)), None)
+        if unexpected is not None:
+            raise unexpected
         return
     raise CommitFailed("The tables changed concurrently; refresh them and retry the transaction")
+
+
+def _prepare(ctx: Context, warehouse: str, change: TableChange) -> tuple[Namespace, str, pointers.Pointer, str]:
+    """Judge one change against its table and write its new metadata file (nothing is visible yet)."""
+    ns, name = change.namespace, change.name
+    p = pointers.live(ctx, warehouse, ns, name)
+    if p is not None and pointers.kind_of(p.data) != "table":
+        raise pointers.not_found(ctx, warehouse, ns, name)  # views are not in transactions
+    if p is None:  # a table this transaction creates (assert-create)
+        p, meta_loc = _prepare_create(ctx, warehouse, ns, name, change)
+    else:
+        base = md.metadata_at(ctx, p.metadata_location)
+        new = md.apply(ctx, change, base, p.metadata_location, base.location)
+        version = keys.metadata_version(p.metadata_location) + 1
+        meta_loc = keys.metadata_file(new.location, version, str(uuid.uuid4()))
+        md.write_metadata(ctx, meta_loc, new)
+    return ns, name, p, meta_loc
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _in_parallel(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    """fn over items on a pool (the tables' S3 round trips overlap); each result or its exception,
+    in order. S3 requests made there count for this request and keep its deadline."""
+    global _POOL
+    if len(items) <= 1:
+        return [_outcome(fn, item) for item in items]
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="txn")
+    deadline = COUNTER.deadline
+
+    def one(item: Any) -> tuple[Any, int]:
+        COUNTER.count, COUNTER.deadline = 0, deadline
+        return _outcome(fn, item), COUNTER.count
+
+    results = list(_POOL.map(one, items))
+    COUNTER.count += sum(n for _, n in results)
+    return [r for r, _ in results]
+
+
+def _outcome(fn: Callable[[Any], Any], item: Any) -> Any:
+    try:
+        return fn(item)
+    except Exception as exc:  # noqa: BLE001 - handed back to the caller, which raises it
+        return exc
 
 
 def _prepare_create(ctx: Context, warehouse: str, ns: Namespace, name: str, req: TableChange) -> tuple[Any, str]:
