@@ -73,7 +73,11 @@ class LocalS3:
 
 
 def start(port: int, data_dir: Path, prefer: str = "auto") -> LocalS3:
-    """Start LocalStack (Python 3.13 venv) or, failing that, moto; raise PortInUse clearly."""
+    """Start LocalStack (Python 3.13 venv) or, failing that, moto; raise PortInUse clearly.
+
+    With BENCH_S3_ENDPOINT set (bench/bench_all.py), the benchmarks share that S3 instead."""
+    if os.environ.get("BENCH_S3_ENDPOINT"):
+        return LocalS3(os.environ["BENCH_S3_ENDPOINT"], os.environ.get("BENCH_S3_KIND", "localstack"))
     if not port_free(port):
         raise PortInUse(
             f"port {port} is already in use: stop what runs there, or pick another port with "

@@ -1,0 +1,92 @@
+"""Every benchmark in one run on one S3, and the figures of issue 15 against their goals.
+
+Run: .venv/bin/python bench/bench_all.py   (about 6 minutes; starts one LocalStack for all)
+Each bench runs as it does alone (its output is kept in the log folder it prints); this prints the
+goal table and the comparison with PyIceberg's SqlCatalog. It reports; it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import local_s3  # noqa: E402
+
+BENCHES = ("hot_paths", "hot_table", "lists", "signing", "cold_start", "spark_ingest", "compare")
+
+
+def grab(text: str, pattern: str) -> str:
+    m = re.search(pattern, text, re.MULTILINE)
+    return m.group(1) if m else "?"
+
+
+def main() -> None:
+    logs = Path(tempfile.mkdtemp(prefix="bench-"))
+    s3 = local_s3.start(local_s3.free_port(), logs / "s3")
+    env = dict(os.environ, BENCH_S3_ENDPOINT=s3.endpoint, BENCH_S3_KIND=s3.kind)
+    out: dict[str, str] = {}
+    try:
+        for name in BENCHES:
+            print(f"running bench_{name} ...", flush=True)
+            run = subprocess.run(
+                [sys.executable, str(ROOT / "bench" / f"bench_{name}.py")],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            out[name] = run.stdout
+            (logs / f"{name}.log").write_text(run.stdout + run.stderr)
+            if run.returncode != 0:
+                print(f"  bench_{name} failed ({run.returncode}); see {logs / (name + '.log')}")
+    finally:
+        s3.stop()
+    rows = [
+        (
+            "commit latency / 3 raw S3 round trips",
+            "<= 1.1x",
+            grab(out["hot_paths"], r"raw round trips: (\S+)")
+            + ", "
+            + grab(out["hot_paths"], r"^commit\s+n=\d+ S3 requests/op=(\S+)")
+            + " S3 requests",
+        ),
+        (
+            "16 writers, ONE table: commits/s, give-ups",
+            ">= 90, 0",
+            grab(out["hot_table"], r"ONE table:\s+(\S+) commits/s")
+            + ", "
+            + grab(out["hot_table"], r"ONE table:.* (\d+) writers gave up"),
+        ),
+        ("list page at 10,000 / at 100 tables", "<= 1.2x", grab(out["lists"], r"tables: (\S+x)")),
+        (
+            "non-root S3 requests per sign (warm)",
+            "0",
+            grab(out["signing"], r"sign call \(non-root reader\).*requests/sign=(\S+)"),
+        ),
+        ("catalog share of a 1M-row Spark ingest", "<= 2%", grab(out["spark_ingest"], r"= (\S+%) of the job")),
+        (
+            "transactions: first request ms (init ms)",
+            "<= 150",
+            grab(out["cold_start"], r"^transactions\s+\d+\s+(\d+)")
+            + " ("
+            + grab(out["cold_start"], r"^transactions\s+(\d+)")
+            + ")",
+        ),
+    ]
+    print(f"\n{'figure':44s} {'goal':>10s}  measured ({s3.kind}, one run)")
+    for figure, goal, measured in rows:
+        print(f"{figure:44s} {goal:>10s}  {measured}")
+    lines = out["compare"].splitlines()
+    head = next((i for i, line in enumerate(lines) if "SqlCatalog" in line and line.rstrip().endswith("ratio")), None)
+    print("\n" + "\n".join(lines[head:] if head is not None else ["(bench_compare printed no table)"]))
+    print(f"\nlogs: {logs}")
+
+
+if __name__ == "__main__":
+    main()
