@@ -485,3 +485,21 @@ def test_signatures_are_accepted_by_an_s3_that_verifies_them(monkeypatch):
     finally:
         moto_settings.INITIAL_NO_AUTH_ACTION_COUNT = float("inf")
         server.stop()
+
+
+def test_bearer_token_client_signs_with_its_own_token(keyless_url, lake):
+    """A PyIceberg client on OAuth2 client credentials: its signer sends the catalog token it holds
+    (no sign token is minted for it), and remote signing works the same."""
+    _, key, secret = lake["writer"]
+    cat = RestCatalog(
+        f"oauth-{uuid.uuid4().hex[:6]}",
+        uri=keyless_url,
+        warehouse=lake["wh"],
+        credential=f"{key}:{secret}",
+        **{"oauth2-server-uri": f"{keyless_url}/v1/oauth/tokens", **SIGNING},
+    )
+    table = cat.load_table("ns.a")
+    assert "header.Authorization" not in table.io.properties
+    before = len(table.scan().to_arrow())
+    table.append(pa.table({"id": pa.array([7], pa.int64())}))
+    assert len(cat.load_table("ns.a").scan().to_arrow()) == before + 1
