@@ -12,32 +12,23 @@ from __future__ import annotations
 import os
 import sqlite3
 import statistics
-import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-import boto3
+import benchutil
+import catalog_admin
 import pyarrow as pa
-from botocore.config import Config
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT))
-import catalog_admin  # noqa: E402
-import local_s3  # noqa: E402
-
-from chalicelib import keys  # noqa: E402
+from chalicelib import keys
 
 N = int(os.environ.get("BENCH_N", "40"))
 WRITERS = int(os.environ.get("BENCH_WRITERS", "16"))
 APPENDS = int(os.environ.get("BENCH_APPENDS", "4"))
 TABLES = int(os.environ.get("BENCH_TABLES", "10000"))
 ROWS = pa.table({"id": pa.array(range(10), pa.int64())})
-KEY, SECRET = "ROOTBENCHKEY000001", uuid.uuid4().hex
 
 
 def p50(values: list[float]) -> float:
@@ -85,35 +76,26 @@ def main() -> None:
     from pyiceberg.catalog.sql import SqlCatalog
 
     tmp = Path(tempfile.mkdtemp())
-    s3p = local_s3.start(local_s3.free_port(), tmp / "s3")
-    catalog = local_s3.start_catalog(
-        local_s3.catalog_env(s3p.endpoint, CATALOG_ROOT_ACCESS_KEY=KEY, CATALOG_ROOT_SECRET_KEY=SECRET)
-    )
-    s3_props = {
-        "s3.endpoint": s3p.endpoint,
-        "s3.access-key-id": "test",
-        "s3.secret-access-key": "test",
-        "s3.region": "us-east-1",
-    }
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=s3p.endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-        config=Config(s3={"addressing_style": "path"}, max_pool_connections=32),
-    )
-    try:
+    with benchutil.stack() as catalog:
+        s3p, s3 = catalog.s3, benchutil.s3_client(catalog.s3.endpoint)
+        s3_props = {
+            "s3.endpoint": s3p.endpoint,
+            "s3.access-key-id": "test",
+            "s3.secret-access-key": "test",
+            "s3.region": "us-east-1",
+        }
         wh = "cmp-rest"
-        catalog_admin.session(KEY, SECRET).post(f"{catalog.url}/v1/warehouses", json={"name": wh}).raise_for_status()
+        catalog_admin.session(catalog.key, catalog.secret).post(
+            f"{catalog.url}/v1/warehouses", json={"name": wh}
+        ).raise_for_status()
         rest_props = {
             "uri": catalog.url,
             "warehouse": wh,
             "rest.sigv4-enabled": "true",
             "rest.signing-name": "s3tables",
             "rest.signing-region": "us-east-1",
-            "client.access-key-id": KEY,
-            "client.secret-access-key": SECRET,
+            "client.access-key-id": catalog.key,
+            "client.secret-access-key": catalog.secret,
             **s3_props,
         }
         s3.create_bucket(Bucket="cmp-sql")
@@ -190,9 +172,6 @@ def main() -> None:
             print(f"{name:44s} {a:14.1f} {b:12.1f} {ratio}")
         print("ratio = this catalog / SqlCatalog (lower is better for ms, higher for rates)")
         print(f"S3: {s3p.kind}; {WRITERS} writers x {APPENDS} appends; PyIceberg's own commit retries")
-    finally:
-        catalog.stop()
-        s3p.stop()
 
 
 if __name__ == "__main__":

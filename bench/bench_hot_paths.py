@@ -10,15 +10,13 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import catalog_admin  # noqa: E402
-import local_s3  # noqa: E402
+import benchutil
+import catalog_admin
+
+ROOT = benchutil.ROOT
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 N = int(os.environ.get("BENCH_N", "200"))
@@ -36,17 +34,7 @@ def pct(values: list[float], p: float) -> float:
 
 def raw_round_trips(endpoint: str, bucket: str) -> float:
     """A commit's S3 floor: read the pointer, write a metadata file, swap the pointer, timed with boto3."""
-    import boto3
-    from botocore.config import Config
-
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-        config=Config(s3={"addressing_style": "path"}),
-    )
+    s3 = benchutil.s3_client(endpoint)
     s3.put_object(Bucket=bucket, Key="bench/pointer.json", Body=b"{}")
     body = b"x" * 1500
     times = []
@@ -61,14 +49,10 @@ def raw_round_trips(endpoint: str, bucket: str) -> float:
 
 def main() -> None:
     print(f"cold import of app.py: {statistics.median(import_time('app') for _ in range(3)):.0f} ms")
-    s3 = local_s3.start(local_s3.free_port(), Path(tempfile.mkdtemp()) / "s3")
-    key, secret = "ROOTBENCHKEY000001", uuid.uuid4().hex
-    catalog = local_s3.start_catalog(
-        local_s3.catalog_env(s3.endpoint, CATALOG_ROOT_ACCESS_KEY=key, CATALOG_ROOT_SECRET_KEY=secret)
-    )
-    try:
-        url = f"{catalog.url}/v1"
-        http = catalog_admin.session(key, secret)
+    with benchutil.stack() as st:
+        s3 = st.s3
+        url = f"{st.url}/v1"
+        http = catalog_admin.session(st.key, st.secret)
         wh = f"bench-{uuid.uuid4().hex[:8]}"
         http.post(f"{url}/warehouses", json={"name": wh}).raise_for_status()
         http.post(f"{url}/{wh}/namespaces", json={"namespace": ["b"]}).raise_for_status()
@@ -97,9 +81,6 @@ def main() -> None:
         floor = raw_round_trips(s3.endpoint, wh)
         print(f"the same 3 S3 round trips with boto3 (GET, PUT If-None-Match, PUT If-Match): p50={floor:.1f} ms")
         print(f"commit over HTTP / the 3 raw round trips: {commit_p50 / floor:.2f}x")
-    finally:
-        catalog.stop()
-        s3.stop()
 
 
 if __name__ == "__main__":

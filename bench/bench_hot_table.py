@@ -8,17 +8,12 @@ Each writer makes BENCH_COMMITS set-properties commits with no requirements, ret
 from __future__ import annotations
 
 import os
-import sys
-import tempfile
 import threading
 import time
 import uuid
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import catalog_admin  # noqa: E402
-import local_s3  # noqa: E402
+import benchutil
+import catalog_admin
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 WRITERS = int(os.environ.get("BENCH_WRITERS", "16"))
@@ -60,13 +55,9 @@ def run(url: str, key: str, secret: str, tables: list[str]) -> tuple[float, int,
 
 
 def main() -> None:
-    s3 = local_s3.start(local_s3.free_port(), Path(tempfile.mkdtemp()) / "s3")
-    key, secret = "ROOTBENCHKEY000001", uuid.uuid4().hex
-    catalog = local_s3.start_catalog(
-        local_s3.catalog_env(s3.endpoint, CATALOG_ROOT_ACCESS_KEY=key, CATALOG_ROOT_SECRET_KEY=secret)
-    )
-    try:
-        url = f"{catalog.url}/v1"
+    with benchutil.stack() as st:
+        s3, key, secret = st.s3, st.key, st.secret
+        url = f"{st.url}/v1"
         http = catalog_admin.session(key, secret)
         wh = f"bench-{uuid.uuid4().hex[:8]}"
         http.post(f"{url}/warehouses", json={"name": wh}).raise_for_status()
@@ -81,9 +72,6 @@ def main() -> None:
                 f"{WRITERS} writers x {COMMITS} commits, {label:9s}: {rate:6.1f} commits/s, {done} committed, "
                 f"{conflicts} client-side 409 retries, {gave_up} writers gave up ({s3.kind})"
             )
-    finally:
-        catalog.stop()
-        s3.stop()
 
 
 if __name__ == "__main__":

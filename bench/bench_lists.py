@@ -9,23 +9,14 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
-import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-import boto3
-from botocore.config import Config
+import benchutil
+import catalog_admin
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT))
-import catalog_admin  # noqa: E402
-import local_s3  # noqa: E402
-
-from chalicelib import keys  # noqa: E402
+from chalicelib import keys
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 BIG = int(os.environ.get("BENCH_TABLES", "10000"))
@@ -33,22 +24,10 @@ RUNS = 20
 
 
 def main() -> None:
-    s3p = local_s3.start(local_s3.free_port(), Path(tempfile.mkdtemp()) / "s3")
-    key, secret = "ROOTBENCHKEY000001", uuid.uuid4().hex
-    catalog = local_s3.start_catalog(
-        local_s3.catalog_env(s3p.endpoint, CATALOG_ROOT_ACCESS_KEY=key, CATALOG_ROOT_SECRET_KEY=secret)
-    )
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=s3p.endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-        config=Config(s3={"addressing_style": "path"}, max_pool_connections=32),
-    )
-    try:
-        url = f"{catalog.url}/v1"
-        http = catalog_admin.session(key, secret)
+    with benchutil.stack() as st:
+        s3p, s3 = st.s3, benchutil.s3_client(st.s3.endpoint)
+        url = f"{st.url}/v1"
+        http = catalog_admin.session(st.key, st.secret)
         wh = f"bench-{uuid.uuid4().hex[:8]}"
         http.post(f"{url}/warehouses", json={"name": wh}).raise_for_status()
         sizes = {"small": 100, "big": BIG}
@@ -86,9 +65,6 @@ def main() -> None:
                 f"{statistics.mean(reqs):.0f} S3 requests per page ({s3p.kind})"
             )
         print(f"ratio {BIG} / 100 tables: {p50['big'] / p50['small']:.2f}x")
-    finally:
-        catalog.stop()
-        s3p.stop()
 
 
 if __name__ == "__main__":

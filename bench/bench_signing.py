@@ -9,20 +9,12 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
-import tempfile
 import time
 import uuid
-from pathlib import Path
 
-import boto3
+import benchutil
+import catalog_admin
 import requests
-from botocore.config import Config
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import catalog_admin  # noqa: E402
-import local_s3  # noqa: E402
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 N = int(os.environ.get("BENCH_N", "300"))
@@ -37,18 +29,10 @@ def report(label: str, times: list[float], extra: str = "") -> None:
 
 
 def main() -> None:
-    s3_proc = local_s3.start(local_s3.free_port(), Path(tempfile.mkdtemp()) / "s3")
-    key, secret = "ROOTBENCHKEY000001", uuid.uuid4().hex
-    env = local_s3.catalog_env(
-        s3_proc.endpoint,
-        CATALOG_ROOT_ACCESS_KEY=key,
-        CATALOG_ROOT_SECRET_KEY=secret,
-        CATALOG_VEND_S3_CREDENTIALS="false",
-    )
-    catalog = local_s3.start_catalog(env)
-    try:
-        url = f"{catalog.url}/v1"
-        root = catalog_admin.session(key, secret)
+    with benchutil.stack(CATALOG_VEND_S3_CREDENTIALS="false") as st:
+        s3_proc = st.s3
+        url = f"{st.url}/v1"
+        root = catalog_admin.session(st.key, st.secret)
         wh = f"bench-{uuid.uuid4().hex[:8]}"
         root.post(f"{url}/warehouses", json={"name": wh}).raise_for_status()
         root.post(f"{url}/{wh}/namespaces", json={"namespace": ["b"]}).raise_for_status()
@@ -56,14 +40,7 @@ def main() -> None:
         location = created.json()["metadata"]["location"]
         bucket, _, prefix = location[5:].partition("/")
         obj_key = f"{prefix}/data/bench.parquet"
-        s3 = boto3.client(
-            "s3",
-            endpoint_url=s3_proc.endpoint,
-            region_name="us-east-1",
-            aws_access_key_id="test",
-            aws_secret_access_key="test",
-            config=Config(s3={"addressing_style": "path"}),
-        )
+        s3 = benchutil.s3_client(s3_proc.endpoint)
         s3.put_object(Bucket=bucket, Key=obj_key, Body=b"x" * 4096)
         admin = f"{url}/../admin/users"
         user = f"reader-{uuid.uuid4().hex[:6]}"
@@ -100,9 +77,6 @@ def main() -> None:
             report(f"sign call ({who})", sign_times, catalog_s3)
             report(f"S3 GET via remote signing ({who})", total, "(1 extra round trip: the sign call)")
         print(f"S3: {s3_proc.kind}; the catalog caches a table's location for 5 s, so warm signs read no pointer")
-    finally:
-        catalog.stop()
-        s3_proc.stop()
 
 
 if __name__ == "__main__":
