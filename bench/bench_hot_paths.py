@@ -15,6 +15,7 @@ import uuid
 
 import benchutil
 import catalog_admin
+from benchutil import pct
 
 ROOT = benchutil.ROOT
 
@@ -26,10 +27,6 @@ def import_time(module: str) -> float:
     code = f"import time; t=time.perf_counter(); import {module}; print(time.perf_counter()-t)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     return float(out.stdout.strip()) * 1000
-
-
-def pct(values: list[float], p: float) -> float:
-    return sorted(values)[min(len(values) - 1, int(len(values) * p))]
 
 
 def raw_round_trips(endpoint: str, bucket: str) -> float:

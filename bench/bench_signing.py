@@ -15,13 +15,10 @@ import uuid
 import benchutil
 import catalog_admin
 import requests
+from benchutil import pct
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 N = int(os.environ.get("BENCH_N", "300"))
-
-
-def pct(values: list[float], p: float) -> float:
-    return sorted(values)[min(len(values) - 1, int(len(values) * p))]
 
 
 def report(label: str, times: list[float], extra: str = "") -> None:

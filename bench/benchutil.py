@@ -56,3 +56,8 @@ def s3_client(endpoint: str) -> Any:
         aws_secret_access_key="test",
         config=Config(s3={"addressing_style": "path"}, max_pool_connections=32),
     )
+
+
+def pct(values: list[float], p: float) -> float:
+    """The p-th quantile (0..1) of values, as the nearest rank."""
+    return sorted(values)[min(len(values) - 1, int(len(values) * p))]
