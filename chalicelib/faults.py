@@ -5,6 +5,9 @@
 - ``CATALOG_FAULT_LOST_RATE`` (e.g. 0.3): a share of conditional writes is *applied*, then its
   response is lost (the connection is cut after S3 wrote the object). The caller sees a connection
   error and cannot know the write landed, which is what SDK retries meet in production.
+- ``CATALOG_FAULT_SLOW_ANSWER_MS`` (e.g. 200): every conditional write is applied, and its answer
+  arrives that much later (a slow network on the way back). A process killed meanwhile has
+  changed S3 and told nobody: the window a crash between a commit point and its response opens.
 - ``CATALOG_FAULT_SEED`` makes a run repeatable.
 """
 
@@ -14,6 +17,7 @@ import logging
 import os
 import random
 import threading
+import time
 from typing import Any
 
 log = logging.getLogger("catalog.faults")
@@ -22,10 +26,11 @@ log = logging.getLogger("catalog.faults")
 def install(client: Any) -> FaultInjector | None:
     rate = float(os.environ.get("CATALOG_FAULT_RATE", "0") or 0)
     lost = float(os.environ.get("CATALOG_FAULT_LOST_RATE", "0") or 0)
-    if rate <= 0 and lost <= 0:
+    slow = float(os.environ.get("CATALOG_FAULT_SLOW_ANSWER_MS", "0") or 0)
+    if rate <= 0 and lost <= 0 and slow <= 0:
         return None
     seed = os.environ.get("CATALOG_FAULT_SEED")
-    injector = FaultInjector(rate, lost, int(seed) if seed else None)
+    injector = FaultInjector(rate, lost, int(seed) if seed else None, slow / 1000)
     client.meta.events.register("before-send.s3", injector)
     return injector
 
@@ -46,9 +51,10 @@ def _error(status: int, code: str, url: str) -> Any:
 
 
 class FaultInjector:
-    def __init__(self, rate: float, lost_rate: float = 0.0, seed: int | None = None) -> None:
+    def __init__(self, rate: float, lost_rate: float = 0.0, seed: int | None = None, slow_s: float = 0.0) -> None:
         self.rate = rate
         self.lost_rate = lost_rate
+        self.slow_s = slow_s
         self.random = random.Random(seed)
         self.lock = threading.Lock()
         self.injected: dict[str, int] = {
@@ -59,13 +65,13 @@ class FaultInjector:
         }
         self._http: Any = None
 
-    def _send_for_real(self, request: Any) -> int:
+    def _send_for_real(self, request: Any) -> Any:
         from botocore.httpsession import URLLib3Session
 
         with self.lock:
             if self._http is None:
                 self._http = URLLib3Session(max_pool_connections=32)
-        return int(self._http.send(request).status_code)
+        return self._http.send(request)
 
     def __call__(self, request: Any, **_: Any) -> Any:
         from botocore.exceptions import ConnectionClosedError
@@ -83,9 +89,13 @@ class FaultInjector:
             if kind:
                 self.injected[kind] += 1
         if not kind:
+            if conditional and self.slow_s > 0:
+                answer = self._send_for_real(request)  # applied now, answered later
+                time.sleep(self.slow_s)
+                return answer
             return None
         if kind == "LostResponse":
-            status = self._send_for_real(request)  # S3 applies (or refuses) the write...
+            status = self._send_for_real(request).status_code  # S3 applies (or refuses) the write...
             log.info("fault injected: LostResponse (S3 answered %d)", status)
             raise ConnectionClosedError(endpoint_url=request.url)  # ...and the answer never arrives
         log.info("fault injected: %s", kind)

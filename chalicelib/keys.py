@@ -212,3 +212,13 @@ def location_claim(path: str) -> str:
 
 def view_shard(view: str, namespace: Namespace) -> str:
     return f"{CATALOG_PREFIX}views/{view}/{ns_id(namespace)}.json"
+
+
+# ---- audit journal (core/audit.py) and the trash of dropped tables (core/trash.py) -----------
+AUDIT_PREFIX = CATALOG_PREFIX + "audit/"  # warehouse bucket: tables, views, namespaces, trash
+SYSTEM_AUDIT_PREFIX = "audit/"  # system bucket: warehouses, users, access keys, policies
+TRASH_PREFIX = CATALOG_PREFIX + "trash/"
+
+
+def trash_record(drop_id: str) -> str:
+    return f"{TRASH_PREFIX}{drop_id}.json"

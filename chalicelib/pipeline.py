@@ -268,6 +268,7 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
             spec.resolve(ctx)
         authn, authz = PIPELINE.for_action(ctx.action)
         ctx.identity = authn.authenticate(ctx)
+        _set_actor(ctx, req)
         authz.authorize(ctx)
         slot = _idempotency_begin(ctx)
         if isinstance(slot, Response):
@@ -289,6 +290,15 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
         elapsed = (time.perf_counter() - started) * 1000
         log.info("request %s %s %d %.2fms s3=%d", method, path, resp.status_code, elapsed, COUNTER.count)
     return resp
+
+
+def _set_actor(ctx: RequestContext, req: Any) -> None:
+    """Who is asking, for the audit entries of the changes this request makes."""
+    from chalicelib.core import audit
+
+    who = getattr(ctx.identity, "name", None) or "anonymous"
+    request_id = str((req.context or {}).get("requestId", "") or "")
+    audit.set_actor(who, ctx.face.name if ctx.face else "iceberg-rest", request_id)
 
 
 def _as_catalog_error(exc: Exception, method: str, path: str) -> CatalogError:

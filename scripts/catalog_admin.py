@@ -5,6 +5,8 @@
     python scripts/catalog_admin.py put-policy alice readers policy.json
     python scripts/catalog_admin.py get-user alice | list-users | delete-key alice KEY | delete-policy alice readers
     python scripts/catalog_admin.py delete-user alice
+    python scripts/catalog_admin.py audit [--warehouse W [--table NS.T]] [--principal P] [--operation OP] [--limit N]
+    python scripts/catalog_admin.py trash W | undrop W DROP_ID [--to NS.T] | purge-dropped W DROP_ID
 
 Settings: CATALOG_URL (default http://127.0.0.1:8181/_iceberg), CATALOG_ROOT_ACCESS_KEY,
 CATALOG_ROOT_SECRET_KEY, CATALOG_SIGNING_REGION (default us-east-1). Requests are SigV4-signed
@@ -68,6 +70,17 @@ def main(argv: list[str] | None = None) -> int:
         cmd = sub.add_parser(name)
         for arg in args:
             cmd.add_argument(arg)
+    audit = sub.add_parser("audit", help="the audit trail: of a warehouse, or without --warehouse the system's")
+    for opt in ("--warehouse", "--table", "--principal", "--operation"):
+        audit.add_argument(opt)
+    audit.add_argument("--limit", type=int, default=50)
+    for name in ("trash", "undrop", "purge-dropped"):
+        cmd = sub.add_parser(name)
+        cmd.add_argument("warehouse")
+        if name != "trash":
+            cmd.add_argument("drop_id")
+        if name == "undrop":
+            cmd.add_argument("--to", help="restore as NS.TABLE instead of the old name")
     a = parser.parse_args(argv)
     if not os.environ.get("CATALOG_ROOT_ACCESS_KEY") or not os.environ.get("CATALOG_ROOT_SECRET_KEY"):
         print("catalog-admin: set CATALOG_ROOT_ACCESS_KEY and CATALOG_ROOT_SECRET_KEY", file=sys.stderr)
@@ -86,6 +99,20 @@ def main(argv: list[str] | None = None) -> int:
     if a.cmd == "put-policy":
         with open(a.file, encoding="utf-8") as fh:
             calls["put-policy"] = ("PUT", f"{base}/{user}/policies/{quote(a.policy, safe='')}", json.load(fh))
+    if a.cmd == "audit":
+        return _audit(a)
+    if a.cmd in ("trash", "undrop", "purge-dropped"):
+        trash = f"{a.url.rstrip('/')}/v1/{quote(a.warehouse, safe='')}/trash"
+        drop_id = quote(getattr(a, "drop_id", ""), safe="")
+        to = getattr(a, "to", None)
+        dst = {"destination": {"namespace": to.split(".")[:-1], "name": to.split(".")[-1]}} if to else {}
+        calls.update(
+            {
+                "trash": ("GET", trash, None),
+                "undrop": ("POST", f"{trash}/{drop_id}/restore", dst),
+                "purge-dropped": ("DELETE", f"{trash}/{drop_id}", None),
+            }
+        )
     method, url, body = calls[a.cmd]
     try:
         resp = session().request(method, url, json=body, timeout=30)
@@ -98,6 +125,37 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError:  # a proxy or gateway error page
             print(f"HTTP {resp.status_code}: {resp.text[:500]}", file=sys.stderr)
     return 0 if resp.ok else 1
+
+
+def _audit(a: argparse.Namespace) -> int:
+    """Print entries newest first, one line each, following pages up to --limit."""
+    if a.warehouse:
+        url = f"{a.url.rstrip('/')}/v1/{quote(a.warehouse, safe='')}/audit"
+    else:
+        url = f"{a.url.rstrip('/')}/admin/audit"
+    params: dict[str, Any] = {"pageSize": min(a.limit, 200)}
+    if a.table:
+        *ns, table = a.table.split(".")
+        params.update(namespace="\x1f".join(ns), table=table)
+    params.update({k: v for k, v in (("principal", a.principal), ("operation", a.operation)) if v})
+    shown = 0
+    while shown < a.limit:
+        try:
+            resp = session().get(url, params=params, timeout=60)
+        except requests.RequestException as exc:
+            print(f"catalog-admin: cannot reach {a.url}: {type(exc).__name__}", file=sys.stderr)
+            return 1
+        if not resp.ok:
+            print(f"HTTP {resp.status_code}: {resp.text[:500]}", file=sys.stderr)
+            return 1
+        page = resp.json()
+        for e in page["entries"][: a.limit - shown]:
+            print(json.dumps(e, sort_keys=True))
+            shown += 1
+        if not page.get("next-page-token"):
+            break
+        params["pageToken"] = page["next-page-token"]
+    return 0
 
 
 if __name__ == "__main__":

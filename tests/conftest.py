@@ -27,6 +27,10 @@ os.environ["AWS_DATA_PATH"] = str(ROOT / "tests" / "models")
 REGION = "us-east-1"
 KEYS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
 ROOT_KEY, ROOT_SECRET = "ROOTTESTKEY0000001", "root-test-secret-" + uuid.uuid4().hex
+# Suites written before undrop expect a drop to purge at once: their catalogs (in-process and
+# served) default to no retention. tests/test_trash.py sets retention per warehouse, and checks
+# the 7-day default with a catalog started without this setting.
+os.environ.setdefault("CATALOG_DROPPED_TABLE_RETENTION_S", "0")
 
 
 @pytest.fixture(scope="session")

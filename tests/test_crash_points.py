@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import namespaces, pointers, tables, transactions, warehouses
+from chalicelib.core import audit, namespaces, pointers, tables, transactions, warehouses
 from chalicelib.core.context import Context
 from chalicelib.errors import TableRecoveryInProgress
 from chalicelib.routes import iceberg_io
@@ -119,7 +119,8 @@ def test_transaction_with_a_create_crash_points(crash_ctx, monkeypatch, crash_af
     assert listed == (["a", "b", "fresh"] if committed else ["a", "b"])
 
 
-DROP_WRITES = 7  # tombstone, purge job, uuid state, pointer delete, purge batch, uuid record, purge job delete
+# tombstone, audit segment, purge job, uuid state, pointer delete, purge batch, uuid record, purge job delete
+DROP_WRITES = 8
 
 
 def test_drop_write_count(crash_ctx):
@@ -140,7 +141,7 @@ def test_drop_crash_points(crash_ctx, crash_after, monkeypatch):
     with pytest.raises(Crash):
         tables.drop(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, ("tx",), "a", True)
     assert pointers.live(ctx, wh, ("tx",), "a") is None  # dropped at once, for every reader
-    if crash_after < 5:  # readers never purge: the files wait for the sweeper
+    if crash_after < 6:  # readers never purge: the files wait for the sweeper
         assert list(ctx.storage.list_keys(wh, table_prefix)) != []
     time.sleep(3.1)  # the dropper's lease runs out
     sweeper.sweep(ctx, wh)
@@ -148,3 +149,5 @@ def test_drop_crash_points(crash_ctx, crash_after, monkeypatch):
     assert list(ctx.storage.list_keys(wh, keys.table_pointer(("tx",), "a"))) == []
     assert list(ctx.storage.list_keys(wh, keys.PURGES_PREFIX)) == []
     assert tables.load(ctx, wh, ("tx",), "b").metadata_location  # the other table is untouched
+    trail = audit.query(ctx, ctx.bucket_for(wh), keys.AUDIT_PREFIX, [], name="a", page_size=200)[0]
+    assert [e["op"] for e in trail] == ["drop", "create"]  # the drop landed: recorded once, with its history

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.core import audit
 from chalicelib.core.context import Context, dump
 from chalicelib.errors import BadRequest, CatalogError, Conflict, NotFound, ServiceUnavailable
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
@@ -143,11 +144,23 @@ def check_user(name: object) -> str:
 def create_user(ctx: Context, name: object) -> dict[str, Any]:
     user = check_user(name)
     record = {"name": user, "access-keys": [], "policies": {}, "created-at": _now(), "uuid": str(uuid.uuid4())}
+    record, _ = audit.stamped(record, audit.entry("create-user", _target(user)))
     try:
         ctx.storage.put_if_absent(ctx.settings.system_bucket, keys.user_record(user), dump(record))
     except (PreconditionFailed, WriteInDoubt):
         raise Conflict(f"User {user!r} already exists") from None
+    _journal(ctx, record)
     return public(record)
+
+
+def _target(user: str) -> dict[str, Any]:
+    return {"kind": "user", "user": user}
+
+
+def _journal(ctx: Context, record: dict[str, Any], *older: Any) -> None:
+    audit.flush_record(
+        ctx, ctx.settings.system_bucket, keys.SYSTEM_AUDIT_PREFIX, audit.source_of(record), record, *older
+    )
 
 
 def public(record: dict[str, Any]) -> dict[str, Any]:
@@ -170,7 +183,7 @@ def list_users(ctx: Context) -> list[str]:
     return [keys.user_from_record(k) for k in ctx.storage.list_keys(ctx.settings.system_bucket, keys.IAM_USERS_PREFIX)]
 
 
-def _update_user(ctx: Context, name: str, change: Any) -> dict[str, Any]:
+def _update_user(ctx: Context, name: str, change: Any, op: str, **detail: Any) -> dict[str, Any]:
     """Apply an idempotent change with a CAS loop; after a write in doubt, a re-read on which the
     change changes nothing proves it is in effect."""
     for _ in range(10):
@@ -179,8 +192,10 @@ def _update_user(ctx: Context, name: str, change: Any) -> dict[str, Any]:
             raise NotFound(f"User {name!r} does not exist")
         record, etag = found
         change(record)
+        record, older = audit.stamped(record, audit.entry(op, _target(name), **detail))
         try:
             ctx.storage.put_if_match(ctx.settings.system_bucket, keys.user_record(name), dump(record), etag)
+            _journal(ctx, record, older)
             return record
         except (PreconditionFailed, ObjectNotFound):
             continue
@@ -195,11 +210,14 @@ def _update_user(ctx: Context, name: str, change: Any) -> dict[str, Any]:
 
 
 def delete_user(ctx: Context, name: str) -> None:
-    user = get_user(ctx, name)
-    bucket = ctx.settings.system_bucket
+    found = _read_json(ctx, keys.user_record(check_user(name)))
+    if found is None:
+        raise NotFound(f"User {name!r} does not exist")
+    user, bucket = found[0], ctx.settings.system_bucket
     ctx.storage.delete(bucket, keys.user_record(user["name"]))  # first: every key stops working at once
+    _journal(ctx, *audit.stamped(user, audit.entry("delete-user", _target(user["name"]))))
     forget(user=user["name"])
-    for akid in user["access-keys"]:
+    for akid in user.get("access-keys", []):
         ctx.storage.delete(bucket, keys.access_key_record(akid))
         forget(access_key_id=akid)
 
@@ -217,7 +235,13 @@ def create_access_key(ctx: Context, name: str) -> dict[str, str]:
     )
     forget(access_key_id=akid)
     try:
-        _update_user(ctx, name, lambda r: _add_once(r.setdefault("access-keys", []), akid))
+        _update_user(
+            ctx,
+            name,
+            lambda r: _add_once(r.setdefault("access-keys", []), akid),
+            "create-access-key",
+            **{"access-key-id": akid},
+        )
     except CatalogError:
         ctx.storage.delete(ctx.settings.system_bucket, keys.access_key_record(akid))
         raise
@@ -227,7 +251,13 @@ def create_access_key(ctx: Context, name: str) -> dict[str, str]:
 def delete_access_key(ctx: Context, name: str, akid: str) -> None:
     if akid not in get_user(ctx, name)["access-keys"]:
         raise NotFound(f"User {name!r} has no access key {akid[:40]!r}")
-    _update_user(ctx, name, lambda r: r["access-keys"].remove(akid) if akid in r["access-keys"] else None)
+    _update_user(
+        ctx,
+        name,
+        lambda r: r["access-keys"].remove(akid) if akid in r["access-keys"] else None,
+        "delete-access-key",
+        **{"access-key-id": akid},
+    )
     forget(access_key_id=akid)
     ctx.storage.delete(ctx.settings.system_bucket, keys.access_key_record(akid))
 
@@ -240,14 +270,20 @@ def put_policy(ctx: Context, name: str, policy_name: str, document: Any, raw_siz
     if raw_size > MAX_POLICY_BYTES:
         raise BadRequest(f"Policy documents are limited to {MAX_POLICY_BYTES} bytes")
     validate(document)
-    _update_user(ctx, name, lambda r: r.setdefault("policies", {}).__setitem__(policy_name, document))
+    _update_user(
+        ctx,
+        name,
+        lambda r: r.setdefault("policies", {}).__setitem__(policy_name, document),
+        "put-policy",
+        policy=policy_name,
+    )
     forget(user=name)
 
 
 def delete_policy(ctx: Context, name: str, policy_name: str) -> None:
     if policy_name not in get_user(ctx, name)["policies"]:
         raise NotFound(f"User {name!r} has no policy {policy_name[:40]!r}")
-    _update_user(ctx, name, lambda r: r["policies"].pop(policy_name, None))
+    _update_user(ctx, name, lambda r: r["policies"].pop(policy_name, None), "delete-policy", policy=policy_name)
     forget(user=name)
 
 

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.core import audit
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.versioning import advanced
 from chalicelib.errors import TableRecoveryInProgress
@@ -66,6 +67,8 @@ def settled_pointer(data: dict[str, Any], committed: bool) -> dict[str, Any]:
             settled.update(state="active", **{"metadata-location": new_location})
         else:
             settled = advanced(settled, new_location)
+        if data["claim"].get("audit"):  # the owner's entry: whoever rolls forward writes the same one
+            settled = audit.appended(settled, [data["claim"]["audit"]])
     elif settled.get("state") == PENDING_CREATE:
         settled.update(state="dropped", purge=False, **{"since-ms": now_ms()})
     return settled

@@ -36,3 +36,4 @@ class TableChange:
     name: str
     requirements: tuple[Any, ...]
     updates: tuple[Any, ...]
+    actor: dict[str, str] | None = field(default=None, compare=False)  # who asked (audit trail)

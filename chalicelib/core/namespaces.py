@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import warehouses
+from chalicelib.core import audit, warehouses
 from chalicelib.core.context import Context, dump, is_deleting, now_ms
 from chalicelib.core.paging import decode_token, page
 from chalicelib.errors import (
@@ -110,6 +110,7 @@ def create(ctx: Context, warehouse: str, namespace: object, properties: object) 
         "uuid": str(uuid.uuid4()),
         "created-ms": now_ms(),
     }
+    record, _ = audit.stamped(record, audit.entry("create-namespace", _target(ns), properties=props))
     try:
         ctx.storage.put_if_absent(bucket, keys.namespace_record(ns), dump(record))
     except (PreconditionFailed, WriteInDoubt):
@@ -122,7 +123,12 @@ def create(ctx: Context, warehouse: str, namespace: object, properties: object) 
     if not (wh_ok and parent_ok):
         ctx.storage.delete(bucket, keys.namespace_record(ns))
         raise Conflict(f"The container of namespace {_pretty(ns)!r} is being deleted")
+    audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, audit.source_of(record), record)
     return {"namespace": list(ns), "properties": props}
+
+
+def _target(ns: Namespace) -> dict[str, Any]:
+    return {"kind": "namespace", "namespace": list(ns)}
 
 
 def get(ctx: Context, warehouse: str, ns: Namespace) -> dict[str, Any]:
@@ -180,6 +186,8 @@ def update_properties(
         if len(props) > MAX_PROPERTIES:
             raise BadRequest(f"A namespace holds at most {MAX_PROPERTIES} properties")
         record["properties"] = props
+        e = audit.entry("update-namespace", _target(ns), updated=sorted(upd), removed=removed)
+        record, older = audit.stamped(record, e)
         try:
             ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.namespace_record(ns), dump(record), etag)
         except (PreconditionFailed, ObjectNotFound):
@@ -188,6 +196,7 @@ def update_properties(
             now, _ = read_record(ctx, warehouse, ns)
             if now.get("properties") != props:
                 continue
+        audit.flush_record(ctx, ctx.bucket_for(warehouse), keys.AUDIT_PREFIX, audit.source_of(record), record, older)
         return {"updated": sorted(upd), "removed": removed, "missing": missing}
     raise Conflict(f"Namespace {_pretty(ns)!r} is under heavy concurrent update; retry")
 
@@ -224,6 +233,7 @@ def delete(ctx: Context, warehouse: str, ns: Namespace) -> None:
         # either they see the mark and back out, or the second check sees their child.
         record = json.loads(original.body)
         record.update(state="deleting", **{"state-since-ms": now_ms()})
+        record, older = audit.stamped(record, audit.entry("drop-namespace", _target(ns)))
         try:
             etag = ctx.storage.put_if_match(bucket, key, dump(record), original.etag)
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
@@ -231,6 +241,7 @@ def delete(ctx: Context, warehouse: str, ns: Namespace) -> None:
         what = _children(ctx, warehouse, ns)
         if what is None:
             ctx.storage.delete(bucket, key)
+            audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, audit.source_of(record), record, older)
             return
         try:  # restore the exact bytes we replaced
             ctx.storage.put_if_match(bucket, key, original.body, etag)

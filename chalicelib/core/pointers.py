@@ -103,16 +103,23 @@ def remove_pointer(ctx: Context, bucket: str, key: str, etag: str, since_ms: int
 
 
 def settle_pending(ctx: Context, warehouse: str, ns: Namespace, name: str, dst: Pointer) -> Pointer | None:
-    """A rename destination: live if its source already points here (roll forward), else absent."""
+    """A rename (or restore) destination: live if its source already points here (roll forward),
+    else absent."""
     src_ref = dst.data.get("rename-from", {})
-    src_ns, src_name = tuple(src_ref.get("namespace", ())), str(src_ref.get("name", ""))
-    src = read(ctx, warehouse, src_ns, src_name) if src_ns and src_name else None
-    moved_here = (
-        src is not None
-        and src.state == "moved"
-        and src.data.get("moved-to") == {"namespace": list(ns), "name": name}
-        and src.data.get("table-uuid") == dst.data.get("table-uuid")
-    )
+    src: Pointer | None = None
+    if "trash" in src_ref:
+        from chalicelib.core import trash  # the trash builds on pointers
+
+        moved_here = trash.restored_here(ctx, warehouse, ns, name, dst.data)
+    else:
+        src_ns, src_name = tuple(src_ref.get("namespace", ())), str(src_ref.get("name", ""))
+        src = read(ctx, warehouse, src_ns, src_name) if src_ns and src_name else None
+        moved_here = (
+            src is not None
+            and src.state == "moved"
+            and src.data.get("moved-to") == {"namespace": list(ns), "name": name}
+            and src.data.get("table-uuid") == dst.data.get("table-uuid")
+        )
     if not moved_here:
         return None
     active = {k: v for k, v in dst.data.items() if k not in ("rename-from", "since-ms")}
@@ -122,7 +129,9 @@ def settle_pending(ctx: Context, warehouse: str, ns: Namespace, name: str, dst: 
         settled: Pointer | None = Pointer(active, etag)
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         settled = live(ctx, warehouse, ns, name)  # someone else settled it first
-    if src is not None:
+    if "trash" in src_ref:
+        trash.forget_moved(ctx, warehouse, dst.data)
+    elif src is not None:
         remove_pointer(ctx, ctx.bucket_for(warehouse), keys.table_pointer(src_ns, src_name), src.etag, src.since_ms)
     return settled
 
@@ -279,10 +288,22 @@ def settle_drop(ctx: Context, bucket: str, tomb: Pointer, remove: bool, ns: Name
     """Finish a drop: queue the purge (or release the uuid), remove the tombstone, purge for a while.
 
     Idempotent: the dropper runs it, and the sweeper runs it again for an abandoned tombstone."""
+    from chalicelib.core import audit, trash  # both build on pointers
+
+    if tomb.data.get("keep-until-ms"):  # a warehouse with retention: into the trash, files kept
+        try:
+            trash.keep(ctx, bucket, tomb.data)
+            if remove:
+                remove_pointer(ctx, bucket, keys.table_pointer(ns, name), tomb.etag, tomb.since_ms)
+        except (StorageUnavailable, WriteInDoubt):
+            pass  # the drop has landed; the sweeper finishes the rest
+        return
     table_uuid = owner_uuid(tomb.data)
     location = table_location_of(bucket, tomb.data) if table_uuid else None
     purge = bool(tomb.data.get("purge")) and location is not None
     try:
+        if tomb.data.get("drop-id"):  # a drop, not a backed-out create: its trail outlives the pointer
+            audit.flush_tail(ctx, bucket, tomb.data)
         if purge:
             assert location is not None
             purges.queue(ctx, bucket, table_uuid, location)

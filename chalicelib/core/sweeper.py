@@ -23,7 +23,7 @@ from collections import Counter
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import pointers, purges
+from chalicelib.core import audit, pointers, purges, trash
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.errors import CatalogError
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
@@ -107,6 +107,10 @@ def sweep_warehouse(ctx: Context, warehouse: str, deadline: float) -> Counter[st
         except (CatalogError, StorageUnavailable, WriteInDoubt) as exc:
             log.warning("sweeper: %s %s: %s", warehouse, key, exc)
             stats["errors"] += 1
+    if audit.flush_records(ctx, bucket, keys.NS_PREFIX, keys.AUDIT_PREFIX):
+        stats["audit-records-flushed"] += 1
+    trash_stats = trash.sweep(ctx, warehouse, max(deadline - time.monotonic(), 0.0))
+    stats.update({k: v for k, v in trash_stats.items() if v})
     for key in ctx.storage.list_keys(bucket, keys.PURGES_PREFIX):
         left = deadline - time.monotonic()
         if left <= 0:
@@ -128,6 +132,9 @@ def sweep(ctx: Context, warehouse: str | None = None, budget_s: float = 240.0) -
     else:
         names = [warehouse]
     report: dict[str, Any] = {}
+    if warehouse is None:  # the system records: warehouses, users
+        for prefix in (keys.WAREHOUSES_PREFIX, keys.IAM_USERS_PREFIX):
+            audit.flush_records(ctx, ctx.settings.system_bucket, prefix, keys.SYSTEM_AUDIT_PREFIX)
     for name in names:
         try:
             record = json.loads(ctx.storage.get(ctx.settings.system_bucket, keys.warehouse_record(name)).body)

@@ -5,13 +5,14 @@ Pointer states live in pointers.py, metadata files in metadata.py; this module c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import locations, namespaces, pointers, purges, versions, warehouses
+from chalicelib.core import audit, locations, namespaces, pointers, purges, versions, warehouses
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.model import NewTable, TableChange, TableState
@@ -167,6 +168,7 @@ def create_entry(
     claimed = purges.claim_uuid(ctx, bucket, entry_uuid, meta_loc)
     raw = write(meta_loc)
     pointer = new_entry(meta_loc, entry_uuid, **fields)
+    pointer = audit.appended(pointer, [audit.entry("create", audit.table_target(ns, name, pointer), after=meta_loc)])
     try:
         etag = pointers.claim_name(ctx, warehouse, ns, name, pointer)
     except CatalogError:
@@ -228,6 +230,7 @@ def commit(ctx: Context, warehouse: str, req: TableChange) -> TableState:
     from chalicelib.core import group_commit
 
     key = (ctx.bucket_for(warehouse), keys.table_pointer(req.namespace, req.name))
+    req = dataclasses.replace(req, actor=req.actor or audit.actor())  # the batch runs in another thread
     return group_commit.submit(key, req, lambda batch: _commit_batch(ctx, warehouse, batch))
 
 
@@ -281,7 +284,7 @@ def _commit_batch(ctx: Context, warehouse: str, reqs: list[TableChange]) -> list
             for i in applied:
                 outcomes[i] = TableState(p.metadata_location, md.read_metadata_raw(ctx, p.metadata_location))
             continue
-        landed = _write(ctx, warehouse, ns, name, p, current, from_cache)
+        landed = _write(ctx, warehouse, ns, name, p, current, from_cache, [reqs[i] for i in applied if reqs[i].updates])
         if isinstance(landed, TableState | CatalogError):
             for i in applied:
                 outcomes[i] = landed
@@ -312,14 +315,29 @@ def _without_table(ctx: Context, warehouse: str, p: pointers.Pointer | None, req
 
 
 def _write(
-    ctx: Context, warehouse: str, ns: Namespace, name: str, p: pointers.Pointer, new: Any, from_cache: bool
+    ctx: Context,
+    warehouse: str,
+    ns: Namespace,
+    name: str,
+    p: pointers.Pointer,
+    new: Any,
+    from_cache: bool,
+    changes: list[TableChange],
 ) -> TableState | CatalogError | None:
-    """Write new metadata and swap the pointer to it: the state, an error, or None to retry."""
+    """Write new metadata and swap the pointer to it: the state, an error, or None to retry.
+
+    The pointer carries the audit entries of the changes; a full chunk of them is journaled in
+    parallel with the metadata file, so the trail costs the commit no round trip."""
     bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
     version = keys.metadata_version(p.metadata_location) + 1
     meta_loc = keys.metadata_file(new.location, version, str(uuid.uuid4()))
+    target = audit.table_target(ns, name, p.data)
+    entries = [audit.entry("commit", target, p.metadata_location, meta_loc, c.actor, **_summary(c)) for c in changes]
+    full, trimmed = audit.spillable(p.data)  # only entries already committed: their chunks never change
+    spill = audit.write_async(ctx, bucket, audit.source_of(p.data), full) if full else None
     raw = md.write_metadata(ctx, meta_loc, new)
-    pointer = advanced(p.data, meta_loc)
+    base = trimmed if spill is not None and audit.written(spill) else p.data
+    pointer = audit.appended(advanced(base, meta_loc), entries)
     try:
         etag = ctx.storage.put_if_match(bucket, ptr_key, dump(pointer), p.etag)
     except PreconditionFailed:
@@ -347,6 +365,31 @@ def _write(
         return TableState(meta_loc, raw)
     _remember(bucket, ptr_key, pointers.Pointer(pointer, etag))
     return TableState(meta_loc, raw)
+
+
+def _summary(change: TableChange) -> dict[str, Any]:
+    """What an audit entry says of a commit: its update actions and the snapshots it adds."""
+    snapshots = []
+    for u in change.updates:
+        snap = getattr(u, "snapshot", None)
+        if getattr(u, "action", "") == "add-snapshot" and snap is not None:
+            summary = snap.summary.model_dump() if snap.summary is not None else {}
+            operation = summary.get("operation")
+            snapshots.append(
+                {
+                    "snapshot-id": snap.snapshot_id,
+                    "operation": getattr(operation, "value", operation),
+                    "added-records": summary.get("added-records"),
+                    "added-data-files": summary.get("added-data-files"),
+                }
+            )
+    out: dict[str, Any] = {"updates": [str(getattr(u, "action", type(u).__name__)) for u in change.updates][:32]}
+    if snapshots:
+        out["snapshots"] = snapshots[:8]
+    props = sorted(k for u in change.updates if getattr(u, "action", "") == "set-properties" for k in u.updates)
+    if props:
+        out["set-properties"] = props[:32]
+    return out
 
 
 def resolve_commit(ctx: Context, hint: dict[str, Any]) -> str | None:
@@ -451,9 +494,11 @@ def register(
             if current.data.get("table-uuid") != table_uuid:
                 raise Conflict("overwrite may only point a table at its own metadata (same table-uuid)")
             try:
-                ctx.storage.put_if_match(
-                    bucket, keys.table_pointer(ns, name), dump(advanced(current.data, meta_loc)), current.etag
+                e = audit.entry(
+                    "register", audit.table_target(ns, name, current.data), current.metadata_location, meta_loc
                 )
+                data = audit.appended(advanced(current.data, meta_loc), [e])
+                ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(data), current.etag)
             except (PreconditionFailed, ObjectNotFound):
                 raise CommitFailed(f"Table {pointers.ident(ns, name)!r} changed concurrently; retry") from None
             except WriteInDoubt:
@@ -461,6 +506,7 @@ def register(
                 if now is None or now.data.get("metadata-location") != meta_loc:
                     raise CommitFailed(f"Table {pointers.ident(ns, name)!r} changed concurrently; retry") from None
             return TableState(meta_loc, raw)
+    pointer = audit.appended(pointer, [audit.entry("register", audit.table_target(ns, name, pointer), after=meta_loc)])
     wrote_location = glue is not None and locations.claim(ctx, bucket, pointer["client-location"], table_uuid)
     claimed = False
     try:
@@ -516,6 +562,8 @@ def swap_metadata_location(
             data = dict(p.data, version=version + 1, **{"updated-ms": now_ms()})
         data.update(fields or {})
         data.setdefault("id", uuid.uuid4().hex)
+        op = "update-location" if target != current else "update"
+        data = audit.appended(data, [audit.entry(op, audit.table_target(ns, name, data), current, target)])
         if archive:
             versions.archive(ctx, bucket, str(data["id"]), version, p.data)
         try:
@@ -531,8 +579,25 @@ def _has_fields(data: dict[str, Any], fields: dict[str, Any] | None) -> bool:
     return all(data.get(k) == v for k, v in (fields or {}).items())
 
 
+def _tombstone(data: dict[str, Any], ns: Namespace, name: str, purge: bool, retention_ms: int) -> dict[str, Any]:
+    """The dropped pointer: it carries the drop's audit entry, and with retention, what the trash
+    needs to bring the table back."""
+    now = now_ms()
+    e = audit.entry("drop", audit.table_target(ns, name, data), before=data.get("metadata-location"), purge=purge)
+    tomb = dict(data, state="dropped", purge=purge, **{"since-ms": now, "drop-id": uuid.uuid4().hex})
+    if retention_ms > 0:
+        tomb.update({"keep-until-ms": now + retention_ms, "dropped-ms": now})
+        tomb["dropped-from"] = {"namespace": list(ns), "name": name}
+    return audit.appended(tomb, [e])
+
+
 def drop(ctx: Context, warehouse: str, ns: Namespace, name: str, purge: bool, kind: str = "table") -> None:
+    """Drop a table (or view): invisible at once and its name free; with the warehouse's retention
+    its files and pointer go to the trash (trash.py), without it they are purged (or kept) now."""
+    from chalicelib.core import trash
+
     bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
+    retention = trash.retention_ms(ctx, warehouse)
     for _ in range(pointers.COMMIT_ATTEMPTS):
         p = pointers.require(ctx, warehouse, ns, name, kind)
         if purge and p.data.get("client-location"):
@@ -540,7 +605,7 @@ def drop(ctx: Context, warehouse: str, ns: Namespace, name: str, purge: bool, ki
                 f"Table {pointers.ident(ns, name)!r} lives where its Glue client chose, which the catalog does "
                 "not own: drop it without purge and delete its files with the tool that wrote them"
             )
-        tomb = dict(p.data, state="dropped", purge=purge, **{"since-ms": now_ms()})
+        tomb = _tombstone(p.data, ns, name, purge, retention)
         try:
             etag = ctx.storage.put_if_match(bucket, ptr_key, dump(tomb), p.etag)  # no commit can land after this
         except (PreconditionFailed, ObjectNotFound):
@@ -571,8 +636,14 @@ def rename(
         src = pointers.require(ctx, warehouse, src_ns, src_name, kind)
         namespaces.require_active(ctx, warehouse, dst_ns)
         started = now_ms()
+        e = audit.entry(
+            "rename",
+            audit.table_target(dst_ns, dst_name, src.data),
+            **{"renamed-from": {"namespace": list(src_ns), "name": src_name}},
+        )
+        renamed = audit.appended(src.data, [e])
         reserve = dict(
-            src.data,
+            renamed,
             state="pending",
             **{"since-ms": started, "rename-from": {"namespace": list(src_ns), "name": src_name}},
         )
@@ -609,7 +680,7 @@ def rename(
                 raise CommitStateUnknown(
                     f"The rename of {what!r} may or may not have been applied; list the tables"
                 ) from None
-        active = dict(src.data, state="active")
+        active = dict(renamed, state="active")
         try:
             ctx.storage.put_if_match(bucket, dst_key, dump(active), dst_etag)
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt, StorageUnavailable):

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import claims, pointers
+from chalicelib.core import audit, claims, pointers
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.model import TableChange
@@ -169,7 +169,10 @@ def _claim_all(ctx: Context, warehouse: str, txn_id: str, prepared: list[Any], c
     """Claim each pointer in order; False as soon as one moved on since it was read."""
     bucket = ctx.bucket_for(warehouse)
     for ns, name, p, loc in prepared:
-        data = dict(p.data, claim={"txn": txn_id, "new-metadata-location": loc})
+        before = p.data.get("metadata-location") if p.etag else None
+        e = audit.entry("create" if not p.etag else "commit", audit.table_target(ns, name, p.data), before, loc)
+        e["transaction"] = txn_id
+        data = dict(p.data, claim={"txn": txn_id, "new-metadata-location": loc, "audit": e})
         key = keys.table_pointer(ns, name)
         try:
             if p.etag:

@@ -10,8 +10,8 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.core import audit, namespaces, pointers, purges, tables, view_metadata
 from chalicelib.core import metadata as md
-from chalicelib.core import namespaces, pointers, purges, tables, view_metadata
 from chalicelib.core.context import Context, dump
 from chalicelib.core.model import TableState
 from chalicelib.core.versioning import advanced, new_entry
@@ -81,7 +81,8 @@ def commit(ctx: Context, warehouse: str, ns: Namespace, name: str, requirements:
         meta_loc = keys.metadata_file(base["location"], version, str(uuid.uuid4()))
         raw = _write(ctx, meta_loc, new)
         try:
-            ctx.storage.put_if_match(bucket, ptr_key, dump(advanced(p.data, meta_loc)), p.etag)
+            e = audit.entry("replace-view", audit.table_target(ns, name, p.data), p.metadata_location, meta_loc)
+            ctx.storage.put_if_match(bucket, ptr_key, dump(audit.appended(advanced(p.data, meta_loc), [e])), p.etag)
         except PreconditionFailed:
             md.discard(ctx, meta_loc)  # lost the race: re-read and re-apply
             continue

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.core import audit
 from chalicelib.core.context import Context, dump, is_deleting, now_ms
 from chalicelib.core.paging import decode_token, page
 from chalicelib.errors import (
@@ -54,8 +55,11 @@ def require_active(ctx: Context, warehouse: str) -> dict[str, Any]:
 
 
 def create(ctx: Context, name: object, upgrade_existing: bool, properties: object) -> dict[str, Any]:
+    from chalicelib.core.trash import check_retention
+
     warehouse = check_warehouse(name)
     props = check_properties(properties)
+    check_retention(props)
     bucket = ctx.bucket_for(warehouse)
     if bucket == ctx.settings.system_bucket:
         raise BadRequest(f"Invalid warehouse name {warehouse!r}: the name is reserved")
@@ -89,11 +93,46 @@ def create(ctx: Context, name: object, upgrade_existing: bool, properties: objec
         "properties": props,
         "state": "active",
     }
+    record, _ = audit.stamped(record, audit.entry("create-warehouse", _target(warehouse), properties=props))
     try:
         store.put_if_absent(sys_bucket, keys.warehouse_record(warehouse), dump(record))
     except (PreconditionFailed, WriteInDoubt):
         raise WarehouseAlreadyExists(f"Warehouse {warehouse!r} already exists") from None
+    audit.flush_record(ctx, sys_bucket, keys.SYSTEM_AUDIT_PREFIX, audit.source_of(record), record)
     return public(record)
+
+
+def _target(warehouse: str) -> dict[str, Any]:
+    return {"kind": "warehouse", "warehouse": warehouse}
+
+
+def update_properties(ctx: Context, name: str, updates: object, removals: object) -> dict[str, Any]:
+    """Change a warehouse's properties (table defaults and overrides, dropped-table retention)."""
+    from chalicelib.core.trash import check_retention
+
+    warehouse = check_warehouse(name)
+    upd = check_properties(updates)
+    check_retention(upd)
+    if removals is None:
+        removals = []
+    if not isinstance(removals, list) or not all(isinstance(r, str) for r in removals):
+        raise BadRequest("Invalid removals: expected an array of strings")
+    sys_bucket, key = ctx.settings.system_bucket, keys.warehouse_record(warehouse)
+    for _ in range(10):
+        record, etag = read_record(ctx, warehouse)
+        if is_deleting(record):
+            raise Conflict(f"Warehouse {warehouse!r} is being deleted")
+        props = {k: v for k, v in record.get("properties", {}).items() if k not in removals}
+        props.update(upd)
+        e = audit.entry("update-warehouse", _target(warehouse), updated=sorted(upd), removed=sorted(removals))
+        record, older = audit.stamped(dict(record, properties=props), e)
+        try:
+            ctx.storage.put_if_match(sys_bucket, key, dump(record), etag)
+        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
+            continue  # a lost answer retries: the same properties again are harmless
+        audit.flush_record(ctx, sys_bucket, keys.SYSTEM_AUDIT_PREFIX, audit.source_of(record), record, older)
+        return public(record)
+    raise Conflict(f"Warehouse {warehouse!r} is under heavy concurrent update; retry")
 
 
 def _protect_control_plane(ctx: Context, bucket: str) -> None:
@@ -145,17 +184,26 @@ def _has_namespaces(ctx: Context, bucket: str) -> bool:
         return False
 
 
-def delete(ctx: Context, name: str, preserve_bucket: bool) -> None:
+def delete(ctx: Context, name: str, preserve_bucket: bool, purge_dropped: bool = False) -> None:
+    from chalicelib.core import trash
+
     warehouse = check_warehouse(name)
     store, sys_bucket, rec_key = ctx.storage, ctx.settings.system_bucket, keys.warehouse_record(warehouse)
     record, _ = read_record(ctx, warehouse)
     bucket = record["bucket"]
+    kept = trash.count(ctx, warehouse) if not _has_namespaces(ctx, bucket) else 0
+    if kept and not purge_dropped:
+        raise WarehouseNotEmpty(
+            f"Warehouse {warehouse!r} keeps {kept} dropped table(s) within their retention; restore or purge them "
+            "(DELETE .../trash/{id}), or pass purge-dropped=true to delete them with the warehouse"
+        )
     if not _has_namespaces(ctx, bucket):  # the common refusal costs no write
         original = store.get(sys_bucket, rec_key)
         # Mark, then check again: a namespace create re-reads this record after writing, so
         # either it sees the mark and backs out, or this check sees its namespace.
         record = json.loads(original.body)
         record.update(state="deleting", **{"state-since-ms": now_ms()})
+        record, older = audit.stamped(record, audit.entry("drop-warehouse", _target(warehouse)))
         try:
             etag = store.put_if_match(sys_bucket, rec_key, dump(record), original.etag)
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
@@ -163,6 +211,7 @@ def delete(ctx: Context, name: str, preserve_bucket: bool) -> None:
         if not _has_namespaces(ctx, bucket):
             _remove_bucket_contents(ctx, bucket, preserve_bucket)
             store.delete(sys_bucket, rec_key)
+            audit.flush_record(ctx, sys_bucket, keys.SYSTEM_AUDIT_PREFIX, audit.source_of(record), record, older)
             return
         try:  # restore the exact bytes we replaced
             store.put_if_match(sys_bucket, rec_key, original.body, etag)

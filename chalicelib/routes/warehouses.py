@@ -40,8 +40,16 @@ def _get(req: RequestContext) -> tuple[int, dict[str, Any]]:
 
 def _delete(req: RequestContext) -> tuple[int, None]:
     preserve = parse_bool(req.query.get("preserve-bucket"), "preserve-bucket", False)
-    warehouses.delete(get_context(), req.param("warehouse"), preserve)
+    purge_dropped = parse_bool(req.query.get("purge-dropped"), "purge-dropped", False)
+    warehouses.delete(get_context(), req.param("warehouse"), preserve, purge_dropped)
     return 204, None
+
+
+def _update(req: RequestContext) -> tuple[int, dict[str, Any]]:
+    body = req.json_object()
+    return 200, warehouses.update_properties(
+        get_context(), req.param("warehouse"), body.get("updates"), body.get("removals")
+    )
 
 
 for _base in ("warehouses", "buckets"):
@@ -51,3 +59,11 @@ for _base in ("warehouses", "buckets"):
     operation(
         bp, f"{V1}/{_base}/{{warehouse}}", "DELETE", "DeleteWarehouse", iceberg=False, checks=resources.warehouse
     )(_delete)
+    operation(
+        bp,
+        f"{V1}/{_base}/{{warehouse}}/properties",
+        "POST",
+        "UpdateWarehouse",
+        iceberg=False,
+        checks=resources.warehouse,
+    )(_update)

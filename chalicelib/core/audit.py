@@ -1,0 +1,359 @@
+"""The audit trail: who changed what, when, through which face. See docs/design.md ("Audit trail").
+
+An entry is written into the object whose write is the change's commit point, never beside it:
+a table's pointer carries the entries of its recent changes (its "tail"), so a change and its
+entry land together, a change that did not land leaves no entry, and the commit path makes no
+extra S3 request. The tail is moved to immutable journal segments in aligned chunks of CHUNK
+entries: by the commit that fills a chunk (its PUT runs beside the metadata file PUT, so it adds
+no round trip), and in full when a table's entry ends (purge). Records that are not table pointers
+(namespaces, users, warehouses) carry their last change the same way and flush it right after.
+
+Segments are named so that a retried write meets its own bytes: the key is a function of the
+entries it holds, and a 412 on If-None-Match means they are in the journal already.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextvars
+import json
+import threading
+import uuid
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from chalicelib import keys
+from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.errors import BadRequest
+from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
+
+CHUNK = 32  # entries per journal segment of a table (a pointer holds fewer than 2 * CHUNK)
+TAIL = "audit"
+SEQ = "audit-seq"
+_FAR = 10**13  # inverted times sort newest first
+MAX_PAGE = 200
+
+_actor: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("audit_actor", default=None)
+
+
+def set_actor(principal: str, face: str, request_id: str = "") -> None:
+    """Set by the request pipeline once the caller is authenticated."""
+    _actor.set({"principal": principal, "face": face, "request": request_id or uuid.uuid4().hex})
+
+
+def clear_actor() -> None:
+    _actor.set(None)
+
+
+def actor() -> dict[str, str]:
+    return dict(_actor.get() or {"principal": "catalog", "face": "internal", "request": ""})
+
+
+def entry(
+    op: str,
+    target: dict[str, Any],
+    before: str | None = None,
+    after: str | None = None,
+    who: dict[str, str] | None = None,
+    **detail: Any,
+) -> dict[str, Any]:
+    """A new entry (its seq is given when it joins a tail)."""
+    out: dict[str, Any] = {
+        "id": uuid.uuid4().hex,
+        "at": now_ms(),
+        "op": op,
+        **(who or actor()),
+        "target": target,
+        "outcome": "applied",
+    }
+    if before is not None:
+        out["before"] = before
+    if after is not None:
+        out["after"] = after
+    if detail:
+        out["detail"] = detail
+    return out
+
+
+def table_target(ns: tuple[str, ...], name: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": str(data.get("kind", "table")),
+        "namespace": list(ns),
+        "name": name,
+        "uuid": str(data.get("table-uuid", "")),
+    }
+
+
+def source_of(data: dict[str, Any]) -> str:
+    """The journal source of a table entry: its entry id (kept across rename, drop and undrop)."""
+    return str(data.get("id") or data.get("table-uuid") or data.get("uuid") or "unknown").replace("-", "")
+
+
+def appended(data: dict[str, Any], entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The pointer data with entries joined to its tail, numbered on from its last seq."""
+    tail, seq = list(data.get(TAIL) or []), int(data.get(SEQ, 0))
+    for e in entries:
+        seq += 1
+        tail.append(dict(e, seq=seq))
+    return {**data, TAIL: tail, SEQ: seq}
+
+
+def spillable(data: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The full aligned chunks of a committed pointer's tail, and the data without them. Only a
+    stored pointer's entries may be journaled this way: a chunk of committed entries never changes,
+    so its key (a function of its entries) is the same whoever writes it."""
+    tail = list(data.get(TAIL) or [])
+    full = [e for e in tail if (int(e["seq"]) - 1) // CHUNK < int(data.get(SEQ, 0)) // CHUNK]
+    if not full:
+        return [], data
+    return full, {**data, TAIL: tail[len(full) :]}
+
+
+def _key(prefix: str, source: str, chunk: list[dict[str, Any]]) -> str:
+    last, first = chunk[-1], chunk[0]
+    return f"{prefix}{_FAR - int(last['at']):013d}-{source}-{int(first['seq']):010d}-{int(last['seq']):010d}.json"
+
+
+def _chunks(entries: list[dict[str, Any]], aligned: bool) -> list[list[dict[str, Any]]]:
+    if not aligned:
+        return [[e] for e in entries]
+    out: dict[int, list[dict[str, Any]]] = {}
+    for e in sorted(entries, key=lambda e: int(e["seq"])):
+        out.setdefault((int(e["seq"]) - 1) // CHUNK, []).append(e)
+    return [out[k] for k in sorted(out)]
+
+
+def write(
+    ctx: Context, bucket: str, prefix: str, source: str, entries: list[dict[str, Any]], aligned: bool = True
+) -> int:
+    """Journal entries (If-None-Match: a segment that exists holds exactly these entries); returns
+    the number of segments written."""
+    chunks = _chunks(entries, aligned)
+    for chunk in chunks:
+        body = dump({"source": source, "entries": chunk})
+        try:
+            ctx.storage.put_if_absent(bucket, _key(prefix, source, chunk), body)
+        except (PreconditionFailed, WriteInDoubt):
+            pass  # there already: our own earlier write, or a helper's with the same bytes
+    return len(chunks)
+
+
+def write_async(ctx: Context, bucket: str, source: str, entries: list[dict[str, Any]]) -> Future[int]:
+    """Journal full chunks beside another write (the commit's metadata file)."""
+    _map(lambda _: None, [])  # make sure the pool exists
+    assert _pool is not None
+    return _pool.submit(write, ctx, bucket, keys.AUDIT_PREFIX, source, entries)
+
+
+def written(spill: Future[int]) -> bool:
+    """True when the chunks are journaled (only then may the pointer drop them)."""
+    from chalicelib.storage import COUNTER
+
+    try:
+        COUNTER.count += spill.result()  # the request's S3 count includes its helper's PUTs
+        return True
+    except Exception:  # noqa: BLE001 - S3 trouble: the entries stay in the pointer for the next commit
+        return False
+
+
+def flush_tail(ctx: Context, bucket: str, data: dict[str, Any]) -> None:
+    """Journal a table entry's whole tail, before its last object goes (purge, final drop)."""
+    tail = list(data.get(TAIL) or [])
+    if tail:
+        write(ctx, bucket, keys.AUDIT_PREFIX, source_of(data), tail)
+
+
+def stamped(record: dict[str, Any], e: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A record carrying its newest change; also the entries it carried before (flush them too)."""
+    seq = int(record.get(SEQ, 0)) + 1
+    return {**record, TAIL: [dict(e, seq=seq)], SEQ: seq}, list(record.get(TAIL) or [])
+
+
+def flush_record(ctx: Context, bucket: str, prefix: str, source: str, record: dict[str, Any], *older: Any) -> None:
+    """After a record's commit point: journal its entry and any it replaced. Best effort: an entry
+    that stays in the record is journaled by the next writer or the sweeper."""
+    entries = [e for group in (*older, record.get(TAIL) or []) for e in group]
+    try:
+        write(ctx, bucket, prefix, source, entries, aligned=False)
+    except StorageUnavailable:
+        pass
+
+
+def flush_records(ctx: Context, bucket: str, records_prefix: str, journal_prefix: str) -> int:
+    """The sweeper's pass: journal what records still carry (a writer died after its commit point)."""
+
+    def one(key: str) -> int:
+        try:
+            record = json.loads(ctx.storage.get(bucket, key).body)
+        except ObjectNotFound:
+            return 0
+        if record.get(TAIL):
+            write(ctx, bucket, journal_prefix, source_of(record), list(record[TAIL]), aligned=False)
+        return len(record.get(TAIL) or [])
+
+    return sum(_map(one, list(ctx.storage.list_keys(bucket, records_prefix))))
+
+
+# ---- reading the trail --------------------------------------------------------------------------
+
+_segments: dict[tuple[str, str], list[dict[str, Any]]] = {}  # immutable: cached by key
+_tails: dict[tuple[str, str, str], tuple[str, list[dict[str, Any]]]] = {}  # by (bucket, key, etag)
+_cache_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+
+
+def _map(fn: Any, items: list[Any]) -> Iterable[Any]:
+    global _pool
+    if _pool is None:
+        with _cache_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="audit")
+    return _pool.map(fn, items)
+
+
+def _segment(ctx: Context, bucket: str, key: str) -> list[dict[str, Any]]:
+    cached = _segments.get((bucket, key))
+    if cached is None:
+        try:
+            doc = json.loads(ctx.storage.get(bucket, key).body)
+        except ObjectNotFound:
+            return []
+        cached = [dict(e, source=doc["source"]) for e in doc.get("entries", [])]
+        with _cache_lock:
+            if len(_segments) > 20_000:
+                _segments.clear()
+            _segments[(bucket, key)] = cached
+    return cached
+
+
+def _tail_of(ctx: Context, bucket: str, key: str, etag: str) -> list[dict[str, Any]]:
+    cached = _tails.get((bucket, key, etag))
+    if cached is None:
+        try:
+            obj = ctx.storage.get(bucket, key)
+        except ObjectNotFound:
+            return []
+        data = json.loads(obj.body)
+        if data.get("state") in ("pending", "moved"):  # not committed yet / the same as its destination's
+            data = {}
+        data = data.get("pointer", data)  # a trash record keeps the dropped pointer whole
+        cached = (source_of(data), list(data.get(TAIL) or []))
+        with _cache_lock:
+            if len(_tails) > 50_000:
+                _tails.clear()
+            _tails[(bucket, key, obj.etag)] = cached
+    source, tail = cached
+    return [dict(e, source=source) for e in tail]
+
+
+def encode_cursor(e: dict[str, Any]) -> str:
+    raw = json.dumps([int(e["at"]), str(e["source"]), int(e["seq"])], separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(token: str | None) -> tuple[int, str, int] | None:
+    if not token:
+        return None
+    try:
+        at, source, seq = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        return int(at), str(source), int(seq)
+    except (ValueError, TypeError):
+        raise BadRequest("Invalid pageToken: pass the next-page-token of the previous page") from None
+
+
+def _order(e: dict[str, Any]) -> tuple[int, str, int]:
+    return int(e["at"]), str(e["source"]), int(e["seq"])
+
+
+def query(
+    ctx: Context,
+    bucket: str,
+    prefix: str,
+    tails: list[dict[str, Any]],
+    source: str | None = None,
+    principal: str | None = None,
+    op: str | None = None,
+    namespace: list[str] | None = None,
+    name: str | None = None,
+    page_token: str | None = None,
+    page_size: int | None = None,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Entries newest first: the unjournaled tails given, merged with the journal under prefix.
+
+    Segments are listed newest last entry first, so once the next segment ends before the oldest
+    entry a page would hold, no later segment can hold a newer one."""
+    size = min(max(int(page_size or 50), 1), MAX_PAGE)
+    cursor = decode_cursor(page_token)
+
+    def wanted(e: dict[str, Any]) -> bool:
+        if cursor is not None and _order(e) >= cursor:
+            return False
+        if source is not None and e["source"] != source:
+            return False
+        if principal is not None and e.get("principal") != principal:
+            return False
+        if op is not None and e.get("op") != op:
+            return False
+        target = e.get("target") or {}
+        if name is not None and target.get("name") != name:
+            return False
+        return namespace is None or target.get("namespace") == namespace
+
+    seen: set[tuple[str, int]] = set()
+    found: list[dict[str, Any]] = []
+
+    def take(entries: Iterable[dict[str, Any]]) -> None:
+        for e in entries:
+            ident = (str(e["source"]), int(e["seq"]))
+            if ident not in seen and wanted(e):
+                seen.add(ident)
+                found.append(e)
+
+    take(tails)
+    batch: list[str] = []
+    floor: list[tuple[int, str, int]] = []  # the size-th newest order found so far, once known
+
+    def drain() -> None:
+        for entries in _map(lambda k: _segment(ctx, bucket, k), batch):
+            take(entries)
+        batch.clear()
+        if len(found) >= size:
+            floor[:] = [sorted((_order(e) for e in found), reverse=True)[size - 1]]
+
+    if len(found) >= size:
+        floor[:] = [sorted((_order(e) for e in found), reverse=True)[size - 1]]
+    more = False
+    for key in ctx.storage.list_keys(bucket, prefix):
+        segment = key[len(prefix) :]
+        if source is not None and f"-{source}-" not in segment:
+            continue
+        newest = (_FAR - int(segment[:13]), "~", 1 << 62)  # no entry of this segment orders above it
+        if floor and floor[0] > newest:
+            drain()
+            if floor[0] > newest:
+                more = True
+                break
+        batch.append(key)
+        if len(batch) >= 32:
+            drain()
+    drain()
+    found.sort(key=_order, reverse=True)
+    page = found[:size]
+    token = encode_cursor(page[-1]) if page and (more or len(found) > size) else None
+    return [_public(e) for e in page], token
+
+
+def _public(e: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in e.items() if k not in ("source",)}
+    out["entry"] = str(e["source"])
+    return out
+
+
+def table_tails(ctx: Context, bucket: str, prefixes: Iterable[str]) -> list[dict[str, Any]]:
+    """The unjournaled entries of every pointer-like object under the prefixes (cached by ETag)."""
+    listed = [(k, etag) for p in prefixes for k, etag in ctx.storage.list_entries(bucket, p)]
+    out: list[dict[str, Any]] = []
+    for entries in _map(lambda ke: _tail_of(ctx, bucket, ke[0], ke[1]), listed):
+        out.extend(entries)
+    return out

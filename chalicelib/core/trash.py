@@ -1,0 +1,272 @@
+"""Dropped tables and views kept for a retention period, and undrop. See docs/design.md ("Undrop").
+
+A drop in a warehouse with retention moves the table's pointer, byte for byte, into a trash record
+`.catalog/trash/{drop-id}.json` and frees the name; the files stay and the uuid stays claimed
+("trashed"), so nothing can register or purge them. A restore is a rename out of the trash: reserve
+the destination name, then CAS the record to "moved" (the commit point), then activate the
+destination. A purge CASes the record to "purging" first, so a restore and a purge never both land.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from chalicelib import keys
+from chalicelib.core import audit, namespaces, pointers, purges, warehouses
+from chalicelib.core.context import Context, dump, env_int, now_ms
+from chalicelib.core.paging import decode_token, encode_token
+from chalicelib.errors import BadRequest, CatalogError, Conflict, NotFound
+from chalicelib.names import check_namespace, check_table
+from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
+
+Namespace = tuple[str, ...]
+
+RETENTION_PROPERTY = "dropped-table-retention-seconds"
+DEFAULT_RETENTION_S = 7 * 24 * 3600
+MAX_RETENTION_S = 10 * 365 * 24 * 3600
+
+
+def check_retention(props: dict[str, str]) -> None:
+    raw = props.get(RETENTION_PROPERTY)
+    if raw is None:
+        return
+    if not raw.isdigit() or int(raw) > MAX_RETENTION_S:
+        raise BadRequest(
+            f"Invalid {RETENTION_PROPERTY} {raw[:30]!r}: a whole number of seconds from 0 (purge at once) "
+            f"to {MAX_RETENTION_S}"
+        )
+
+
+def default_retention_s() -> int:
+    """The deployment's default (CATALOG_DROPPED_TABLE_RETENTION_S); a warehouse property overrides it."""
+    return env_int("CATALOG_DROPPED_TABLE_RETENTION_S", DEFAULT_RETENTION_S)
+
+
+def retention_ms(ctx: Context, warehouse: str) -> int:
+    record, _ = warehouses.read_record(ctx, warehouse)
+    raw = str(record.get("properties", {}).get(RETENTION_PROPERTY, ""))
+    return (int(raw) if raw.isdigit() else default_retention_s()) * 1000
+
+
+def _original(tomb: dict[str, Any]) -> dict[str, Any]:
+    """The pointer as it was before the drop (its tail keeps the drop entry)."""
+    drop_fields = ("state", "purge", "since-ms", "drop-id", "keep-until-ms", "dropped-from", "dropped-ms")
+    return {**{k: v for k, v in tomb.items() if k not in drop_fields}, "state": "active"}
+
+
+def keep(ctx: Context, bucket: str, tomb: dict[str, Any]) -> None:
+    """Move a dropped table's pointer into the trash (idempotent: one record per drop id)."""
+    ref = tomb["dropped-from"]
+    record = {
+        "drop-id": tomb["drop-id"],
+        "state": "dropped",
+        "namespace": ref["namespace"],
+        "name": ref["name"],
+        "kind": pointers.kind_of(tomb),
+        "purge": bool(tomb.get("purge")),
+        "dropped-ms": int(tomb["dropped-ms"]),
+        "keep-until-ms": int(tomb["keep-until-ms"]),
+        "pointer": _original(tomb),
+    }
+    try:
+        ctx.storage.put_if_absent(bucket, keys.trash_record(str(tomb["drop-id"])), dump(record))
+    except (PreconditionFailed, WriteInDoubt):
+        pass  # kept already (a retried settle)
+    uuid_ = pointers.owner_uuid(tomb)
+    if uuid_:
+        purges.set_uuid_state(ctx, bucket, uuid_, "trashed")
+
+
+def _read(ctx: Context, warehouse: str, drop_id: str) -> tuple[dict[str, Any], str]:
+    if not drop_id.isalnum() or len(drop_id) > 64:
+        raise BadRequest("Invalid dropped-table id: expected the id a trash listing gives")
+    try:
+        obj = ctx.storage.get(ctx.bucket_for(warehouse), keys.trash_record(drop_id))
+    except ObjectNotFound:
+        warehouses.read_record(ctx, warehouse)
+        raise NotFound(f"No dropped table {drop_id!r} in warehouse {warehouse!r} (restored or purged)") from None
+    return json.loads(obj.body), obj.etag
+
+
+def _drop_entry(record: dict[str, Any]) -> dict[str, Any]:
+    tail = record["pointer"].get(audit.TAIL) or []
+    return next((e for e in reversed(tail) if e.get("op") == "drop"), {})
+
+
+def public(record: dict[str, Any]) -> dict[str, Any]:
+    p, dropped = record["pointer"], _drop_entry(record)
+    return {
+        "id": record["drop-id"],
+        "kind": record["kind"],
+        "identifier": {"namespace": record["namespace"], "name": record["name"]},
+        "table-uuid": p.get("table-uuid"),
+        "metadata-location": p.get("metadata-location"),
+        "dropped-at-ms": record["dropped-ms"],
+        "dropped-by": dropped.get("principal"),
+        "purge-requested": record["purge"],
+        "expires-at-ms": record["keep-until-ms"],
+        "state": record["state"],
+    }
+
+
+def get(ctx: Context, warehouse: str, drop_id: str) -> dict[str, Any]:
+    record, _ = _read(ctx, warehouse, drop_id)
+    if record["state"] != "dropped":
+        raise NotFound(f"Dropped table {drop_id!r} is being {record['state']}")
+    return record
+
+
+def list_dropped(
+    ctx: Context, warehouse: str, page_token: str | None, page_size: int | None, keep_item: Any = lambda r: True
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Dropped tables and views still in retention, oldest drop id first (ids are random)."""
+    bucket = ctx.bucket_for(warehouse)
+    warehouses.read_record(ctx, warehouse)
+    start = decode_token(page_token, keys.TRASH_PREFIX)
+    size = page_size or 100
+    listed = []
+    for key in ctx.storage.list_keys(bucket, keys.TRASH_PREFIX, start):
+        listed.append(key)
+        if len(listed) > size:
+            break
+    more = len(listed) > size
+    listed = listed[:size]
+
+    def one(key: str) -> dict[str, Any] | None:
+        try:
+            return dict(json.loads(ctx.storage.get(bucket, key).body))
+        except ObjectNotFound:
+            return None
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        records = list(pool.map(one, listed))
+    items = [public(r) for r in records if r is not None and r["state"] == "dropped" and keep_item(r)]
+    return items, (encode_token(listed[-1]) if more and listed else None)
+
+
+def restore(
+    ctx: Context, warehouse: str, drop_id: str, dst: tuple[Namespace, str] | None = None
+) -> tuple[Namespace, str, str]:
+    """Bring a dropped table back under its old name or dst; returns (namespace, name, metadata location)."""
+    bucket = ctx.bucket_for(warehouse)
+    record, etag = _read(ctx, warehouse, drop_id)
+    if record["state"] != "dropped":
+        raise Conflict(f"Dropped table {drop_id!r} is being {record['state']}")
+    ns = check_namespace(dst[0]) if dst else tuple(record["namespace"])
+    name = check_table(dst[1]) if dst else str(record["name"])
+    namespaces.require_active(ctx, warehouse, ns)
+    original = record["pointer"]
+    started = now_ms()
+    e = audit.entry(
+        "undrop",
+        audit.table_target(ns, name, original),
+        after=original.get("metadata-location"),
+        **{"drop-id": drop_id, "dropped-as": {"namespace": record["namespace"], "name": record["name"]}},
+    )
+    reserve = audit.appended(
+        dict(original, state="pending", **{"since-ms": started, "rename-from": {"trash": drop_id}}), [e]
+    )
+    dst_key = keys.table_pointer(ns, name)
+    dst_etag = pointers.claim_name(ctx, warehouse, ns, name, reserve)
+    if not namespaces.accepts_table(ctx, warehouse, ns, name):
+        pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started)
+        raise Conflict(f"Namespace {'.'.join(ns)!r} is being deleted")
+    moved = dict(record, state="moved", **{"moved-to": {"namespace": list(ns), "name": name}})
+    try:
+        ctx.storage.put_if_match(bucket, keys.trash_record(drop_id), dump(moved), etag)  # the commit point
+    except (PreconditionFailed, ObjectNotFound):
+        pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started)
+        raise Conflict(f"Dropped table {drop_id!r} changed concurrently (restored or purged); list the trash") from None
+    except WriteInDoubt:
+        now, _ = _read(ctx, warehouse, drop_id)
+        if now != moved:
+            pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started)
+            raise Conflict(f"Dropped table {drop_id!r} changed concurrently; list the trash") from None
+    settled = pointers.live(ctx, warehouse, ns, name)  # activates the reservation, removes the record
+    return ns, name, str(settled.metadata_location if settled else original["metadata-location"])
+
+
+def restored_here(ctx: Context, warehouse: str, ns: Namespace, name: str, dst: dict[str, Any]) -> bool:
+    """For a reader settling a reservation made by restore: did the trash record move to it?"""
+    drop_id = str(dst.get("rename-from", {}).get("trash", ""))
+    try:
+        record, _ = _read(ctx, warehouse, drop_id)
+    except CatalogError:
+        return False
+    return (
+        record["state"] == "moved"
+        and record.get("moved-to") == {"namespace": list(ns), "name": name}
+        and record["pointer"].get("table-uuid") == dst.get("table-uuid")
+    )
+
+
+def forget_moved(ctx: Context, warehouse: str, dst: dict[str, Any]) -> None:
+    """After a restore's destination is active: its record is done (uuid live again, record gone)."""
+    bucket = ctx.bucket_for(warehouse)
+    uuid_ = pointers.owner_uuid(dst)
+    try:
+        if uuid_:
+            purges.set_uuid_state(ctx, bucket, uuid_, "live")
+        ctx.storage.delete(bucket, keys.trash_record(str(dst["rename-from"]["trash"])))
+    except StorageUnavailable:
+        pass  # the sweeper removes a moved record
+
+
+def purge(ctx: Context, warehouse: str, drop_id: str, budget_s: float, expired_only: bool = False) -> bool:
+    """End a dropped table's retention now: journal its trail, then purge its files (or, for a drop
+    without purge, release them as before). True when nothing of it is left to do."""
+    bucket = ctx.bucket_for(warehouse)
+    record, etag = _read(ctx, warehouse, drop_id)
+    if record["state"] == "moved":
+        ns, name = tuple(record["moved-to"]["namespace"]), str(record["moved-to"]["name"])
+        live = pointers.live(ctx, warehouse, ns, name)  # activates a reservation still pending
+        uuid_ = pointers.owner_uuid(record["pointer"])
+        if live is not None and uuid_ and pointers.owner_uuid(live.data) == uuid_:
+            purges.set_uuid_state(ctx, bucket, uuid_, "live")  # a restorer that died after activating
+        ctx.storage.delete(bucket, keys.trash_record(drop_id))  # restored: the record is done either way
+        return True
+    if record["state"] == "dropped":
+        if expired_only and now_ms() < int(record["keep-until-ms"]):
+            return False
+        original = record["pointer"]
+        target = audit.table_target(tuple(record["namespace"]), str(record["name"]), original)
+        e = audit.entry("purge", target, before=original.get("metadata-location"), **{"drop-id": drop_id})
+        purging = dict(record, state="purging", pointer=audit.appended(original, [e]))
+        try:
+            etag = ctx.storage.put_if_match(bucket, keys.trash_record(drop_id), dump(purging), etag)
+        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
+            raise Conflict(f"Dropped table {drop_id!r} changed concurrently; list the trash") from None
+        record = purging
+    audit.flush_tail(ctx, bucket, record["pointer"])
+    p = record["pointer"]
+    table_uuid = pointers.owner_uuid(p)
+    location = pointers.table_location_of(bucket, p) if table_uuid else None
+    done = True
+    if record["purge"] and location is not None:
+        purges.queue(ctx, bucket, table_uuid, location)
+        done = purges.run(ctx, bucket, table_uuid, budget_s)
+    elif table_uuid:
+        purges.set_uuid_state(ctx, bucket, table_uuid, "dropped")
+    ctx.storage.delete(bucket, keys.trash_record(drop_id))  # a purge job, if any, finishes the rest
+    return done
+
+
+def sweep(ctx: Context, warehouse: str, budget_s: float) -> dict[str, int]:
+    """Purge what outlived its retention; finish interrupted restores and purges."""
+    stats = {"trash-purged": 0, "trash-kept": 0}
+    for key in list(ctx.storage.list_keys(ctx.bucket_for(warehouse), keys.TRASH_PREFIX)):
+        drop_id = key[len(keys.TRASH_PREFIX) : -len(".json")]
+        try:
+            if purge(ctx, warehouse, drop_id, budget_s, expired_only=True):
+                stats["trash-purged"] += 1
+            else:
+                stats["trash-kept"] += 1
+        except CatalogError:
+            stats["trash-kept"] += 1
+    return stats
+
+
+def count(ctx: Context, warehouse: str) -> int:
+    return sum(1 for _ in ctx.storage.list_keys(ctx.bucket_for(warehouse), keys.TRASH_PREFIX))

@@ -1,0 +1,68 @@
+"""The audit trail of a warehouse (tables, views, namespaces, the trash); see core/audit.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib import keys
+from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
+from chalicelib.core import audit, pointers
+from chalicelib.core.paging import parse_page_size
+from chalicelib.names import check_table, check_warehouse, parse_namespace_path
+from chalicelib.pipeline import Check, RequestContext, RouteGroup, operation
+from chalicelib.routes import PREFIX, warehouse_of
+
+bp = RouteGroup(__name__)
+
+
+def _filters(req: RequestContext) -> tuple[tuple[str, ...] | None, str | None]:
+    raw_ns, raw_table = req.query.get("namespace"), req.query.get("table")
+    ns = parse_namespace_path(raw_ns) if raw_ns else None
+    table = check_table(raw_table) if raw_table else None
+    if table is not None and ns is None:
+        from chalicelib.errors import BadRequest
+
+        raise BadRequest("Invalid audit query: table needs namespace")
+    return ns, table
+
+
+def _checks(req: RequestContext) -> list[Check]:
+    wh = check_warehouse(req.param("warehouse"))
+    ns, table = _filters(req)
+    if ns is not None and table is not None:
+        return [(req.action, table_arn(wh, ns, table), ns_context(ns, table), False)]
+    return [(req.action, bucket_arn(wh), ns_context(ns) if ns else {}, False)]
+
+
+@operation(bp, PREFIX + "/audit", "GET", "GetAuditLog", iceberg=False, checks=_checks)
+def get_audit(req: RequestContext) -> tuple[int, dict[str, Any]]:
+    """Entries newest first; filters: namespace, table (with namespace), principal, operation."""
+    ctx, wh = warehouse_of(req)
+    ns, table = _filters(req)
+    bucket = ctx.bucket_for(wh)
+    source = None
+    if ns is not None and table is not None:
+        p = pointers.read(ctx, wh, ns, table)
+        if p is not None and p.state == "active":
+            source = audit.source_of(p.data)
+            tails = [dict(e, source=source) for e in p.data.get(audit.TAIL) or []]
+    if source is None:
+        pointers.warehouses.read_record(ctx, wh)
+        tails = audit.table_tails(ctx, bucket, (keys.TABLES_PREFIX, keys.TRASH_PREFIX, keys.NS_PREFIX))
+    entries, token = audit.query(
+        ctx,
+        bucket,
+        keys.AUDIT_PREFIX,
+        tails,
+        source=source,
+        principal=req.query.get("principal") or None,
+        op=req.query.get("operation") or None,
+        namespace=list(ns) if ns is not None else None,
+        name=table if source is None else None,
+        page_token=req.query.get("pageToken") or None,
+        page_size=parse_page_size(req.query.get("pageSize")),
+    )
+    body: dict[str, Any] = {"entries": entries}
+    if token:
+        body["next-page-token"] = token
+    return 200, body

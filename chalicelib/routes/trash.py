@@ -1,0 +1,83 @@
+"""Dropped tables and views: list, inspect, restore (undrop) and purge; see core/trash.py.
+
+Each route first asks for its action on the warehouse's tables (partial: some table may allow it),
+then, once the record names the dropped table, for the action on that table itself."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from chalicelib.auth.resources import ns_context, table_arn
+from chalicelib.core import metadata as md
+from chalicelib.core import trash
+from chalicelib.errors import BadRequest, Forbidden
+from chalicelib.names import check_namespace, check_table, check_warehouse
+from chalicelib.pipeline import Check, RequestContext, RouteGroup, operation
+from chalicelib.routes import PREFIX, paged, paging_of, warehouse_of
+
+bp = RouteGroup(__name__)
+TRASH = PREFIX + "/trash"
+DROPPED = TRASH + "/{drop_id}"
+
+
+def _any_table(req: RequestContext) -> list[Check]:
+    return [(req.action, table_arn(check_warehouse(req.param("warehouse"))), {}, True)]
+
+
+def _require(req: RequestContext, action: str, wh: str, ns: tuple[str, ...], name: str) -> None:
+    if not req.visible(action, table_arn(wh, ns, name), ns_context(ns, name)):
+        raise Forbidden(f"Access denied: s3tables:{action} on {table_arn(wh, ns, name)}")
+
+
+def _record(req: RequestContext, action: str) -> tuple[Any, str, dict[str, Any]]:
+    ctx, wh = warehouse_of(req)
+    record = trash.get(ctx, wh, req.param("drop_id"))
+    _require(req, action, wh, tuple(record["namespace"]), str(record["name"]))
+    return ctx, wh, record
+
+
+@operation(bp, TRASH, "GET", "ListDroppedTables", iceberg=False, checks=_any_table)
+def list_dropped(req: RequestContext) -> tuple[int, dict[str, Any]]:
+    ctx, wh = warehouse_of(req)
+
+    def keep(record: dict[str, Any]) -> bool:
+        ns, name = tuple(record["namespace"]), str(record["name"])
+        return req.visible("ListDroppedTables", table_arn(wh, ns, name), ns_context(ns, name))
+
+    items, token = trash.list_dropped(ctx, wh, *paging_of(req), keep)
+    return 200, paged("dropped", list(items), token)
+
+
+@operation(bp, DROPPED, "GET", "GetDroppedTable", iceberg=False, checks=_any_table)
+def get_dropped(req: RequestContext) -> tuple[int, dict[str, Any]]:
+    ctx, _, record = _record(req, "GetDroppedTable")
+    out = trash.public(record)
+    location = out.get("metadata-location")
+    if location:
+        out["metadata"] = json.loads(md.read_metadata_raw(ctx, str(location)))
+    return 200, out
+
+
+@operation(bp, DROPPED + "/restore", "POST", "RestoreTable", iceberg=False, checks=_any_table)
+def restore(req: RequestContext) -> tuple[int, dict[str, Any]]:
+    ctx, wh, record = _record(req, "RestoreTable")
+    body = req.json_object()
+    dst = body.get("destination")
+    target = None
+    if dst is not None:
+        if not isinstance(dst, dict):
+            raise BadRequest('Invalid destination: expected {"namespace": [...], "name": "..."}')
+        target = (check_namespace(dst.get("namespace")), check_table(dst.get("name")))
+        _require(req, "CreateTable", wh, *target)
+    ns, name, location = trash.restore(ctx, wh, str(record["drop-id"]), target)
+    return 200, {"identifier": {"namespace": list(ns), "name": name}, "metadata-location": location}
+
+
+@operation(bp, DROPPED, "DELETE", "PurgeDroppedTable", iceberg=False, checks=_any_table)
+def purge(req: RequestContext) -> tuple[int, None]:
+    from chalicelib.core.pointers import purge_budget_s
+
+    ctx, wh, record = _record(req, "PurgeDroppedTable")
+    trash.purge(ctx, wh, str(record["drop-id"]), purge_budget_s())
+    return 204, None

@@ -1,0 +1,345 @@
+"""Undrop: a drop keeps the table (or view) for its warehouse's retention; restore brings it back byte
+for byte; the sweeper purges it when retention ends; restore and purge never both land."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from chalicelib import keys
+from chalicelib.core import namespaces, sweeper, tables, trash, warehouses
+from chalicelib.core.context import Context
+from chalicelib.errors import CatalogError
+from chalicelib.routes import iceberg_io
+from tests.authutil import allow, make_user
+from tests.conftest import catalog_process, keys_under, rest_catalog
+from tests.crashutil import Crash, CrashAfter, writes_of
+
+RETENTION = "dropped-table-retention-seconds"
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
+SCHEMA_JSON = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
+
+
+@pytest.fixture()
+def core(s3_endpoint: str, system_bucket: str, monkeypatch: pytest.MonkeyPatch) -> Context:
+    """The domain core on the served catalog's S3 (for the sweeper, which runs on a schedule)."""
+    from chalicelib.settings import Settings
+    from chalicelib.storage import S3Storage, s3_client
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    storage = S3Storage(s3_client(s3_endpoint, "us-east-1"), "us-east-1")
+    return Context(Settings(s3_endpoint_url=s3_endpoint, system_bucket=system_bucket), storage)
+
+
+def _warehouse(http: Any, url: str, retention: int | None) -> str:
+    name = f"wh-{uuid.uuid4().hex[:10]}"
+    props = {} if retention is None else {RETENTION: str(retention)}
+    resp = http.post(f"{url}/v1/warehouses", json={"name": name, "properties": props})
+    assert resp.status_code == 200, resp.text
+    return name
+
+
+def _files(s3: Any, bucket: str, location: str) -> dict[str, bytes]:
+    prefix = keys.split_s3_uri(location)[1] + "/"
+    return {k: s3.get_object(Bucket=bucket, Key=k)["Body"].read() for k in keys_under(s3, bucket, prefix)}
+
+
+def _dropped(http: Any, url: str, wh: str) -> list[dict[str, Any]]:
+    resp = http.get(f"{url}/v1/{wh}/trash")
+    assert resp.status_code == 200, resp.text
+    return list(resp.json()["dropped"])
+
+
+def _table(cat: Any, name: str, batches: int) -> Any:
+    t = cat.create_table(name, SCHEMA)
+    for i in range(batches):
+        t.append(pa.table({"id": [i * 10 + j for j in range(10)], "name": [f"n{i}"] * 10}, schema=SCHEMA))
+    return t
+
+
+def test_drop_then_undrop_is_byte_for_byte(catalog_url, http, s3_endpoint, s3):
+    wh = _warehouse(http, catalog_url, 3600)
+    cat = rest_catalog(catalog_url, wh, s3_endpoint)
+    cat.create_namespace("db")
+    snapshots = [s.snapshot_id for s in _table(cat, "db.events", 3).snapshots()]
+    url = f"{catalog_url}/v1/{wh}/namespaces/db/tables/events"
+    loaded = http.get(url).json()
+    location = loaded["metadata"]["location"]
+    files = _files(s3, wh, location)
+    assert len(files) >= 3 + 3 + 4  # data files, manifests, manifest lists, metadata files
+
+    assert http.delete(url).status_code == 204  # no purgeRequested: the seeds' default, purge
+    assert http.get(url).status_code == 404  # invisible at once
+    assert http.get(f"{catalog_url}/v1/{wh}/namespaces/db/tables").json()["identifiers"] == []
+    again = cat.create_table("db.events", SCHEMA)  # and its name is free
+    assert again.metadata.location != location
+
+    (item,) = _dropped(http, catalog_url, wh)
+    assert item["identifier"] == {"namespace": ["db"], "name": "events"}
+    assert item["purge-requested"] is True and item["dropped-by"] == "root"
+    assert item["metadata-location"] == loaded["metadata-location"]
+    assert 3599_000 <= item["expires-at-ms"] - item["dropped-at-ms"] <= 3600_000
+    detail = http.get(f"{catalog_url}/v1/{wh}/trash/{item['id']}").json()
+    assert detail["metadata"] == loaded["metadata"]  # inspectable while dropped
+    assert _files(s3, wh, location) == files  # nothing of it was deleted
+
+    taken = http.post(f"{catalog_url}/v1/{wh}/trash/{item['id']}/restore", json={})
+    assert taken.status_code == 409 and "already exists" in taken.json()["error"]["message"]
+    assert _dropped(http, catalog_url, wh)[0]["id"] == item["id"]  # a refused restore changes nothing
+
+    dst = {"destination": {"namespace": ["db"], "name": "events_back"}}
+    restored = http.post(f"{catalog_url}/v1/{wh}/trash/{item['id']}/restore", json=dst)
+    assert restored.status_code == 200, restored.text
+    back = http.get(f"{catalog_url}/v1/{wh}/namespaces/db/tables/events_back").json()
+    assert back["metadata-location"] == loaded["metadata-location"]
+    assert back["metadata"] == loaded["metadata"]
+    assert _files(s3, wh, location) == files  # byte for byte
+    assert cat.load_table("db.events_back").scan().to_arrow().num_rows == 30
+    assert [s.snapshot_id for s in cat.load_table("db.events_back").snapshots()] == snapshots
+    assert _dropped(http, catalog_url, wh) == []
+    assert http.get(f"{catalog_url}/v1/{wh}/trash/{item['id']}").status_code == 404
+    assert http.post(f"{catalog_url}/v1/{wh}/trash/{item['id']}/restore", json={}).status_code == 404
+
+    cat.load_table("db.events_back").append(pa.table({"id": [99], "name": ["z"]}, schema=SCHEMA))  # works on
+    assert cat.load_table("db.events_back").scan().to_arrow().num_rows == 31
+
+
+def test_sweeper_purges_when_retention_ends(catalog_url, http, s3_endpoint, s3, core):
+    wh = _warehouse(http, catalog_url, 2)
+    cat = rest_catalog(catalog_url, wh, s3_endpoint)
+    cat.create_namespace("db")
+    t = _table(cat, "db.short", 2)
+    location, table_uuid = t.metadata.location, str(t.metadata.table_uuid)
+    assert http.delete(f"{catalog_url}/v1/{wh}/namespaces/db/tables/short").status_code == 204
+    (item,) = _dropped(http, catalog_url, wh)
+    sweeper.sweep(core, wh)
+    assert _files(s3, wh, location), "purged before its retention ended"
+    time.sleep(2.2)
+    report = sweeper.sweep(core, wh)
+    assert report[wh].get("trash-purged") == 1
+    assert _files(s3, wh, location) == {}
+    left = [k for k in keys_under(s3, wh) if table_uuid in k or item["id"] in k or "/short" in k]
+    assert left == []  # no pointer, uuid claim, trash record or purge job either
+    assert _dropped(http, catalog_url, wh) == []
+    ops = [e["op"] for e in http.get(f"{catalog_url}/v1/{wh}/audit", params={"pageSize": 50}).json()["entries"]]
+    assert ops[:2] == ["purge", "drop"]  # the trail outlives the table
+
+
+def test_retention_zero_purges_at_once_and_default_is_seven_days(
+    catalog_url, http, s3_endpoint, s3, system_bucket, tmp_path
+):
+    wh = _warehouse(http, catalog_url, 0)
+    cat = rest_catalog(catalog_url, wh, s3_endpoint)
+    cat.create_namespace("db")
+    location = _table(cat, "db.gone", 1).metadata.location
+    assert http.delete(f"{catalog_url}/v1/{wh}/namespaces/db/tables/gone").status_code == 204
+    assert _files(s3, wh, location) == {} and _dropped(http, catalog_url, wh) == []
+
+    with catalog_process(s3_endpoint, system_bucket, tmp_path, CATALOG_DROPPED_TABLE_RETENTION_S="") as (url, _):
+        wh7 = _warehouse(http, url, None)
+        assert http.post(f"{url}/v1/{wh7}/namespaces", json={"namespace": ["db"]}).status_code == 200
+        body = {"name": "t", "schema": SCHEMA_JSON}
+        assert http.post(f"{url}/v1/{wh7}/namespaces/db/tables", json=body).status_code == 200
+        assert http.delete(f"{url}/v1/{wh7}/namespaces/db/tables/t").status_code == 204
+        (item,) = _dropped(http, url, wh7)
+        assert item["expires-at-ms"] - item["dropped-at-ms"] == 7 * 24 * 3600 * 1000
+
+        bad = http.post(f"{url}/v1/warehouses/{wh7}/properties", json={"updates": {RETENTION: "-1"}})
+        assert bad.status_code == 400 and RETENTION in bad.json()["error"]["message"]
+        ok = http.post(f"{url}/v1/warehouses/{wh7}/properties", json={"updates": {RETENTION: "60"}})
+        assert ok.status_code == 200 and ok.json()["properties"][RETENTION] == "60"
+
+
+def test_containers_respect_the_trash(catalog_url, http):
+    wh = _warehouse(http, catalog_url, 3600)
+    base = f"{catalog_url}/v1/{wh}/namespaces"
+    for ns in (["a"], ["b"]):
+        assert http.post(base, json={"namespace": ns}).status_code == 200
+    assert http.post(f"{base}/a/tables", json={"name": "t", "schema": SCHEMA_JSON}).status_code == 200
+    assert http.delete(f"{base}/a/tables/t").status_code == 204
+    assert http.delete(f"{base}/a").status_code == 204  # a dropped table does not keep its namespace
+    (item,) = _dropped(http, catalog_url, wh)
+    gone = http.post(f"{catalog_url}/v1/{wh}/trash/{item['id']}/restore", json={})
+    assert gone.status_code == 404 and "Namespace 'a' does not exist" in gone.json()["error"]["message"]
+    dst = {"destination": {"namespace": ["b"], "name": "t2"}}
+    assert http.post(f"{catalog_url}/v1/{wh}/trash/{item['id']}/restore", json=dst).status_code == 200
+    assert http.get(f"{base}/b/tables/t2").status_code == 200
+
+    assert http.delete(f"{base}/b/tables/t2").status_code == 204
+    assert http.delete(f"{base}/b").status_code == 204
+    refused = http.delete(f"{catalog_url}/v1/warehouses/{wh}")
+    assert refused.status_code == 409 and "dropped table" in refused.json()["error"]["message"]
+    assert http.delete(f"{catalog_url}/v1/warehouses/{wh}", params={"purge-dropped": "true"}).status_code == 204
+
+
+def test_views_go_to_the_trash_too(catalog_url, http):
+    from tests.test_views import version
+
+    wh = _warehouse(http, catalog_url, 3600)
+    base = f"{catalog_url}/v1/{wh}/namespaces"
+    assert http.post(base, json={"namespace": ["vw"]}).status_code == 200
+    body = {"name": "v", "schema": SCHEMA_JSON, "view-version": version("SELECT 1 AS id"), "properties": {}}
+    created = http.post(f"{base}/vw/views", json=body).json()
+    assert http.delete(f"{base}/vw/views/v").status_code == 204
+    assert http.get(f"{base}/vw/views/v").status_code == 404
+    (item,) = _dropped(http, catalog_url, wh)
+    assert item["kind"] == "view"
+    assert http.post(f"{catalog_url}/v1/{wh}/trash/{item['id']}/restore", json={}).status_code == 200
+    back = http.get(f"{base}/vw/views/v").json()
+    assert back["metadata-location"] == created["metadata-location"] and back["metadata"] == created["metadata"]
+
+
+def _user_session(akid: str, secret: str) -> Any:
+    import catalog_admin
+
+    return catalog_admin.session(akid, secret)
+
+
+def test_trash_policy_refusals_leave_state_untouched(catalog_url, http, s3):
+    wh = _warehouse(http, catalog_url, 3600)
+    base = f"{catalog_url}/v1/{wh}/namespaces"
+    assert http.post(base, json={"namespace": ["db"]}).status_code == 200
+    for name in ("mine", "theirs"):
+        assert http.post(f"{base}/db/tables", json={"name": name, "schema": SCHEMA_JSON}).status_code == 200
+        assert http.delete(f"{base}/db/tables/{name}").status_code == 204
+    ids = {i["identifier"]["name"]: i["id"] for i in _dropped(http, catalog_url, wh)}
+    mine = f"arn:aws:s3tables:::bucket/{wh}/table/db/mine"
+    reader = [f"s3tables:{a}" for a in ("ListDroppedTables", "GetDroppedTable")]
+    _, akid, secret = make_user(http, catalog_url, {"p": allow(reader, mine)})
+    user = _user_session(akid, secret)
+    listed = user.get(f"{catalog_url}/v1/{wh}/trash").json()["dropped"]
+    assert [i["identifier"]["name"] for i in listed] == ["mine"]  # only what the policy shows
+    assert user.get(f"{catalog_url}/v1/{wh}/trash/{ids['theirs']}").status_code == 403
+    before = sorted(keys_under(s3, wh))
+    for drop_id in ids.values():
+        refused = user.post(f"{catalog_url}/v1/{wh}/trash/{drop_id}/restore", json={})
+        assert refused.status_code == 403 and refused.json()["error"]["type"] == "ForbiddenException"
+        assert user.delete(f"{catalog_url}/v1/{wh}/trash/{drop_id}").status_code == 403
+    assert sorted(keys_under(s3, wh)) == before
+
+    restorer = allow([f"s3tables:{a}" for a in ("GetDroppedTable", "RestoreTable")], mine)
+    _, akid2, secret2 = make_user(http, catalog_url, {"p": restorer})
+    user2 = _user_session(akid2, secret2)
+    elsewhere = {"destination": {"namespace": ["db"], "name": "copy"}}  # CreateTable on db/copy: not granted
+    assert user2.post(f"{catalog_url}/v1/{wh}/trash/{ids['mine']}/restore", json=elsewhere).status_code == 403
+    assert user2.post(f"{catalog_url}/v1/{wh}/trash/{ids['mine']}/restore", json={}).status_code == 200
+    assert http.get(f"{base}/db/tables/mine").status_code == 200
+
+
+def test_restore_and_purge_race_one_wins(catalog_url, http, s3_endpoint, s3):
+    wh = _warehouse(http, catalog_url, 3600)
+    cat = rest_catalog(catalog_url, wh, s3_endpoint)
+    cat.create_namespace("db")
+    outcomes: list[tuple[int, int]] = []
+    for round_ in range(6):
+        t = _table(cat, f"db.r{round_}", 1)
+        files = _files(s3, wh, t.metadata.location)
+        assert http.delete(f"{catalog_url}/v1/{wh}/namespaces/db/tables/r{round_}").status_code == 204
+        drop_id = next(i["id"] for i in _dropped(http, catalog_url, wh) if i["identifier"]["name"] == f"r{round_}")
+        got: dict[str, int] = {}
+        start = threading.Barrier(2)
+        calls = {
+            "restore": lambda d=drop_id: http.post(f"{catalog_url}/v1/{wh}/trash/{d}/restore", json={}),
+            "purge": lambda d=drop_id: http.delete(f"{catalog_url}/v1/{wh}/trash/{d}"),
+        }
+
+        def run(what: str, call: Any, got: dict[str, int] = got, start: threading.Barrier = start) -> None:
+            start.wait()
+            got[what] = call().status_code
+
+        threads = [threading.Thread(target=run, args=item) for item in calls.items()]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        outcomes.append((got["restore"], got["purge"]))
+        live = http.get(f"{catalog_url}/v1/{wh}/namespaces/db/tables/r{round_}").status_code == 200
+        assert (got["restore"] == 200) == live and (got["purge"] == 204) != live, got
+        assert _files(s3, wh, t.metadata.location) == (files if live else {})
+        assert all(i["id"] != drop_id for i in _dropped(http, catalog_url, wh))
+    print("restore/purge outcomes:", outcomes)
+
+
+@pytest.fixture()
+def kept_wh(crash_ctx: Context, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("CATALOG_TOMBSTONE_LEASE_MS", "1000")
+    wh = f"wh-tr-{uuid.uuid4().hex[:8]}"
+    warehouses.create(crash_ctx, wh, False, {RETENTION: "3600"})
+    namespaces.create(crash_ctx, wh, ["db"], {})
+    tables.create(crash_ctx, wh, ("db",), iceberg_io.parse_create({"name": "t", "schema": SCHEMA_JSON}))
+    return wh
+
+
+def _drop_id(ctx: Context, wh: str) -> str:
+    (item,) = trash.list_dropped(ctx, wh, None, None)[0]
+    return str(item["id"])
+
+
+RESTORE_WRITES = 5  # reservation, trash record -> moved (the commit point), activation, uuid live, record gone
+
+
+def test_restore_write_count(crash_ctx, kept_wh, monkeypatch):
+    monkeypatch.setenv("CATALOG_TOMBSTONE_LEASE_MS", "60000")  # a slow drop's tombstone is still its own
+    tables.drop(crash_ctx, kept_wh, ("db",), "t", purge=True)
+    drop_id = _drop_id(crash_ctx, kept_wh)
+    assert writes_of(crash_ctx, lambda c: trash.restore(c, kept_wh, drop_id)) == RESTORE_WRITES
+
+
+@pytest.mark.parametrize("crash_after", range(1, RESTORE_WRITES + 1))
+def test_restore_crash_points(crash_ctx, kept_wh, crash_after):
+    ctx, wh = crash_ctx, kept_wh
+    location = tables.load(ctx, wh, ("db",), "t").metadata_location
+    tables.drop(ctx, wh, ("db",), "t", purge=True)
+    drop_id = _drop_id(ctx, wh)
+    with pytest.raises(Crash):
+        trash.restore(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, drop_id)
+    time.sleep(1.05)  # the reservation's lease runs out
+    sweeper.sweep(ctx, wh)
+    listed = [i["id"] for i in trash.list_dropped(ctx, wh, None, None)[0]]
+    live = tables.exists(ctx, wh, ("db",), "t") if crash_after >= 2 else None
+    if crash_after < 2:  # before the commit point: still in the trash, not live, and restorable
+        assert listed == [drop_id]
+        with pytest.raises(CatalogError):
+            tables.exists(ctx, wh, ("db",), "t")
+        trash.restore(ctx, wh, drop_id)
+    else:  # after it: live, and gone from the trash
+        assert listed == [] and live == location
+    assert tables.load(ctx, wh, ("db",), "t").metadata_location == location
+    assert trash.list_dropped(ctx, wh, None, None)[0] == []
+    assert json.loads(ctx.storage.get(wh, keys.uuid_record(_uuid(ctx, wh))).body)["state"] == "live"
+
+
+def _uuid(ctx: Context, wh: str) -> str:
+    return str(json.loads(tables.load(ctx, wh, ("db",), "t").raw_metadata)["table-uuid"])
+
+
+KEEP_WRITES = 4  # tombstone (the commit point), trash record, uuid "trashed", pointer delete
+
+
+def test_drop_into_trash_write_count(crash_ctx, kept_wh, monkeypatch):
+    monkeypatch.setenv("CATALOG_TOMBSTONE_LEASE_MS", "60000")
+    assert writes_of(crash_ctx, lambda c: tables.drop(c, kept_wh, ("db",), "t", purge=True)) == KEEP_WRITES
+
+
+@pytest.mark.parametrize("crash_after", range(1, KEEP_WRITES + 1))
+def test_drop_into_trash_crash_points(crash_ctx, kept_wh, crash_after):
+    ctx, wh = crash_ctx, kept_wh
+    location = tables.load(ctx, wh, ("db",), "t").metadata_location
+    with pytest.raises(Crash):
+        tables.drop(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, ("db",), "t", purge=True)
+    with pytest.raises(CatalogError):  # gone for every reader at once
+        tables.exists(ctx, wh, ("db",), "t")
+    time.sleep(1.05)  # the dropper's lease runs out
+    sweeper.sweep(ctx, wh)
+    (item,) = trash.list_dropped(ctx, wh, None, None)[0]  # exactly one record, whatever the crash point
+    assert item["metadata-location"] == location
+    assert list(ctx.storage.list_keys(wh, keys.table_pointer(("db",), "t"))) == []  # the name is free
+    trash.restore(ctx, wh, str(item["id"]))
+    assert tables.exists(ctx, wh, ("db",), "t") == location
