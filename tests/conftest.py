@@ -132,6 +132,19 @@ def catalog(catalog_url: str, warehouse: str) -> Any:
     return RestCatalog("test", uri=catalog_url, warehouse=warehouse, **sigv4_props())
 
 
+@pytest.fixture()
+def core(s3_endpoint: str, system_bucket: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The domain core on the served catalog's S3 and system bucket (the sweeper runs on a schedule)."""
+    from chalicelib.core.context import Context
+    from chalicelib.settings import Settings
+    from chalicelib.storage import S3Storage, s3_client
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEYS["AWS_ACCESS_KEY_ID"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", KEYS["AWS_SECRET_ACCESS_KEY"])
+    storage = S3Storage(s3_client(s3_endpoint, REGION), REGION)
+    return Context(Settings(s3_endpoint_url=s3_endpoint, system_bucket=system_bucket), storage)
+
+
 def s3_state(s3: Any, only: list[str] | None = None) -> dict[tuple[str, str], str]:
     """Every bucket, and every object (with a hash of its bytes) in all buckets or in `only`."""
     state: dict[tuple[str, str], str] = {}

@@ -565,3 +565,41 @@ def test_spark_reads_and_writes_through_remote_signing_without_s3_keys(  # and r
         spark.sql("INSERT INTO signr.ns.t VALUES (9, 'z')")
     assert s3_state(s3, [wh]) == before  # the reader's refused write left nothing behind
     assert sorted(r[0] for r in spark.sql("SELECT id FROM signw.ns.t").collect()) == [1, 3]
+
+
+def test_spark_drop_table_then_undrop_then_retention(spark, http, catalog_url, spark_wh, s3, core):
+    """Spark's DROP TABLE sends no purgeRequested; with retention the table comes back whole, and
+    once retention ends the sweeper leaves nothing of it in S3."""
+    from chalicelib.core import sweeper
+    from tests.conftest import keys_under
+
+    props = f"{catalog_url}/v1/warehouses/{spark_wh}/properties"
+    assert http.post(props, json={"updates": {"dropped-table-retention-seconds": "3600"}}).status_code == 200
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS undrop_ns")
+    spark.sql("CREATE TABLE undrop_ns.events (id bigint, kind string) USING iceberg")
+    spark.sql("INSERT INTO undrop_ns.events VALUES (1, 'a'), (2, 'b')")
+    spark.sql("INSERT INTO undrop_ns.events VALUES (3, 'c')")
+    rows = sorted(tuple(r) for r in spark.sql("SELECT * FROM undrop_ns.events").collect())
+    snapshots = [r[0] for r in spark.sql("SELECT snapshot_id FROM undrop_ns.events.snapshots").collect()]
+    loaded = http.get(f"{catalog_url}/v1/{spark_wh}/namespaces/undrop_ns/tables/events").json()
+    prefix = loaded["metadata"]["location"].split(f"s3://{spark_wh}/", 1)[1] + "/"
+    files = keys_under(s3, spark_wh, prefix)
+
+    spark.sql("DROP TABLE undrop_ns.events")
+    assert spark.sql("SHOW TABLES IN undrop_ns").count() == 0
+    dropped = http.get(f"{catalog_url}/v1/{spark_wh}/trash").json()["dropped"]
+    (item,) = [i for i in dropped if i["identifier"]["name"] == "events"]
+    assert item["purge-requested"] is True and keys_under(s3, spark_wh, prefix) == files
+    assert http.post(f"{catalog_url}/v1/{spark_wh}/trash/{item['id']}/restore", json={}).status_code == 200
+    spark.sql("REFRESH TABLE undrop_ns.events")
+    assert sorted(tuple(r) for r in spark.sql("SELECT * FROM undrop_ns.events").collect()) == rows  # every row
+    assert [r[0] for r in spark.sql("SELECT snapshot_id FROM undrop_ns.events.snapshots").collect()] == snapshots
+
+    assert http.post(props, json={"updates": {"dropped-table-retention-seconds": "1"}}).status_code == 200
+    spark.sql("DROP TABLE undrop_ns.events")
+    time.sleep(1.2)
+    assert sweeper.sweep(core, spark_wh)[spark_wh].get("trash-purged") == 1
+    assert keys_under(s3, spark_wh, prefix) == []  # nothing of it is left
+    table_uuid = loaded["metadata"]["table-uuid"]
+    assert [k for k in keys_under(s3, spark_wh, ".catalog/") if table_uuid in k or item["id"] in k] == []
+    assert keys_under(s3, spark_wh, ".catalog/tables/undrop_ns/") == []

@@ -26,18 +26,6 @@ SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 SCHEMA_JSON = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 
 
-@pytest.fixture()
-def core(s3_endpoint: str, system_bucket: str, monkeypatch: pytest.MonkeyPatch) -> Context:
-    """The domain core on the served catalog's S3 (for the sweeper, which runs on a schedule)."""
-    from chalicelib.settings import Settings
-    from chalicelib.storage import S3Storage, s3_client
-
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
-    storage = S3Storage(s3_client(s3_endpoint, "us-east-1"), "us-east-1")
-    return Context(Settings(s3_endpoint_url=s3_endpoint, system_bucket=system_bucket), storage)
-
-
 def _warehouse(http: Any, url: str, retention: int | None) -> str:
     name = f"wh-{uuid.uuid4().hex[:10]}"
     props = {} if retention is None else {RETENTION: str(retention)}
