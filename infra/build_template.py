@@ -29,12 +29,20 @@ OBJECT_RW = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
 # Identities are read by every function (authentication) and written only by the auth function.
 IAM_READ = (["s3:GetObject"], [SYSTEM + "/iam/users/*", SYSTEM + "/iam/access-keys/*", SYSTEM + "/iam/tokens/*"])
 IDEMPOTENCY = (OBJECT_RW, [SYSTEM + "/idempotency/*"])
+# The system audit trail (core/audit.py): warehouse and identity changes journal there.
+SYSTEM_AUDIT = (["s3:GetObject", "s3:PutObject"], [SYSTEM + "/audit/*"])
 S3_ACCESS: dict[str, list[tuple[list[str], list[str]]]] = {
     "config": [IAM_READ, (["s3:GetObject"], [SYSTEM + "/warehouses/*"])],
-    "auth": [(OBJECT_RW, [SYSTEM + "/iam/*", SYSTEM + "/idempotency/*"]), (["s3:ListBucket"], [SYSTEM])],
+    "auth": [
+        (OBJECT_RW, [SYSTEM + "/iam/*", SYSTEM + "/idempotency/*"]),
+        SYSTEM_AUDIT,
+        (["s3:GetObject"], [SYSTEM + "/warehouses/*"]),
+        (["s3:ListBucket"], [SYSTEM]),
+    ],
     "warehouses": [
         IAM_READ,
         IDEMPOTENCY,
+        SYSTEM_AUDIT,
         (OBJECT_RW, [SYSTEM + "/warehouses/*", WAREHOUSES + "/*"]),
         (["s3:ListBucket"], [SYSTEM, WAREHOUSES]),
         (["s3:CreateBucket", "s3:DeleteBucket"], [WAREHOUSES, SYSTEM]),  # the only group that creates buckets
@@ -57,10 +65,12 @@ S3_ACCESS: dict[str, list[tuple[list[str], list[str]]]] = {
         (["s3:ListBucket"], [WAREHOUSES]),
     ],
     "sweeper": [
-        (["s3:GetObject"], [SYSTEM + "/warehouses/*"]),
+        (["s3:GetObject"], [SYSTEM + "/warehouses/*", SYSTEM + "/iam/users/*"]),
+        SYSTEM_AUDIT,
         (OBJECT_RW, [WAREHOUSES + "/*"]),
         (["s3:ListBucket"], [SYSTEM, WAREHOUSES]),
     ],
+    "console": [],  # a static page: no S3 at all
 }
 DEFAULT_ACCESS = [
     IAM_READ,

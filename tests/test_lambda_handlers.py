@@ -225,7 +225,8 @@ def test_static_endpoint_list_matches_the_routes():
 
 
 @pytest.mark.parametrize(
-    "group", ["config", "auth", "warehouses", "namespaces", "tables", "transactions", "data", "glue", "s3tables"]
+    "group",
+    ["config", "auth", "warehouses", "namespaces", "tables", "transactions", "data", "glue", "s3tables", "console"],
 )
 def test_group_handler_imports_only_its_own_modules(group):
     import subprocess

@@ -1,0 +1,570 @@
+// The catalog browser: a client of the catalog's own HTTP API, under the caller's own policies.
+// Everything is rendered with textContent (never innerHTML), so names and properties are inert.
+"use strict";
+
+const BASE = location.pathname.replace(/\/ui\/?$/, "");
+const US = "\u001f"; // namespace levels in a path segment (Iceberg REST)
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "onclick") node.addEventListener("click", v);
+    else if (v !== undefined && v !== null) node.setAttribute(k, v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+function svg(tag, attrs, ...children) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+  for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return node;
+}
+
+function token() {
+  return sessionStorage.getItem("catalog-token");
+}
+
+function showError(message) {
+  const box = $("error");
+  box.textContent = message;
+  box.style.display = message ? "block" : "none";
+}
+
+function notice(message) {
+  const box = $("notice");
+  box.textContent = message;
+  box.style.display = message ? "block" : "none";
+}
+
+async function api(method, path, body) {
+  const headers = { Authorization: "Bearer " + token() };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const resp = await fetch(BASE + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  if (resp.status === 401) {
+    signOut("Your session ended; sign in again.");
+    throw new Error("Not signed in");
+  }
+  const text = await resp.text();
+  const data = text ? JSON.parse(text) : null;
+  if (!resp.ok) {
+    const err = (data && data.error) || {};
+    throw new Error(`${resp.status} ${err.type || ""}: ${err.message || text}`.trim());
+  }
+  return data;
+}
+
+const nsPath = (levels) => encodeURIComponent(levels.join(US));
+const fmtTime = (ms) => (ms ? new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z") : "");
+const link = (href, text, attrs) => el("a", { href, ...(attrs || {}) }, text);
+
+function table(headers, rows, attrs) {
+  return el(
+    "table",
+    attrs || {},
+    el("thead", {}, el("tr", {}, headers.map((h) => el("th", {}, h)))),
+    el("tbody", {}, rows.map((r) => el("tr", {}, r.map((c) => el("td", {}, c)))))
+  );
+}
+
+function section(title, ...children) {
+  return el("section", {}, el("h2", {}, title), ...children);
+}
+
+function crumbs(parts) {
+  const out = el("div", { class: "crumbs" });
+  parts.forEach(([href, text], i) => {
+    if (i) out.append(" / ");
+    out.append(href ? link(href, text) : text);
+  });
+  return out;
+}
+
+// ---- sign in -----------------------------------------------------------------------------------
+
+function renderLogin(message) {
+  $("nav").hidden = true;
+  $("sign-out").hidden = true;
+  $("who").textContent = "";
+  const key = el("input", { id: "login-key", autocomplete: "username" });
+  const secret = el("input", { id: "login-secret", type: "password", autocomplete: "current-password" });
+  const pasted = el("input", { id: "login-token", type: "password" });
+  const form = el(
+    "form",
+    { class: "login" },
+    section(
+      "Sign in",
+      el("label", { for: "login-key" }, "Access key id"),
+      key,
+      el("label", { for: "login-secret" }, "Secret access key"),
+      secret,
+      el("label", { for: "login-token" }, "or a bearer token"),
+      pasted,
+      el("p", {}, el("button", { id: "login-submit", type: "submit" }, "Sign in"))
+    )
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    showError("");
+    try {
+      let t = pasted.value.trim();
+      let who = "token";
+      if (!t) {
+        const form = new URLSearchParams({
+          grant_type: "client_credentials",
+          client_id: key.value.trim(),
+          client_secret: secret.value,
+          scope: "catalog",
+        });
+        const resp = await fetch(BASE + "/v1/oauth/tokens", { method: "POST", body: form });
+        const data = await resp.json();
+        if (!resp.ok) throw new Error(data.error_description || data.error || "sign-in refused");
+        t = data.access_token;
+        who = key.value.trim();
+      }
+      sessionStorage.setItem("catalog-token", t); // the secret itself is never kept
+      sessionStorage.setItem("catalog-who", who);
+      route();
+    } catch (e) {
+      showError("Sign-in failed: " + e.message);
+    }
+  });
+  $("view").replaceChildren(form);
+  if (message) showError(message);
+}
+
+function signOut(message) {
+  sessionStorage.removeItem("catalog-token");
+  sessionStorage.removeItem("catalog-who");
+  location.hash = "#/";
+  renderLogin(message);
+}
+
+// ---- pages ---------------------------------------------------------------------------------------
+
+async function pageWarehouses() {
+  const data = await api("GET", "/v1/warehouses");
+  return [
+    section(
+      "Warehouses",
+      table(
+        ["Warehouse"],
+        data.warehouses.map((w) => [link(`#/w/${encodeURIComponent(w)}`, w, { "data-warehouse": w })]),
+        { id: "warehouses" }
+      )
+    ),
+  ];
+}
+
+async function pageNamespace(wh, levels) {
+  const q = levels.length ? `?parent=${nsPath(levels)}` : "";
+  const children = await api("GET", `/v1/${encodeURIComponent(wh)}/namespaces${q}`);
+  const out = [
+    crumbs([["#/", "warehouses"], [`#/w/${encodeURIComponent(wh)}`, wh], ...levels.map((l, i) => [nsHref(wh, levels.slice(0, i + 1)), l])]),
+  ];
+  if (!levels.length) {
+    out.push(
+      el(
+        "p",
+        {},
+        link(`#/w/${encodeURIComponent(wh)}/trash`, "Dropped tables (trash)", { id: "trash-link" }),
+        "  ·  ",
+        link(`#/w/${encodeURIComponent(wh)}/audit`, "Audit trail", { id: "audit-link" })
+      )
+    );
+  }
+  out.push(
+    section(
+      "Namespaces",
+      table(
+        ["Namespace"],
+        children.namespaces.map((ns) => [link(nsHref(wh, ns), ns.join("."), { "data-namespace": ns.join(".") })])
+      )
+    )
+  );
+  if (levels.length) {
+    const base = `/v1/${encodeURIComponent(wh)}/namespaces/${nsPath(levels)}`;
+    const [tables, views] = await Promise.all([api("GET", base + "/tables"), api("GET", base + "/views")]);
+    out.push(
+      section(
+        "Tables",
+        table(
+          ["Table"],
+          tables.identifiers.map((t) => [link(`${nsHref(wh, levels)}/t/${encodeURIComponent(t.name)}`, t.name, { "data-table": t.name })]),
+          { id: "tables" }
+        )
+      ),
+      section(
+        "Views",
+        table(["View"], views.identifiers.map((v) => [link(`${nsHref(wh, levels)}/v/${encodeURIComponent(v.name)}`, v.name, { "data-view": v.name })]))
+      )
+    );
+  }
+  return out;
+}
+
+function nsHref(wh, levels) {
+  return `#/w/${encodeURIComponent(wh)}/ns/${levels.map(encodeURIComponent).join(".")}`;
+}
+
+function typeName(t) {
+  if (typeof t === "string") return t;
+  if (t.type === "list") return `list<${typeName(t.element)}>`;
+  if (t.type === "map") return `map<${typeName(t.key)}, ${typeName(t.value)}>`;
+  if (t.type === "struct") return "struct";
+  return JSON.stringify(t);
+}
+
+function flatFields(fields, prefix) {
+  const out = [];
+  for (const f of fields || []) {
+    out.push({ ...f, path: prefix + f.name });
+    if (f.type && f.type.type === "struct") out.push(...flatFields(f.type.fields, prefix + f.name + "."));
+  }
+  return out;
+}
+
+function schemaHistory(schemas) {
+  const rows = [];
+  let previous = new Map();
+  for (const s of schemas) {
+    const now = new Map(flatFields(s.fields, "").map((f) => [f["id"], f.path]));
+    const added = [...now].filter(([id]) => !previous.has(id)).map(([id, p]) => `${p} (${id})`);
+    const dropped = [...previous].filter(([id]) => !now.has(id)).map(([id, p]) => `${p} (${id})`);
+    rows.push([String(s["schema-id"]), String(now.size), added.join(", "), dropped.join(", ")]);
+    previous = now;
+  }
+  return rows.reverse();
+}
+
+function snapshotChart(snapshots) {
+  // Records and data files added per snapshot, in commit order: bars (records) and dots (files).
+  const W = 960, H = 220, pad = 40;
+  const points = snapshots.map((s) => ({
+    id: s["snapshot-id"],
+    at: s["timestamp-ms"],
+    op: (s.summary || {}).operation || "",
+    records: Number((s.summary || {})["added-records"] || 0),
+    files: Number((s.summary || {})["added-data-files"] || 0),
+  }));
+  const maxR = Math.max(1, ...points.map((p) => p.records));
+  const maxF = Math.max(1, ...points.map((p) => p.files));
+  const step = (W - 2 * pad) / Math.max(1, points.length);
+  const chart = svg("svg", { id: "snapshot-chart", width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img" });
+  chart.append(svg("title", {}, `${points.length} snapshots: records and data files added per snapshot`));
+  chart.append(svg("line", { x1: pad, y1: H - pad, x2: W - pad, y2: H - pad, stroke: "#98a2b3" }));
+  chart.append(svg("text", { x: 4, y: 14 }, `${maxR} records`));
+  chart.append(svg("text", { x: W - pad - 60, y: 14 }, `${maxF} files`));
+  points.forEach((p, i) => {
+    const h = ((H - 2 * pad) * p.records) / maxR;
+    const x = pad + i * step;
+    const bar = svg("rect", { class: "bar", x: x, y: H - pad - h, width: Math.max(1, step * 0.8), height: h, fill: "#93c5fd" });
+    bar.append(svg("title", {}, `${p.id} ${p.op} ${fmtTime(p.at)}: +${p.records} records, +${p.files} files`));
+    chart.append(bar);
+    const y = H - pad - ((H - 2 * pad) * p.files) / maxF;
+    chart.append(svg("circle", { class: "files", cx: x + step * 0.4, cy: y, r: Math.min(3, Math.max(1, step / 3)), fill: "#c2410c" }));
+  });
+  if (points.length) {
+    chart.append(svg("text", { x: pad, y: H - pad + 16 }, fmtTime(points[0].at)));
+    chart.append(svg("text", { x: W - pad - 150, y: H - pad + 16 }, fmtTime(points[points.length - 1].at)));
+  }
+  const legend = el(
+    "div",
+    { class: "legend" },
+    el("span", {}, el("i", { class: "swatch", style: "background:#93c5fd" }), "records added"),
+    el("span", {}, el("i", { class: "swatch", style: "background:#c2410c" }), "data files added")
+  );
+  return [legend, chart];
+}
+
+function auditRows(entries) {
+  return entries.map((e) => [
+    fmtTime(e.at),
+    e.principal,
+    e.op,
+    e.face,
+    summaryOf(e),
+  ]);
+}
+
+function summaryOf(e) {
+  const d = e.detail || {};
+  if (d.snapshots) return d.snapshots.map((s) => `${s.operation} +${s["added-records"]} records`).join("; ");
+  if (d["set-properties"]) return "set " + d["set-properties"].join(", ");
+  if (d["renamed-from"]) return "from " + d["renamed-from"].namespace.join(".") + "." + d["renamed-from"].name;
+  if (d.updates) return d.updates.join(", ");
+  const t = e.target || {};
+  return [t.namespace ? t.namespace.join(".") : "", t.name || t.user || t.warehouse || ""].filter(Boolean).join(".");
+}
+
+async function pageTable(wh, levels, name) {
+  const path = `/v1/${encodeURIComponent(wh)}/namespaces/${nsPath(levels)}/tables/${encodeURIComponent(name)}`;
+  const [loaded, audit] = await Promise.all([
+    api("GET", path),
+    api("GET", `/v1/${encodeURIComponent(wh)}/audit?namespace=${nsPath(levels)}&table=${encodeURIComponent(name)}&pageSize=20`).catch(
+      (e) => ({ error: e.message })
+    ),
+  ]);
+  const m = loaded.metadata;
+  const schema = (m.schemas || []).find((s) => s["schema-id"] === m["current-schema-id"]) || { fields: [] };
+  const byId = new Map(flatFields(schema.fields, "").map((f) => [f.id, f.path]));
+  const spec = (m["partition-specs"] || []).find((s) => s["spec-id"] === m["default-spec-id"]) || { fields: [] };
+  const order = (m["sort-orders"] || []).find((o) => o["order-id"] === m["default-sort-order-id"]) || { fields: [] };
+  const snaps = m.snapshots || [];
+  const recent = snaps.slice(-50).reverse();
+  return [
+    crumbs([["#/", "warehouses"], [`#/w/${encodeURIComponent(wh)}`, wh], [nsHref(wh, levels), levels.join(".")], [null, name]]),
+    section(
+      `Table ${levels.join(".")}.${name}`,
+      table(
+        ["", ""],
+        [
+          ["format version", String(m["format-version"])],
+          ["table uuid", el("code", {}, m["table-uuid"])],
+          ["location", el("code", {}, m.location)],
+          ["metadata", el("code", {}, loaded["metadata-location"])],
+          ["snapshots", el("span", { id: "snapshot-count" }, String(snaps.length))],
+        ]
+      )
+    ),
+    section(
+      "Schema",
+      table(
+        ["id", "field", "type", "required", "doc"],
+        flatFields(schema.fields, "").map((f) => [String(f.id), f.path, typeName(f.type), f.required ? "yes" : "no", f.doc || ""]),
+        { id: "schema" }
+      ),
+      el("h2", { style: "margin-top:14px" }, "Schema history"),
+      table(["schema id", "fields", "added", "dropped"], schemaHistory(m.schemas || []))
+    ),
+    el(
+      "div",
+      { class: "grid" },
+      section(
+        "Partition spec",
+        spec.fields.length
+          ? table(["field", "source", "transform", "id"], spec.fields.map((f) => [f.name, byId.get(f["source-id"]) || String(f["source-id"]), f.transform, String(f["field-id"])]))
+          : el("p", {}, "unpartitioned")
+      ),
+      section(
+        "Sort order",
+        order.fields.length
+          ? table(["source", "transform", "direction", "nulls"], order.fields.map((f) => [byId.get(f["source-id"]) || String(f["source-id"]), f.transform, f.direction, f["null-order"]]))
+          : el("p", {}, "unsorted")
+      )
+    ),
+    section("Snapshots", ...snapshotChart(snaps)),
+    el(
+      "div",
+      { class: "grid" },
+      section(
+        "Refs",
+        table(["ref", "type", "snapshot"], Object.entries(m.refs || {}).map(([k, r]) => [k, r.type, el("code", {}, String(r["snapshot-id"]))]))
+      ),
+      section(
+        "Properties",
+        table(["key", "value"], Object.entries(m.properties || {}).map(([k, v]) => [el("code", {}, k), el("code", {}, v)]), { id: "properties" })
+      )
+    ),
+    section(
+      "Recent snapshots",
+      table(
+        ["snapshot", "time", "operation", "records added", "files added"],
+        recent.map((s) => [el("code", {}, String(s["snapshot-id"])), fmtTime(s["timestamp-ms"]), (s.summary || {}).operation || "", (s.summary || {})["added-records"] || "", (s.summary || {})["added-data-files"] || ""])
+      )
+    ),
+    section(
+      "Recent changes (audit trail)",
+      audit.error ? el("p", { class: "refused" }, audit.error) : table(["time", "principal", "operation", "face", "what"], auditRows(audit.entries), { id: "table-audit" })
+    ),
+  ];
+}
+
+async function pageView(wh, levels, name) {
+  const path = `/v1/${encodeURIComponent(wh)}/namespaces/${nsPath(levels)}/views/${encodeURIComponent(name)}`;
+  const loaded = await api("GET", path);
+  const m = loaded.metadata;
+  const current = (m.versions || []).find((v) => v["version-id"] === m["current-version-id"]) || { representations: [] };
+  return [
+    crumbs([["#/", "warehouses"], [`#/w/${encodeURIComponent(wh)}`, wh], [nsHref(wh, levels), levels.join(".")], [null, name]]),
+    section(`View ${levels.join(".")}.${name}`, table(["dialect", "SQL"], current.representations.map((r) => [r.dialect, el("code", {}, r.sql)]))),
+    section("Versions", table(["version", "time"], (m.versions || []).map((v) => [String(v["version-id"]), fmtTime(v["timestamp-ms"])]))),
+    section("Properties", table(["key", "value"], Object.entries(m.properties || {}).map(([k, v]) => [k, v]))),
+  ];
+}
+
+async function pageTrash(wh) {
+  const base = `/v1/${encodeURIComponent(wh)}/trash`;
+  const data = await api("GET", base);
+  const rows = data.dropped.map((d) => {
+    const ident = d.identifier.namespace.join(".") + "." + d.identifier.name;
+    const as = el("input", { placeholder: "restore as ns.name (optional)", "data-restore-as": ident });
+    const undrop = el("button", { "data-undrop": ident }, "Undrop");
+    undrop.addEventListener("click", async () => {
+      showError("");
+      const body = {};
+      if (as.value.trim()) {
+        const parts = as.value.trim().split(".");
+        body.destination = { namespace: parts.slice(0, -1), name: parts[parts.length - 1] };
+      }
+      try {
+        const r = await api("POST", `${base}/${d.id}/restore`, body);
+        notice(`Restored ${r.identifier.namespace.join(".")}.${r.identifier.name}`);
+        route();
+      } catch (e) {
+        showError(e.message);
+      }
+    });
+    const purge = el("button", { class: "danger", "data-purge": ident }, "Purge now");
+    purge.addEventListener("click", async () => {
+      if (!confirm(`Purge ${ident} for good?`)) return;
+      try {
+        await api("DELETE", `${base}/${d.id}`);
+        notice(`Purged ${ident}`);
+        route();
+      } catch (e) {
+        showError(e.message);
+      }
+    });
+    return [ident, d.kind, d["dropped-by"] || "", fmtTime(d["dropped-at-ms"]), fmtTime(d["expires-at-ms"]), el("span", {}, as, " ", undrop, " ", purge)];
+  });
+  return [
+    crumbs([["#/", "warehouses"], [`#/w/${encodeURIComponent(wh)}`, wh], [null, "trash"]]),
+    section("Dropped tables and views", table(["name", "kind", "dropped by", "dropped", "purged after", ""], rows, { id: "trash" })),
+  ];
+}
+
+async function pageAudit(wh) {
+  const data = await api("GET", `/v1/${encodeURIComponent(wh)}/audit?pageSize=100`);
+  return [
+    crumbs([["#/", "warehouses"], [`#/w/${encodeURIComponent(wh)}`, wh], [null, "audit trail"]]),
+    section("Audit trail", table(["time", "principal", "operation", "face", "what"], auditRows(data.entries), { id: "audit" })),
+  ];
+}
+
+async function pageUsers() {
+  const data = await api("GET", "/admin/users");
+  const name = el("input", { id: "new-user", placeholder: "user name" });
+  const create = el("button", { id: "create-user" }, "Create user");
+  create.addEventListener("click", async () => {
+    try {
+      await api("POST", "/admin/users", { name: name.value.trim() });
+      location.hash = `#/admin/u/${encodeURIComponent(name.value.trim())}`;
+    } catch (e) {
+      showError(e.message);
+    }
+  });
+  return [
+    section("Users", table(["user"], data.users.map((u) => [link(`#/admin/u/${encodeURIComponent(u)}`, u, { "data-user": u })]), { id: "users" })),
+    section("New user", el("p", {}, name, " ", create)),
+  ];
+}
+
+async function pageUser(user) {
+  const base = `/admin/users/${encodeURIComponent(user)}`;
+  const u = await api("GET", base);
+  const keyRows = u["access-keys"].map((k) => {
+    const del = el("button", { class: "danger" }, "Delete");
+    del.addEventListener("click", async () => {
+      try {
+        await api("DELETE", `${base}/access-keys/${encodeURIComponent(k)}`);
+        route();
+      } catch (e) {
+        showError(e.message);
+      }
+    });
+    return [el("code", {}, k), del];
+  });
+  const newKey = el("button", { id: "create-key" }, "Create access key");
+  newKey.addEventListener("click", async () => {
+    try {
+      const k = await api("POST", `${base}/access-keys`);
+      await route();
+      notice(`New key ${k["access-key-id"]}; its secret is shown once: ${k["secret-access-key"]}`);
+    } catch (e) {
+      showError(e.message);
+    }
+  });
+  const policyRows = Object.entries(u.policies).map(([p, doc]) => {
+    const del = el("button", { class: "danger" }, "Delete");
+    del.addEventListener("click", async () => {
+      try {
+        await api("DELETE", `${base}/policies/${encodeURIComponent(p)}`);
+        route();
+      } catch (e) {
+        showError(e.message);
+      }
+    });
+    return [p, el("pre", { class: "mono" }, JSON.stringify(doc, null, 2)), del];
+  });
+  const pname = el("input", { id: "policy-name", placeholder: "policy name" });
+  const pdoc = el("textarea", { id: "policy-doc" });
+  pdoc.value = JSON.stringify({ Version: "2012-10-17", Statement: [{ Effect: "Allow", Action: ["s3tables:Get*", "s3tables:List*"], Resource: "*" }] }, null, 2);
+  const put = el("button", { id: "put-policy" }, "Save policy");
+  put.addEventListener("click", async () => {
+    try {
+      await api("PUT", `${base}/policies/${encodeURIComponent(pname.value.trim())}`, JSON.parse(pdoc.value));
+      route();
+    } catch (e) {
+      showError(e.message);
+    }
+  });
+  const delUser = el("button", { class: "danger", id: "delete-user" }, "Delete user");
+  delUser.addEventListener("click", async () => {
+    if (!confirm(`Delete ${user} and every key?`)) return;
+    try {
+      await api("DELETE", base);
+      location.hash = "#/admin";
+    } catch (e) {
+      showError(e.message);
+    }
+  });
+  return [
+    crumbs([["#/admin", "users"], [null, user]]),
+    section(`Access keys of ${user}`, table(["key", ""], keyRows, { id: "keys" }), el("p", {}, newKey)),
+    section("Policies", table(["name", "document", ""], policyRows, { id: "policies" }), el("p", {}, pname), pdoc, el("p", {}, put)),
+    section("Danger", delUser),
+  ];
+}
+
+// ---- routing ---------------------------------------------------------------------------------
+
+async function route() {
+  if (!token()) return renderLogin();
+  $("nav").hidden = false;
+  $("sign-out").hidden = false;
+  $("who").textContent = "signed in as " + (sessionStorage.getItem("catalog-who") || "");
+  showError("");
+  const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+  const view = $("view");
+  view.replaceChildren(el("p", { id: "loading" }, "Loading…"));
+  try {
+    let nodes;
+    if (parts[0] === "admin") nodes = parts[1] === "u" ? await pageUser(parts[2]) : await pageUsers();
+    else if (parts[0] === "w" && parts[2] === "trash") nodes = await pageTrash(parts[1]);
+    else if (parts[0] === "w" && parts[2] === "audit") nodes = await pageAudit(parts[1]);
+    else if (parts[0] === "w" && parts[2] === "ns") {
+      const levels = parts[3].split(".");
+      if (parts[4] === "t") nodes = await pageTable(parts[1], levels, parts[5]);
+      else if (parts[4] === "v") nodes = await pageView(parts[1], levels, parts[5]);
+      else nodes = await pageNamespace(parts[1], levels);
+    } else if (parts[0] === "w") nodes = await pageNamespace(parts[1], []);
+    else nodes = await pageWarehouses();
+    view.replaceChildren(...nodes, el("span", { id: "ready", hidden: "" }));
+  } catch (e) {
+    view.replaceChildren(el("span", { id: "ready", hidden: "" }));
+    if (token()) showError(e.message);
+  }
+}
+
+$("sign-out").addEventListener("click", () => signOut(""));
+window.addEventListener("hashchange", () => {
+  notice("");
+  route();
+});
+route();

@@ -1,0 +1,193 @@
+"""The catalog browser in a real headless Chromium (Debian's, driven through its ChromeDriver):
+sign in, browse to a table with 1,000 snapshots, see its chart, undrop a table, be refused."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as ec
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.authutil import allow, make_user
+from tests.conftest import ROOT_KEY, ROOT_SECRET
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+SCHEMA = {
+    "type": "struct",
+    "fields": [
+        {"id": 1, "name": "id", "type": "long", "required": True},
+        {"id": 2, "name": "kind", "type": "string", "required": False, "doc": "what happened"},
+    ],
+}
+SNAPSHOTS = 1000
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    assert CHROMIUM.exists() and CHROMEDRIVER.exists(), "run `make browser` (Debian's chromium, chromium-driver)"
+    os.environ["SE_OFFLINE"] = "true"  # never let Selenium Manager look for drivers online
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = str(CHROMIUM)
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1400,1000",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium')}",
+    ):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
+    yield driver
+    driver.quit()
+
+
+def _snapshots(n: int) -> list[dict[str, Any]]:
+    """n metadata-only appends: snapshots with summaries (the browser reads metadata, not files)."""
+    updates: list[dict[str, Any]] = []
+    start = int(time.time() * 1000) - n * 60_000
+    for i in range(n):
+        snap = {
+            "snapshot-id": 10_000 + i,
+            "sequence-number": i + 1,
+            "timestamp-ms": start + i * 60_000,
+            "manifest-list": f"s3://unused/snap-{i}.avro",
+            "summary": {
+                "operation": "append",
+                "added-records": str(100 + (i * 37) % 900),
+                "added-data-files": str(1 + i % 7),
+            },
+            "schema-id": 0,
+        }
+        if i:
+            snap["parent-snapshot-id"] = 10_000 + i - 1
+        updates.append({"action": "add-snapshot", "snapshot": snap})
+    updates.append({"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 10_000 + n - 1})
+    return updates
+
+
+@pytest.fixture(scope="module")
+def lake(catalog_url: str, http: Any) -> dict[str, str]:
+    wh = f"wh-ui-{uuid.uuid4().hex[:8]}"
+    props = {"dropped-table-retention-seconds": "3600"}
+    assert http.post(f"{catalog_url}/v1/warehouses", json={"name": wh, "properties": props}).status_code == 200
+    base = f"{catalog_url}/v1/{wh}/namespaces"
+    assert http.post(base, json={"namespace": ["sales"]}).status_code == 200
+    body = {"name": "orders", "schema": SCHEMA, "properties": {"format-version": "2", "owner": "data-eng"}}
+    assert http.post(f"{base}/sales/tables", json=body).status_code == 200
+    commit = {"requirements": [], "updates": _snapshots(SNAPSHOTS)}
+    resp = http.post(f"{base}/sales/tables/orders", json=commit)
+    assert resp.status_code == 200, resp.text[:500]
+    for name in ("old_orders", "secret"):
+        assert http.post(f"{base}/sales/tables", json={"name": name, "schema": SCHEMA}).status_code == 200
+        assert http.delete(f"{base}/sales/tables/{name}").status_code == 204
+    reader = allow(
+        [f"s3tables:{a}" for a in ("ListWarehouses", "ListNamespaces", "ListTables", "GetTable", "ListDroppedTables")],
+        f"arn:aws:s3tables:::bucket/{wh}*",
+    )
+    _, akid, secret = make_user(http, catalog_url, {"reader": reader})
+    return {"wh": wh, "reader_key": akid, "reader_secret": secret}
+
+
+def _wait(driver: Any, css: str, timeout: float = 10) -> Any:
+    return WebDriverWait(driver, timeout).until(ec.presence_of_element_located((By.CSS_SELECTOR, css)))
+
+
+def _go(driver: Any, url: str) -> float:
+    """Open a page and wait until it is rendered; returns the seconds it took."""
+    started = time.perf_counter()
+    driver.get(url)
+    driver.refresh()  # a new hash on the same page: make it load afresh, as a user's visit would
+    _wait(driver, "#ready, #login-submit")
+    return time.perf_counter() - started
+
+
+def _sign_in(driver: Any, ui: str, key: str, secret: str) -> None:
+    driver.get(ui)
+    driver.execute_script("sessionStorage.clear()")
+    driver.get(ui + "#/")
+    driver.refresh()
+    _wait(driver, "#login-submit")
+    driver.find_element(By.ID, "login-key").send_keys(key)
+    driver.find_element(By.ID, "login-secret").send_keys(secret)
+    driver.find_element(By.ID, "login-submit").click()
+    _wait(driver, "#warehouses")
+
+
+def _error(driver: Any) -> str:
+    WebDriverWait(driver, 10).until(lambda d: d.find_element(By.ID, "error").is_displayed())
+    return str(driver.find_element(By.ID, "error").text)
+
+
+def test_browse_a_table_see_its_chart_and_undrop(browser, catalog_url, http, lake):
+    ui, wh = f"{catalog_url}/ui", lake["wh"]
+    page = http.get(ui)
+    assert page.status_code == 200 and "text/html" in page.headers["Content-Type"]
+    assert "script-src 'self'" in page.headers["Content-Security-Policy"]
+
+    _sign_in(browser, ui, ROOT_KEY, ROOT_SECRET)
+    assert ROOT_SECRET not in str(browser.execute_script("return JSON.stringify(sessionStorage)"))
+    browser.find_element(By.CSS_SELECTOR, f'a[data-warehouse="{wh}"]').click()
+    _wait(browser, 'a[data-namespace="sales"]').click()
+    _wait(browser, 'a[data-table="orders"]').click()
+    chart = _wait(browser, "svg#snapshot-chart")
+    assert len(chart.find_elements(By.CSS_SELECTOR, "rect.bar")) == SNAPSHOTS
+    assert browser.find_element(By.ID, "snapshot-count").text == str(SNAPSHOTS)
+    schema = browser.find_element(By.ID, "schema").text
+    assert "1 id long yes" in schema and "2 kind string no what happened" in schema
+    assert "owner data-eng" in browser.find_element(By.ID, "properties").text
+    audit = browser.find_element(By.ID, "table-audit").text
+    assert "root commit" in audit and "root create" in audit
+
+    took = [_go(browser, browser.current_url) for _ in range(3)]
+    print(f"\ntable page with {SNAPSHOTS} snapshots: load {min(took) * 1000:.0f} ms (of {[round(t, 3) for t in took]})")
+    assert min(took) < 1.0
+
+    _go(browser, f"{ui}#/w/{wh}/trash")
+    rows = browser.find_element(By.ID, "trash").text
+    assert "sales.old_orders" in rows and "sales.secret" in rows
+    browser.find_element(By.CSS_SELECTOR, 'button[data-undrop="sales.old_orders"]').click()
+    WebDriverWait(browser, 10).until(lambda d: "Restored sales.old_orders" in d.find_element(By.ID, "notice").text)
+    assert http.get(f"{catalog_url}/v1/{wh}/namespaces/sales/tables/old_orders").status_code == 200
+    _wait(browser, "#trash")
+    assert "sales.old_orders" not in browser.find_element(By.ID, "trash").text
+
+    _go(browser, f"{ui}#/w/{wh}/audit")
+    assert "root undrop" in browser.find_element(By.ID, "audit").text
+
+
+def test_the_browser_is_refused_what_the_policy_forbids(browser, catalog_url, http, lake):
+    ui, wh = f"{catalog_url}/ui", lake["wh"]
+    browser.get(ui)
+    browser.execute_script("sessionStorage.clear()")
+    browser.refresh()
+    _wait(browser, "#login-submit")
+    browser.find_element(By.ID, "login-key").send_keys(lake["reader_key"])
+    browser.find_element(By.ID, "login-secret").send_keys("wrong-secret")
+    browser.find_element(By.ID, "login-submit").click()
+    assert "Sign-in failed" in _error(browser)
+
+    _sign_in(browser, ui, lake["reader_key"], lake["reader_secret"])
+    _go(browser, f"{ui}#/w/{wh}/trash")
+    assert "sales.secret" in browser.find_element(By.ID, "trash").text
+    browser.find_element(By.CSS_SELECTOR, 'button[data-undrop="sales.secret"]').click()
+    assert "403" in _error(browser) and "RestoreTable" in _error(browser)
+    assert http.get(f"{catalog_url}/v1/{wh}/namespaces/sales/tables/secret").status_code == 404  # still dropped
+
+    _go(browser, f"{ui}#/admin")
+    assert "403" in _error(browser) and "root" in _error(browser)
+    assert browser.find_elements(By.ID, "users") == []
