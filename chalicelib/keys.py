@@ -8,6 +8,7 @@ System bucket (``CATALOG_SYSTEM_BUCKET``)::
     iam/access-keys/{access-key-id}.json   access key: user, secret
     iam/tokens/{sha256(token)}.json        bearer token: principal, access key, expiry; written by
                                            the auth function only (expired ones: lifecycle rule)
+    audit/{10^13 - last-ms:013d}-{source}-{seq}-{seq}.json   audit segment of a warehouse or user change
     idempotency/{sha256}.json              Idempotency-Key record: request fingerprint, then the
                                            finalized response to replay
 
@@ -44,6 +45,11 @@ Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
     .catalog/views/{view}/{l1}.json        a cache of list projections (e.g. Glue Table shapes) by
                                            entry key and ETag; never authoritative: a listing's ETags
                                            tell which entries to read again. Plain PUT.
+    .catalog/trash/{drop-id}.json          a dropped table or view kept for the warehouse's retention:
+                                           its pointer, name, state ("dropped" | "moved" | "purging")
+    .catalog/audit/{10^13 - last-ms:013d}-{source}-{first seq:010d}-{last seq:010d}.json
+                                           an immutable audit journal segment (core/audit.py); the
+                                           source is a table's entry id or a namespace record's uuid
     .catalog/txns/{txn-id}.json            transaction record: state ("pending" | "committed" |
                                            "aborted"), lease, and each table's old/new metadata.
                                            Its pending -> committed swap is the commit point.

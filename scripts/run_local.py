@@ -120,6 +120,10 @@ Iceberg REST catalog is running.
                 CATALOG_ROOT_SECRET_KEY={secret}
                 ({origin})
   Auth          SigV4 with signing name s3tables, or a bearer token from POST {url}/v1/oauth/tokens
+  Browser       {url}/ui    (sign in with the root keys above, or a user's)
+  Undrop        dropped tables stay 7 days: GET {url}/v1/{DEMO_WAREHOUSE}/trash, POST .../trash/<id>/restore
+  Audit trail   GET {url}/v1/{DEMO_WAREHOUSE}/audit
+                or python scripts/catalog_admin.py audit --warehouse {DEMO_WAREHOUSE}
 
 PyIceberg (pip install 'pyiceberg[pyarrow]'):
 
