@@ -282,6 +282,8 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
         hint = getattr(err, "hint", None)
         transient = isinstance(err, Conflict)  # "changed concurrently; retry": not an answer to replay
         resp = error_response(err, head=method == "HEAD", face=ctx.face)
+        if method in ("POST", "PUT", "DELETE"):
+            _log_refused(ctx, err, resp.status_code)
     if slot is not None:
         _idempotency_finish(slot, resp, hint, transient)
     COUNTER.deadline = 0.0
@@ -290,6 +292,17 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
         elapsed = (time.perf_counter() - started) * 1000
         log.info("request %s %s %d %.2fms s3=%d", method, path, resp.status_code, elapsed, COUNTER.count)
     return resp
+
+
+AUDIT_LOG = logging.getLogger("catalog.audit")
+AUDIT_LOG.setLevel(logging.INFO)  # shown under Lambda's default WARNING root level too
+
+
+def _log_refused(ctx: RequestContext, err: CatalogError, status: int) -> None:
+    """A change that did not happen is no audit entry; its attempt goes to the function's log."""
+    who = getattr(ctx.identity, "name", None) or "anonymous"
+    line = {"outcome": "refused", "principal": who, "action": ctx.action, "status": status, "type": type(err).__name__}
+    AUDIT_LOG.info("%s", json.dumps({**line, "path": ctx.raw_path[:300]}, sort_keys=True))
 
 
 def _set_actor(ctx: RequestContext, req: Any) -> None:

@@ -3,6 +3,7 @@ killed mid-request and S3 loses answers; queryable by warehouse, table and princ
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from typing import Any
 import requests
 
 from tests.authutil import allow, make_user
-from tests.conftest import ROOT, ROOT_KEY, ROOT_SECRET
+from tests.conftest import ROOT, ROOT_KEY, ROOT_SECRET, catalog_process
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import catalog_admin  # noqa: E402
@@ -183,7 +184,9 @@ def test_every_kind_of_change_is_recorded_and_filtered(catalog_url, http, s3_end
 
 
 def test_trail_needs_no_extra_request_on_commit(catalog_url, http):
-    """Warm commits stay at 2 S3 requests; one in 32 journals a chunk beside its metadata file."""
+    """Warm commits stay at 2 S3 requests; one in CHUNK journals a chunk beside its metadata file."""
+    from chalicelib.core.audit import CHUNK
+
     wh = f"wh-{uuid.uuid4().hex[:10]}"
     base = f"{catalog_url}/v1/{wh}"
     assert http.post(f"{catalog_url}/v1/warehouses", json={"name": wh}).status_code == 200
@@ -195,8 +198,28 @@ def test_trail_needs_no_extra_request_on_commit(catalog_url, http):
         resp = http.post(f"{base}/namespaces/db/tables/t", json=body)
         assert resp.status_code == 200
         counts.append(int(resp.headers["X-Catalog-S3-Requests"]))
-    assert Counter(counts[1:]) == Counter({2: 67, 3: 2})  # warm: 2; the chunk writes run in parallel
+    spills = (70 + 1) // CHUNK  # the create's entry is seq 1; commit i (from 0) is seq i + 2
+    assert Counter(counts[1:]) == Counter({2: 69 - spills, 3: spills})  # warm: 2; chunk writes run in parallel
     entries = _all(http, f"{base}/audit", namespace="db", table="t")
     assert [e["detail"]["set-properties"] for e in entries if e["op"] == "commit"] == [
         [f"p{i}"] for i in reversed(range(70))
     ]
+
+
+def test_refused_changes_go_to_the_log_not_the_trail(s3_endpoint, system_bucket, tmp_path, http):
+    with catalog_process(s3_endpoint, system_bucket, tmp_path) as (url, log_path):
+        wh = f"wh-{uuid.uuid4().hex[:10]}"
+        assert http.post(f"{url}/v1/warehouses", json={"name": wh}).status_code == 200
+        assert http.post(f"{url}/v1/{wh}/namespaces", json={"namespace": ["db"]}).status_code == 200
+        _, akid, secret = make_user(http, url, {})
+        refused = catalog_admin.session(akid, secret).post(f"{url}/v1/{wh}/namespaces", json={"namespace": ["x"]})
+        assert refused.status_code == 403
+        assert http.post(f"{url}/v1/{wh}/namespaces", json={"namespace": ["db"]}).status_code == 409
+        assert [e["op"] for e in _all(http, f"{url}/v1/{wh}/audit")] == ["create-namespace"]
+        lines = [
+            json.loads(line.split("catalog.audit: ", 1)[1])
+            for line in log_path.read_text().splitlines()
+            if "catalog.audit: " in line
+        ]
+        outcomes = [(x["outcome"], x["action"], x["status"]) for x in lines if wh in x["path"]]
+        assert outcomes == [("refused", "CreateNamespace", 403), ("refused", "CreateNamespace", 409)]

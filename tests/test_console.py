@@ -128,6 +128,12 @@ def _sign_in(driver: Any, ui: str, key: str, secret: str) -> None:
     _wait(driver, "#warehouses")
 
 
+def _text(driver: Any, element_id: str) -> str:
+    """An element's text as it is now (pages re-render: a found element may be replaced)."""
+    found = driver.execute_script(f"const e = document.getElementById('{element_id}'); return e ? e.textContent : ''")
+    return str(found or "")
+
+
 def _error(driver: Any) -> str:
     WebDriverWait(driver, 10).until(lambda d: d.find_element(By.ID, "error").is_displayed())
     return str(driver.find_element(By.ID, "error").text)
@@ -161,10 +167,10 @@ def test_browse_a_table_see_its_chart_and_undrop(browser, catalog_url, http, lak
     rows = browser.find_element(By.ID, "trash").text
     assert "sales.old_orders" in rows and "sales.secret" in rows
     browser.find_element(By.CSS_SELECTOR, 'button[data-undrop="sales.old_orders"]').click()
-    WebDriverWait(browser, 10).until(lambda d: "Restored sales.old_orders" in d.find_element(By.ID, "notice").text)
+    WebDriverWait(browser, 10).until(lambda d: "Restored sales.old_orders" in _text(d, "notice"))
     assert http.get(f"{catalog_url}/v1/{wh}/namespaces/sales/tables/old_orders").status_code == 200
-    _wait(browser, "#trash")
-    assert "sales.old_orders" not in browser.find_element(By.ID, "trash").text
+    WebDriverWait(browser, 10).until(lambda d: "sales.secret" in _text(d, "trash"))  # rendered again
+    assert "sales.old_orders" not in _text(browser, "trash")
 
     _go(browser, f"{ui}#/w/{wh}/audit")
     assert "root undrop" in browser.find_element(By.ID, "audit").text
@@ -191,3 +197,30 @@ def test_the_browser_is_refused_what_the_policy_forbids(browser, catalog_url, ht
     _go(browser, f"{ui}#/admin")
     assert "403" in _error(browser) and "root" in _error(browser)
     assert browser.find_elements(By.ID, "users") == []
+
+
+def test_root_manages_users_keys_and_policies(browser, catalog_url, http, lake):
+    ui, user = f"{catalog_url}/ui", f"ui-{uuid.uuid4().hex[:8]}"
+    _sign_in(browser, ui, ROOT_KEY, ROOT_SECRET)
+    _go(browser, f"{ui}#/admin")
+    browser.find_element(By.ID, "new-user").send_keys(user)
+    browser.find_element(By.ID, "create-user").click()
+    _wait(browser, "#create-key").click()
+    WebDriverWait(browser, 10).until(lambda d: "shown once" in _text(d, "notice"))
+    akid, secret = (
+        browser.find_element(By.ID, "notice").text.split("New key ", 1)[1].split("; its secret is shown once: ")
+    )
+    browser.find_element(By.ID, "policy-name").send_keys("readers")
+    browser.find_element(By.ID, "put-policy").click()
+    WebDriverWait(browser, 10).until(lambda d: "readers" in _text(d, "policies"))
+    stored = http.get(f"{catalog_url}/admin/users/{user}").json()
+    assert stored["access-keys"] == [akid] and list(stored["policies"]) == ["readers"]
+
+    _sign_in(browser, ui, akid, secret)  # the key the page showed works, under the policy it saved
+    assert browser.find_elements(By.CSS_SELECTOR, f'a[data-warehouse="{lake["wh"]}"]')
+    system = http.get(f"{catalog_url}/admin/audit", params={"pageSize": 200}).json()["entries"]
+    assert [e["op"] for e in system if e["target"].get("user") == user][:3] == [
+        "put-policy",
+        "create-access-key",
+        "create-user",
+    ]

@@ -28,7 +28,7 @@ from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.errors import BadRequest
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
-CHUNK = 32  # entries per journal segment of a table (a pointer holds fewer than 2 * CHUNK)
+CHUNK = 16  # entries per journal segment of a table (a pointer holds fewer than 2 * CHUNK + a batch)
 TAIL = "audit"
 SEQ = "audit-seq"
 _FAR = 10**13  # inverted times sort newest first
