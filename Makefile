@@ -40,6 +40,10 @@ spark-classpath: venv
 run: venv localstack
 	$(VENV)/bin/python scripts/run_local.py
 
+# The built deployment package under the local Lambda runtime (infra/lambda_emulator.py).
+run-lambda: venv localstack lambda-runtime
+	$(VENV)/bin/python scripts/run_lambda.py
+
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

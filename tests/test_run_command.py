@@ -10,6 +10,8 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 from tests.conftest import ROOT, local_s3
 
 
@@ -19,10 +21,12 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def test_run_prints_a_working_snippet(tmp_path):
+@pytest.mark.parametrize("script", ["scripts/run_local.py", "scripts/run_lambda.py"])
+def test_run_prints_a_working_snippet(tmp_path, script):
+    """`make run` (the source tree served) and `make run-lambda` (the built zip under awslambdaric)."""
     port, s3_port = local_s3.free_port(), local_s3.free_port()
     proc = subprocess.Popen(
-        [sys.executable, "scripts/run_local.py"],
+        [sys.executable, script],
         cwd=ROOT,
         env=_env(CATALOG_PORT=str(port), LOCAL_S3_PORT=str(s3_port)),
         stdout=subprocess.PIPE,
@@ -32,7 +36,7 @@ def test_run_prints_a_working_snippet(tmp_path):
     )
     lines: list[str] = []
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             line = proc.stdout.readline()
             if not line:
