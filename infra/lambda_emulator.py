@@ -271,6 +271,7 @@ class Instance:
 def _runtime_handler(instance: Instance) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # small keep-alive writes must not wait for delayed ACKs
 
         def log_message(self, *_: Any) -> None:
             pass
@@ -443,6 +444,7 @@ def build_event(
 def _front_handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # small keep-alive writes must not wait for delayed ACKs
 
         def log_message(self, *_: Any) -> None:
             pass

@@ -1,0 +1,127 @@
+"""Benchmark: the built package under the local Lambda runtime (infra/lambda_emulator.py).
+
+Run: .venv/bin/python bench/bench_lambda.py   (builds the package, starts its own LocalStack)
+For each function: init duration of a cold instance (process start to its first Runtime API call),
+the first request's latency as a client sees it, and warm latency through the front door; then a
+warm load and commit beside the same calls on the development server. It asserts nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import benchutil
+import catalog_admin
+from benchutil import pct
+
+ROOT = benchutil.ROOT
+sys.path.insert(0, str(ROOT / "infra"))
+import build_template  # noqa: E402
+import lambda_emulator  # noqa: E402
+
+N = int(os.environ.get("BENCH_N", "50"))
+SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
+
+
+def _requests(base: str, wh: str) -> dict[str, tuple[str, str, Any]]:
+    """One representative request per function: (method, url, json body)."""
+    table = f"{base}/v1/{wh}/namespaces/ns/tables/t"
+    txn = {
+        "table-changes": [
+            {"identifier": {"namespace": ["ns"], "name": "t"}, "requirements": [], "updates": []},
+        ]
+    }
+    return {
+        "ConfigFunction": ("GET", f"{base}/v1/config?warehouse={wh}", None),
+        "WarehousesFunction": ("GET", f"{base}/v1/warehouses/{wh}", None),
+        "NamespacesFunction": ("GET", f"{base}/v1/{wh}/namespaces", None),
+        "TablesFunction": ("GET", table, None),
+        "TransactionsFunction": ("POST", f"{base}/v1/{wh}/transactions/commit", txn),
+        "AuthFunction": ("GET", f"{base}/admin/users", None),
+        "ConsoleFunction": ("GET", f"{base}/ui", None),
+    }
+
+
+def timed(http: Any, method: str, url: str, body: Any) -> float:
+    started = time.perf_counter()
+    resp = http.request(method, url, json=body, timeout=60)
+    assert resp.status_code < 300, (url, resp.status_code, resp.text[:200])
+    return (time.perf_counter() - started) * 1000
+
+
+def main() -> None:
+    work = Path(tempfile.mkdtemp())
+    build = build_template.build(work / "build").parent
+    with benchutil.stack() as stack:
+        import boto3
+
+        endpoint = stack.s3.endpoint
+        sm = boto3.client(
+            "secretsmanager",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+        )
+        doc = json.dumps({"access_key_id": stack.key, "secret_access_key": stack.secret})
+        arn = sm.create_secret(Name=f"bench-{uuid.uuid4().hex[:6]}", SecretString=doc)["ARN"]
+        system = f"catalog-system-{uuid.uuid4().hex[:8]}"
+        overrides = {
+            "S3_ENDPOINT_URL": endpoint,
+            "STS_ENDPOINT_URL": endpoint,
+            "AWS_ENDPOINT_URL_SECRETS_MANAGER": endpoint,
+            "AWS_ACCESS_KEY_ID": "test",
+            "AWS_SECRET_ACCESS_KEY": "test",
+        }
+        params = {"SystemBucketName": system, "BucketPrefix": "bench-", "RootCredentialsSecretArn": arn}
+        emulator = lambda_emulator.Emulator(build, work / "lambda", overrides, params, max_instances=2)
+        http = catalog_admin.session(stack.key, stack.secret)
+        base = f"{emulator.url}/_iceberg"
+        wh = f"b{uuid.uuid4().hex[:8]}"
+        first: dict[str, float] = {}
+        started = time.perf_counter()
+        http.post(f"{base}/v1/warehouses", json={"name": wh}).raise_for_status()
+        first["WarehousesFunction"] = (time.perf_counter() - started) * 1000
+        for path, body in ((f"{base}/v1/{wh}/namespaces", {"namespace": ["ns"]}),):
+            started = time.perf_counter()
+            http.post(path, json=body).raise_for_status()
+            first["NamespacesFunction"] = (time.perf_counter() - started) * 1000
+        started = time.perf_counter()
+        http.post(f"{base}/v1/{wh}/namespaces/ns/tables", json={"name": "t", "schema": SCHEMA}).raise_for_status()
+        first["TablesFunction"] = (time.perf_counter() - started) * 1000
+        rows = []
+        for fn, (method, url, body) in _requests(base, wh).items():
+            cold = first.get(fn) or timed(http, method, url, body)
+            warm = [timed(http, method, url, body) for _ in range(N)]
+            stats = emulator.stats()[fn]
+            rows.append((fn, stats["init-ms"][0], cold, statistics.median(warm), pct(warm, 0.95)))
+        print(f"\nthe built package under awslambdaric, local HTTP API front door ({N} warm requests each)")
+        print(f"{'function':22} {'init ms':>8} {'first request ms':>17} {'warm p50 ms':>12} {'warm p95 ms':>12}")
+        for fn, init, cold, p50, p95 in rows:
+            print(f"{fn:22} {init:8.0f} {cold:17.0f} {p50:12.1f} {p95:12.1f}")
+
+        dev = catalog_admin.session(stack.key, stack.secret)
+        dev.post(f"{stack.url}/v1/warehouses", json={"name": wh}).raise_for_status()
+        dev.post(f"{stack.url}/v1/{wh}/namespaces", json={"namespace": ["ns"]}).raise_for_status()
+        dev.post(f"{stack.url}/v1/{wh}/namespaces/ns/tables", json={"name": "t", "schema": SCHEMA}).raise_for_status()
+        commit = {"requirements": [], "updates": [{"action": "set-properties", "updates": {"k": "v"}}]}
+        for label, b, session in (("front door + zip", base, http), ("development server", stack.url, dev)):
+            table = f"{b}/v1/{wh}/namespaces/ns/tables/t"
+            loads = [timed(session, "GET", table, None) for _ in range(N)]
+            commits = [timed(session, "POST", table, commit) for _ in range(N)]
+            load_ms, commit_ms = statistics.median(loads), statistics.median(commits)
+            print(f"{label:20} load p50 {load_ms:5.1f} ms   commit p50 {commit_ms:5.1f} ms")
+        print(f"violations (writes outside /tmp): {len(emulator.violations())}")
+        emulator.stop()
+
+
+if __name__ == "__main__":
+    main()
