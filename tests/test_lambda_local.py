@@ -83,8 +83,13 @@ def test_pyiceberg_scenario_through_the_zip(lam, wh, s3, s3_endpoint):
     from tests.test_e2e_pyiceberg import test_full_table_lifecycle as scenario
 
     scenario(rest_catalog(f"{lam.url}/_iceberg", wh, s3_endpoint), BUCKET_PREFIX + wh, s3)
+    from tests.test_glue import glue_client
+
+    glue = glue_client(f"{lam.url}/_iceberg", wh)  # the Glue face: its own function, same tables
+    assert sorted(d["Name"] for d in glue.get_databases()["DatabaseList"]) == ["archive", "sales"]
     stats = lam.stats()
     assert stats["TablesFunction"]["invocations"] > 10 and stats["NamespacesFunction"]["cold-starts"] >= 1
+    assert stats["GlueFunction"]["invocations"] == 1
     assert all(s["init-ms"] for s in stats.values())  # each function started from the zip, init measured
 
 
