@@ -24,6 +24,27 @@ def paging_of(req: RequestContext) -> tuple[str | None, int | None]:
     return req.query.get("pageToken") or None, parse_page_size(req.query.get("pageSize"))
 
 
+def audit_page(
+    req: RequestContext, ctx: Context, bucket: str, prefix: str, tails: list[dict[str, object]], **filters: object
+) -> dict[str, object]:
+    """A page of an audit trail, with the caller's principal/operation filters and paging."""
+    from chalicelib.core import audit
+    from chalicelib.core.paging import parse_page_size
+
+    entries, token = audit.query(
+        ctx,
+        bucket,
+        prefix,
+        tails,  # type: ignore[arg-type]
+        principal=req.query.get("principal") or None,
+        op=req.query.get("operation") or None,
+        page_token=req.query.get("pageToken") or None,
+        page_size=parse_page_size(req.query.get("pageSize")),
+        **filters,  # type: ignore[arg-type]
+    )
+    return paged("entries", list(entries), token)
+
+
 def paged(key: str, items: list[object], token: str | None) -> dict[str, object]:
     body: dict[str, object] = {key: items}
     if token:

@@ -7,10 +7,9 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
 from chalicelib.core import audit, pointers
-from chalicelib.core.paging import parse_page_size
 from chalicelib.names import check_table, check_warehouse, parse_namespace_path
 from chalicelib.pipeline import Check, RequestContext, RouteGroup, operation
-from chalicelib.routes import PREFIX, warehouse_of
+from chalicelib.routes import PREFIX, audit_page, warehouse_of
 
 bp = RouteGroup(__name__)
 
@@ -49,20 +48,6 @@ def get_audit(req: RequestContext) -> tuple[int, dict[str, Any]]:
     if source is None:
         pointers.warehouses.read_record(ctx, wh)
         tails = audit.table_tails(ctx, bucket, (keys.TABLES_PREFIX, keys.TRASH_PREFIX, keys.NS_PREFIX))
-    entries, token = audit.query(
-        ctx,
-        bucket,
-        keys.AUDIT_PREFIX,
-        tails,
-        source=source,
-        principal=req.query.get("principal") or None,
-        op=req.query.get("operation") or None,
-        namespace=list(ns) if ns is not None else None,
-        name=table if source is None else None,
-        page_token=req.query.get("pageToken") or None,
-        page_size=parse_page_size(req.query.get("pageSize")),
-    )
-    body: dict[str, Any] = {"entries": entries}
-    if token:
-        body["next-page-token"] = token
-    return 200, body
+    filters = {"source": source, "namespace": list(ns) if ns is not None else None}
+    filters["name"] = table if source is None else None
+    return 200, audit_page(req, ctx, bucket, keys.AUDIT_PREFIX, tails, **filters)

@@ -137,22 +137,9 @@ def get_audit(req: RequestContext) -> tuple[int, dict[str, Any]]:
     """The system trail: warehouses, users, access keys and policies (newest first)."""
     from chalicelib import keys
     from chalicelib.core import audit
-    from chalicelib.core.paging import parse_page_size
+    from chalicelib.routes import audit_page
 
     ctx = get_context()
     bucket = ctx.settings.system_bucket
     tails = audit.table_tails(ctx, bucket, (keys.WAREHOUSES_PREFIX, keys.IAM_USERS_PREFIX))
-    entries, token = audit.query(
-        ctx,
-        bucket,
-        keys.SYSTEM_AUDIT_PREFIX,
-        tails,
-        principal=req.query.get("principal") or None,
-        op=req.query.get("operation") or None,
-        page_token=req.query.get("pageToken") or None,
-        page_size=parse_page_size(req.query.get("pageSize")),
-    )
-    body: dict[str, Any] = {"entries": entries}
-    if token:
-        body["next-page-token"] = token
-    return 200, body
+    return 200, audit_page(req, ctx, bucket, keys.SYSTEM_AUDIT_PREFIX, tails)
