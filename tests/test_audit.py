@@ -43,7 +43,7 @@ def _all(http: Any, url: str, **params: Any) -> list[dict[str, Any]]:
     return out
 
 
-def test_concurrent_writers_and_a_killed_catalog(s3_endpoint, system_bucket, tmp_path, http):
+def test_concurrent_writers_and_a_killed_catalog(s3_endpoint, system_bucket, tmp_path, http, s3):
     """16 writers commit to one table through a catalog that loses 20% of S3 answers; the catalog is
     killed (SIGKILL) mid-run and another takes over. Each commit sets its own property, so the final
     metadata says which commits landed: the trail must hold exactly those, once each."""
@@ -94,9 +94,12 @@ def test_concurrent_writers_and_a_killed_catalog(s3_endpoint, system_bucket, tmp
         th.start()
     while len(acked) < WRITERS * COMMITS // 3:
         time.sleep(0.001)
-    # A batch was just answered; the next one writes its metadata file (answered 150 ms later), then
-    # swaps the pointer (the commit point, answered 150 ms after it landed): kill inside that wait.
-    time.sleep(0.22)
+    # Kill right after a pointer swap (a commit point) lands in S3: its answer comes 150 ms later, so
+    # the catalog dies with commits applied that it never acknowledged.
+    pointer = {"Bucket": wh, "Key": ".catalog/tables/db/t.json"}
+    seen = s3.head_object(**pointer)["ETag"]
+    while s3.head_object(**pointer)["ETag"] == seen:
+        time.sleep(0.002)
     first.proc.kill()  # dies mid-request: no tidying, no flush
     first.proc.wait()
     second = local_s3.start_catalog(dict(env, CATALOG_FAULT_LOST_RATE="0"), tmp_path / "second.log")
