@@ -268,25 +268,31 @@ class Instance:
         self.server.shutdown()
 
 
-def _runtime_handler(instance: Instance) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True  # small keep-alive writes must not wait for delayed ACKs
+class _KeepAlive(BaseHTTPRequestHandler):
+    """HTTP/1.1 keep-alive without Nagle: small writes must not wait for delayed ACKs."""
 
-        def log_message(self, *_: Any) -> None:
-            pass
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
 
-        def _answer(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
-            self.send_response(status)
-            for k, v in (headers or {}).items():
+    def log_message(self, *_: Any) -> None:
+        pass
+
+    def _reply(self, status: int, body: bytes = b"", headers: list[tuple[str, str]] | None = None) -> None:
+        self.send_response(status)
+        for k, v in headers or []:
+            if k.lower() not in ("content-length", "connection", "transfer-encoding"):
                 self.send_header(k, v)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
             self.wfile.write(body)
 
+
+def _runtime_handler(instance: Instance) -> type[BaseHTTPRequestHandler]:
+    class Handler(_KeepAlive):
         def do_GET(self) -> None:  # noqa: N802 - http.server's naming
             if not self.path.endswith("/runtime/invocation/next"):
-                return self._answer(404)
+                return self._reply(404)
             if not instance.ready.is_set():
                 instance.init_ms = (time.perf_counter() - instance.started) * 1000
                 instance.ready.set()
@@ -299,7 +305,7 @@ def _runtime_handler(instance: Instance) -> type[BaseHTTPRequestHandler]:
                 "Lambda-Runtime-Invoked-Function-Arn": instance.pool.arn,
                 "Lambda-Runtime-Trace-Id": f"Root=1-{uuid.uuid4().hex[:8]}-{uuid.uuid4().hex[:24]};Sampled=0",
             }
-            self._answer(200, payload, headers)
+            self._reply(200, payload, list(headers.items()))
 
         def do_POST(self) -> None:  # noqa: N802
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -309,8 +315,8 @@ def _runtime_handler(instance: Instance) -> type[BaseHTTPRequestHandler]:
             elif parts[-1] in ("response", "error") and parts[-2] == instance.current:
                 instance.results.put(("ok" if parts[-1] == "response" else "error", body))
             else:
-                return self._answer(400, b'{"errorMessage":"unknown request id"}')
-            self._answer(202, b'{"status":"OK"}')
+                return self._reply(400, b'{"errorMessage":"unknown request id"}')
+            self._reply(202, b'{"status":"OK"}')
 
     return Handler
 
@@ -442,23 +448,7 @@ def build_event(
 
 
 def _front_handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True  # small keep-alive writes must not wait for delayed ACKs
-
-        def log_message(self, *_: Any) -> None:
-            pass
-
-        def _reply(self, status: int, body: bytes, headers: list[tuple[str, str]]) -> None:
-            self.send_response(status)
-            for k, v in headers:
-                if k.lower() not in ("content-length", "connection", "transfer-encoding"):
-                    self.send_header(k, v)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
-
+    class Handler(_KeepAlive):
         def _read_body(self) -> bytes:
             if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
                 chunks = []
