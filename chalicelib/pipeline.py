@@ -54,11 +54,15 @@ def _check_depth(value: Any) -> None:
             stack.extend((v, depth + 1) for v in item)
 
 
-def _everything_visible(action: str, resource: str, condition: dict[str, str]) -> bool:
+def _everything_visible(action: str, resource: Any, condition: dict[str, str], partial: bool = False) -> bool:
     return True
 
 
-Check = tuple[str, str, dict[str, str], bool]  # action, resource ARN, condition context, partial
+def _nothing_denied(action: str, resource: Any, condition: dict[str, str]) -> bool:
+    return False
+
+
+Check = tuple[str, Any, dict[str, str], bool]  # action, resource (auth.arns.Resource), conditions, partial
 
 
 def _no_checks(req: RequestContext) -> list[Check]:
@@ -90,8 +94,10 @@ class RequestContext:
     # The policy questions of this request (the route declares them next to its action).
     checks: Callable[[RequestContext], list[Check]] = _no_checks
     identity: Any = None  # set by the authenticator (None = anonymous)
-    # Set by the authorizer: may the caller see this item? List routes filter with it.
-    visible: Callable[[str, str, dict[str, str]], bool] = _everything_visible
+    # Set by the authorizer: may the caller see this item (partial: some item of this set)? List
+    # routes filter with it; `denied` tells an explicit Deny from no grant.
+    visible: Callable[..., bool] = _everything_visible
+    denied: Callable[[str, Any, dict[str, str]], bool] = _nothing_denied
 
     def json(self) -> Any:
         """The parsed body, parsed once (the authorizer and the handler both read it)."""
@@ -119,6 +125,24 @@ class RequestContext:
 
     def param(self, name: str) -> str:
         return unquote(self.params[name])
+
+    def seal(self, position: str | None) -> str | None:
+        """A list's next position as a token only this caller can read and use."""
+        from chalicelib.auth import sealed
+
+        return sealed.seal(getattr(self.identity, "token_key", None), position)
+
+    def unseal(self, token: str | None, name: str = "pageToken") -> str | None:
+        from chalicelib.auth import sealed
+
+        return sealed.unseal(getattr(self.identity, "token_key", None), token, name)
+
+    def require(self, action: str, resource: Any, context: dict[str, str]) -> None:
+        """A second check, once a handler has resolved what it touches (a table named by id, ARN or
+        trash record, a move's destination): 403 unless the caller may."""
+        if not self.visible(action, resource, context):
+            who = getattr(self.identity, "name", None) or "anonymous"
+            raise Forbidden(f"Access denied: {who} may not perform s3tables:{action} on {resource}")
 
 
 class Authenticator(Protocol):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from chalicelib.auth import identities, policy, sign_tokens, sigv4, tokens
+from chalicelib.auth.arns import Resource
 from chalicelib.core.context import get_context
-from chalicelib.errors import BadRequest, Forbidden, Unauthorized
+from chalicelib.errors import BadRequest, CatalogError, Forbidden, Unauthorized
 from chalicelib.names import check_warehouse
 from chalicelib.pipeline import AllowAnonymous, Pipeline, RequestContext
 
@@ -78,40 +80,61 @@ class PolicyAuthorizer:
             return
         if req.action.startswith("Admin"):
             raise Forbidden(f"Access denied: s3tables:{req.action} is reserved for the root user")
+        ids: dict[tuple[str, tuple[str, ...] | None, str | None], str | None] = {}
+
+        def id_of(resource: Resource) -> str | None:
+            """A named table's id, for policies that name tables by id (read once per request)."""
+            key = (resource.warehouse, resource.namespace, resource.name)
+            if key not in ids:
+                ids[key] = _table_id(resource)
+            return ids[key]
+
+        def allowed(action: str, resource: Resource, cond: dict[str, str], partial: bool = False) -> bool:
+            docs = principal.policies + _resource_policies(principal, resource, id_of)
+            return policy.allowed(docs, action, resource, cond, partial, id_of)
+
+        def denied(action: str, resource: Resource, cond: dict[str, str]) -> bool:
+            docs = principal.policies + _resource_policies(principal, resource, id_of)
+            return policy.denied(docs, action, resource, cond, id_of)
+
+        req.visible = allowed
+        req.denied = denied
         if req.action in OPEN_TO_AUTHENTICATED:
-            req.visible = lambda action, resource, cond: policy.allowed(principal.policies, action, resource, cond)
             return
-
-        def allowed(action: str, resource: str, cond: dict[str, str], partial: bool = False) -> bool:
-            return policy.allowed(
-                principal.policies + _resource_policies(principal, resource), action, resource, cond, partial
-            )
-
         for action, resource, cond, partial in req.checks(req):
             if not allowed(action, resource, cond, partial):
                 raise Forbidden(f"Access denied: {principal.name} may not perform s3tables:{action} on {resource}")
-        req.visible = lambda action, resource, cond: allowed(action, resource, cond)
 
 
-def _resource_policies(principal: identities.Principal, resource: str) -> tuple[dict[str, Any], ...]:
+def _table_id(resource: Resource) -> str | None:
+    from chalicelib.core import pointers
+
+    assert resource.namespace is not None and resource.name is not None
+    try:
+        p = pointers.read(get_context(), resource.warehouse, resource.namespace, resource.name)
+    except CatalogError:
+        return None  # no such warehouse: the handler answers
+    if p is None or p.state in ("dropped", "moved"):
+        return None
+    return pointers.owner_uuid(p.data) or None
+
+
+def _resource_policies(
+    principal: identities.Principal, resource: Resource, id_of: Callable[[Resource], str | None]
+) -> tuple[dict[str, Any], ...]:
     """The table bucket and table policies (S3 Tables) that apply to this principal and resource."""
-    import os
-
     from chalicelib.core import resource_policies
 
-    prefix = "arn:aws:s3tables:::bucket/"
-    if not resource.startswith(prefix):
+    if resource.warehouse == "*":
         return ()
-    warehouse = resource[len(prefix) :].split("/", 1)[0]
     try:
-        check_warehouse(warehouse)
+        check_warehouse(resource.warehouse)
     except BadRequest:
-        return ()  # "*" (lists) or a malformed name (its handler answers 400)
-    docs = resource_policies.for_resource(resource_policies.read(get_context(), warehouse), resource, warehouse)
-    if not docs:
+        return ()  # a malformed name: its handler answers 400
+    doc = resource_policies.read(get_context(), resource.warehouse)
+    if not doc:
         return ()
-    account = os.environ.get("CATALOG_ACCOUNT_ID", "000000000000")
-    return policy.for_principal(docs, f"arn:aws:iam::{account}:user/{principal.name}", account)
+    return policy.for_principal(resource_policies.for_resource(doc, resource, id_of), principal.name)
 
 
 def install(pipeline: Pipeline) -> None:

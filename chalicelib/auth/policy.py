@@ -1,29 +1,42 @@
-"""IAM-style policy evaluation: explicit Deny wins, then any Allow, else deny by default."""
+"""IAM-style policy evaluation: explicit Deny wins, then any Allow, else deny by default.
+
+Resources are `arns.Resource` values: a statement names one when any of its Resource patterns
+matches any of the resource's names (short or API form, by name or by table id). Actions are
+classes of equal names: the S3 Tables, seed and Glue names of one catalog action match each other
+in both directions. Wildcards are matched without backtracking (`wildcard`).
+
+List routes ask about a set (every table of a namespace, every bucket) with `partial=True`: "may
+some member be allowed?" An Allow counts when it may match some member and its conditions on the
+keys known so far hold; a Deny refuses the whole list only when it matches every member with no
+condition left open. Each item is then filtered on its own, so a Deny on one table hides that
+table and nothing else.
+"""
 
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from chalicelib.auth import arns, wildcard
+from chalicelib.auth.arns import Resource
 from chalicelib.errors import BadRequest
 
-# Seed/S3 Tables names that mean the same action; a policy may use either.
-ALIASES: dict[str, tuple[str, ...]] = {
-    "CreateWarehouse": ("CreateTableBucket",),
-    "ListWarehouses": ("ListTableBuckets",),
-    "GetWarehouse": ("GetTableBucket",),
-    "DeleteWarehouse": ("DeleteTableBucket",),
-    "UpdateNamespaceProperties": ("UpdateNamespace",),
-    "GetTable": ("GetTableMetadataLocation",),
-    "UpdateTable": ("UpdateTableMetadataLocation",),
-    "RegisterTable": ("CreateTable",),
-    "RegisterView": ("CreateView",),
-    # Maintenance runs report their outcome: a change of the table's side data.
-    "PutTableMaintenanceJobStatus": ("PutTableMaintenanceConfiguration",),
-}
-# Glue operation names a policy may use for the catalog action each Glue operation needs (the Glue
-# face asks for these actions, so one policy governs both faces).
+# Names that mean the same action, in both directions (seed names, S3 Tables names, aliases).
+SAME: tuple[tuple[str, ...], ...] = (
+    ("CreateWarehouse", "CreateTableBucket"),
+    ("ListWarehouses", "ListTableBuckets"),
+    ("GetWarehouse", "GetTableBucket"),
+    ("DeleteWarehouse", "DeleteTableBucket"),
+    ("UpdateNamespaceProperties", "UpdateNamespace"),
+    ("GetTable", "GetTableMetadataLocation"),
+    ("UpdateTable", "UpdateTableMetadataLocation"),
+    ("CreateTable", "RegisterTable"),
+    ("CreateView", "RegisterView"),
+    # Maintenance runs report their outcome: a change of the table's maintenance side data.
+    ("PutTableMaintenanceConfiguration", "PutTableMaintenanceJobStatus"),
+)
+# Glue operations a policy may name for the catalog action each Glue operation asks for.
 GLUE_ACTIONS: dict[str, tuple[str, ...]] = {
     "CreateNamespace": ("CreateDatabase",),
     "GetNamespace": ("GetDatabase",),
@@ -49,40 +62,155 @@ GLUE_ACTIONS: dict[str, tuple[str, ...]] = {
     ),
     "DeleteTable": ("DeleteTable", "BatchDeleteTable", "DeleteColumnStatisticsForTable"),
 }
+# Every s3tables action a policy can mean here (besides the aliases above), and AWS's data-plane
+# actions, which policies written for AWS carry and which this catalog accepts without using.
+ACTIONS: tuple[str, ...] = (
+    "UpdateWarehouse",
+    "CreateNamespace",
+    "GetNamespace",
+    "ListNamespaces",
+    "DeleteNamespace",
+    "ListTables",
+    "DeleteTable",
+    "RenameTable",
+    "ListViews",
+    "GetView",
+    "UpdateView",
+    "DropView",
+    "RenameView",
+    "ListDroppedTables",
+    "GetDroppedTable",
+    "RestoreTable",
+    "PurgeDroppedTable",
+    "GetAuditLog",
+    "GetTableBucketEncryption",
+    "PutTableBucketEncryption",
+    "DeleteTableBucketEncryption",
+    "GetTableEncryption",
+    "GetTableBucketStorageClass",
+    "PutTableBucketStorageClass",
+    "GetTableStorageClass",
+    "ListTagsForResource",
+    "TagResource",
+    "UntagResource",
+    "GetTableBucketMaintenanceConfiguration",
+    "PutTableBucketMaintenanceConfiguration",
+    "GetTableMaintenanceConfiguration",
+    "GetTableMaintenanceJobStatus",
+    "GetTableBucketPolicy",
+    "PutTableBucketPolicy",
+    "DeleteTableBucketPolicy",
+    "GetTablePolicy",
+    "PutTablePolicy",
+    "DeleteTablePolicy",
+    "GetTableData",
+    "PutTableData",
+    *(name for group in SAME for name in group),
+)
 OPERATORS = ("StringEquals", "StringNotEquals", "StringLike", "StringNotLike")
 # Condition keys are case-insensitive in IAM; these are the only ones the catalog sets.
 CONDITION_KEYS = ("s3tables:namespace", "s3tables:tablename")
+_VALUE_CHARS = {"s3tables:namespace": re.compile(r"[a-z0-9_.*?]+"), "s3tables:tablename": re.compile(r"[a-z0-9_*?]+")}
+Policies = tuple[dict[str, Any], ...]
+IdOf = Callable[[Resource], str | None]
 
 
-@lru_cache(maxsize=1024)
-def _glob(pattern: str, ignore_case: bool) -> re.Pattern[str]:
-    """IAM wildcards: "*" and "?" only; every other character (including "[") is literal."""
-    body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    return re.compile(body + r"\Z", re.IGNORECASE | re.DOTALL if ignore_case else re.DOTALL)
+def _class_of() -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for group in SAME:
+        for name in group:
+            out[name] = group
+    return out
+
+
+_CLASS = _class_of()
+
+
+def action_names(action: str) -> list[str]:
+    """Every name a policy may give this action: its class, and the Glue operations behind it."""
+    group = _CLASS.get(action, (action,))
+    names = [f"s3tables:{n}" for n in group]
+    names += [f"glue:{g}" for n in group for g in GLUE_ACTIONS.get(n, ())]
+    return names
 
 
 def _list(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else list(value or [])
 
 
+def statements(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    found = doc.get("Statement", [])
+    return [found] if isinstance(found, dict) else list(found)
+
+
 def _action_matches(patterns: list[str], action: str) -> bool:
-    names = [f"s3tables:{n}" for n in (action, *ALIASES.get(action, ()))]
-    names += [f"glue:{n}" for n in GLUE_ACTIONS.get(action, ())]
-    return any(_glob(p, True).match(n) for p in patterns for n in names)
+    names = action_names(action)
+    return any(wildcard.match(p, n, ignore_case=True) for p in patterns for n in names)
 
 
-def _resource_matches(patterns: list[str], resource: str) -> bool:
-    return any(_glob(p, False).match(resource) for p in patterns)
+class _Names:
+    """A single resource's names, its id form looked up only when a pattern can only mean an id."""
+
+    def __init__(self, resource: Resource, id_of: IdOf | None) -> None:
+        self.resource, self.id_of = resource, id_of
+        self.plain = resource.names()
+        self._ids: list[str] | None = None if resource.named_table else []
+
+    def ids(self) -> list[str]:
+        if self._ids is None:
+            found = self.resource.table_id or (self.id_of(self.resource) if self.id_of else None)
+            self._ids = self.resource.id_names(found) if found else []
+        return self._ids
+
+    def matched(self, patterns: list[str]) -> bool:
+        if any(wildcard.match(p, n) for p in patterns for n in self.plain):
+            return True
+        return any(wildcard.match(p, n) for p in patterns if arns.may_name_id(p) for n in self.ids())
 
 
-def _condition_holds(condition: dict[str, Any], context: dict[str, str], partial: bool) -> bool:
+def _some(patterns: list[str], resource: Resource) -> bool:
+    """Some member of the set may match one of the patterns."""
+    names, ids = resource.prefixes()
+    if any(wildcard.viable(p, pre) for p in patterns for pre in names):
+        return True
+    return any(wildcard.viable(p, pre) for p in patterns if arns.may_name_id(p) for pre in ids)
+
+
+def _every(patterns: list[str], resource: Resource) -> bool:
+    """Every member of the set matches one of the patterns (a conservative answer: it may say no)."""
+    names, ids = resource.prefixes()
+    return any(wildcard.covers(p, pre) for p in patterns for pre in names + ids)
+
+
+def _resource_applies(st: dict[str, Any], names: _Names, deny: bool, partial: bool) -> bool:
+    resource = names.resource
+    if not resource.is_set:
+        if "Resource" in st and not names.matched(_list(st["Resource"])):
+            return False
+        return not ("NotResource" in st and names.matched(_list(st["NotResource"])))
+    # A set: a list gate asks whether an Allow may apply to some member and a Deny to all of
+    # them; any other question about a set asks the reverse (an Allow must hold for all).
+    some = partial != deny
+    if "Resource" in st:
+        hit = _some if some else _every
+        if not hit(_list(st["Resource"]), resource):
+            return False
+    if "NotResource" in st:
+        excluded = _every if some else _some
+        if excluded(_list(st["NotResource"]), resource):
+            return False
+    return True
+
+
+def _condition_holds(condition: dict[str, Any], context: dict[str, str], open_keys: bool) -> bool | None:
+    """True/False; None when a key is absent and open_keys (a list gate: items decide later)."""
     context = {k.lower(): v for k, v in context.items()}
     for operator, tests in condition.items():
         for key, expected in tests.items():
             value = context.get(key.lower())
             if value is None:
-                if partial:  # a list route: items are filtered one by one later
-                    continue
+                if open_keys:
+                    return None
                 if operator.startswith("StringNot"):
                     continue  # IAM: a negated operator holds when the key is absent
                 return False
@@ -92,118 +220,260 @@ def _condition_holds(condition: dict[str, Any], context: dict[str, str], partial
             elif operator == "StringNotEquals":
                 ok = value not in wanted
             elif operator == "StringLike":
-                ok = any(_glob(w, False).match(value) for w in wanted)
+                ok = any(wildcard.match(w, value) for w in wanted)
             else:  # StringNotLike
-                ok = not any(_glob(w, False).match(value) for w in wanted)
+                ok = not any(wildcard.match(w, value) for w in wanted)
             if not ok:
                 return False
     return True
 
 
-def _statement_applies(st: dict[str, Any], action: str, resource: str, context: dict[str, str], partial: bool) -> bool:
-    if "Action" in st and not _action_matches(_list(st["Action"]), action):
-        return False
-    if "NotAction" in st and _action_matches(_list(st["NotAction"]), action):
-        return False
-    if "Resource" in st and not _resource_matches(_list(st["Resource"]), resource):
-        # A list route asks about "bucket/*": a statement for any one bucket may show items.
-        stem = resource[:-1] if partial and resource.endswith("*") else None
-        if stem is None or not any(p.startswith(stem) for p in _list(st["Resource"])):
-            return False
-    if "NotResource" in st and _resource_matches(_list(st["NotResource"]), resource):
-        return False
-    return _condition_holds(st.get("Condition", {}), context, partial)
+def _decide(
+    policies: Policies, action: str, resource: Resource, context: dict[str, str], partial: bool, id_of: IdOf | None
+) -> str | None:
+    """ "Deny" (an explicit Deny applies), "Allow" (an Allow and no Deny) or None (no statement)."""
+    names = _Names(resource, id_of)
+    allow = False
+    for doc in policies:
+        for st in statements(doc):
+            deny = st.get("Effect") == "Deny"
+            if "Action" in st and not _action_matches(_list(st["Action"]), action):
+                continue
+            if "NotAction" in st and _action_matches(_list(st["NotAction"]), action):
+                continue
+            if not _resource_applies(st, names, deny, partial):
+                continue
+            holds = _condition_holds(st.get("Condition", {}), context, partial)
+            if holds is None:  # open keys: an Allow may hold for some item; a Deny not for all
+                holds = not deny
+            if not holds:
+                continue
+            if deny:
+                return "Deny"
+            allow = True
+    return "Allow" if allow else None
 
 
 def allowed(
-    policies: tuple[dict[str, Any], ...], action: str, resource: str, context: dict[str, str], partial: bool = False
+    policies: Policies,
+    action: str,
+    resource: Resource,
+    context: dict[str, str],
+    partial: bool = False,
+    id_of: IdOf | None = None,
 ) -> bool:
-    """partial=True asks "could anything be allowed here?" for list routes (conditions on absent keys
-    are left for per-item filtering, and such conditional Denies do not block the whole list)."""
-    allow = False
-    for doc in policies:
-        statements = doc.get("Statement", [])
-        for st in [statements] if isinstance(statements, dict) else statements:
-            deny = st.get("Effect") == "Deny"
-            keys = {k.lower() for k in context}
-            if deny and partial and any(k.lower() not in keys for t in st.get("Condition", {}).values() for k in t):
-                continue
-            if not _statement_applies(st, action, resource, context, partial):
-                continue
-            if deny:
-                return False
-            allow = True
-    return allow
+    """Whether the policies allow the action on the resource. partial=True is a list's gate: may
+    anything in it be allowed (conditions on keys not known yet are left to per-item filtering)?
+    id_of looks a table's id up, for policies that name tables by id."""
+    return _decide(policies, action, resource, context, partial, id_of) == "Allow"
 
 
-def principal_matches(st: dict[str, Any], principal_arn: str, account: str) -> bool:
-    """A resource policy statement's Principal: "*", {"AWS": "*" | ARN | [ARN]}; the account root
-    (arn:aws:iam::<account>:root) stands for every user of the catalog."""
+def denied(
+    policies: Policies, action: str, resource: Resource, context: dict[str, str], id_of: IdOf | None = None
+) -> bool:
+    """Whether an explicit Deny applies (what a grant on an enclosing resource cannot lift)."""
+    return _decide(policies, action, resource, context, False, id_of) == "Deny"
+
+
+# ---- resource policies: who they name ------------------------------------------------------------
+
+
+def principal_matches(st: dict[str, Any], user: str) -> bool:
+    """A resource policy statement's Principal: "*", {"AWS": "*" | account id | account root ARN |
+    user ARN | a list of them}. The account (id or root) stands for every user of the catalog."""
     who = st.get("Principal")
     if who == "*":
         return True
-    values = _list(who.get("AWS")) if isinstance(who, dict) else []
-    return any(v in ("*", principal_arn, f"arn:aws:iam::{account}:root") for v in values)
+    account = arns.account()
+    wanted = ("*", account, f"arn:aws:iam::{account}:root", f"arn:aws:iam::{account}:user/{user}")
+    return any(v in wanted for v in _list(who.get("AWS")) if isinstance(who, dict))
 
 
-def for_principal(docs: list[dict[str, Any]], principal_arn: str, account: str) -> tuple[dict[str, Any], ...]:
-    """Resource policies reduced to the statements that name this principal."""
+def for_principal(docs: list[dict[str, Any]], user: str) -> Policies:
+    """Resource policies reduced to the statements that name this user."""
     out = []
     for doc in docs:
-        statements = doc.get("Statement", [])
-        kept = [st for st in ([statements] if isinstance(statements, dict) else statements)]
-        kept = [st for st in kept if principal_matches(st, principal_arn, account)]
+        kept = [st for st in statements(doc) if principal_matches(st, user)]
         if kept:
             out.append({"Statement": kept})
     return tuple(out)
 
 
-def validate_resource_policy(doc: Any) -> None:
-    """A resource policy: an identity policy whose statements each name a Principal."""
-    if not isinstance(doc, dict) or "Statement" not in doc:
-        raise BadRequest("Invalid resource policy: expected an object with a Statement")
-    statements = doc["Statement"]
-    plain = []
-    for st in [statements] if isinstance(statements, dict) else statements:
-        if not isinstance(st, dict) or "Principal" not in st:
-            raise BadRequest("Invalid resource policy statement: every statement needs a Principal")
-        who = st["Principal"]
-        if not (who == "*" or (isinstance(who, dict) and set(who) == {"AWS"})):
-            raise BadRequest('Invalid resource policy Principal: "*" or {"AWS": <ARN or list of ARNs>}')
-        if not all(isinstance(v, str) for v in _list(who.get("AWS") if isinstance(who, dict) else "*")):
-            raise BadRequest("Invalid resource policy Principal: ARNs must be strings")
-        plain.append({k: v for k, v in st.items() if k != "Principal"})
-    validate({"Statement": plain})
+def without_denies(doc: dict[str, Any]) -> dict[str, Any]:
+    return {"Statement": [st for st in statements(doc) if st.get("Effect") != "Deny"]}
 
 
-def validate(doc: Any) -> None:
-    """Refuse policies we would misread: unknown keys, operators or effects."""
+# ---- validation: refuse what would be misread or could never match ---------------------------------
+
+_USER_ARN = re.compile(r"arn:aws:iam::(\d{12}):user/([\w+=,.@-]{1,64})")
+_ROOT_ARN = re.compile(r"arn:aws:iam::(\d{12}):root")
+_ACTION = re.compile(r"(s3tables|glue):[A-Za-z*?]+|\*", re.IGNORECASE)
+_S3TABLES_ARN = re.compile(
+    r"arn:aws:s3tables:(?P<region>[a-z0-9-]*):(?P<account>\d{12})?:bucket/(?P<bucket>[a-z0-9-]{3,63})"
+    r"(?:/table/(?:(?P<id>[0-9a-f-]{36})|(?P<ns>[a-z0-9_]{1,250}(?:\.[a-z0-9_]{1,250})*)/(?P<name>[a-z0-9_]{1,250})))?"
+)
+
+
+def _where(index: int, st: dict[str, Any]) -> str:
+    sid = st.get("Sid")
+    return f"statement {index}" + (f" (Sid {str(sid)[:60]!r})" if isinstance(sid, str) and sid else "")
+
+
+def _action_meaningful(pattern: str) -> bool:
+    if not _ACTION.fullmatch(pattern):
+        return False
+    if pattern == "*" or pattern.lower().startswith("glue:"):
+        return True  # Glue's actions are many; a policy may carry those this catalog never asks for
+    return any(wildcard.match(pattern, f"s3tables:{a}", ignore_case=True) for a in ACTIONS)
+
+
+def _arn_meaningful(pattern: str) -> bool:
+    """Whether a Resource pattern can name some bucket, table or view of this catalog, in any form."""
+    if len(pattern) > wildcard.MAX_PATTERN:
+        return False
+    if pattern == "*":
+        return True
+    if "*" not in pattern and "?" not in pattern:
+        found = _S3TABLES_ARN.fullmatch(pattern)
+        if found is None:
+            return False
+        short = found["region"] == "" and found["account"] is None
+        ours = found["region"] == arns.region() and found["account"] == arns.account()
+        return short or ours
+    return any(wildcard.viable(pattern, f"{base}bucket/") for base in arns.bases())
+
+
+def _condition_meaningful(operator: str, key: str, values: list[str]) -> bool:
+    """A positive test that no valid name can pass makes the statement dead."""
+    if operator.startswith("StringNot"):
+        return True
+    chars = _VALUE_CHARS[key.lower()]
+    return any(chars.fullmatch(v) and (operator == "StringLike" or not set(v) & set("*?")) for v in values)
+
+
+def validate(doc: Any, resource_policy: bool = False) -> None:
+    """Refuse policies we would misread (unknown keys, operators, effects) and statements that could
+    never match anything, naming the statement (as IAM Access Analyzer's validation does)."""
     if not isinstance(doc, dict) or "Statement" not in doc:
         raise BadRequest("Invalid policy: expected an object with a Statement")
-    statements = doc["Statement"]
-    for st in [statements] if isinstance(statements, dict) else statements:
-        if not isinstance(st, dict) or st.get("Effect") not in ("Allow", "Deny"):
-            raise BadRequest("Invalid policy statement: Effect must be Allow or Deny")
+    if not isinstance(doc["Statement"], (dict, list)):
+        raise BadRequest("Invalid policy: Statement must be an object or a list")
+    allowed_keys = {"Sid", "Effect", "Action", "NotAction", "Resource", "NotResource", "Condition"}
+    if resource_policy:
+        allowed_keys.add("Principal")
+    for i, st in enumerate(statements(doc)):
+        if not isinstance(st, dict):
+            raise BadRequest(f"Invalid policy statement {i}: expected an object")
+        where = _where(i, st)
+        if st.get("Effect") not in ("Allow", "Deny"):
+            raise BadRequest(f"Invalid policy {where}: Effect must be Allow or Deny")
         if ("Action" in st) == ("NotAction" in st):
-            raise BadRequest("Invalid policy statement: exactly one of Action and NotAction is required")
+            raise BadRequest(f"Invalid policy {where}: exactly one of Action and NotAction is required")
         if "Resource" in st and "NotResource" in st:
-            raise BadRequest("Invalid policy statement: Resource and NotResource cannot both be given")
-        unknown = set(st) - {"Sid", "Effect", "Action", "NotAction", "Resource", "NotResource", "Condition"}
+            raise BadRequest(f"Invalid policy {where}: Resource and NotResource cannot both be given")
+        unknown = set(st) - allowed_keys
         if unknown:
-            raise BadRequest(f"Invalid policy statement: unsupported keys {sorted(unknown)}")
+            raise BadRequest(f"Invalid policy {where}: unsupported keys {sorted(unknown)}")
         for field in ("Action", "NotAction", "Resource", "NotResource"):
-            if field in st and not all(isinstance(v, str) for v in _list(st[field])):
-                raise BadRequest(f"Invalid policy statement: {field} must be a string or a list of strings")
-        cond = st.get("Condition", {})
-        if not isinstance(cond, dict):
-            raise BadRequest("Invalid policy statement: Condition must be an object")
-        for operator, tests in cond.items():
-            if operator not in OPERATORS or not isinstance(tests, dict):
-                raise BadRequest(f"Invalid policy condition operator {operator[:40]!r}; supported: {OPERATORS}")
-            for key, value in tests.items():
-                if key.lower() not in CONDITION_KEYS:
-                    raise BadRequest(
-                        f"Invalid policy condition key {key[:60]!r}; supported: s3tables:namespace, s3tables:tableName"
-                    )
-                if not (isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))):
-                    raise BadRequest(f"Invalid policy condition value for {key[:60]!r}: a string or a list of strings")
+            items = st.get(field)
+            if field in st and (not _list(items) or not all(isinstance(v, str) for v in _list(items))):
+                raise BadRequest(f"Invalid policy {where}: {field} must be a string or a non-empty list of strings")
+            for value in _list(items) if field in st else []:
+                if len(value) > wildcard.MAX_PATTERN:
+                    raise BadRequest(f"Invalid policy {where}: {field} values are at most 2048 characters")
+        for value in _list(st.get("Action")):
+            if not _action_meaningful(value):
+                raise BadRequest(
+                    f"Invalid policy {where}: Action {value[:80]!r} names no action of this catalog "
+                    "(s3tables:<action> or glue:<operation>)"
+                )
+        for value in _list(st.get("Resource")):
+            if not _arn_meaningful(value):
+                raise BadRequest(
+                    f"Invalid policy {where}: Resource {value[:120]!r} can never match: expected * or "
+                    f"arn:aws:s3tables:::bucket/<name>[/table/<namespace>/<table>] or "
+                    f"{arns.long_base()}bucket/<name>[/table/<table id>]"
+                )
+        _validate_condition(where, st.get("Condition", {}))
+
+
+def _validate_condition(where: str, cond: Any) -> None:
+    if not isinstance(cond, dict):
+        raise BadRequest(f"Invalid policy {where}: Condition must be an object")
+    for operator, tests in cond.items():
+        if operator not in OPERATORS or not isinstance(tests, dict):
+            raise BadRequest(f"Invalid policy {where}: condition operator {operator[:40]!r}; supported: {OPERATORS}")
+        for key, value in tests.items():
+            if key.lower() not in CONDITION_KEYS:
+                raise BadRequest(
+                    f"Invalid policy {where}: condition key {key[:60]!r}; "
+                    "supported: s3tables:namespace, s3tables:tableName"
+                )
+            if not (isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))):
+                raise BadRequest(f"Invalid policy {where}: condition value for {key[:60]!r}: a string or strings")
+            if any(len(v) > wildcard.MAX_PATTERN for v in _list(value)):
+                raise BadRequest(f"Invalid policy {where}: condition values are at most 2048 characters")
+            if not _condition_meaningful(operator, key, _list(value)):
+                raise BadRequest(
+                    f"Invalid policy {where}: {operator} {key} {_list(value)[:3]!r} can never hold "
+                    "(names are lower-case letters, digits and _; namespace levels are joined by '.')"
+                )
+
+
+def validate_resource_policy(doc: Any, governs: Resource, user_exists: Callable[[str], bool]) -> None:
+    """A table bucket or table policy: every statement names a Principal that can be a user of this
+    catalog, and Resources inside what the policy is attached to."""
+    validate(doc, resource_policy=True)
+    for i, st in enumerate(statements(doc)):
+        where = _where(i, st)
+        if "Principal" not in st:
+            raise BadRequest(f"Invalid policy {where}: every statement of a resource policy needs a Principal")
+        for problem in _principal_problems(st["Principal"], user_exists):
+            raise BadRequest(f"Invalid policy {where}: {problem}")
+        if "Resource" not in st:
+            raise BadRequest(f"Invalid policy {where}: a resource policy statement needs a Resource")
+        for value in _list(st["Resource"]):
+            if not _inside(value, governs):
+                raise BadRequest(
+                    f"Invalid policy {where}: Resource {value[:120]!r} is outside the {_kind(governs)} "
+                    f"this policy is attached to ({governs})"
+                )
+
+
+def _kind(governs: Resource) -> str:
+    return "table" if governs.table else "table bucket"
+
+
+def _inside(pattern: str, governs: Resource) -> bool:
+    """The pattern can match the resource a policy is attached to, or (a bucket) one of its tables."""
+    if governs.table:
+        names = governs.names() + (governs.id_names(governs.table_id) if governs.table_id else [])
+        return any(wildcard.match(pattern, n) for n in names)
+    if any(wildcard.match(pattern, n) for n in governs.names()):
+        return True
+    return any(wildcard.viable(pattern, pre) for pre in arns.table(governs.warehouse).prefixes()[0])
+
+
+def _principal_problems(who: Any, user_exists: Callable[[str], bool]) -> Iterator[str]:
+    account = arns.account()
+    if who == "*":
+        return
+    if not (isinstance(who, dict) and set(who) == {"AWS"}):
+        yield 'Principal must be "*" or {"AWS": <account id, account root ARN or user ARN, or a list>}'
+        return
+    values = _list(who["AWS"])
+    if not values or not all(isinstance(v, str) for v in values):
+        yield "Principal AWS must be a string or a non-empty list of strings"
+        return
+    for v in values:
+        user, root = _USER_ARN.fullmatch(v), _ROOT_ARN.fullmatch(v)
+        if v == "*" or v == account:
+            continue
+        if re.fullmatch(r"\d{12}", v) or (root and root[1] != account) or (user and user[1] != account):
+            yield f"Principal {v[:80]!r} is another account's (this catalog is account {account})"
+        elif root:
+            continue
+        elif user is None:
+            yield f"Principal {v[:80]!r} is not an account id, arn:aws:iam::<account>:root or a user ARN (no wildcards)"
+        elif not user_exists(user[2]):
+            yield f"Principal {v[:80]!r}: no such user"

@@ -4,22 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from chalicelib.auth import arns
+from chalicelib.auth.arns import Resource
 from chalicelib.names import check_namespace, check_table, check_warehouse, parse_namespace_path
 from chalicelib.pipeline import RequestContext
 
-Check = tuple[str, str, dict[str, str], bool]  # action, resource, condition context, partial
+Check = tuple[str, Resource, dict[str, str], bool]  # action, resource, condition context, partial
 
 
-def bucket_arn(warehouse: str) -> str:
-    return f"arn:aws:s3tables:::bucket/{warehouse}"
+def bucket_arn(warehouse: str) -> Resource:
+    """A table bucket (warehouse); "*" is every bucket (lists)."""
+    return arns.bucket(warehouse)
 
 
-def table_arn(warehouse: str, ns: tuple[str, ...] | None = None, table: str | None = None) -> str:
-    """A table's resource: ``.../table/{namespace}/{table}`` (levels joined by "."), so a Deny on one
-    table applies; ``.../table/*`` for lists and for names a malformed body does not give."""
-    if ns is None or table is None:
-        return f"arn:aws:s3tables:::bucket/{warehouse}/table/*"
-    return f"arn:aws:s3tables:::bucket/{warehouse}/table/{'.'.join(ns)}/{table}"
+def table_arn(
+    warehouse: str, ns: tuple[str, ...] | None = None, table: str | None = None, table_id: str | None = None
+) -> Resource:
+    """A table or view, named ``.../table/{namespace}/{table}`` or by its id, so a Deny on one table
+    applies however it is named; without a name, every table of the bucket (or of ``ns``)."""
+    return arns.table(warehouse, ns, table, table_id)
 
 
 def _ident_check(action: str, wh: str, ident: object) -> Check:
@@ -88,7 +91,7 @@ def namespace(req: RequestContext) -> list[Check]:
 
 def table_list(req: RequestContext) -> list[Check]:
     wh, ns = check_warehouse(req.param("warehouse")), parse_namespace_path(req.params["namespace"])
-    return [(req.action, table_arn(wh), ns_context(ns), True)]
+    return [(req.action, table_arn(wh, ns), ns_context(ns), True)]
 
 
 def new_table(req: RequestContext) -> list[Check]:

@@ -19,7 +19,7 @@ import contextvars
 import json
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -278,8 +278,10 @@ def query(
     name: str | None = None,
     page_token: str | None = None,
     page_size: int | None = None,
+    keep: Callable[[dict[str, Any]], bool] | None = None,
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """Entries newest first: the unjournaled tails given, merged with the journal under prefix.
+    """Entries newest first: the unjournaled tails given, merged with the journal under prefix;
+    `keep` leaves out entries the caller may not read.
 
     Segments are listed newest last entry first, so once the next segment ends before the oldest
     entry a page would hold, no later segment can hold a newer one."""
@@ -298,7 +300,9 @@ def query(
         target = e.get("target") or {}
         if name is not None and target.get("name") != name:
             return False
-        return namespace is None or target.get("namespace") == namespace
+        if namespace is not None and target.get("namespace") != namespace:
+            return False
+        return keep is None or keep(e)
 
     seen: set[tuple[str, int]] = set()
     found: list[dict[str, Any]] = []

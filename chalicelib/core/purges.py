@@ -15,6 +15,7 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.core import resource_policies
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.errors import BadRequest, Conflict
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
@@ -123,6 +124,7 @@ def run(ctx: Context, bucket: str, table_uuid: str, budget_s: float) -> bool:
         if time.monotonic() >= deadline:
             return False
     ctx.storage.delete(bucket, keys.uuid_record(table_uuid))
+    resource_policies.forget_table(ctx, bucket, table_uuid)
     ctx.storage.delete(bucket, keys.purge_job(table_uuid))
     return True
 

@@ -1,9 +1,13 @@
 """Resource policies (S3 Tables table bucket and table policies), one document per warehouse.
 
-`.catalog/resource-policies.json` = {"bucket": policy | absent, "tables": {"ns.table": policy}},
-changed with a compare-and-swap loop. Every authorized request of a non-root caller reads it, so a
-process keeps it for a few seconds (CATALOG_RESOURCE_POLICY_TTL_S), as IAM itself applies policy
-changes eventually.
+`.catalog/resource-policies.json` = {"bucket": policy | absent, "tables": {"<table id>": policy}},
+changed with a compare-and-swap loop. A table policy is kept under the table's id (the uuid that
+owns its location, as its API ARN names it): it follows a rename, and a new table of the same name
+never inherits it; a purge removes it. (Documents written before kept "ns.table" keys: those still
+apply to that name until the table's policy is put or deleted again.)
+
+Every authorized request of a non-root caller reads it, so a process keeps it for a few seconds
+(CATALOG_RESOURCE_POLICY_TTL_S), as IAM itself applies policy changes eventually.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from chalicelib.auth.arns import Resource
+from chalicelib.auth.policy import without_denies
 from chalicelib.core.context import Context, dump
 from chalicelib.errors import Conflict
 from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed, WriteInDoubt
@@ -30,22 +36,31 @@ def ttl_s() -> float:
 
 
 def read(ctx: Context, warehouse: str, fresh: bool = False) -> Doc:
-    now = time.monotonic()
+    bucket, now = ctx.bucket_for(warehouse), time.monotonic()
     with _lock:
-        hit = _cache.get(warehouse)
+        hit = _cache.get(bucket)
     if hit is not None and not fresh and now - hit[0] < ttl_s():
         return hit[1]
     try:
-        doc = json.loads(ctx.storage.get(ctx.bucket_for(warehouse), KEY).body)
+        doc = json.loads(ctx.storage.get(bucket, KEY).body)
     except (ObjectNotFound, BucketNotFound):
         doc = {}
     with _lock:
-        _cache[warehouse] = (now, doc)
+        _cache[bucket] = (now, doc)
     return doc
 
 
+def forget(bucket: str) -> None:
+    """Drop this process's copy (the bucket's catalog state was removed or changed)."""
+    with _lock:
+        _cache.pop(bucket, None)
+
+
 def change(ctx: Context, warehouse: str, fn: Callable[[Doc], Doc]) -> None:
-    bucket = ctx.bucket_for(warehouse)
+    change_in(ctx, ctx.bucket_for(warehouse), fn)
+
+
+def change_in(ctx: Context, bucket: str, fn: Callable[[Doc], Doc]) -> None:
     for _ in range(8):
         try:
             obj = ctx.storage.get(bucket, KEY)
@@ -63,19 +78,40 @@ def change(ctx: Context, warehouse: str, fn: Callable[[Doc], Doc]) -> None:
         except WriteInDoubt:
             if json.loads(ctx.storage.get(bucket, KEY).body) != new:
                 continue
-        with _lock:
-            _cache.pop(warehouse, None)
+        forget(bucket)
         return
     raise Conflict("The resource policies changed concurrently; retry")
 
 
-def for_resource(doc: Doc, resource: str, warehouse: str) -> list[Doc]:
-    """The bucket's policy, and the table's when the resource names one table."""
+def for_resource(doc: Doc, resource: Resource, id_of: Callable[[Resource], str | None]) -> list[Doc]:
+    """The bucket's policy; a named table's own policy; for a set of tables (a list's gate), what
+    the table policies allow (their Denies hold for their own table only, item by item)."""
     out = [doc["bucket"]] if doc.get("bucket") else []
-    prefix = f"arn:aws:s3tables:::bucket/{warehouse}/table/"
-    if resource.startswith(prefix) and not resource.endswith("*"):
-        ident = resource[len(prefix) :].replace("/", ".")
-        table = (doc.get("tables") or {}).get(ident)
-        if table:
-            out.append(table)
-    return out
+    tables: dict[str, Doc] = doc.get("tables") or {}
+    if not tables or not resource.table:
+        return out
+    if resource.named_table:
+        assert resource.namespace is not None and resource.name is not None
+        table_id = resource.table_id or id_of(resource)
+        for key in (table_id, ".".join((*resource.namespace, resource.name))):
+            if key and tables.get(key):
+                out.append(tables[key])
+        return out
+    return out + [without_denies(d) for d in tables.values()]
+
+
+def forget_table(ctx: Context, bucket: str, table_id: str) -> None:
+    """A purged table's policy goes with it (best effort: an id is never reused, so a leftover is
+    inert, only untidy)."""
+    try:
+        doc = json.loads(ctx.storage.get(bucket, KEY).body)
+        if table_id in (doc.get("tables") or {}):
+            change_in(ctx, bucket, lambda d: {**d, "tables": _without(d.get("tables") or {}, table_id)})
+    except (ObjectNotFound, BucketNotFound):
+        return
+    except Exception:  # noqa: BLE001 - tidying only
+        return
+
+
+def _without(tables: dict[str, Doc], key: str) -> dict[str, Doc]:
+    return {k: v for k, v in tables.items() if k != key}

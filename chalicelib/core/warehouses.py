@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit
+from chalicelib.core import audit, resource_policies
 from chalicelib.core.context import Context, dump, is_deleting, now_ms
 from chalicelib.core.paging import decode_token, page
 from chalicelib.errors import (
@@ -231,3 +231,4 @@ def _remove_bucket_contents(ctx: Context, bucket: str, preserve_bucket: bool) ->
             store.delete_bucket(bucket)
     except BucketNotFound:
         pass
+    resource_policies.forget(bucket)  # its policies went with it: a new warehouse of this name has none

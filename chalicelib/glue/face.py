@@ -7,7 +7,6 @@ action it needs and the resource it names, so one policy governs both faces.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from collections.abc import Callable
@@ -169,7 +168,14 @@ def _tables_of(req: RequestContext, wh: str, body: Body) -> list[Check]:
 
 def _listing(req: RequestContext, wh: str, body: Body) -> list[Check]:
     ns = _db_of(body)
-    return [("ListTables", table_arn(wh), ns_context(ns) if ns else {}, True)]
+    return [("ListTables", table_arn(wh, ns), ns_context(ns) if ns else {}, True)]
+
+
+def _readable(req: RequestContext, wh: str, ns: tuple[str, ...], name: str) -> bool:
+    """GetTables and SearchTables return whole definitions: a table is listed when the caller may
+    list it and read it."""
+    table, cond = table_arn(wh, ns, name), ns_context(ns, name)
+    return req.visible("ListTables", table, cond) and req.visible("GetTable", table, cond)
 
 
 # ---- databases (one-level namespaces) -------------------------------------------------------
@@ -222,12 +228,13 @@ def get_database(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body
     return {"Database": _database_out(wh, ns, record)}
 
 
-def _token(value: object, query: str) -> str | None:
-    """NextToken: opaque, bound to the listing and query it came from."""
+def _token(req: RequestContext, value: object, query: str) -> str | None:
+    """NextToken: opaque, sealed for the caller, bound to the listing and query it came from."""
     if value is None:
         return None
+    plain = req.unseal(str(value), "NextToken")
     try:
-        data = json.loads(base64.urlsafe_b64decode(str(value).encode()))
+        data = json.loads(plain or "")
         if data["q"] != query:
             raise ValueError
         return str(data["a"])
@@ -235,11 +242,10 @@ def _token(value: object, query: str) -> str | None:
         raise BadRequest("Invalid NextToken: it does not belong to this request") from None
 
 
-def _next(after: str | None, query: str) -> Body:
+def _next(req: RequestContext, after: str | None, query: str) -> Body:
     if after is None:
         return {}
-    raw = json.dumps({"q": query, "a": after}).encode()
-    return {"NextToken": base64.urlsafe_b64encode(raw).decode()}
+    return {"NextToken": req.seal(json.dumps({"q": query, "a": after}))}
 
 
 def _max_results(body: Body, high: int, default: int) -> int:
@@ -254,11 +260,12 @@ def get_databases(ctx: Context, wh: str, body: Body, req: RequestContext) -> Bod
     from chalicelib.core.paging import encode_token
 
     size = _max_results(body, 100, 100)
-    after = _token(body.get("NextToken"), "dbs")
+    after = _token(req, body.get("NextToken"), "dbs")
     start = encode_token(f".catalog/ns/{after}.json") if after else None
 
-    def keep(ns: tuple[str, ...]) -> bool:
-        return req.visible("GetNamespace", bucket_arn(wh), ns_context(ns))
+    def keep(ns: tuple[str, ...]) -> bool:  # a list of definitions: listed, and readable
+        cond = ns_context(ns)
+        return req.visible("ListNamespaces", bucket_arn(wh), cond) and req.visible("GetNamespace", bucket_arn(wh), cond)
 
     items, token = namespaces.list_children(ctx, wh, (), start, size, keep)
     out = []
@@ -268,7 +275,7 @@ def get_databases(ctx: Context, wh: str, body: Body, req: RequestContext) -> Bod
         except NotFound:
             continue  # deleted since the listing
         out.append(_database_out(wh, tuple(levels), record))
-    return {"DatabaseList": out, **_next(items[-1][0] if token and items else None, "dbs")}
+    return {"DatabaseList": out, **_next(req, items[-1][0] if token and items else None, "dbs")}
 
 
 @op("UpdateDatabase", "UpdateNamespaceProperties", _database("UpdateNamespaceProperties"))
@@ -438,17 +445,17 @@ def get_tables(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
     pattern = shapes.expression(body.get("Expression"))
     attrs = body.get("AttributesToGet")
     query = hashlib.sha256(json.dumps([ns, body.get("Expression"), attrs]).encode()).hexdigest()[:16]
-    after = _token(body.get("NextToken"), query) or ""
+    after = _token(req, body.get("NextToken"), query) or ""
 
     def keep(name: str) -> bool:
         if pattern is not None and not pattern.fullmatch(name):
             return False
-        return req.visible("ListTables", table_arn(wh, ns, name), ns_context(ns, name))
+        return _readable(req, wh, ns, name)
 
     found, more = entries.view_page(ctx, wh, ns, "glue", lambda e: _table_out(ctx, wh, e), after, size, keep)
     if attrs == ["NAME"]:
         found = [{"Name": t["Name"]} for t in found]
-    return {"TableList": found, **_next(more, query)}
+    return {"TableList": found, **_next(req, more, query)}
 
 
 # ---- table versions ---------------------------------------------------------------------------
@@ -488,7 +495,7 @@ def get_table_versions(ctx: Context, wh: str, body: Body, req: RequestContext) -
     entry = _versions_target(ctx, wh, body)
     size = _max_results(body, 100, 100)
     current, bucket, eid = version_of(entry.data), ctx.bucket_for(wh), _entry_id(entry)
-    after = int(_token(body.get("NextToken"), eid) or 0)
+    after = int(_token(req, body.get("NextToken"), eid) or 0)
     numbers = versions.listed(ctx, bucket, eid, current, after, size + 1)
     page = numbers[:size]
     out = []
@@ -501,7 +508,7 @@ def get_table_versions(ctx: Context, wh: str, body: Body, req: RequestContext) -
         out.append({"Table": _table_out(ctx, wh, entry), "VersionId": str(current)})
         return {"TableVersions": out}
     last = page[-1] if page else after
-    return {"TableVersions": out, **_next(str(last), eid)}
+    return {"TableVersions": out, **_next(req, str(last), eid)}
 
 
 def _delete_version(ctx: Context, wh: str, entry: entries.Entry, raw: object) -> str | None:
@@ -638,11 +645,11 @@ def search_tables(ctx: Context, wh: str, body: Body, req: RequestContext) -> Bod
     if body.get("ResourceShareType") not in (None, "ALL"):
         raise BadRequest("ResourceShareType FOREIGN and FEDERATED are not supported: nothing is shared here")
     query = hashlib.sha256(json.dumps([filters, body.get("SearchText"), sort]).encode()).hexdigest()[:16]
-    after = _token(body.get("NextToken"), query)
+    after = _token(req, body.get("NextToken"), query)
     spaces = [ns for ns in entries.all_namespaces(ctx, wh) if len(ns) == 1]  # Glue databases are one level
 
     def visible(ns: tuple[str, ...], name: str) -> bool:
-        return req.visible("GetTable", table_arn(wh, ns, name), ns_context(ns, name))
+        return _readable(req, wh, ns, name)
 
     every = entries.scan_views(ctx, wh, spaces, "glue", lambda e: _table_out(ctx, wh, e), visible)
     found = [t for t in every if all(test(t) for test in tests)]
@@ -655,7 +662,7 @@ def search_tables(ctx: Context, wh: str, body: Body, req: RequestContext) -> Bod
     begin = keys.index(after) + 1 if after is not None and after in keys else 0
     page = found[begin : begin + size]
     more = begin + size < len(found)
-    return {"TableList": page, **_next(keys[begin + size - 1] if more else None, query)}
+    return {"TableList": page, **_next(req, keys[begin + size - 1] if more else None, query)}
 
 
 # ---- partition indexes and column statistics ------------------------------------------------------
@@ -686,7 +693,7 @@ def _side_target(ctx: Context, wh: str, body: Body) -> entries.Entry:
 def get_partition_indexes(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
     entry = _side_target(ctx, wh, body)
     if body.get("NextToken") is not None:
-        _token(body["NextToken"], "indexes")  # never issued: a table has at most 3
+        _token(req, body["NextToken"], "indexes")  # never issued: a table has at most 3
     doc, _ = side_data.read(ctx, ctx.bucket_for(wh), _entry_id(entry), "partition-indexes")
     return {"PartitionIndexDescriptorList": doc.get("indexes", [])}
 

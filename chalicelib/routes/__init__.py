@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from chalicelib.core.context import Context, get_context
 from chalicelib.names import check_warehouse, parse_namespace_path
 from chalicelib.pipeline import RequestContext
@@ -21,11 +24,17 @@ def namespace_of(req: RequestContext) -> tuple[str, ...]:
 def paging_of(req: RequestContext) -> tuple[str | None, int | None]:
     from chalicelib.core.paging import parse_page_size
 
-    return req.query.get("pageToken") or None, parse_page_size(req.query.get("pageSize"))
+    return req.unseal(req.query.get("pageToken") or None), parse_page_size(req.query.get("pageSize"))
 
 
 def audit_page(
-    req: RequestContext, ctx: Context, bucket: str, prefix: str, tails: list[dict[str, object]], **filters: object
+    req: RequestContext,
+    ctx: Context,
+    bucket: str,
+    prefix: str,
+    tails: list[dict[str, object]],
+    keep: Callable[[dict[str, Any]], bool] | None = None,
+    **filters: object,
 ) -> dict[str, object]:
     """A page of an audit trail, with the caller's principal/operation filters and paging."""
     from chalicelib.core import audit
@@ -38,15 +47,17 @@ def audit_page(
         tails,  # type: ignore[arg-type]
         principal=req.query.get("principal") or None,
         op=req.query.get("operation") or None,
-        page_token=req.query.get("pageToken") or None,
+        page_token=req.unseal(req.query.get("pageToken") or None),
         page_size=parse_page_size(req.query.get("pageSize")),
+        keep=keep,
         **filters,  # type: ignore[arg-type]
     )
-    return paged("entries", list(entries), token)
+    return paged(req, "entries", list(entries), token)
 
 
-def paged(key: str, items: list[object], token: str | None) -> dict[str, object]:
+def paged(req: RequestContext, key: str, items: list[object], token: str | None) -> dict[str, object]:
+    """A page; its next-page-token sealed for the caller (it may name an item the caller cannot see)."""
     body: dict[str, object] = {key: items}
     if token:
-        body["next-page-token"] = token
+        body["next-page-token"] = req.seal(token)
     return body

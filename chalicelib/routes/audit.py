@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
@@ -26,16 +27,40 @@ def _filters(req: RequestContext) -> tuple[tuple[str, ...] | None, str | None]:
 
 
 def _checks(req: RequestContext) -> list[Check]:
+    """One table's trail needs GetAuditLog on it; the warehouse's (or a namespace's) trail is a list:
+    the gate asks whether some of it may be read, and each entry is filtered (`_reader`)."""
     wh = check_warehouse(req.param("warehouse"))
     ns, table = _filters(req)
     if ns is not None and table is not None:
         return [(req.action, table_arn(wh, ns, table), ns_context(ns, table), False)]
-    return [(req.action, bucket_arn(wh), ns_context(ns) if ns else {}, False)]
+    cond = ns_context(ns) if ns else {}
+    if req.visible(req.action, bucket_arn(wh), cond, True):
+        return []  # the bucket's trail may be read (entries are still filtered one by one)
+    return [(req.action, table_arn(wh, ns), cond, True)]
+
+
+def _reader(req: RequestContext, wh: str) -> Callable[[dict[str, Any]], bool]:
+    """An entry is shown when the caller may read the trail of what it is about: a table's or view's
+    (GetAuditLog on it, or on the warehouse with no Deny on the table), a namespace's, the warehouse's."""
+
+    def keep(e: dict[str, Any]) -> bool:
+        target = e.get("target") or {}
+        ns = tuple(target.get("namespace") or ())
+        if target.get("kind") in ("table", "view") and ns and target.get("name"):
+            name = str(target["name"])
+            table = table_arn(wh, ns, name, str(target.get("uuid") or "") or None)
+            cond = ns_context(ns, name)
+            if req.denied(req.action, table, cond):
+                return False
+            return req.visible(req.action, table, cond) or req.visible(req.action, bucket_arn(wh), cond)
+        return req.visible(req.action, bucket_arn(wh), ns_context(ns) if ns else {})
+
+    return keep
 
 
 @operation(bp, PREFIX + "/audit", "GET", "GetAuditLog", iceberg=False, checks=_checks)
 def get_audit(req: RequestContext) -> tuple[int, dict[str, Any]]:
-    """Entries newest first; filters: namespace, table (with namespace), principal, operation."""
+    """Entries newest first: filters namespace, table (with namespace), principal, operation."""
     ctx, wh = warehouse_of(req)
     ns, table = _filters(req)
     bucket = ctx.bucket_for(wh)
@@ -50,4 +75,4 @@ def get_audit(req: RequestContext) -> tuple[int, dict[str, Any]]:
         tails = audit.table_tails(ctx, bucket, (keys.TABLES_PREFIX, keys.TRASH_PREFIX, keys.NS_PREFIX))
     filters = {"source": source, "namespace": list(ns) if ns is not None else None}
     filters["name"] = table if source is None else None
-    return 200, audit_page(req, ctx, bucket, keys.AUDIT_PREFIX, tails, **filters)
+    return 200, audit_page(req, ctx, bucket, keys.AUDIT_PREFIX, tails, _reader(req, wh), **filters)

@@ -27,7 +27,7 @@ def list_namespaces(req: RequestContext) -> tuple[int, dict[str, Any]]:
         return req.visible("ListNamespaces", arn, ns_context(ns))
 
     items, token = namespaces.list_children(ctx, wh, parent, *paging_of(req), keep)
-    return 200, paged("namespaces", list(items), token)
+    return 200, paged(req, "namespaces", list(items), token)
 
 
 @operation(bp, NS, "POST", "CreateNamespace", checks=resources.new_namespace)

@@ -36,7 +36,7 @@ def list_page(req: RequestContext, kind: str) -> tuple[int, dict[str, Any]]:
         return req.visible(req.action, table_arn(wh, ns, name), ns_context(ns, name))
 
     items, token = tables.list_names(ctx, wh, ns, *paging_of(req), keep, kind=kind)
-    return 200, paged("identifiers", list(items), token)
+    return 200, paged(req, "identifiers", list(items), token)
 
 
 @operation(bp, TABLES, "GET", "ListTables", checks=resources.table_list)

@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from chalicelib.auth.arns import Resource
 from chalicelib.auth.resources import ns_context, table_arn
 from chalicelib.core import metadata as md
-from chalicelib.core import trash
-from chalicelib.errors import BadRequest, Forbidden
+from chalicelib.core import pointers, trash
+from chalicelib.errors import BadRequest
 from chalicelib.names import check_namespace, check_table, check_warehouse
 from chalicelib.pipeline import Check, RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, paged, paging_of, warehouse_of
@@ -25,15 +26,18 @@ def _any_table(req: RequestContext) -> list[Check]:
     return [(req.action, table_arn(check_warehouse(req.param("warehouse"))), {}, True)]
 
 
-def _require(req: RequestContext, action: str, wh: str, ns: tuple[str, ...], name: str) -> None:
-    if not req.visible(action, table_arn(wh, ns, name), ns_context(ns, name)):
-        raise Forbidden(f"Access denied: s3tables:{action} on {table_arn(wh, ns, name)}")
+def _dropped(wh: str, record: dict[str, Any]) -> tuple[Resource, dict[str, str]]:
+    """The dropped table as policies name it: its name when dropped, and its id (a new table may
+    hold that name now; the id is this one's)."""
+    ns, name = tuple(record["namespace"]), str(record["name"])
+    table_id = pointers.owner_uuid(record.get("pointer") or {}) or None
+    return table_arn(wh, ns, name, table_id), ns_context(ns, name)
 
 
 def _record(req: RequestContext, action: str) -> tuple[Any, str, dict[str, Any]]:
     ctx, wh = warehouse_of(req)
     record = trash.get(ctx, wh, req.param("drop_id"))
-    _require(req, action, wh, tuple(record["namespace"]), str(record["name"]))
+    req.require(action, *_dropped(wh, record))
     return ctx, wh, record
 
 
@@ -42,11 +46,10 @@ def list_dropped(req: RequestContext) -> tuple[int, dict[str, Any]]:
     ctx, wh = warehouse_of(req)
 
     def keep(record: dict[str, Any]) -> bool:
-        ns, name = tuple(record["namespace"]), str(record["name"])
-        return req.visible("ListDroppedTables", table_arn(wh, ns, name), ns_context(ns, name))
+        return req.visible("ListDroppedTables", *_dropped(wh, record))
 
     items, token = trash.list_dropped(ctx, wh, *paging_of(req), keep)
-    return 200, paged("dropped", list(items), token)
+    return 200, paged(req, "dropped", list(items), token)
 
 
 @operation(bp, DROPPED, "GET", "GetDroppedTable", iceberg=False, checks=_any_table)
@@ -69,7 +72,7 @@ def restore(req: RequestContext) -> tuple[int, dict[str, Any]]:
         if not isinstance(dst, dict):
             raise BadRequest('Invalid destination: expected {"namespace": [...], "name": "..."}')
         target = (check_namespace(dst.get("namespace")), check_table(dst.get("name")))
-        _require(req, "CreateTable", wh, *target)
+        req.require("CreateTable", table_arn(wh, *target), ns_context(*target))
     ns, name, location = trash.restore(ctx, wh, str(record["drop-id"]), target)
     return 200, {"identifier": {"namespace": list(ns), "name": name}, "metadata-location": location}
 

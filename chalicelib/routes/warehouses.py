@@ -31,7 +31,7 @@ def _list(req: RequestContext) -> tuple[int, dict[str, Any]]:
         return req.visible("ListWarehouses", bucket_arn(name), {})
 
     names, token = warehouses.list_names(get_context(), *paging_of(req), keep)
-    return 200, paged("warehouses", list(names), token)
+    return 200, paged(req, "warehouses", list(names), token)
 
 
 def _get(req: RequestContext) -> tuple[int, dict[str, Any]]:

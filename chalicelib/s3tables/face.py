@@ -6,11 +6,13 @@ path segments. Operations of the model not served here answer 405 MethodNotAllow
 from __future__ import annotations
 
 import json
-import os
 import re
+import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from chalicelib.auth import arns
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
 from chalicelib.core import namespaces, pointers, side_data, tables, warehouses
 from chalicelib.core.context import Context, get_context
@@ -27,17 +29,8 @@ Result = tuple[int, Any, dict[str, str]]
 _BUCKET_ARN = re.compile(r"arn:aws[-a-z0-9]*:s3tables:([a-z0-9-]*):(\d{12}):bucket/([a-z0-9-]{3,63})")
 
 
-def region() -> str:
-    return os.environ.get("CATALOG_S3TABLES_REGION", os.environ.get("AWS_REGION", "us-east-1"))
-
-
-def account() -> str:
-    value = os.environ.get("CATALOG_ACCOUNT_ID", "000000000000")
-    return value if re.fullmatch(r"\d{12}", value) else "000000000000"
-
-
-def arn_of(warehouse: str) -> str:
-    return f"arn:aws:s3tables:{region()}:{account()}:bucket/{warehouse}"
+account = arns.account
+arn_of = arns.bucket_api_arn
 
 
 def _warehouse(req: RequestContext, key: str = "tableBucketARN") -> str:
@@ -74,6 +67,15 @@ def _page_size(req: RequestContext, key: str) -> int:
     return int(raw)
 
 
+def _continuation(req: RequestContext) -> str | None:
+    return req.unseal(req.query.get("continuationToken"), "continuationToken")
+
+
+def _continue(req: RequestContext, position: str | None) -> Body:
+    """A continuationToken sealed for the caller: it may name what the caller cannot see."""
+    return {"continuationToken": req.seal(position)} if position else {}
+
+
 def _op(path: str, method: str, action: str, checks: Any) -> Any:
     return operation(bp, BASE + path, method, action, iceberg=False, checks=checks)
 
@@ -92,6 +94,16 @@ def _ns_check(req: RequestContext) -> list[Check]:
     return [(req.action, bucket_arn(wh), ns_context(ns) if ns else {}, False)]
 
 
+def _new_ns_check(req: RequestContext) -> list[Check]:
+    """CreateNamespace names the namespace in the body: the same condition key as the REST face."""
+    levels = _json(req).get("namespace")
+    try:
+        cond = ns_context(check_namespace(levels)) if isinstance(levels, list) and len(levels) == 1 else {}
+    except BadRequest:
+        cond = {}  # the handler answers 400
+    return [(req.action, bucket_arn(_warehouse(req)), cond, False)]
+
+
 def _table_check(req: RequestContext) -> list[Check]:
     wh, ns = _warehouse(req), _ns(req.param("namespace"))
     name = req.param("name") if "name" in req.params else _json(req).get("name")
@@ -103,15 +115,21 @@ def _table_check(req: RequestContext) -> list[Check]:
 
 def _tables_check(req: RequestContext) -> list[Check]:
     wh = _warehouse(req)
-    ns = req.query.get("namespace")
-    return [(req.action, table_arn(wh), ns_context(_ns(ns)) if ns else {}, True)]
+    ns = _ns(req.query["namespace"]) if req.query.get("namespace") else None
+    return [(req.action, table_arn(wh, ns), ns_context(ns) if ns else {}, True)]
+
+
+def _by_arn_gate(action: str, arn: str) -> list[Check]:
+    """A table named by ARN: may the caller do this to some table of that bucket? The handler asks
+    again about the table itself once the lookup names it (`_resolved`)."""
+    found = _TABLE_ARN.fullmatch(arn)
+    wh = check_warehouse(found.group(1).rsplit("/", 1)[1]) if found else "*"
+    return [(action, table_arn(wh) if found else bucket_arn("*"), {}, True)]
 
 
 def _get_table_check(req: RequestContext) -> list[Check]:
     if req.query.get("tableArn"):
-        found = _TABLE_ARN.fullmatch(req.query["tableArn"])
-        wh = check_warehouse(found.group(1).rsplit("/", 1)[1]) if found else "*"
-        return [("GetTable", table_arn(wh), {}, False)]  # the name is known only after the lookup
+        return _by_arn_gate("GetTable", req.query["tableArn"])
     wh, ns, name = _warehouse(req), req.query.get("namespace"), req.query.get("name")
     if not ns or not name:
         return [("GetTable", table_arn(wh), {}, False)]
@@ -162,16 +180,16 @@ def list_table_buckets(req: RequestContext) -> Result:
     size = _page_size(req, "maxBuckets")
 
     def keep(name: str) -> bool:
-        return name.startswith(prefix) and req.visible("GetTableBucket", bucket_arn(name), {})
+        return name.startswith(prefix) and req.visible("ListTableBuckets", bucket_arn(name), {})
 
-    names, token = warehouses.list_names(ctx, req.query.get("continuationToken"), size, keep)
+    names, token = warehouses.list_names(ctx, _continuation(req), size, keep)
     out = []
     for name in names:
         try:
             out.append(_bucket_out(warehouses.get(ctx, name)))
         except NotFound:
             continue
-    return _ok(200, {"tableBuckets": out, **({"continuationToken": token} if token else {})})
+    return _ok(200, {"tableBuckets": out, **_continue(req, token)})
 
 
 @_op("/buckets/{tableBucketARN}", "GET", "GetTableBucket", _bucket_check)
@@ -198,7 +216,7 @@ def _namespace_out(ns: tuple[str, ...], record: Body) -> Body:
     }
 
 
-@_op("/namespaces/{tableBucketARN}", "PUT", "CreateNamespace", _bucket_check)
+@_op("/namespaces/{tableBucketARN}", "PUT", "CreateNamespace", _new_ns_check)
 def create_namespace(req: RequestContext) -> Result:
     wh, body = _warehouse(req), _json(req)
     levels = body.get("namespace")
@@ -214,16 +232,16 @@ def list_namespaces(req: RequestContext) -> Result:
     prefix, size = req.query.get("prefix", ""), _page_size(req, "maxNamespaces")
 
     def keep(ns: tuple[str, ...]) -> bool:
-        return ns[0].startswith(prefix) and req.visible("GetNamespace", bucket_arn(wh), ns_context(ns))
+        return ns[0].startswith(prefix) and req.visible("ListNamespaces", bucket_arn(wh), ns_context(ns))
 
-    items, token = namespaces.list_children(ctx, wh, (), req.query.get("continuationToken"), size, keep)
+    items, token = namespaces.list_children(ctx, wh, (), _continuation(req), size, keep)
     out = []
     for levels in items:
         try:
             out.append(_namespace_out(tuple(levels), namespaces.read_record(ctx, wh, tuple(levels))[0]))
         except NotFound:
             continue
-    return _ok(200, {"namespaces": out, **({"continuationToken": token} if token else {})})
+    return _ok(200, {"namespaces": out, **_continue(req, token)})
 
 
 @_op("/namespaces/{tableBucketARN}/{namespace}", "GET", "GetNamespace", _ns_check)
@@ -266,7 +284,7 @@ def _location(data: Body) -> str:
 
 def table_arn_of(wh: str, data: Body) -> str:
     """The table id is the uuid owning its location: stable from CreateTable on, whoever wrote the metadata."""
-    return f"{arn_of(wh)}/table/{pointers.owner_uuid(data)}"
+    return arns.table_api_arn(wh, pointers.owner_uuid(data))
 
 
 def _table_out(wh: str, ns: tuple[str, ...], name: str, data: Body) -> Body:
@@ -353,7 +371,7 @@ def create_table(req: RequestContext) -> Result:
 def get_table(req: RequestContext) -> Result:
     ctx = get_context()
     if req.query.get("tableArn"):
-        wh, ns, table = _by_table_arn(ctx, req.query["tableArn"])
+        wh, ns, table = _resolved(req, "GetTable", req.query["tableArn"])
     else:
         wh = _warehouse(req)
         ns_raw, name = req.query.get("namespace"), req.query.get("name")
@@ -364,6 +382,14 @@ def get_table(req: RequestContext) -> Result:
 
 
 _TABLE_ARN = re.compile(r"(arn:aws[-a-z0-9]*:s3tables:[a-z0-9-]*:\d{12}:bucket/[a-z0-9-]{3,63})/table/([0-9a-f-]{36})")
+
+
+def _resolved(req: RequestContext, action: str, arn: str) -> tuple[str, tuple[str, ...], str]:
+    """The table a table ARN names, once the caller may perform the action on that very table."""
+    wh, ns, name = _by_table_arn(get_context(), arn)
+    table_id = str(uuid.UUID(_TABLE_ARN.fullmatch(arn).group(2)))  # type: ignore[union-attr] - found by it
+    req.require(action, table_arn(wh, ns, name, table_id), ns_context(ns, name))
+    return wh, ns, name
 
 
 def _by_table_arn(ctx: Context, arn: str) -> tuple[str, tuple[str, ...], str]:
@@ -380,27 +406,28 @@ def _by_table_arn(ctx: Context, arn: str) -> tuple[str, tuple[str, ...], str]:
 
 @_op("/tables/{tableBucketARN}", "GET", "ListTables", _tables_check)
 def list_tables(req: RequestContext) -> Result:
-    """Tables of one namespace, or of all in namespace order. continuationToken = "<namespace>/<page
-    token in it>" (an empty page token: that namespace from its start)."""
+    """Tables of one namespace, or of all in namespace order, that the caller may list. The
+    continuationToken (sealed) holds the namespace and the page token within it."""
     ctx, wh = get_context(), _warehouse(req)
     ns_raw, prefix = req.query.get("namespace"), req.query.get("prefix", "")
     size = _page_size(req, "maxTables")
-    spaces = [_ns(ns_raw)] if ns_raw else [tuple(n) for n in namespaces.list_children(ctx, wh, (), None, 1000)[0]]
-    token = req.query.get("continuationToken")
-    resume_ns, _, resume_at = (token or "").partition("/")
-    if token and ("/" not in token or resume_ns not in [ns[0] for ns in spaces]):
-        raise BadRequest("Invalid continuationToken: it does not belong to this listing")
+    resume_ns, resume_at = "", None
+    if req.query.get("continuationToken"):
+        try:
+            resume_ns, resume_at = json.loads(_continuation(req) or "")
+        except (ValueError, TypeError):
+            raise BadRequest("Invalid continuationToken: it does not belong to this listing") from None
     out: list[Body] = []
-    for ns in spaces:
-        if token and ns[0] < resume_ns:
+    for ns in [_ns(ns_raw)] if ns_raw else _all_namespaces(ctx, wh):
+        if ns[0] < resume_ns:
             continue
         if len(out) == size:  # full: the next call starts at this namespace
-            return _ok(200, {"tables": out, "continuationToken": f"{ns[0]}/"})
+            return _ok(200, {"tables": out, **_continue(req, json.dumps([ns[0], None]))})
 
         def keep(name: str, ns: tuple[str, ...] = ns) -> bool:
-            return name.startswith(prefix) and req.visible("GetTable", table_arn(wh, ns, name), ns_context(ns, name))
+            return name.startswith(prefix) and req.visible("ListTables", table_arn(wh, ns, name), ns_context(ns, name))
 
-        start = resume_at or None if token and ns[0] == resume_ns else None
+        start = resume_at if ns[0] == resume_ns else None
         names, more = tables.list_names(ctx, wh, ns, start, size - len(out), keep, staged=True)
         for ident in names:
             try:
@@ -409,8 +436,17 @@ def list_tables(req: RequestContext) -> Result:
                 continue
             out.append({k: v for k, v in _table_out(wh, ns, ident["name"], data).items() if k in LISTED})
         if more:
-            return _ok(200, {"tables": out, "continuationToken": f"{ns[0]}/{more}"})
+            return _ok(200, {"tables": out, **_continue(req, json.dumps([ns[0], more]))})
     return _ok(200, {"tables": out})
+
+
+def _all_namespaces(ctx: Context, wh: str) -> Iterator[tuple[str, ...]]:
+    token = None
+    while True:
+        items, token = namespaces.list_children(ctx, wh, (), token, 1000)
+        yield from (tuple(levels) for levels in items)
+        if not token:
+            return
 
 
 LISTED = ("namespace", "name", "type", "tableARN", "createdAt", "modifiedAt")
@@ -481,6 +517,7 @@ def rename_table(req: RequestContext) -> Result:
         raise BadRequest("A table without metadata cannot be renamed yet: write its first metadata first")
     dst_ns = _ns(new_ns) if isinstance(new_ns, str) else ns
     dst_name = check_table(new_name) if new_name is not None else name
+    req.require("RenameTable", table_arn(wh, dst_ns, dst_name), ns_context(dst_ns, dst_name))  # as REST asks
     tables.rename(ctx, wh, (ns, name), (dst_ns, dst_name))
     return _ok(204, None)
 
@@ -558,45 +595,48 @@ def get_table_storage_class(req: RequestContext) -> Result:
 BUCKET_ENTRY = "table-bucket"  # side data of the bucket itself (tags, encryption)
 
 
-def _tag_target(ctx: Context, arn: str) -> tuple[str, str]:
-    """(warehouse, entry id) of a tagged resource: a table bucket or a table."""
+_TAG_ACTIONS = {"GET": "ListTagsForResource", "POST": "TagResource", "DELETE": "UntagResource"}
+
+
+def _tag_target(req: RequestContext) -> tuple[Context, str, str]:
+    """(context, warehouse, entry id) of a tagged resource: a table bucket, or a table the caller may
+    tag (asked again once its ARN is resolved)."""
+    ctx, arn = get_context(), req.param("resourceArn")
     if "/table/" in arn:
-        wh, ns, name = _by_table_arn(ctx, arn)
-        return wh, _entry_id(_table(ctx, wh, ns, name))
+        wh, ns, name = _resolved(req, _TAG_ACTIONS[req.method], arn)
+        return ctx, wh, _entry_id(_table(ctx, wh, ns, name))
     found = _BUCKET_ARN.fullmatch(arn)
     if found is None:
         raise BadRequest(f"Invalid resourceArn {arn[:160]!r}: a table bucket or table ARN")
     wh = check_warehouse(found.group(3))
     warehouses.get(ctx, wh)
-    return wh, BUCKET_ENTRY
+    return ctx, wh, BUCKET_ENTRY
 
 
 def _tag_check(req: RequestContext) -> list[Check]:
-    arn = req.param("resourceArn")
-    found = re.match(r"arn:aws[-a-z0-9]*:s3tables:[a-z0-9-]*:\d{12}:bucket/([a-z0-9-]{3,63})", arn)
-    wh = found.group(1) if found else "*"
-    action = {"GET": "ListTagsForResource", "POST": "TagResource", "DELETE": "UntagResource"}[req.method]
-    return [(action, table_arn(wh) if "/table/" in arn else bucket_arn(wh), {}, False)]
+    arn, action = req.param("resourceArn"), _TAG_ACTIONS[req.method]
+    if "/table/" in arn:
+        return _by_arn_gate(action, arn)
+    found = _BUCKET_ARN.fullmatch(arn)
+    return [(action, bucket_arn(check_warehouse(found.group(3)) if found else "*"), {}, False)]
 
 
 @_op("/tag/{resourceArn}", "GET", "ListTagsForResource", _tag_check)
 def list_tags(req: RequestContext) -> Result:
-    ctx = get_context()
-    wh, entry = _tag_target(ctx, req.param("resourceArn"))
+    ctx, wh, entry = _tag_target(req)
     doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry, "tags")
     return _ok(200, {"tags": doc})
 
 
 @_op("/tag/{resourceArn}", "POST", "TagResource", _tag_check)
 def tag_resource(req: RequestContext) -> Result:
-    ctx = get_context()
     tags = _json(req).get("tags")
     if not isinstance(tags, dict) or not tags or not all(isinstance(v, str) for v in tags.values()):
         raise BadRequest("tags must map tag keys to string values")
     for key, value in tags.items():
         if not 1 <= len(key) <= 128 or len(value) > 256:
             raise BadRequest("Tag keys are 1-128 characters and values at most 256")
-    wh, entry = _tag_target(ctx, req.param("resourceArn"))
+    ctx, wh, entry = _tag_target(req)
 
     def add(doc: Body) -> Body:
         merged = {**doc, **tags}
@@ -610,11 +650,10 @@ def tag_resource(req: RequestContext) -> Result:
 
 @_op("/tag/{resourceArn}", "DELETE", "UntagResource", _tag_check)
 def untag_resource(req: RequestContext) -> Result:
-    ctx = get_context()
     keys_ = req.multi_query.get("tagKeys") or []
     if not keys_:
         raise BadRequest("tagKeys is required")
-    wh, entry = _tag_target(ctx, req.param("resourceArn"))
+    ctx, wh, entry = _tag_target(req)
     side_data.change(ctx, ctx.bucket_for(wh), entry, "tags", lambda d: {k: v for k, v in d.items() if k not in keys_})
     return _ok(204, None)
 
@@ -759,7 +798,8 @@ def put_job_status(req: RequestContext) -> Result:
 # ---- resource policies: evaluated with the caller's own policies (auth/plugin.py) --------------------
 
 
-def _policy_in(req: RequestContext) -> Body:
+def _policy_in(req: RequestContext, governs: arns.Resource) -> Body:
+    from chalicelib.auth.identities import get_user
     from chalicelib.auth.policy import validate_resource_policy
 
     text = _json(req).get("resourcePolicy")
@@ -769,7 +809,15 @@ def _policy_in(req: RequestContext) -> Body:
         doc = json.loads(text)
     except ValueError:
         raise BadRequest("resourcePolicy is not valid JSON") from None
-    validate_resource_policy(doc)
+
+    def user_exists(name: str) -> bool:
+        try:
+            get_user(get_context(), name)
+            return True
+        except (NotFound, BadRequest):
+            return False
+
+    validate_resource_policy(doc, governs, user_exists)
     return doc
 
 
@@ -789,7 +837,8 @@ def get_bucket_policy(req: RequestContext) -> Result:
 def put_bucket_policy(req: RequestContext) -> Result:
     from chalicelib.core import resource_policies
 
-    ctx, wh, doc = get_context(), _warehouse(req), _policy_in(req)
+    ctx, wh = get_context(), _warehouse(req)
+    doc = _policy_in(req, bucket_arn(wh))
     warehouses.get(ctx, wh)
     resource_policies.change(ctx, wh, lambda d: {**d, "bucket": doc})
     return _ok(200, {})
@@ -805,31 +854,38 @@ def delete_bucket_policy(req: RequestContext) -> Result:
     return _ok(204, None)
 
 
-def _table_ident(req: RequestContext) -> tuple[Context, str, str]:
+def _policy_table(req: RequestContext) -> tuple[Context, str, arns.Resource, str, str]:
+    """The table a table policy belongs to, and its keys: its id (current) and its name (documents
+    written before policies were kept by id)."""
     ctx, wh, ns, name = get_context(), _warehouse(req), _ns(req.param("namespace")), check_table(req.param("name"))
-    _table(ctx, wh, ns, name)
-    return ctx, wh, f"{ns[0]}.{name}"
+    table_id = pointers.owner_uuid(_table(ctx, wh, ns, name))
+    return ctx, wh, table_arn(wh, ns, name, table_id), table_id, ".".join((*ns, name))
+
+
+def _tables_without(doc: Body, *keys_: str) -> dict[str, Body]:
+    return {k: v for k, v in (doc.get("tables") or {}).items() if k not in keys_}
 
 
 @_op("/tables/{tableBucketARN}/{namespace}/{name}/policy", "GET", "GetTablePolicy", _table_check)
 def get_table_policy(req: RequestContext) -> Result:
     from chalicelib.core import resource_policies
 
-    ctx, wh, ident = _table_ident(req)
-    doc = (resource_policies.read(ctx, wh, fresh=True).get("tables") or {}).get(ident)
+    ctx, wh, _, table_id, legacy = _policy_table(req)
+    stored = resource_policies.read(ctx, wh, fresh=True).get("tables") or {}
+    doc = stored.get(table_id) or stored.get(legacy)
     if not doc:
-        raise NotFound(f"Table {ident!r} has no policy")
+        raise NotFound(f"Table {legacy!r} has no policy")
     return _ok(200, {"resourcePolicy": json.dumps(doc)})
 
 
 @_op("/tables/{tableBucketARN}/{namespace}/{name}/policy", "PUT", "PutTablePolicy", _table_check)
 def put_table_policy(req: RequestContext) -> Result:
-    """A table policy belongs to the table's name (as the catalog's table resources do)."""
+    """A table policy belongs to the table (its id): it follows renames and dies with the table."""
     from chalicelib.core import resource_policies
 
-    doc = _policy_in(req)
-    ctx, wh, ident = _table_ident(req)
-    resource_policies.change(ctx, wh, lambda d: {**d, "tables": {**(d.get("tables") or {}), ident: doc}})
+    ctx, wh, table, table_id, legacy = _policy_table(req)
+    doc = _policy_in(req, table)
+    resource_policies.change(ctx, wh, lambda d: {**d, "tables": {**_tables_without(d, legacy), table_id: doc}})
     return _ok(200, {})
 
 
@@ -837,10 +893,8 @@ def put_table_policy(req: RequestContext) -> Result:
 def delete_table_policy(req: RequestContext) -> Result:
     from chalicelib.core import resource_policies
 
-    ctx, wh, ident = _table_ident(req)
-    resource_policies.change(
-        ctx, wh, lambda d: {**d, "tables": {k: v for k, v in (d.get("tables") or {}).items() if k != ident}}
-    )
+    ctx, wh, _, table_id, legacy = _policy_table(req)
+    resource_policies.change(ctx, wh, lambda d: {**d, "tables": _tables_without(d, table_id, legacy)})
     return _ok(204, None)
 
 
