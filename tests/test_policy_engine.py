@@ -122,7 +122,9 @@ def test_list_gates():
     assert policy.allowed(conditional, "ListTables", table_arn(B, ("sales",)), ns_context(("sales",)), True)
     assert not policy.allowed(conditional, "ListTables", SECRET, ns_context(("sales",), "secret"))
     # An Allow on one table by name opens its namespace's list, not another's.
-    one = {"Statement": [{"Effect": "Allow", "Action": "s3tables:ListTables", "Resource": f"{SHORT}bucket/{B}/table/a/t"}]}
+    one = {
+        "Statement": [{"Effect": "Allow", "Action": "s3tables:ListTables", "Resource": f"{SHORT}bucket/{B}/table/a/t"}]
+    }
     assert policy.allowed((one,), "ListTables", table_arn(B, ("a",)), ns_context(("a",)), True)
     assert not policy.allowed((one,), "ListTables", table_arn(B, ("b",)), ns_context(("b",)), True)
     # Every bucket: a Deny on bucket/* in either form refuses ListTableBuckets and ListWarehouses.
@@ -190,7 +192,13 @@ def test_resource_policy_principals_and_scope():
     governs = bucket_arn(B)
 
     def put(principal: object, resource: str = f"{SHORT}bucket/{B}/*") -> None:
-        st = {"Sid": "S", "Effect": "Allow", "Principal": principal, "Action": "s3tables:GetTable", "Resource": resource}
+        st = {
+            "Sid": "S",
+            "Effect": "Allow",
+            "Principal": principal,
+            "Action": "s3tables:GetTable",
+            "Resource": resource,
+        }
         policy.validate_resource_policy({"Statement": [st]}, governs, lambda user: user == "alice")
 
     for ok in ("*", {"AWS": "*"}, {"AWS": "000000000000"}, {"AWS": "arn:aws:iam::000000000000:root"}):
@@ -212,7 +220,12 @@ def test_resource_policy_principals_and_scope():
         [
             {
                 "Statement": [
-                    {"Effect": "Allow", "Principal": {"AWS": "000000000000"}, "Action": "s3tables:GetTable", "Resource": "*"}
+                    {
+                        "Effect": "Allow",
+                        "Principal": {"AWS": "000000000000"},
+                        "Action": "s3tables:GetTable",
+                        "Resource": "*",
+                    }
                 ]
             }
         ],

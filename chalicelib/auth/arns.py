@@ -14,20 +14,24 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from functools import cache
 
 SHORT = "arn:aws:s3tables:::"
 _ACCOUNT = re.compile(r"\d{12}")
 
 
+@cache  # deployment settings, read once
 def region() -> str:
     return os.environ.get("CATALOG_S3TABLES_REGION", os.environ.get("AWS_REGION", "us-east-1"))
 
 
+@cache
 def account() -> str:
     value = os.environ.get("CATALOG_ACCOUNT_ID", "000000000000")
     return value if _ACCOUNT.fullmatch(value) else "000000000000"
 
 
+@cache
 def long_base() -> str:
     return f"arn:aws:s3tables:{region()}:{account()}:"
 

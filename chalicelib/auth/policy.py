@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from functools import lru_cache
 from typing import Any
 
 from chalicelib.auth import arns, wildcard
@@ -144,6 +145,11 @@ def statements(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _action_matches(patterns: list[str], action: str) -> bool:
+    return _action_hit(tuple(patterns), action)
+
+
+@lru_cache(maxsize=8192)
+def _action_hit(patterns: tuple[str, ...], action: str) -> bool:
     names = action_names(action)
     return any(wildcard.match(p, n, ignore_case=True) for p in patterns for n in names)
 
