@@ -3,7 +3,7 @@
 A list's position is an S3 key or a name, possibly of an item the caller may not see (a page cut
 short by its scan limit ends on whatever it read last). Sealing keeps that name from the caller, and
 a token that was not sealed with the caller's key is refused. Encrypt-then-MAC with HMAC-SHA256 as
-the stream's PRF (counter mode) and as the MAC, keys derived from the caller's signing-key material
+the stream's PRF (counter mode, with a synthetic nonce) and as the MAC, keys derived from the caller's signing-key material
 (`Principal.token_key`), so no function needs a shared secret and tokens survive across instances.
 """
 
@@ -39,7 +39,9 @@ def seal(key: bytes | None, plain: str | None) -> str | None:
     if plain is None:
         return None
     enc, mac = _keys(key)
-    nonce, data = os.urandom(_NONCE), plain.encode()
+    data = plain.encode()
+    # A synthetic nonce (SIV): the same position seals to the same token, so equal pages are equal.
+    nonce = hmac.new(mac, b"nonce" + data, hashlib.sha256).digest()[:_NONCE]
     body = nonce + bytes(a ^ b for a, b in zip(data, _stream(enc, nonce, len(data)), strict=True))
     tag = hmac.new(mac, body, hashlib.sha256).digest()[:_TAG]
     return PREFIX + base64.urlsafe_b64encode(body + tag).decode().rstrip("=")
