@@ -244,3 +244,22 @@ def test_sealed_tokens_are_opaque_and_the_callers_own():
             sealed.unseal(key, bad)
     with pytest.raises(BadRequest, match="caller's own"):
         sealed.unseal(other, token)
+
+
+def test_an_id_lookup_is_skipped_only_when_no_id_form_can_match():
+    """The authorizer reads a table's id only for patterns that may name one: never wrongly skipped."""
+    from chalicelib.auth import arns
+
+    rnd = random.Random(3)
+    ids = [ID, OTHER_ID, "0a1b2c3d-0000-4fff-8aaa-abcdefabcdef"]
+    names = [f"{base}bucket/{B}/table/{i}" for base in arns.bases() for i in ids]
+    pieces = [SHORT, LONG, "bucket/", B, "/table/", "sales/", "secret", "1111", "-2222-", "5555", "*", "?", "a", "/"]
+    for _ in range(20000):
+        pattern = "".join(rnd.choice(pieces) for _ in range(rnd.randint(1, 7)))
+        if any(wildcard.match(pattern, n) for n in names):
+            assert arns.may_name_id(pattern, B), pattern
+    assert not arns.may_name_id(f"{SHORT}bucket/{B}/table/sales/*", B)  # common patterns cost no read
+    assert not arns.may_name_id(f"{SHORT}bucket/{B}/table/sales/secret", B)
+    odd = (ALLOW_ALL, _deny(f"{SHORT}bucket/{B}/*{ID}"))  # an id form in an odd spelling still holds
+    assert not policy.allowed(odd, "GetTable", SECRET, {}, id_of=_id_of)
+    assert policy.allowed(odd, "GetTable", ORDERS, {}, id_of=_id_of)

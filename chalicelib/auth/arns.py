@@ -110,9 +110,32 @@ def table(
     return Resource(warehouse, ns, name, True, table_id)
 
 
-def may_name_id(pattern: str) -> bool:
-    """Whether a pattern can only be meant for a table's id form: a name form has a "/" between
-    namespace and name after `/table/`, an id has none. Only such patterns make the authorizer
-    look a table's id up."""
-    head, sep, rest = pattern.rpartition("/table/")
-    return bool(sep) and "/" not in rest
+_ID_CHARS = frozenset("0123456789abcdef-?")
+ID_LENGTH = 36
+
+
+def may_name_id(pattern: str, warehouse: str) -> bool:
+    """Whether the pattern may match a table's id form in this bucket (`.../table/` and 36 characters
+    of a uuid). It says no only when sure, from the text before its first star and after its last,
+    so that the authorizer reads a table's id only for policies that can mean one."""
+    first, star, _ = pattern.partition("*")
+    last = pattern.rpartition("*")[2] if star else first
+    for base in bases():
+        prefix = f"{base}bucket/{warehouse}/table/"
+        n = len(prefix)
+        if not all(p in ("?", c) for p, c in zip(first, prefix, strict=False)):
+            continue  # the text before the first star leaves this form
+        if len(first) > n + ID_LENGTH or not set(first[n:]) <= _ID_CHARS:
+            continue
+        if not star and len(first) != n + ID_LENGTH:
+            continue
+        tail = last[-ID_LENGTH:]
+        if not set(tail) <= _ID_CHARS:
+            continue  # an id form ends with the id
+        head = last[: max(len(last) - ID_LENGTH, 0)]
+        if head and not all(p in ("?", c) for p, c in zip(reversed(head), reversed(prefix), strict=False)):
+            continue
+        if len(head) > n:
+            continue
+        return True
+    return False

@@ -171,7 +171,8 @@ class _Names:
     def matched(self, patterns: list[str]) -> bool:
         if any(wildcard.match(p, n) for p in patterns for n in self.plain):
             return True
-        return any(wildcard.match(p, n) for p in patterns if arns.may_name_id(p) for n in self.ids())
+        wh = self.resource.warehouse
+        return any(wildcard.match(p, n) for p in patterns if arns.may_name_id(p, wh) for n in self.ids())
 
 
 def _some(patterns: list[str], resource: Resource) -> bool:
@@ -179,7 +180,7 @@ def _some(patterns: list[str], resource: Resource) -> bool:
     names, ids = resource.prefixes()
     if any(wildcard.viable(p, pre) for p in patterns for pre in names):
         return True
-    return any(wildcard.viable(p, pre) for p in patterns if arns.may_name_id(p) for pre in ids)
+    return any(wildcard.viable(p, pre) for p in patterns if arns.may_name_id(p, resource.warehouse) for pre in ids)
 
 
 def _every(patterns: list[str], resource: Resource) -> bool:

@@ -3,8 +3,9 @@
 A list's position is an S3 key or a name, possibly of an item the caller may not see (a page cut
 short by its scan limit ends on whatever it read last). Sealing keeps that name from the caller, and
 a token that was not sealed with the caller's key is refused. Encrypt-then-MAC with HMAC-SHA256 as
-the stream's PRF (counter mode, with a synthetic nonce) and as the MAC, keys derived from the caller's signing-key material
-(`Principal.token_key`), so no function needs a shared secret and tokens survive across instances.
+the stream's PRF (counter mode, with a synthetic nonce) and as the MAC, keys derived from the
+caller's signing-key material (`Principal.token_key`), so no function needs a shared secret and
+tokens survive across instances.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from chalicelib.errors import BadRequest
 
 PREFIX = "pt1."
 _NONCE, _TAG = 12, 16
-_PROCESS_KEY = os.urandom(32)  # callers without key material (none lists today) get process-bound tokens
+_PROCESS_KEY = os.urandom(32)  # callers without key material (none list today): process-bound tokens
 
 
 def _keys(key: bytes | None) -> tuple[bytes, bytes]:
