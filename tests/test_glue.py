@@ -344,8 +344,10 @@ def test_get_tables_pages_filters_and_search(glue, raw_glue, s3, warehouse):
         f"t_1{i}" for i in range(10)
     ]
     assert len(glue.get_tables(DatabaseName="many", Expression="t_01|t_02")["TableList"]) == 2
+    # Nested quantifiers are safe (linear matching, tests/test_glue_expression.py); backreferences are refused.
+    assert glue.get_tables(DatabaseName="many", Expression="(t_+)+0$")["TableList"] == []
     with pytest.raises(ClientError) as exc:
-        glue.get_tables(DatabaseName="many", Expression="(a+)+$")
+        glue.get_tables(DatabaseName="many", Expression="(t)\\1")
     assert code_of(exc) == "InvalidInputException"
     with pytest.raises(ClientError) as exc:
         glue.get_tables(DatabaseName="many", NextToken="garbage")
