@@ -259,7 +259,6 @@ def column_names(entry: Entry, metadata: dict[str, Any] | None) -> set[str]:
 # ---- GetTables Expression: the Hive pattern subset, safe to run -----------------------------
 
 
-
 def expression(pattern: object) -> Expression | None:
     """Glue's Expression (`*` matches anything, `|` separates alternatives, other regex syntax as
     regex): whole-name, case-insensitive, matched in linear time (`glue/expression.py`)."""
