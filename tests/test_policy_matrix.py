@@ -58,6 +58,7 @@ class Bucket:
     def __init__(self, catalog_url: str) -> None:
         self.url = catalog_url
         self.root = s3tables(catalog_url)
+        self.root_rest = catalog_admin.session(ROOT_KEY, ROOT_SECRET)
         self.name = f"mx-{uuid.uuid4().hex[:10]}"
         self.arn = self.root.create_table_bucket(name=self.name)["arn"]
         assert self.arn == f"arn:aws:s3tables:{REGION}:{ACCOUNT}:bucket/{self.name}"
@@ -111,18 +112,18 @@ def policy(*statements: dict[str, Any]) -> dict[str, Any]:
 
 # ---- the forms a policy may name sales.secret in ---------------------------------------------------
 
-FORMS: dict[str, Callable[[Bucket], dict[str, Any]]] = {
-    "short-arn": lambda b: {"Resource": b.short("/table/sales/secret")},
-    "api-arn-by-id": lambda b: {"Resource": b.arns["sales.secret"]},
-    "api-arn-by-name": lambda b: {
-        "Resource": f"arn:aws:s3tables:{REGION}:{ACCOUNT}:bucket/{b.name}/table/sales/secret"
+FORMS: dict[str, Callable[[Bucket, str], dict[str, Any]]] = {
+    "short-arn": lambda b, t: {"Resource": b.short(f"/table/sales/{t}")},
+    "api-arn-by-id": lambda b, t: {"Resource": b.arns[f"sales.{t}"]},
+    "api-arn-by-name": lambda b, t: {
+        "Resource": f"arn:aws:s3tables:{REGION}:{ACCOUNT}:bucket/{b.name}/table/sales/{t}"
     },
-    "wildcard-region-by-id": lambda b: {
-        "Resource": f"arn:aws:s3tables:*:*:bucket/{b.name}/table/{b.id_of('sales.secret')}"
+    "wildcard-region-by-id": lambda b, t: {
+        "Resource": f"arn:aws:s3tables:*:*:bucket/{b.name}/table/{b.id_of(f'sales.{t}')}"
     },
-    "condition-keys": lambda b: {
+    "condition-keys": lambda b, t: {
         "Resource": b.short("/table/*"),
-        "Condition": {"StringEquals": {"s3tables:namespace": "sales", "s3tables:tableName": "secret"}},
+        "Condition": {"StringEquals": {"s3tables:namespace": "sales", "s3tables:tableName": t}},
     },
 }
 READ = ["s3tables:GetTable", "s3tables:GetTableMetadataLocation", "glue:GetTable"]
@@ -130,21 +131,23 @@ WRITE = ["s3tables:UpdateTable", "s3tables:UpdateTableMetadataLocation", "glue:U
 
 
 @pytest.fixture()
-def placed(http: Any, bucket: Bucket) -> Iterator[Callable[[str, dict[str, Any]], User]]:
-    """Make a user allowed everything on B with one Deny statement placed in its identity policy, in
-    B's bucket policy or in sales.secret's table policy; resource policies are removed afterwards."""
+def placed(http: Any, bucket: Bucket) -> Iterator[Callable[..., User]]:
+    """Make a user with one statement placed in its identity policy, in B's bucket policy or in the
+    table's policy (resource policies are removed afterwards). base: the user is also allowed
+    everything on B (the Deny cases); without it the statement is all the user has."""
     cleanup: list[Callable[[], Any]] = []
 
-    def make(place: str, deny: dict[str, Any]) -> User:
+    def make(place: str, statement: dict[str, Any], base: bool = True, table: str = "secret") -> User:
+        own = [allow_all(bucket)] if base else []
         if place == "identity":
-            return User(http, bucket, {"all": policy(allow_all(bucket), deny)})
-        user = User(http, bucket, {"all": policy(allow_all(bucket))})
-        doc = json.dumps(policy({**deny, "Principal": {"AWS": user.arn}}))
+            return User(http, bucket, {"all": policy(*own, statement)})
+        user = User(http, bucket, {"all": policy(*own)} if own else {})
+        doc = json.dumps(policy({**statement, "Principal": {"AWS": user.arn}}))
         if place == "bucket-policy":
             bucket.root.put_table_bucket_policy(tableBucketARN=bucket.arn, resourcePolicy=doc)
             cleanup.append(lambda: bucket.root.delete_table_bucket_policy(tableBucketARN=bucket.arn))
         else:
-            where = {"tableBucketARN": bucket.arn, "namespace": "sales", "name": "secret"}
+            where = {"tableBucketARN": bucket.arn, "namespace": "sales", "name": table}
             bucket.root.put_table_policy(**where, resourcePolicy=doc)
             cleanup.append(lambda: bucket.root.delete_table_policy(**where))
         return user
@@ -170,11 +173,20 @@ def read_probes(b: Bucket, u: User, ident: str) -> dict[str, bool]:
         "rest load": rest_status(u, "GET", table) == 403,
         "rest exists": rest_status(u, "HEAD", table) == 403,
         "rest credentials": rest_status(u, "GET", table + "/credentials") == 403,
+        "rest sign": rest_status(u, "POST", table + "/sign", json=_sign_read(b, ns, name)) == 403,
         "glue GetTable": denied(lambda: u.glue.get_table(DatabaseName=ns, Name=name)),
         "s3tables GetTable by name": denied(lambda: u.st.get_table(**where)),
         "s3tables GetTable by ARN": denied(lambda: u.st.get_table(tableArn=b.arns[ident])),
         "s3tables GetTableMetadataLocation": denied(lambda: u.st.get_table_metadata_location(**where)),
     }
+
+
+def _sign_read(b: Bucket, ns: str, name: str) -> dict[str, Any]:
+    """A remote-signing request to read one of the table's own files."""
+    location = b.root.get_table(tableBucketARN=b.arn, namespace=ns, name=name)["warehouseLocation"]
+    bucket, _, prefix = location.removeprefix("s3://").partition("/")
+    endpoint = b.root_rest.get(f"{b.url}/v1/config", params={"warehouse": b.name}).json()["defaults"]["s3.endpoint"]
+    return {"method": "GET", "uri": f"{endpoint}/{bucket}/{prefix}/metadata/x.json", "headers": {}}
 
 
 def write_probes(b: Bucket, u: User, ident: str) -> dict[str, bool]:
@@ -236,7 +248,7 @@ def expect(answers: dict[str, bool], wanted: bool, case: str) -> None:
 @pytest.mark.parametrize("form", list(FORMS))
 @pytest.mark.parametrize("action", READ + WRITE)
 def test_a_deny_holds_on_every_face_however_named(bucket, placed, place, form, action):
-    user = placed(place, {"Effect": "Deny", "Action": action, **FORMS[form](bucket)})
+    user = placed(place, {"Effect": "Deny", "Action": action, **FORMS[form](bucket, "secret")})
     case = f"Deny {action} on sales.secret as {form} in the {place}"
     probes = read_probes if action in READ else write_probes
     expect(probes(bucket, user, "sales.secret"), True, case)
@@ -251,7 +263,7 @@ def test_a_deny_holds_on_every_face_however_named(bucket, placed, place, form, a
 @pytest.mark.parametrize("place", ["identity", "bucket-policy", "table-policy"])
 @pytest.mark.parametrize("form", list(FORMS))
 def test_a_deny_of_everything_hides_one_table_and_only_it(bucket, placed, place, form):
-    user = placed(place, {"Effect": "Deny", "Action": ALL, **FORMS[form](bucket)})
+    user = placed(place, {"Effect": "Deny", "Action": ALL, **FORMS[form](bucket, "secret")})
     case = f"Deny s3tables:* and glue:* on sales.secret as {form} in the {place}"
     expect(read_probes(bucket, user, "sales.secret"), True, case)
     expect(write_probes(bucket, user, "sales.secret"), True, case)
@@ -261,6 +273,16 @@ def test_a_deny_of_everything_hides_one_table_and_only_it(bucket, placed, place,
         assert "sales.secret" not in items and "sales.orders" in items, (case, listing, items)
         if listing in ("glue SearchTables", "s3tables ListTables"):
             assert "hr.staff" in items, (case, listing, items)
+
+
+@pytest.mark.parametrize("place", ["identity", "bucket-policy", "table-policy"])
+@pytest.mark.parametrize("form", list(FORMS))
+@pytest.mark.parametrize("action", READ)
+def test_an_allow_grants_on_every_face_however_named(bucket, placed, place, form, action):
+    user = placed(place, {"Effect": "Allow", "Action": action, **FORMS[form](bucket, "orders")}, False, "orders")
+    case = f"Allow {action} on sales.orders as {form} in the {place}, nothing else"
+    expect(read_probes(bucket, user, "sales.orders"), False, case)
+    expect(read_probes(bucket, user, "sales.secret"), True, case + " (secret)")
 
 
 def test_trash_and_audit_show_only_what_the_caller_may_read(http, bucket, catalog_url):
