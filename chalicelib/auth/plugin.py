@@ -131,10 +131,21 @@ def _resource_policies(
         check_warehouse(resource.warehouse)
     except BadRequest:
         return ()  # a malformed name: its handler answers 400
-    doc = resource_policies.read(get_context(), resource.warehouse)
+    doc = _naming(resource_policies.read(get_context(), resource.warehouse), principal.name)
     if not doc:
         return ()
-    return policy.for_principal(resource_policies.for_resource(doc, resource, id_of), principal.name)
+    return tuple(resource_policies.for_resource(doc, resource, id_of))
+
+
+def _naming(doc: dict[str, Any], user: str) -> dict[str, Any]:
+    """The resource policies reduced to the statements that name this user (first, so that a table's
+    id is looked up only when one of its table's policies could apply to the caller)."""
+    out: dict[str, Any] = {}
+    if doc.get("bucket"):
+        out["bucket"] = next(iter(policy.for_principal([doc["bucket"]], user)), None)
+    tables = {k: policy.for_principal([v], user) for k, v in (doc.get("tables") or {}).items()}
+    out["tables"] = {k: found[0] for k, found in tables.items() if found}
+    return {k: v for k, v in out.items() if v}
 
 
 def install(pipeline: Pipeline) -> None:
