@@ -20,7 +20,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import ForbiddenError
 
 from tests.authutil import allow, make_user
-from tests.conftest import catalog_process, rest_catalog, s3_state, sigv4_props
+from tests.conftest import catalog_process, keys_under, rest_catalog, s3_state, sigv4_props
 
 ROLE = "arn:aws:iam::000000000000:role/catalog-data-access"
 ROWS = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
@@ -176,6 +176,49 @@ def test_batch_delete_is_signed_only_with_its_body_bound(keyless_url, lake, s3_e
         assert resp.status_code == 403, (case, resp.text)
     resp = _sign(keyless_url, wh, "a", writer, {"method": "POST", "uri": uri, "headers": {}})
     assert resp.status_code == 400  # no body to check
+
+
+def test_signer_refuses_version_deletes_acls_other_buckets_and_bad_ports(keyless_url, lake, s3_endpoint, s3):
+    """Issue 25, items 2-5: on a versioned bucket, nothing signed can destroy history, publish a file
+    or reach another bucket through the host name; a URI that does not parse is a 400."""
+    wh, writer = lake["wh"], lake["writer"]
+    bucket, prefix_a = _location(lake, "a")
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    data_key = next(k for k in keys_under(s3, bucket, prefix_a + "/data/"))
+    version = s3.head_object(Bucket=bucket, Key=data_key).get("VersionId") or "null"
+    before, acl = s3_state(s3, [bucket]), s3.get_object_acl(Bucket=bucket, Key=data_key)["Grants"]
+    body = (
+        '<Delete xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+        f"<Object><Key>{data_key}</Key><VersionId>{version}</VersionId></Object></Delete>"
+    )
+    md5 = [base64.b64encode(hashlib.md5(body.encode()).digest()).decode()]  # noqa: S324
+    obj, host = f"{s3_endpoint}/{bucket}", s3_endpoint.split("://", 1)[1]
+    refused = [
+        ("POST", f"{obj}?delete", {"Content-MD5": md5}, body),  # DeleteObjects of a version
+        ("DELETE", f"{obj}/{data_key}?versionId={version}", {}, None),
+        ("PUT", f"{obj}/{prefix_a}/data/pub.parquet", {"x-amz-acl": ["public-read"]}, None),
+        ("PUT", f"{obj}/{prefix_a}/data/pub.parquet", {"X-Amz-Grant-Read": ["uri=AllUsers"]}, None),
+        ("PUT", f"{obj}/{prefix_a}/data/lock.parquet", {"x-amz-object-lock-mode": ["GOVERNANCE"]}, None),
+        # The table's bucket in the host name: a path-style S3 takes the path's first segment (the
+        # namespace folder) as the bucket, which may be another warehouse's.
+        ("PUT", f"http://{bucket}.{host}/{prefix_a}/data/x.parquet", {}, None),
+    ]
+    for method, uri, headers, payload in refused:
+        req = {"method": method, "uri": uri, "headers": headers, **({"body": payload} if payload else {})}
+        resp = _sign(keyless_url, wh, "a", writer, req)
+        assert resp.status_code == 403, (method, uri, headers, resp.status_code, resp.text)
+    for uri in (
+        f"http://{host.split(':')[0]}:99999/{bucket}/{prefix_a}/x",
+        f"http://{host.split(':')[0]}:abc/{bucket}/{prefix_a}/x",
+        f"ftp://{host}/{bucket}/{prefix_a}/x",
+        f"http://user@{host}/{bucket}/{prefix_a}/x",
+    ):
+        resp = _sign(keyless_url, wh, "a", writer, {"method": "GET", "uri": uri, "headers": {}})
+        assert resp.status_code == 400 and resp.json()["error"]["type"] == "BadRequest", (uri, resp.text)
+    assert s3_state(s3, [bucket]) == before
+    versions = s3.list_object_versions(Bucket=bucket, Prefix=data_key).get("Versions", [])
+    assert [v["VersionId"] for v in versions] == [version]
+    assert s3.get_object_acl(Bucket=bucket, Key=data_key)["Grants"] == acl
 
 
 def test_sign_token_signs_for_its_table_only(keyless_url, lake, s3_endpoint):

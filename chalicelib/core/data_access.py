@@ -35,6 +35,9 @@ _LIST_QUERY = {
     "marker",
     "x-id",
 }
+# Headers that change who may read an object or whether it can be deleted: never signed.
+_REFUSED_HEADERS = frozenset({"x-amz-acl", "x-amz-bypass-governance-retention", "x-amz-website-redirect-location"})
+_REFUSED_HEADER_PREFIXES = ("x-amz-grant-", "x-amz-object-lock-")
 _AWS_S3_HOST = re.compile(
     r"^(?:(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])\.)?s3(?:[.-]dualstack)?(?:[.-][a-z0-9-]+)?\.amazonaws\.com(?:\.cn)?$"
 )
@@ -137,27 +140,33 @@ class S3Request:
 
 
 def locate(uri: str, endpoint: str | None) -> tuple[str, str, dict[str, str]]:
-    """(bucket, key, query) of an S3 URI: path style on the configured endpoint, or an AWS S3 host."""
+    """(bucket, key, query) of an S3 URI: path style on the configured endpoint (the addressing the
+    catalog hands its clients), or an AWS S3 host. What does not parse cleanly is a 400."""
     try:
         parts = urlsplit(uri)
         pairs = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=False)
+        port = parts.port  # raises on a port that is not a number in range
     except ValueError:
-        raise BadRequest("Invalid sign request: uri is not a URL") from None
+        raise BadRequest("Invalid sign request: uri is not a URL (or its port is not a port)") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc or parts.fragment:
+        raise BadRequest("Invalid sign request: uri must be http(s)://host[:port]/path with no user or fragment")
     query: dict[str, str] = {}
     for k, v in pairs:
         if k in query:
             raise BadRequest(f"Invalid sign request: repeated query parameter {k[:40]!r}")
         query[k] = v
     host = (parts.hostname or "").lower()
-    if parts.port:
-        host += f":{parts.port}"
+    if port:
+        host += f":{port}"
     path = parts.path or "/"
     if endpoint:
         expected = urlsplit(endpoint)
         own = (expected.hostname or "").lower() + (f":{expected.port}" if expected.port else "")
-        if parts.scheme != expected.scheme or not (host == own or host.endswith("." + own)):
-            raise Forbidden(f"The catalog signs requests to its S3 endpoint only, not to {host[:100]!r}")
-        vhost = host[: -len(own) - 1] if host != own else None
+        if parts.scheme != expected.scheme or host != own:
+            # Clients are told to address this endpoint path-style: a bucket in the host name would
+            # be another bucket than the one the path names.
+            raise Forbidden(f"The catalog signs path-style requests to its S3 endpoint only, not to {host[:100]!r}")
+        vhost = None
     else:
         m = _AWS_S3_HOST.match(host)
         if parts.scheme != "https" or not m:
@@ -181,6 +190,9 @@ def check(
     lower = {k.lower(): v for k, v in headers.items()}
     if "x-amz-copy-source" in lower:
         raise Forbidden("Access denied: copy requests are not signed (their source is another object)")
+    refused = sorted(h for h in lower if h in _REFUSED_HEADERS or h.startswith(_REFUSED_HEADER_PREFIXES))
+    if refused:
+        raise Forbidden(f"Access denied: header {refused[0][:60]!r} is not signed (ACLs, object locks, redirects)")
     if not key:
         return _bucket_request(grant, method, bucket, query, lower, body)
     if any(seg in (".", "..") for seg in key.split("/")):
@@ -236,6 +248,9 @@ def _deleted_keys(body: str | None, headers: dict[str, list[str]]) -> list[str]:
         root = ElementTree.fromstring(raw)
     except ElementTree.ParseError:
         raise BadRequest("Invalid sign request: the batch delete body is not XML") from None
+    tags = {el.tag.rsplit("}", 1)[-1] for el in root.iter()}
+    if "VersionId" in tags:
+        raise Forbidden("Access denied: a batch delete of object versions is not signed (it destroys history)")
     keys = [el.text or "" for el in root.iter() if el.tag.rsplit("}", 1)[-1] == "Key"]
     if not keys:
         raise BadRequest("Invalid sign request: the batch delete names no keys")
