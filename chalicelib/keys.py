@@ -212,8 +212,14 @@ def entry_side(entry_id: str, what: str) -> str:
 
 
 def location_claim(path: str) -> str:
-    """The claim of a table location ``s3://bucket/{path}`` (path without the bucket)."""
+    """A claim of the earlier layout (one object per location), read once to seed a registry."""
     return f"{LOCATIONS_PREFIX}{path.strip('/')}/{LOCATION_CLAIM}"
+
+
+def location_registry(path: str) -> str:
+    """The client-chosen table locations whose path starts with this one's first segment: only
+    those can nest in each other, so one conditional write of this object decides a claim."""
+    return f"{LOCATIONS_PREFIX}{path.strip('/').split('/', 1)[0]}.json"
 
 
 def view_shard(view: str, namespace: Namespace) -> str:

@@ -1,9 +1,15 @@
 """Claims of table locations a client chose (Glue clients write metadata where they like).
 
-A catalog-chosen location (`{ns}/{name}-{uuid hex}`) is unique by construction. A client-chosen one
-is claimed: `.catalog/locations/{path}/@claim.json` (If-None-Match), then the claims of every
-ancestor path are read and the claims below it listed. Each creator writes before it reads, so of
-two overlapping creators at least one sees the other and backs out.
+A catalog-chosen location (`{ns levels}/{name}-{uuid hex}`) is unique by construction. A client-chosen
+one can neither enclose one nor lie inside one, whatever the order they are made in: a path whose
+segments are all namespace-shaped (`a-z0-9_`) is some namespace's folder, now or later, so it is
+refused (a client puts its table under `sales.db/orders`, as Glue clients do, not under `sales`),
+and a path through a catalog-shaped segment of another table is refused. Client-chosen locations
+among themselves are registered: two paths can nest only if they share their first segment, so
+`.catalog/locations/{first segment}.json` = {"paths": {path: table uuid}} holds every location that
+could nest with a new one, and the claim is one conditional write of it (If-None-Match, then
+If-Match): of two concurrent nested creates exactly one lands, the other re-reads and is refused.
+A registry is seeded from the earlier one-object-per-location claims the first time it is written.
 """
 
 from __future__ import annotations
@@ -14,10 +20,12 @@ import re
 from chalicelib import keys
 from chalicelib.core.context import Context, dump
 from chalicelib.errors import BadRequest, Conflict
+from chalicelib.names import MAX_NAMESPACE_LEVELS
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
 _SEGMENT = re.compile(r"[A-Za-z0-9._=+-]{1,255}")
 _CATALOG_SHAPED = re.compile(r".+-([0-9a-f]{32})")  # where the catalog puts its own tables
+_NAMESPACE_LEVEL = re.compile(r"[a-z0-9_]{1,250}")  # names.check_namespace's levels
 
 
 def check(bucket: str, location: object, table_uuid: str) -> str:
@@ -30,6 +38,11 @@ def check(bucket: str, location: object, table_uuid: str) -> str:
     segments = path.split("/")
     if not path or path.startswith(keys.CATALOG_PREFIX.rstrip("/")) or len(segments) > 32:
         raise BadRequest(f"Invalid table location {text[:200]!r}: not the bucket root or the catalog's own folder")
+    if len(segments) <= MAX_NAMESPACE_LEVELS and all(_NAMESPACE_LEVEL.fullmatch(seg) for seg in segments):
+        raise BadRequest(
+            f"Invalid table location {text[:200]!r}: it is a namespace's folder (or above one), where the catalog "
+            "puts its own tables; use a path with a segment that is no namespace name, such as <db>.db/<table>"
+        )
     uuid_hex = table_uuid.replace("-", "")
     for seg in segments:
         if not _SEGMENT.fullmatch(seg) or seg in (".", ".."):
@@ -40,47 +53,85 @@ def check(bucket: str, location: object, table_uuid: str) -> str:
     return path
 
 
-def _holder(ctx: Context, bucket: str, key: str) -> str | None:
+def _nested(a: str, b: str) -> bool:
+    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
+
+
+def _legacy(ctx: Context, bucket: str, path: str) -> dict[str, str]:
+    """Claims of the earlier layout under this registry's first segment."""
+    first = path.split("/", 1)[0]
+    out: dict[str, str] = {}
+    for key in ctx.storage.list_keys(bucket, f"{keys.LOCATIONS_PREFIX}{first}/"):
+        if key.endswith("/" + keys.LOCATION_CLAIM):
+            try:
+                out[key[len(keys.LOCATIONS_PREFIX) : -len(keys.LOCATION_CLAIM) - 1]] = str(
+                    json.loads(ctx.storage.get(bucket, key).body)["table-uuid"]
+                )
+            except (ObjectNotFound, KeyError, ValueError):
+                continue
+    return out
+
+
+def _read(ctx: Context, bucket: str, path: str) -> tuple[dict[str, str], str | None]:
     try:
-        return str(json.loads(ctx.storage.get(bucket, key).body).get("table-uuid"))
+        obj = ctx.storage.get(bucket, keys.location_registry(path))
+        return dict(json.loads(obj.body).get("paths") or {}), obj.etag
     except ObjectNotFound:
-        return None
+        return _legacy(ctx, bucket, path), None
+
+
+def _write(ctx: Context, bucket: str, path: str, paths: dict[str, str], etag: str | None) -> None:
+    body = dump({"paths": paths})
+    if etag is None:
+        ctx.storage.put_if_absent(bucket, keys.location_registry(path), body)
+    else:
+        ctx.storage.put_if_match(bucket, keys.location_registry(path), body, etag)
 
 
 def claim(ctx: Context, bucket: str, path: str, table_uuid: str) -> bool:
-    """Claim a location for a table uuid; True when this call wrote the claim (release it on failure)."""
-    key = keys.location_claim(path)
-    wrote = True
-    try:
-        ctx.storage.put_if_absent(bucket, key, dump({"table-uuid": table_uuid, "path": path}))
-    except (PreconditionFailed, WriteInDoubt):
-        holder = _holder(ctx, bucket, key)
-        if holder not in (None, table_uuid):
-            raise BadRequest(f"Location s3://{bucket}/{path} belongs to another table") from None
-        if holder is None:
-            raise Conflict(f"Location s3://{bucket}/{path} changed concurrently; retry") from None
-        wrote = False  # the same table's claim (a re-registered table, or our own lost write)
-    parts = path.split("/")
-    for i in range(1, len(parts)):
-        holder = _holder(ctx, bucket, keys.location_claim("/".join(parts[:i])))
-        if holder not in (None, table_uuid):
-            if wrote:
-                release(ctx, bucket, path, table_uuid)
-            raise BadRequest(f"Location s3://{bucket}/{path} is inside another table's location")
-    below = f"{keys.LOCATIONS_PREFIX}{path}/"
-    for other in ctx.storage.list_keys(bucket, below, max_keys=2):
-        if other != key and _holder(ctx, bucket, other) not in (None, table_uuid):
-            if wrote:
-                release(ctx, bucket, path, table_uuid)
-            raise BadRequest(f"Location s3://{bucket}/{path} contains another table's location")
-    return wrote
+    """Register a location for a table uuid; True when this call added it (release it on failure)."""
+    for _ in range(8):
+        paths, etag = _read(ctx, bucket, path)
+        if paths.get(path) == table_uuid:
+            return False  # the same table's (a re-registered table, or our own write that lost its answer)
+        for other, holder in paths.items():
+            if holder != table_uuid and _nested(other, path):
+                where = "belongs to" if other == path else "is inside" if path.startswith(other + "/") else "contains"
+                raise BadRequest(f"Location s3://{bucket}/{path} {where} another table's location")
+        try:
+            _write(ctx, bucket, path, {**paths, path: table_uuid}, etag)
+            return True
+        except (PreconditionFailed, ObjectNotFound):
+            continue
+        except WriteInDoubt:
+            if _read(ctx, bucket, path)[0].get(path) == table_uuid:
+                return True
+    raise Conflict(f"Location s3://{bucket}/{path} is being claimed concurrently; retry")
 
 
 def release(ctx: Context, bucket: str, path: str, table_uuid: str) -> None:
-    """Give a location up (best effort: a leftover claim only blocks that location)."""
-    key = keys.location_claim(path)
+    """Give a location up (best effort: a leftover entry only blocks that location)."""
     try:
-        if _holder(ctx, bucket, key) == table_uuid:
-            ctx.storage.delete(bucket, key)
+        for _ in range(8):
+            paths, etag = _read(ctx, bucket, path)
+            if paths.get(path) != table_uuid:
+                return
+            try:
+                _write(ctx, bucket, path, {k: v for k, v in paths.items() if k != path}, etag)
+                return
+            except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
+                continue
     except StorageUnavailable:
         pass
+
+
+def allowed_by(properties: dict[str, str], bucket: str, path: str) -> None:
+    """The warehouse property `allowed-locations` (comma-separated `s3://bucket/prefix` values), when
+    set, bounds where a client may put a table."""
+    raw = properties.get("allowed-locations")
+    if not raw:
+        return
+    roots = [r.strip().rstrip("/") for r in raw.split(",") if r.strip()]
+    location = f"s3://{bucket}/{path}"
+    if not any(location == r or location.startswith(r + "/") for r in roots):
+        raise BadRequest(f"Invalid table location {location[:200]!r}: this warehouse keeps tables under {roots[:5]}")

@@ -481,6 +481,7 @@ def register(
         pointer = new_entry(meta_loc, table_uuid)
     else:
         path = locations.check(bucket, metadata.location, table_uuid)
+        locations.allowed_by(warehouses.read_record(ctx, warehouse)[0].get("properties") or {}, bucket, path)
         pointer = new_entry(meta_loc, table_uuid, glue=glue, **{"client-location": path})
         now = pointers.read(ctx, warehouse, ns, name)
         if now is not None and now.state == "active" and now.data.get("metadata-location") == meta_loc:
