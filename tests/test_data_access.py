@@ -199,6 +199,8 @@ def test_signer_refuses_version_deletes_acls_other_buckets_and_bad_ports(keyless
         ("PUT", f"{obj}/{prefix_a}/data/pub.parquet", {"x-amz-acl": ["public-read"]}, None),
         ("PUT", f"{obj}/{prefix_a}/data/pub.parquet", {"X-Amz-Grant-Read": ["uri=AllUsers"]}, None),
         ("PUT", f"{obj}/{prefix_a}/data/lock.parquet", {"x-amz-object-lock-mode": ["GOVERNANCE"]}, None),
+        ("PUT", f"{obj}/{prefix_a}/data/r.parquet", {"x-amz-website-redirect-location": ["http://evil/"]}, None),
+        ("GET", f"{obj}/{prefix_a}/data/r.parquet", {"x-made-up": ["1"]}, None),  # not on the allow-list
         # The table's bucket in the host name: a path-style S3 takes the path's first segment (the
         # namespace folder) as the bucket, which may be another warehouse's.
         ("PUT", f"http://{bucket}.{host}/{prefix_a}/data/x.parquet", {}, None),

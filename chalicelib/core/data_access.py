@@ -35,9 +35,50 @@ _LIST_QUERY = {
     "marker",
     "x-id",
 }
-# Headers that change who may read an object or whether it can be deleted: never signed.
-_REFUSED_HEADERS = frozenset({"x-amz-acl", "x-amz-bypass-governance-retention", "x-amz-website-redirect-location"})
-_REFUSED_HEADER_PREFIXES = ("x-amz-grant-", "x-amz-object-lock-")
+# The headers Iceberg clients' S3 requests carry (AWS SDKs, botocore, DuckDB): an allow-list, since
+# a header can change what a request does (x-amz-acl publishes a file, x-amz-object-lock-* makes it
+# undeletable, x-amz-website-redirect-location points elsewhere); any other header is refused.
+_SIGNED_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "content-type",
+        "content-md5",
+        "content-encoding",
+        "content-language",
+        "content-disposition",
+        "cache-control",
+        "expires",
+        "expect",
+        "range",
+        "if-match",
+        "if-none-match",
+        "if-modified-since",
+        "if-unmodified-since",
+        "user-agent",
+        "accept",
+        "accept-encoding",
+        "transfer-encoding",
+        "connection",
+        "amz-sdk-invocation-id",
+        "amz-sdk-request",
+        "amz-sdk-retry",
+        "x-amz-date",
+        "x-amz-content-sha256",
+        "x-amz-security-token",
+        "x-amz-decoded-content-length",
+        "x-amz-trailer",
+        "x-amz-te",
+        "x-amz-sdk-checksum-algorithm",
+        "x-amz-checksum-mode",
+        "x-amz-user-agent",
+        "x-amz-request-payer",
+        "x-amz-expected-bucket-owner",
+        "x-amz-storage-class",
+        "x-amz-tagging",
+    }
+)
+_SIGNED_HEADER_PREFIXES = ("x-amz-checksum-", "x-amz-server-side-encryption", "x-amz-meta-")
 _AWS_S3_HOST = re.compile(
     r"^(?:(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])\.)?s3(?:[.-]dualstack)?(?:[.-][a-z0-9-]+)?\.amazonaws\.com(?:\.cn)?$"
 )
@@ -190,9 +231,9 @@ def check(
     lower = {k.lower(): v for k, v in headers.items()}
     if "x-amz-copy-source" in lower:
         raise Forbidden("Access denied: copy requests are not signed (their source is another object)")
-    refused = sorted(h for h in lower if h in _REFUSED_HEADERS or h.startswith(_REFUSED_HEADER_PREFIXES))
+    refused = sorted(h for h in lower if h not in _SIGNED_HEADERS and not h.startswith(_SIGNED_HEADER_PREFIXES))
     if refused:
-        raise Forbidden(f"Access denied: header {refused[0][:60]!r} is not signed (ACLs, object locks, redirects)")
+        raise Forbidden(f"Access denied: header {refused[0][:60]!r} is not one the catalog signs (ACLs, locks, ...)")
     if not key:
         return _bucket_request(grant, method, bucket, query, lower, body)
     if any(seg in (".", "..") for seg in key.split("/")):
