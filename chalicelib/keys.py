@@ -40,8 +40,11 @@ Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
                                            UpdateTable without SkipArchive); immutable
     .catalog/entries/{id}/partition-indexes.json   Glue partition indexes of a table entry (CAS)
     .catalog/entries/{id}/column-statistics.json   Glue column statistics of a table entry (CAS)
-    .catalog/locations/{location path}/@claim.json  claim of a client-chosen table location (Glue
-                                           creates); no other table may nest in or over it
+    .catalog/locations/{first segment}.json  client-chosen table locations (Glue creates) whose path
+                                           starts with that segment, {"paths": {path: uuid}} (CAS):
+                                           no other table may nest in or over one
+    .catalog/locations/{location path}/@claim.json  the earlier one-claim-per-location layout, read
+                                           once to seed a registry
     .catalog/views/{view}/{l1}.json        a cache of list projections (e.g. Glue Table shapes) by
                                            entry key and ETag; never authoritative: a listing's ETags
                                            tell which entries to read again. Plain PUT.

@@ -352,6 +352,12 @@ def test_session_policy_grants_one_table_and_nothing_else():
         (write, "s3:PutObject", _obj("ns/b-1/data/x.parquet"), {}, False),
         (write, "s3:PutBucketPolicy", "arn:aws:s3:::wh-1", {}, False),
         (write, "s3:GetObject", _obj("ns/a-1/x", bucket="other-bucket"), {}, False),  # outside the role
+        # The signer's limits hold for vended sessions too: no history, ACL or lock changes.
+        (write, "s3:DeleteObjectVersion", _obj("ns/a-1/data/x.parquet"), {}, False),
+        (write, "s3:PutObjectAcl", _obj("ns/a-1/data/x.parquet"), {}, False),
+        (write, "s3:PutObjectVersionAcl", _obj("ns/a-1/data/x.parquet"), {}, False),
+        (write, "s3:PutObjectRetention", _obj("ns/a-1/data/x.parquet"), {}, False),
+        (write, "s3:BypassGovernanceRetention", _obj("ns/a-1/data/x.parquet"), {}, False),
     ]
     for policies, action, resource, context, expected in cases:
         assert allowed(policies, action, resource, context) is expected, (action, resource, context)
