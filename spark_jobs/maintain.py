@@ -46,8 +46,10 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def _ts(hours: float) -> str:
+    """A Spark TIMESTAMP literal, to the millisecond: truncated to the second, snapshots made in the
+    same second as the call (compaction just before expiry) would count as newer than "now"."""
     when = datetime.now(UTC) - timedelta(hours=hours)
-    return when.strftime("%Y-%m-%d %H:%M:%S")
+    return when.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 _NAME = re.compile(r"[a-z0-9_]{1,250}")
