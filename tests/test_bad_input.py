@@ -300,3 +300,26 @@ def test_head_errors_have_no_body(http, catalog_url, populated):
     assert http.head(f"{catalog_url}/v1/{populated}/namespaces/ns/tables/t").status_code == 204  # as the spec says
     assert http.head(f"{catalog_url}/v1/{populated}/namespaces/ns").status_code == 204
     assert http.head(f"{catalog_url}/v1/{populated}/namespaces/nope").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "props",
+    [
+        {"table-override.write.data.path": "s3://elsewhere/data"},
+        {"table-default.write.metadata.path": "s3://elsewhere/meta"},
+        {"table-default.format-version": "7"},
+        {"allowed-locations": "/not/s3"},
+    ],
+)
+def test_warehouse_properties_no_create_could_apply_are_refused_at_put(http, catalog_url, warehouse, props):
+    """Issue 26, item 9: refused when put (create or update), not by every later create."""
+    key = next(iter(props))
+    made = http.post(f"{catalog_url}/v1/warehouses", json={"name": f"{warehouse}-p", "properties": props})
+    assert made.status_code == 400 and key in made.json()["error"]["message"], made.text
+    update = http.post(f"{catalog_url}/v1/warehouses/{warehouse}/properties", json={"updates": props})
+    assert update.status_code == 400 and key in update.json()["error"]["message"], update.text
+    assert key not in http.get(f"{catalog_url}/v1/warehouses/{warehouse}").json().get("properties", {})
+    base = f"{catalog_url}/v1/{warehouse}/namespaces"
+    assert http.post(base, json={"namespace": ["p"]}).status_code == 200
+    schema = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "type": "long", "required": True}]}
+    assert http.post(f"{base}/p/tables", json={"name": "t", "schema": schema}).status_code == 200

@@ -60,6 +60,7 @@ def create(ctx: Context, name: object, upgrade_existing: bool, properties: objec
     warehouse = check_warehouse(name)
     props = check_properties(properties)
     check_retention(props)
+    check_table_defaults(props)
     bucket = ctx.bucket_for(warehouse)
     if bucket == ctx.settings.system_bucket:
         raise BadRequest(f"Invalid warehouse name {warehouse!r}: the name is reserved")
@@ -106,6 +107,26 @@ def _target(warehouse: str) -> dict[str, Any]:
     return {"kind": "warehouse", "warehouse": warehouse}
 
 
+def check_table_defaults(props: dict[str, str]) -> None:
+    """Refuse at put what every later create would refuse: `table-default.*`/`table-override.*` of a
+    property the catalog manages (table paths) or a format version it cannot make, and an
+    `allowed-locations` that is not a list of s3:// prefixes."""
+    from chalicelib.core.metadata import check_table_properties
+
+    for key, value in props.items():
+        for kind in ("table-default.", "table-override."):
+            if key.startswith(kind):
+                try:
+                    check_table_properties({key[len(kind) :]: value})
+                except BadRequest as exc:
+                    raise BadRequest(f"Invalid warehouse property {key!r}: {exc.message}") from None
+                if key[len(kind) :] == "format-version" and value not in ("1", "2", "3"):
+                    raise BadRequest(f"Invalid warehouse property {key!r}: format-version is 1, 2 or 3")
+    allowed = props.get("allowed-locations")
+    if allowed is not None and not all(r.strip().startswith("s3://") for r in allowed.split(",") if r.strip()):
+        raise BadRequest("Invalid warehouse property 'allowed-locations': comma-separated s3://bucket/prefix values")
+
+
 def update_properties(ctx: Context, name: str, updates: object, removals: object) -> dict[str, Any]:
     """Change a warehouse's properties (table defaults and overrides, dropped-table retention)."""
     from chalicelib.core.trash import check_retention
@@ -113,6 +134,7 @@ def update_properties(ctx: Context, name: str, updates: object, removals: object
     warehouse = check_warehouse(name)
     upd = check_properties(updates)
     check_retention(upd)
+    check_table_defaults(upd)
     if removals is None:
         removals = []
     if not isinstance(removals, list) or not all(isinstance(r, str) for r in removals):
