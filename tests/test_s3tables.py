@@ -182,8 +182,8 @@ def test_tags_encryption_table_arn_and_every_other_operation(st, catalog_url):
     st.rename_table(tableBucketARN=arn, namespace="ns", name="t", newName="renamed")
     assert st.get_table(tableArn=made["tableARN"])["name"] == "renamed"  # the ARN follows the table
     for resource in (arn, made["tableARN"]):
-        st.tag_resource(resourceArn=resource, tags={"team": "data", "env": "test"})
-        st.untag_resource(resourceArn=resource, tagKeys=["env"])
+        st.tag_resource(resourceArn=resource, tags={"team": "data", "env": "test", "a b": "1", "c+d": "2"})
+        st.untag_resource(resourceArn=resource, tagKeys=["env", "a b", "c+d"])  # ?tagKeys=..&tagKeys=..
         assert st.list_tags_for_resource(resourceArn=resource)["tags"] == {"team": "data"}
     assert st.get_table_bucket_encryption(tableBucketARN=arn)["encryptionConfiguration"]["sseAlgorithm"] == "AES256"
     kms = {"sseAlgorithm": "aws:kms", "kmsKeyArn": "arn:aws:kms:us-east-1:000000000000:key/k"}

@@ -42,7 +42,16 @@ class CatalogAuthenticator:
             return hit[0]
 
         services = req.face.services if req.face is not None else sigv4.SERVICES
-        sigv4.verify(req.method, req.raw_path, req.query, req.headers, req.raw_body, secret_for, services=services)
+        sigv4.verify(
+            req.method,
+            req.raw_path,
+            req.query,
+            req.headers,
+            req.raw_body,
+            secret_for,
+            services=services,
+            multi_query=req.multi_query,
+        )
         secret, principal = found["hit"]
         return replace(principal, token_key=sign_tokens.derive_key(secret))
 

@@ -126,10 +126,13 @@ def _payload_hashes(parts: SignedParts, headers: Mapping[str, str], query: Mappi
     return [actual]
 
 
-def _canonical_query(query: Mapping[str, str], presigned: bool) -> str:
+def _canonical_query(query: Mapping[str, list[str]], presigned: bool) -> str:
+    """Every value of every key (a repeated key signs each), encoded as AWS specifies and sorted by
+    encoded name, then value."""
     pairs = sorted(
         (quote(k, safe="-_.~"), quote(v, safe="-_.~"))
-        for k, v in query.items()
+        for k, values in query.items()
+        for v in values
         if not (presigned and k == "X-Amz-Signature")
     )
     return "&".join(f"{k}={v}" for k, v in pairs)
@@ -151,10 +154,13 @@ def verify(
     secret_for: Callable[[str], str | None],
     now: datetime | None = None,
     services: tuple[str, ...] = SERVICES,
+    multi_query: Mapping[str, list[str]] | None = None,
 ) -> str:
     """Return the access key id whose secret produced the signature; raise Unauthorized otherwise.
 
-    ``services``: the signing names the request's face accepts (Iceberg REST: s3tables; Glue: glue)."""
+    ``services``: the signing names the request's face accepts (Iceberg REST: s3tables; Glue: glue).
+    ``multi_query``: every value of each query key (``query`` keeps one); the canonical query is
+    built from it."""
     parts = parse(headers, query, services)
     if parts.presigned and method.upper() not in PRESIGN_METHODS:
         raise Unauthorized("Presigned URLs are accepted for GET and HEAD only; sign the Authorization header")
@@ -170,7 +176,7 @@ def verify(
         raise Unauthorized("The access key id is not valid")
     key = signing_key(secret, parts.date, parts.region, parts.service)
     canon_headers = "".join(f"{n}:{' '.join(str(headers.get(n)).split())}\n" for n in parts.signed_headers)
-    canon_query = _canonical_query(query, parts.presigned)
+    canon_query = _canonical_query(multi_query or {k: [v] for k, v in query.items()}, parts.presigned)
     scope = f"{parts.date}/{parts.region}/{parts.service}/aws4_request"
     # Clients differ: botocore and the AWS Java SDK encode the path again (a%1Fb -> a%251Fb).
     paths = dict.fromkeys((raw_path or "/", quote(raw_path or "/", safe="/~")))
