@@ -516,3 +516,45 @@ def test_list_tables_pages_across_namespaces(st):
     with pytest.raises(ClientError) as exc:
         st.list_tables(tableBucketARN=arn, continuationToken="garbage")
     assert code(exc) == "BadRequestException"
+
+
+def test_create_table_applies_partition_spec_write_order_and_properties(st, http, catalog_url):
+    """Issue 26, item 5: what botocore's current model carries in metadata.iceberg is applied."""
+    arn = st.create_table_bucket(name=f"tb-{uuid.uuid4().hex[:10]}")["arn"]
+    st.create_namespace(tableBucketARN=arn, namespace=["ns"])
+    schema = {"fields": [{"name": "id", "type": "long", "required": True}, {"name": "ts", "type": "timestamp"}]}
+    iceberg = {
+        "schema": schema,
+        "partitionSpec": {"fields": [{"sourceId": 2, "transform": "day", "name": "ts_day"}]},
+        "writeOrder": {
+            "orderId": 1,
+            "fields": [{"sourceId": 1, "transform": "identity", "direction": "asc", "nullOrder": "nulls-first"}],
+        },
+        "properties": {"owner": "team-a"},
+    }
+    st.create_table(tableBucketARN=arn, namespace="ns", name="p", format="ICEBERG", metadata={"iceberg": iceberg})
+    name = arn.rsplit("/", 1)[1]
+    meta = http.get(f"{catalog_url}/v1/{name}/namespaces/ns/tables/p").json()["metadata"]
+    spec = next(s for s in meta["partition-specs"] if s["spec-id"] == meta["default-spec-id"])
+    assert [(f["source-id"], f["transform"], f["name"]) for f in spec["fields"]] == [(2, "day", "ts_day")]
+    order = next(o for o in meta["sort-orders"] if o["order-id"] == meta["default-sort-order-id"])
+    assert [(f["source-id"], f["direction"], f["null-order"]) for f in order["fields"]] == [(1, "asc", "nulls-first")]
+    assert meta["properties"]["owner"] == "team-a"
+    bad = {"schema": schema, "partitionSpec": {"fields": [{"sourceId": 9, "transform": "day", "name": "x"}]}}
+    with pytest.raises(ClientError) as exc:
+        st.create_table(tableBucketARN=arn, namespace="ns", name="bad", format="ICEBERG", metadata={"iceberg": bad})
+    assert code(exc) == "BadRequestException"
+    assert [t["name"] for t in st.list_tables(tableBucketARN=arn)["tables"]] == ["p"]
+
+
+def test_list_tokens_only_when_more_follow(st):
+    """Issue 26, item 5: ListNamespaces with a prefix pages only over what matches."""
+    arn = st.create_table_bucket(name=f"tb-{uuid.uuid4().hex[:10]}")["arn"]
+    for ns in ("aa_1", "aa_2", "zz_1"):
+        st.create_namespace(tableBucketARN=arn, namespace=[ns])
+    first = st.list_namespaces(tableBucketARN=arn, prefix="aa", maxNamespaces=1)
+    second = st.list_namespaces(
+        tableBucketARN=arn, prefix="aa", maxNamespaces=1, continuationToken=first["continuationToken"]
+    )
+    assert [n["namespace"] for n in first["namespaces"] + second["namespaces"]] == [["aa_1"], ["aa_2"]]
+    assert "continuationToken" not in second  # two pages, no empty third

@@ -49,7 +49,11 @@ SCAN_LIMIT = 1000
 
 
 def page(keys: Iterator[str], convert: Callable[[str], T | None], page_size: int | None) -> tuple[list[T], str | None]:
-    """Collect converted items (None = skip) up to page_size; the token names the last key used."""
+    """Collect converted items (None = skip) up to page_size; the token names the last key used.
+
+    A full page looks ahead (within the scan limit) for an item that will follow, so a token means
+    more items, not merely more keys; a page cut short by the scan limit keeps its token. Converts
+    must be cheap (no S3 reads): names and policy checks."""
     items: list[T] = []
     limit = max(SCAN_LIMIT, 2 * (page_size or 0)) if page_size is not None else None
     scanned = 0
@@ -58,10 +62,14 @@ def page(keys: Iterator[str], convert: Callable[[str], T | None], page_size: int
         item = convert(key)
         if item is not None:
             items.append(item)
-        full = page_size is not None and len(items) >= page_size
-        if full or (limit is not None and scanned >= limit):
-            # A token only if something may follow (a short page's next one may still be empty).
-            more = next(keys, None) is not None
+        if page_size is not None and len(items) >= page_size:
+            for ahead in keys:
+                scanned += 1
+                if convert(ahead) is not None or (limit is not None and scanned >= limit):
+                    return items, encode_token(key)
+            return items, None
+        if limit is not None and scanned >= limit:
+            more = next(keys, None) is not None  # a short page: the next one may still be empty
             return items, encode_token(key) if more else None
     return items, None
 

@@ -341,8 +341,63 @@ def _iceberg_schema(raw: object) -> Body:
         kind = f["type"].strip().lower()
         if kind not in _TYPES and not re.fullmatch(r"decimal\(\d+,\s*\d+\)|fixed\[\d+\]", kind):
             raise BadRequest(f"Unsupported field type {f['type'][:40]!r}")
-        out.append({"id": i, "name": f["name"], "type": kind, "required": bool(f.get("required", False))})
+        field_id = f.get("id", i)  # the client's ids, which its partitionSpec and writeOrder name
+        if not isinstance(field_id, int) or isinstance(field_id, bool) or field_id < 1:
+            raise BadRequest("Schema field ids must be positive integers")
+        out.append({"id": field_id, "name": f["name"], "type": kind, "required": bool(f.get("required", False))})
+    if len({f["id"] for f in out}) != len(out):
+        raise BadRequest("Schema field ids must be distinct")
     return {"type": "struct", "schema-id": 0, "fields": out}
+
+
+def _int(value: object, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise BadRequest(f"{what} must be an integer")
+    return value
+
+
+def _partition_spec(raw: object) -> Body:
+    """S3 Tables' partitionSpec as an Iceberg partition spec (the wire names are Iceberg's: source-id,
+    field-id, spec-id; botocore's camelCase names are the SDK's parameters)."""
+    fields = raw.get("fields") if isinstance(raw, dict) else None
+    if not isinstance(fields, list):
+        raise BadRequest("metadata.iceberg.partitionSpec.fields must be a list")
+    out = []
+    for i, f in enumerate(fields):
+        if not isinstance(f, dict) or not isinstance(f.get("transform"), str) or not isinstance(f.get("name"), str):
+            raise BadRequest("Each partition field needs sourceId, transform and name")
+        field_id = _int(f.get("field-id", 1000 + i), "partitionSpec field-id")
+        out.append(
+            {
+                "source-id": _int(f.get("source-id"), "partitionSpec source-id"),
+                "field-id": field_id,
+                "transform": f["transform"],
+                "name": f["name"],
+            }
+        )
+    return {"spec-id": _int(raw.get("spec-id", 0), "partitionSpec spec-id"), "fields": out}  # type: ignore[union-attr]
+
+
+def _write_order(raw: object) -> Body:
+    """S3 Tables' writeOrder as an Iceberg sort order (order-id, source-id, direction, null-order)."""
+    fields = raw.get("fields") if isinstance(raw, dict) else None
+    if not isinstance(fields, list):
+        raise BadRequest("metadata.iceberg.writeOrder.fields must be a list")
+    out = []
+    for f in fields:
+        if not isinstance(f, dict) or f.get("direction") not in ("asc", "desc"):
+            raise BadRequest("Each writeOrder field needs sourceId, transform, direction asc|desc and nullOrder")
+        if f.get("null-order") not in ("nulls-first", "nulls-last") or not isinstance(f.get("transform"), str):
+            raise BadRequest("writeOrder null-order is nulls-first or nulls-last, and transform a string")
+        out.append(
+            {
+                "source-id": _int(f.get("source-id"), "writeOrder source-id"),
+                "transform": f["transform"],
+                "direction": f["direction"],
+                "null-order": f["null-order"],
+            }
+        )
+    return {"order-id": _int(raw.get("order-id", 1 if out else 0), "writeOrder order-id"), "fields": out}  # type: ignore[union-attr]
 
 
 @_op("/tables/{tableBucketARN}/{namespace}", "PUT", "CreateTable", _table_check)
@@ -362,6 +417,10 @@ def create_table(req: RequestContext) -> Result:
         raise BadRequest("metadata.iceberg is required")
     props = iceberg.get("properties") or {}
     request = {"name": name, "schema": _iceberg_schema(iceberg.get("schema")), "properties": props}
+    if iceberg.get("partitionSpec") is not None:
+        request["partition-spec"] = _partition_spec(iceberg["partitionSpec"])
+    if iceberg.get("writeOrder") is not None:
+        request["write-order"] = _write_order(iceberg["writeOrder"])
     tables.create(ctx, wh, ns, iceberg_io.parse_create(request))
     data = _table(ctx, wh, ns, name)
     return _ok(200, {"tableARN": table_arn_of(wh, data), "versionToken": version_token(data)})
