@@ -56,13 +56,16 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     driver.quit()
 
 
+FIRST_ID = 3_051_729_675_574_596_004  # past 2^53, as Iceberg's random 63-bit snapshot ids are
+
+
 def _snapshots(n: int) -> list[dict[str, Any]]:
     """n metadata-only appends: snapshots with summaries (the browser reads metadata, not files)."""
     updates: list[dict[str, Any]] = []
     start = int(time.time() * 1000) - n * 60_000
     for i in range(n):
         snap = {
-            "snapshot-id": 10_000 + i,
+            "snapshot-id": FIRST_ID + i,
             "sequence-number": i + 1,
             "timestamp-ms": start + i * 60_000,
             "manifest-list": f"s3://unused/snap-{i}.avro",
@@ -74,9 +77,11 @@ def _snapshots(n: int) -> list[dict[str, Any]]:
             "schema-id": 0,
         }
         if i:
-            snap["parent-snapshot-id"] = 10_000 + i - 1
+            snap["parent-snapshot-id"] = FIRST_ID + i - 1
         updates.append({"action": "add-snapshot", "snapshot": snap})
-    updates.append({"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 10_000 + n - 1})
+    updates.append(
+        {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": FIRST_ID + n - 1}
+    )
     return updates
 
 
@@ -153,6 +158,9 @@ def test_browse_a_table_see_its_chart_and_undrop(browser, catalog_url, http, lak
     chart = _wait(browser, "svg#snapshot-chart")
     assert len(chart.find_elements(By.CSS_SELECTOR, "rect.bar")) == SNAPSHOTS
     assert browser.find_element(By.ID, "snapshot-count").text == str(SNAPSHOTS)
+    page_text = browser.find_element(By.TAG_NAME, "body").text
+    # 64-bit ids shown exactly (issue 26, item 8): rounded, neighbours would show as one number.
+    assert all(str(FIRST_ID + SNAPSHOTS - k) in page_text for k in (1, 2, 3))
     schema = browser.find_element(By.ID, "schema").text
     assert "1 id long yes" in schema and "2 kind string no what happened" in schema
     assert "owner data-eng" in browser.find_element(By.ID, "properties").text

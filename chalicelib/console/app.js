@@ -42,6 +42,16 @@ function notice(message) {
   box.style.display = message ? "block" : "none";
 }
 
+// Iceberg ids (snapshot ids) are 64-bit: past 2^53 a JS number rounds them, and links and undo built
+// from a rounded id name a snapshot that does not exist. Such integers keep their exact digits.
+function parseJSON(text) {
+  return JSON.parse(text, (key, value, context) =>
+    typeof value === "number" && !Number.isSafeInteger(value) && context && /^-?\d+$/.test(context.source)
+      ? context.source
+      : value
+  );
+}
+
 async function api(method, path, body) {
   const headers = { Authorization: "Bearer " + token() };
   if (body !== undefined) headers["Content-Type"] = "application/json";
@@ -51,7 +61,7 @@ async function api(method, path, body) {
     throw new Error("Not signed in");
   }
   const text = await resp.text();
-  const data = text ? JSON.parse(text) : null;
+  const data = text ? parseJSON(text) : null;
   if (!resp.ok) {
     const err = (data && data.error) || {};
     throw new Error(`${resp.status} ${err.type || ""}: ${err.message || text}`.trim());
