@@ -98,10 +98,13 @@ def test_pagination(api, warehouse):
     assert sorted(t["name"] for t in tables) == [f"t{i}" for i in range(5)] and pages == 3
     everything = api("GET", f"/v1/{warehouse}/namespaces/n1/tables").json()
     assert len(everything["identifiers"]) == 5 and "next-page-token" not in everything
-    # Without pageSize a page still has a bound (100), and pageSize is capped (1000).
+    # The spec's PageToken: without pageToken everything comes at once; an empty one starts paging
+    # with the default page size (100), and pageSize is capped (1000).
     for i in range(7, 103):
         assert api("POST", f"/v1/{warehouse}/namespaces", json={"namespace": [f"n{i}"]}).status_code == 200
-    first = api("GET", f"/v1/{warehouse}/namespaces").json()
+    whole = api("GET", f"/v1/{warehouse}/namespaces").json()
+    assert len(whole["namespaces"]) == 103 and "next-page-token" not in whole
+    first = api("GET", f"/v1/{warehouse}/namespaces", params={"pageToken": ""}).json()
     assert len(first["namespaces"]) == 100 and first.get("next-page-token")
     rest = api("GET", f"/v1/{warehouse}/namespaces", params={"pageToken": first["next-page-token"]}).json()
     assert len(rest["namespaces"]) == 3 and "next-page-token" not in rest
@@ -109,6 +112,32 @@ def test_pagination(api, warehouse):
     other = api("GET", f"/v1/{warehouse}/namespaces/n1/tables", params={"pageSize": 2}).json()["next-page-token"]
     bad = api("GET", f"/v1/{warehouse}/namespaces", params={"pageToken": other})
     assert bad.status_code == 400
+
+
+def test_a_list_without_page_token_holds_every_table(api, warehouse, catalog_url, s3):
+    """Issue 26, item 2: 1,200 tables, no pageToken, one response (PyIceberg's list_tables pages not)."""
+    from pyiceberg.catalog.rest import RestCatalog
+
+    from tests.conftest import sigv4_props
+
+    assert api("POST", f"/v1/{warehouse}/namespaces", json={"namespace": ["many"]}).status_code == 200
+    from concurrent.futures import ThreadPoolExecutor
+
+    from chalicelib import keys
+
+    made = api("POST", f"/v1/{warehouse}/namespaces/many/tables", json={"name": "t00000", "schema": SCHEMA})
+    assert made.status_code == 200
+    body = s3.get_object(Bucket=warehouse, Key=keys.table_pointer(("many",), "t00000"))["Body"].read()
+
+    def copy(i: int) -> None:  # entries copied as the list benches do: 1,200 pointers, fast
+        s3.put_object(Bucket=warehouse, Key=keys.table_pointer(("many",), f"t{i:05d}"), Body=body)
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(copy, range(1, 1200)))
+    whole = api("GET", f"/v1/{warehouse}/namespaces/many/tables").json()
+    assert len(whole["identifiers"]) == 1200 and "next-page-token" not in whole
+    cat = RestCatalog("p", uri=catalog_url, warehouse=warehouse, **sigv4_props())
+    assert len(cat.list_tables("many")) == 1200
 
 
 def test_multilevel_namespaces_and_properties(api, warehouse):

@@ -56,7 +56,9 @@ def list_names(
     variant = "view" if kind == "view" else "table+staged" if staged else "table"
     prefix = keys.tables_prefix(ns)
     start = decode_token(page_token, prefix)
-    size = page_size or DEFAULT_PAGE_SIZE
+    if page_size is None:  # everything in one answer (an Iceberg REST list without pageToken)
+        return _every_name(ctx, warehouse, ns, prefix, start, keep, variant), None
+    size = page_size
     # One S3 page holds the whole answer when nothing is hidden: the page and one key to say "more".
     it = ctx.storage.list_entries(ctx.bucket_for(warehouse), prefix, start, min(1000, size + 1))
     items: list[dict[str, Any]] = []
@@ -83,6 +85,36 @@ def list_names(
         if ok:
             items.append({"namespace": list(ns), "name": n})
     return items, None
+
+
+# An answer holding everything stays well inside a function's 6 MB response (about 60 bytes an item).
+MAX_UNPAGED = 50_000
+
+
+def _every_name(
+    ctx: Context, warehouse: str, ns: Namespace, prefix: str, start: str, keep: Callable[[str], bool], variant: str
+) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    batch: list[tuple[str, str, str]] = []
+
+    def flush() -> None:
+        for (_, _, n), ok in zip(batch, pointers.listed_flags(ctx, warehouse, ns, batch, variant), strict=True):
+            if ok:
+                items.append({"namespace": list(ns), "name": n})
+        batch.clear()
+        if len(items) > MAX_UNPAGED:
+            raise BadRequest(
+                f"More than {MAX_UNPAGED} items to list in one response: page with pageToken= (empty) and pageSize"
+            )
+
+    for key, etag in ctx.storage.list_entries(ctx.bucket_for(warehouse), prefix, start, 1000):
+        name = keys.table_from_pointer(key)
+        if keep(name):
+            batch.append((key, etag, name))
+        if len(batch) >= 1000:
+            flush()
+    flush()
+    return items
 
 
 def load(ctx: Context, warehouse: str, ns: Namespace, name: str) -> TableState:

@@ -21,9 +21,14 @@ def namespace_of(req: RequestContext) -> tuple[str, ...]:
     return parse_namespace_path(req.params["namespace"])
 
 
-def paging_of(req: RequestContext) -> tuple[str | None, int | None]:
+def paging_of(req: RequestContext, spec: bool = False) -> tuple[str | None, int | None]:
+    """(position, page size). spec=True, the Iceberg REST lists (namespaces, tables, views): without
+    `pageToken` (and without `pageSize`) the answer holds everything (page size None), as the spec's
+    PageToken says; an empty `pageToken` starts paging with the default page size."""
     from chalicelib.core.paging import parse_page_size
 
+    if spec and "pageToken" not in req.query and "pageSize" not in req.query:
+        return None, None
     return req.unseal(req.query.get("pageToken") or None), parse_page_size(req.query.get("pageSize"))
 
 

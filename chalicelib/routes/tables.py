@@ -35,7 +35,7 @@ def list_page(req: RequestContext, kind: str) -> tuple[int, dict[str, Any]]:
     def keep(name: str) -> bool:
         return req.visible(req.action, table_arn(wh, ns, name), ns_context(ns, name))
 
-    items, token = tables.list_names(ctx, wh, ns, *paging_of(req), keep, kind=kind)
+    items, token = tables.list_names(ctx, wh, ns, *paging_of(req, spec=True), keep, kind=kind)
     return 200, paged(req, "identifiers", list(items), token)
 
 
