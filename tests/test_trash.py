@@ -331,3 +331,39 @@ def test_drop_into_trash_crash_points(crash_ctx, kept_wh, crash_after):
     assert list(ctx.storage.list_keys(wh, keys.table_pointer(("db",), "t"))) == []  # the name is free
     trash.restore(ctx, wh, str(item["id"]))
     assert tables.exists(ctx, wh, ("db",), "t") == location
+
+
+def test_register_of_a_dropped_table_restores_it(http, catalog_url, s3_endpoint):
+    """Issue 26, item 4 (PyIceberg's test_register_table): create, drop without purge, register the
+    same metadata under a new name: the dropped table comes back there, with its rows and trail."""
+    wh = _warehouse(http, catalog_url, 3600)
+    cat = rest_catalog(catalog_url, wh, s3_endpoint)
+    cat.create_namespace("ns")
+    table = cat.create_table("ns.t", SCHEMA)
+    table.append(pa.table({"id": [1, 2], "name": ["a", "b"]}, schema=SCHEMA))
+    location = cat.load_table("ns.t").metadata_location
+    cat.drop_table("ns.t")
+    assert [d["identifier"]["name"] for d in _dropped(http, catalog_url, wh)] == ["t"]
+    registered = cat.register_table("ns.t2", location)
+    assert registered.metadata_location == location
+    assert sorted(cat.load_table("ns.t2").scan().to_arrow()["id"].to_pylist()) == [1, 2]
+    assert _dropped(http, catalog_url, wh) == []
+    entries = http.get(f"{catalog_url}/v1/{wh}/audit", params={"operation": "undrop"}).json()["entries"]
+    assert [(e["target"]["name"], e["detail"]["via"]) for e in entries] == [("t2", "register")]
+    # A user who may register (CreateTable) but not restore that dropped table is refused.
+    cat.drop_table("ns.t2")
+    tables = f"arn:aws:s3tables:::bucket/{wh}/table/*"
+    _, key, secret = make_user(
+        http,
+        catalog_url,
+        {
+            "p": allow(["s3tables:CreateTable", "s3tables:GetTable"], tables),
+            "no": allow(["s3tables:RestoreTable"], tables, effect="Deny"),
+        },
+    )
+    from tests.conftest import sigv4_props
+
+    user = type(cat)("u", uri=catalog_url, warehouse=wh, **sigv4_props(key, secret))
+    with pytest.raises(Exception, match="RestoreTable"):
+        user.register_table("ns.t3", location)
+    assert [d["identifier"]["name"] for d in _dropped(http, catalog_url, wh)] == ["t2"]

@@ -75,6 +75,13 @@ def claim_uuid(ctx: Context, bucket: str, table_uuid: str, metadata_location: st
     raise Conflict(f"Table uuid {table_uuid} changed concurrently; retry")
 
 
+def uuid_state(ctx: Context, bucket: str, table_uuid: str) -> str | None:
+    try:
+        return str(json.loads(ctx.storage.get(bucket, keys.uuid_record(table_uuid)).body).get("state"))
+    except ObjectNotFound:
+        return None
+
+
 def set_uuid_state(ctx: Context, bucket: str, table_uuid: str, state: str) -> None:
     """Mark a dropped table's uuid (best effort: the sweeper repeats it)."""
     key = keys.uuid_record(table_uuid)

@@ -499,9 +499,12 @@ def register(
     meta_loc: object,
     overwrite: bool = False,
     glue: dict[str, Any] | None = None,
+    may_restore: Callable[[dict[str, Any]], None] = lambda record: None,
 ) -> TableState:
-    """Make a table of metadata a client wrote. ``glue``: a Glue client's TableInput; such a table
-    lives where its client chose (claimed, so no other table nests in or over it) and is never purged."""
+    """Make a table of metadata a client wrote. A table dropped into the trash is restored under the
+    requested name (``may_restore`` checks the caller may restore that dropped table). ``glue``: a
+    Glue client's TableInput; such a table lives where its client chose (claimed, so no other table
+    nests in or over it) and is never purged."""
     name = check_table(name)
     bucket, _ = check_register_location(ctx, warehouse, meta_loc)
     assert isinstance(meta_loc, str)
@@ -510,6 +513,8 @@ def register(
     table_uuid = str(metadata.table_uuid)
     if glue is None:
         purges.check_location(bucket, metadata.location, table_uuid)
+        if not overwrite and purges.uuid_state(ctx, bucket, table_uuid) == "trashed":
+            return _register_trashed(ctx, warehouse, ns, name, table_uuid, meta_loc, raw, may_restore)
         pointer = new_entry(meta_loc, table_uuid)
     else:
         path = locations.check(bucket, metadata.location, table_uuid)
@@ -552,6 +557,30 @@ def register(
             purges.set_uuid_state(ctx, bucket, table_uuid, "dropped")  # the files stay registrable
         raise
     pointers.after_claim(ctx, warehouse, ns, name, pointers.Pointer(pointer, etag), purge=False)
+    return TableState(meta_loc, raw)
+
+
+def _register_trashed(
+    ctx: Context,
+    warehouse: str,
+    ns: Namespace,
+    name: str,
+    table_uuid: str,
+    meta_loc: str,
+    raw: bytes,
+    may_restore: Callable[[dict[str, Any]], None],
+) -> TableState:
+    """Register of a dropped table's metadata: restore it from the trash (same files, same trail), at
+    the metadata file asked for if it is another of the table's own."""
+    from chalicelib.core import trash
+
+    record = trash.find_by_uuid(ctx, warehouse, table_uuid)
+    if record is None:
+        raise Conflict(f"Table uuid {table_uuid} is being dropped or restored; retry")
+    may_restore(record)
+    _, _, location = trash.restore(ctx, warehouse, str(record["drop-id"]), (ns, name), via="register")
+    if location != meta_loc:
+        swap_metadata_location(ctx, warehouse, ns, name, meta_loc)
     return TableState(meta_loc, raw)
 
 

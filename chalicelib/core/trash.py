@@ -146,10 +146,24 @@ def list_dropped(
     return items, (encode_token(listed[-1]) if more and listed else None)
 
 
+def find_by_uuid(ctx: Context, warehouse: str, table_uuid: str) -> dict[str, Any] | None:
+    """The kept record of the dropped table that owns this uuid, if any (one read per kept table)."""
+    bucket = ctx.bucket_for(warehouse)
+    for key in ctx.storage.list_keys(bucket, keys.TRASH_PREFIX):
+        try:
+            record = json.loads(ctx.storage.get(bucket, key).body)
+        except ObjectNotFound:
+            continue
+        if record.get("state") == "dropped" and pointers.owner_uuid(record.get("pointer") or {}) == table_uuid:
+            return dict(record)
+    return None
+
+
 def restore(
-    ctx: Context, warehouse: str, drop_id: str, dst: tuple[Namespace, str] | None = None
+    ctx: Context, warehouse: str, drop_id: str, dst: tuple[Namespace, str] | None = None, via: str = "undrop"
 ) -> tuple[Namespace, str, str]:
-    """Bring a dropped table back under its old name or dst; returns (namespace, name, metadata location)."""
+    """Bring a dropped table back under its old name or dst; returns (namespace, name, metadata
+    location). ``via`` names the request that asked (an undrop, or a register of its metadata)."""
     bucket = ctx.bucket_for(warehouse)
     record, etag = _read(ctx, warehouse, drop_id)
     if record["state"] != "dropped":
@@ -163,7 +177,7 @@ def restore(
         "undrop",
         audit.table_target(ns, name, original),
         after=original.get("metadata-location"),
-        **{"drop-id": drop_id, "dropped-as": {"namespace": record["namespace"], "name": record["name"]}},
+        **{"drop-id": drop_id, "dropped-as": {"namespace": record["namespace"], "name": record["name"]}, "via": via},
     )
     reserve = audit.appended(
         dict(original, state="pending", **{"since-ms": started, "rename-from": {"trash": drop_id}}), [e]

@@ -68,7 +68,13 @@ def register_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     ctx, wh = warehouse_of(req)
     name, location, overwrite = iceberg_io.parse_register(req.json())
     ns = namespace_of(req)
-    state = tables.register(ctx, wh, ns, name, location, overwrite)
+
+    def may_restore(record: dict[str, Any]) -> None:  # registering a dropped table restores it
+        from chalicelib.routes.trash import dropped_resource
+
+        req.require("RestoreTable", *dropped_resource(wh, record))
+
+    state = tables.register(ctx, wh, ns, name, location, overwrite, may_restore=may_restore)
     return iceberg_io.with_etag(state, *_access(req, wh, ns, name, state))
 
 

@@ -26,7 +26,7 @@ def _any_table(req: RequestContext) -> list[Check]:
     return [(req.action, table_arn(check_warehouse(req.param("warehouse"))), {}, True)]
 
 
-def _dropped(wh: str, record: dict[str, Any]) -> tuple[Resource, dict[str, str]]:
+def dropped_resource(wh: str, record: dict[str, Any]) -> tuple[Resource, dict[str, str]]:
     """The dropped table as policies name it: its name when dropped, and its id (a new table may
     hold that name now; the id is this one's)."""
     ns, name = tuple(record["namespace"]), str(record["name"])
@@ -37,7 +37,7 @@ def _dropped(wh: str, record: dict[str, Any]) -> tuple[Resource, dict[str, str]]
 def _record(req: RequestContext, action: str) -> tuple[Any, str, dict[str, Any]]:
     ctx, wh = warehouse_of(req)
     record = trash.get(ctx, wh, req.param("drop_id"))
-    req.require(action, *_dropped(wh, record))
+    req.require(action, *dropped_resource(wh, record))
     return ctx, wh, record
 
 
@@ -46,7 +46,7 @@ def list_dropped(req: RequestContext) -> tuple[int, dict[str, Any]]:
     ctx, wh = warehouse_of(req)
 
     def keep(record: dict[str, Any]) -> bool:
-        return req.visible("ListDroppedTables", *_dropped(wh, record))
+        return req.visible("ListDroppedTables", *dropped_resource(wh, record))
 
     items, token = trash.list_dropped(ctx, wh, *paging_of(req), keep)
     return 200, paged(req, "dropped", list(items), token)
