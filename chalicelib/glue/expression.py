@@ -2,37 +2,49 @@
 
 Python's `re` backtracks: `.*.*.*.*.*x` against a 170-character name took 11-14 s. Here the pattern
 is compiled to a position (Glushkov) automaton and run as a DFA built lazily from sets of positions
-(ints as bitsets), so a name costs one dictionary step per character once warm, whatever the
-pattern. Accepted syntax (case-insensitive, whole-name match): literals, `.`, escapes (`\\.`, `\\d`,
+(ints as bitsets): each character of a name is one dictionary step once warm, and at most one pass
+over the positions when not, whatever the pattern. Nothing backtracks, so the time is linear in the
+name. Compiling is bounded too: the automaton has at most `MAX_POSITIONS` positions (counted while
+parsing, before any `{n,m}` is expanded) and groups nest at most `MAX_DEPTH` deep.
+
+Accepted syntax (case-insensitive, whole-name match): literals, `.`, escapes (`\\.`, `\\\\`, `\\d`,
 `\\w`, `\\s` and their upper-case negations), classes `[a-z0-9_]` and `[^...]`, groups `( )` and
-`(?: )`, alternation `|`, quantifiers `*`, `+`, `?`, `{n}`, `{n,}`, `{n,m}` (a trailing `?` is
-accepted and changes nothing for a whole match), a leading `^` and a trailing `$`. Glue's own
-convention holds: a `*` that follows no atom means "anything". Anything else (backreferences,
-lookarounds) is refused.
+`(?: )`, alternation `|` (top level and in groups), quantifiers `*`, `+`, `?`, `{n}`, `{n,}`,
+`{n,m}` on atoms and groups (a trailing lazy `?` changes nothing for a whole match), a leading `^`
+and a trailing `$` (ignored). Glue's own convention holds: a `*` that follows no atom means
+"anything". Anything else (backreferences, lookarounds, other anchors, possessive or stacked
+quantifiers) answers BadRequest.
 """
 
 from __future__ import annotations
 
 import re
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from chalicelib.errors import BadRequest
 
 MAX_POSITIONS = 1024  # characters of the automaton once {n,m} is expanded
 MAX_REPEAT = 255  # names are at most 255 characters: a larger count can never match
-_DFA_STATES = 4096
+MAX_DEPTH = 32  # nested groups; keeps the recursive parser far from Python's recursion limit
+_DFA_STEPS = 4096  # cached (state, character) transitions; cleared when full
+_MASKS = 1024  # cached per-character position masks
 Pred = Callable[[str], bool]
 _CLASSES: dict[str, Pred] = {
-    "d": str.isdigit,
+    "d": str.isdecimal,  # as re's \d: decimal digits only
     "w": lambda c: c.isalnum() or c == "_",
     "s": str.isspace,
 }
+_BOUNDS = re.compile(r"(\d{1,4})(,(\d{0,4}))?\}")  # fixed-width, anchored by match(): no backtracking
 
 
 def _invalid(message: str) -> BadRequest:
     return BadRequest(f"Invalid Expression: {message}")
+
+
+def _too_complex(message: str) -> BadRequest:
+    return BadRequest(f"Expression is too complex: {message}")
 
 
 # ---- syntax tree ----------------------------------------------------------------------------------
@@ -43,15 +55,27 @@ class _Node:
     kind: str  # "char", "cat", "alt", "star", "opt", "empty"
     pred: Pred | None = None
     kids: list[_Node] = field(default_factory=list)
+    size: int = 0  # positions (char nodes) in this subtree
+
+
+def _char(pred: Pred) -> _Node:
+    return _Node("char", pred, size=1)
+
+
+def _group(kind: str, kids: list[_Node]) -> _Node:
+    return _Node(kind, kids=kids, size=sum(k.size for k in kids))
 
 
 def _copy(node: _Node) -> _Node:
-    return _Node(node.kind, node.pred, [_copy(k) for k in node.kids])
+    # Copies share predicates, which lets the automaton test each distinct predicate once.
+    return _Node(node.kind, node.pred, [_copy(k) for k in node.kids], node.size)
 
 
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text, self.i = text, 0
+        self.positions = 0  # positions in the tree so far, repeats expanded
+        self.depth = 0
 
     def peek(self) -> str | None:
         return self.text[self.i] if self.i < len(self.text) else None
@@ -61,11 +85,14 @@ class _Parser:
         self.i += 1
         return ch
 
+    def at_final_dollar(self) -> bool:
+        return self.peek() == "$" and self.i == len(self.text) - 1
+
     def parse(self) -> _Node:
         if self.peek() == "^":
             self.i += 1
         node = self.alt()
-        if self.peek() == "$" and self.i == len(self.text) - 1:
+        if self.at_final_dollar():
             self.i += 1
         if self.i != len(self.text):
             raise _invalid(f"unexpected {self.text[self.i]!r} at position {self.i}")
@@ -76,62 +103,93 @@ class _Parser:
         while self.peek() == "|":
             self.i += 1
             options.append(self.concat())
-        return options[0] if len(options) == 1 else _Node("alt", kids=options)
+        return options[0] if len(options) == 1 else _group("alt", options)
 
     def concat(self) -> _Node:
         items: list[_Node] = []
-        while self.peek() not in (None, "|", ")") and not (self.peek() == "$" and self.i == len(self.text) - 1):
+        while self.peek() not in (None, "|", ")") and not self.at_final_dollar():
             items.append(self.repeat())
         if not items:
             return _Node("empty")
-        return items[0] if len(items) == 1 else _Node("cat", kids=items)
+        return items[0] if len(items) == 1 else _group("cat", items)
 
     def repeat(self) -> _Node:
         node = self.atom()
-        while self.peek() in ("*", "+", "?", "{"):
-            low, high = self.quantifier()
-            node = _repeated(node, low, high)
-            if self.peek() == "?":  # lazy: the same whole-name matches
-                self.i += 1
-        return node
+        if self.peek() not in ("*", "+", "?", "{"):
+            return node
+        low, high = self.quantifier()
+        if self.peek() == "?":  # lazy: the same whole-name matches
+            self.i += 1
+        if self.peek() in ("+", "?", "{"):  # `*` here was turned into `.*` by glue_to_regex
+            raise _invalid(f"multiple repeat at position {self.i} (possessive quantifiers are not supported)")
+        return self.expand(node, low, high)
 
     def quantifier(self) -> tuple[int, int | None]:
         ch = self.take()
         if ch != "{":
             return {"*": (0, None), "+": (1, None), "?": (0, 1)}[ch]
-        found = re.match(r"(\d{1,4})(,(\d{0,4}))?\}", self.text[self.i :])
+        found = _BOUNDS.match(self.text, self.i)
         if found is None:
             raise _invalid("a { quantifier needs {n}, {n,} or {n,m}")
-        self.i += found.end()
+        self.i = found.end()
         low = int(found[1])
         high = low if found[2] is None else (int(found[3]) if found[3] else None)
         if high is not None and high < low:
             raise _invalid("{n,m} needs n <= m")
         return low, high
 
+    def expand(self, node: _Node, low: int, high: int | None) -> _Node:
+        """`node{low,high}` as copies; counted before copying, so a nested repeat cannot blow up."""
+        if max(low, high or 0) > MAX_REPEAT:
+            raise _too_complex(f"a repeat count above {MAX_REPEAT} (names are at most 255 characters)")
+        copies = max(low, 1) if high is None else high
+        if high is None and low > 0:
+            copies += 1  # low copies plus a star
+        self.positions += node.size * (copies - 1)
+        if self.positions > MAX_POSITIONS:
+            raise _too_complex(f"more than {MAX_POSITIONS} characters once repeats are expanded")
+        parts = [_copy(node) for _ in range(low)]
+        if high is None:
+            parts.append(_Node("star", kids=[_copy(node)], size=node.size))
+        else:
+            parts += [_Node("opt", kids=[_copy(node)], size=node.size) for _ in range(high - low)]
+        if not parts:
+            return _Node("empty")
+        return parts[0] if len(parts) == 1 else _group("cat", parts)
+
     def atom(self) -> _Node:
         ch = self.take()
         if ch == "(":
-            if self.text.startswith("?", self.i):
-                if not self.text.startswith("?:", self.i):
-                    raise _invalid("lookarounds and named groups are not supported")
-                self.i += 2
-            node = self.alt()
-            if self.peek() != ")":
-                raise _invalid("unbalanced parenthesis")
-            self.i += 1
-            return node
-        if ch == "[":
-            return _Node("char", self.char_class())
-        if ch == ".":
-            return _Node("char", lambda c: True)
-        if ch == "\\":
-            return _Node("char", self.escape())
+            return self.group()
         if ch in "*+?{":
             raise _invalid(f"nothing to repeat at position {self.i - 1}")
-        if ch in ")]}^$" and ch != "}":
-            raise _invalid(f"unexpected {ch!r} at position {self.i - 1}")
-        return _Node("char", _literal(ch))
+        if ch in ")^$":
+            raise _invalid(f"unexpected {ch!r} at position {self.i - 1} (anchors only at the ends)")
+        self.positions += 1
+        if self.positions > MAX_POSITIONS:
+            raise _too_complex(f"more than {MAX_POSITIONS} characters once repeats are expanded")
+        if ch == "[":
+            return _char(self.char_class())
+        if ch == ".":
+            return _char(lambda c: True)
+        if ch == "\\":
+            return _char(self.escape())
+        return _char(_literal(ch))
+
+    def group(self) -> _Node:
+        if self.text.startswith("?", self.i):
+            if not self.text.startswith("?:", self.i):
+                raise _invalid("lookarounds, named groups and inline flags are not supported")
+            self.i += 2
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise _too_complex(f"groups nested more than {MAX_DEPTH} deep")
+        node = self.alt()
+        if self.peek() != ")":
+            raise _invalid("unbalanced parenthesis")
+        self.i += 1
+        self.depth -= 1
+        return node
 
     def escape(self) -> Pred:
         if self.peek() is None:
@@ -161,16 +219,11 @@ class _Parser:
             first = False
             if ch == "\\":
                 tests.append(self.escape())
-                continue
-            if self.peek() == "-" and self.i + 1 < len(self.text) and self.text[self.i + 1] != "]":
+            elif self.peek() == "-" and self.i + 1 < len(self.text) and self.text[self.i + 1] != "]":
                 self.i += 1
-                end = self.take()
-                if end < ch:
-                    raise _invalid(f"bad range {ch}-{end}")
-                lo, hi = ch, end
-                tests.append(lambda c, lo=lo, hi=hi: lo <= c <= hi or lo <= c.upper() <= hi or lo <= c.lower() <= hi)
-                continue
-            tests.append(_literal(ch))
+                tests.append(_range(ch, self.take()))
+            else:
+                tests.append(_literal(ch))
 
         def member(c: str) -> bool:
             return any(t(c) for t in tests) != negate
@@ -183,17 +236,11 @@ def _literal(ch: str) -> Pred:
     return lambda c: c.lower() == low
 
 
-def _repeated(node: _Node, low: int, high: int | None) -> _Node:
-    if low > MAX_REPEAT or (high is not None and high > MAX_REPEAT):
-        raise _invalid(f"a repeat count above {MAX_REPEAT} (names are at most 255 characters)")
-    parts = [_copy(node) for _ in range(low)]
-    if high is None:
-        parts.append(_Node("star", kids=[_copy(node)]))
-    else:
-        parts += [_Node("opt", kids=[_copy(node)]) for _ in range(high - low)]
-    if not parts:
-        return _Node("empty")
-    return parts[0] if len(parts) == 1 else _Node("cat", kids=parts)
+def _range(lo: str, hi: str) -> Pred:
+    if hi < lo:
+        raise _invalid(f"bad range {lo}-{hi}")
+    # Case-insensitive, as re.IGNORECASE: `[A-Z]` takes `a`, `[a-z]` takes `A`.
+    return lambda c: lo <= c <= hi or lo <= c.upper() <= hi or lo <= c.lower() <= hi
 
 
 # ---- position automaton ------------------------------------------------------------------------------
@@ -203,10 +250,10 @@ class Expression:
     """A compiled Expression; `fullmatch(name)` answers whether the whole name matches."""
 
     def __init__(self, tree: _Node) -> None:
-        self.preds: list[Pred] = []
-        self.follow: list[int] = []
-        nullable, first, last = self._build(tree)
-        self.nullable, self.first, self.last = nullable, first, last
+        self.follow: list[int] = []  # per position: the positions that may come next
+        self._by_pred: dict[Pred, int] = {}  # each distinct predicate: the positions it guards
+        self.nullable, self.first, self.last = self._build(tree)
+        self._split_follow()
         self._masks: dict[str, int] = {}
         self._steps: dict[tuple[int, str], int] = {}
 
@@ -215,12 +262,10 @@ class Expression:
         if node.kind == "empty":
             return True, 0, 0
         if node.kind == "char":
-            if len(self.preds) >= MAX_POSITIONS:
-                raise _invalid(f"too complex: more than {MAX_POSITIONS} characters once repeats are expanded")
             assert node.pred is not None
-            self.preds.append(node.pred)
+            bit = 1 << len(self.follow)
             self.follow.append(0)
-            bit = 1 << (len(self.preds) - 1)
+            self._by_pred[node.pred] = self._by_pred.get(node.pred, 0) | bit
             return False, bit, bit
         if node.kind == "alt":
             built = [self._build(k) for k in node.kids]
@@ -234,22 +279,23 @@ class Expression:
                 last = last | k_last if k_null else k_last
                 nullable = nullable and k_null
             return nullable, first, last
-        k_null, k_first, k_last = self._build(node.kids[0])  # star or opt
+        _, k_first, k_last = self._build(node.kids[0])  # star or opt
         if node.kind == "star":
             self._link(k_last, k_first)
         return True, k_first, k_last
 
     def _link(self, sources: int, targets: int) -> None:
-        while sources:
-            low = sources & -sources
-            self.follow[low.bit_length() - 1] |= targets
-            sources ^= low
+        if not targets:
+            return
+        for position in _bits(sources):
+            self.follow[position] |= targets
 
     def _mask(self, ch: str) -> int:
+        """The positions whose character test accepts `ch`."""
         mask = self._masks.get(ch)
         if mask is None:
-            mask = _or(1 << i for i, pred in enumerate(self.preds) if pred(ch))
-            if len(self._masks) < 1024:
+            mask = _or(bits for pred, bits in self._by_pred.items() if pred(ch))
+            if len(self._masks) < _MASKS:
                 self._masks[ch] = mask
         return mask
 
@@ -257,16 +303,40 @@ class Expression:
         key = (state, ch)
         found = self._steps.get(key)
         if found is None:
-            reach, rest = 0, state
-            while rest:
-                low = rest & -rest
-                reach |= self.follow[low.bit_length() - 1]
-                rest ^= low
-            found = reach & self._mask(ch)
-            if len(self._steps) >= _DFA_STATES:
+            found = self._reach(state) & self._mask(ch)
+            if len(self._steps) >= _DFA_STEPS:
                 self._steps.clear()  # bounded memory; rebuilt as needed
             self._steps[key] = found
         return found
+
+    def _split_follow(self) -> None:
+        """Most positions (chains such as `abc` or an expanded `.{200}`) lead only to the next one:
+        those move by one shift. The others go through per-byte tables: for each byte of positions
+        and each of its 256 values, the union of their follow sets, filled on use."""
+        count = len(self.follow)
+        chain = _or(1 << p for p in range(count) if self.follow[p] == 1 << (p + 1))
+        self._chain = chain
+        self._other = _or(1 << p for p in range(count) if self.follow[p] and not chain >> p & 1)
+        self._width = (count + 7) // 8
+        self._other_bytes = sorted({p // 8 for p in _bits(self._other)})
+        self._reach_tables: dict[int, list[int | None]] = {i: [None] * 256 for i in self._other_bytes}
+
+    def _reach(self, state: int) -> int:
+        """The positions that may follow any position of `state`."""
+        out = (state & self._chain) << 1
+        other = state & self._other
+        if not other:
+            return out
+        data = other.to_bytes(self._width, "little")
+        for index in self._other_bytes:
+            byte = data[index]
+            if byte:
+                table = self._reach_tables[index]
+                union = table[byte]
+                if union is None:
+                    union = table[byte] = _or(self.follow[8 * index + b] for b in range(8) if byte >> b & 1)
+                out |= union
+        return out
 
     def fullmatch(self, name: str) -> bool:
         if not name:
@@ -279,10 +349,17 @@ class Expression:
         return bool(state & self.last)
 
 
-def _or(bits: object) -> int:
+def _bits(value: int) -> Iterable[int]:
+    while value:
+        low = value & -value
+        yield low.bit_length() - 1
+        value ^= low
+
+
+def _or(values: Iterable[int]) -> int:
     out = 0
-    for b in bits:  # type: ignore[attr-defined]
-        out |= b
+    for value in values:
+        out |= value
     return out
 
 
