@@ -342,10 +342,12 @@ class Expression:
         if not name:
             return self.nullable
         state = self.first & self._mask(name[0])
+        steps = self._steps  # the warm path: one dictionary lookup per character
         for ch in name[1:]:
             if not state:
                 return False
-            state = self._step(state, ch)
+            known = steps.get((state, ch))
+            state = self._step(state, ch) if known is None else known
         return bool(state & self.last)
 
 
