@@ -14,15 +14,14 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import boto3
 import catalog_admin
 import pytest
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from tests.authutil import make_user
 from tests.conftest import REGION, ROOT_KEY, ROOT_SECRET
 from tests.test_glue import glue_client
+from tests.test_s3tables import s3tables_client
 
 ACCOUNT = "000000000000"
 SCHEMA = {"fields": [{"name": "id", "type": "long", "required": True}]}
@@ -30,15 +29,7 @@ ALL = ["s3tables:*", "glue:*"]
 
 
 def s3tables(catalog_url: str, key: str = ROOT_KEY, secret: str = ROOT_SECRET) -> Any:
-    base = catalog_url.rsplit("/_iceberg", 1)[0]
-    return boto3.client(
-        "s3tables",
-        endpoint_url=f"{base}/_s3tables",
-        region_name=REGION,
-        aws_access_key_id=key,
-        aws_secret_access_key=secret,
-        config=Config(retries={"mode": "standard", "max_attempts": 2}),
-    )
+    return s3tables_client(catalog_url, key=key, secret=secret)
 
 
 def denied(call: Callable[[], Any]) -> bool:

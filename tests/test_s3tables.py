@@ -17,14 +17,14 @@ from botocore.exceptions import ClientError
 from tests.conftest import REGION, ROOT_KEY, ROOT_SECRET, keys_under, rest_catalog
 
 
-def s3tables_client(catalog_url: str, validate: bool = True) -> Any:
+def s3tables_client(catalog_url: str, validate: bool = True, key: str = ROOT_KEY, secret: str = ROOT_SECRET) -> Any:
     base = catalog_url.rsplit("/_iceberg", 1)[0]
     return boto3.client(
         "s3tables",
         endpoint_url=f"{base}/_s3tables",
         region_name=REGION,
-        aws_access_key_id=ROOT_KEY,
-        aws_secret_access_key=ROOT_SECRET,
+        aws_access_key_id=key,
+        aws_secret_access_key=secret,
         config=Config(retries={"mode": "standard", "max_attempts": 3}, parameter_validation=validate),
     )
 
