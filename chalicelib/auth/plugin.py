@@ -98,13 +98,16 @@ class PolicyAuthorizer:
                 ids[key] = _table_id(resource)
             return ids[key]
 
+        naming: dict[str, dict[str, Any]] = {}  # per warehouse, once per request (lists ask per item)
+
+        def docs_for(resource: Resource) -> tuple[dict[str, Any], ...]:
+            return principal.policies + _resource_policies(principal, resource, id_of, naming)
+
         def allowed(action: str, resource: Resource, cond: dict[str, str], partial: bool = False) -> bool:
-            docs = principal.policies + _resource_policies(principal, resource, id_of)
-            return policy.allowed(docs, action, resource, cond, partial, id_of)
+            return policy.allowed(docs_for(resource), action, resource, cond, partial, id_of)
 
         def denied(action: str, resource: Resource, cond: dict[str, str]) -> bool:
-            docs = principal.policies + _resource_policies(principal, resource, id_of)
-            return policy.denied(docs, action, resource, cond, id_of)
+            return policy.denied(docs_for(resource), action, resource, cond, id_of)
 
         req.visible = allowed
         req.denied = denied
@@ -129,7 +132,10 @@ def _table_id(resource: Resource) -> str | None:
 
 
 def _resource_policies(
-    principal: identities.Principal, resource: Resource, id_of: Callable[[Resource], str | None]
+    principal: identities.Principal,
+    resource: Resource,
+    id_of: Callable[[Resource], str | None],
+    naming: dict[str, dict[str, Any]],
 ) -> tuple[dict[str, Any], ...]:
     """The table bucket and table policies (S3 Tables) that apply to this principal and resource."""
     from chalicelib.core import resource_policies
@@ -140,7 +146,9 @@ def _resource_policies(
         check_warehouse(resource.warehouse)
     except BadRequest:
         return ()  # a malformed name: its handler answers 400
-    doc = _naming(resource_policies.read(get_context(), resource.warehouse), principal.name)
+    if resource.warehouse not in naming:
+        naming[resource.warehouse] = _naming(resource_policies.read(get_context(), resource.warehouse), principal.name)
+    doc = naming[resource.warehouse]
     if not doc:
         return ()
     return tuple(resource_policies.for_resource(doc, resource, id_of))
