@@ -377,6 +377,13 @@ def test_spark_glue_catalog_shares_tables_with_the_rest_face(spark, pycat, catal
     spark.sql("REFRESH TABLE gluecat.gluedb.events")
     assert spark.sql("SELECT count(*) FROM gluecat.gluedb.events").collect()[0][0] == 5
     assert sorted(pycat.load_table("gluedb.events").scan().to_arrow()["id"].to_pylist()) == [1, 2, 3, 4, 5]
+    # ALTER TABLE ... RENAME TO through Iceberg Java's GlueCatalog (CreateTable + DeleteTable).
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS gluecat.gluedb2")
+    spark.sql("ALTER TABLE gluecat.gluedb.events RENAME TO gluedb2.renamed")  # Spark: no catalog here
+    assert spark.sql("SELECT count(*) FROM gluecat.gluedb2.renamed").collect()[0][0] == 5
+    spark.sql("INSERT INTO gluecat.gluedb2.renamed VALUES (6, 'after')")
+    assert sorted(pycat.load_table("gluedb2.renamed").scan().to_arrow()["id"].to_pylist()) == [1, 2, 3, 4, 5, 6]
+    assert [r.tableName for r in spark.sql("SHOW TABLES IN gluecat.gluedb").collect()] == []
 
 
 def test_spark_sql_views(spark, pycat, http, catalog_url, spark_wh):

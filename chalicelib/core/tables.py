@@ -685,9 +685,19 @@ def drop(ctx: Context, warehouse: str, ns: Namespace, name: str, purge: bool, ki
 
 
 def rename(
-    ctx: Context, warehouse: str, src: tuple[Namespace, str], dst: tuple[Namespace, str], kind: str = "table"
+    ctx: Context,
+    warehouse: str,
+    src: tuple[Namespace, str],
+    dst: tuple[Namespace, str],
+    kind: str = "table",
+    reservation: pointers.Pointer | None = None,
+    fields: dict[str, Any] | None = None,
 ) -> None:
-    """Rename a table (or a view: kind="view"), across namespaces too; one commit point (docs/design.md)."""
+    """Rename a table (or a view: kind="view"), across namespaces too; one commit point (docs/design.md).
+
+    ``reservation``: the destination's pending pointer, made earlier (a Glue client's CreateTable,
+    glue_renames.py); it is refreshed from the source as it is now, so no commit made since is lost.
+    ``fields`` are set on the renamed pointer."""
     src_ns, src_name = check_namespace(list(src[0])), check_table(src[1])
     dst_ns, dst_name = check_namespace(list(dst[0])), check_table(dst[1])
     if (src_ns, src_name) == (dst_ns, dst_name):
@@ -703,13 +713,18 @@ def rename(
             audit.table_target(dst_ns, dst_name, src.data),
             **{"renamed-from": {"namespace": list(src_ns), "name": src_name}},
         )
-        renamed = audit.appended(src.data, [e])
+        base = {k: v for k, v in src.data.items() if k != "glue-rename"}  # the intent ends here
+        renamed = audit.appended(dict(base, **(fields or {})), [e])
         reserve = dict(
             renamed,
             state="pending",
             **{"since-ms": started, "rename-from": {"namespace": list(src_ns), "name": src_name}},
         )
-        dst_etag = pointers.claim_name(ctx, warehouse, dst_ns, dst_name, reserve)
+        if reservation is not None:
+            dst_etag = _refresh(ctx, bucket, dst_key, reservation, reserve, pointers.ident(dst_ns, dst_name))
+            reservation = None  # a retry below claims the name anew
+        else:
+            dst_etag = pointers.claim_name(ctx, warehouse, dst_ns, dst_name, reserve)
         if not namespaces.accepts_table(ctx, warehouse, dst_ns, dst_name):
             pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started)
             raise Conflict(f"Namespace {'.'.join(dst_ns)!r} is being deleted")
@@ -752,6 +767,22 @@ def rename(
     raise CommitFailed(f"Table {pointers.ident(src_ns, src_name)!r} changed concurrently; retry the rename")
 
 
+def _refresh(ctx: Context, bucket: str, key: str, held: pointers.Pointer, data: dict[str, Any], what: str) -> str:
+    """Overwrite a reservation this request's client made (compare-and-swap): its ETag."""
+    try:
+        return ctx.storage.put_if_match(bucket, key, dump(data), held.etag)
+    except (PreconditionFailed, ObjectNotFound):
+        pass
+    except WriteInDoubt:
+        try:
+            obj = ctx.storage.get(bucket, key)
+            if json.loads(obj.body) == data:
+                return obj.etag
+        except ObjectNotFound:
+            pass
+    raise Conflict(f"The reservation of {what!r} changed (its lease ran out?); retry the rename")
+
+
 def find(ctx: Context, warehouse: str, table_uuid: str) -> tuple[Namespace, str] | None:
     """The live table with this uuid, if any: its uuid record names its first location, whose path
     is `{namespace levels}/{name}-{uuid hex}`; a renamed table is found by a scan of the pointers."""
@@ -776,9 +807,12 @@ def find(ctx: Context, warehouse: str, table_uuid: str) -> tuple[Namespace, str]
 
     path = str(record.get("metadata-location", "")).split(f"s3://{bucket}/", 1)[-1].rsplit("/metadata/", 1)[0]
     *levels, last = path.split("/")
-    guess = (tuple(levels), last.rsplit("-", 1)[0])
-    if levels and holds(*guess):
-        return guess
+    guesses = [(tuple(levels), last.rsplit("-", 1)[0])]  # where the catalog puts a table
+    if levels and levels[-1].endswith(".db"):  # where Glue clients put one: {warehouse}/{db}.db/{table}
+        guesses.append(((levels[-1][:-3],), last))
+    for guess in guesses:
+        if guess[0] and guess[0] != ("",) and holds(*guess):
+            return guess
     for key in ctx.storage.list_keys(bucket, keys.TABLES_PREFIX):
         ns = tuple(key[len(keys.TABLES_PREFIX) :].split("/", 1)[0].split("."))
         if holds(ns, keys.table_from_pointer(key)):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
-from chalicelib.core import entries, hive, namespaces, side_data, tables, versions
+from chalicelib.core import entries, glue_renames, hive, namespaces, side_data, tables, versions
 from chalicelib.core.context import Context, get_context
 from chalicelib.core.purges import UuidInUse
 from chalicelib.core.versioning import version_of
@@ -345,12 +345,14 @@ def create_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body
                 "An Iceberg table needs Parameters.metadata_location: Glue clients write the metadata file "
                 "(in the warehouse bucket) and the catalog records it"
             )
+        stored = shapes.stored(table, location)
         try:
-            tables.register(ctx, wh, ns, name, location, glue=shapes.stored(table, location))
+            tables.register(ctx, wh, ns, name, location, glue=stored)
         except UuidInUse:
+            if glue_renames.begin(ctx, wh, (ns, name), location, stored, _may_rename(req, wh, (ns, name))):
+                return {}  # the table moves here when the client deletes the old name (glue_renames.py)
             raise BadRequest(
-                "The metadata's table is already registered under another name: a table's files are its own. "
-                "To rename a table, use the Iceberg REST rename (CreateTable + DeleteTable would share files)"
+                "The metadata's table is already registered under another name: a table's files are its own"
             ) from None
     else:
         hive.create(ctx, wh, ns, name, shapes.stored(table, None))
@@ -402,8 +404,23 @@ def update_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body
     return {}
 
 
-def _drop(ctx: Context, wh: str, ns: tuple[str, ...], name: str) -> None:
-    """Glue deletes the table definition, never its files; versions and side data go with it."""
+def _may_rename(
+    req: RequestContext, wh: str, other: tuple[tuple[str, ...], str]
+) -> Callable[[tuple[str, ...], str], None]:
+    """A Glue rename (CreateTable + DeleteTable) needs what a REST rename needs: RenameTable on both names."""
+
+    def check(ns: tuple[str, ...], name: str) -> None:
+        for side in ((ns, name), other):
+            req.require("RenameTable", table_arn(wh, *side), ns_context(*side))
+
+    return check
+
+
+def _drop(ctx: Context, wh: str, ns: tuple[str, ...], name: str, req: RequestContext) -> None:
+    """Glue deletes the table definition, never its files; versions and side data go with it. The
+    DeleteTable of a Glue client's rename finishes or rolls back that rename instead."""
+    if glue_renames.on_delete(ctx, wh, ns, name, _may_rename(req, wh, (ns, name))):
+        return
     entry = entries.get(ctx, wh, ns, name)
     if entry.is_iceberg:
         tables.drop(ctx, wh, ns, name, purge=False)
@@ -415,7 +432,7 @@ def _drop(ctx: Context, wh: str, ns: tuple[str, ...], name: str) -> None:
 @op("DeleteTable", "DeleteTable", _table("DeleteTable"))
 def delete_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
     ns, name = shapes.database_name(body.get("DatabaseName")), shapes.table_name(body.get("Name"))
-    _drop(ctx, wh, ns, name)
+    _drop(ctx, wh, ns, name, req)
     return {}
 
 
@@ -429,7 +446,7 @@ def batch_delete_table(ctx: Context, wh: str, body: Body, req: RequestContext) -
     errors = []
     for raw in names:
         try:
-            _drop(ctx, wh, ns, shapes.table_name(raw, "TablesToDelete[]"))
+            _drop(ctx, wh, ns, shapes.table_name(raw, "TablesToDelete[]"), req)
         except (NotFound, BadRequest) as exc:
             code = "EntityNotFoundException" if isinstance(exc, NotFound) else "InvalidInputException"
             errors.append(

@@ -1,0 +1,124 @@
+"""Glue renames: the calls both GlueCatalogs (PyIceberg's and Iceberg Java's) make to rename a
+table, done as one rename.
+
+They read the table, CreateTable the new name with the same metadata, then DeleteTable the old
+name (and DeleteTable the new name to roll back if that fails). A second live name sharing the
+files would let a purge or commit through one destroy or fork the other, so:
+
+- CreateTable of a live table's metadata under another name *begins* a rename: it reserves
+  the new name (a "pending" pointer, as a REST rename's: invisible to readers, no commit or drop can
+  reach it) and records the intent on the source ("glue-rename", with a lease).
+- DeleteTable of the source within the lease *finishes* it: tables.rename, with its one commit
+  point, from the source as it is then (commits made in between move with it).
+- DeleteTable of the new name rolls back: the reservation goes, the source stays.
+- A client that dies between the calls leaves the source alone; the reservation lapses with its
+  lease (tombstone_lease_ms), then the sweeper or the next creator of that name removes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from chalicelib import keys
+from chalicelib.core import metadata as md
+from chalicelib.core import namespaces, pointers, tables
+from chalicelib.core.context import Context, dump, now_ms, tombstone_lease_ms
+from chalicelib.errors import CommitFailed, Conflict
+from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
+
+Namespace = tuple[str, ...]
+INTENT = "glue-rename"
+ATTEMPTS = 8  # marking the source races its writers' commits
+
+
+def _ref(ns: Namespace, name: str) -> dict[str, Any]:
+    return {"namespace": list(ns), "name": name}
+
+
+def begin(
+    ctx: Context,
+    warehouse: str,
+    dst: tuple[Namespace, str],
+    meta_loc: str,
+    glue: dict[str, Any],
+    authorize: Callable[[Namespace, str], None],
+) -> bool:
+    """Begin a rename if ``meta_loc`` is a live table's metadata (False if it is not).
+    ``authorize(ns, name)`` checks the caller may rename that source to ``dst``."""
+    table_uuid = str(md.metadata_at(ctx, meta_loc).table_uuid)
+    found = tables.find(ctx, warehouse, table_uuid)
+    if found is None or found == dst:
+        return False
+    src_ns, src_name = found
+    authorize(src_ns, src_name)
+    bucket, src_key = ctx.bucket_for(warehouse), keys.table_pointer(src_ns, src_name)
+    started = now_ms()
+    intent = {"to": _ref(*dst), "until-ms": started + tombstone_lease_ms()}
+    for _ in range(ATTEMPTS):  # the metadata names the table; it moves as it is when the rename ends
+        src = pointers.require(ctx, warehouse, src_ns, src_name)
+        reserve = dict(
+            {k: v for k, v in src.data.items() if k != INTENT},
+            glue=glue,
+            state="pending",
+            **{"since-ms": started, "rename-from": _ref(src_ns, src_name), INTENT: intent},
+        )
+        held = pointers.claim_name(ctx, warehouse, dst[0], dst[1], reserve)  # TableAlreadyExists if taken
+        if not namespaces.accepts_table(ctx, warehouse, *dst):
+            pointers.remove_pointer(ctx, bucket, keys.table_pointer(*dst), held, started)
+            raise Conflict(f"Namespace {'.'.join(dst[0])!r} is being deleted")
+        marked = dict(src.data, **{INTENT: intent})
+        try:
+            ctx.storage.put_if_match(bucket, src_key, dump(marked), src.etag)
+            return True
+        except (PreconditionFailed, ObjectNotFound):
+            continue  # a commit landed first: check the metadata again
+        except WriteInDoubt:
+            now = pointers.read(ctx, warehouse, src_ns, src_name)
+            if now is not None and now.data.get(INTENT) == intent:
+                return True
+    raise CommitFailed(f"Table {pointers.ident(src_ns, src_name)!r} changed concurrently; retry the rename")
+
+
+def _reservation(ctx: Context, warehouse: str, ns: Namespace, name: str) -> pointers.Pointer | None:
+    """The pending Glue rename reservation at this name, if one is there and within its lease."""
+    return _held(pointers.read(ctx, warehouse, ns, name))
+
+
+def _held(p: pointers.Pointer | None) -> pointers.Pointer | None:
+    if p is None or p.state != "pending" or INTENT not in p.data or "claim" in p.data:
+        return None
+    return None if p.stale() else p
+
+
+def on_delete(
+    ctx: Context, warehouse: str, ns: Namespace, name: str, authorize: Callable[[Namespace, str], None]
+) -> bool:
+    """A Glue DeleteTable: roll back the rename that reserved this name, or finish the rename this
+    table began (``authorize(dst)`` checks the caller may rename it there). False when neither
+    applies and the DeleteTable is a drop; one pointer read then."""
+    p = pointers.read(ctx, warehouse, ns, name)
+    if p is None or INTENT not in p.data:
+        return False
+    held = _held(p)
+    if held is not None:
+        bucket = ctx.bucket_for(warehouse)
+        if not pointers.remove_pointer(ctx, bucket, keys.table_pointer(ns, name), held.etag, held.since_ms):
+            raise Conflict(f"Table {pointers.ident(ns, name)!r} is being renamed; retry shortly")
+        return True
+    if p.state != "active" or "claim" in p.data or pointers.kind_of(p.data) != "table":
+        return False
+    intent = p.data[INTENT]
+    if not isinstance(intent, dict) or now_ms() >= int(intent.get("until-ms", 0)):
+        return False
+    dst = (tuple(intent["to"]["namespace"]), str(intent["to"]["name"]))
+    held = _reservation(ctx, warehouse, *dst)
+    if (
+        held is None
+        or held.data.get("rename-from") != _ref(ns, name)
+        or held.data.get("table-uuid") != p.data.get("table-uuid")
+    ):
+        return False  # rolled back, or lapsed: a drop
+    authorize(*dst)
+    tables.rename(ctx, warehouse, (ns, name), dst, reservation=held, fields={"glue": held.data.get("glue")})
+    return True
