@@ -228,6 +228,11 @@ def merge_template() -> dict[str, Any]:
             }
             for i, r in enumerate(r for r in ROUTES if r.group == group or r.group in GROUPS[group])
         }
+        if group == "config":  # the lightest function answers what no route matches, in the face's shape
+            props["Events"]["Fallback"] = {
+                "Type": "HttpApi",
+                "Properties": {"ApiId": {"Ref": "CatalogHttpApi"}, "Method": "ANY", "Path": "$default"},
+            }
         res[f"{cap}Function"] = {"Type": "AWS::Serverless::Function", "Properties": props}
     # The sweeper: finishes abandoned drops, renames, claims and purges on a schedule.
     res["SweeperRole"] = _role(S3_ACCESS["sweeper"])

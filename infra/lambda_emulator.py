@@ -173,7 +173,10 @@ class HttpApiRoutes:
     {params} over {greedy+}); a route for the method beats ANY."""
 
     def __init__(self, functions: dict[str, FunctionSpec]) -> None:
-        self.routes = [(m, p, p.strip("/").split("/"), fn) for fn, f in functions.items() for m, p in f.routes]
+        every = [(m, p, fn) for fn, f in functions.items() for m, p in f.routes]
+        self.routes = [(m, p, p.strip("/").split("/"), fn) for m, p, fn in every if p != "$default"]
+        # The $default route takes what no other route matches (the catalog answers its own 404s).
+        self.fallback = next((fn for _, p, fn in every if p == "$default"), None)
 
     def match(self, method: str, raw_path: str) -> tuple[str, str, dict[str, str]] | None:
         parts = raw_path.strip("/").split("/")
@@ -205,7 +208,9 @@ class HttpApiRoutes:
             key = (*score, 1 if route_method == method else 0)
             if best is None or key > best[0]:
                 best = (key, fn, f"{route_method} {path}", params)
-        return None if best is None else (best[1], best[2], best[3])
+        if best is None:
+            return None if self.fallback is None else (self.fallback, "$default", {})
+        return best[1], best[2], best[3]
 
 
 # ---- instances and the Runtime API ---------------------------------------------------------------

@@ -181,6 +181,29 @@ def test_a_request_over_the_payload_limit_is_refused_and_writes_nothing(lam, wh,
     assert s3_state(s3, only=[BUCKET_PREFIX + wh]) == state
 
 
+def test_paths_no_route_matches_answer_the_catalogs_error_shape(lam):
+    """The HTTP API's $default route: a `..` segment or an unknown path gets the Iceberg ErrorModel
+    from a function, not the API's own `{"message": "Not Found"}`."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    host = urlsplit(lam.url).netloc
+    for method, path in (
+        ("GET", "/_iceberg/v1/../v1/config"),
+        ("GET", "/_iceberg/v1/nowhere/at/all"),
+        ("DELETE", "/elsewhere"),
+        ("POST", "/_iceberg/v1/%2e%2e/warehouses"),
+    ):
+        conn = http.client.HTTPConnection(host, timeout=30)
+        conn.request(method, path)  # sent as is: no client normalises the dots away
+        resp = conn.getresponse()
+        body = json.loads(resp.read())
+        conn.close()
+        assert resp.status == 404, (path, body)
+        assert set(body) == {"error"} and body["error"]["code"] == 404, (path, body)
+        assert body["error"]["type"] and body["error"]["message"], (path, body)
+
+
 def test_the_all_in_one_function_behind_a_function_url(package, s3_endpoint, system_bucket, tmp_path, http):
     params = {
         "SystemBucketName": system_bucket,
