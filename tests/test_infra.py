@@ -47,6 +47,7 @@ def test_one_function_per_group_and_every_route_routed(built):
             key = (event["Properties"]["Method"], event["Properties"]["Path"])
             assert key not in routed
             routed[key] = group
+    assert routed.pop(("ANY", "$default")) == "config"  # what no route matches: the catalog's own 404
     assert set(routed) == {(r.method, r.path) for r in ROUTES}  # every route, each in exactly one function
     assert res["APIHandler"]["Properties"]["Handler"] == "chalicelib.handlers.all.handler"
     assert res["AllFunctionUrl"]["Properties"]["TargetFunctionArn"] == {"Fn::GetAtt": ["APIHandler", "Arn"]}
