@@ -178,6 +178,45 @@ def test_stage_create_and_register_every_version(http, catalog_url, warehouse, v
     assert loaded["table-uuid"] == created["metadata"]["table-uuid"] and loaded["format-version"] == version
 
 
+@pytest.mark.parametrize("version", [2, 3])
+def test_staged_create_commit_in_iceberg_javas_order(http, catalog_url, warehouse, version):
+    """Spark CREATE OR REPLACE / CTAS commit a staged create as assign-uuid, upgrade-format-version,
+    then schema, spec and order: the upgrade comes before the table has a spec."""
+    import uuid
+
+    base = f"{catalog_url}/v1/{warehouse}/namespaces"
+    assert http.post(base, json={"namespace": [f"jo{version}"]}).status_code == 200
+    table_uuid = str(uuid.uuid4())
+    schema = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "x", "required": False, "type": "int"}]}
+    updates = [
+        {"action": "assign-uuid", "uuid": table_uuid},
+        {"action": "upgrade-format-version", "format-version": version},
+        {"action": "add-schema", "schema": schema, "last-column-id": 1},
+        {"action": "set-current-schema", "schema-id": -1},
+        {"action": "add-spec", "spec": {"spec-id": 0, "fields": []}},
+        {"action": "set-default-spec", "spec-id": -1},
+        {"action": "add-sort-order", "sort-order": {"order-id": 0, "fields": []}},
+        {"action": "set-default-sort-order", "sort-order-id": -1},
+    ]
+    r = http.post(
+        f"{base}/jo{version}/tables/t", json={"requirements": [{"type": "assert-create"}], "updates": updates}
+    )
+    assert r.status_code == 200, r.text
+    loaded = http.get(f"{base}/jo{version}/tables/t").json()["metadata"]
+    assert loaded["table-uuid"] == table_uuid and loaded["format-version"] == version
+    assert [f["name"] for f in loaded["schemas"][0]["fields"]] == ["x"]
+    assert (loaded.get("next-row-id") == 0) == (version == 3)
+
+
+def test_pyiceberg_create_transaction_of_a_v3_table(catalog: RestCatalog):
+    catalog.create_namespace("ctv3")
+    tx = catalog.create_table_transaction("ctv3.t", SCHEMA, properties={"format-version": "3"})
+    tx.set_properties(owner="etl")
+    tx.commit_transaction()
+    table = catalog.load_table("ctv3.t")
+    assert table.format_version == 3 and table.properties["owner"] == "etl"
+
+
 def test_v3_types(http, catalog_url, warehouse):
     base = f"{catalog_url}/v1/{warehouse}/namespaces"
     assert http.post(base, json={"namespace": ["ty"]}).status_code == 200

@@ -282,6 +282,13 @@ def test_spark_sql_on_every_format_version(spark, pycat, version):
     evolved = pycat.load_table(f"{ns}.t")
     assert len(evolved.metadata.partition_specs) == 2
     assert spark.sql(f"SELECT count(*) FROM {ns}.t WHERE id = 10").collect()[0][0] == 1
+    # CTAS and CREATE OR REPLACE are staged creates (assign-uuid, then upgrade-format-version first)
+    props = f"TBLPROPERTIES ('format-version'='{version}')"
+    spark.sql(f"CREATE TABLE {ns}.copy USING iceberg {props} AS SELECT id, region FROM {ns}.t")
+    spark.sql(f"CREATE OR REPLACE TABLE {ns}.copy USING iceberg {props} AS SELECT id FROM {ns}.t WHERE id > 3")
+    expected = [4, 5, 10] if version < 3 else [4, 10]  # 5 is PyIceberg's append
+    assert sorted(r.id for r in spark.sql(f"SELECT id FROM {ns}.copy").collect()) == expected
+    assert pycat.load_table(f"{ns}.copy").format_version == version
 
 
 @pytest.fixture(scope="module")

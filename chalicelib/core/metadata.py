@@ -249,6 +249,18 @@ def _apply_updates(base: Any, updates: list[Any], base_location: str | None) -> 
     return metadata
 
 
+def _upgrades_last(updates: list[Any]) -> list[Any]:
+    """A create's upgrade to v3, applied after everything else. Iceberg Java sends assign-uuid, then
+    upgrade-format-version, then the schema and spec; the v3 step (done here, not by PyIceberg) would
+    otherwise check an empty base that has no spec yet. A create's version does not depend on order."""
+    from pyiceberg.table.update import UpgradeFormatVersionUpdate
+
+    def v3(u: Any) -> bool:
+        return isinstance(u, UpgradeFormatVersionUpdate) and u.format_version >= 3
+
+    return [u for u in updates if not v3(u)] + [u for u in updates if v3(u)]
+
+
 def apply(ctx: Context, req: Any, base: Any, base_location: str | None, expected_location: str | None) -> Any:
     from pydantic import ValidationError
     from pyiceberg.exceptions import CommitFailedException
@@ -266,10 +278,9 @@ def apply(ctx: Context, req: Any, base: Any, base_location: str | None, expected
             raise BadRequest(f"Unsupported format version {upd.format_version}: at most {MAX_FORMAT_VERSION}")
     try:
         if base is None:  # an empty base, as PyIceberg's own catalogs use for create transactions
-            empty = TableMetadataV1.model_construct(last_column_id=-1, schema=Schema())
-            new = _apply_updates(empty, list(req.updates), None)
-            if not new.location:
-                new = new.model_copy(update={"location": expected_location})
+            # located from the start: an upgrade on the way rebuilds the model and drops unset fields
+            empty = TableMetadataV1.model_construct(last_column_id=-1, schema=Schema(), location=expected_location)
+            new = _apply_updates(empty, _upgrades_last(list(req.updates)), None)
             new = parse_metadata(dump_metadata(new))  # validate what a create builds
         else:
             new = _apply_updates(base, list(req.updates), base_location)
