@@ -71,8 +71,40 @@ def check_properties(props: object, what: str = "property") -> dict[str, str]:
     return out
 
 
+# Separators a deployment may advertise (CATALOG_NAMESPACE_SEPARATOR): none can occur in a name,
+# none is a URL delimiter. Url-encoded form (what /v1/config advertises) -> the character.
+NAMESPACE_SEPARATORS = {"%1F": "\x1f", ".": ".", "%2E": ".", ":": ":", "%3A": ":", "|": "|", "%7C": "|"}
+
+
+def namespace_separator(raw: str | None = None) -> tuple[str, str]:
+    """(advertised form, character) of the deployment's separator; 0x1F (%1F) by default, as the spec."""
+    import os
+
+    value = os.environ.get("CATALOG_NAMESPACE_SEPARATOR", "%1F") if raw is None else raw
+    char = NAMESPACE_SEPARATORS.get(value) or NAMESPACE_SEPARATORS.get(value.upper())
+    if char is None:
+        raise ValueError(
+            f"CATALOG_NAMESPACE_SEPARATOR={value!r}: expected one of {', '.join(sorted(NAMESPACE_SEPARATORS))}"
+        )
+    return value, char
+
+
 def parse_namespace_path(raw: str) -> tuple[str, ...]:
-    """Decode a namespace path segment: levels joined by %1F (or a raw 0x1F)."""
+    """Decode a namespace path segment or parent: levels joined by the advertised separator or, as
+    the spec asks of servers for older clients, by 0x1F (%1F)."""
     from urllib.parse import unquote
 
-    return check_namespace(unquote(raw).split("\x1f"))
+    text = unquote(raw)
+    sep = _separator_char()
+    if sep != "\x1f":
+        text = text.replace(sep, "\x1f")
+    return check_namespace(text.split("\x1f"))
+
+
+_SEPARATOR: list[str] = []
+
+
+def _separator_char() -> str:
+    if not _SEPARATOR:
+        _SEPARATOR.append(namespace_separator()[1])
+    return _SEPARATOR[0]

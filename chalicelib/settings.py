@@ -53,6 +53,9 @@ class Settings:
                 if os.environ.get("AWS_SESSION_TOKEN"):
                     cfg["s3.session-token"] = os.environ["AWS_SESSION_TOKEN"]
         ttl = int(os.environ.get("CATALOG_VENDED_CREDENTIALS_TTL_S", "3600"))
+        from chalicelib.names import namespace_separator
+
+        namespace_separator()  # a separator no client could use fails here, not on first request
         return cls(
             s3_endpoint_url=endpoint,
             region=region,

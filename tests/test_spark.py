@@ -617,3 +617,31 @@ def test_spark_drop_table_then_undrop_then_retention(spark, http, catalog_url, s
     table_uuid = loaded["metadata"]["table-uuid"]
     assert [k for k in keys_under(s3, spark_wh, ".catalog/") if table_uuid in k or item["id"] in k] == []
     assert keys_under(s3, spark_wh, ".catalog/tables/undrop_ns/") == []
+
+
+def test_spark_nested_namespaces_through_a_dot_separator_catalog(
+    spark, settings, pycat, s3_endpoint, system_bucket, tmp_path_factory
+):
+    """Iceberg Java 1.10 does not read namespace-separator and always joins levels with %1F: a
+    deployment advertising '.' still serves it (spec: servers decode both), and the 0x1F deployment
+    on the same S3 sees the same tables."""
+    import dataclasses
+
+    from spark_jobs.session import spark_conf
+    from tests.conftest import catalog_process
+
+    log_dir = tmp_path_factory.mktemp("spark-dot")
+    with catalog_process(s3_endpoint, system_bucket, log_dir, CATALOG_NAMESPACE_SEPARATOR=".") as (url, log):
+        conf = spark_conf(dataclasses.replace(settings, catalog_url=url, catalog_name="dotcat"))
+        for key, value in conf.items():
+            if key.startswith("spark.sql.catalog.dotcat"):
+                spark.conf.set(key, value)
+        spark.sql("CREATE NAMESPACE IF NOT EXISTS dotcat.outer_ns")
+        spark.sql("CREATE NAMESPACE IF NOT EXISTS dotcat.outer_ns.inner_ns")
+        spark.sql("CREATE TABLE dotcat.outer_ns.inner_ns.t (id bigint) USING iceberg")
+        spark.sql("INSERT INTO dotcat.outer_ns.inner_ns.t VALUES (1), (2)")
+        assert [r[0] for r in spark.sql("SHOW NAMESPACES IN dotcat.outer_ns").collect()] == ["outer_ns.inner_ns"]
+        assert spark.sql("SELECT count(*) FROM dotcat.outer_ns.inner_ns.t").collect()[0][0] == 2
+        assert "/namespaces/outer_ns%1Finner_ns/tables/t" in log.read_text()
+    assert ("outer_ns", "inner_ns") in pycat.list_namespaces(("outer_ns",))
+    assert pycat.load_table("outer_ns.inner_ns.t").scan().to_arrow().num_rows == 2

@@ -67,10 +67,11 @@ def _config(req: RequestContext, warehouse: str | None) -> tuple[int, dict[str, 
         warehouses.read_record(ctx, warehouse)
     overrides = {"prefix": warehouse}
     from chalicelib.core.idempotency import lifetime_iso
+    from chalicelib.names import namespace_separator
 
     return 200, {
-        # Levels are joined by 0x1F in paths (names cannot contain it), which is also the spec's default.
-        "defaults": {**ctx.settings.client_config, "namespace-separator": "%1F"},
+        # Levels are joined by 0x1F in paths unless the deployment chose another (names contain neither).
+        "defaults": {**ctx.settings.client_config, "namespace-separator": namespace_separator()[0]},
         "overrides": overrides,
         "endpoints": list(ICEBERG_ENDPOINTS),
         "idempotency-key-lifetime": lifetime_iso(),
