@@ -216,6 +216,13 @@ class HttpApiRoutes:
 # ---- instances and the Runtime API ---------------------------------------------------------------
 
 
+class _Server(ThreadingHTTPServer):
+    """A Function URL accepts every connection; the default listen backlog (5) reset some under load."""
+
+    request_queue_size = 1024
+    daemon_threads = True
+
+
 class Instance:
     """One execution environment: a runtime process, its Runtime API endpoint, one request at a time."""
 
@@ -227,8 +234,7 @@ class Instance:
         self.init_ms = 0.0
         self.busy = False
         self.current = ""
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _runtime_handler(self))
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", 0), _runtime_handler(self))
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.tmp = pool.emulator.work / "tmp" / f"{pool.spec.logical_id}-{index}"
         self.tmp.mkdir(parents=True, exist_ok=True)
@@ -544,8 +550,7 @@ class Emulator:
         self.pools = {fn: Pool(self, spec, task_root, max_instances) for fn, spec in self.functions.items()}
         self.routes = HttpApiRoutes(self.functions)
         self.function_url = "APIHandler" if function_url else ""
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), _front_handler(self))
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", port), _front_handler(self))
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 

@@ -226,3 +226,65 @@ def test_transient_conflicts_are_not_replayed(crash_ctx):
     assert isinstance(again, idempotency.Slot)  # runs again instead of replaying the 409
     idempotency.finish(crash_ctx, again, 409, '{"error": {}}', {})  # a deterministic 409 is final
     assert isinstance(idempotency.begin(crash_ctx, "root", key, "fp"), idempotency.Stored)
+
+
+class RivalWins:
+    """Storage on which another process's commit lands just before each of ours, `wins` times: a
+    table too hot for a bounded number of attempts."""
+
+    def __init__(self, ctx: Context, wh: str, wins: int) -> None:
+        self.inner, self.ctx, self.wh, self.wins, self.landed = ctx.storage, ctx, wh, wins, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def put_if_match(self, bucket: str, key: str, body: bytes, etag: str) -> str:
+        if key.startswith(keys.TABLES_PREFIX) and self.landed < self.wins:
+            rival = {"updates": [{"action": "set-properties", "updates": {f"rival{self.landed}": "1"}}]}
+            [outcome] = tables._commit_batch(self.ctx, self.wh, [iceberg_io.parse_change(rival, ("c",), "t")])
+            assert not isinstance(outcome, Exception), outcome
+            self.landed += 1
+        return self.inner.put_if_match(bucket, key, body, etag)
+
+
+def _mine() -> Any:
+    return iceberg_io.parse_change({"updates": [{"action": "set-properties", "updates": {"mine": "1"}}]}, ("c",), "t")
+
+
+def test_a_requirement_less_commit_outlasts_rivals_past_the_attempt_bound(core):
+    import time
+
+    from chalicelib.core import pointers
+
+    wh, _ = _table(core)
+    rivals = RivalWins(core, wh, pointers.COMMIT_ATTEMPTS + 3)  # lost every race the old bound allowed
+    storage.COUNTER.deadline = time.monotonic() + pipeline.REQUEST_BUDGET_S
+    try:
+        state = tables.commit(Context(core.settings, rivals), wh, _mine())
+    finally:
+        storage.COUNTER.deadline = 0.0
+    props = json.loads(state.raw_metadata)["properties"]
+    assert props["mine"] == "1" and {f"rival{i}" for i in range(rivals.wins)} <= set(props)
+
+
+def test_a_commit_that_loses_every_race_until_its_deadline_is_a_503_not_applied(core):
+    import time
+
+    from chalicelib.core import pointers
+    from chalicelib.errors import ServiceUnavailable
+
+    wh, _ = _table(core)
+    rivals = RivalWins(core, wh, 10**6)
+    started = time.monotonic()
+    storage.COUNTER.deadline = started + pointers.CONTENTION_MARGIN_S + 1.0  # one second to try
+    try:
+        with pytest.raises(ServiceUnavailable) as info:
+            tables.commit(Context(core.settings, rivals), wh, _mine())
+    finally:
+        storage.COUNTER.deadline = 0.0
+    assert 1.0 - pointers._BACKOFF_CAP_S <= time.monotonic() - started < 3.0
+    assert iceberg_error(info.value)[0] == 503 and info.value.headers == {"Retry-After": "1"}
+    assert rivals.landed > pointers.COMMIT_ATTEMPTS  # it kept trying with back-off meanwhile
+    after = tables.load(core, wh, ("c",), "t")
+    props = json.loads(after.raw_metadata)["properties"]
+    assert "mine" not in props and {f"rival{i}" for i in range(rivals.landed)} <= set(props)

@@ -21,6 +21,7 @@ from chalicelib.errors import (
     BadRequest,
     CatalogError,
     Conflict,
+    ServiceUnavailable,
     TableAlreadyExists,
     TableNotFound,
     TableRecoveryInProgress,
@@ -41,6 +42,33 @@ Namespace = tuple[str, ...]
 
 
 COMMIT_ATTEMPTS = 4
+# A commit that keeps losing the pointer CAS to other processes keeps trying, with jittered
+# back-off, until this close to its request's deadline; then 503 + Retry-After (never applied).
+CONTENTION_MARGIN_S = 3.0
+CONTENTION_BUDGET_S = 20.0  # outside a request (no deadline)
+_BACKOFF_BASE_S, _BACKOFF_CAP_S = 0.01, 0.4
+
+
+def contention_pause(lost: int, started: float) -> bool:
+    """Sleep before the next attempt after `lost` lost races ("full jitter"), or False when the
+    request's deadline leaves no time for another attempt and its answer."""
+    import random
+    import time
+
+    end = (COUNTER.deadline or started + CONTENTION_BUDGET_S + CONTENTION_MARGIN_S) - CONTENTION_MARGIN_S
+    delay = random.uniform(0, min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2 ** min(lost, 10)))
+    if time.monotonic() + delay >= end:
+        return False
+    time.sleep(delay)
+    return True
+
+
+def busy(ns: Namespace, name: str, lost: int) -> ServiceUnavailable:
+    return ServiceUnavailable(
+        f"Table {ident(ns, name)!r} is busy: this commit lost the race to concurrent commits {lost} times "
+        "and was not applied; retry it",
+        headers={"Retry-After": "1"},
+    )
 
 
 def purge_budget_s() -> float:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -276,9 +277,14 @@ def _commit_batch(ctx: Context, warehouse: str, reqs: list[TableChange]) -> list
     bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
     outcomes: dict[int, TableState | CatalogError] = {}
     warm = _warm_pointer(bucket, ptr_key)
-    for _ in range(pointers.COMMIT_ATTEMPTS + 1):  # +1: an attempt from a warm pointer may be stale
+    started, lost = time.monotonic(), 0
+    while True:
         todo = [i for i in range(len(reqs)) if i not in outcomes]
         if not todo:
+            break
+        # Lost races are retried until the deadline (other processes' CAS, not requirements, beat
+        # them); the first retry is immediate, as a lost race with a stale warm pointer costs one.
+        if lost > 1 and not pointers.contention_pause(lost, started):
             break
         if warm is not None:
             p, warm, from_cache = warm, None, True
@@ -320,10 +326,10 @@ def _commit_batch(ctx: Context, warehouse: str, reqs: list[TableChange]) -> list
         if isinstance(landed, TableState | CatalogError):
             for i in applied:
                 outcomes[i] = landed
+        else:
+            lost += 1
     for i in range(len(reqs)):
-        outcomes.setdefault(
-            i, CommitFailed(f"Table {pointers.ident(ns, name)!r} changed concurrently; refresh and retry the commit")
-        )
+        outcomes.setdefault(i, pointers.busy(ns, name, lost))
     return [outcomes[i] for i in range(len(reqs))]
 
 
