@@ -27,6 +27,7 @@ from chalicelib.errors import (
     MethodNotAllowed,
     ServiceUnavailable,
 )
+from chalicelib.face import Face
 from chalicelib.storage import COUNTER, BucketUnavailable, StorageUnavailable, WriteInDoubt
 
 log = logging.getLogger("catalog")
@@ -67,15 +68,6 @@ Check = tuple[str, Any, dict[str, str], bool]  # action, resource (auth.arns.Res
 
 def _no_checks(req: RequestContext) -> list[Check]:
     raise Forbidden(f"Access denied: {req.action} declares no policy resource")
-
-
-@dataclass(frozen=True)
-class Face:
-    """A wire protocol: its SigV4 service names and how it renders errors (each face has its own)."""
-
-    name: str
-    services: tuple[str, ...]
-    render_error: Callable[[CatalogError, bool], Response]
 
 
 @dataclass
@@ -186,14 +178,8 @@ class RouteInfo:
 ROUTES: list[RouteInfo] = []
 
 
-def iceberg_face() -> Face:
-    from chalicelib.routes.iceberg_errors import ICEBERG_FACE
-
-    return ICEBERG_FACE
-
-
-def error_response(exc: CatalogError, head: bool = False, face: Face | None = None) -> Response:
-    return (face or iceberg_face()).render_error(exc, head)
+def error_response(exc: CatalogError, face: Face, head: bool = False) -> Response:
+    return face.render_error(exc, head)
 
 
 @dataclass
@@ -203,7 +189,7 @@ class _Spec:
     action: str
     handler: Callable[[RequestContext], Any]
     view_name: str
-    face: Face | None
+    face: Face
     checks: Callable[[RequestContext], list[Check]] | None
     # Faces with one route for many operations (Glue's X-Amz-Target) name the action per request.
     resolve: Callable[[RequestContext], None] | None = None
@@ -213,9 +199,9 @@ class RouteGroup:
     """A route group's operations; unlike a Chalice Blueprint it can be registered in several apps
     (the all-in-one app and its own per-group app), each view bound to the app that dispatches it."""
 
-    def __init__(self, name: str, face: Face | None = None, content_types: list[str] | None = None) -> None:
+    def __init__(self, name: str, face: Face, content_types: list[str] | None = None) -> None:
         self.name = name
-        self.face = face  # None: the Iceberg REST face
+        self.face = face
         self.content_types = content_types or JSON_TYPES
         self.specs: list[_Spec] = []
 
@@ -255,6 +241,7 @@ def _make_view(app: Chalice, spec: _Spec) -> Callable[..., Response]:
         return _dispatch(app.current_request, spec, params)
 
     view.__name__ = spec.view_name
+    view.face = spec.face  # type: ignore[attr-defined] # method_not_allowed answers in this face's shape
     return view
 
 
@@ -278,7 +265,7 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
         raw_body=req.raw_body or b"",
         raw_path=(req.context or {}).get("path", ""),
         action=action,
-        face=spec.face or iceberg_face(),
+        face=spec.face,
         checks=spec.checks or _no_checks,
     )
     slot = None
@@ -297,7 +284,8 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
         slot = _idempotency_begin(ctx)
         if isinstance(slot, Response):
             return slot
-        result = _resolve_in_doubt(slot) if slot is not None and slot.hint else None
+        in_doubt = spec.face.resolve_in_doubt
+        result = in_doubt(slot.hint) if in_doubt is not None and slot is not None and slot.hint else None
         if result is None:
             result = spec.handler(ctx)
         resp = _to_response(result)
@@ -305,7 +293,7 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
         err = _as_catalog_error(exc, method, path)
         hint = getattr(err, "hint", None)
         transient = isinstance(err, Conflict)  # "changed concurrently; retry": not an answer to replay
-        resp = error_response(err, head=method == "HEAD", face=ctx.face)
+        resp = error_response(err, spec.face, head=method == "HEAD")
         if method in ("POST", "PUT", "DELETE"):
             _log_refused(ctx, err, resp.status_code)
     if slot is not None:
@@ -359,24 +347,6 @@ def _as_catalog_error(exc: Exception, method: str, path: str) -> CatalogError:
     return InternalError("Internal error; see the catalog logs")
 
 
-def _resolve_in_doubt(slot: Any) -> Any:
-    """A replay of a request whose commit was in doubt: its success if it landed, else None (run it)."""
-    from chalicelib.core.context import get_context
-
-    hint, ctx = slot.hint, get_context()
-    if hint.get("kind") == "table-commit":
-        from chalicelib.core import tables
-        from chalicelib.routes import iceberg_io
-
-        state = tables.resolve_commit(ctx, hint)
-        return iceberg_io.with_etag(state, ctx.settings.client_config) if state is not None else None
-    if hint.get("kind") == "transaction":
-        from chalicelib.core import transactions
-
-        return (204, None) if transactions.resolve(ctx, hint) else None
-    return None
-
-
 MUTATING = frozenset({"POST", "PUT", "DELETE"})
 
 
@@ -417,16 +387,17 @@ def _idempotency_finish(slot: Any, resp: Response, hint: dict[str, Any] | None, 
 
 
 def method_not_allowed(app: Chalice) -> None:
-    """Every other method on a known path answers 405 in the Iceberg error shape."""
+    """Every other method on a known path answers 405 in the error shape of the face serving it."""
     every = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH")
     for path, views in list(app.routes.items()):
         missing = [m for m in every if m not in views]
         if not missing:
             continue
+        face = next(f for entry in views.values() if (f := getattr(entry.view_function, "face", None)))
 
-        def view(_allowed: tuple[str, ...] = tuple(sorted(views)), **_: str) -> Response:
+        def view(_allowed: tuple[str, ...] = tuple(sorted(views)), _face: Face = face, **_: str) -> Response:
             err = MethodNotAllowed(f"Method not allowed here; allowed: {', '.join(_allowed)}")
-            return error_response(err, head=app.current_request.method == "HEAD")
+            return error_response(err, _face, head=app.current_request.method == "HEAD")
 
         name = "not_allowed_" + str(abs(hash(path)))
         view.__name__ = name

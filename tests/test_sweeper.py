@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import namespaces, purges, sweeper, tables, warehouses
+from chalicelib.core import catalog, namespaces, purges, sweeper, tables, warehouses
 from chalicelib.core.context import Context
 from chalicelib.errors import TableNotFound
 from chalicelib.routes import iceberg_io
@@ -56,7 +56,7 @@ def test_dead_tombstone_never_listed_never_blocks_namespace_delete(ctx):
     with pytest.raises(TableNotFound):
         tables.load(ctx, wh, ("s",), "gone")
     assert list(ctx.storage.list_keys(wh, prefix)) != []  # readers never purge
-    namespaces.delete(ctx, wh, ("s",))  # a dead tombstone is not a table
+    catalog.drop_namespace(ctx, wh, ("s",))  # a dead tombstone is not a table
     time.sleep(LEASE_MS / 1000 + 0.1)
     report = sweeper.sweep(ctx, wh)
     assert report[wh]["drops-finished"] == 1

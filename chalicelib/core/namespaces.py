@@ -201,18 +201,21 @@ def update_properties(
     raise Conflict(f"Namespace {_pretty(ns)!r} is under heavy concurrent update; retry")
 
 
-def _children(ctx: Context, warehouse: str, ns: Namespace) -> str | None:
+# Which of these pointer names hold a table that keeps its namespace (pointers judge; they build
+# on namespaces, so the judge is handed in).
+Occupied = Callable[[Context, str, Namespace, list[str]], list[bool]]
+
+
+def _children(ctx: Context, warehouse: str, ns: Namespace, occupied: Occupied) -> str | None:
     """What keeps a namespace from being deleted: a live table or a child namespace.
 
     Dead tombstones and abandoned rename reservations do not count: the sweeper clears them."""
     from itertools import islice
 
-    from chalicelib.core import pointers  # pointers build on namespaces; only this check needs the reverse
-
     store, bucket = ctx.storage, ctx.bucket_for(warehouse)
     names = [keys.table_from_pointer(k) for k in islice(store.list_keys(bucket, keys.tables_prefix(ns)), 1000)]
     for i in range(0, len(names), 16):
-        if any(pointers.live_flags(ctx, warehouse, ns, names[i : i + 16], pointers.occupied)):
+        if any(occupied(ctx, warehouse, ns, names[i : i + 16])):
             return "tables"
     for _ in store.list_keys(bucket, keys.hive_prefix(ns), max_keys=1):
         return "tables"  # non-Iceberg tables (Glue)
@@ -223,10 +226,10 @@ def _children(ctx: Context, warehouse: str, ns: Namespace) -> str | None:
     return None
 
 
-def delete(ctx: Context, warehouse: str, ns: Namespace) -> None:
+def delete(ctx: Context, warehouse: str, ns: Namespace, occupied: Occupied) -> None:
     bucket, key = ctx.bucket_for(warehouse), keys.namespace_record(ns)
     read_record(ctx, warehouse, ns)
-    what = _children(ctx, warehouse, ns)  # the common refusal costs no write
+    what = _children(ctx, warehouse, ns, occupied)  # the common refusal costs no write
     if what is None:
         original = ctx.storage.get(bucket, key)
         # Mark, then check again: creators re-read this record after writing (see create), so
@@ -238,7 +241,7 @@ def delete(ctx: Context, warehouse: str, ns: Namespace) -> None:
             etag = ctx.storage.put_if_match(bucket, key, dump(record), original.etag)
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
             raise Conflict(f"Namespace {_pretty(ns)!r} changed concurrently; retry") from None
-        what = _children(ctx, warehouse, ns)
+        what = _children(ctx, warehouse, ns, occupied)
         if what is None:
             ctx.storage.delete(bucket, key)
             audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, audit.source_of(record), record, older)

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import claims, locations, namespaces, purges, warehouses
+from chalicelib.core import claims, locations, namespaces, purges, trash_records, warehouses
 from chalicelib.core.context import Context, dump, env_int, now_ms, tombstone_lease_ms
+from chalicelib.core.pointer_record import kind_of, owner_uuid
 from chalicelib.errors import (
     BadRequest,
     CatalogError,
@@ -136,9 +137,7 @@ def settle_pending(ctx: Context, warehouse: str, ns: Namespace, name: str, dst: 
     src_ref = dst.data.get("rename-from", {})
     src: Pointer | None = None
     if "trash" in src_ref:
-        from chalicelib.core import trash  # the trash builds on pointers
-
-        moved_here = trash.restored_here(ctx, warehouse, ns, name, dst.data)
+        moved_here = trash_records.restored_here(ctx, warehouse, ns, name, dst.data)
     else:
         src_ns, src_name = tuple(src_ref.get("namespace", ())), str(src_ref.get("name", ""))
         src = read(ctx, warehouse, src_ns, src_name) if src_ns and src_name else None
@@ -158,7 +157,7 @@ def settle_pending(ctx: Context, warehouse: str, ns: Namespace, name: str, dst: 
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         settled = live(ctx, warehouse, ns, name)  # someone else settled it first
     if "trash" in src_ref:
-        trash.forget_moved(ctx, warehouse, dst.data)
+        trash_records.forget_moved(ctx, warehouse, dst.data)
     elif src is not None:
         remove_pointer(ctx, ctx.bucket_for(warehouse), keys.table_pointer(src_ns, src_name), src.etag, src.since_ms)
     return settled
@@ -195,11 +194,6 @@ def live(ctx: Context, warehouse: str, ns: Namespace, name: str, read_only: bool
 # A table created without metadata (S3 Tables): its name and location are reserved, and it becomes
 # active when its client hands over the first metadata file. Readers of Iceberg metadata do not see it.
 STAGED = "staged"
-
-
-def kind_of(data: dict[str, Any]) -> str:
-    """ "table" or "view": both live in one name space (one pointer key per name)."""
-    return str(data.get("kind", "table"))
 
 
 def not_found(ctx: Context, warehouse: str, ns: Namespace, name: str, kind: str = "table") -> CatalogError:
@@ -296,12 +290,6 @@ def after_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, new: Poi
     raise Conflict(f"Namespace {'.'.join(ns)!r} is being deleted")
 
 
-def owner_uuid(pointer: dict[str, Any]) -> str:
-    """The uuid that owns the table's location: its own table uuid, or for a table whose client
-    wrote the first metadata into a location the catalog chose (S3 Tables), that location's uuid."""
-    return str(pointer.get("location-uuid") or pointer.get("table-uuid", ""))
-
-
 def table_location_of(bucket: str, pointer: dict[str, Any]) -> str | None:
     """The table's own location, from its metadata file name (the file itself may be gone)."""
     location = str(pointer.get("location") or str(pointer.get("metadata-location", "")).rsplit("/metadata/", 1)[0])
@@ -316,11 +304,11 @@ def settle_drop(ctx: Context, bucket: str, tomb: Pointer, remove: bool, ns: Name
     """Finish a drop: queue the purge (or release the uuid), remove the tombstone, purge for a while.
 
     Idempotent: the dropper runs it, and the sweeper runs it again for an abandoned tombstone."""
-    from chalicelib.core import audit, trash  # both build on pointers
+    from chalicelib.core import audit
 
     if tomb.data.get("keep-until-ms"):  # a warehouse with retention: into the trash, files kept
         try:
-            trash.keep(ctx, bucket, tomb.data)
+            trash_records.keep(ctx, bucket, tomb.data)
             if remove:
                 remove_pointer(ctx, bucket, keys.table_pointer(ns, name), tomb.etag, tomb.since_ms)
         except (StorageUnavailable, WriteInDoubt):

@@ -14,80 +14,24 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, namespaces, pointers, purges, warehouses
-from chalicelib.core.context import Context, dump, env_int, now_ms
+from chalicelib.core import audit, namespaces, pointers, purges, trash_records, warehouses
+from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.paging import decode_token, encode_token
-from chalicelib.errors import BadRequest, CatalogError, Conflict, NotFound
+from chalicelib.errors import CatalogError, Conflict, NotFound
 from chalicelib.names import check_namespace, check_table
-from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
+from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 Namespace = tuple[str, ...]
 
-RETENTION_PROPERTY = "dropped-table-retention-seconds"
-DEFAULT_RETENTION_S = 7 * 24 * 3600
-MAX_RETENTION_S = 10 * 365 * 24 * 3600
-
-
-def check_retention(props: dict[str, str]) -> None:
-    raw = props.get(RETENTION_PROPERTY)
-    if raw is None:
-        return
-    if not raw.isdigit() or int(raw) > MAX_RETENTION_S:
-        raise BadRequest(
-            f"Invalid {RETENTION_PROPERTY} {raw[:30]!r}: a whole number of seconds from 0 (purge at once) "
-            f"to {MAX_RETENTION_S}"
-        )
-
-
-def default_retention_s() -> int:
-    """The deployment's default (CATALOG_DROPPED_TABLE_RETENTION_S); a warehouse property overrides it."""
-    return env_int("CATALOG_DROPPED_TABLE_RETENTION_S", DEFAULT_RETENTION_S)
+# The retention is a warehouse property: its rules live with the warehouse (no import back here).
+RETENTION_PROPERTY = warehouses.RETENTION_PROPERTY
+default_retention_s = warehouses.default_retention_s
 
 
 def retention_ms(ctx: Context, warehouse: str) -> int:
     record, _ = warehouses.read_record(ctx, warehouse)
     raw = str(record.get("properties", {}).get(RETENTION_PROPERTY, ""))
     return (int(raw) if raw.isdigit() else default_retention_s()) * 1000
-
-
-def _original(tomb: dict[str, Any]) -> dict[str, Any]:
-    """The pointer as it was before the drop (its tail keeps the drop entry)."""
-    drop_fields = ("state", "purge", "since-ms", "drop-id", "keep-until-ms", "dropped-from", "dropped-ms")
-    return {**{k: v for k, v in tomb.items() if k not in drop_fields}, "state": "active"}
-
-
-def keep(ctx: Context, bucket: str, tomb: dict[str, Any]) -> None:
-    """Move a dropped table's pointer into the trash (idempotent: one record per drop id)."""
-    ref = tomb["dropped-from"]
-    record = {
-        "drop-id": tomb["drop-id"],
-        "state": "dropped",
-        "namespace": ref["namespace"],
-        "name": ref["name"],
-        "kind": pointers.kind_of(tomb),
-        "purge": bool(tomb.get("purge")),
-        "dropped-ms": int(tomb["dropped-ms"]),
-        "keep-until-ms": int(tomb["keep-until-ms"]),
-        "pointer": _original(tomb),
-    }
-    try:
-        ctx.storage.put_if_absent(bucket, keys.trash_record(str(tomb["drop-id"])), dump(record))
-    except (PreconditionFailed, WriteInDoubt):
-        pass  # kept already (a retried settle)
-    uuid_ = pointers.owner_uuid(tomb)
-    if uuid_:
-        purges.set_uuid_state(ctx, bucket, uuid_, "trashed")
-
-
-def _read(ctx: Context, warehouse: str, drop_id: str) -> tuple[dict[str, Any], str]:
-    if not drop_id.isalnum() or len(drop_id) > 64:
-        raise BadRequest("Invalid dropped-table id: expected the id a trash listing gives")
-    try:
-        obj = ctx.storage.get(ctx.bucket_for(warehouse), keys.trash_record(drop_id))
-    except ObjectNotFound:
-        warehouses.read_record(ctx, warehouse)
-        raise NotFound(f"No dropped table {drop_id!r} in warehouse {warehouse!r} (restored or purged)") from None
-    return json.loads(obj.body), obj.etag
 
 
 def _drop_entry(record: dict[str, Any]) -> dict[str, Any]:
@@ -112,7 +56,7 @@ def public(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def get(ctx: Context, warehouse: str, drop_id: str) -> dict[str, Any]:
-    record, _ = _read(ctx, warehouse, drop_id)
+    record, _ = trash_records.read(ctx, warehouse, drop_id)
     if record["state"] != "dropped":
         raise NotFound(f"Dropped table {drop_id!r} is being {record['state']}")
     return record
@@ -165,7 +109,7 @@ def restore(
     """Bring a dropped table back under its old name or dst; returns (namespace, name, metadata
     location). ``via`` names the request that asked (an undrop, or a register of its metadata)."""
     bucket = ctx.bucket_for(warehouse)
-    record, etag = _read(ctx, warehouse, drop_id)
+    record, etag = trash_records.read(ctx, warehouse, drop_id)
     if record["state"] != "dropped":
         raise Conflict(f"Dropped table {drop_id!r} is being {record['state']}")
     ns = check_namespace(dst[0]) if dst else tuple(record["namespace"])
@@ -194,7 +138,7 @@ def restore(
         pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started)
         raise Conflict(f"Dropped table {drop_id!r} changed concurrently (restored or purged); list the trash") from None
     except WriteInDoubt:
-        now, _ = _read(ctx, warehouse, drop_id)
+        now, _ = trash_records.read(ctx, warehouse, drop_id)
         if now != moved:
             pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started)
             raise Conflict(f"Dropped table {drop_id!r} changed concurrently; list the trash") from None
@@ -202,37 +146,11 @@ def restore(
     return ns, name, str(settled.metadata_location if settled else original["metadata-location"])
 
 
-def restored_here(ctx: Context, warehouse: str, ns: Namespace, name: str, dst: dict[str, Any]) -> bool:
-    """For a reader settling a reservation made by restore: did the trash record move to it?"""
-    drop_id = str(dst.get("rename-from", {}).get("trash", ""))
-    try:
-        record, _ = _read(ctx, warehouse, drop_id)
-    except CatalogError:
-        return False
-    return (
-        record["state"] == "moved"
-        and record.get("moved-to") == {"namespace": list(ns), "name": name}
-        and record["pointer"].get("table-uuid") == dst.get("table-uuid")
-    )
-
-
-def forget_moved(ctx: Context, warehouse: str, dst: dict[str, Any]) -> None:
-    """After a restore's destination is active: its record is done (uuid live again, record gone)."""
-    bucket = ctx.bucket_for(warehouse)
-    uuid_ = pointers.owner_uuid(dst)
-    try:
-        if uuid_:
-            purges.set_uuid_state(ctx, bucket, uuid_, "live")
-        ctx.storage.delete(bucket, keys.trash_record(str(dst["rename-from"]["trash"])))
-    except StorageUnavailable:
-        pass  # the sweeper removes a moved record
-
-
 def purge(ctx: Context, warehouse: str, drop_id: str, budget_s: float, expired_only: bool = False) -> bool:
     """End a dropped table's retention now: journal its trail, then purge its files (or, for a drop
     without purge, release them as before). True when nothing of it is left to do."""
     bucket = ctx.bucket_for(warehouse)
-    record, etag = _read(ctx, warehouse, drop_id)
+    record, etag = trash_records.read(ctx, warehouse, drop_id)
     if record["state"] == "moved":
         ns, name = tuple(record["moved-to"]["namespace"]), str(record["moved-to"]["name"])
         live = pointers.live(ctx, warehouse, ns, name)  # activates a reservation still pending
@@ -283,4 +201,4 @@ def sweep(ctx: Context, warehouse: str, budget_s: float) -> dict[str, int]:
 
 
 def count(ctx: Context, warehouse: str) -> int:
-    return sum(1 for _ in ctx.storage.list_keys(ctx.bucket_for(warehouse), keys.TRASH_PREFIX))
+    return warehouses.trash_count(ctx, warehouse)

@@ -11,7 +11,7 @@ from typing import Any
 
 from chalicelib import keys
 from chalicelib.core import audit, resource_policies
-from chalicelib.core.context import Context, dump, is_deleting, now_ms
+from chalicelib.core.context import Context, dump, env_int, is_deleting, now_ms
 from chalicelib.core.paging import decode_token, page
 from chalicelib.errors import (
     BadRequest,
@@ -55,8 +55,6 @@ def require_active(ctx: Context, warehouse: str) -> dict[str, Any]:
 
 
 def create(ctx: Context, name: object, upgrade_existing: bool, properties: object) -> dict[str, Any]:
-    from chalicelib.core.trash import check_retention
-
     warehouse = check_warehouse(name)
     props = check_properties(properties)
     check_retention(props)
@@ -129,8 +127,6 @@ def check_table_defaults(props: dict[str, str]) -> None:
 
 def update_properties(ctx: Context, name: str, updates: object, removals: object) -> dict[str, Any]:
     """Change a warehouse's properties (table defaults and overrides, dropped-table retention)."""
-    from chalicelib.core.trash import check_retention
-
     warehouse = check_warehouse(name)
     upd = check_properties(updates)
     check_retention(upd)
@@ -199,6 +195,32 @@ def list_names(
         return [], None
 
 
+RETENTION_PROPERTY = "dropped-table-retention-seconds"
+DEFAULT_RETENTION_S = 7 * 24 * 3600
+MAX_RETENTION_S = 10 * 365 * 24 * 3600
+
+
+def check_retention(props: dict[str, str]) -> None:
+    raw = props.get(RETENTION_PROPERTY)
+    if raw is None:
+        return
+    if not raw.isdigit() or int(raw) > MAX_RETENTION_S:
+        raise BadRequest(
+            f"Invalid {RETENTION_PROPERTY} {raw[:30]!r}: a whole number of seconds from 0 (purge at once) "
+            f"to {MAX_RETENTION_S}"
+        )
+
+
+def default_retention_s() -> int:
+    """The deployment's default (CATALOG_DROPPED_TABLE_RETENTION_S); a warehouse property overrides it."""
+    return env_int("CATALOG_DROPPED_TABLE_RETENTION_S", DEFAULT_RETENTION_S)
+
+
+def trash_count(ctx: Context, warehouse: str) -> int:
+    """Dropped tables the warehouse keeps (records under the trash prefix of its bucket)."""
+    return sum(1 for _ in ctx.storage.list_keys(ctx.bucket_for(warehouse), keys.TRASH_PREFIX))
+
+
 def _has_namespaces(ctx: Context, bucket: str) -> bool:
     try:
         return next(ctx.storage.list_keys(bucket, keys.NS_PREFIX, max_keys=1), None) is not None
@@ -207,13 +229,11 @@ def _has_namespaces(ctx: Context, bucket: str) -> bool:
 
 
 def delete(ctx: Context, name: str, preserve_bucket: bool, purge_dropped: bool = False) -> None:
-    from chalicelib.core import trash
-
     warehouse = check_warehouse(name)
     store, sys_bucket, rec_key = ctx.storage, ctx.settings.system_bucket, keys.warehouse_record(warehouse)
     record, _ = read_record(ctx, warehouse)
     bucket = record["bucket"]
-    kept = trash.count(ctx, warehouse) if not _has_namespaces(ctx, bucket) else 0
+    kept = trash_count(ctx, warehouse) if not _has_namespaces(ctx, bucket) else 0
     if kept and not purge_dropped:
         raise WarehouseNotEmpty(
             f"Warehouse {warehouse!r} keeps {kept} dropped table(s) within their retention; restore or purge them "

@@ -9,7 +9,7 @@ import uuid
 from chalice import Response
 
 from chalicelib import errors as e
-from chalicelib.pipeline import Face
+from chalicelib.face import Face
 
 JSON_11 = "application/x-amz-json-1.1"
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
-from chalicelib.core import entries, glue_renames, hive, namespaces, side_data, tables, versions
+from chalicelib.core import catalog, entries, glue_renames, hive, namespaces, side_data, tables, versions
 from chalicelib.core.context import Context, get_context
 from chalicelib.core.purges import UuidInUse
 from chalicelib.core.versioning import version_of
@@ -295,7 +295,7 @@ def update_database(ctx: Context, wh: str, body: Body, req: RequestContext) -> B
 def delete_database(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
     ns = shapes.database_name(body.get("Name"), "Name")
     try:
-        namespaces.delete(ctx, wh, ns)
+        catalog.drop_namespace(ctx, wh, ns)
     except NamespaceNotEmpty:
         raise BadRequest(f"Database {ns[0]!r} is not empty: delete its tables first (no cascade here)") from None
     return {}

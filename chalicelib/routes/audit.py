@@ -11,8 +11,9 @@ from chalicelib.core import audit, pointers
 from chalicelib.names import check_table, check_warehouse, parse_namespace_path
 from chalicelib.pipeline import Check, RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, audit_page, warehouse_of
+from chalicelib.routes.iceberg_errors import ICEBERG_FACE
 
-bp = RouteGroup(__name__)
+bp = RouteGroup(__name__, ICEBERG_FACE)
 
 
 def _filters(req: RequestContext) -> tuple[tuple[str, ...] | None, str | None]:

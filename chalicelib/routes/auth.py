@@ -13,8 +13,9 @@ from chalicelib.core.context import get_context
 from chalicelib.errors import BadRequest, CatalogError
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import V1
+from chalicelib.routes.iceberg_errors import ICEBERG_FACE
 
-bp = RouteGroup(__name__)
+bp = RouteGroup(__name__, ICEBERG_FACE)
 ADMIN = "/_iceberg/admin"
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN = "urn:ietf:params:oauth:token-type:access_token"

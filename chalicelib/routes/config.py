@@ -11,8 +11,9 @@ from chalicelib.errors import BadRequest
 from chalicelib.names import check_warehouse
 from chalicelib.pipeline import ROUTES, RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, V1
+from chalicelib.routes.iceberg_errors import ICEBERG_FACE
 
-bp = RouteGroup(__name__)
+bp = RouteGroup(__name__, ICEBERG_FACE)
 
 
 # Every Iceberg REST route the catalog serves (a test checks it against the registered routes). It is

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import V1
+from chalicelib.routes.iceberg_errors import ICEBERG_FACE
 
-bp = RouteGroup(__name__)
+bp = RouteGroup(__name__, ICEBERG_FACE)
 ROOT = V1.rsplit("/", 1)[0]  # /_iceberg
 HEADERS = {
     "Content-Security-Policy": (

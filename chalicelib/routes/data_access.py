@@ -15,8 +15,9 @@ from chalicelib.errors import BadRequest, Forbidden, Unauthorized
 from chalicelib.names import check_table
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, delegation, namespace_of, warehouse_of
+from chalicelib.routes.iceberg_errors import ICEBERG_FACE
 
-bp = RouteGroup(__name__)
+bp = RouteGroup(__name__, ICEBERG_FACE)
 TABLE = PREFIX + "/namespaces/{namespace}/tables/{table}"
 # How long a signer trusts a table's location (a drop or rename stops signing within this).
 LOCATION_TTL_S = 5.0

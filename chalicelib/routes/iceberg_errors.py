@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from chalice import Response
 
 from chalicelib import errors as e
-from chalicelib.pipeline import Face
+from chalicelib.face import Face
 
 # Most specific class first wins (looked up along the exception's MRO).
 ICEBERG_ERRORS: dict[type[e.CatalogError], tuple[int, str]] = {
@@ -54,5 +55,23 @@ def render(exc: e.CatalogError, head: bool = False) -> Response:
     return Response(body="" if head else json.dumps(iceberg_body(exc)), status_code=status, headers=headers)
 
 
+def resolve_in_doubt(hint: dict[str, Any]) -> Any:
+    """A replay of a request whose commit was in doubt: its success if it landed, else None (run it)."""
+    from chalicelib.core.context import get_context
+
+    ctx = get_context()
+    if hint.get("kind") == "table-commit":
+        from chalicelib.core import tables
+        from chalicelib.routes import iceberg_io
+
+        state = tables.resolve_commit(ctx, hint)
+        return iceberg_io.with_etag(state, ctx.settings.client_config) if state is not None else None
+    if hint.get("kind") == "transaction":
+        from chalicelib.core import transactions
+
+        return (204, None) if transactions.resolve(ctx, hint) else None
+    return None
+
+
 # Iceberg REST requests are signed for s3tables (the seeds) or s3 (some engines' default).
-ICEBERG_FACE = Face("iceberg", ("s3tables", "s3"), render)
+ICEBERG_FACE = Face("iceberg", ("s3tables", "s3"), render, resolve_in_doubt)

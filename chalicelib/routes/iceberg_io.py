@@ -6,7 +6,8 @@ import hashlib
 import json
 from typing import Any
 
-from chalicelib.core.model import Namespace, NewTable, TableChange, TableState
+from chalicelib.core import definitions
+from chalicelib.core.model import Namespace, TableChange, TableState
 from chalicelib.errors import BadRequest
 from chalicelib.names import check_namespace, check_table
 
@@ -37,39 +38,8 @@ def with_etag(
     return 200, load_result(state, config, credentials), ({"ETag": etag_for(location)} if location else {})
 
 
-def parse_create(body: Any) -> NewTable:
-    from pydantic import ValidationError
-    from pyiceberg.catalog.rest import CreateTableRequest
-
-    from chalicelib.core.iceberg_types import prepared
-    from chalicelib.core.metadata import short, validation_summary
-
-    if not isinstance(body, dict):
-        raise BadRequest("Invalid create-table request: expected a JSON object")
-    name = check_table(body.get("name"))
-    body = dict(body)
-    if isinstance(body.get("partition-spec"), list):  # the seeds' form: just the fields
-        body["partition-spec"] = {"spec-id": 0, "fields": body["partition-spec"]}
-    if body.get("location"):
-        raise BadRequest("A custom table location is not allowed: the catalog chooses table locations")
-    for key in ("location", "partition-spec", "write-order"):
-        body.setdefault(key, None)
-    if not isinstance(body.get("properties", {}), dict):
-        raise BadRequest('Invalid create-table request: "properties" must be an object')
-    try:
-        req = CreateTableRequest.model_validate(prepared(body))
-    except ValidationError as exc:
-        raise BadRequest(f"Invalid create-table request: {validation_summary(exc)}") from None
-    except (ValueError, KeyError, TypeError, NotImplementedError) as exc:
-        raise BadRequest(f"Invalid create-table request: {short(exc)}") from None
-    return NewTable(
-        name=name,
-        schema=req.table_schema,
-        partition_spec=req.partition_spec,
-        write_order=req.write_order,
-        properties=body.get("properties") or {},
-        stage_create=bool(req.stage_create),
-    )
+# The REST create body is the Iceberg table definition S3 Tables' CreateTable carries too.
+parse_create = definitions.new_table
 
 
 def parse_change(body: Any, ns: Namespace | None = None, name: str | None = None) -> TableChange:

@@ -6,13 +6,14 @@ from typing import Any
 
 from chalicelib.auth import resources
 from chalicelib.auth.resources import bucket_arn, ns_context
-from chalicelib.core import namespaces
+from chalicelib.core import catalog, namespaces
 from chalicelib.errors import BadRequest
 from chalicelib.names import parse_namespace_path
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, namespace_of, paged, paging_of, warehouse_of
+from chalicelib.routes.iceberg_errors import ICEBERG_FACE
 
-bp = RouteGroup(__name__)
+bp = RouteGroup(__name__, ICEBERG_FACE)
 NS = PREFIX + "/namespaces"
 
 
@@ -55,7 +56,7 @@ def namespace_exists(req: RequestContext) -> tuple[int, None]:
 @operation(bp, NS + "/{namespace}", "DELETE", "DeleteNamespace", checks=resources.namespace)
 def drop_namespace(req: RequestContext) -> tuple[int, None]:
     ctx, wh = warehouse_of(req)
-    namespaces.delete(ctx, wh, namespace_of(req))
+    catalog.drop_namespace(ctx, wh, namespace_of(req))
     return 204, None
 
 

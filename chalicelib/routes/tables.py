@@ -16,9 +16,10 @@ from chalicelib.errors import BadRequest
 from chalicelib.names import check_table
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, delegation, iceberg_io, namespace_of, paged, paging_of, warehouse_of
+from chalicelib.routes.iceberg_errors import ICEBERG_FACE
 
 log = logging.getLogger("catalog.tables")
-bp = RouteGroup(__name__)
+bp = RouteGroup(__name__, ICEBERG_FACE)
 TABLES = PREFIX + "/namespaces/{namespace}/tables"
 TABLE = TABLES + "/{table}"
 

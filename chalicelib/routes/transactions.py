@@ -6,8 +6,9 @@ from chalicelib.auth import resources
 from chalicelib.core import transactions
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, iceberg_io, warehouse_of
+from chalicelib.routes.iceberg_errors import ICEBERG_FACE
 
-bp = RouteGroup(__name__)
+bp = RouteGroup(__name__, ICEBERG_FACE)
 
 
 @operation(bp, PREFIX + "/transactions/commit", "POST", "CommitTransaction", checks=resources.transaction)

@@ -16,8 +16,9 @@ from chalicelib.errors import BadRequest
 from chalicelib.names import check_namespace, check_table, check_warehouse
 from chalicelib.pipeline import Check, RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, paged, paging_of, warehouse_of
+from chalicelib.routes.iceberg_errors import ICEBERG_FACE
 
-bp = RouteGroup(__name__)
+bp = RouteGroup(__name__, ICEBERG_FACE)
 TRASH = PREFIX + "/trash"
 DROPPED = TRASH + "/{drop_id}"
 

@@ -11,8 +11,9 @@ from chalicelib.errors import BadRequest
 from chalicelib.names import check_table
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, iceberg_io, namespace_of, warehouse_of
+from chalicelib.routes.iceberg_errors import ICEBERG_FACE
 
-bp = RouteGroup(__name__)
+bp = RouteGroup(__name__, ICEBERG_FACE)
 VIEWS = PREFIX + "/namespaces/{namespace}/views"
 VIEW = VIEWS + "/{view}"
 

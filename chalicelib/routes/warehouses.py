@@ -12,8 +12,9 @@ from chalicelib.core.paging import parse_bool
 from chalicelib.errors import BadRequest
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import V1, paged, paging_of
+from chalicelib.routes.iceberg_errors import ICEBERG_FACE
 
-bp = RouteGroup(__name__)
+bp = RouteGroup(__name__, ICEBERG_FACE)
 
 
 def _create(req: RequestContext) -> tuple[int, dict[str, Any]]:

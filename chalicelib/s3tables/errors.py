@@ -8,7 +8,7 @@ import uuid
 from chalice import Response
 
 from chalicelib import errors as e
-from chalicelib.pipeline import Face
+from chalicelib.face import Face
 
 
 class Unsupported(e.CatalogError):

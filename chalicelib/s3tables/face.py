@@ -14,7 +14,7 @@ from typing import Any
 
 from chalicelib.auth import arns
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
-from chalicelib.core import namespaces, pointers, side_data, tables, warehouses
+from chalicelib.core import catalog, namespaces, pointers, side_data, tables, warehouses
 from chalicelib.core.context import Context, get_context
 from chalicelib.core.versioning import version_of
 from chalicelib.errors import BadRequest, CommitFailed, NotFound
@@ -252,7 +252,7 @@ def get_namespace(req: RequestContext) -> Result:
 
 @_op("/namespaces/{tableBucketARN}/{namespace}", "DELETE", "DeleteNamespace", _ns_check)
 def delete_namespace(req: RequestContext) -> Result:
-    namespaces.delete(get_context(), _warehouse(req), _ns(req.param("namespace")))
+    catalog.drop_namespace(get_context(), _warehouse(req), _ns(req.param("namespace")))
     return _ok(204, None)
 
 
@@ -402,7 +402,7 @@ def _write_order(raw: object) -> Body:
 
 @_op("/tables/{tableBucketARN}/{namespace}", "PUT", "CreateTable", _table_check)
 def create_table(req: RequestContext) -> Result:
-    from chalicelib.routes import iceberg_io
+    from chalicelib.core import definitions
 
     ctx, wh, ns, body = get_context(), _warehouse(req), _ns(req.param("namespace")), _json(req)
     if body.get("format") != "ICEBERG":
@@ -421,7 +421,7 @@ def create_table(req: RequestContext) -> Result:
         request["partition-spec"] = _partition_spec(iceberg["partitionSpec"])
     if iceberg.get("writeOrder") is not None:
         request["write-order"] = _write_order(iceberg["writeOrder"])
-    tables.create(ctx, wh, ns, iceberg_io.parse_create(request))
+    tables.create(ctx, wh, ns, definitions.new_table(request))
     data = _table(ctx, wh, ns, name)
     return _ok(200, {"tableARN": table_arn_of(wh, data), "versionToken": version_token(data)})
 

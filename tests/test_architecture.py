@@ -1,0 +1,100 @@
+"""The shape of chalicelib/ (docs/design.md, "Structure"): no import cycle, counting imports inside
+functions too; no face imports another face; the pipeline and the core import no face."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FACES = ("chalicelib.routes", "chalicelib.glue", "chalicelib.s3tables")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in (ROOT / "chalicelib").rglob("*.py"):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the chalicelib modules it imports, at the top or in any function."""
+    mods = _modules()
+    graph: dict[str, set[str]] = defaultdict(set)
+    for mod, path in mods.items():
+        package = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(parts + ([base] if base else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+            else:
+                continue
+            graph[mod].update(t for t in targets if t in mods and t != mod)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def face_of(module: str) -> str | None:
+    return next((f for f in FACES if module == f or module.startswith(f + ".")), None)
+
+
+def test_the_checker_finds_what_it_looks_for():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    graph = import_graph()
+    assert "chalicelib.core.tables" in graph["chalicelib.routes.tables"]  # a top-level import
+    assert "chalicelib.core.encryption" in graph["chalicelib.core.metadata"]  # one inside a function
+
+
+def test_no_import_cycle():
+    assert cycles(import_graph()) == []
+
+
+def test_no_face_imports_another_face_and_the_pipeline_and_core_import_none():
+    wrong = []
+    for mod, targets in import_graph().items():
+        for target in targets:
+            here, there = face_of(mod), face_of(target)
+            if there and here != there and (here or mod == "chalicelib.pipeline" or mod.startswith("chalicelib.core")):
+                wrong.append(f"{mod} -> {target}")
+    assert wrong == []
