@@ -15,7 +15,7 @@ from chalicelib.core import metadata as md
 from chalicelib.core.context import Context
 from chalicelib.errors import CommitStateUnknown
 from chalicelib.faults import FaultInjector
-from chalicelib.routes import iceberg_io
+from chalicelib.routes import iceberg_errors, iceberg_io
 from chalicelib.routes.iceberg_errors import iceberg_error
 from chalicelib.storage import S3Storage, StorageUnavailable, WriteInDoubt, s3_client
 from tests.crashutil import loaded
@@ -87,12 +87,8 @@ def test_unreachable_or_denied_s3_is_unavailable(bucket, s3_endpoint, monkeypatc
 
 
 def test_retry_budget_fits_the_function_timeout():
-    import sys
 
-    from tests.conftest import ROOT
-
-    sys.path.insert(0, str(ROOT / "infra"))
-    from build_template import merge_template
+    from infra.build_template import merge_template
 
     timeout = merge_template()["Parameters"]["Timeout"]["Default"]
     worst = storage.ATTEMPTS * (storage.CONNECT_TIMEOUT_S + storage.READ_TIMEOUT_S)
@@ -168,7 +164,7 @@ def test_in_doubt_idempotency_record_is_kept_and_resolved(crash_ctx):
 
     set_context(crash_ctx)
     try:
-        replay = pipeline._resolve_in_doubt(again)
+        replay = iceberg_errors.resolve_in_doubt(again.hint)
     finally:
         set_context(None)
     assert replay[0] == 200 and json.loads(replay[1])["metadata-location"] == landed["metadata-location"]
