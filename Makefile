@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt requirements-lock.txt | sha256sum | cut -c1-16)
 
-.PHONY: run run-lambda test lint format venv localstack awscli spark-classpath browser lambda-runtime clean
+.PHONY: run run-lambda test test-fast lint format venv localstack awscli spark-classpath browser lambda-runtime clean
 
 $(STAMP):
 	rm -rf $(VENV)
@@ -54,6 +54,11 @@ format: venv
 
 test: venv localstack awscli browser lambda-runtime lint spark-classpath
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+# The core's protocol, crash-point and policy tests on an S3 in memory (infra/memory_s3.py): under
+# a minute, nothing to start. `make test` runs them again on LocalStack, with everything else.
+test-fast: venv lint
+	CATALOG_TEST_TIER=fast $(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .venv-localstack .venv-awscli .venv-lambda .localdata .pytest_cache .cache

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,10 +15,9 @@ import pytest
 import requests
 from botocore.config import Config
 
+from scripts import catalog_admin, local_s3
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import catalog_admin  # noqa: E402
-import local_s3  # noqa: E402
 
 # botocore is pinned below 1.43.118 for s3fs (PyIceberg's remote signer); its s3tables model lacks
 # the 8 newest operations, so the tests' S3 Tables clients load botocore 1.44.5's model (57 ones).
@@ -132,17 +130,54 @@ def catalog(catalog_url: str, warehouse: str) -> Any:
     return RestCatalog("test", uri=catalog_url, warehouse=warehouse, **sigv4_props())
 
 
+# `make test-fast` (CATALOG_TEST_TIER=fast): the core's tests run on an S3 in memory
+# (infra/memory_s3.py), and every test that needs a real S3, a served catalog or an engine is left
+# to `make test`.
+FAST = os.environ.get("CATALOG_TEST_TIER") == "fast"
+_MEMORY = None
+
+
+def lease_ms(ms: int) -> int:
+    """A test's lease: what LocalStack's latency needs, a tenth (at least 200 ms) where S3 answers in microseconds."""
+    return max(200, ms // 10) if FAST else ms
+
+
+def core_storage(request: pytest.FixtureRequest, system_bucket: str) -> tuple[Any, str | None]:
+    """The S3Storage of an in-process core, and the S3 endpoint it talks to (None: in memory)."""
+    from chalicelib.storage import S3Storage, s3_client
+
+    if FAST:
+        from infra.memory_s3 import MemoryS3, Store
+
+        global _MEMORY
+        if _MEMORY is None:
+            _MEMORY = Store()
+        storage = S3Storage(MemoryS3(_MEMORY), REGION)
+        storage.create_bucket(system_bucket)  # the served catalog's start creates it otherwise
+        return storage, None
+    endpoint = request.getfixturevalue("s3_endpoint")
+    return S3Storage(s3_client(endpoint, REGION), REGION), endpoint
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not FAST:
+        return
+    slow = [i for i in items if "s3_endpoint" in getattr(i, "fixturenames", ()) or i.get_closest_marker("full")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [i for i in items if i not in set(slow)]
+
+
 @pytest.fixture()
-def core(s3_endpoint: str, system_bucket: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+def core(request: pytest.FixtureRequest, system_bucket: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The domain core on the served catalog's S3 and system bucket (the sweeper runs on a schedule)."""
     from chalicelib.core.context import Context
     from chalicelib.settings import Settings
-    from chalicelib.storage import S3Storage, s3_client
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEYS["AWS_ACCESS_KEY_ID"])
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", KEYS["AWS_SECRET_ACCESS_KEY"])
-    storage = S3Storage(s3_client(s3_endpoint, REGION), REGION)
-    return Context(Settings(s3_endpoint_url=s3_endpoint, system_bucket=system_bucket), storage)
+    storage, endpoint = core_storage(request, system_bucket)
+    return Context(Settings(s3_endpoint_url=endpoint, system_bucket=system_bucket), storage)
 
 
 def s3_state(s3: Any, only: list[str] | None = None) -> dict[tuple[str, str], str]:
@@ -168,16 +203,15 @@ def keys_under(s3: Any, bucket: str, prefix: str = "") -> list[str]:
 
 
 @pytest.fixture(params=["clean", "lost-responses"])
-def crash_ctx(request, s3_endpoint, system_bucket, monkeypatch):
+def crash_ctx(request, system_bucket, monkeypatch):
     """The domain core in-process against the session's S3 (for crash-point tests); once with a
     clean S3 and once with an S3 that loses the responses of 30% of the conditional writes."""
     from chalicelib.core.context import Context
     from chalicelib.settings import Settings
-    from chalicelib.storage import S3Storage, s3_client
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
     if request.param == "lost-responses":
         monkeypatch.setenv("CATALOG_FAULT_LOST_RATE", "0.3")
-    storage = S3Storage(s3_client(s3_endpoint, "us-east-1"), "us-east-1")
-    return Context(Settings(s3_endpoint_url=s3_endpoint, system_bucket=system_bucket), storage)
+    storage, endpoint = core_storage(request, system_bucket)
+    return Context(Settings(s3_endpoint_url=endpoint, system_bucket=system_bucket), storage)

@@ -7,7 +7,7 @@ from typing import Any
 from chalicelib.core.context import Context
 from chalicelib.storage import S3Storage
 
-WRITES = ("put", "put_if_absent", "put_if_match", "delete", "delete_many")
+WRITES = ("put", "put_if_absent", "put_if_match", "delete", "delete_if_match", "delete_many")
 
 
 class Crash(Exception):

@@ -15,12 +15,9 @@ from typing import Any
 
 import requests
 
+from scripts import catalog_admin, local_s3
 from tests.authutil import allow, make_user
 from tests.conftest import ROOT, ROOT_KEY, ROOT_SECRET, catalog_process
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import catalog_admin  # noqa: E402
-import local_s3  # noqa: E402
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 WRITERS, COMMITS = 16, 12

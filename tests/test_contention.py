@@ -9,9 +9,9 @@ import time
 import uuid
 from collections import Counter
 
-import catalog_admin
 import pytest
 
+from scripts import catalog_admin
 from tests.conftest import ROOT_KEY, ROOT_SECRET, catalog_process
 from tests.txnutil import append_change
 

@@ -13,12 +13,14 @@ from chalicelib.core import audit, namespaces, pointers, tables, transactions, w
 from chalicelib.core.context import Context
 from chalicelib.errors import TableRecoveryInProgress
 from chalicelib.routes import iceberg_io
+from tests.conftest import lease_ms
 from tests.crashutil import Crash, CrashAfter, writes_of
 from tests.txnutil import append_change
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 TXN_WRITES = 8  # 2 metadata files, txn record, 2 claims, commit point, 2 roll-forwards
 COMMIT_POINT = 6
+TXN_LEASE_MS = lease_ms(400)
 
 
 def _txn(ctx: Context, wh: str, body: dict) -> None:
@@ -55,7 +57,7 @@ def test_transaction_write_count(crash_ctx):
 @pytest.mark.parametrize("crash_after", range(1, TXN_WRITES + 1))
 def test_transaction_crash_points(crash_ctx, monkeypatch, crash_after):
     ctx = crash_ctx
-    monkeypatch.setenv("CATALOG_TXN_LEASE_MS", "400")
+    monkeypatch.setenv("CATALOG_TXN_LEASE_MS", str(TXN_LEASE_MS))
     monkeypatch.setenv("CATALOG_TXN_WAIT_MS", "0")
     wh = _setup(ctx)
     _txn(ctx, wh, _body(ctx, wh, "before"))
@@ -67,7 +69,7 @@ def test_transaction_crash_points(crash_ctx, monkeypatch, crash_after):
         assert [s["summary"]["txn-tag"] for s in json.loads(raw)["snapshots"]] == ["before"]
         with pytest.raises(TableRecoveryInProgress):  # writers are told to retry shortly
             tables.commit(ctx, wh, iceberg_io.parse_change({"updates": []}, ("tx",), claimed))
-    time.sleep(0.45)  # the lease runs out; the next request aborts or rolls forward
+    time.sleep(TXN_LEASE_MS / 1000 + 0.05)  # the lease runs out; the next request aborts or rolls forward
     got = {t: _tags(ctx, wh, t) for t in ("a", "b")}
     expected = ["before", "t"] if crash_after >= COMMIT_POINT else ["before"]
     assert got == {"a": expected, "b": expected}  # both tables at the old state, or both at the new
@@ -103,7 +105,7 @@ def test_transaction_with_a_create_write_count(crash_ctx):
 def test_transaction_with_a_create_crash_points(crash_ctx, monkeypatch, crash_after):
     """A table created inside a transaction appears exactly when the transaction's other changes do."""
     ctx = crash_ctx
-    monkeypatch.setenv("CATALOG_TXN_LEASE_MS", "400")
+    monkeypatch.setenv("CATALOG_TXN_LEASE_MS", str(TXN_LEASE_MS))
     monkeypatch.setenv("CATALOG_TXN_WAIT_MS", "0")
     wh = _setup(ctx)
     body = _create_body(ctx, wh, str(uuid.uuid4()))
@@ -111,7 +113,7 @@ def test_transaction_with_a_create_crash_points(crash_ctx, monkeypatch, crash_af
         _txn(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, body)
     if crash_after < CREATE_COMMIT_POINT:  # not committed: nobody sees the new table yet
         assert pointers.live(ctx, wh, ("tx",), "fresh", read_only=True) is None
-    time.sleep(0.45)  # the lease runs out; the next request aborts or rolls forward
+    time.sleep(TXN_LEASE_MS / 1000 + 0.05)  # the lease runs out; the next request aborts or rolls forward
     committed = crash_after >= CREATE_COMMIT_POINT
     assert (pointers.live(ctx, wh, ("tx",), "fresh") is not None) == committed
     assert _tags(ctx, wh, "a") == (["t"] if committed else [])
@@ -121,6 +123,7 @@ def test_transaction_with_a_create_crash_points(crash_ctx, monkeypatch, crash_af
 
 # tombstone, audit segment, purge job, uuid state, pointer delete, purge batch, uuid record, purge job delete
 DROP_WRITES = 8
+DROP_LEASE_MS = lease_ms(3000)  # long enough for the dropper's own steps on that S3
 
 
 def test_drop_write_count(crash_ctx):
@@ -132,7 +135,7 @@ def test_drop_write_count(crash_ctx):
 def test_drop_crash_points(crash_ctx, crash_after, monkeypatch):
     from chalicelib.core import sweeper
 
-    monkeypatch.setenv("CATALOG_TOMBSTONE_LEASE_MS", "3000")  # long enough for the dropper's own steps
+    monkeypatch.setenv("CATALOG_TOMBSTONE_LEASE_MS", str(DROP_LEASE_MS))
     ctx = crash_ctx
     wh = _setup(ctx)
     raw = tables.load(ctx, wh, ("tx",), "a").raw_metadata
@@ -143,7 +146,7 @@ def test_drop_crash_points(crash_ctx, crash_after, monkeypatch):
     assert pointers.live(ctx, wh, ("tx",), "a") is None  # dropped at once, for every reader
     if crash_after < 6:  # readers never purge: the files wait for the sweeper
         assert list(ctx.storage.list_keys(wh, table_prefix)) != []
-    time.sleep(3.1)  # the dropper's lease runs out
+    time.sleep(DROP_LEASE_MS / 1000 + 0.1)  # the dropper's lease runs out
     sweeper.sweep(ctx, wh)
     assert list(ctx.storage.list_keys(wh, table_prefix)) == []
     assert list(ctx.storage.list_keys(wh, keys.table_pointer(("tx",), "a"))) == []

@@ -12,13 +12,13 @@ import json
 import uuid
 from typing import Any
 
-import catalog_admin
 import pyarrow as pa
 import pytest
 import requests
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import ForbiddenError
 
+from scripts import catalog_admin
 from tests.authutil import allow, make_user
 from tests.conftest import catalog_process, keys_under, rest_catalog, s3_state, sigv4_props
 
@@ -492,11 +492,11 @@ def test_signatures_are_accepted_by_an_s3_that_verifies_them(monkeypatch):
     what the signer returns (only host, x-amz-* and Content-MD5 signed) is what S3 accepts, and an
     unsigned request, or one sent to another key, is refused."""
     import boto3
-    import local_s3
     from moto import settings as moto_settings
     from moto.server import ThreadedMotoServer
 
     from chalicelib.core import signer
+    from scripts import local_s3
     from tests.conftest import REGION
 
     port = local_s3.free_port()

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import threading
 
-import catalog_admin
-
+from scripts import catalog_admin
 from tests.conftest import ROOT_KEY, ROOT_SECRET
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}

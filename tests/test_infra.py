@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import zipfile
 
 import pytest
@@ -15,8 +14,7 @@ from tests.conftest import ROOT
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    sys.path.insert(0, str(ROOT / "infra"))
-    import build_template
+    from infra import build_template
 
     out = tmp_path_factory.mktemp("infra")
     path = build_template.build(out)
@@ -108,8 +106,7 @@ def test_package_is_small_and_has_no_dev_dependencies(built):
 
 
 def test_deployment_cannot_be_turned_against_the_account():
-    sys.path.insert(0, str(ROOT / "infra"))
-    from build_template import SUB, merge_template
+    from infra.build_template import SUB, merge_template
 
     tpl = merge_template()
     params, res = tpl["Parameters"], tpl["Resources"]

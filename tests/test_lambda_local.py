@@ -5,7 +5,6 @@ and a read-only file system outside /tmp."""
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 import uuid
@@ -18,11 +17,8 @@ import boto3
 import pytest
 import requests
 
-from tests.conftest import KEYS, REGION, ROOT, ROOT_KEY, ROOT_SECRET, rest_catalog, s3_state
-
-sys.path.insert(0, str(ROOT / "infra"))
-import build_template  # noqa: E402
-import lambda_emulator  # noqa: E402
+from infra import build_template, lambda_emulator
+from tests.conftest import KEYS, REGION, ROOT_KEY, ROOT_SECRET, rest_catalog, s3_state
 
 BUCKET_PREFIX = "lambda-"
 
@@ -129,7 +125,7 @@ def test_concurrent_transactions_spread_over_instances(lam, wh, http):
     errors: list[BaseException] = []
 
     def client(c: int) -> None:
-        import catalog_admin
+        from scripts import catalog_admin
 
         session = catalog_admin.session(ROOT_KEY, ROOT_SECRET)
         try:
@@ -181,7 +177,7 @@ def test_eighty_concurrent_requirement_less_commits_are_never_bounced(lam, wh, h
     lock = threading.Lock()
 
     def commit(i: int) -> None:
-        import catalog_admin
+        from scripts import catalog_admin
 
         session = catalog_admin.session(ROOT_KEY, ROOT_SECRET)
         body = {"requirements": [], "updates": [{"action": "set-properties", "updates": {f"k{i}": str(i)}}]}
@@ -305,6 +301,7 @@ def probe(tmp_path: Path) -> Iterator[Any]:
     emulator.stop()
 
 
+@pytest.mark.full  # the Lambda runtime venv (make lambda-runtime)
 def test_emulator_timeout_read_only_files_and_events(probe):
     url = f"{probe.url}/some/path%1Fx"
     echo = requests.post(

@@ -17,9 +17,9 @@ import uuid
 from collections import Counter
 from typing import Any
 
-import catalog_admin
 import pytest
 
+from scripts import catalog_admin
 from tests.conftest import ROOT_KEY, ROOT_SECRET, catalog_process, keys_under
 from tests.txnutil import append_change
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import catalog_admin
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import ForbiddenError
 
+from scripts import catalog_admin
 from tests.authutil import allow, make_user
 from tests.conftest import sigv4_props
 

@@ -14,10 +14,10 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import catalog_admin
 import pytest
 from botocore.exceptions import ClientError
 
+from scripts import catalog_admin
 from tests.authutil import make_user
 from tests.conftest import REGION, ROOT_KEY, ROOT_SECRET
 from tests.test_glue import glue_client

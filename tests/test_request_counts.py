@@ -78,8 +78,7 @@ def test_cold_load_reads_pointer_and_metadata(s3_endpoint, system_bucket, monkey
 
 def test_non_root_requests_read_no_identity_when_warm(http, catalog_url, warehouse):
     """A user's key and policies are read once, then kept: warm requests cost what root's cost."""
-    import catalog_admin
-
+    from scripts import catalog_admin
     from tests.authutil import allow, make_user
 
     base = f"{catalog_url}/v1/{warehouse}/namespaces"
@@ -103,8 +102,7 @@ def test_identity_changes_reach_other_processes_within_the_ttl(s3_endpoint, syst
     """Another function (process) keeps a key for CATALOG_IDENTITY_TTL_S at most after its deletion."""
     import time
 
-    import catalog_admin
-
+    from scripts import catalog_admin
     from tests.authutil import allow, make_user
     from tests.conftest import catalog_process
 

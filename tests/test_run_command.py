@@ -14,6 +14,8 @@ import pytest
 
 from tests.conftest import ROOT, local_s3
 
+pytestmark = pytest.mark.full  # starts LocalStack and the catalog as a newcomer does
+
 
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CATALOG_", "S3_ENDPOINT"))}

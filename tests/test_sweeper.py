@@ -15,11 +15,11 @@ from chalicelib.core import catalog, namespaces, purges, sweeper, tables, wareho
 from chalicelib.core.context import Context
 from chalicelib.errors import TableNotFound
 from chalicelib.routes import iceberg_io
-from tests.conftest import ROOT, local_s3
+from tests.conftest import ROOT, lease_ms, local_s3
 from tests.crashutil import Crash, CrashAfter
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
-LEASE_MS = 1500  # long enough for a fence and a delete under lost responses
+LEASE_MS = lease_ms(1500)  # long enough for a fence and a delete under lost responses
 
 
 @pytest.fixture()

@@ -10,13 +10,13 @@ import subprocess
 import sys
 import time
 
-import catalog_admin
 import pyarrow as pa
 import pytest
 import requests
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import ForbiddenError
 
+from scripts import catalog_admin
 from tests.authutil import allow, make_user
 from tests.conftest import ROOT, ROOT_KEY, ROOT_SECRET, s3_state
 

@@ -12,6 +12,7 @@ from chalicelib import keys
 from chalicelib.core import namespaces, pointers, sweeper, views, warehouses
 from chalicelib.core.context import Context
 from chalicelib.errors import ViewNotFound
+from tests.conftest import lease_ms
 from tests.crashutil import Crash, CrashAfter, writes_of
 
 SCHEMA = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
@@ -122,7 +123,7 @@ def test_rename_crash_points(crash_ctx, crash_after):
 
 @pytest.mark.parametrize("crash_after", [1, 2, 3])  # tombstone, uuid released, pointer removed
 def test_drop_crash_points(crash_ctx, monkeypatch, crash_after):
-    monkeypatch.setenv("CATALOG_TOMBSTONE_LEASE_MS", "1000")
+    monkeypatch.setenv("CATALOG_TOMBSTONE_LEASE_MS", str(lease_ms(1000)))
     wh = _setup(crash_ctx)
     dying = Context(crash_ctx.settings, CrashAfter(crash_ctx.storage, crash_after))
     try:
@@ -133,7 +134,7 @@ def test_drop_crash_points(crash_ctx, monkeypatch, crash_after):
         assert crash_after == 3 and dying.storage.writes < 3  # LocalStack: the pointer waits for the sweeper
     with pytest.raises(ViewNotFound):  # dropped at once, for every reader
         views.load(crash_ctx, wh, ("a",), "v")
-    time.sleep(1.1)
+    time.sleep(lease_ms(1000) / 1000 + 0.1)
     sweeper.sweep(crash_ctx, wh)  # the sweeper removes what the dropper left
     assert list(crash_ctx.storage.list_keys(wh, keys.table_pointer(("a",), "v"))) == []
     views.create(crash_ctx, wh, ("a",), "v", SCHEMA, version("SELECT 9 AS id"), {})  # the name is free again

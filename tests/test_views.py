@@ -182,8 +182,7 @@ def test_replacing_keeps_other_dialects_and_history_bound(http, base):
 
 def test_concurrent_replaces_lose_no_version(http, base, catalog_url):
     """8 writers replace one view; each retries on 409 until its version is in; none is lost."""
-    import catalog_admin
-
+    from scripts import catalog_admin
     from tests.conftest import ROOT_KEY, ROOT_SECRET
 
     create(http, base, "busy")

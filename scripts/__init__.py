@@ -1,0 +1,1 @@
+"""Command-line tools (run them as files) whose helpers the tests and benches import."""
