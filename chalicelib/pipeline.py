@@ -17,6 +17,7 @@ from urllib.parse import unquote
 
 from chalice import Chalice, Response
 
+from chalicelib.auth.sigv4 import latin1_as_utf8
 from chalicelib.errors import (
     BadRequest,
     CatalogError,
@@ -97,7 +98,8 @@ class RequestContext:
             if not self.raw_body:
                 raise BadRequest("A JSON request body is required")
             try:
-                parsed = json.loads(self.raw_body)
+                # Not UTF-8: ISO-8859-1, as Iceberg Java up to 1.10 sends it (auth/sigv4.latin1_as_utf8).
+                parsed = json.loads(latin1_as_utf8(self.raw_body) or self.raw_body)
             except (ValueError, UnicodeDecodeError) as exc:
                 raise BadRequest(f"Malformed JSON body: {str(exc)[:200]}") from None
             except RecursionError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import UTC, datetime, timedelta
 from unittest import mock
@@ -161,3 +162,41 @@ def test_messages_say_what_is_wrong(catalog_url, warehouse):
     assert "15 minutes" in send(signed("GET", url, when=old)).json()["error"]["message"]
     wrong = send(signed("GET", url, creds=Credentials(ROOT_KEY, "nope"))).json()["error"]["message"]
     assert "signature does not match" in wrong
+
+
+def test_iceberg_java_latin1_bodies_signed_as_utf8(catalog_url, warehouse, http):
+    """Iceberg Java up to 1.10 signs a body's UTF-8 bytes and sends it in ISO-8859-1
+    (apache/iceberg#17646). Latin-1 text arrives intact; text beyond it ('?' on the wire) is refused
+    with the cause, and nothing is created."""
+    base = f"{catalog_url}/v1/{warehouse}/namespaces"
+
+    def java(text: str) -> dict[str, str]:  # its signer declares the UTF-8 bytes' hash
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return {"X-Client-Version": "Apache Iceberg 1.10.2 (commit abc)", "X-Amz-Content-SHA256": digest}
+
+    text = json.dumps({"namespace": ["latin"], "properties": {"comment": "Café für Müller"}}, ensure_ascii=False)
+    req = signed("POST", base, text.encode("utf-8"), headers=java(text))
+    r = send(req, data=text.encode("latin-1"))  # what the Java client puts on the wire
+    assert r.status_code == 200, r.text
+    assert http.get(f"{base}/latin").json()["properties"]["comment"] == "Café für Müller"
+
+    text = json.dumps({"namespace": ["emoji"], "properties": {"comment": "😎"}}, ensure_ascii=False)
+    req = signed("POST", base, text.encode("utf-8"), headers=java(text))
+    r = send(req, data=text.encode("latin-1", errors="replace"))  # '?' for the emoji
+    assert r.status_code == 401 and "ISO-8859-1" in r.json()["error"]["message"]
+    assert http.get(f"{base}/emoji").status_code == 404
+    tampered = text.replace("😎", "x").encode("latin-1")  # a body changed in flight is still refused
+    assert send(signed("POST", base, text.encode("utf-8")), data=tampered).status_code == 401
+    text = json.dumps({"namespace": ["noheader"]}, ensure_ascii=False).replace("noheader", "noheadér")
+    assert (
+        send(signed("POST", base, text.encode("utf-8")), data=text.encode("latin-1")).status_code == 400
+    )  # signed: then refused as a name
+
+    # An unsigned body (a bearer token) in ISO-8859-1 is read as such, not refused as malformed.
+    token = http.post(
+        f"{catalog_url}/v1/oauth/tokens",
+        data={"grant_type": "client_credentials", "client_id": ROOT_KEY, "client_secret": ROOT_SECRET},
+    ).json()["access_token"]
+    body = json.dumps({"namespace": ["bearer"], "properties": {"c": "é"}}, ensure_ascii=False).encode("latin-1")
+    r = requests.post(base, data=body, headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    assert r.status_code == 200 and http.get(f"{base}/bearer").json()["properties"]["c"] == "é"

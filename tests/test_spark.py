@@ -291,6 +291,27 @@ def test_spark_sql_on_every_format_version(spark, pycat, version):
     assert pycat.load_table(f"{ns}.copy").format_version == version
 
 
+def test_spark_and_pyiceberg_keep_non_ascii_column_names(spark, pycat):
+    """PyIceberg's test_cross_platform_special_character_compatibility. Iceberg Java 1.10 sends
+    bodies in ISO-8859-1 and signs them as UTF-8 (apache/iceberg#17646): Latin-1 names arrive
+    intact, others would arrive as '?', so the catalog refuses them and says why."""
+    names = ["é", "a.b", "a#b", "9x", "letter/abc", "Grüße"]
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS uni")
+    for i, name in enumerate(names):
+        spark.createDataFrame([("v",)], [name]).writeTo(f"uni.s{i}").using("iceberg").createOrReplace()
+        table = pycat.load_table(f"uni.s{i}")
+        assert [f.name for f in table.schema().fields] == [name]
+        assert table.scan().to_arrow().column_names == [name]
+    with pytest.raises(Exception, match="ISO-8859-1"):
+        spark.createDataFrame([("v",)], ["😎"]).writeTo("uni.emoji").using("iceberg").createOrReplace()
+    assert not pycat.table_exists("uni.emoji")
+    names.append("😎")  # PyIceberg sends UTF-8: any name, and Spark reads it
+    schema = pa.schema([pa.field(name, pa.large_string()) for name in names])
+    py = pycat.create_table("uni.py", schema=schema)
+    py.append(pa.table({name: ["x"] for name in names}, schema=schema))
+    assert spark.table("uni.py").columns == names
+
+
 @pytest.fixture(scope="module")
 def short_token_catalog(s3_endpoint, system_bucket, tmp_path_factory):
     """A catalog process whose bearer tokens live 4 seconds."""

@@ -101,6 +101,27 @@ def check_time(parts: SignedParts, now: datetime | None = None) -> None:
         raise Unauthorized("Request time is more than 15 minutes from the server time; check the clock")
 
 
+def latin1_as_utf8(body: bytes) -> bytes | None:
+    """A body that is not UTF-8, read as ISO-8859-1 and written as UTF-8 (None: it is UTF-8).
+    Iceberg Java up to 1.10 sends JSON in ISO-8859-1 but signs its UTF-8 bytes (apache/iceberg#17646):
+    a signature over the transcoded text proves the text, so Latin-1 names arrive intact."""
+    try:
+        body.decode("utf-8")
+        return None
+    except UnicodeDecodeError:
+        return body.decode("latin-1").encode("utf-8")
+
+
+def _hint(headers: Mapping[str, str]) -> str:
+    if "iceberg" not in headers.get("x-client-version", "").lower():
+        return ""
+    return (
+        ". Iceberg Java clients up to 1.10 send request bodies in ISO-8859-1 and sign them as UTF-8"
+        " (apache/iceberg#17646): a name or comment with characters outside Latin-1 (emoji, CJK) reaches"
+        " the catalog as '?' and fails this check. Use a client with the fix, or such names from PyIceberg"
+    )
+
+
 def _payload_hashes(parts: SignedParts, headers: Mapping[str, str], query: Mapping[str, str], body: bytes) -> list[str]:
     """Candidate payload lines of the canonical request; a declared hash must match the body."""
     digest = hashlib.sha256(body).digest()
@@ -119,11 +140,15 @@ def _payload_hashes(parts: SignedParts, headers: Mapping[str, str], query: Mappi
         except (ValueError, binascii.Error):
             declared_digest = b""
         if not hmac.compare_digest(declared_digest, digest):
-            raise Unauthorized("X-Amz-Content-SHA256 does not match the request body")
+            text = latin1_as_utf8(body)
+            if text is None or not hmac.compare_digest(declared_digest, hashlib.sha256(text).digest()):
+                raise Unauthorized("X-Amz-Content-SHA256 does not match the request body" + _hint(headers))
+            actual = hashlib.sha256(text).hexdigest()  # the signer's canonical request has the text's hash
         return list(dict.fromkeys((declared, actual)))
     if parts.presigned and not body:
         return [actual, UNSIGNED]
-    return [actual]
+    text = latin1_as_utf8(body)
+    return [actual] if text is None else [actual, hashlib.sha256(text).hexdigest()]
 
 
 def _canonical_query(query: Mapping[str, list[str]], presigned: bool) -> str:
