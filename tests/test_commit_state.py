@@ -195,7 +195,7 @@ def test_s3_outage_answers_503_with_retry_after(tmp_path):
     )
     catalog = local_s3.start_catalog(env, tmp_path / "catalog.log")
     try:
-        import catalog_admin
+        from scripts import catalog_admin
 
         resp = catalog_admin.session(ROOT_KEY, ROOT_SECRET).get(f"{catalog.url}/v1/warehouses")
         assert resp.status_code == 503 and resp.headers.get("Retry-After") == "1"
@@ -266,19 +266,19 @@ def test_a_requirement_less_commit_outlasts_rivals_past_the_attempt_bound(core):
 def test_a_commit_that_loses_every_race_until_its_deadline_is_a_503_not_applied(core):
     import time
 
-    from chalicelib.core import pointers
+    from chalicelib.core import cas, pointers
     from chalicelib.errors import ServiceUnavailable
 
     wh, _ = _table(core)
     rivals = RivalWins(core, wh, 10**6)
     started = time.monotonic()
-    storage.COUNTER.deadline = started + pointers.CONTENTION_MARGIN_S + 1.0  # one second to try
+    storage.COUNTER.deadline = started + cas.CONTENTION_MARGIN_S + 1.0  # one second to try
     try:
         with pytest.raises(ServiceUnavailable) as info:
             tables.commit(Context(core.settings, rivals), wh, _mine())
     finally:
         storage.COUNTER.deadline = 0.0
-    assert 1.0 - pointers._BACKOFF_CAP_S <= time.monotonic() - started < 3.0
+    assert 1.0 - cas._BACKOFF_CAP_S <= time.monotonic() - started < 3.0
     assert iceberg_error(info.value)[0] == 503 and info.value.headers == {"Retry-After": "1"}
     assert rivals.landed > pointers.COMMIT_ATTEMPTS  # it kept trying with back-off meanwhile
     after = tables.load(core, wh, ("c",), "t")

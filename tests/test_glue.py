@@ -576,3 +576,31 @@ def test_concurrent_update_table_one_winner_per_version(glue, s3, catalog_url, w
     assert len(winners) == 1 and outcomes.count("ConcurrentModificationException") == 7, outcomes
     table = glue.get_table(DatabaseName="race", Name="t")["Table"]
     assert table["VersionId"] == "2" and table["Parameters"]["metadata_location"] == winners[0]
+
+
+def test_a_pointer_from_before_entry_ids_keeps_its_side_data_on_every_face(glue, s3, catalog_url, warehouse):
+    """One entry id on every face: a table whose pointer predates `id` keeps the tags S3 Tables
+    gave it through a Glue UpdateTable (which now writes that same id, no longer a new one)."""
+    from chalicelib import keys
+    from tests.test_s3tables import s3tables_client
+
+    glue.create_database(DatabaseInput={"Name": "db"})
+    location, tid = f"s3://{warehouse}/db.db/legacy", str(uuid.uuid4())
+    first = write_metadata(s3, warehouse, location, 0, tid)
+    glue.create_table(DatabaseName="db", TableInput=iceberg_input("legacy", first))
+    key = keys.table_pointer(("db",), "legacy")
+    pointer = json.loads(s3.get_object(Bucket=warehouse, Key=key)["Body"].read())
+    del pointer["id"]  # as pointers were written before entries had ids
+    s3.put_object(Bucket=warehouse, Key=key, Body=json.dumps(pointer).encode())
+
+    st = s3tables_client(catalog_url)
+    bucket_arn = next(b["arn"] for b in st.list_table_buckets()["tableBuckets"] if b["name"] == warehouse)
+    table_arn = st.get_table(tableBucketARN=bucket_arn, namespace="db", name="legacy")["tableARN"]
+    st.tag_resource(resourceArn=table_arn, tags={"team": "data"})
+    second = write_metadata(s3, warehouse, location, 1, tid)
+    glue.update_table(DatabaseName="db", TableInput=iceberg_input("legacy", second), VersionId="1")
+    assert st.list_tags_for_resource(resourceArn=table_arn)["tags"] == {"team": "data"}
+    stored = json.loads(s3.get_object(Bucket=warehouse, Key=key)["Body"].read())
+    assert stored["id"] == tid.replace("-", "")  # kept from now on
+    versions = glue.get_table_versions(DatabaseName="db", TableName="legacy")["TableVersions"]
+    assert sorted(v["Table"]["VersionId"] for v in versions) == ["1", "2"]  # the archive is under the same id

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit
+from chalicelib.core import audit, cas
 from chalicelib.core.context import Context, dump
 from chalicelib.errors import BadRequest, CatalogError, Conflict, NotFound, ServiceUnavailable
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
@@ -186,27 +186,19 @@ def list_users(ctx: Context) -> list[str]:
 def _update_user(ctx: Context, name: str, change: Any, op: str, **detail: Any) -> dict[str, Any]:
     """Apply an idempotent change with a CAS loop; after a write in doubt, a re-read on which the
     change changes nothing proves it is in effect."""
-    for _ in range(10):
-        found = _read_json(ctx, keys.user_record(check_user(name)))
-        if found is None:
+    older: dict[str, Any] = {}
+
+    def apply(record: dict[str, Any] | None) -> dict[str, Any]:
+        if record is None:
             raise NotFound(f"User {name!r} does not exist")
-        record, etag = found
         change(record)
-        record, older = audit.stamped(record, audit.entry(op, _target(name), **detail))
-        try:
-            ctx.storage.put_if_match(ctx.settings.system_bucket, keys.user_record(name), dump(record), etag)
-            _journal(ctx, record, older)
-            return record
-        except (PreconditionFailed, ObjectNotFound):
-            continue
-        except WriteInDoubt:
-            again = _read_json(ctx, keys.user_record(name))
-            if again is not None:
-                current = json.loads(dump(again[0]))
-                change(again[0])
-                if again[0] == current:
-                    return current
-    raise Conflict(f"User {name!r} is being changed concurrently; retry")
+        stamped, older["entries"] = audit.stamped(record, audit.entry(op, _target(name), **detail))
+        return stamped
+
+    key = keys.user_record(check_user(name))
+    record = cas.update(ctx, ctx.settings.system_bucket, key, apply, f"User {name!r}") or {}
+    _journal(ctx, record, older["entries"])
+    return record
 
 
 def delete_user(ctx: Context, name: str) -> None:

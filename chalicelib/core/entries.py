@@ -9,20 +9,17 @@ import heapq
 import json
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import hive, namespaces, pointers
+from chalicelib.core import hive, namespaces, parallel, pointers
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context
 from chalicelib.errors import NotFound, ServiceUnavailable, TableNotFound, TableRecoveryInProgress
 from chalicelib.storage import COUNTER, ObjectNotFound, StorageUnavailable, WriteInDoubt
 
 Namespace = tuple[str, ...]
-_POOL: ThreadPoolExecutor | None = None
-_SCAN_POOL: ThreadPoolExecutor | None = None
 
 
 @dataclass
@@ -106,19 +103,7 @@ def _listing(
 
 
 def _resolve_many(ctx: Context, warehouse: str, ns: Namespace, items: list[tuple[str, str]]) -> list[Entry | None]:
-    global _POOL
-    if len(items) <= 1:
-        return [_read_kind(ctx, warehouse, ns, n, k) for n, k in items]
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="entries")
-
-    def one(item: tuple[str, str]) -> tuple[Entry | None, int]:
-        COUNTER.count = 0
-        return _read_kind(ctx, warehouse, ns, *item), COUNTER.count
-
-    results = list(_POOL.map(one, items))
-    COUNTER.count += sum(n for _, n in results)
-    return [e for e, _ in results]
+    return parallel.map_counted(lambda item: _read_kind(ctx, warehouse, ns, *item), items)
 
 
 class _View:
@@ -240,21 +225,11 @@ def scan_views(
 ) -> list[dict[str, Any]]:
     """Every live entry's projection in several namespaces, the namespaces scanned in parallel (on
     their own pool: each scan reads entries on the entry pool, and one pool for both could deadlock)."""
-    global _SCAN_POOL
-    if _SCAN_POOL is None:
-        _SCAN_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="scans")
-    deadline = COUNTER.deadline
 
-    def one(ns: Namespace) -> tuple[list[dict[str, Any]], int]:
-        COUNTER.count, COUNTER.deadline = 0, deadline
+    def one(ns: Namespace) -> list[dict[str, Any]]:
         try:
-            found, _ = view_page(ctx, warehouse, ns, view, project, "", 10**9, lambda n: keep(ns, n))
+            return view_page(ctx, warehouse, ns, view, project, "", 10**9, lambda n: keep(ns, n))[0]
         except NotFound:
-            found = []  # deleted meanwhile
-        finally:
-            COUNTER.deadline = 0.0
-        return found, COUNTER.count
+            return []  # deleted meanwhile
 
-    results = list(_SCAN_POOL.map(one, spaces)) if len(spaces) > 1 else [one(ns) for ns in spaces]
-    COUNTER.count += sum(n for _, n in results)
-    return [p for found, _ in results for p in found]
+    return [p for found in parallel.map_counted(one, spaces, pool="scans") for p in found]

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, warehouses
+from chalicelib.core import audit, cas, warehouses
 from chalicelib.core.context import Context, dump, is_deleting, now_ms
 from chalicelib.core.paging import decode_token, page
 from chalicelib.errors import (
@@ -77,20 +77,12 @@ def accepts_table(ctx: Context, warehouse: str, ns: Namespace, name: str) -> boo
 
 def flag_hive_tables(ctx: Context, warehouse: str, ns: Namespace) -> None:
     """Mark a namespace as holding non-Iceberg tables (once), before the first one is written."""
-    for _ in range(5):
-        record, etag = read_record(ctx, warehouse, ns)
-        if is_deleting(record):
-            raise Conflict(f"Namespace {_pretty(ns)!r} is being deleted")
-        if record.get("hive-tables"):
-            return
-        try:
-            ctx.storage.put_if_match(
-                ctx.bucket_for(warehouse), keys.namespace_record(ns), dump(dict(record, **{"hive-tables": True})), etag
-            )
-            return
-        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
-            continue
-    raise Conflict(f"Namespace {_pretty(ns)!r} changed concurrently; retry")
+
+    def change(record: dict[str, Any] | None) -> dict[str, Any] | None:
+        record = _active(ctx, warehouse, ns, record)
+        return None if record.get("hive-tables") else dict(record, **{"hive-tables": True})
+
+    cas.update(ctx, ctx.bucket_for(warehouse), keys.namespace_record(ns), change, f"Namespace {_pretty(ns)!r}")
 
 
 def create(ctx: Context, warehouse: str, namespace: object, properties: object) -> dict[str, Any]:
@@ -173,32 +165,37 @@ def update_properties(
     both = set(upd) & set(removals)
     if both:
         raise UnprocessableEntity(f"Properties both updated and removed (the spec answers 422): {sorted(both)}")
-    for _ in range(10):  # CAS loop: concurrent property updates merge instead of failing
-        record, etag = read_record(ctx, warehouse, ns)
-        if is_deleting(record):  # writing over the mark would keep it and fail the deleter's restore
-            raise Conflict(f"Namespace {_pretty(ns)!r} is being deleted")
+    out: dict[str, Any] = {}
+
+    def change(record: dict[str, Any] | None) -> dict[str, Any]:  # concurrent updates merge
+        record = _active(ctx, warehouse, ns, record)
         props: dict[str, str] = dict(record.get("properties", {}))
-        removed = [k for k in removals if k in props]
-        missing = [k for k in removals if k not in props]
-        for k in removed:
+        out["removed"] = [k for k in removals if k in props]
+        out["missing"] = [k for k in removals if k not in props]
+        for k in out["removed"]:
             del props[k]
         props.update(upd)
         if len(props) > MAX_PROPERTIES:
             raise BadRequest(f"A namespace holds at most {MAX_PROPERTIES} properties")
-        record["properties"] = props
-        e = audit.entry("update-namespace", _target(ns), updated=sorted(upd), removed=removed)
-        record, older = audit.stamped(record, e)
-        try:
-            ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.namespace_record(ns), dump(record), etag)
-        except (PreconditionFailed, ObjectNotFound):
-            continue
-        except WriteInDoubt:  # landed if the record now holds our properties
-            now, _ = read_record(ctx, warehouse, ns)
-            if now.get("properties") != props:
-                continue
-        audit.flush_record(ctx, ctx.bucket_for(warehouse), keys.AUDIT_PREFIX, audit.source_of(record), record, older)
-        return {"updated": sorted(upd), "removed": removed, "missing": missing}
-    raise Conflict(f"Namespace {_pretty(ns)!r} is under heavy concurrent update; retry")
+        e = audit.entry("update-namespace", _target(ns), updated=sorted(upd), removed=out["removed"])
+        stamped, out["older"] = audit.stamped(dict(record, properties=props), e)
+        return stamped
+
+    bucket = ctx.bucket_for(warehouse)
+    record = cas.update(ctx, bucket, keys.namespace_record(ns), change, f"Namespace {_pretty(ns)!r}") or {}
+    audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, audit.source_of(record), record, out["older"])
+    return {"updated": sorted(upd), "removed": out["removed"], "missing": out["missing"]}
+
+
+def _active(ctx: Context, warehouse: str, ns: Namespace, record: dict[str, Any] | None) -> dict[str, Any]:
+    """A namespace record a change may write over: there, and not marked for deletion (writing over
+    the mark would keep it and fail the deleter's restore)."""
+    if record is None:
+        read_record(ctx, warehouse, ns)  # the precise 404
+        raise NamespaceNotFound(f"Namespace {_pretty(ns)!r} does not exist")
+    if is_deleting(record):
+        raise Conflict(f"Namespace {_pretty(ns)!r} is being deleted")
+    return record
 
 
 # Which of these pointer names hold a table that keeps its namespace (pointers judge; they build

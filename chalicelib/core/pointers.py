@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import claims, locations, namespaces, purges, trash_records, warehouses
+from chalicelib.core import claims, locations, namespaces, parallel, purges, trash_records, warehouses
 from chalicelib.core.context import Context, dump, env_int, now_ms, tombstone_lease_ms
 from chalicelib.core.pointer_record import kind_of, owner_uuid
 from chalicelib.errors import (
@@ -30,7 +29,6 @@ from chalicelib.errors import (
     ViewNotFound,
 )
 from chalicelib.storage import (
-    COUNTER,
     BucketNotFound,
     ConditionalDeleteUnsupported,
     ObjectNotFound,
@@ -43,27 +41,10 @@ Namespace = tuple[str, ...]
 
 
 COMMIT_ATTEMPTS = 4
+
+
 # A commit that keeps losing the pointer CAS to other processes keeps trying, with jittered
 # back-off, until this close to its request's deadline; then 503 + Retry-After (never applied).
-CONTENTION_MARGIN_S = 3.0
-CONTENTION_BUDGET_S = 20.0  # outside a request (no deadline)
-_BACKOFF_BASE_S, _BACKOFF_CAP_S = 0.01, 0.4
-
-
-def contention_pause(lost: int, started: float) -> bool:
-    """Sleep before the next attempt after `lost` lost races ("full jitter"), or False when the
-    request's deadline leaves no time for another attempt and its answer."""
-    import random
-    import time
-
-    end = (COUNTER.deadline or started + CONTENTION_BUDGET_S + CONTENTION_MARGIN_S) - CONTENTION_MARGIN_S
-    delay = random.uniform(0, min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2 ** min(lost, 10)))
-    if time.monotonic() + delay >= end:
-        return False
-    time.sleep(delay)
-    return True
-
-
 def busy(ns: Namespace, name: str, lost: int) -> ServiceUnavailable:
     return ServiceUnavailable(
         f"Table {ident(ns, name)!r} is busy: this commit lost the race to concurrent commits {lost} times "
@@ -366,7 +347,6 @@ def listed_or_staged(ctx: Context, warehouse: str, ns: Namespace, name: str) -> 
     return p is not None and p.state == STAGED
 
 
-_POOL: ThreadPoolExecutor | None = None
 # Whether a pointer is listed, by its ETag: the listing that names a key also gives its ETag, so a
 # warm page reads no pointer at all. Only pointers whose state alone decides are kept (no
 # transaction claim, no rename half-done): an ETag then fixes the answer.
@@ -413,16 +393,4 @@ def live_flags(
     ctx: Context, warehouse: str, ns: Namespace, names: list[str], test: Callable[..., bool] = listed
 ) -> list[bool]:
     """test() (listed by default) for many names at once (parallel GETs, counted for this request)."""
-    global _POOL
-    if len(names) <= 1:
-        return [test(ctx, warehouse, ns, n) for n in names]
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="list")
-
-    def one(name: str) -> tuple[bool, int]:
-        COUNTER.count = 0
-        return test(ctx, warehouse, ns, name), COUNTER.count
-
-    results = list(_POOL.map(one, names))
-    COUNTER.count += sum(n for _, n in results)
-    return [flag for flag, _ in results]
+    return parallel.map_counted(lambda name: test(ctx, warehouse, ns, name), names)

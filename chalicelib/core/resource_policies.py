@@ -21,9 +21,9 @@ from typing import Any
 
 from chalicelib.auth.arns import Resource
 from chalicelib.auth.policy import without_denies
-from chalicelib.core.context import Context, dump
-from chalicelib.errors import Conflict
-from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed, WriteInDoubt
+from chalicelib.core import cas
+from chalicelib.core.context import Context
+from chalicelib.storage import BucketNotFound, ObjectNotFound
 
 KEY = ".catalog/resource-policies.json"
 Doc = dict[str, Any]
@@ -61,26 +61,8 @@ def change(ctx: Context, warehouse: str, fn: Callable[[Doc], Doc]) -> None:
 
 
 def change_in(ctx: Context, bucket: str, fn: Callable[[Doc], Doc]) -> None:
-    for _ in range(8):
-        try:
-            obj = ctx.storage.get(bucket, KEY)
-            doc, etag = json.loads(obj.body), obj.etag
-        except ObjectNotFound:
-            doc, etag = {}, None
-        new = fn(dict(doc))
-        try:
-            if etag is None:
-                ctx.storage.put_if_absent(bucket, KEY, dump(new))
-            else:
-                ctx.storage.put_if_match(bucket, KEY, dump(new), etag)
-        except (PreconditionFailed, ObjectNotFound):
-            continue
-        except WriteInDoubt:
-            if json.loads(ctx.storage.get(bucket, KEY).body) != new:
-                continue
-        forget(bucket)
-        return
-    raise Conflict("The resource policies changed concurrently; retry")
+    cas.update(ctx, bucket, KEY, lambda doc: fn(doc or {}), "The resource policies")
+    forget(bucket)
 
 
 def for_resource(doc: Doc, resource: Resource, id_of: Callable[[Resource], str | None]) -> list[Doc]:

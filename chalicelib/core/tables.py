@@ -13,11 +13,12 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, locations, namespaces, pointers, purges, versions, warehouses
+from chalicelib.core import audit, cas, locations, namespaces, pointers, purges, versions, warehouses
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.model import NewTable, TableChange, TableState
 from chalicelib.core.paging import decode_token, encode_token
+from chalicelib.core.pointer_record import entry_id
 from chalicelib.core.versioning import advanced, new_entry, swap, version_of
 from chalicelib.errors import (
     BadRequest,
@@ -284,7 +285,7 @@ def _commit_batch(ctx: Context, warehouse: str, reqs: list[TableChange]) -> list
             break
         # Lost races are retried until the deadline (other processes' CAS, not requirements, beat
         # them); the first retry is immediate, as a lost race with a stale warm pointer costs one.
-        if lost > 1 and not pointers.contention_pause(lost, started):
+        if lost > 1 and not cas.contention_pause(lost, started):
             break
         if warm is not None:
             p, warm, from_cache = warm, None, True
@@ -629,7 +630,7 @@ def swap_metadata_location(
             raw = md.read_metadata_raw(ctx, current)
             data = dict(p.data, version=version + 1, **{"updated-ms": now_ms()})
         data.update(fields or {})
-        data.setdefault("id", uuid.uuid4().hex)
+        data.setdefault("id", entry_id(p.data))  # the key its side data already has
         op = "update-location" if target != current else "update"
         data = audit.appended(data, [audit.entry(op, audit.table_target(ns, name, data), current, target)])
         if archive:

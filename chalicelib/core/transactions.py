@@ -16,17 +16,16 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, claims, pointers
+from chalicelib.core import audit, claims, parallel, pointers
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.model import TableChange
 from chalicelib.core.versioning import new_entry
 from chalicelib.errors import BadRequest, CommitFailed, CommitStateUnknown
-from chalicelib.storage import COUNTER, ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
+from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
 Namespace = tuple[str, ...]
 MAX_TABLES = 100
@@ -115,26 +114,10 @@ def _prepare(ctx: Context, warehouse: str, change: TableChange) -> tuple[Namespa
     return ns, name, p, meta_loc
 
 
-_POOL: ThreadPoolExecutor | None = None
-
-
 def _in_parallel(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
     """fn over items on a pool (the tables' S3 round trips overlap); each result or its exception,
     in order. S3 requests made there count for this request and keep its deadline."""
-    global _POOL
-    if len(items) <= 1:
-        return [_outcome(fn, item) for item in items]
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="txn")
-    deadline = COUNTER.deadline
-
-    def one(item: Any) -> tuple[Any, int]:
-        COUNTER.count, COUNTER.deadline = 0, deadline
-        return _outcome(fn, item), COUNTER.count
-
-    results = list(_POOL.map(one, items))
-    COUNTER.count += sum(n for _, n in results)
-    return [r for r, _ in results]
+    return parallel.map_counted(lambda item: _outcome(fn, item), items)
 
 
 def _outcome(fn: Callable[[Any], Any], item: Any) -> Any:

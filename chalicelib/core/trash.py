@@ -10,11 +10,10 @@ destination. A purge CASes the record to "purging" first, so a restore and a pur
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, namespaces, pointers, purges, trash_records, warehouses
+from chalicelib.core import audit, namespaces, parallel, pointers, purges, trash_records, warehouses
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.paging import decode_token, encode_token
 from chalicelib.errors import CatalogError, Conflict, NotFound
@@ -84,8 +83,7 @@ def list_dropped(
         except ObjectNotFound:
             return None
 
-    with ThreadPoolExecutor(max_workers=16) as pool:
-        records = list(pool.map(one, listed))
+    records = parallel.map_counted(one, listed)
     items = [public(r) for r in records if r is not None and r["state"] == "dropped" and keep_item(r)]
     return items, (encode_token(listed[-1]) if more and listed else None)
 

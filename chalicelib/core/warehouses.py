@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, resource_policies
+from chalicelib.core import audit, cas, resource_policies
 from chalicelib.core.context import Context, dump, env_int, is_deleting, now_ms
 from chalicelib.core.paging import decode_token, page
 from chalicelib.errors import (
@@ -136,21 +136,22 @@ def update_properties(ctx: Context, name: str, updates: object, removals: object
     if not isinstance(removals, list) or not all(isinstance(r, str) for r in removals):
         raise BadRequest("Invalid removals: expected an array of strings")
     sys_bucket, key = ctx.settings.system_bucket, keys.warehouse_record(warehouse)
-    for _ in range(10):
-        record, etag = read_record(ctx, warehouse)
+    older: dict[str, Any] = {}
+
+    def change(record: dict[str, Any] | None) -> dict[str, Any]:
+        if record is None or ctx.bucket_for(warehouse) == sys_bucket:
+            raise WarehouseNotFound(f"Warehouse {warehouse!r} does not exist")
         if is_deleting(record):
             raise Conflict(f"Warehouse {warehouse!r} is being deleted")
         props = {k: v for k, v in record.get("properties", {}).items() if k not in removals}
         props.update(upd)
         e = audit.entry("update-warehouse", _target(warehouse), updated=sorted(upd), removed=sorted(removals))
-        record, older = audit.stamped(dict(record, properties=props), e)
-        try:
-            ctx.storage.put_if_match(sys_bucket, key, dump(record), etag)
-        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
-            continue  # a lost answer retries: the same properties again are harmless
-        audit.flush_record(ctx, sys_bucket, keys.SYSTEM_AUDIT_PREFIX, audit.source_of(record), record, older)
-        return public(record)
-    raise Conflict(f"Warehouse {warehouse!r} is under heavy concurrent update; retry")
+        stamped, older["entries"] = audit.stamped(dict(record, properties=props), e)
+        return stamped
+
+    record = cas.update(ctx, sys_bucket, key, change, f"Warehouse {warehouse!r}") or {}
+    audit.flush_record(ctx, sys_bucket, keys.SYSTEM_AUDIT_PREFIX, audit.source_of(record), record, older["entries"])
+    return public(record)
 
 
 def _protect_control_plane(ctx: Context, bucket: str) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
 from chalicelib.core import catalog, entries, glue_renames, hive, namespaces, side_data, tables, versions
 from chalicelib.core.context import Context, get_context
+from chalicelib.core.pointer_record import entry_id
 from chalicelib.core.purges import UuidInUse
 from chalicelib.core.versioning import version_of
 from chalicelib.errors import BadRequest, NamespaceNotEmpty, NotFound, TableNotFound
@@ -312,7 +313,7 @@ def _table_out(ctx: Context, wh: str, entry: entries.Entry) -> Body:
 
 
 def _entry_id(entry: entries.Entry) -> str:
-    return str(entry.data.get("id") or "t" + str(entry.data.get("table-uuid", "")).replace("-", ""))
+    return entry_id(entry.data)
 
 
 def _table_request(body: Body) -> tuple[tuple[str, ...], Body]:

@@ -16,6 +16,7 @@ from chalicelib.auth import arns
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
 from chalicelib.core import catalog, namespaces, pointers, side_data, tables, warehouses
 from chalicelib.core.context import Context, get_context
+from chalicelib.core.pointer_record import entry_id
 from chalicelib.core.versioning import version_of
 from chalicelib.errors import BadRequest, CommitFailed, NotFound
 from chalicelib.names import check_namespace, check_table, check_warehouse
@@ -259,8 +260,7 @@ def delete_namespace(req: RequestContext) -> Result:
 # ---- tables -----------------------------------------------------------------------------------
 
 
-def _entry_id(data: Body) -> str:
-    return str(data.get("id") or str(data.get("table-uuid", "")).replace("-", ""))
+_entry_id = entry_id
 
 
 def version_token(data: Body) -> str:

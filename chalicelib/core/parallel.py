@@ -1,0 +1,46 @@
+"""S3 round trips overlapped on shared thread pools, still counted for the request that made them
+and still bound by its deadline (storage.COUNTER is per thread, so each task carries both)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from chalicelib.storage import COUNTER
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+# A task on one pool may wait on tasks of another ("scans" read entries on "io"), never on its own:
+# one pool for both could deadlock.
+_WORKERS = {"io": 16, "scans": 8}
+_POOLS: dict[str, ThreadPoolExecutor] = {}
+_LOCK = threading.Lock()
+
+
+def _pool(name: str) -> ThreadPoolExecutor:
+    with _LOCK:
+        if name not in _POOLS:
+            _POOLS[name] = ThreadPoolExecutor(max_workers=_WORKERS[name], thread_name_prefix=name)
+        return _POOLS[name]
+
+
+def map_counted(fn: Callable[[T], R], items: Iterable[T], pool: str = "io") -> list[R]:
+    """fn over items, in order; one item runs inline. An exception propagates, as from map."""
+    items = list(items)
+    if len(items) <= 1:
+        return [fn(item) for item in items]
+    deadline = COUNTER.deadline
+
+    def one(item: T) -> tuple[R, int]:
+        COUNTER.count, COUNTER.deadline = 0, deadline
+        try:
+            return fn(item), COUNTER.count
+        finally:
+            COUNTER.deadline = 0.0
+
+    results: list[tuple[Any, int]] = list(_pool(pool).map(one, items))
+    COUNTER.count += sum(n for _, n in results)
+    return [r for r, _ in results]
