@@ -81,3 +81,31 @@ def test_a_change_that_loses_every_race_is_a_503_and_not_applied(core):
     assert len(rivals) > 3 and time.monotonic() - started < 2.0
     doc, _ = cas.read(core, bucket, "doc")
     assert doc == {"n": len(rivals)}  # the rivals' last write, never ours
+
+
+def test_guarded_delete_restores_the_exact_bytes_when_a_child_appears(core):
+    bucket = _bucket(core)
+    core.storage.put(bucket, "ns", b'{"state": "active",  "x": 1}')  # odd spacing: bytes, not JSON, come back
+    children: list[str] = []
+
+    def mark(doc):
+        children.append("t")  # a creator writes its child meanwhile, and then re-reads the container
+        return {**doc, "state": "deleting"}
+
+    assert cas.guarded_delete(core, bucket, "ns", mark, lambda: ",".join(children) or None, "ns") == "t"
+    assert core.storage.get(bucket, "ns").body == b'{"state": "active",  "x": 1}'
+
+    removed: list[int] = []
+    marks = lambda doc: {**doc, "state": "deleting"}  # noqa: E731
+    assert cas.guarded_delete(core, bucket, "ns", marks, lambda: None, "ns", lambda: removed.append(1)) is None
+    assert removed == [1] and cas.read(core, bucket, "ns") == (None, None)
+
+    core.storage.put(bucket, "ns", b"{}")
+
+    def raced(doc):
+        core.storage.put(bucket, "ns", b'{"changed": true}')  # a property update wins the race
+        return {**doc, "state": "deleting"}
+
+    with pytest.raises(Conflict):
+        cas.guarded_delete(core, bucket, "ns", raced, lambda: None, "Namespace 'ns'")
+    assert cas.read(core, bucket, "ns")[0] == {"changed": True}  # theirs stands, nothing deleted

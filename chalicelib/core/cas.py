@@ -77,3 +77,36 @@ def update(ctx: Any, bucket: str, key: str, change: Callable[[Doc | None], Doc |
         lost += 1
         if not contention_pause(lost, started):
             raise busy(what, lost)
+
+
+def guarded_delete(
+    ctx: Any,
+    bucket: str,
+    key: str,
+    mark: Callable[[Doc], Doc],
+    blocker: Callable[[], str | None],
+    what: str,
+    remove: Callable[[], None] | None = None,
+) -> str | None:
+    """Delete a container's document unless `blocker()` names a child: mark it (`mark`), check
+    again, then delete it (None), or put back the exact bytes it had and return the child.
+    Writers of children re-read the document after writing, so either they see the mark and back
+    out, or the second check sees their child. `remove` runs between the check and the delete."""
+    from chalicelib.errors import Conflict
+
+    original = ctx.storage.get(bucket, key)
+    try:
+        etag = ctx.storage.put_if_match(bucket, key, dump(mark(json.loads(original.body))), original.etag)
+    except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
+        raise Conflict(f"{what} changed concurrently; retry") from None
+    found = blocker()
+    if found is None:
+        if remove is not None:
+            remove()
+        ctx.storage.delete(bucket, key)
+        return None
+    try:
+        ctx.storage.put_if_match(bucket, key, original.body, etag)
+    except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
+        pass  # changed meanwhile: the mark is not ours to restore
+    return found

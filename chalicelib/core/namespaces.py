@@ -227,24 +227,20 @@ def delete(ctx: Context, warehouse: str, ns: Namespace, occupied: Occupied) -> N
     bucket, key = ctx.bucket_for(warehouse), keys.namespace_record(ns)
     read_record(ctx, warehouse, ns)
     what = _children(ctx, warehouse, ns, occupied)  # the common refusal costs no write
-    if what is None:
-        original = ctx.storage.get(bucket, key)
-        # Mark, then check again: creators re-read this record after writing (see create), so
-        # either they see the mark and back out, or the second check sees their child.
-        record = json.loads(original.body)
-        record.update(state="deleting", **{"state-since-ms": now_ms()})
-        record, older = audit.stamped(record, audit.entry("drop-namespace", _target(ns)))
-        try:
-            etag = ctx.storage.put_if_match(bucket, key, dump(record), original.etag)
-        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
-            raise Conflict(f"Namespace {_pretty(ns)!r} changed concurrently; retry") from None
-        what = _children(ctx, warehouse, ns, occupied)
+    if what is None:  # creators re-read this record after writing (see create)
+        marked: dict[str, Any] = {}
+
+        def mark(record: dict[str, Any]) -> dict[str, Any]:
+            record.update(state="deleting", **{"state-since-ms": now_ms()})
+            marked["record"], marked["older"] = audit.stamped(record, audit.entry("drop-namespace", _target(ns)))
+            return marked["record"]
+
+        def blocker() -> str | None:
+            return _children(ctx, warehouse, ns, occupied)
+
+        what = cas.guarded_delete(ctx, bucket, key, mark, blocker, f"Namespace {_pretty(ns)!r}")
         if what is None:
-            ctx.storage.delete(bucket, key)
+            record, older = marked["record"], marked["older"]
             audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, audit.source_of(record), record, older)
             return
-        try:  # restore the exact bytes we replaced
-            ctx.storage.put_if_match(bucket, key, original.body, etag)
-        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
-            pass
     raise NamespaceNotEmpty(f"Namespace {_pretty(ns)!r} contains {what}; delete them first")

@@ -231,7 +231,7 @@ def _has_namespaces(ctx: Context, bucket: str) -> bool:
 
 def delete(ctx: Context, name: str, preserve_bucket: bool, purge_dropped: bool = False) -> None:
     warehouse = check_warehouse(name)
-    store, sys_bucket, rec_key = ctx.storage, ctx.settings.system_bucket, keys.warehouse_record(warehouse)
+    sys_bucket, rec_key = ctx.settings.system_bucket, keys.warehouse_record(warehouse)
     record, _ = read_record(ctx, warehouse)
     bucket = record["bucket"]
     kept = trash_count(ctx, warehouse) if not _has_namespaces(ctx, bucket) else 0
@@ -241,25 +241,24 @@ def delete(ctx: Context, name: str, preserve_bucket: bool, purge_dropped: bool =
             "(DELETE .../trash/{id}), or pass purge-dropped=true to delete them with the warehouse"
         )
     if not _has_namespaces(ctx, bucket):  # the common refusal costs no write
-        original = store.get(sys_bucket, rec_key)
-        # Mark, then check again: a namespace create re-reads this record after writing, so
-        # either it sees the mark and backs out, or this check sees its namespace.
-        record = json.loads(original.body)
-        record.update(state="deleting", **{"state-since-ms": now_ms()})
-        record, older = audit.stamped(record, audit.entry("drop-warehouse", _target(warehouse)))
-        try:
-            etag = store.put_if_match(sys_bucket, rec_key, dump(record), original.etag)
-        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
-            raise Conflict(f"Warehouse {warehouse!r} changed concurrently; retry") from None
-        if not _has_namespaces(ctx, bucket):
+        marked: dict[str, Any] = {}
+
+        def mark(record: dict[str, Any]) -> dict[str, Any]:  # a namespace create re-reads it after writing
+            record.update(state="deleting", **{"state-since-ms": now_ms()})
+            entry = audit.entry("drop-warehouse", _target(warehouse))
+            marked["record"], marked["older"] = audit.stamped(record, entry)
+            return marked["record"]
+
+        def blocker() -> str | None:
+            return "namespaces" if _has_namespaces(ctx, bucket) else None
+
+        def remove() -> None:
             _remove_bucket_contents(ctx, bucket, preserve_bucket)
-            store.delete(sys_bucket, rec_key)
+
+        if cas.guarded_delete(ctx, sys_bucket, rec_key, mark, blocker, f"Warehouse {warehouse!r}", remove) is None:
+            record, older = marked["record"], marked["older"]
             audit.flush_record(ctx, sys_bucket, keys.SYSTEM_AUDIT_PREFIX, audit.source_of(record), record, older)
             return
-        try:  # restore the exact bytes we replaced
-            store.put_if_match(sys_bucket, rec_key, original.body, etag)
-        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
-            pass
     raise WarehouseNotEmpty(f"Warehouse {warehouse!r} contains namespaces; delete them first")
 
 
