@@ -310,10 +310,12 @@ def test_hive_tables_are_stored_but_invisible_to_iceberg_rest(glue, raw_glue, ht
     errors = glue.update_column_statistics_for_table(
         DatabaseName="raw", TableName="drops", ColumnStatisticsList=[stats, missing]
     )["Errors"]
-    assert [e["ColumnStatistics"]["ColumnName"] for e in errors] == ["nope"]
+    assert [(e["ColumnStatistics"]["ColumnName"], e["Error"]["ErrorCode"]) for e in errors] == [
+        ("nope", "EntityNotFoundException")
+    ]
     got = glue.get_column_statistics_for_table(DatabaseName="raw", TableName="drops", ColumnNames=["id", "city"])
     assert got["ColumnStatisticsList"][0]["StatisticsData"]["LongColumnStatisticsData"]["MaximumValue"] == 9
-    assert [e["ColumnName"] for e in got["Errors"]] == ["city"]
+    assert [(e["ColumnName"], e["Error"]["ErrorCode"]) for e in got["Errors"]] == [("city", "EntityNotFoundException")]
     with pytest.raises(ClientError) as exc:
         bad = dict(stats, StatisticsData={"Type": "LONG", "StringColumnStatisticsData": {}})
         raw_glue.update_column_statistics_for_table(DatabaseName="raw", TableName="drops", ColumnStatisticsList=[bad])

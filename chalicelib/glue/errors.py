@@ -50,6 +50,11 @@ def glue_error(exc: e.CatalogError) -> tuple[int, str]:
     return e.wire_error(GLUE_ERRORS, exc) or (500, "InternalServiceException")
 
 
+def error_detail(exc: e.CatalogError) -> dict[str, str]:
+    """A batch operation's per-item ErrorDetail: the same code the whole call would answer."""
+    return {"ErrorCode": glue_error(exc)[1], "ErrorMessage": exc.message}
+
+
 def render(exc: e.CatalogError, head: bool = False) -> Response:
     status, kind = glue_error(exc)
     headers = {

@@ -21,7 +21,7 @@ from chalicelib.core.purges import UuidInUse
 from chalicelib.core.versioning import version_of
 from chalicelib.errors import BadRequest, NamespaceNotEmpty, NotFound, TableNotFound
 from chalicelib.glue import shapes
-from chalicelib.glue.errors import GLUE_FACE, JSON_11, EntityNotFound, LimitExceeded, UnknownOperation
+from chalicelib.glue.errors import GLUE_FACE, JSON_11, EntityNotFound, LimitExceeded, UnknownOperation, error_detail
 from chalicelib.names import check_warehouse
 from chalicelib.pipeline import Check, RequestContext, RouteGroup, operation
 
@@ -449,10 +449,7 @@ def batch_delete_table(ctx: Context, wh: str, body: Body, req: RequestContext) -
         try:
             _drop(ctx, wh, ns, shapes.table_name(raw, "TablesToDelete[]"), req)
         except (NotFound, BadRequest) as exc:
-            code = "EntityNotFoundException" if isinstance(exc, NotFound) else "InvalidInputException"
-            errors.append(
-                {"TableName": str(raw)[:255], "ErrorDetail": {"ErrorCode": code, "ErrorMessage": exc.message}}
-            )
+            errors.append({"TableName": str(raw)[:255], "ErrorDetail": error_detail(exc)})
     return {"Errors": errors}
 
 
@@ -558,9 +555,9 @@ def batch_delete_table_version(ctx: Context, wh: str, body: Body, req: RequestCo
     for raw in ids:
         try:
             missing = _delete_version(ctx, wh, entry, raw)
-            detail = {"ErrorCode": "EntityNotFoundException", "ErrorMessage": missing} if missing else None
+            detail = error_detail(EntityNotFound(missing)) if missing else None
         except BadRequest as exc:
-            detail = {"ErrorCode": "InvalidInputException", "ErrorMessage": exc.message}
+            detail = error_detail(exc)
         if detail:
             errors.append({"TableName": entry.name, "VersionId": str(raw)[:255], "ErrorDetail": detail})
     return {"Errors": errors}
@@ -797,7 +794,7 @@ def update_column_statistics(ctx: Context, wh: str, body: Body, req: RequestCont
     errors, good = [], {}
     for stats in checked:
         if stats["ColumnName"] not in known:
-            detail = {"ErrorCode": "EntityNotFoundException", "ErrorMessage": f"No column {stats['ColumnName']!r}"}
+            detail = error_detail(EntityNotFound(f"No column {stats['ColumnName']!r}"))
             errors.append({"ColumnStatistics": stats, "Error": detail})
         else:
             good[stats["ColumnName"]] = stats
@@ -815,7 +812,7 @@ def get_column_statistics(ctx: Context, wh: str, body: Body, req: RequestContext
     doc, _ = side_data.read(ctx, ctx.bucket_for(wh), _entry_id(entry), "column-statistics")
     found = [doc[n] for n in names if n in doc]
     errors = [
-        {"ColumnName": n, "Error": {"ErrorCode": "EntityNotFoundException", "ErrorMessage": f"No statistics for {n!r}"}}
+        {"ColumnName": n, "Error": error_detail(EntityNotFound(f"No statistics for {n!r}"))}
         for n in names
         if n not in doc
     ]
