@@ -261,6 +261,15 @@ def _upgrades_last(updates: list[Any]) -> list[Any]:
     return [u for u in updates if not v3(u)] + [u for u in updates if v3(u)]
 
 
+def apply_create(ctx: Context, bucket: str, ns: tuple[str, ...], name: str, req: Any, what: str) -> Any:
+    """The first metadata of a table created by a commit (a staged create, or a create inside a
+    transaction): its assign-uuid chooses the table's location."""
+    assigned = next((u for u in req.updates if getattr(u, "action", "") == "assign-uuid"), None)
+    if assigned is None:
+        raise BadRequest(f"{what} needs an assign-uuid update")
+    return apply(ctx, req, None, None, keys.table_location(bucket, ns, name, str(assigned.uuid)))
+
+
 def apply(ctx: Context, req: Any, base: Any, base_location: str | None, expected_location: str | None) -> Any:
     from pydantic import ValidationError
     from pyiceberg.exceptions import CommitFailedException

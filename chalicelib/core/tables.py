@@ -453,11 +453,7 @@ def _create_from_commit(ctx: Context, warehouse: str, ns: Namespace, name: str, 
     """A staged create (stage-create, then a commit with assert-create) becomes a real table."""
     check_table(name)
     namespaces.require_active(ctx, warehouse, ns)
-    assigned = next((u for u in req.updates if getattr(u, "action", "") == "assign-uuid"), None)
-    if assigned is None:
-        raise BadRequest("A create commit needs an assign-uuid update")
-    expected = keys.table_location(ctx.bucket_for(warehouse), ns, name, str(assigned.uuid))
-    new = md.apply(ctx, req, None, None, expected)
+    new = md.apply_create(ctx, ctx.bucket_for(warehouse), ns, name, req, "A create commit")
     try:
         # The client's uuid chooses the location: its uuid claim keeps it from another table's files.
         return _create_table(ctx, warehouse, ns, name, new, purge_on_backout=True)

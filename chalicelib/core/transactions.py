@@ -136,11 +136,7 @@ def _prepare_create(ctx: Context, warehouse: str, ns: Namespace, name: str, req:
     if not any(isinstance(r, AssertCreate) for r in req.requirements):
         raise pointers.not_found(ctx, warehouse, ns, name)
     namespaces.require_active(ctx, warehouse, ns)
-    assigned = next((u for u in req.updates if getattr(u, "action", "") == "assign-uuid"), None)
-    if assigned is None:
-        raise BadRequest("A create inside a transaction needs an assign-uuid update")
-    expected = keys.table_location(ctx.bucket_for(warehouse), ns, name, str(assigned.uuid))
-    new = md.apply(ctx, req, None, None, expected)
+    new = md.apply_create(ctx, ctx.bucket_for(warehouse), ns, name, req, "A create inside a transaction")
     meta_loc = keys.metadata_file(new.location, 0, str(uuid.uuid4()))
     purges.claim_uuid(ctx, ctx.bucket_for(warehouse), str(new.table_uuid), meta_loc)
     md.write_metadata(ctx, meta_loc, new)
