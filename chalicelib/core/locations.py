@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from chalicelib import keys
-from chalicelib.core.context import Context, dump
-from chalicelib.errors import BadRequest, Conflict
+from chalicelib.core import cas
+from chalicelib.core.context import Context
+from chalicelib.errors import BadRequest, ServiceUnavailable
 from chalicelib.names import MAX_NAMESPACE_LEVELS
-from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
+from chalicelib.storage import ObjectNotFound, StorageUnavailable
 
 _SEGMENT = re.compile(r"[A-Za-z0-9._=+-]{1,255}")
 _CATALOG_SHAPED = re.compile(r".+-([0-9a-f]{32})")  # where the catalog puts its own tables
@@ -72,56 +74,43 @@ def _legacy(ctx: Context, bucket: str, path: str) -> dict[str, str]:
     return out
 
 
-def _read(ctx: Context, bucket: str, path: str) -> tuple[dict[str, str], str | None]:
-    try:
-        obj = ctx.storage.get(bucket, keys.location_registry(path))
-        return dict(json.loads(obj.body).get("paths") or {}), obj.etag
-    except ObjectNotFound:
-        return _legacy(ctx, bucket, path), None
-
-
-def _write(ctx: Context, bucket: str, path: str, paths: dict[str, str], etag: str | None) -> None:
-    body = dump({"paths": paths})
-    if etag is None:
-        ctx.storage.put_if_absent(bucket, keys.location_registry(path), body)
-    else:
-        ctx.storage.put_if_match(bucket, keys.location_registry(path), body, etag)
+def _paths(ctx: Context, bucket: str, path: str, doc: dict[str, Any] | None) -> dict[str, str]:
+    """The registry's claims; before its first write, the earlier layout's (it seeds the registry)."""
+    return dict(doc.get("paths") or {}) if doc is not None else _legacy(ctx, bucket, path)
 
 
 def claim(ctx: Context, bucket: str, path: str, table_uuid: str) -> bool:
     """Register a location for a table uuid; True when this call added it (release it on failure)."""
-    for _ in range(8):
-        paths, etag = _read(ctx, bucket, path)
+    added = [False]
+
+    def change(doc: dict[str, Any] | None) -> dict[str, Any] | None:
+        paths = _paths(ctx, bucket, path, doc)
+        added[0] = False
         if paths.get(path) == table_uuid:
-            return False  # the same table's (a re-registered table, or our own write that lost its answer)
+            return None  # the same table's (a re-registered table)
         for other, holder in paths.items():
             if holder != table_uuid and _nested(other, path):
                 where = "belongs to" if other == path else "is inside" if path.startswith(other + "/") else "contains"
                 raise BadRequest(f"Location s3://{bucket}/{path} {where} another table's location")
-        try:
-            _write(ctx, bucket, path, {**paths, path: table_uuid}, etag)
-            return True
-        except (PreconditionFailed, ObjectNotFound):
-            continue
-        except WriteInDoubt:
-            if _read(ctx, bucket, path)[0].get(path) == table_uuid:
-                return True
-    raise Conflict(f"Location s3://{bucket}/{path} is being claimed concurrently; retry")
+        added[0] = True
+        return {"paths": {**paths, path: table_uuid}}
+
+    cas.update(ctx, bucket, keys.location_registry(path), change, f"Location s3://{bucket}/{path}")
+    return added[0]
 
 
 def release(ctx: Context, bucket: str, path: str, table_uuid: str) -> None:
     """Give a location up (best effort: a leftover entry only blocks that location)."""
+
+    def change(doc: dict[str, Any] | None) -> dict[str, Any] | None:
+        paths = _paths(ctx, bucket, path, doc)
+        if paths.get(path) != table_uuid:
+            return None
+        return {"paths": {k: v for k, v in paths.items() if k != path}}
+
     try:
-        for _ in range(8):
-            paths, etag = _read(ctx, bucket, path)
-            if paths.get(path) != table_uuid:
-                return
-            try:
-                _write(ctx, bucket, path, {k: v for k, v in paths.items() if k != path}, etag)
-                return
-            except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
-                continue
-    except StorageUnavailable:
+        cas.update(ctx, bucket, keys.location_registry(path), change, f"Location s3://{bucket}/{path}")
+    except (StorageUnavailable, ServiceUnavailable):
         pass
 
 

@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import resource_policies
+from chalicelib.core import cas, resource_policies
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.errors import BadRequest, Conflict
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
@@ -48,31 +48,19 @@ def claim_uuid(ctx: Context, bucket: str, table_uuid: str, metadata_location: st
     table keeps its claim, and its location) is ever mistaken for ours.
 
     True when this call wrote the claim (so a failed create must release it)."""
-    key = keys.uuid_record(table_uuid)
     record = {"state": "live", "metadata-location": metadata_location, "claim": uuid.uuid4().hex}
-    for _ in range(4):
-        try:
-            ctx.storage.put_if_absent(bucket, key, dump(record))
-            return True
-        except (PreconditionFailed, WriteInDoubt):
-            pass
-        try:
-            obj = ctx.storage.get(bucket, key)
-        except ObjectNotFound:
-            continue
-        current = json.loads(obj.body)
+
+    def change(current: dict[str, Any] | None) -> dict[str, Any] | None:
         if current == record:
-            return True  # our own write, its answer lost
-        if current.get("state") != "dropped":
+            return None  # our own write, its answer lost
+        if current is not None and current.get("state") != "dropped":
             raise UuidInUse(
                 f"Table uuid {table_uuid} (and its location) belongs to another table; a table's files are its own"
             )
-        try:  # a dropped table whose files were kept: registering it again brings it back
-            ctx.storage.put_if_match(bucket, key, dump(record), obj.etag)
-            return True
-        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
-            continue
-    raise Conflict(f"Table uuid {table_uuid} changed concurrently; retry")
+        return record  # absent, or a dropped table whose files were kept: registering it brings it back
+
+    cas.update(ctx, bucket, keys.uuid_record(table_uuid), change, f"Table uuid {table_uuid}")
+    return True
 
 
 def uuid_state(ctx: Context, bucket: str, table_uuid: str) -> str | None:
