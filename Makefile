@@ -55,7 +55,7 @@ format: venv
 test: venv localstack awscli browser lambda-runtime lint spark-classpath
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
-# The core's protocol, crash-point and policy tests on an S3 in memory (infra/memory_s3.py): under
+# The core's protocol, crash-point and policy tests on an S3 in memory (infra/memory_s3.py): about
 # a minute, nothing to start. `make test` runs them again on LocalStack, with everything else.
 test-fast: venv lint
 	CATALOG_TEST_TIER=fast $(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
