@@ -109,3 +109,14 @@ def test_guarded_delete_restores_the_exact_bytes_when_a_child_appears(core):
     with pytest.raises(Conflict):
         cas.guarded_delete(core, bucket, "ns", raced, lambda: None, "Namespace 'ns'")
     assert cas.read(core, bucket, "ns")[0] == {"changed": True}  # theirs stands, nothing deleted
+
+
+def test_a_claim_expected_absent_costs_one_request(core):
+    bucket = _bucket(core)
+    storage.COUNTER.count = 0
+    assert cas.update(core, bucket, "claim", lambda d: {"mine": 1}, "claim", absent=True) == {"mine": 1}
+    assert storage.COUNTER.count == 1  # the write alone
+    taken = cas.update(
+        core, bucket, "claim", lambda d: {**(d or {}), "again": 2}, "claim", absent=True
+    )  # guessed wrong
+    assert taken == {"mine": 1, "again": 2} and cas.read(core, bucket, "claim")[0] == taken

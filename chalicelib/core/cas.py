@@ -52,14 +52,18 @@ def read(ctx: Any, bucket: str, key: str) -> tuple[Doc | None, str | None]:
     return json.loads(obj.body), obj.etag
 
 
-def update(ctx: Any, bucket: str, key: str, change: Callable[[Doc | None], Doc | None], what: str) -> Doc | None:
+def update(
+    ctx: Any, bucket: str, key: str, change: Callable[[Doc | None], Doc | None], what: str, absent: bool = False
+) -> Doc | None:
     """Swap `change(current)` in for the document at key (None: absent) and return it. `change`
     returns None to write nothing (the current document is returned), or raises to refuse. It runs
     again on the fresher document after a lost race, and after a write in doubt that someone else
-    overwrote (ours may be under theirs): so it acts only through its return value, idempotently."""
-    started, lost = time.monotonic(), 0
+    overwrote (ours may be under theirs): so it acts only through its return value, idempotently.
+    `absent`: the document is most likely new, so the first attempt writes without reading (a
+    claim's hot path: one request)."""
+    started, lost, blind = time.monotonic(), 0, absent
     while True:
-        doc, etag = read(ctx, bucket, key)
+        doc, etag = (None, None) if blind else read(ctx, bucket, key)
         new = change(None if doc is None else json.loads(json.dumps(doc)))
         if new is None or new == doc:
             return doc
@@ -74,6 +78,9 @@ def update(ctx: Any, bucket: str, key: str, change: Callable[[Doc | None], Doc |
         except WriteInDoubt:
             if read(ctx, bucket, key)[0] == new:
                 return new
+        if blind:  # the guess was wrong, not a race: read it now
+            blind = False
+            continue
         lost += 1
         if not contention_pause(lost, started):
             raise busy(what, lost)

@@ -59,7 +59,7 @@ def claim_uuid(ctx: Context, bucket: str, table_uuid: str, metadata_location: st
             )
         return record  # absent, or a dropped table whose files were kept: registering it brings it back
 
-    cas.update(ctx, bucket, keys.uuid_record(table_uuid), change, f"Table uuid {table_uuid}")
+    cas.update(ctx, bucket, keys.uuid_record(table_uuid), change, f"Table uuid {table_uuid}", absent=True)
     return True
 
 
