@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from chalicelib.errors import ServiceUnavailable
+from chalicelib.errors import Conflict, ServiceUnavailable
 from chalicelib.storage import COUNTER, ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 Doc = dict[str, Any]
@@ -99,8 +99,6 @@ def guarded_delete(
     again, then delete it (None), or put back the exact bytes it had and return the child.
     Writers of children re-read the document after writing, so either they see the mark and back
     out, or the second check sees their child. `remove` runs between the check and the delete."""
-    from chalicelib.errors import Conflict
-
     original = ctx.storage.get(bucket, key)
     try:
         etag = ctx.storage.put_if_match(bucket, key, dump(mark(json.loads(original.body))), original.etag)
