@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -102,7 +103,6 @@ def test_conditional_delete_or_its_absence_is_told(port):
 def test_one_of_many_concurrent_creates_wins_and_swaps_serialize(port):
     storage, bucket = port
     wins: list[int] = []
-    errors: list[BaseException] = []
     barrier = threading.Barrier(16)
 
     def create(i: int) -> None:
@@ -112,15 +112,10 @@ def test_one_of_many_concurrent_creates_wins_and_swaps_serialize(port):
             wins.append(i)
         except PreconditionFailed:
             pass
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
-            errors.append(exc)
 
-    threads = [threading.Thread(target=create, args=(i,)) for i in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors and len(wins) == 1
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(create, range(16)))  # any other exception is raised here
+    assert len(wins) == 1
     assert storage.get(bucket, "race").body == str(wins[0]).encode()
 
     def increment() -> None:
@@ -134,11 +129,8 @@ def test_one_of_many_concurrent_creates_wins_and_swaps_serialize(port):
                     continue
 
     storage.put(bucket, "counter", b"0")
-    workers = [threading.Thread(target=increment) for _ in range(8)]
-    for t in workers:
-        t.start()
-    for t in workers:
-        t.join()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda _: increment(), range(8)))
     assert storage.get(bucket, "counter").body == b"80"  # no lost update
 
 
