@@ -14,6 +14,8 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from chalicelib.core.tables import create as creation
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import local_s3  # noqa: E402
@@ -69,7 +71,7 @@ def main() -> None:
     try:
         sys.path.insert(0, str(ROOT))
         os.environ.update({k: v for k, v in env.items() if k.startswith(("S3_", "AWS_", "CATALOG_"))})
-        from chalicelib.core import namespaces, tables, warehouses
+        from chalicelib.core import namespaces, warehouses
         from chalicelib.core.context import get_context
         from chalicelib.routes import iceberg_io
 
@@ -79,7 +81,7 @@ def main() -> None:
         namespaces.create(ctx, wh, ["b"], {})
         schema = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
         created = json.loads(
-            tables.create(ctx, wh, ("b",), iceberg_io.parse_create({"name": "t", "schema": schema})).raw_metadata
+            creation.create(ctx, wh, ("b",), iceberg_io.parse_create({"name": "t", "schema": schema})).raw_metadata
         )
         txn = json.dumps(
             {

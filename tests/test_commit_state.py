@@ -10,9 +10,12 @@ import pytest
 from botocore.exceptions import ConnectionClosedError
 
 from chalicelib import keys, pipeline, storage
-from chalicelib.core import idempotency, namespaces, tables, warehouses
+from chalicelib.core import idempotency, namespaces, warehouses
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context
+from chalicelib.core.tables import commit as commits
+from chalicelib.core.tables import create as creation
+from chalicelib.core.tables import lookup
 from chalicelib.errors import CommitStateUnknown
 from chalicelib.faults import FaultInjector
 from chalicelib.routes import iceberg_errors, iceberg_io
@@ -132,7 +135,7 @@ def _table(ctx: Context) -> tuple[str, dict[str, Any]]:
     wh = f"wh-cs-{uuid.uuid4().hex[:8]}"
     warehouses.create(ctx, wh, False, {})
     namespaces.create(ctx, wh, ["c"], {})
-    created = loaded(tables.create(ctx, wh, ("c",), iceberg_io.parse_create({"name": "t", "schema": SCHEMA})))
+    created = loaded(creation.create(ctx, wh, ("c",), iceberg_io.parse_create({"name": "t", "schema": SCHEMA})))
     return wh, created["metadata"]
 
 
@@ -140,11 +143,11 @@ def test_unknowable_commit_is_500_with_a_hint(crash_ctx):
     wh, meta = _table(crash_ctx)
     doubtful = Context(crash_ctx.settings, InDoubtPointer(crash_ctx.storage))
     with pytest.raises(CommitStateUnknown) as info:
-        tables.commit(doubtful, wh, iceberg_io.parse_change(append_change("c", "t", meta, "doubt"), ("c",), "t"))
+        commits.commit(doubtful, wh, iceberg_io.parse_change(append_change("c", "t", meta, "doubt"), ("c",), "t"))
     assert iceberg_error(info.value) == (500, "CommitStateUnknownException")
     assert info.value.hint["kind"] == "table-commit" and info.value.hint["metadata-location"].startswith("s3://")
     # Resolving later (an Idempotency-Key replay): the swap did not land, so the replay runs again.
-    assert tables.resolve_commit(crash_ctx, info.value.hint) is None
+    assert commits.resolve_commit(crash_ctx, info.value.hint) is None
 
 
 def test_in_doubt_idempotency_record_is_kept_and_resolved(crash_ctx):
@@ -153,7 +156,7 @@ def test_in_doubt_idempotency_record_is_kept_and_resolved(crash_ctx):
     slot = idempotency.begin(crash_ctx, "root", key, "fp")
     assert isinstance(slot, idempotency.Slot)
     landed = loaded(
-        tables.commit(crash_ctx, wh, iceberg_io.parse_change(append_change("c", "t", meta, "x"), ("c",), "t"))
+        commits.commit(crash_ctx, wh, iceberg_io.parse_change(append_change("c", "t", meta, "x"), ("c",), "t"))
     )
     hint = {"kind": "table-commit", "warehouse": wh, "namespace": ["c"], "name": "t"}
     hint["metadata-location"] = landed["metadata-location"]
@@ -237,7 +240,7 @@ class RivalWins:
     def put_if_match(self, bucket: str, key: str, body: bytes, etag: str) -> str:
         if key.startswith(keys.TABLES_PREFIX) and self.landed < self.wins:
             rival = {"updates": [{"action": "set-properties", "updates": {f"rival{self.landed}": "1"}}]}
-            [outcome] = tables._commit_batch(self.ctx, self.wh, [iceberg_io.parse_change(rival, ("c",), "t")])
+            [outcome] = commits._commit_batch(self.ctx, self.wh, [iceberg_io.parse_change(rival, ("c",), "t")])
             assert not isinstance(outcome, Exception), outcome
             self.landed += 1
         return self.inner.put_if_match(bucket, key, body, etag)
@@ -256,7 +259,7 @@ def test_a_requirement_less_commit_outlasts_rivals_past_the_attempt_bound(core):
     rivals = RivalWins(core, wh, pointers.COMMIT_ATTEMPTS + 3)  # lost every race the old bound allowed
     storage.COUNTER.deadline = time.monotonic() + pipeline.REQUEST_BUDGET_S
     try:
-        state = tables.commit(Context(core.settings, rivals), wh, _mine())
+        state = commits.commit(Context(core.settings, rivals), wh, _mine())
     finally:
         storage.COUNTER.deadline = 0.0
     props = json.loads(state.raw_metadata)["properties"]
@@ -275,12 +278,12 @@ def test_a_commit_that_loses_every_race_until_its_deadline_is_a_503_not_applied(
     storage.COUNTER.deadline = started + cas.CONTENTION_MARGIN_S + 1.0  # one second to try
     try:
         with pytest.raises(ServiceUnavailable) as info:
-            tables.commit(Context(core.settings, rivals), wh, _mine())
+            commits.commit(Context(core.settings, rivals), wh, _mine())
     finally:
         storage.COUNTER.deadline = 0.0
     assert 1.0 - cas._BACKOFF_CAP_S <= time.monotonic() - started < 3.0
     assert iceberg_error(info.value)[0] == 503 and info.value.headers == {"Retry-After": "1"}
     assert rivals.landed > pointers.COMMIT_ATTEMPTS  # it kept trying with back-off meanwhile
-    after = tables.load(core, wh, ("c",), "t")
+    after = lookup.load(core, wh, ("c",), "t")
     props = json.loads(after.raw_metadata)["properties"]
     assert "mine" not in props and {f"rival{i}" for i in range(rivals.landed)} <= set(props)

@@ -9,8 +9,11 @@ import uuid
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import audit, namespaces, pointers, tables, transactions, warehouses
+from chalicelib.core import audit, namespaces, pointers, transactions, warehouses
 from chalicelib.core.context import Context
+from chalicelib.core.tables import commit as commits
+from chalicelib.core.tables import create as creation
+from chalicelib.core.tables import lifecycle, listing, lookup
 from chalicelib.errors import TableRecoveryInProgress
 from chalicelib.routes import iceberg_io
 from tests.conftest import lease_ms
@@ -32,20 +35,20 @@ def _setup(ctx: Context) -> str:
     warehouses.create(ctx, wh, False, {})
     namespaces.create(ctx, wh, ["tx"], {})
     for t in ("a", "b"):
-        tables.create(ctx, wh, ("tx",), iceberg_io.parse_create({"name": t, "schema": SCHEMA}))
+        creation.create(ctx, wh, ("tx",), iceberg_io.parse_create({"name": t, "schema": SCHEMA}))
     return wh
 
 
 def _body(ctx: Context, wh: str, tag: str) -> dict:
     changes = []
     for t in ("a", "b"):
-        raw = tables.load(ctx, wh, ("tx",), t).raw_metadata
+        raw = lookup.load(ctx, wh, ("tx",), t).raw_metadata
         changes.append(append_change("tx", t, json.loads(raw), tag))
     return {"table-changes": changes}
 
 
 def _tags(ctx: Context, wh: str, t: str) -> list[str]:
-    raw = tables.load(ctx, wh, ("tx",), t).raw_metadata
+    raw = lookup.load(ctx, wh, ("tx",), t).raw_metadata
     return [s["summary"].get("txn-tag") for s in json.loads(raw).get("snapshots", [])]
 
 
@@ -65,15 +68,15 @@ def test_transaction_crash_points(crash_ctx, monkeypatch, crash_after):
         _txn(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, _body(ctx, wh, "t"))
     if 4 <= crash_after < COMMIT_POINT:  # a claim is held by a transaction whose lease runs: wait, says 503
         claimed = "a" if crash_after == 4 else "b"  # claims go in table order
-        raw = tables.load(ctx, wh, ("tx",), claimed).raw_metadata  # readers see the last committed state at once
+        raw = lookup.load(ctx, wh, ("tx",), claimed).raw_metadata  # readers see the last committed state at once
         assert [s["summary"]["txn-tag"] for s in json.loads(raw)["snapshots"]] == ["before"]
         with pytest.raises(TableRecoveryInProgress):  # writers are told to retry shortly
-            tables.commit(ctx, wh, iceberg_io.parse_change({"updates": []}, ("tx",), claimed))
+            commits.commit(ctx, wh, iceberg_io.parse_change({"updates": []}, ("tx",), claimed))
     time.sleep(TXN_LEASE_MS / 1000 + 0.05)  # the lease runs out; the next request aborts or rolls forward
     got = {t: _tags(ctx, wh, t) for t in ("a", "b")}
     expected = ["before", "t"] if crash_after >= COMMIT_POINT else ["before"]
     assert got == {"a": expected, "b": expected}  # both tables at the old state, or both at the new
-    locations = [tables.load(ctx, wh, ("tx",), t).metadata_location for t in ("a", "b")]
+    locations = [lookup.load(ctx, wh, ("tx",), t).metadata_location for t in ("a", "b")]
     assert len(set(locations)) == 2  # no metadata file is referenced by two pointers
     for t in ("a", "b"):
         raw = ctx.storage.get(wh, keys.table_pointer(("tx",), t)).body
@@ -89,7 +92,7 @@ CREATE_COMMIT_POINT = 7
 def _create_body(ctx: Context, wh: str, table_uuid: str) -> dict:
     from tests.txnutil import create_change
 
-    raw = tables.load(ctx, wh, ("tx",), "a").raw_metadata
+    raw = lookup.load(ctx, wh, ("tx",), "a").raw_metadata
     return {
         "table-changes": [create_change(wh, "tx", "fresh", table_uuid), append_change("tx", "a", json.loads(raw), "t")]
     }
@@ -117,7 +120,7 @@ def test_transaction_with_a_create_crash_points(crash_ctx, monkeypatch, crash_af
     committed = crash_after >= CREATE_COMMIT_POINT
     assert (pointers.live(ctx, wh, ("tx",), "fresh") is not None) == committed
     assert _tags(ctx, wh, "a") == (["t"] if committed else [])
-    listed = [t["name"] for t in tables.list_names(ctx, wh, ("tx",), None, None)[0]]
+    listed = [t["name"] for t in listing.list_names(ctx, wh, ("tx",), None, None)[0]]
     assert listed == (["a", "b", "fresh"] if committed else ["a", "b"])
 
 
@@ -128,7 +131,7 @@ DROP_LEASE_MS = lease_ms(3000)  # long enough for the dropper's own steps on tha
 
 def test_drop_write_count(crash_ctx):
     wh = _setup(crash_ctx)
-    assert writes_of(crash_ctx, lambda c: tables.drop(c, wh, ("tx",), "a", True)) == DROP_WRITES
+    assert writes_of(crash_ctx, lambda c: lifecycle.drop(c, wh, ("tx",), "a", True)) == DROP_WRITES
 
 
 @pytest.mark.parametrize("crash_after", range(1, DROP_WRITES + 1))
@@ -138,11 +141,11 @@ def test_drop_crash_points(crash_ctx, crash_after, monkeypatch):
     monkeypatch.setenv("CATALOG_TOMBSTONE_LEASE_MS", str(DROP_LEASE_MS))
     ctx = crash_ctx
     wh = _setup(ctx)
-    raw = tables.load(ctx, wh, ("tx",), "a").raw_metadata
+    raw = lookup.load(ctx, wh, ("tx",), "a").raw_metadata
     table_prefix = json.loads(raw)["location"].split(f"s3://{wh}/", 1)[1] + "/"
     ctx.storage.put(wh, table_prefix + "data/file-1.parquet", b"rows")
     with pytest.raises(Crash):
-        tables.drop(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, ("tx",), "a", True)
+        lifecycle.drop(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, ("tx",), "a", True)
     assert pointers.live(ctx, wh, ("tx",), "a") is None  # dropped at once, for every reader
     if crash_after < 6:  # readers never purge: the files wait for the sweeper
         assert list(ctx.storage.list_keys(wh, table_prefix)) != []
@@ -151,6 +154,6 @@ def test_drop_crash_points(crash_ctx, crash_after, monkeypatch):
     assert list(ctx.storage.list_keys(wh, table_prefix)) == []
     assert list(ctx.storage.list_keys(wh, keys.table_pointer(("tx",), "a"))) == []
     assert list(ctx.storage.list_keys(wh, keys.PURGES_PREFIX)) == []
-    assert tables.load(ctx, wh, ("tx",), "b").metadata_location  # the other table is untouched
+    assert lookup.load(ctx, wh, ("tx",), "b").metadata_location  # the other table is untouched
     trail = audit.query(ctx, ctx.bucket_for(wh), keys.AUDIT_PREFIX, [], name="a", page_size=200)[0]
     assert [e["op"] for e in trail] == ["drop", "create"]  # the drop landed: recorded once, with its history

@@ -6,8 +6,11 @@ import uuid
 
 import pytest
 
-from chalicelib.core import namespaces, pointers, tables, warehouses
+from chalicelib.core import namespaces, pointers, warehouses
 from chalicelib.core.context import Context
+from chalicelib.core.tables import commit as commits
+from chalicelib.core.tables import create as creation
+from chalicelib.core.tables import lifecycle, listing, lookup
 from chalicelib.routes import iceberg_io
 from tests.crashutil import Crash, CrashAfter
 
@@ -20,8 +23,8 @@ def _setup(ctx: Context) -> tuple[str, str]:
     warehouses.create(ctx, wh, False, {})
     namespaces.create(ctx, wh, ["a"], {})
     namespaces.create(ctx, wh, ["b"], {})
-    tables.create(ctx, wh, ("a",), iceberg_io.parse_create({"name": "t", "schema": SCHEMA}))
-    return wh, tables.load(ctx, wh, ("a",), "t").metadata_location
+    creation.create(ctx, wh, ("a",), iceberg_io.parse_create({"name": "t", "schema": SCHEMA}))
+    return wh, lookup.load(ctx, wh, ("a",), "t").metadata_location
 
 
 @pytest.fixture()
@@ -32,7 +35,7 @@ def ctx(crash_ctx):
 def test_clean_rename_makes_four_writes(ctx):
     wh, _ = _setup(ctx)
     counting = CrashAfter(ctx.storage, 10**6)
-    tables.rename(Context(ctx.settings, counting), wh, *iceberg_io.parse_rename(RENAME))
+    lifecycle.rename(Context(ctx.settings, counting), wh, *iceberg_io.parse_rename(RENAME))
     assert counting.writes == 4  # reserve dst, mark src moved (commit point), activate dst, delete src
 
 
@@ -40,7 +43,9 @@ def test_clean_rename_makes_four_writes(ctx):
 def test_crash_after_each_write(ctx, crash_after):
     wh, location = _setup(ctx)
     with pytest.raises(Crash):
-        tables.rename(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, *iceberg_io.parse_rename(RENAME))
+        lifecycle.rename(
+            Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, *iceberg_io.parse_rename(RENAME)
+        )
     src = pointers.live(ctx, wh, ("a",), "t")
     dst = pointers.live(ctx, wh, ("b",), "u")
     # Exactly one name is live, always with the same metadata: never both, never neither.
@@ -48,14 +53,14 @@ def test_crash_after_each_write(ctx, crash_after):
     assert (src or dst).metadata_location == location
     if crash_after == 1:  # before the commit point: the rename did not happen ...
         assert dst is None
-        tables.rename(ctx, wh, *iceberg_io.parse_rename(RENAME))  # ... and retrying it succeeds at once
+        lifecycle.rename(ctx, wh, *iceberg_io.parse_rename(RENAME))  # ... and retrying it succeeds at once
     assert pointers.live(ctx, wh, ("a",), "t") is None
-    assert tables.list_names(ctx, wh, ("a",), None, None)[0] == []  # settling removed the tombstone
-    assert tables.load(ctx, wh, ("b",), "u").metadata_location == location
-    listed = [t["name"] for t in tables.list_names(ctx, wh, ("b",), None, None)[0]]
+    assert listing.list_names(ctx, wh, ("a",), None, None)[0] == []  # settling removed the tombstone
+    assert lookup.load(ctx, wh, ("b",), "u").metadata_location == location
+    listed = [t["name"] for t in listing.list_names(ctx, wh, ("b",), None, None)[0]]
     assert listed == ["u"]
     # The table keeps working under its new name.
     body = {"updates": [{"action": "set-properties", "updates": {"after": "crash"}}]}
-    assert '"after":"crash"' in tables.commit(
+    assert '"after":"crash"' in commits.commit(
         ctx, wh, iceberg_io.parse_change(body, ("b",), "u")
     ).raw_metadata.decode().replace(" ", "")

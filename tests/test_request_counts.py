@@ -6,6 +6,9 @@ import uuid
 
 import pyarrow as pa
 
+from chalicelib.core.tables import create as creation
+from chalicelib.core.tables import lookup
+
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 
 
@@ -50,7 +53,7 @@ def test_load_and_commit_request_counts(http, catalog_url, warehouse, catalog, c
 def test_cold_load_reads_pointer_and_metadata(s3_endpoint, system_bucket, monkeypatch):
     """In a fresh process (empty metadata cache) a load is pointer GET + metadata GET."""
     from chalicelib.core import metadata as md
-    from chalicelib.core import namespaces, tables, warehouses
+    from chalicelib.core import namespaces, warehouses
     from chalicelib.core.context import Context
     from chalicelib.routes import iceberg_io
     from chalicelib.settings import Settings
@@ -65,14 +68,14 @@ def test_cold_load_reads_pointer_and_metadata(s3_endpoint, system_bucket, monkey
     wh = f"wh-cold-{uuid.uuid4().hex[:8]}"
     warehouses.create(ctx, wh, False, {})
     namespaces.create(ctx, wh, ["cold"], {})
-    tables.create(ctx, wh, ("cold",), iceberg_io.parse_create({"name": "t", "schema": SCHEMA}))
+    creation.create(ctx, wh, ("cold",), iceberg_io.parse_create({"name": "t", "schema": SCHEMA}))
     md._cache.clear()
     COUNTER.count = 0
-    state = tables.load(ctx, wh, ("cold",), "t")
+    state = lookup.load(ctx, wh, ("cold",), "t")
     location, raw = state.metadata_location, state.raw_metadata
     assert COUNTER.count == 2 and location.endswith(".metadata.json") and raw.startswith(b"{")
     COUNTER.count = 0
-    tables.load(ctx, wh, ("cold",), "t")
+    lookup.load(ctx, wh, ("cold",), "t")
     assert COUNTER.count == 1
 
 

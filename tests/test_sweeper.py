@@ -11,8 +11,10 @@ import uuid
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import catalog, namespaces, purges, sweeper, tables, warehouses
+from chalicelib.core import catalog, namespaces, purges, sweeper, warehouses
 from chalicelib.core.context import Context
+from chalicelib.core.tables import create as creation
+from chalicelib.core.tables import lifecycle, listing, lookup
 from chalicelib.errors import TableNotFound
 from chalicelib.routes import iceberg_io
 from tests.conftest import ROOT, lease_ms, local_s3
@@ -33,17 +35,17 @@ def _setup(ctx: Context, *names: str) -> str:
     warehouses.create(ctx, wh, False, {})
     namespaces.create(ctx, wh, ["s"], {})
     for name in names:
-        tables.create(ctx, wh, ("s",), iceberg_io.parse_create({"name": name, "schema": SCHEMA}))
+        creation.create(ctx, wh, ("s",), iceberg_io.parse_create({"name": name, "schema": SCHEMA}))
     return wh
 
 
 def _prefix(ctx: Context, wh: str, name: str) -> str:
-    raw = tables.load(ctx, wh, ("s",), name).raw_metadata
+    raw = lookup.load(ctx, wh, ("s",), name).raw_metadata
     return json.loads(raw)["location"].split(f"s3://{wh}/", 1)[1] + "/"
 
 
 def _names(ctx: Context, wh: str) -> list[str]:
-    return [t["name"] for t in tables.list_names(ctx, wh, ("s",), None, None)[0]]
+    return [t["name"] for t in listing.list_names(ctx, wh, ("s",), None, None)[0]]
 
 
 def test_dead_tombstone_never_listed_never_blocks_namespace_delete(ctx):
@@ -51,10 +53,10 @@ def test_dead_tombstone_never_listed_never_blocks_namespace_delete(ctx):
     prefix = _prefix(ctx, wh, "gone")
     ctx.storage.put(wh, prefix + "data/f.parquet", b"rows")
     with pytest.raises(Crash):  # the dropper dies right after its tombstone landed
-        tables.drop(Context(ctx.settings, CrashAfter(ctx.storage, 1)), wh, ("s",), "gone", True)
+        lifecycle.drop(Context(ctx.settings, CrashAfter(ctx.storage, 1)), wh, ("s",), "gone", True)
     assert _names(ctx, wh) == []
     with pytest.raises(TableNotFound):
-        tables.load(ctx, wh, ("s",), "gone")
+        lookup.load(ctx, wh, ("s",), "gone")
     assert list(ctx.storage.list_keys(wh, prefix)) != []  # readers never purge
     catalog.drop_namespace(ctx, wh, ("s",))  # a dead tombstone is not a table
     time.sleep(LEASE_MS / 1000 + 0.1)
@@ -68,12 +70,12 @@ def test_abandoned_rename_reservation_is_removed(ctx):
     wh = _setup(ctx, "t")
     rename = {"source": {"namespace": ["s"], "name": "t"}, "destination": {"namespace": ["s"], "name": "u"}}
     with pytest.raises(Crash):  # dies after reserving the destination, before the commit point
-        tables.rename(Context(ctx.settings, CrashAfter(ctx.storage, 1)), wh, *iceberg_io.parse_rename(rename))
+        lifecycle.rename(Context(ctx.settings, CrashAfter(ctx.storage, 1)), wh, *iceberg_io.parse_rename(rename))
     assert _names(ctx, wh) == ["t"]  # the reservation is not a table
     time.sleep(LEASE_MS / 1000 + 0.1)
     assert sweeper.sweep(ctx, wh)[wh]["reservations-removed"] == 1
     assert sorted(k.rsplit("/", 1)[1] for k in ctx.storage.list_keys(wh, keys.TABLES_PREFIX)) == ["t.json"]
-    tables.rename(ctx, wh, *iceberg_io.parse_rename(rename))
+    lifecycle.rename(ctx, wh, *iceberg_io.parse_rename(rename))
     assert _names(ctx, wh) == ["u"]
 
 
@@ -103,7 +105,7 @@ def test_purge_is_batched_and_resumes_after_its_budget(ctx, monkeypatch):
         ctx.storage.put(wh, f"{prefix}data/f-{i:05d}.parquet", b"x")
     monkeypatch.setenv("CATALOG_PURGE_BUDGET_MS", "0")  # the drop purges one batch, then leaves
     counting = BatchSizes(ctx.storage)
-    tables.drop(Context(ctx.settings, counting), wh, ("s",), "big", True)
+    lifecycle.drop(Context(ctx.settings, counting), wh, ("s",), "big", True)
     left = len(list(ctx.storage.list_keys(wh, prefix)))
     assert 0 < left < 2302 and counting.batches and max(counting.batches) <= 1000
     jobs = list(ctx.storage.list_keys(wh, keys.PURGES_PREFIX))
@@ -121,7 +123,7 @@ def test_sweeper_command(crash_ctx, s3_endpoint, system_bucket, monkeypatch):
     ctx = crash_ctx
     wh = _setup(ctx, "gone")
     with pytest.raises(Crash):
-        tables.drop(Context(ctx.settings, CrashAfter(ctx.storage, 1)), wh, ("s",), "gone", True)
+        lifecycle.drop(Context(ctx.settings, CrashAfter(ctx.storage, 1)), wh, ("s",), "gone", True)
     time.sleep(LEASE_MS / 1000 + 0.1)
     env = local_s3.catalog_env(
         s3_endpoint, CATALOG_SYSTEM_BUCKET=system_bucket, CATALOG_TOMBSTONE_LEASE_MS=str(LEASE_MS)

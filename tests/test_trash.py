@@ -13,8 +13,10 @@ import pyarrow as pa
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import namespaces, sweeper, tables, trash, warehouses
+from chalicelib.core import namespaces, sweeper, trash, warehouses
 from chalicelib.core.context import Context
+from chalicelib.core.tables import create as creation
+from chalicelib.core.tables import lifecycle, lookup
 from chalicelib.errors import CatalogError
 from chalicelib.routes import iceberg_io
 from tests.authutil import allow, make_user
@@ -266,7 +268,7 @@ def kept_wh(crash_ctx: Context, monkeypatch: pytest.MonkeyPatch) -> str:
     wh = f"wh-tr-{uuid.uuid4().hex[:8]}"
     warehouses.create(crash_ctx, wh, False, {RETENTION: "3600"})
     namespaces.create(crash_ctx, wh, ["db"], {})
-    tables.create(crash_ctx, wh, ("db",), iceberg_io.parse_create({"name": "t", "schema": SCHEMA_JSON}))
+    creation.create(crash_ctx, wh, ("db",), iceberg_io.parse_create({"name": "t", "schema": SCHEMA_JSON}))
     return wh
 
 
@@ -280,7 +282,7 @@ RESTORE_WRITES = 5  # reservation, trash record -> moved (the commit point), act
 
 def test_restore_write_count(crash_ctx, kept_wh, monkeypatch):
     monkeypatch.setenv("CATALOG_TOMBSTONE_LEASE_MS", "60000")  # a slow drop's tombstone is still its own
-    tables.drop(crash_ctx, kept_wh, ("db",), "t", purge=True)
+    lifecycle.drop(crash_ctx, kept_wh, ("db",), "t", purge=True)
     drop_id = _drop_id(crash_ctx, kept_wh)
     assert writes_of(crash_ctx, lambda c: trash.restore(c, kept_wh, drop_id)) == RESTORE_WRITES
 
@@ -288,29 +290,29 @@ def test_restore_write_count(crash_ctx, kept_wh, monkeypatch):
 @pytest.mark.parametrize("crash_after", range(1, RESTORE_WRITES + 1))
 def test_restore_crash_points(crash_ctx, kept_wh, crash_after):
     ctx, wh = crash_ctx, kept_wh
-    location = tables.load(ctx, wh, ("db",), "t").metadata_location
-    tables.drop(ctx, wh, ("db",), "t", purge=True)
+    location = lookup.load(ctx, wh, ("db",), "t").metadata_location
+    lifecycle.drop(ctx, wh, ("db",), "t", purge=True)
     drop_id = _drop_id(ctx, wh)
     with pytest.raises(Crash):
         trash.restore(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, drop_id)
     time.sleep(KEPT_LEASE_MS / 1000 + 0.05)  # the reservation's lease runs out
     sweeper.sweep(ctx, wh)
     listed = [i["id"] for i in trash.list_dropped(ctx, wh, None, None)[0]]
-    live = tables.exists(ctx, wh, ("db",), "t") if crash_after >= 2 else None
+    live = lookup.exists(ctx, wh, ("db",), "t") if crash_after >= 2 else None
     if crash_after < 2:  # before the commit point: still in the trash, not live, and restorable
         assert listed == [drop_id]
         with pytest.raises(CatalogError):
-            tables.exists(ctx, wh, ("db",), "t")
+            lookup.exists(ctx, wh, ("db",), "t")
         trash.restore(ctx, wh, drop_id)
     else:  # after it: live, and gone from the trash
         assert listed == [] and live == location
-    assert tables.load(ctx, wh, ("db",), "t").metadata_location == location
+    assert lookup.load(ctx, wh, ("db",), "t").metadata_location == location
     assert trash.list_dropped(ctx, wh, None, None)[0] == []
     assert json.loads(ctx.storage.get(wh, keys.uuid_record(_uuid(ctx, wh))).body)["state"] == "live"
 
 
 def _uuid(ctx: Context, wh: str) -> str:
-    return str(json.loads(tables.load(ctx, wh, ("db",), "t").raw_metadata)["table-uuid"])
+    return str(json.loads(lookup.load(ctx, wh, ("db",), "t").raw_metadata)["table-uuid"])
 
 
 KEEP_WRITES = 4  # tombstone (the commit point), trash record, uuid "trashed", pointer delete
@@ -318,24 +320,24 @@ KEEP_WRITES = 4  # tombstone (the commit point), trash record, uuid "trashed", p
 
 def test_drop_into_trash_write_count(crash_ctx, kept_wh, monkeypatch):
     monkeypatch.setenv("CATALOG_TOMBSTONE_LEASE_MS", "60000")
-    assert writes_of(crash_ctx, lambda c: tables.drop(c, kept_wh, ("db",), "t", purge=True)) == KEEP_WRITES
+    assert writes_of(crash_ctx, lambda c: lifecycle.drop(c, kept_wh, ("db",), "t", purge=True)) == KEEP_WRITES
 
 
 @pytest.mark.parametrize("crash_after", range(1, KEEP_WRITES + 1))
 def test_drop_into_trash_crash_points(crash_ctx, kept_wh, crash_after):
     ctx, wh = crash_ctx, kept_wh
-    location = tables.load(ctx, wh, ("db",), "t").metadata_location
+    location = lookup.load(ctx, wh, ("db",), "t").metadata_location
     with pytest.raises(Crash):
-        tables.drop(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, ("db",), "t", purge=True)
+        lifecycle.drop(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, ("db",), "t", purge=True)
     with pytest.raises(CatalogError):  # gone for every reader at once
-        tables.exists(ctx, wh, ("db",), "t")
+        lookup.exists(ctx, wh, ("db",), "t")
     time.sleep(KEPT_LEASE_MS / 1000 + 0.05)  # the dropper's lease runs out
     sweeper.sweep(ctx, wh)
     (item,) = trash.list_dropped(ctx, wh, None, None)[0]  # exactly one record, whatever the crash point
     assert item["metadata-location"] == location
     assert list(ctx.storage.list_keys(wh, keys.table_pointer(("db",), "t"))) == []  # the name is free
     trash.restore(ctx, wh, str(item["id"]))
-    assert tables.exists(ctx, wh, ("db",), "t") == location
+    assert lookup.exists(ctx, wh, ("db",), "t") == location
 
 
 def test_register_of_a_dropped_table_restores_it(http, catalog_url, s3_endpoint):

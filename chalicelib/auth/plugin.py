@@ -8,6 +8,7 @@ from typing import Any
 
 from chalicelib.auth import identities, policy, sign_tokens, sigv4, tokens
 from chalicelib.auth.arns import Resource
+from chalicelib.core import pointer_record
 from chalicelib.core.context import get_context
 from chalicelib.errors import BadRequest, CatalogError, Forbidden, Unauthorized
 from chalicelib.names import check_warehouse
@@ -128,7 +129,7 @@ def _table_id(resource: Resource) -> str | None:
         return None  # no such warehouse: the handler answers
     if p is None or p.state in ("dropped", "moved"):
         return None
-    return pointers.owner_uuid(p.data) or None
+    return pointer_record.owner_uuid(p.data) or None
 
 
 def _resource_policies(

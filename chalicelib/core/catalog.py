@@ -3,14 +3,15 @@ Catalog facade): a face parses and formats; what an operation means is decided h
 
 from __future__ import annotations
 
-from chalicelib.core import namespaces, pointers
+from chalicelib.core import namespaces
 from chalicelib.core.context import Context
+from chalicelib.core.tables import listing
 
 Namespace = tuple[str, ...]
 
 
 def _occupied(ctx: Context, warehouse: str, ns: Namespace, names: list[str]) -> list[bool]:
-    return pointers.live_flags(ctx, warehouse, ns, names, pointers.occupied)
+    return listing.live_flags(ctx, warehouse, ns, names, listing.occupied)
 
 
 def drop_namespace(ctx: Context, warehouse: str, ns: Namespace) -> None:

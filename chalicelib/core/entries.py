@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import hive, namespaces, parallel, pointers
+from chalicelib.core import hive, namespaces, parallel, pointer_record, pointers
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context
 from chalicelib.errors import NotFound, ServiceUnavailable, TableNotFound, TableRecoveryInProgress
@@ -44,7 +44,7 @@ def _read_kind(ctx: Context, warehouse: str, ns: Namespace, name: str, kind: str
     raw = pointers.read(ctx, warehouse, ns, name)
     if raw is None:
         return None
-    if pointers.kind_of(raw.data) != "table":
+    if pointer_record.kind_of(raw.data) != "table":
         return None  # views are not Glue tables
     if raw.state == "active" and "claim" not in raw.data:
         return Entry(ns, name, "iceberg", raw.data, raw.etag, True)
@@ -58,9 +58,9 @@ def _read(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Entry | Non
     except TableRecoveryInProgress:
         p = pointers.read(ctx, warehouse, ns, name)  # a running transaction: the last committed state
         if p is not None:
-            p = pointers.Pointer({k: v for k, v in p.data.items() if k != "claim"}, p.etag)
+            p = pointer_record.Pointer({k: v for k, v in p.data.items() if k != "claim"}, p.etag)
     if p is not None:
-        return Entry(ns, name, "iceberg", p.data) if pointers.kind_of(p.data) == "table" else None
+        return Entry(ns, name, "iceberg", p.data) if pointer_record.kind_of(p.data) == "table" else None
     found = hive.read(ctx, warehouse, ns, name)
     return Entry(ns, name, "hive", found.data) if found is not None else None
 
@@ -69,7 +69,7 @@ def get(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Entry:
     found = _read(ctx, warehouse, ns, name)
     if found is None:
         namespaces.read_record(ctx, warehouse, ns)  # the database's own 404 first
-        raise TableNotFound(f"Table {pointers.ident(ns, name)!r} does not exist")
+        raise TableNotFound(f"Table {pointer_record.ident(ns, name)!r} does not exist")
     return found
 
 

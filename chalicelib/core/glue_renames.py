@@ -8,7 +8,7 @@ files would let a purge or commit through one destroy or fork the other, so:
 - CreateTable of a live table's metadata under another name *begins* a rename: it reserves
   the new name (a "pending" pointer, as a REST rename's: invisible to readers, no commit or drop can
   reach it) and records the intent on the source ("glue-rename", with a lease).
-- DeleteTable of the source within the lease *finishes* it: tables.rename, with its one commit
+- DeleteTable of the source within the lease *finishes* it: lifecycle.rename, with its one commit
   point, from the source as it is then (commits made in between move with it).
 - DeleteTable of the new name rolls back: the reservation goes, the source stays.
 - A client that dies between the calls leaves the source alone; the reservation lapses with its
@@ -22,8 +22,9 @@ from typing import Any
 
 from chalicelib import keys
 from chalicelib.core import metadata as md
-from chalicelib.core import namespaces, pointers, tables
+from chalicelib.core import name_claims, namespaces, pointer_record, pointers
 from chalicelib.core.context import Context, dump, now_ms, tombstone_lease_ms
+from chalicelib.core.tables import lifecycle, lookup
 from chalicelib.errors import CommitFailed, Conflict
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
@@ -47,7 +48,7 @@ def begin(
     """Begin a rename if ``meta_loc`` is a live table's metadata (False if it is not).
     ``authorize(ns, name)`` checks the caller may rename that source to ``dst``."""
     table_uuid = str(md.metadata_at(ctx, meta_loc).table_uuid)
-    found = tables.find(ctx, warehouse, table_uuid)
+    found = lookup.find(ctx, warehouse, table_uuid)
     if found is None or found == dst:
         return False
     src_ns, src_name = found
@@ -63,7 +64,7 @@ def begin(
             state="pending",
             **{"since-ms": started, "rename-from": _ref(src_ns, src_name), INTENT: intent},
         )
-        held = pointers.claim_name(ctx, warehouse, dst[0], dst[1], reserve)  # TableAlreadyExists if taken
+        held = name_claims.claim_name(ctx, warehouse, dst[0], dst[1], reserve)  # TableAlreadyExists if taken
         if not namespaces.accepts_table(ctx, warehouse, *dst):
             pointers.remove_pointer(ctx, bucket, keys.table_pointer(*dst), held, started)
             raise Conflict(f"Namespace {'.'.join(dst[0])!r} is being deleted")
@@ -77,15 +78,15 @@ def begin(
             now = pointers.read(ctx, warehouse, src_ns, src_name)
             if now is not None and now.data.get(INTENT) == intent:
                 return True
-    raise CommitFailed(f"Table {pointers.ident(src_ns, src_name)!r} changed concurrently; retry the rename")
+    raise CommitFailed(f"Table {pointer_record.ident(src_ns, src_name)!r} changed concurrently; retry the rename")
 
 
-def _reservation(ctx: Context, warehouse: str, ns: Namespace, name: str) -> pointers.Pointer | None:
+def _reservation(ctx: Context, warehouse: str, ns: Namespace, name: str) -> pointer_record.Pointer | None:
     """The pending Glue rename reservation at this name, if one is there and within its lease."""
     return _held(pointers.read(ctx, warehouse, ns, name))
 
 
-def _held(p: pointers.Pointer | None) -> pointers.Pointer | None:
+def _held(p: pointer_record.Pointer | None) -> pointer_record.Pointer | None:
     if p is None or p.state != "pending" or INTENT not in p.data or "claim" in p.data:
         return None
     return None if p.stale() else p
@@ -104,9 +105,9 @@ def on_delete(
     if held is not None:
         bucket = ctx.bucket_for(warehouse)
         if not pointers.remove_pointer(ctx, bucket, keys.table_pointer(ns, name), held.etag, held.since_ms):
-            raise Conflict(f"Table {pointers.ident(ns, name)!r} is being renamed; retry shortly")
+            raise Conflict(f"Table {pointer_record.ident(ns, name)!r} is being renamed; retry shortly")
         return True
-    if p.state != "active" or "claim" in p.data or pointers.kind_of(p.data) != "table":
+    if p.state != "active" or "claim" in p.data or pointer_record.kind_of(p.data) != "table":
         return False
     intent = p.data[INTENT]
     if not isinstance(intent, dict) or now_ms() >= int(intent.get("until-ms", 0)):
@@ -120,5 +121,5 @@ def on_delete(
     ):
         return False  # rolled back, or lapsed: a drop
     authorize(*dst)
-    tables.rename(ctx, warehouse, (ns, name), dst, reservation=held, fields={"glue": held.data.get("glue")})
+    lifecycle.rename(ctx, warehouse, (ns, name), dst, reservation=held, fields={"glue": held.data.get("glue")})
     return True

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import namespaces, pointers, versions
+from chalicelib.core import namespaces, pointer_record, versions
 from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.core.tables import listing
 from chalicelib.core.versioning import swap, version_of
 from chalicelib.errors import CommitFailed, Conflict, TableAlreadyExists, TableNotFound
 from chalicelib.names import check_table
@@ -42,15 +43,15 @@ def require(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Entry:
     found = read(ctx, warehouse, ns, name)
     if found is None:
         namespaces.read_record(ctx, warehouse, ns)
-        raise TableNotFound(f"Table {pointers.ident(ns, name)!r} does not exist")
+        raise TableNotFound(f"Table {pointer_record.ident(ns, name)!r} does not exist")
     return found
 
 
 def create(ctx: Context, warehouse: str, ns: Namespace, name: str, glue: dict[str, Any]) -> dict[str, Any]:
     name = check_table(name)
     bucket, key = ctx.bucket_for(warehouse), keys.hive_table(ns, name)
-    if pointers.occupied(ctx, warehouse, ns, name) or read(ctx, warehouse, ns, name) is not None:
-        raise TableAlreadyExists(f"Table {pointers.ident(ns, name)!r} already exists")  # before any write
+    if listing.occupied(ctx, warehouse, ns, name) or read(ctx, warehouse, ns, name) is not None:
+        raise TableAlreadyExists(f"Table {pointer_record.ident(ns, name)!r} already exists")  # before any write
     namespaces.flag_hive_tables(ctx, warehouse, ns)
     now = now_ms()
     data = {"version": 1, "id": uuid.uuid4().hex, "created-ms": now, "updated-ms": now, "glue": glue}
@@ -59,11 +60,11 @@ def create(ctx: Context, warehouse: str, ns: Namespace, name: str, glue: dict[st
     except (PreconditionFailed, WriteInDoubt):
         found = read(ctx, warehouse, ns, name)
         if found is None or found.data.get("id") != data["id"]:
-            raise TableAlreadyExists(f"Table {pointers.ident(ns, name)!r} already exists") from None
-    if pointers.occupied(ctx, warehouse, ns, name) or not namespaces.still_active(ctx, warehouse, ns):
+            raise TableAlreadyExists(f"Table {pointer_record.ident(ns, name)!r} already exists") from None
+    if listing.occupied(ctx, warehouse, ns, name) or not namespaces.still_active(ctx, warehouse, ns):
         ctx.storage.delete(bucket, key)  # our own fresh record: nothing else refers to it yet
-        if pointers.occupied(ctx, warehouse, ns, name):
-            raise TableAlreadyExists(f"Table {pointers.ident(ns, name)!r} already exists (an Iceberg table)")
+        if listing.occupied(ctx, warehouse, ns, name):
+            raise TableAlreadyExists(f"Table {pointer_record.ident(ns, name)!r} already exists (an Iceberg table)")
         raise Conflict(f"Namespace {'.'.join(ns)!r} is being deleted")
     return data
 
@@ -84,17 +85,19 @@ def update(
         if expected_version is not None and expected_version != version:
             if version == expected_version + 1 and entry.data.get("glue") == glue:
                 return entry.data  # our own write, replayed
-            raise CommitFailed(f"Table {pointers.ident(ns, name)!r} is at version {version}, not {expected_version}")
+            raise CommitFailed(
+                f"Table {pointer_record.ident(ns, name)!r} is at version {version}, not {expected_version}"
+            )
         data = dict(entry.data, version=version + 1, glue=glue, **{"updated-ms": now_ms()})
         if archive:
             versions.archive(ctx, bucket, str(data["id"]), version, entry.data)
         try:
-            if not swap(ctx, bucket, key, entry.data, entry.etag, data, repr(pointers.ident(ns, name))):
+            if not swap(ctx, bucket, key, entry.data, entry.etag, data, repr(pointer_record.ident(ns, name))):
                 continue
         except ObjectNotFound:
-            raise TableNotFound(f"Table {pointers.ident(ns, name)!r} does not exist") from None
+            raise TableNotFound(f"Table {pointer_record.ident(ns, name)!r} does not exist") from None
         return data
-    raise CommitFailed(f"Table {pointers.ident(ns, name)!r} changed concurrently; retry")
+    raise CommitFailed(f"Table {pointer_record.ident(ns, name)!r} changed concurrently; retry")
 
 
 def delete(ctx: Context, warehouse: str, ns: Namespace, name: str) -> None:

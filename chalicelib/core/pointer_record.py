@@ -1,8 +1,14 @@
-"""Pure readers of the stored pointer record (no storage): the seed of its one typed model."""
+"""The stored pointer record: one object per table or view name (keys.table_pointer), and the
+only module that knows its fields."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+from chalicelib.core.context import now_ms, tombstone_lease_ms
+
+Namespace = tuple[str, ...]
 
 
 def kind_of(data: dict[str, Any]) -> str:
@@ -21,3 +27,38 @@ def owner_uuid(pointer: dict[str, Any]) -> str:
     """The uuid that owns the table's location: its own table uuid, or for a table whose client
     wrote the first metadata into a location the catalog chose (S3 Tables), that location's uuid."""
     return str(pointer.get("location-uuid") or pointer.get("table-uuid", ""))
+
+
+@dataclass
+class Pointer:
+    data: dict[str, Any]
+    etag: str
+
+    @property
+    def state(self) -> str:
+        return str(self.data.get("state", "active"))
+
+    @property
+    def metadata_location(self) -> str:
+        return str(self.data["metadata-location"])
+
+    @property
+    def since_ms(self) -> int:
+        return int(self.data.get("since-ms", 0))
+
+    def stale(self) -> bool:
+        return now_ms() - self.since_ms >= tombstone_lease_ms()
+
+
+def ident(ns: Namespace, name: str) -> str:
+    return ".".join((*ns, name))
+
+
+# A table created without metadata (S3 Tables): its name and location are reserved, and it becomes
+# active when its client hands over the first metadata file. Readers of Iceberg metadata do not see it.
+STAGED = "staged"
+
+
+def of_kind(p: Pointer | None, kind: str) -> Pointer | None:
+    """The pointer if it is of that kind (a view is no table, and the reverse)."""
+    return p if p is not None and kind_of(p.data) == kind else None

@@ -23,7 +23,7 @@ from collections import Counter
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, pointers, purges, trash
+from chalicelib.core import audit, drops, pointer_record, pointers, purges, trash
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.errors import CatalogError
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
@@ -36,10 +36,10 @@ def _pointer_ident(key: str) -> tuple[tuple[str, ...], str]:
     return tuple(ns_id.split(".")), file[: -len(".json")]
 
 
-def _fence(ctx: Context, bucket: str, key: str, p: pointers.Pointer) -> pointers.Pointer | None:
+def _fence(ctx: Context, bucket: str, key: str, p: pointer_record.Pointer) -> pointer_record.Pointer | None:
     fenced = dict(p.data, **{"since-ms": now_ms()})
     try:
-        return pointers.Pointer(fenced, ctx.storage.put_if_match(bucket, key, dump(fenced), p.etag))
+        return pointer_record.Pointer(fenced, ctx.storage.put_if_match(bucket, key, dump(fenced), p.etag))
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         return None  # someone else acted on it: leave it to them, or to the next run
 
@@ -57,10 +57,10 @@ def _sweep_pointer(ctx: Context, warehouse: str, key: str, claimed_uuids: set[st
         except CatalogError:
             stats["claims-running"] += 1
         return
-    if p.state == pointers.STAGED:
+    if p.state == pointer_record.STAGED:
         return  # waits for its first metadata, or for DeleteTable
     if p.state == "active":
-        table_uuid = pointers.owner_uuid(p.data)
+        table_uuid = pointer_record.owner_uuid(p.data)
         if table_uuid and table_uuid not in claimed_uuids:
             record = {"state": "live", "metadata-location": p.metadata_location}
             try:
@@ -75,7 +75,7 @@ def _sweep_pointer(ctx: Context, warehouse: str, key: str, claimed_uuids: set[st
     if fenced is None:
         return
     if fenced.state == "dropped":
-        pointers.settle_drop(ctx, bucket, fenced, remove=True, ns=ns, name=name)
+        drops.settle_drop(ctx, bucket, fenced, remove=True, ns=ns, name=name)
         stats["drops-finished"] += 1
     elif fenced.state == "pending":
         if pointers.settle_pending(ctx, warehouse, ns, name, fenced) is None:

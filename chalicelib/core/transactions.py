@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, claims, parallel, pointers
+from chalicelib.core import audit, claims, parallel, pointer_record, pointers
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.model import TableChange
@@ -97,11 +97,11 @@ def commit(ctx: Context, warehouse: str, changes: list[TableChange]) -> None:
     raise CommitFailed("The tables changed concurrently; refresh them and retry the transaction")
 
 
-def _prepare(ctx: Context, warehouse: str, change: TableChange) -> tuple[Namespace, str, pointers.Pointer, str]:
+def _prepare(ctx: Context, warehouse: str, change: TableChange) -> tuple[Namespace, str, pointer_record.Pointer, str]:
     """Judge one change against its table and write its new metadata file (nothing is visible yet)."""
     ns, name = change.namespace, change.name
     p = pointers.live(ctx, warehouse, ns, name)
-    if p is not None and pointers.kind_of(p.data) != "table":
+    if p is not None and pointer_record.kind_of(p.data) != "table":
         raise pointers.not_found(ctx, warehouse, ns, name)  # views are not in transactions
     if p is None:  # a table this transaction creates (assert-create)
         p, meta_loc = _prepare_create(ctx, warehouse, ns, name, change)
@@ -141,7 +141,7 @@ def _prepare_create(ctx: Context, warehouse: str, ns: Namespace, name: str, req:
     purges.claim_uuid(ctx, ctx.bucket_for(warehouse), str(new.table_uuid), meta_loc)
     md.write_metadata(ctx, meta_loc, new)
     pointer = new_entry(meta_loc, str(new.table_uuid), claims.PENDING_CREATE)
-    return pointers.Pointer(pointer, ""), meta_loc
+    return pointer_record.Pointer(pointer, ""), meta_loc
 
 
 def _claim_all(ctx: Context, warehouse: str, txn_id: str, prepared: list[Any], claimed: list[Any]) -> bool:

@@ -13,7 +13,18 @@ import json
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, namespaces, parallel, pointers, purges, trash_records, warehouses
+from chalicelib.core import (
+    audit,
+    drops,
+    name_claims,
+    namespaces,
+    parallel,
+    pointer_record,
+    pointers,
+    purges,
+    trash_records,
+    warehouses,
+)
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.paging import decode_token, encode_token
 from chalicelib.errors import CatalogError, Conflict, NotFound
@@ -96,7 +107,7 @@ def find_by_uuid(ctx: Context, warehouse: str, table_uuid: str) -> dict[str, Any
             record = json.loads(ctx.storage.get(bucket, key).body)
         except ObjectNotFound:
             continue
-        if record.get("state") == "dropped" and pointers.owner_uuid(record.get("pointer") or {}) == table_uuid:
+        if record.get("state") == "dropped" and pointer_record.owner_uuid(record.get("pointer") or {}) == table_uuid:
             return dict(record)
     return None
 
@@ -125,7 +136,7 @@ def restore(
         dict(original, state="pending", **{"since-ms": started, "rename-from": {"trash": drop_id}}), [e]
     )
     dst_key = keys.table_pointer(ns, name)
-    dst_etag = pointers.claim_name(ctx, warehouse, ns, name, reserve)
+    dst_etag = name_claims.claim_name(ctx, warehouse, ns, name, reserve)
     if not namespaces.accepts_table(ctx, warehouse, ns, name):
         pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started)
         raise Conflict(f"Namespace {'.'.join(ns)!r} is being deleted")
@@ -152,8 +163,8 @@ def purge(ctx: Context, warehouse: str, drop_id: str, budget_s: float, expired_o
     if record["state"] == "moved":
         ns, name = tuple(record["moved-to"]["namespace"]), str(record["moved-to"]["name"])
         live = pointers.live(ctx, warehouse, ns, name)  # activates a reservation still pending
-        uuid_ = pointers.owner_uuid(record["pointer"])
-        if live is not None and uuid_ and pointers.owner_uuid(live.data) == uuid_:
+        uuid_ = pointer_record.owner_uuid(record["pointer"])
+        if live is not None and uuid_ and pointer_record.owner_uuid(live.data) == uuid_:
             purges.set_uuid_state(ctx, bucket, uuid_, "live")  # a restorer that died after activating
         ctx.storage.delete(bucket, keys.trash_record(drop_id))  # restored: the record is done either way
         return True
@@ -171,8 +182,8 @@ def purge(ctx: Context, warehouse: str, drop_id: str, budget_s: float, expired_o
         record = purging
     audit.flush_tail(ctx, bucket, record["pointer"])
     p = record["pointer"]
-    table_uuid = pointers.owner_uuid(p)
-    location = pointers.table_location_of(bucket, p) if table_uuid else None
+    table_uuid = pointer_record.owner_uuid(p)
+    location = drops.table_location_of(bucket, p) if table_uuid else None
     done = True
     if record["purge"] and location is not None:
         purges.queue(ctx, bucket, table_uuid, location)

@@ -10,10 +10,12 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, namespaces, pointers, purges, tables, view_metadata
+from chalicelib.core import audit, name_claims, namespaces, pointer_record, pointers, purges, view_metadata
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump
 from chalicelib.core.model import TableState
+from chalicelib.core.tables import adopt, lifecycle
+from chalicelib.core.tables import create as creation
 from chalicelib.core.versioning import advanced, new_entry
 from chalicelib.errors import BadRequest, CatalogError, CommitFailed, CommitStateUnknown
 from chalicelib.names import check_properties, check_table
@@ -53,14 +55,14 @@ def create(
     view = view_metadata.new(view_uuid, view_location, schema, version, props)
     existing = pointers.live(ctx, warehouse, ns, name)
     if existing is not None:  # the common conflict costs no write
-        raise pointers.already_exists(ns, name, existing.data)
+        raise name_claims.already_exists(ns, name, existing.data)
     write = lambda meta_loc: _write(ctx, meta_loc, view)  # noqa: E731
-    return tables.create_entry(ctx, warehouse, ns, name, view_uuid, view_location, write, True, kind=KIND)
+    return creation.create_entry(ctx, warehouse, ns, name, view_uuid, view_location, write, True, kind=KIND)
 
 
 def load(ctx: Context, warehouse: str, ns: Namespace, name: str) -> TableState:
     """Readers never wait for writers (read_only), as for tables."""
-    p = pointers.of_kind(pointers.live(ctx, warehouse, ns, name, read_only=True), KIND)
+    p = pointer_record.of_kind(pointers.live(ctx, warehouse, ns, name, read_only=True), KIND)
     if p is None:
         raise pointers.not_found(ctx, warehouse, ns, name, KIND)
     return TableState(p.metadata_location, md.read_metadata_raw(ctx, p.metadata_location))
@@ -100,25 +102,26 @@ def commit(ctx: Context, warehouse: str, ns: Namespace, name: str, requirements:
                     md.discard(ctx, meta_loc)
                     continue
                 raise CommitStateUnknown(
-                    f"The replace of view {pointers.ident(ns, name)!r} may or may not have been applied; reload it"
+                    f"The replace of view {pointer_record.ident(ns, name)!r} may or may not have been applied; "
+                    "reload it"
                 ) from None
         return TableState(meta_loc, raw)
-    raise CommitFailed(f"View {pointers.ident(ns, name)!r} changed concurrently; refresh and retry")
+    raise CommitFailed(f"View {pointer_record.ident(ns, name)!r} changed concurrently; refresh and retry")
 
 
 def drop(ctx: Context, warehouse: str, ns: Namespace, name: str) -> None:
     """The view's metadata files stay (register-view can bring it back), as Iceberg catalogs do."""
-    tables.drop(ctx, warehouse, ns, name, purge=False, kind=KIND)
+    lifecycle.drop(ctx, warehouse, ns, name, purge=False, kind=KIND)
 
 
 def rename(ctx: Context, warehouse: str, src: tuple[Namespace, str], dst: tuple[Namespace, str]) -> None:
-    tables.rename(ctx, warehouse, src, dst, kind=KIND)
+    lifecycle.rename(ctx, warehouse, src, dst, kind=KIND)
 
 
 def register(ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: object) -> TableState:
     """A view of metadata written elsewhere, at a location this catalog could have chosen for it."""
     name = check_table(name)
-    bucket, _ = tables.check_register_location(ctx, warehouse, meta_loc)
+    bucket, _ = adopt.check_register_location(ctx, warehouse, meta_loc)
     assert isinstance(meta_loc, str)
     namespaces.require_active(ctx, warehouse, ns)
     try:
@@ -134,14 +137,14 @@ def register(ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: o
         raise BadRequest("The metadata file must be in its view's own <location>/metadata/ folder")
     existing = pointers.live(ctx, warehouse, ns, name)
     if existing is not None:
-        raise pointers.already_exists(ns, name, existing.data)
+        raise name_claims.already_exists(ns, name, existing.data)
     pointer = new_entry(meta_loc, view_uuid, kind=KIND)
     claimed = purges.claim_uuid(ctx, bucket, view_uuid, meta_loc)
     try:
-        etag = pointers.claim_name(ctx, warehouse, ns, name, pointer)
+        etag = name_claims.claim_name(ctx, warehouse, ns, name, pointer)
     except CatalogError:
         if claimed:
             purges.set_uuid_state(ctx, bucket, view_uuid, "dropped")
         raise
-    pointers.after_claim(ctx, warehouse, ns, name, pointers.Pointer(pointer, etag), purge=False)
+    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer(pointer, etag), purge=False)
     return TableState(meta_loc, raw)

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
-from chalicelib.core import catalog, entries, glue_renames, hive, namespaces, side_data, tables, versions
+from chalicelib.core import catalog, entries, glue_renames, hive, namespaces, side_data, versions
 from chalicelib.core.context import Context, get_context
 from chalicelib.core.pointer_record import entry_id
 from chalicelib.core.purges import UuidInUse
+from chalicelib.core.tables import adopt, lifecycle
 from chalicelib.core.versioning import version_of
 from chalicelib.errors import BadRequest, NamespaceNotEmpty, NotFound, TableNotFound
 from chalicelib.glue import shapes
@@ -348,7 +349,7 @@ def create_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body
             )
         stored = shapes.stored(table, location)
         try:
-            tables.register(ctx, wh, ns, name, location, glue=stored)
+            adopt.register(ctx, wh, ns, name, location, glue=stored)
         except UuidInUse:
             if glue_renames.begin(ctx, wh, (ns, name), location, stored, _may_rename(req, wh, (ns, name))):
                 return {}  # the table moves here when the client deletes the old name (glue_renames.py)
@@ -389,7 +390,7 @@ def update_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body
     if entry.is_iceberg:
         params = table["Parameters"]
         location = params.get("metadata_location") or str(entry.data["metadata-location"])
-        tables.swap_metadata_location(
+        adopt.swap_metadata_location(
             ctx,
             wh,
             ns,
@@ -424,7 +425,7 @@ def _drop(ctx: Context, wh: str, ns: tuple[str, ...], name: str, req: RequestCon
         return
     entry = entries.get(ctx, wh, ns, name)
     if entry.is_iceberg:
-        tables.drop(ctx, wh, ns, name, purge=False)
+        lifecycle.drop(ctx, wh, ns, name, purge=False)
         versions.delete_all(ctx, ctx.bucket_for(wh), _entry_id(entry))
     else:
         hive.delete(ctx, wh, ns, name)

@@ -10,7 +10,8 @@ import time
 from typing import Any
 
 from chalicelib.auth import resources
-from chalicelib.core import data_access, signer, tables
+from chalicelib.core import data_access, signer
+from chalicelib.core.tables import lookup
 from chalicelib.errors import BadRequest, Forbidden, Unauthorized
 from chalicelib.names import check_table
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
@@ -45,7 +46,7 @@ def _location(req: RequestContext) -> tuple[str, tuple[str, ...], str, str]:
     with _lock:
         hit = _pointers.get(key)
     if hit is None or now - hit[0] > LOCATION_TTL_S:
-        location = data_access.table_location(ctx, tables.exists(ctx, wh, ns, name))
+        location = data_access.table_location(ctx, lookup.exists(ctx, wh, ns, name))
         with _lock:
             if len(_pointers) > 10_000:
                 _pointers.clear()

@@ -8,6 +8,7 @@ from typing import Any
 from chalice import Response
 
 from chalicelib import errors as e
+from chalicelib.core.tables import commit as commits
 from chalicelib.face import Face
 
 # Most specific class first wins (looked up along the exception's MRO).
@@ -61,10 +62,9 @@ def resolve_in_doubt(hint: dict[str, Any]) -> Any:
 
     ctx = get_context()
     if hint.get("kind") == "table-commit":
-        from chalicelib.core import tables
         from chalicelib.routes import iceberg_io
 
-        state = tables.resolve_commit(ctx, hint)
+        state = commits.resolve_commit(ctx, hint)
         return iceberg_io.with_etag(state, ctx.settings.client_config) if state is not None else None
     if hint.get("kind") == "transaction":
         from chalicelib.core import transactions

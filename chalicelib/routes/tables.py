@@ -9,9 +9,11 @@ from typing import Any
 from chalicelib.auth import resources
 from chalicelib.auth.resources import ns_context, table_arn
 from chalicelib.core import metadata as md
-from chalicelib.core import tables
 from chalicelib.core.model import TableState
 from chalicelib.core.paging import parse_bool
+from chalicelib.core.tables import adopt, lifecycle, listing, lookup
+from chalicelib.core.tables import commit as commits
+from chalicelib.core.tables import create as creation
 from chalicelib.errors import BadRequest
 from chalicelib.names import check_table
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
@@ -36,7 +38,7 @@ def list_page(req: RequestContext, kind: str) -> tuple[int, dict[str, Any]]:
     def keep(name: str) -> bool:
         return req.visible(req.action, table_arn(wh, ns, name), ns_context(ns, name))
 
-    items, token = tables.list_names(ctx, wh, ns, *paging_of(req, spec=True), keep, kind=kind)
+    items, token = listing.list_names(ctx, wh, ns, *paging_of(req, spec=True), keep, kind=kind)
     return 200, paged(req, "identifiers", list(items), token)
 
 
@@ -49,7 +51,7 @@ def list_tables(req: RequestContext) -> tuple[int, dict[str, Any]]:
 def create_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     ctx, wh = warehouse_of(req)
     ns, new = namespace_of(req), iceberg_io.parse_create(req.json())
-    state = tables.create(ctx, wh, ns, new)
+    state = creation.create(ctx, wh, ns, new)
     return iceberg_io.with_etag(state, *_access(req, wh, ns, new.name, state))
 
 
@@ -75,7 +77,7 @@ def register_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
 
         req.require("RestoreTable", *dropped_resource(wh, record))
 
-    state = tables.register(ctx, wh, ns, name, location, overwrite, may_restore=may_restore)
+    state = adopt.register(ctx, wh, ns, name, location, overwrite, may_restore=may_restore)
     return iceberg_io.with_etag(state, *_access(req, wh, ns, name, state))
 
 
@@ -94,7 +96,7 @@ def load_table(req: RequestContext) -> tuple[int, str | None, dict[str, str]]:
     mode = req.query.get("snapshots") or "all"
     if mode not in ("all", "refs"):
         raise BadRequest(f"Invalid snapshots {mode[:20]!r}: expected all or refs")
-    location = tables.exists(ctx, wh, ns, name)
+    location = lookup.exists(ctx, wh, ns, name)
     etag = iceberg_io.etag_for(location) if mode == "all" else iceberg_io.etag_for(location + "#refs")
     if req.headers.get("if-none-match") == etag:
         return 304, None, {"ETag": etag}
@@ -112,7 +114,7 @@ def load_table(req: RequestContext) -> tuple[int, str | None, dict[str, str]]:
 @operation(bp, TABLE, "HEAD", "GetTable", checks=resources.table)
 def table_exists(req: RequestContext) -> tuple[int, None]:
     ctx, wh = warehouse_of(req)
-    tables.exists(ctx, wh, namespace_of(req), _table_of(req))
+    lookup.exists(ctx, wh, namespace_of(req), _table_of(req))
     return 204, None
 
 
@@ -120,7 +122,7 @@ def table_exists(req: RequestContext) -> tuple[int, None]:
 def commit_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     ctx, wh = warehouse_of(req)
     change = iceberg_io.parse_change(req.json(), namespace_of(req), _table_of(req))
-    return iceberg_io.with_etag(tables.commit(ctx, wh, change), ctx.settings.client_config)
+    return iceberg_io.with_etag(commits.commit(ctx, wh, change), ctx.settings.client_config)
 
 
 @operation(bp, TABLE + "/metrics", "POST", "ReportMetrics", checks=resources.table_read)
@@ -138,12 +140,12 @@ def drop_table(req: RequestContext) -> tuple[int, None]:
     ctx, wh = warehouse_of(req)
     ns, name = namespace_of(req), _table_of(req)
     purge = parse_bool(req.query.get("purgeRequested"), "purgeRequested", True)
-    tables.drop(ctx, wh, ns, name, purge)
+    lifecycle.drop(ctx, wh, ns, name, purge)
     return 204, None
 
 
 @operation(bp, PREFIX + "/tables/rename", "POST", "RenameTable", checks=resources.rename)
 def rename_table(req: RequestContext) -> tuple[int, None]:
     ctx, wh = warehouse_of(req)
-    tables.rename(ctx, wh, *iceberg_io.parse_rename(req.json()))
+    lifecycle.rename(ctx, wh, *iceberg_io.parse_rename(req.json()))
     return 204, None

@@ -11,7 +11,7 @@ from typing import Any
 from chalicelib.auth.arns import Resource
 from chalicelib.auth.resources import ns_context, table_arn
 from chalicelib.core import metadata as md
-from chalicelib.core import pointers, trash
+from chalicelib.core import pointer_record, trash
 from chalicelib.errors import BadRequest
 from chalicelib.names import check_namespace, check_table, check_warehouse
 from chalicelib.pipeline import Check, RequestContext, RouteGroup, operation
@@ -31,7 +31,7 @@ def dropped_resource(wh: str, record: dict[str, Any]) -> tuple[Resource, dict[st
     """The dropped table as policies name it: its name when dropped, and its id (a new table may
     hold that name now; the id is this one's)."""
     ns, name = tuple(record["namespace"]), str(record["name"])
-    table_id = pointers.owner_uuid(record.get("pointer") or {}) or None
+    table_id = pointer_record.owner_uuid(record.get("pointer") or {}) or None
     return table_arn(wh, ns, name, table_id), ns_context(ns, name)
 
 
@@ -80,7 +80,7 @@ def restore(req: RequestContext) -> tuple[int, dict[str, Any]]:
 
 @operation(bp, DROPPED, "DELETE", "PurgeDroppedTable", iceberg=False, checks=_any_table)
 def purge(req: RequestContext) -> tuple[int, None]:
-    from chalicelib.core.pointers import purge_budget_s
+    from chalicelib.core.drops import purge_budget_s
 
     ctx, wh, record = _record(req, "PurgeDroppedTable")
     trash.purge(ctx, wh, str(record["drop-id"]), purge_budget_s())

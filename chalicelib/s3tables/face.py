@@ -14,9 +14,11 @@ from typing import Any
 
 from chalicelib.auth import arns
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
-from chalicelib.core import catalog, namespaces, pointers, side_data, tables, warehouses
+from chalicelib.core import catalog, namespaces, pointer_record, pointers, side_data, warehouses
 from chalicelib.core.context import Context, get_context
 from chalicelib.core.pointer_record import entry_id
+from chalicelib.core.tables import adopt, lifecycle, listing, lookup
+from chalicelib.core.tables import create as creation
 from chalicelib.core.versioning import version_of
 from chalicelib.errors import BadRequest, CommitFailed, NotFound
 from chalicelib.names import check_namespace, check_table, check_warehouse
@@ -284,7 +286,7 @@ def _location(data: Body) -> str:
 
 def table_arn_of(wh: str, data: Body) -> str:
     """The table id is the uuid owning its location: stable from CreateTable on, whoever wrote the metadata."""
-    return arns.table_api_arn(wh, pointers.owner_uuid(data))
+    return arns.table_api_arn(wh, pointer_record.owner_uuid(data))
 
 
 def _table_out(wh: str, ns: tuple[str, ...], name: str, data: Body) -> Body:
@@ -307,7 +309,9 @@ def _table_out(wh: str, ns: tuple[str, ...], name: str, data: Body) -> Body:
 
 def _table(ctx: Context, wh: str, ns: tuple[str, ...], name: str) -> Body:
     """A live table, or a staged one (created without metadata, waiting for its first)."""
-    p = pointers.of_kind(pointers.live(ctx, wh, ns, name, read_only=True), "table") or tables.staged(ctx, wh, ns, name)
+    p = pointer_record.of_kind(pointers.live(ctx, wh, ns, name, read_only=True), "table") or lookup.staged(
+        ctx, wh, ns, name
+    )
     if p is None:
         raise pointers.not_found(ctx, wh, ns, name)
     return p.data
@@ -410,7 +414,7 @@ def create_table(req: RequestContext) -> Result:
     name = check_table(body.get("name"))
     metadata = body.get("metadata")
     if metadata is None:  # the client writes the first metadata file at warehouseLocation
-        data = tables.stage(ctx, wh, ns, name)
+        data = adopt.stage(ctx, wh, ns, name)
         return _ok(200, {"tableARN": table_arn_of(wh, data), "versionToken": version_token(data)})
     iceberg = metadata.get("iceberg") if isinstance(metadata, dict) else None
     if not isinstance(iceberg, dict):
@@ -421,7 +425,7 @@ def create_table(req: RequestContext) -> Result:
         request["partition-spec"] = _partition_spec(iceberg["partitionSpec"])
     if iceberg.get("writeOrder") is not None:
         request["write-order"] = _write_order(iceberg["writeOrder"])
-    tables.create(ctx, wh, ns, definitions.new_table(request))
+    creation.create(ctx, wh, ns, definitions.new_table(request))
     data = _table(ctx, wh, ns, name)
     return _ok(200, {"tableARN": table_arn_of(wh, data), "versionToken": version_token(data)})
 
@@ -456,7 +460,7 @@ def _by_table_arn(ctx: Context, arn: str) -> tuple[str, tuple[str, ...], str]:
     if found is None:
         raise BadRequest(f"Invalid tableArn {arn[:160]!r}: expected <table bucket ARN>/table/<table id>")
     wh = check_warehouse(found.group(1).rsplit("/", 1)[1])
-    where = tables.find(ctx, wh, found.group(2))
+    where = lookup.find(ctx, wh, found.group(2))
     if where is None:
         warehouses.get(ctx, wh)  # the bucket's own 404 first
         raise NotFound(f"Table {arn[:160]!r} does not exist")
@@ -487,7 +491,7 @@ def list_tables(req: RequestContext) -> Result:
             return name.startswith(prefix) and req.visible("ListTables", table_arn(wh, ns, name), ns_context(ns, name))
 
         start = resume_at if ns[0] == resume_ns else None
-        names, more = tables.list_names(ctx, wh, ns, start, size - len(out), keep, staged=True)
+        names, more = listing.list_names(ctx, wh, ns, start, size - len(out), keep, staged=True)
         for ident in names:
             try:
                 data = _table(ctx, wh, ns, ident["name"])
@@ -532,10 +536,10 @@ def update_metadata_location(req: RequestContext) -> Result:
         raise BadRequest("metadataLocation is required")
     data = _table(ctx, wh, ns, name)
     expected = _expected_version(body.get("versionToken"), data)
-    if data.get("state") == pointers.STAGED:
-        new = tables.activate(ctx, wh, ns, name, location, expected)
+    if data.get("state") == pointer_record.STAGED:
+        new = adopt.activate(ctx, wh, ns, name, location, expected)
     else:
-        new, _ = tables.swap_metadata_location(ctx, wh, ns, name, location, expected_version=expected)
+        new, _ = adopt.swap_metadata_location(ctx, wh, ns, name, location, expected_version=expected)
     return _ok(
         200,
         {
@@ -556,8 +560,8 @@ def delete_table(req: RequestContext) -> Result:
         data = _table(ctx, wh, ns, name)
         if _expected_version(token, data) != version_of(data):
             raise CommitFailed("The versionToken does not match the table's current version; get the table again")
-    if not tables.drop_staged(ctx, wh, ns, name):
-        tables.drop(ctx, wh, ns, name, purge=True)  # S3 Tables deletes the table's data with it
+    if not lifecycle.drop_staged(ctx, wh, ns, name):
+        lifecycle.drop(ctx, wh, ns, name, purge=True)  # S3 Tables deletes the table's data with it
     return _ok(204, None)
 
 
@@ -572,12 +576,12 @@ def rename_table(req: RequestContext) -> Result:
         data = _table(ctx, wh, ns, name)
         if _expected_version(body["versionToken"], data) != version_of(data):
             raise CommitFailed("The versionToken does not match the table's current version; get the table again")
-    if tables.staged(ctx, wh, ns, name) is not None:
+    if lookup.staged(ctx, wh, ns, name) is not None:
         raise BadRequest("A table without metadata cannot be renamed yet: write its first metadata first")
     dst_ns = _ns(new_ns) if isinstance(new_ns, str) else ns
     dst_name = check_table(new_name) if new_name is not None else name
     req.require("RenameTable", table_arn(wh, dst_ns, dst_name), ns_context(dst_ns, dst_name))  # as REST asks
-    tables.rename(ctx, wh, (ns, name), (dst_ns, dst_name))
+    lifecycle.rename(ctx, wh, (ns, name), (dst_ns, dst_name))
     return _ok(204, None)
 
 
@@ -917,7 +921,7 @@ def _policy_table(req: RequestContext) -> tuple[Context, str, arns.Resource, str
     """The table a table policy belongs to, and its keys: its id (current) and its name (documents
     written before policies were kept by id)."""
     ctx, wh, ns, name = get_context(), _warehouse(req), _ns(req.param("namespace")), check_table(req.param("name"))
-    table_id = pointers.owner_uuid(_table(ctx, wh, ns, name))
+    table_id = pointer_record.owner_uuid(_table(ctx, wh, ns, name))
     return ctx, wh, table_arn(wh, ns, name, table_id), table_id, ".".join((*ns, name))
 
 

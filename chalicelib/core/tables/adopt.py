@@ -1,0 +1,305 @@
+"""Tables whose client writes the metadata: register, a Glue client's swap of the metadata
+location, and S3 Tables' staged tables activated by their first metadata file."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from chalicelib import keys
+from chalicelib.core import (
+    audit,
+    locations,
+    name_claims,
+    namespaces,
+    pointer_record,
+    pointers,
+    purges,
+    versions,
+    warehouses,
+)
+from chalicelib.core import metadata as md
+from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.core.model import TableState
+from chalicelib.core.pointer_record import entry_id
+from chalicelib.core.tables import lookup
+from chalicelib.core.versioning import advanced, new_entry, swap, version_of
+from chalicelib.errors import (
+    BadRequest,
+    CatalogError,
+    CommitFailed,
+    Conflict,
+)
+from chalicelib.names import check_table
+from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
+
+Namespace = tuple[str, ...]
+
+
+def check_register_location(ctx: Context, warehouse: str, meta_loc: object) -> tuple[str, str]:
+    if not isinstance(meta_loc, str) or len(meta_loc) > 2048:
+        raise BadRequest('Invalid register-table request: "metadata-location" must be an s3:// URI')
+    try:
+        bucket, key = keys.split_s3_uri(meta_loc)
+    except ValueError:
+        raise BadRequest(f"Invalid metadata-location {meta_loc[:200]!r}: expected an s3:// URI") from None
+    if bucket != ctx.bucket_for(warehouse):
+        raise BadRequest("The metadata file must be stored in the warehouse's bucket")
+    if not key or key.startswith(keys.CATALOG_PREFIX) or not key.endswith(".metadata.json"):
+        raise BadRequest(
+            f"Invalid metadata-location {meta_loc[:200]!r}: expected a table's <location>/metadata/*.metadata.json file"
+        )
+    return bucket, key
+
+
+def client_metadata(ctx: Context, meta_loc: str) -> tuple[bytes, Any]:
+    """A metadata file a client wrote: read (bounded) and parsed, or a clear 400."""
+    try:
+        raw = md.read_metadata_raw(ctx, meta_loc)
+    except ObjectNotFound:
+        raise BadRequest(f"Metadata file {meta_loc[:200]!r} does not exist") from None
+    except ValueError:
+        raise BadRequest(f"Metadata file {meta_loc[:200]!r} is larger than {md.max_metadata_bytes()} bytes") from None
+    try:
+        metadata = md.parse_metadata(raw)
+    except Exception:  # noqa: BLE001 - any parse failure is the caller's file; echo none of it
+        raise BadRequest(f"{meta_loc[:200]!r} is not a valid Iceberg table metadata file") from None
+    if not meta_loc.startswith(metadata.location.rstrip("/") + "/metadata/"):
+        raise BadRequest("The metadata file must be in its table's own <location>/metadata/ folder")
+    return raw, metadata
+
+
+def register(
+    ctx: Context,
+    warehouse: str,
+    ns: Namespace,
+    name: str,
+    meta_loc: object,
+    overwrite: bool = False,
+    glue: dict[str, Any] | None = None,
+    may_restore: Callable[[dict[str, Any]], None] = lambda record: None,
+) -> TableState:
+    """Make a table of metadata a client wrote. A table dropped into the trash is restored under the
+    requested name (``may_restore`` checks the caller may restore that dropped table). ``glue``: a
+    Glue client's TableInput; such a table lives where its client chose (claimed, so no other table
+    nests in or over it) and is never purged."""
+    name = check_table(name)
+    bucket, _ = check_register_location(ctx, warehouse, meta_loc)
+    assert isinstance(meta_loc, str)
+    namespaces.require_active(ctx, warehouse, ns)
+    raw, metadata = client_metadata(ctx, meta_loc)
+    table_uuid = str(metadata.table_uuid)
+    if glue is None:
+        purges.check_location(bucket, metadata.location, table_uuid)
+        if not overwrite and purges.uuid_state(ctx, bucket, table_uuid) == "trashed":
+            return _register_trashed(ctx, warehouse, ns, name, table_uuid, meta_loc, raw, may_restore)
+        pointer = new_entry(meta_loc, table_uuid)
+    else:
+        path = locations.check(bucket, metadata.location, table_uuid)
+        locations.allowed_by(warehouses.read_record(ctx, warehouse)[0].get("properties") or {}, bucket, path)
+        pointer = new_entry(meta_loc, table_uuid, glue=glue, **{"client-location": path})
+        now = pointers.read(ctx, warehouse, ns, name)
+        if now is not None and now.state == "active" and now.data.get("metadata-location") == meta_loc:
+            if now.data.get("table-uuid") == table_uuid and now.data.get("glue") == glue:
+                return TableState(meta_loc, raw)  # a client's retry of a create that landed
+    if overwrite:
+        current = pointers.live(ctx, warehouse, ns, name)
+        if current is not None and pointer_record.kind_of(current.data) != "table":
+            raise name_claims.already_exists(ns, name, current.data)
+        if current is not None:
+            if current.data.get("table-uuid") != table_uuid:
+                raise Conflict("overwrite may only point a table at its own metadata (same table-uuid)")
+            try:
+                e = audit.entry(
+                    "register", audit.table_target(ns, name, current.data), current.metadata_location, meta_loc
+                )
+                data = audit.appended(advanced(current.data, meta_loc), [e])
+                ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(data), current.etag)
+            except (PreconditionFailed, ObjectNotFound):
+                raise CommitFailed(f"Table {pointer_record.ident(ns, name)!r} changed concurrently; retry") from None
+            except WriteInDoubt:
+                now = pointers.read(ctx, warehouse, ns, name)
+                if now is None or now.data.get("metadata-location") != meta_loc:
+                    raise CommitFailed(
+                        f"Table {pointer_record.ident(ns, name)!r} changed concurrently; retry"
+                    ) from None
+            return TableState(meta_loc, raw)
+    pointer = audit.appended(pointer, [audit.entry("register", audit.table_target(ns, name, pointer), after=meta_loc)])
+    wrote_location = glue is not None and locations.claim(ctx, bucket, pointer["client-location"], table_uuid)
+    claimed = False
+    try:
+        claimed = purges.claim_uuid(ctx, bucket, table_uuid, meta_loc)
+        etag = name_claims.claim_name(ctx, warehouse, ns, name, pointer)
+    except CatalogError:
+        if wrote_location:
+            locations.release(ctx, bucket, pointer["client-location"], table_uuid)
+        if claimed:
+            purges.set_uuid_state(ctx, bucket, table_uuid, "dropped")  # the files stay registrable
+        raise
+    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer(pointer, etag), purge=False)
+    return TableState(meta_loc, raw)
+
+
+def _register_trashed(
+    ctx: Context,
+    warehouse: str,
+    ns: Namespace,
+    name: str,
+    table_uuid: str,
+    meta_loc: str,
+    raw: bytes,
+    may_restore: Callable[[dict[str, Any]], None],
+) -> TableState:
+    """Register of a dropped table's metadata: restore it from the trash (same files, same trail), at
+    the metadata file asked for if it is another of the table's own."""
+    from chalicelib.core import trash
+
+    record = trash.find_by_uuid(ctx, warehouse, table_uuid)
+    if record is None:
+        raise Conflict(f"Table uuid {table_uuid} is being dropped or restored; retry")
+    may_restore(record)
+    _, _, location = trash.restore(ctx, warehouse, str(record["drop-id"]), (ns, name), via="register")
+    if location != meta_loc:
+        swap_metadata_location(ctx, warehouse, ns, name, meta_loc)
+    return TableState(meta_loc, raw)
+
+
+def swap_metadata_location(
+    ctx: Context,
+    warehouse: str,
+    ns: Namespace,
+    name: str,
+    new_location: str | None,
+    expected_version: int | None = None,
+    expected_location: str | None = None,
+    fields: dict[str, Any] | None = None,
+    archive: bool = False,
+) -> tuple[dict[str, Any], TableState]:
+    """Point a table at metadata its client wrote (a Glue UpdateTable), compare-and-swap on the
+    entry version and/or the current metadata location. The new file must be the same table's
+    (same table-uuid and location). ``archive`` keeps the replaced version (table versions).
+
+    Returns the new pointer data and the table state."""
+    bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
+    for _ in range(pointers.COMMIT_ATTEMPTS):
+        p = pointers.require(ctx, warehouse, ns, name)
+        current, version = p.metadata_location, version_of(p.data)
+        target = new_location or current
+        if expected_version is not None and expected_version != version:
+            if version == expected_version + 1 and current == target and _has_fields(p.data, fields):
+                return p.data, TableState(current, md.read_metadata_raw(ctx, current))  # our write, replayed
+            raise CommitFailed(
+                f"Table {pointer_record.ident(ns, name)!r} is at version {version}, not {expected_version}"
+            )
+        if expected_location is not None and expected_location != current and target != current:
+            what = pointer_record.ident(ns, name)
+            raise CommitFailed(f"Table {what!r} changed concurrently: its metadata is no longer {expected_location!r}")
+        if target != current:
+            check_register_location(ctx, warehouse, target)
+            raw, metadata = client_metadata(ctx, target)
+            base = md.metadata_at(ctx, current)
+            if str(metadata.table_uuid) != str(base.table_uuid) or metadata.location != base.location:
+                raise BadRequest("The new metadata must be the same table's: same table-uuid and location")
+            data = advanced(p.data, target)
+        else:
+            raw = md.read_metadata_raw(ctx, current)
+            data = dict(p.data, version=version + 1, **{"updated-ms": now_ms()})
+        data.update(fields or {})
+        data.setdefault("id", entry_id(p.data))  # the key its side data already has
+        op = "update-location" if target != current else "update"
+        data = audit.appended(data, [audit.entry(op, audit.table_target(ns, name, data), current, target)])
+        if archive:
+            versions.archive(ctx, bucket, str(data["id"]), version, p.data)
+        try:
+            if not swap(ctx, bucket, ptr_key, p.data, p.etag, data, repr(pointer_record.ident(ns, name))):
+                continue
+        except ObjectNotFound:
+            raise pointers.not_found(ctx, warehouse, ns, name) from None
+        return data, TableState(target, raw)
+    raise CommitFailed(f"Table {pointer_record.ident(ns, name)!r} changed concurrently; retry")
+
+
+def _has_fields(data: dict[str, Any], fields: dict[str, Any] | None) -> bool:
+    return all(data.get(k) == v for k, v in (fields or {}).items())
+
+
+# ---- tables whose client writes the first metadata (S3 Tables' CreateTable without metadata) ----
+
+
+def stage(ctx: Context, warehouse: str, ns: Namespace, name: str) -> dict[str, Any]:
+    """Reserve a name and a catalog-chosen location; the table is active once its client hands over
+    the first metadata file written there (activate). The location's uuid claim keeps it its own."""
+    name = check_table(name)
+    namespaces.require_active(ctx, warehouse, ns)
+    existing = pointers.live(ctx, warehouse, ns, name)
+    if existing is not None:
+        raise name_claims.already_exists(ns, name, existing.data)
+    bucket, location_uuid = ctx.bucket_for(warehouse), str(uuid.uuid4())
+    location = keys.table_location(bucket, ns, name, location_uuid)
+    now = now_ms()
+    data = {
+        "state": pointer_record.STAGED,
+        "location": location,
+        "location-uuid": location_uuid,
+        "version": 1,
+        "id": uuid.uuid4().hex,
+        "created-ms": now,
+        "updated-ms": now,
+    }
+    claimed = purges.claim_uuid(ctx, bucket, location_uuid, location + "/metadata/")
+    try:
+        etag = name_claims.claim_name(ctx, warehouse, ns, name, data)
+    except CatalogError:
+        if claimed:
+            ctx.storage.delete(bucket, keys.uuid_record(location_uuid))
+        raise
+    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer(data, etag), purge=True)
+    return data
+
+
+def activate(
+    ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: str, expected_version: int
+) -> dict[str, Any]:
+    """A staged table's first metadata: written by its client at the staged location, same checks as register."""
+    bucket, key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
+    for _ in range(pointers.COMMIT_ATTEMPTS):
+        p = lookup.staged(ctx, warehouse, ns, name)
+        if p is None:
+            now = pointers.live(ctx, warehouse, ns, name)
+            if (
+                now is not None
+                and now.data.get("metadata-location") == meta_loc
+                and version_of(now.data) == expected_version + 1
+            ):
+                return now.data  # our own activation, replayed
+            raise (
+                pointers.not_found(ctx, warehouse, ns, name)
+                if now is None
+                else CommitFailed(f"Table {pointer_record.ident(ns, name)!r} already has metadata; get it again")
+            )
+        if version_of(p.data) != expected_version:
+            raise CommitFailed(f"Table {pointer_record.ident(ns, name)!r} is at version {version_of(p.data)}")
+        check_register_location(ctx, warehouse, meta_loc)
+        _, metadata = client_metadata(ctx, meta_loc)
+        if metadata.location.rstrip("/") != p.data["location"]:
+            raise BadRequest(
+                f"The first metadata must be written at the table's warehouseLocation {p.data['location']}"
+            )
+        data = {k: v for k, v in p.data.items() if k != "location"}
+        data.update(
+            {
+                "state": "active",
+                "metadata-location": meta_loc,
+                "table-uuid": str(metadata.table_uuid),
+                "version": expected_version + 1,
+                "updated-ms": now_ms(),
+            }
+        )
+        try:
+            if not swap(ctx, bucket, key, p.data, p.etag, data, repr(pointer_record.ident(ns, name))):
+                continue
+        except ObjectNotFound:
+            raise pointers.not_found(ctx, warehouse, ns, name) from None
+        return data
+    raise CommitFailed(f"Table {pointer_record.ident(ns, name)!r} changed concurrently; retry")

@@ -1,0 +1,254 @@
+"""The commit engine: requirements judged against the table as it is, one pointer CAS per batch
+of concurrent commits, an unknown outcome settled by the metadata log (docs/design.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from typing import Any
+
+from chalicelib import keys
+from chalicelib.core import audit, cas, name_claims, pointer_record, pointers
+from chalicelib.core import metadata as md
+from chalicelib.core.context import Context, dump
+from chalicelib.core.model import TableChange, TableState
+from chalicelib.core.tables import create
+from chalicelib.core.versioning import advanced
+from chalicelib.errors import (
+    CatalogError,
+    CommitFailed,
+    CommitStateUnknown,
+)
+from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
+
+Namespace = tuple[str, ...]
+
+
+def _already_applied(req: Any, current: Any) -> bool:
+    """A retried commit whose snapshots already landed (same ids, same parents): answer success."""
+    added = [u.snapshot for u in req.updates if getattr(u, "action", "") == "add-snapshot"]
+    if not added or current is None:
+        return False
+    have = {s.snapshot_id: s for s in current.snapshots}
+    return all(s.snapshot_id in have and have[s.snapshot_id].parent_snapshot_id == s.parent_snapshot_id for s in added)
+
+
+def _landed(ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: str) -> bool | None:
+    """After a pointer swap in doubt: did our metadata file become part of the table's history?
+
+    Every later commit builds on the pointer it read and logs that file in its metadata-log, so a
+    file that is neither current nor logged never landed. None: S3 cannot tell us now."""
+    try:
+        current = pointers.read(ctx, warehouse, ns, name)
+        if current is None:
+            return None  # dropped since: whatever it held is gone
+        if current.data.get("metadata-location") == meta_loc:
+            return True
+        meta = md.metadata_at(ctx, current.metadata_location)
+    except (StorageUnavailable, ObjectNotFound):
+        return None
+    return any(entry.metadata_file == meta_loc for entry in meta.metadata_log)
+
+
+# The pointer each table had after this process's last commit to it: a commit starts from it and
+# skips its GET. The pointer CAS (If-Match on its ETag) rejects a stale one, and the commit then
+# reads the pointer and tries again, so the cache can cost a retry but never a lost update.
+_warm: dict[tuple[str, str], pointer_record.Pointer] = {}
+
+
+def _warm_pointer(bucket: str, key: str) -> pointer_record.Pointer | None:
+    return _warm.get((bucket, key))
+
+
+def _remember(bucket: str, key: str, p: pointer_record.Pointer | None) -> None:
+    if p is None or p.state != "active" or "claim" in p.data or pointer_record.kind_of(p.data) != "table":
+        _warm.pop((bucket, key), None)
+        return
+    if len(_warm) > 10_000:
+        _warm.clear()
+    _warm[(bucket, key)] = p
+
+
+def commit(ctx: Context, warehouse: str, req: TableChange) -> TableState:
+    """Apply one commit; concurrent commits to the table in this process share a batch and a CAS."""
+    from chalicelib.core import group_commit
+
+    key = (ctx.bucket_for(warehouse), keys.table_pointer(req.namespace, req.name))
+    req = dataclasses.replace(req, actor=req.actor or audit.actor())  # the batch runs in another thread
+    return group_commit.submit(key, req, lambda batch: _commit_batch(ctx, warehouse, batch))
+
+
+def _commit_batch(ctx: Context, warehouse: str, reqs: list[TableChange]) -> list[TableState | CatalogError]:
+    """Commits to one table, in order, written with one pointer CAS per attempt; one outcome each.
+
+    Each is judged by its requirements against the table as the commits before it left it, so a
+    commit whose requirements hold on the new head is applied, never bounced; one whose
+    requirements fail gets its own 409 and leaves the others alone."""
+    ns, name = reqs[0].namespace, reqs[0].name
+    bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
+    outcomes: dict[int, TableState | CatalogError] = {}
+    warm = _warm_pointer(bucket, ptr_key)
+    started, lost = time.monotonic(), 0
+    while True:
+        todo = [i for i in range(len(reqs)) if i not in outcomes]
+        if not todo:
+            break
+        # Lost races are retried until the deadline (other processes' CAS, not requirements, beat
+        # them); the first retry is immediate, as a lost race with a stale warm pointer costs one.
+        if lost > 1 and not cas.contention_pause(lost, started):
+            break
+        if warm is not None:
+            p, warm, from_cache = warm, None, True
+        else:
+            p, from_cache = pointers.live(ctx, warehouse, ns, name), False
+            _remember(bucket, ptr_key, p)
+        if p is None or pointer_record.kind_of(p.data) != "table":
+            for i in todo:
+                outcomes[i] = _without_table(ctx, warehouse, p, reqs[i])
+            break
+        base = md.metadata_at(ctx, p.metadata_location)
+        current, log_location, applied, changed = base, p.metadata_location, [], False
+        restart = False
+        for i in todo:
+            try:
+                after = md.apply(ctx, reqs[i], current, log_location, base.location)
+            except CommitFailed as exc:
+                if from_cache:
+                    restart = True  # judged against a pointer that may be stale: read it, then judge
+                    break
+                if current is base and _already_applied(reqs[i], base):  # a retry of a commit that landed
+                    outcomes[i] = TableState(p.metadata_location, md.read_metadata_raw(ctx, p.metadata_location))
+                else:
+                    outcomes[i] = exc
+                continue
+            except CatalogError as exc:
+                outcomes[i] = exc
+                continue
+            applied.append(i)
+            if reqs[i].updates:
+                current, log_location, changed = after, None, True
+        if restart:
+            continue
+        if not changed:
+            for i in applied:
+                outcomes[i] = TableState(p.metadata_location, md.read_metadata_raw(ctx, p.metadata_location))
+            continue
+        landed = _write(ctx, warehouse, ns, name, p, current, from_cache, [reqs[i] for i in applied if reqs[i].updates])
+        if isinstance(landed, TableState | CatalogError):
+            for i in applied:
+                outcomes[i] = landed
+        else:
+            lost += 1
+    for i in range(len(reqs)):
+        outcomes.setdefault(i, pointers.busy(ns, name, lost))
+    return [outcomes[i] for i in range(len(reqs))]
+
+
+def _without_table(ctx: Context, warehouse: str, p: pointer_record.Pointer | None, req: TableChange) -> Any:
+    """The outcome of a commit to a name that holds no table: a create, or a 404/409."""
+    from pyiceberg.table.update import AssertCreate
+
+    ns, name = req.namespace, req.name
+    try:
+        if p is not None:  # a view holds the name
+            raise (
+                name_claims.already_exists(ns, name, p.data)
+                if create.creates(req)
+                else pointers.not_found(ctx, warehouse, ns, name)
+            )
+        if not any(isinstance(r, AssertCreate) for r in req.requirements):
+            raise pointers.not_found(ctx, warehouse, ns, name)
+        return create.create_from_commit(ctx, warehouse, ns, name, req)
+    except CatalogError as exc:
+        return exc
+
+
+def _write(
+    ctx: Context,
+    warehouse: str,
+    ns: Namespace,
+    name: str,
+    p: pointer_record.Pointer,
+    new: Any,
+    from_cache: bool,
+    changes: list[TableChange],
+) -> TableState | CatalogError | None:
+    """Write new metadata and swap the pointer to it: the state, an error, or None to retry.
+
+    The pointer carries the audit entries of the changes; a full chunk of them is journaled in
+    parallel with the metadata file, so the trail costs the commit no round trip."""
+    bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
+    version = keys.metadata_version(p.metadata_location) + 1
+    meta_loc = keys.metadata_file(new.location, version, str(uuid.uuid4()))
+    target = audit.table_target(ns, name, p.data)
+    entries = [audit.entry("commit", target, p.metadata_location, meta_loc, c.actor, **_summary(c)) for c in changes]
+    full, trimmed = audit.spillable(p.data)  # only entries already committed: their chunks never change
+    spill = audit.write_async(ctx, bucket, audit.source_of(p.data), full) if full else None
+    raw = md.write_metadata(ctx, meta_loc, new)
+    base = trimmed if spill is not None and audit.written(spill) else p.data
+    pointer = audit.appended(advanced(base, meta_loc), entries)
+    try:
+        etag = ctx.storage.put_if_match(bucket, ptr_key, dump(pointer), p.etag)
+    except PreconditionFailed:
+        _remember(bucket, ptr_key, None)
+        md.discard(ctx, meta_loc)  # lost the race: re-read and re-validate the requirements
+        return None
+    except ObjectNotFound:
+        _remember(bucket, ptr_key, None)
+        md.discard(ctx, meta_loc)
+        if from_cache:
+            return None  # renamed or dropped since this process last saw it: read what is there now
+        return pointers.not_found(ctx, warehouse, ns, name)
+    except WriteInDoubt:
+        _remember(bucket, ptr_key, None)
+        landed = _landed(ctx, warehouse, ns, name, meta_loc)
+        if landed is None:
+            hint = {"kind": "table-commit", "warehouse": warehouse, "namespace": list(ns), "name": name}
+            return CommitStateUnknown(
+                f"The commit to {pointer_record.ident(ns, name)!r} may or may not have been applied; reload the table",
+                hint={**hint, "metadata-location": meta_loc},
+            )
+        if not landed:
+            md.discard(ctx, meta_loc)
+            return None
+        return TableState(meta_loc, raw)
+    _remember(bucket, ptr_key, pointer_record.Pointer(pointer, etag))
+    return TableState(meta_loc, raw)
+
+
+def _summary(change: TableChange) -> dict[str, Any]:
+    """What an audit entry says of a commit: its update actions and the snapshots it adds."""
+    snapshots = []
+    for u in change.updates:
+        snap = getattr(u, "snapshot", None)
+        if getattr(u, "action", "") == "add-snapshot" and snap is not None:
+            summary = snap.summary.model_dump() if snap.summary is not None else {}
+            operation = summary.get("operation")
+            snapshots.append(
+                {
+                    "snapshot-id": snap.snapshot_id,
+                    "operation": getattr(operation, "value", operation),
+                    "added-records": summary.get("added-records"),
+                    "added-data-files": summary.get("added-data-files"),
+                }
+            )
+    out: dict[str, Any] = {"updates": [str(getattr(u, "action", type(u).__name__)) for u in change.updates][:32]}
+    if snapshots:
+        out["snapshots"] = snapshots[:8]
+    props = sorted(k for u in change.updates if getattr(u, "action", "") == "set-properties" for k in u.updates)
+    if props:
+        out["set-properties"] = props[:32]
+    return out
+
+
+def resolve_commit(ctx: Context, hint: dict[str, Any]) -> str | None:
+    """For an Idempotency-Key replay of a commit in doubt: its response if it landed, None if not."""
+    ns, name = tuple(hint["namespace"]), str(hint["name"])
+    meta_loc = str(hint["metadata-location"])
+    landed = _landed(ctx, str(hint["warehouse"]), ns, name, meta_loc)
+    if landed is None:
+        raise CommitStateUnknown(
+            f"The commit to {pointer_record.ident(ns, name)!r} is still in doubt; retry later", hint=hint
+        )
+    return TableState(meta_loc, md.read_metadata_raw(ctx, meta_loc)) if landed else None

@@ -1,0 +1,123 @@
+"""Creating a table: claim its uuid, write metadata v0, then the pointer (the commit point)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from chalicelib import keys
+from chalicelib.core import audit, name_claims, namespaces, pointer_record, pointers, purges, warehouses
+from chalicelib.core import metadata as md
+from chalicelib.core.context import Context
+from chalicelib.core.model import NewTable, TableChange, TableState
+from chalicelib.core.versioning import new_entry
+from chalicelib.errors import (
+    BadRequest,
+    CatalogError,
+    CommitFailed,
+    TableAlreadyExists,
+)
+from chalicelib.names import check_properties, check_table
+
+Namespace = tuple[str, ...]
+
+
+def create(ctx: Context, warehouse: str, ns: Namespace, new: NewTable) -> TableState:
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+    from pyiceberg.table.metadata import new_table_metadata
+    from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+
+    name = check_table(new.name)
+    props = check_properties(new.properties, "table property")
+    md.check_table_properties(props)
+    props = md.table_properties(warehouses.require_active(ctx, warehouse).get("properties", {}), props)
+    md.check_table_properties(props)
+    try:
+        table_uuid = uuid.uuid4()
+        location = keys.table_location(ctx.bucket_for(warehouse), ns, name, str(table_uuid))
+        metadata = new_table_metadata(
+            new.schema,
+            new.partition_spec or UNPARTITIONED_PARTITION_SPEC,
+            new.write_order or UNSORTED_SORT_ORDER,
+            location,
+            dict(props),
+            table_uuid,
+        )
+        if metadata.format_version >= 3:
+            metadata = md.with_defaults(metadata, new.schema)
+            if metadata.next_row_id is None:
+                metadata = metadata.model_copy(update={"next_row_id": 0})
+    except (ValueError, KeyError, TypeError, NotImplementedError) as exc:
+        raise BadRequest(f"Invalid create-table request: {md.short(exc)}") from None
+    namespaces.require_active(ctx, warehouse, ns)
+    if new.stage_create:
+        existing = pointers.live(ctx, warehouse, ns, name)
+        if existing is not None:
+            raise name_claims.already_exists(ns, name, existing.data)
+        return TableState(None, md.dump_metadata(metadata))
+    return create_table(ctx, warehouse, ns, name, metadata, purge_on_backout=True)
+
+
+def create_table(
+    ctx: Context, warehouse: str, ns: Namespace, name: str, metadata: Any, purge_on_backout: bool
+) -> TableState:
+    """Claim the table uuid, write metadata v0, then the pointer (the commit point)."""
+    return create_entry(
+        ctx,
+        warehouse,
+        ns,
+        name,
+        str(metadata.table_uuid),
+        metadata.location,
+        lambda meta_loc: md.write_metadata(ctx, meta_loc, metadata),
+        purge_on_backout,
+    )
+
+
+def create_entry(
+    ctx: Context,
+    warehouse: str,
+    ns: Namespace,
+    name: str,
+    entry_uuid: str,
+    location: str,
+    write: Callable[[str], bytes],
+    purge_on_backout: bool,
+    **fields: Any,
+) -> TableState:
+    """A new table or view: claim its uuid (and so its location), write its first metadata file,
+    then its pointer, the commit point. A failed claim takes back the file and the uuid claim."""
+    bucket = ctx.bucket_for(warehouse)
+    meta_loc = keys.metadata_file(location, 0, str(uuid.uuid4()))
+    claimed = purges.claim_uuid(ctx, bucket, entry_uuid, meta_loc)
+    raw = write(meta_loc)
+    pointer = new_entry(meta_loc, entry_uuid, **fields)
+    pointer = audit.appended(pointer, [audit.entry("create", audit.table_target(ns, name, pointer), after=meta_loc)])
+    try:
+        etag = name_claims.claim_name(ctx, warehouse, ns, name, pointer)
+    except CatalogError:
+        md.discard(ctx, meta_loc)
+        if claimed:
+            ctx.storage.delete(bucket, keys.uuid_record(entry_uuid))  # nothing else can hold a claim we wrote
+        raise
+    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer(pointer, etag), purge_on_backout)
+    return TableState(meta_loc, raw)
+
+
+def creates(req: TableChange) -> bool:
+    from pyiceberg.table.update import AssertCreate
+
+    return any(isinstance(r, AssertCreate) for r in req.requirements)
+
+
+def create_from_commit(ctx: Context, warehouse: str, ns: Namespace, name: str, req: TableChange) -> TableState:
+    """A staged create (stage-create, then a commit with assert-create) becomes a real table."""
+    check_table(name)
+    namespaces.require_active(ctx, warehouse, ns)
+    new = md.apply_create(ctx, ctx.bucket_for(warehouse), ns, name, req, "A create commit")
+    try:
+        # The client's uuid chooses the location: its uuid claim keeps it from another table's files.
+        return create_table(ctx, warehouse, ns, name, new, purge_on_backout=True)
+    except TableAlreadyExists:
+        raise CommitFailed(f"Requirement failed: table {pointer_record.ident(ns, name)!r} already exists") from None

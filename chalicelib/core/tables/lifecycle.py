@@ -1,0 +1,179 @@
+"""Dropping and renaming tables and views: one commit point each (docs/design.md)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from chalicelib import keys
+from chalicelib.core import audit, drops, name_claims, namespaces, pointer_record, pointers
+from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.core.tables import lookup
+from chalicelib.errors import (
+    CommitFailed,
+    CommitStateUnknown,
+    Conflict,
+    PurgeNotSupported,
+)
+from chalicelib.names import check_namespace, check_table
+from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
+
+Namespace = tuple[str, ...]
+
+
+def _tombstone(data: dict[str, Any], ns: Namespace, name: str, purge: bool, retention_ms: int) -> dict[str, Any]:
+    """The dropped pointer: it carries the drop's audit entry, and with retention, what the trash
+    needs to bring the table back."""
+    now = now_ms()
+    e = audit.entry("drop", audit.table_target(ns, name, data), before=data.get("metadata-location"), purge=purge)
+    tomb = dict(data, state="dropped", purge=purge, **{"since-ms": now, "drop-id": uuid.uuid4().hex})
+    if retention_ms > 0:
+        tomb.update({"keep-until-ms": now + retention_ms, "dropped-ms": now})
+        tomb["dropped-from"] = {"namespace": list(ns), "name": name}
+    return audit.appended(tomb, [e])
+
+
+def drop(ctx: Context, warehouse: str, ns: Namespace, name: str, purge: bool, kind: str = "table") -> None:
+    """Drop a table (or view): invisible at once and its name free; with the warehouse's retention
+    its files and pointer go to the trash (trash.py), without it they are purged (or kept) now."""
+    from chalicelib.core import trash
+
+    bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
+    retention = trash.retention_ms(ctx, warehouse)
+    for _ in range(pointers.COMMIT_ATTEMPTS):
+        p = pointers.require(ctx, warehouse, ns, name, kind)
+        if purge and p.data.get("client-location"):
+            raise PurgeNotSupported(
+                f"Table {pointer_record.ident(ns, name)!r} lives where its Glue client chose, which the catalog does "
+                "not own: drop it without purge and delete its files with the tool that wrote them"
+            )
+        tomb = _tombstone(p.data, ns, name, purge, retention)
+        try:
+            etag = ctx.storage.put_if_match(bucket, ptr_key, dump(tomb), p.etag)  # no commit can land after this
+        except (PreconditionFailed, ObjectNotFound):
+            continue
+        except WriteInDoubt:
+            now = pointers.read(ctx, warehouse, ns, name)
+            if now is None:
+                return  # the drop landed and was finished by someone else
+            if now.state != "dropped" or now.data.get("table-uuid") != p.data.get("table-uuid"):
+                continue
+            tomb, etag = now.data, now.etag
+        drops.settle_drop(ctx, bucket, pointer_record.Pointer(tomb, etag), remove=True, ns=ns, name=name)
+        return
+    raise CommitFailed(f"Table {pointer_record.ident(ns, name)!r} changed concurrently; retry the drop")
+
+
+def rename(
+    ctx: Context,
+    warehouse: str,
+    src: tuple[Namespace, str],
+    dst: tuple[Namespace, str],
+    kind: str = "table",
+    reservation: pointer_record.Pointer | None = None,
+    fields: dict[str, Any] | None = None,
+) -> None:
+    """Rename a table (or a view: kind="view"), across namespaces too; one commit point (docs/design.md).
+
+    ``reservation``: the destination's pending pointer, made earlier (a Glue client's CreateTable,
+    glue_renames.py); it is refreshed from the source as it is now, so no commit made since is lost.
+    ``fields`` are set on the renamed pointer."""
+    src_ns, src_name = check_namespace(list(src[0])), check_table(src[1])
+    dst_ns, dst_name = check_namespace(list(dst[0])), check_table(dst[1])
+    if (src_ns, src_name) == (dst_ns, dst_name):
+        raise name_claims.already_exists(dst_ns, dst_name, {"kind": kind})
+    bucket = ctx.bucket_for(warehouse)
+    src_key, dst_key = keys.table_pointer(src_ns, src_name), keys.table_pointer(dst_ns, dst_name)
+    for _ in range(pointers.COMMIT_ATTEMPTS):
+        src = pointers.require(ctx, warehouse, src_ns, src_name, kind)
+        namespaces.require_active(ctx, warehouse, dst_ns)
+        started = now_ms()
+        e = audit.entry(
+            "rename",
+            audit.table_target(dst_ns, dst_name, src.data),
+            **{"renamed-from": {"namespace": list(src_ns), "name": src_name}},
+        )
+        base = {k: v for k, v in src.data.items() if k != "glue-rename"}  # the intent ends here
+        renamed = audit.appended(dict(base, **(fields or {})), [e])
+        reserve = dict(
+            renamed,
+            state="pending",
+            **{"since-ms": started, "rename-from": {"namespace": list(src_ns), "name": src_name}},
+        )
+        if reservation is not None:
+            dst_etag = _refresh(ctx, bucket, dst_key, reservation, reserve, pointer_record.ident(dst_ns, dst_name))
+            reservation = None  # a retry below claims the name anew
+        else:
+            dst_etag = name_claims.claim_name(ctx, warehouse, dst_ns, dst_name, reserve)
+        if not namespaces.accepts_table(ctx, warehouse, dst_ns, dst_name):
+            pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started)
+            raise Conflict(f"Namespace {'.'.join(dst_ns)!r} is being deleted")
+        moved = dict(
+            src.data, state="moved", **{"since-ms": started, "moved-to": {"namespace": list(dst_ns), "name": dst_name}}
+        )
+        try:
+            moved_etag = ctx.storage.put_if_match(bucket, src_key, dump(moved), src.etag)  # the commit point
+        except (PreconditionFailed, ObjectNotFound):
+            # Nothing landed: the source changed first. No reader settles a reservation whose source
+            # does not point at it, so ours can go.
+            pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started)
+            continue
+        except WriteInDoubt:
+            now = pointers.read(ctx, warehouse, src_ns, src_name)
+            if now is not None and now.state == "moved" and now.data.get("moved-to") == moved["moved-to"]:
+                moved_etag = now.etag  # ours landed (another rename to the same name is ours too)
+            else:
+                dst_now = pointers.read(ctx, warehouse, dst_ns, dst_name)
+                if (
+                    dst_now is not None
+                    and dst_now.state == "active"
+                    and dst_now.data.get("table-uuid") == src.data.get("table-uuid")
+                ):
+                    return  # landed, and a reader already settled both sides
+                if now is not None and now.state == "active":
+                    pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started)
+                    continue  # the source is live and not moved: ours did not land
+                what = pointer_record.ident(src_ns, src_name)
+                raise CommitStateUnknown(
+                    f"The rename of {what!r} may or may not have been applied; list the tables"
+                ) from None
+        active = dict(renamed, state="active")
+        try:
+            ctx.storage.put_if_match(bucket, dst_key, dump(active), dst_etag)
+        except (PreconditionFailed, ObjectNotFound, WriteInDoubt, StorageUnavailable):
+            pass  # a reader settled it for us, or the next reader will
+        pointers.remove_pointer(ctx, bucket, src_key, moved_etag, started)
+        return
+    raise CommitFailed(f"Table {pointer_record.ident(src_ns, src_name)!r} changed concurrently; retry the rename")
+
+
+def _refresh(ctx: Context, bucket: str, key: str, held: pointer_record.Pointer, data: dict[str, Any], what: str) -> str:
+    """Overwrite a reservation this request's client made (compare-and-swap): its ETag."""
+    try:
+        return ctx.storage.put_if_match(bucket, key, dump(data), held.etag)
+    except (PreconditionFailed, ObjectNotFound):
+        pass
+    except WriteInDoubt:
+        try:
+            obj = ctx.storage.get(bucket, key)
+            if json.loads(obj.body) == data:
+                return obj.etag
+        except ObjectNotFound:
+            pass
+    raise Conflict(f"The reservation of {what!r} changed (its lease ran out?); retry the rename")
+
+
+def drop_staged(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
+    """Drop a staged table (and whatever its client wrote at its location); False if it is not staged."""
+    bucket, key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
+    p = lookup.staged(ctx, warehouse, ns, name)
+    if p is None:
+        return False
+    tomb = dict(p.data, state="dropped", purge=True, **{"since-ms": now_ms()})
+    try:
+        etag = ctx.storage.put_if_match(bucket, key, dump(tomb), p.etag)
+    except (PreconditionFailed, ObjectNotFound):
+        raise CommitFailed(f"Table {pointer_record.ident(ns, name)!r} changed concurrently; retry") from None
+    drops.settle_drop(ctx, bucket, pointer_record.Pointer(tomb, etag), remove=True, ns=ns, name=name)
+    return True

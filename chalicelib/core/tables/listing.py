@@ -1,0 +1,183 @@
+"""Listing tables and views: one page of live names, a page's cost bounded by its size."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from chalicelib import keys
+from chalicelib.core import namespaces, parallel
+from chalicelib.core.context import Context
+from chalicelib.core.paging import decode_token, encode_token
+from chalicelib.core.pointer_record import STAGED, Pointer, kind_of, of_kind
+from chalicelib.core.pointers import live, read
+from chalicelib.errors import (
+    BadRequest,
+    TableRecoveryInProgress,
+)
+
+Namespace = tuple[str, ...]
+
+
+DEFAULT_PAGE_SIZE = 100
+
+
+# A list request reads at most this many keys (names hidden by a policy or dead tombstones make a
+# short page with a token to go on), so a page costs O(page), never O(namespace).
+SCAN_LIMIT = 1000
+
+
+def list_names(
+    ctx: Context,
+    warehouse: str,
+    ns: Namespace,
+    page_token: str | None,
+    page_size: int | None,
+    keep: Callable[[str], bool] = lambda _: True,
+    kind: str = "table",
+    staged: bool = False,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of live tables; names a dead tombstone or a policy hides are skipped."""
+    namespaces.read_record(ctx, warehouse, ns)
+    variant = "view" if kind == "view" else "table+staged" if staged else "table"
+    prefix = keys.tables_prefix(ns)
+    start = decode_token(page_token, prefix)
+    if page_size is None:  # everything in one answer (an Iceberg REST list without pageToken)
+        return _every_name(ctx, warehouse, ns, prefix, start, keep, variant), None
+    size = page_size
+    # One S3 page holds the whole answer when nothing is hidden: the page and one key to say "more".
+    it = ctx.storage.list_entries(ctx.bucket_for(warehouse), prefix, start, min(1000, size + 1))
+    items: list[dict[str, Any]] = []
+    batch: list[tuple[str, str, str]] = []
+    scanned, last = 0, ""
+    limit = max(SCAN_LIMIT, 2 * size)
+    for key, etag in it:
+        scanned, last = scanned + 1, key
+        name = keys.table_from_pointer(key)
+        if keep(name):
+            batch.append((key, etag, name))
+        if len(batch) < size - len(items) and scanned < limit:
+            continue
+        for (k, _, n), ok in zip(batch, listed_flags(ctx, warehouse, ns, batch, variant), strict=True):
+            if ok:
+                items.append({"namespace": list(ns), "name": n})
+                if len(items) == size:
+                    more = k != batch[-1][0] or next(it, None) is not None
+                    return items, encode_token(k) if more else None
+        batch = []
+        if scanned >= limit:  # a short page; the token goes on after the last key read
+            return items, encode_token(last) if next(it, None) is not None else None
+    for (_, _, n), ok in zip(batch, listed_flags(ctx, warehouse, ns, batch, variant), strict=True):
+        if ok:
+            items.append({"namespace": list(ns), "name": n})
+    return items, None
+
+
+# An answer holding everything stays well inside a function's 6 MB response (about 60 bytes an item).
+MAX_UNPAGED = 50_000
+
+
+def _every_name(
+    ctx: Context, warehouse: str, ns: Namespace, prefix: str, start: str, keep: Callable[[str], bool], variant: str
+) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    batch: list[tuple[str, str, str]] = []
+
+    def flush() -> None:
+        for (_, _, n), ok in zip(batch, listed_flags(ctx, warehouse, ns, batch, variant), strict=True):
+            if ok:
+                items.append({"namespace": list(ns), "name": n})
+        batch.clear()
+        if len(items) > MAX_UNPAGED:
+            raise BadRequest(
+                f"More than {MAX_UNPAGED} items to list in one response: page with pageToken= (empty) and pageSize"
+            )
+
+    for key, etag in ctx.storage.list_entries(ctx.bucket_for(warehouse), prefix, start, 1000):
+        name = keys.table_from_pointer(key)
+        if keep(name):
+            batch.append((key, etag, name))
+        if len(batch) >= 1000:
+            flush()
+    flush()
+    return items
+
+
+def listed(ctx: Context, warehouse: str, ns: Namespace, name: str, kind: str = "table") -> bool:
+    """Whether a pointer key names a live table (dead tombstones and unsettled reservations do not)."""
+    try:
+        return of_kind(live(ctx, warehouse, ns, name, read_only=True), kind) is not None
+    except TableRecoveryInProgress:
+        return kind == "table"  # held by a running transaction (tables only): a live table
+
+
+def listed_view(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
+    return listed(ctx, warehouse, ns, name, "view")
+
+
+def occupied(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
+    """A live table or view, or a table a running transaction is creating: each keeps its namespace."""
+    try:
+        if live(ctx, warehouse, ns, name, read_only=True) is not None:
+            return True
+    except TableRecoveryInProgress:
+        return True
+    p = read(ctx, warehouse, ns, name)
+    return p is not None and ("claim" in p.data or p.state == STAGED)
+
+
+def listed_or_staged(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
+    """A live table, or a staged one (S3 Tables lists tables whose first metadata is not written yet)."""
+    if listed(ctx, warehouse, ns, name):
+        return True
+    p = read(ctx, warehouse, ns, name)
+    return p is not None and p.state == STAGED
+
+
+# Whether a pointer is listed, by its ETag: the listing that names a key also gives its ETag, so a
+# warm page reads no pointer at all. Only pointers whose state alone decides are kept (no
+# transaction claim, no rename half-done): an ETag then fixes the answer.
+_listed: dict[tuple[str, str, str], tuple[str, bool]] = {}
+
+
+def _decided(p: Pointer, variant: str) -> bool:
+    if p.state == "active":
+        return kind_of(p.data) == variant.split("+")[0]
+    return variant == "table+staged" and p.state == STAGED
+
+
+def listed_flags(
+    ctx: Context, warehouse: str, ns: Namespace, entries: list[tuple[str, str, str]], variant: str
+) -> list[bool]:
+    """Whether each (key, etag, name) of a listing is listed as variant ("table", "view" or
+    "table+staged"): from the ETag cache, or by reading the pointers it misses (in parallel)."""
+    bucket = ctx.bucket_for(warehouse)
+    slow = listed_view if variant == "view" else listed_or_staged if variant == "table+staged" else listed
+    out: list[bool | None] = []
+    misses: list[tuple[int, str, str]] = []
+    for i, (key, etag, name) in enumerate(entries):
+        hit = _listed.get((bucket, key, variant))
+        out.append(hit[1] if hit is not None and hit[0] == etag else None)
+        if out[-1] is None:
+            misses.append((i, key, name))
+
+    def test(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
+        p = read(ctx, warehouse, ns, name)
+        if p is not None and "claim" not in p.data and p.state != "pending":
+            flag = _decided(p, variant)
+            if len(_listed) > 100_000:
+                _listed.clear()
+            _listed[(bucket, keys.table_pointer(ns, name), variant)] = (p.etag, flag)
+            return flag
+        return slow(ctx, warehouse, ns, name)
+
+    for (i, _, _), flag in zip(misses, live_flags(ctx, warehouse, ns, [n for _, _, n in misses], test), strict=True):
+        out[i] = flag
+    return [bool(f) for f in out]
+
+
+def live_flags(
+    ctx: Context, warehouse: str, ns: Namespace, names: list[str], test: Callable[..., bool] = listed
+) -> list[bool]:
+    """test() (listed by default) for many names at once (parallel GETs, counted for this request)."""
+    return parallel.map_counted(lambda name: test(ctx, warehouse, ns, name), names)

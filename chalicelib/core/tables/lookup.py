@@ -1,0 +1,73 @@
+"""Reading a table: its current metadata, and finding a live table by its uuid."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from chalicelib import keys
+from chalicelib.core import metadata as md
+from chalicelib.core import pointer_record, pointers
+from chalicelib.core.context import Context
+from chalicelib.core.model import TableState
+from chalicelib.errors import (
+    CatalogError,
+)
+from chalicelib.storage import ObjectNotFound
+
+Namespace = tuple[str, ...]
+
+
+def load(ctx: Context, warehouse: str, ns: Namespace, name: str) -> TableState:
+    location = exists(ctx, warehouse, ns, name)
+    return TableState(location, md.read_metadata_raw(ctx, location))
+
+
+def exists(ctx: Context, warehouse: str, ns: Namespace, name: str) -> str:
+    """The current metadata location, for readers (they never wait for a running transaction)."""
+    p = pointer_record.of_kind(pointers.live(ctx, warehouse, ns, name, read_only=True), "table")
+    if p is None:
+        raise pointers.not_found(ctx, warehouse, ns, name)
+    return p.metadata_location
+
+
+def find(ctx: Context, warehouse: str, table_uuid: str) -> tuple[Namespace, str] | None:
+    """The live table with this uuid, if any: its uuid record names its first location, whose path
+    is `{namespace levels}/{name}-{uuid hex}`; a renamed table is found by a scan of the pointers."""
+    try:
+        table_uuid = str(uuid.UUID(table_uuid))
+    except ValueError:
+        return None
+    bucket = ctx.bucket_for(warehouse)
+    try:
+        record = json.loads(ctx.storage.get(bucket, keys.uuid_record(table_uuid)).body)
+    except ObjectNotFound:
+        return None
+    if record.get("state") != "live":
+        return None
+
+    def holds(ns: Namespace, name: str) -> bool:
+        try:
+            p = pointers.live(ctx, warehouse, ns, name, read_only=True) or staged(ctx, warehouse, ns, name)
+        except CatalogError:
+            return False
+        return p is not None and pointer_record.owner_uuid(p.data) == table_uuid
+
+    path = str(record.get("metadata-location", "")).split(f"s3://{bucket}/", 1)[-1].rsplit("/metadata/", 1)[0]
+    *levels, last = path.split("/")
+    guesses = [(tuple(levels), last.rsplit("-", 1)[0])]  # where the catalog puts a table
+    if levels and levels[-1].endswith(".db"):  # where Glue clients put one: {warehouse}/{db}.db/{table}
+        guesses.append(((levels[-1][:-3],), last))
+    for guess in guesses:
+        if guess[0] and guess[0] != ("",) and holds(*guess):
+            return guess
+    for key in ctx.storage.list_keys(bucket, keys.TABLES_PREFIX):
+        ns = tuple(key[len(keys.TABLES_PREFIX) :].split("/", 1)[0].split("."))
+        if holds(ns, keys.table_from_pointer(key)):
+            return ns, keys.table_from_pointer(key)
+    return None
+
+
+def staged(ctx: Context, warehouse: str, ns: Namespace, name: str) -> pointer_record.Pointer | None:
+    p = pointers.read(ctx, warehouse, ns, name)
+    return p if p is not None and p.state == pointer_record.STAGED else None
