@@ -82,7 +82,7 @@ def face_of(module: str) -> str | None:
 def test_the_checker_finds_what_it_looks_for():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     graph = import_graph()
-    assert "chalicelib.core.tables.lookup" in graph["chalicelib.routes.tables"]  # a top-level import
+    assert "chalicelib.core.catalog.tables" in graph["chalicelib.routes.tables"]  # a top-level import
     assert "chalicelib.core.encryption" in graph["chalicelib.core.metadata"]  # one inside a function
 
 
@@ -98,3 +98,32 @@ def test_no_face_imports_another_face_and_the_pipeline_and_core_import_none():
             if there and here != there and (here or mod == "chalicelib.pipeline" or mod.startswith("chalicelib.core")):
                 wrong.append(f"{mod} -> {target}")
     assert wrong == []
+
+
+# What a face may import of the core: the Catalog, and the types and request helpers it speaks in.
+FACE_MAY_IMPORT = (
+    "chalicelib.core.catalog",
+    "chalicelib.core.model",
+    "chalicelib.core.context",
+    "chalicelib.core.paging",
+)
+
+
+def test_faces_reach_the_core_only_through_the_catalog():
+    wrong = []
+    for mod, targets in import_graph().items():
+        if face_of(mod) is None:
+            continue
+        for target in targets:
+            if target.startswith("chalicelib.core") and not any(
+                target == m or target.startswith(m + ".") for m in FACE_MAY_IMPORT
+            ):
+                wrong.append(f"{mod} -> {target}")
+    assert wrong == []
+
+
+def test_the_catalog_is_below_every_face_and_knows_none():
+    graph = import_graph()
+    catalog = [m for m in graph if m.startswith("chalicelib.core.catalog")]
+    assert len(catalog) >= 8  # tables, views, namespaces, warehouses, trash, audit, transactions, ...
+    assert all(face_of(t) is None for m in catalog for t in graph[m])

@@ -35,6 +35,35 @@ class Entry:
     def is_iceberg(self) -> bool:
         return self.kind == "iceberg"
 
+    # Typed views of the stored record, for the Glue face (its fields are pointer_record's).
+    @property
+    def entry_id(self) -> str:
+        return pointer_record.entry_id(self.data)
+
+    @property
+    def version(self) -> int:
+        return pointer_record.version(self.data)
+
+    @property
+    def metadata_location(self) -> str | None:
+        return pointer_record.metadata_location(self.data)
+
+    @property
+    def previous_metadata_location(self) -> str | None:
+        return pointer_record.previous_metadata_location(self.data)
+
+    @property
+    def glue(self) -> dict[str, Any]:
+        return pointer_record.glue_input(self.data)
+
+    @property
+    def created_ms(self) -> int | None:
+        return pointer_record.created_ms(self.data)
+
+    @property
+    def updated_ms(self) -> int | None:
+        return pointer_record.updated_ms(self.data)
+
 
 def _read_kind(ctx: Context, warehouse: str, ns: Namespace, name: str, kind: str) -> Entry | None:
     """An entry of a known kind (from a listing): one GET unless a pointer is mid-protocol."""

@@ -14,12 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
-from chalicelib.core import catalog, entries, glue_renames, hive, namespaces, side_data, versions
+from chalicelib.core.catalog import glue, namespaces, side_data, tables
 from chalicelib.core.context import Context, get_context
-from chalicelib.core.pointer_record import entry_id
-from chalicelib.core.purges import UuidInUse
-from chalicelib.core.tables import adopt, lifecycle
-from chalicelib.core.versioning import version_of
 from chalicelib.errors import BadRequest, NamespaceNotEmpty, NotFound, TableNotFound
 from chalicelib.glue import shapes
 from chalicelib.glue.errors import GLUE_FACE, JSON_11, EntityNotFound, LimitExceeded, UnknownOperation, error_detail
@@ -297,7 +293,7 @@ def update_database(ctx: Context, wh: str, body: Body, req: RequestContext) -> B
 def delete_database(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
     ns = shapes.database_name(body.get("Name"), "Name")
     try:
-        catalog.drop_namespace(ctx, wh, ns)
+        namespaces.drop(ctx, wh, ns)
     except NamespaceNotEmpty:
         raise BadRequest(f"Database {ns[0]!r} is not empty: delete its tables first (no cascade here)") from None
     return {}
@@ -306,15 +302,11 @@ def delete_database(ctx: Context, wh: str, body: Body, req: RequestContext) -> B
 # ---- tables -----------------------------------------------------------------------------------
 
 
-def _table_out(ctx: Context, wh: str, entry: entries.Entry) -> Body:
+def _table_out(ctx: Context, wh: str, entry: glue.Entry) -> Body:
     metadata = None
     if entry.is_iceberg and shapes.needs_metadata(entry):
-        metadata = entries.metadata_json(ctx, entry)
+        metadata = glue.metadata_json(ctx, entry)
     return shapes.table(entry, wh, metadata)
-
-
-def _entry_id(entry: entries.Entry) -> str:
-    return entry_id(entry.data)
 
 
 def _table_request(body: Body) -> tuple[tuple[str, ...], Body]:
@@ -349,25 +341,25 @@ def create_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body
             )
         stored = shapes.stored(table, location)
         try:
-            adopt.register(ctx, wh, ns, name, location, glue=stored)
-        except UuidInUse:
-            if glue_renames.begin(ctx, wh, (ns, name), location, stored, _may_rename(req, wh, (ns, name))):
+            tables.register(ctx, wh, ns, name, location, glue=stored)
+        except glue.UuidInUse:
+            if glue.begin_rename(ctx, wh, (ns, name), location, stored, _may_rename(req, wh, (ns, name))):
                 return {}  # the table moves here when the client deletes the old name (glue_renames.py)
             raise BadRequest(
                 "The metadata's table is already registered under another name: a table's files are its own"
             ) from None
     else:
-        hive.create(ctx, wh, ns, name, shapes.stored(table, None))
+        glue.create_hive(ctx, wh, ns, name, shapes.stored(table, None))
     if parsed:
-        entry = entries.get(ctx, wh, ns, name)
-        side_data.change(ctx, ctx.bucket_for(wh), _entry_id(entry), "partition-indexes", lambda _: {"indexes": parsed})
+        entry = glue.get_entry(ctx, wh, ns, name)
+        side_data.change(ctx, ctx.bucket_for(wh), entry.entry_id, "partition-indexes", lambda _: {"indexes": parsed})
     return {}
 
 
 @op("GetTable", "GetTable", _table("GetTable"))
 def get_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
     ns, name = shapes.database_name(body.get("DatabaseName")), shapes.table_name(body.get("Name"))
-    return {"Table": _table_out(ctx, wh, entries.get(ctx, wh, ns, name))}
+    return {"Table": _table_out(ctx, wh, glue.get_entry(ctx, wh, ns, name))}
 
 
 @op("UpdateTable", "UpdateTable", _table("UpdateTable", "TableInput"))
@@ -384,13 +376,13 @@ def update_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body
     skip = body.get("SkipArchive", False)
     if not isinstance(skip, bool):
         raise BadRequest("SkipArchive must be a boolean")
-    entry = entries.get(ctx, wh, ns, table["Name"])
+    entry = glue.get_entry(ctx, wh, ns, table["Name"])
     if entry.is_iceberg != shapes.is_iceberg(table):
         raise BadRequest("Converting a table between Iceberg and non-Iceberg is not supported")
     if entry.is_iceberg:
         params = table["Parameters"]
-        location = params.get("metadata_location") or str(entry.data["metadata-location"])
-        adopt.swap_metadata_location(
+        location = params.get("metadata_location") or str(entry.metadata_location)
+        tables.swap_metadata_location(
             ctx,
             wh,
             ns,
@@ -402,7 +394,7 @@ def update_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body
             archive=not skip,
         )
     else:
-        hive.update(ctx, wh, ns, table["Name"], shapes.stored(table, None), version, archive=not skip)
+        glue.update_hive(ctx, wh, ns, table["Name"], shapes.stored(table, None), version, archive=not skip)
     return {}
 
 
@@ -421,14 +413,14 @@ def _may_rename(
 def _drop(ctx: Context, wh: str, ns: tuple[str, ...], name: str, req: RequestContext) -> None:
     """Glue deletes the table definition, never its files; versions and side data go with it. The
     DeleteTable of a Glue client's rename finishes or rolls back that rename instead."""
-    if glue_renames.on_delete(ctx, wh, ns, name, _may_rename(req, wh, (ns, name))):
+    if glue.on_delete(ctx, wh, ns, name, _may_rename(req, wh, (ns, name))):
         return
-    entry = entries.get(ctx, wh, ns, name)
+    entry = glue.get_entry(ctx, wh, ns, name)
     if entry.is_iceberg:
-        lifecycle.drop(ctx, wh, ns, name, purge=False)
-        versions.delete_all(ctx, ctx.bucket_for(wh), _entry_id(entry))
+        tables.drop(ctx, wh, ns, name, purge=False)
+        glue.delete_versions(ctx, ctx.bucket_for(wh), entry.entry_id)
     else:
-        hive.delete(ctx, wh, ns, name)
+        glue.delete_hive(ctx, wh, ns, name)
 
 
 @op("DeleteTable", "DeleteTable", _table("DeleteTable"))
@@ -468,7 +460,7 @@ def get_tables(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
             return False
         return _readable(req, wh, ns, name)
 
-    found, more = entries.view_page(ctx, wh, ns, "glue", lambda e: _table_out(ctx, wh, e), after, size, keep)
+    found, more = glue.view_page(ctx, wh, ns, "glue", lambda e: _table_out(ctx, wh, e), after, size, keep)
     if attrs == ["NAME"]:
         found = [{"Name": t["Name"]} for t in found]
     return {"TableList": found, **_next(req, more, query)}
@@ -483,24 +475,24 @@ def _version_id(value: object, field: str = "VersionId") -> int:
     return int(value)
 
 
-def _versions_target(ctx: Context, wh: str, body: Body) -> entries.Entry:
+def _versions_target(ctx: Context, wh: str, body: Body) -> glue.Entry:
     ns, name = shapes.database_name(body.get("DatabaseName")), shapes.table_name(body.get("TableName"), "TableName")
-    return entries.get(ctx, wh, ns, name)
+    return glue.get_entry(ctx, wh, ns, name)
 
 
-def _archived_table(ctx: Context, wh: str, entry: entries.Entry, data: Body) -> Body:
-    old = entries.Entry(entry.namespace, entry.name, entry.kind, data)
+def _archived_table(ctx: Context, wh: str, entry: glue.Entry, data: Body) -> Body:
+    old = glue.Entry(entry.namespace, entry.name, entry.kind, data)
     return _table_out(ctx, wh, old)
 
 
 @op("GetTableVersion", "GetTable", _table("GetTable", "TableName"))
 def get_table_version(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
     entry = _versions_target(ctx, wh, body)
-    current = version_of(entry.data)
+    current = entry.version
     wanted = current if body.get("VersionId") is None else _version_id(body["VersionId"])
     if wanted == current:
         return {"TableVersion": {"Table": _table_out(ctx, wh, entry), "VersionId": str(current)}}
-    data = versions.get(ctx, ctx.bucket_for(wh), _entry_id(entry), wanted) if wanted < current else None
+    data = glue.get_version(ctx, ctx.bucket_for(wh), entry.entry_id, wanted) if wanted < current else None
     if data is None:
         raise EntityNotFound(f"Version {wanted} of table {entry.name!r} not found")
     return {"TableVersion": {"Table": _archived_table(ctx, wh, entry, data), "VersionId": str(wanted)}}
@@ -510,13 +502,13 @@ def get_table_version(ctx: Context, wh: str, body: Body, req: RequestContext) ->
 def get_table_versions(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
     entry = _versions_target(ctx, wh, body)
     size = _max_results(body, 100, 100)
-    current, bucket, eid = version_of(entry.data), ctx.bucket_for(wh), _entry_id(entry)
+    current, bucket, eid = entry.version, ctx.bucket_for(wh), entry.entry_id
     after = int(_token(req, body.get("NextToken"), eid) or 0)
-    numbers = versions.listed(ctx, bucket, eid, current, after, size + 1)
+    numbers = glue.listed_versions(ctx, bucket, eid, current, after, size + 1)
     page = numbers[:size]
     out = []
     for n in page:
-        data = versions.get(ctx, bucket, eid, n)
+        data = glue.get_version(ctx, bucket, eid, n)
         if data is not None:
             out.append({"Table": _archived_table(ctx, wh, entry, data), "VersionId": str(n)})
     more = len(numbers) > size
@@ -527,12 +519,12 @@ def get_table_versions(ctx: Context, wh: str, body: Body, req: RequestContext) -
     return {"TableVersions": out, **_next(req, str(last), eid)}
 
 
-def _delete_version(ctx: Context, wh: str, entry: entries.Entry, raw: object) -> str | None:
+def _delete_version(ctx: Context, wh: str, entry: glue.Entry, raw: object) -> str | None:
     """None when deleted, else why not (the current version stays: it is the table)."""
     number = _version_id(raw)
-    if number == version_of(entry.data):
+    if number == entry.version:
         raise BadRequest(f"Version {number} is the table's current version; it cannot be deleted")
-    if not versions.delete(ctx, ctx.bucket_for(wh), _entry_id(entry), number):
+    if not glue.delete_version(ctx, ctx.bucket_for(wh), entry.entry_id, number):
         return f"Version {number} of table {entry.name!r} not found"
     return None
 
@@ -662,12 +654,12 @@ def search_tables(ctx: Context, wh: str, body: Body, req: RequestContext) -> Bod
         raise BadRequest("ResourceShareType FOREIGN and FEDERATED are not supported: nothing is shared here")
     query = hashlib.sha256(json.dumps([filters, body.get("SearchText"), sort]).encode()).hexdigest()[:16]
     after = _token(req, body.get("NextToken"), query)
-    spaces = [ns for ns in entries.all_namespaces(ctx, wh) if len(ns) == 1]  # Glue databases are one level
+    spaces = [ns for ns in glue.all_namespaces(ctx, wh) if len(ns) == 1]  # Glue databases are one level
 
     def visible(ns: tuple[str, ...], name: str) -> bool:
         return _readable(req, wh, ns, name)
 
-    every = entries.scan_views(ctx, wh, spaces, "glue", lambda e: _table_out(ctx, wh, e), visible)
+    every = glue.scan_views(ctx, wh, spaces, "glue", lambda e: _table_out(ctx, wh, e), visible)
     found = [t for t in every if all(test(t) for test in tests)]
 
     def key(t: Body) -> list[object]:
@@ -701,7 +693,7 @@ def _index(raw: object, partition_keys: dict[str, str]) -> Body:
     }
 
 
-def _side_target(ctx: Context, wh: str, body: Body) -> entries.Entry:
+def _side_target(ctx: Context, wh: str, body: Body) -> glue.Entry:
     return _versions_target(ctx, wh, body)
 
 
@@ -710,7 +702,7 @@ def get_partition_indexes(ctx: Context, wh: str, body: Body, req: RequestContext
     entry = _side_target(ctx, wh, body)
     if body.get("NextToken") is not None:
         _token(req, body["NextToken"], "indexes")  # never issued: a table has at most 3
-    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), _entry_id(entry), "partition-indexes")
+    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry.entry_id, "partition-indexes")
     return {"PartitionIndexDescriptorList": doc.get("indexes", [])}
 
 
@@ -727,7 +719,7 @@ def create_partition_index(ctx: Context, wh: str, body: Body, req: RequestContex
             raise LimitExceeded("A table has at most 3 partition indexes")
         return {"indexes": [*have, index]}
 
-    side_data.change(ctx, ctx.bucket_for(wh), _entry_id(entry), "partition-indexes", add)
+    side_data.change(ctx, ctx.bucket_for(wh), entry.entry_id, "partition-indexes", add)
     return {}
 
 
@@ -748,7 +740,7 @@ def delete_partition_index(ctx: Context, wh: str, body: Body, req: RequestContex
             raise EntityNotFound(f"Partition index {name!r} not found")
         return {"indexes": [i for i in have if i["IndexName"] != name]}
 
-    side_data.change(ctx, ctx.bucket_for(wh), _entry_id(entry), "partition-indexes", remove)
+    side_data.change(ctx, ctx.bucket_for(wh), entry.entry_id, "partition-indexes", remove)
     return {}
 
 
@@ -763,8 +755,8 @@ _STATS_MEMBERS = {
 }
 
 
-def _columns_of(ctx: Context, entry: entries.Entry) -> set[str]:
-    metadata = entries.metadata_json(ctx, entry) if entry.is_iceberg else None
+def _columns_of(ctx: Context, entry: glue.Entry) -> set[str]:
+    metadata = glue.metadata_json(ctx, entry) if entry.is_iceberg else None
     return shapes.column_names(entry, metadata)
 
 
@@ -800,7 +792,7 @@ def update_column_statistics(ctx: Context, wh: str, body: Body, req: RequestCont
         else:
             good[stats["ColumnName"]] = stats
     if good:
-        side_data.change(ctx, ctx.bucket_for(wh), _entry_id(entry), "column-statistics", lambda d: {**d, **good})
+        side_data.change(ctx, ctx.bucket_for(wh), entry.entry_id, "column-statistics", lambda d: {**d, **good})
     return {"Errors": errors}
 
 
@@ -810,7 +802,7 @@ def get_column_statistics(ctx: Context, wh: str, body: Body, req: RequestContext
     names = body.get("ColumnNames")
     if not isinstance(names, list) or len(names) > 100 or not all(isinstance(n, str) for n in names):
         raise BadRequest("ColumnNames must list at most 100 column names")
-    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), _entry_id(entry), "column-statistics")
+    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry.entry_id, "column-statistics")
     found = [doc[n] for n in names if n in doc]
     errors = [
         {"ColumnName": n, "Error": error_detail(EntityNotFound(f"No statistics for {n!r}"))}
@@ -830,7 +822,7 @@ def delete_column_statistics(ctx: Context, wh: str, body: Body, req: RequestCont
             raise EntityNotFound(f"No statistics for column {name!r}")
         return {k: v for k, v in doc.items() if k != name}
 
-    side_data.change(ctx, ctx.bucket_for(wh), _entry_id(entry), "column-statistics", remove)
+    side_data.change(ctx, ctx.bucket_for(wh), entry.entry_id, "column-statistics", remove)
     return {}
 
 

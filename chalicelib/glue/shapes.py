@@ -6,8 +6,7 @@ import json
 import re
 from typing import Any
 
-from chalicelib.core.entries import Entry
-from chalicelib.core.versioning import version_of
+from chalicelib.core.catalog.glue import Entry
 from chalicelib.errors import BadRequest
 from chalicelib.glue.expression import Expression, compile_expression
 from chalicelib.names import check_namespace, check_table
@@ -201,18 +200,18 @@ def seconds(ms: object) -> float:
 def table(entry: Entry, warehouse: str, metadata: dict[str, Any] | None) -> dict[str, Any]:
     """A Glue Table. Iceberg entries take their locations from the pointer, and their columns from
     the metadata when a REST commit moved the table past what its Glue input describes."""
-    g = dict(entry.data.get("glue") or {})
+    g = entry.glue
     g.pop("synced", None)
     out: dict[str, Any] = {
         "Name": entry.name,
         "DatabaseName": entry.namespace[0],
         "CatalogId": warehouse,
-        "CreateTime": seconds(entry.data.get("created-ms")),
-        "UpdateTime": seconds(entry.data.get("updated-ms", entry.data.get("created-ms"))),
+        "CreateTime": seconds(entry.created_ms),
+        "UpdateTime": seconds(entry.updated_ms),
         "TableType": g.get("TableType") or "EXTERNAL_TABLE",
         "PartitionKeys": g.get("PartitionKeys") or [],
         "Retention": g.get("Retention", 0),
-        "VersionId": str(version_of(entry.data)),
+        "VersionId": str(entry.version),
         "IsRegisteredWithLakeFormation": False,
     }
     for key in ("Description", "Owner", "LastAccessTime", "LastAnalyzedTime", "ViewOriginalText", "ViewExpandedText"):
@@ -221,16 +220,16 @@ def table(entry: Entry, warehouse: str, metadata: dict[str, Any] | None) -> dict
     params = dict(g.get("Parameters") or {})
     sd = dict(g.get("StorageDescriptor") or {})
     if entry.is_iceberg:
-        location = str(entry.data["metadata-location"])
+        location = str(entry.metadata_location)
         if metadata is not None:
-            if (entry.data.get("glue") or {}).get("synced") != location:  # a REST commit since
+            if entry.glue.get("synced") != location:  # a REST commit since
                 params.update({k: str(v) for k, v in (metadata.get("properties") or {}).items()})
                 sd.update(Location=metadata.get("location", ""), Columns=iceberg_columns(metadata))
             sd.setdefault("Location", metadata.get("location", ""))
             sd.setdefault("Columns", iceberg_columns(metadata))
         params.update(table_type="ICEBERG", metadata_location=location)
-        if entry.data.get("previous-metadata-location"):
-            params["previous_metadata_location"] = str(entry.data["previous-metadata-location"])
+        if entry.previous_metadata_location:
+            params["previous_metadata_location"] = entry.previous_metadata_location
     out["Parameters"] = params
     out["StorageDescriptor"] = sd
     return out
@@ -238,17 +237,17 @@ def table(entry: Entry, warehouse: str, metadata: dict[str, Any] | None) -> dict
 
 def needs_metadata(entry: Entry) -> bool:
     """Whether an Iceberg entry's Glue shape must be completed from its metadata file."""
-    g = entry.data.get("glue") or {}
+    g = entry.glue
     sd = g.get("StorageDescriptor") or {}
-    return g.get("synced") != entry.data.get("metadata-location") or "Columns" not in sd or "Location" not in sd
+    return g.get("synced") != entry.metadata_location or "Columns" not in sd or "Location" not in sd
 
 
 def partition_keys(entry: Entry) -> dict[str, str]:
-    return {c["Name"]: str(c.get("Type", "")) for c in (entry.data.get("glue") or {}).get("PartitionKeys") or []}
+    return {c["Name"]: str(c.get("Type", "")) for c in entry.glue.get("PartitionKeys") or []}
 
 
 def column_names(entry: Entry, metadata: dict[str, Any] | None) -> set[str]:
-    g = entry.data.get("glue") or {}
+    g = entry.glue
     names = {c["Name"] for c in (g.get("StorageDescriptor") or {}).get("Columns") or []}
     names |= set(partition_keys(entry))
     if metadata is not None:

@@ -42,7 +42,7 @@ def audit_page(
     **filters: object,
 ) -> dict[str, object]:
     """A page of an audit trail, with the caller's principal/operation filters and paging."""
-    from chalicelib.core import audit
+    from chalicelib.core.catalog import audit
     from chalicelib.core.paging import parse_page_size
 
     entries, token = audit.query(

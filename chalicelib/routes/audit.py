@@ -7,7 +7,7 @@ from typing import Any
 
 from chalicelib import keys
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
-from chalicelib.core import audit, pointers
+from chalicelib.core.catalog import audit
 from chalicelib.names import check_table, check_warehouse, parse_namespace_path
 from chalicelib.pipeline import Check, RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, audit_page, warehouse_of
@@ -67,12 +67,11 @@ def get_audit(req: RequestContext) -> tuple[int, dict[str, Any]]:
     bucket = ctx.bucket_for(wh)
     source = None
     if ns is not None and table is not None:
-        p = pointers.read(ctx, wh, ns, table)
-        if p is not None and p.state == "active":
-            source = audit.source_of(p.data)
-            tails = [dict(e, source=source) for e in p.data.get(audit.TAIL) or []]
+        trail = audit.live_trail(ctx, wh, ns, table)
+        if trail is not None:
+            source, tails = trail
     if source is None:
-        pointers.warehouses.read_record(ctx, wh)
+        audit.require_warehouse(ctx, wh)
         tails = audit.table_tails(ctx, bucket, (keys.TABLES_PREFIX, keys.TRASH_PREFIX, keys.NS_PREFIX))
     filters = {"source": source, "namespace": list(ns) if ns is not None else None}
     filters["name"] = table if source is None else None

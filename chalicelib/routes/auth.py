@@ -137,7 +137,7 @@ def delete_policy(req: RequestContext) -> tuple[int, None]:
 def get_audit(req: RequestContext) -> tuple[int, dict[str, Any]]:
     """The system trail: warehouses, users, access keys and policies (newest first)."""
     from chalicelib import keys
-    from chalicelib.core import audit
+    from chalicelib.core.catalog import audit
     from chalicelib.routes import audit_page
 
     ctx = get_context()

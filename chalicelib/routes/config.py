@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.auth.resources import bucket_arn
-from chalicelib.core import warehouses
+from chalicelib.core.catalog import warehouses
 from chalicelib.core.context import get_context
 from chalicelib.errors import BadRequest
 from chalicelib.names import check_warehouse
@@ -67,7 +67,7 @@ def _config(req: RequestContext, warehouse: str | None) -> tuple[int, dict[str, 
     if req.visible("GetWarehouse", bucket_arn(check_warehouse(warehouse)), {}):
         warehouses.read_record(ctx, warehouse)
     overrides = {"prefix": warehouse}
-    from chalicelib.core.idempotency import lifetime_iso
+    from chalicelib.core.catalog.service import lifetime_iso
     from chalicelib.names import namespace_separator
 
     return 200, {

@@ -10,8 +10,7 @@ import time
 from typing import Any
 
 from chalicelib.auth import resources
-from chalicelib.core import data_access, signer
-from chalicelib.core.tables import lookup
+from chalicelib.core.catalog import data, tables
 from chalicelib.errors import BadRequest, Forbidden, Unauthorized
 from chalicelib.names import check_table
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
@@ -46,7 +45,7 @@ def _location(req: RequestContext) -> tuple[str, tuple[str, ...], str, str]:
     with _lock:
         hit = _pointers.get(key)
     if hit is None or now - hit[0] > LOCATION_TTL_S:
-        location = data_access.table_location(ctx, lookup.exists(ctx, wh, ns, name))
+        location = data.table_location(ctx, tables.exists(ctx, wh, ns, name))
         with _lock:
             if len(_pointers) > 10_000:
                 _pointers.clear()
@@ -77,12 +76,12 @@ def sign_request(req: RequestContext) -> tuple[int, dict[str, Any], dict[str, st
         raise Forbidden("Remote signing is turned off in this catalog (CATALOG_REMOTE_SIGNING)")
     method, uri, headers, payload = _sign_request(req.json_object())
     wh, ns, name, location = _location(req)
-    grant = data_access.Grant.of(location, write=True)
-    s3 = data_access.check(grant, method, uri, headers, payload, ctx.settings.client_s3_endpoint)
+    grant = data.Grant.of(location, write=True)
+    s3 = data.check(grant, method, uri, headers, payload, ctx.settings.client_s3_endpoint)
     creating = bool(req.query.get("staged"))  # the route checked CreateTable, the handler the grant
     if s3.writes and not (creating or delegation.may_write(req, wh, ns, name)):
         raise Forbidden(f"Access denied: {req.identity.name} may read this table, not write it (s3tables:UpdateTable)")
-    signed = signer.sign(method, uri, headers, ctx.settings.region)
+    signed = data.sign(method, uri, headers, ctx.settings.region)
     return 200, {"uri": uri, "headers": signed}, {"Cache-Control": "no-cache"}
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from urllib.parse import quote
 
 from chalicelib.auth.resources import ns_context, table_arn
-from chalicelib.core import data_access, vending
+from chalicelib.core.catalog import data
 from chalicelib.core.context import Context
 from chalicelib.pipeline import RequestContext
 
@@ -53,7 +53,7 @@ def for_table(
     if "remote-signing" in wanted and ctx.settings.remote_signing:
         config.update(signing_config(req, ctx, wh, ns, name, location if staged else None))
         return config, None
-    if "vended-credentials" in wanted and vending.available(ctx.settings):
+    if "vended-credentials" in wanted and data.vending_available(ctx.settings):
         creds = credentials(req, ctx, wh, ns, name, location)
         config.update(creds[0]["config"])
         return config, creds
@@ -102,8 +102,8 @@ def credentials(
 ) -> list[dict[str, Any]]:
     """Spec `storage-credentials`: one prefix (the table's location), read-write if the caller may
     UpdateTable, else read-only."""
-    grant = data_access.Grant.of(location, may_write(req, wh, ns, name))
-    creds = vending.vend(ctx.settings, grant, req.identity.name if req.identity else "anonymous")
+    grant = data.Grant.of(location, may_write(req, wh, ns, name))
+    creds = data.vend(ctx.settings, grant, req.identity.name if req.identity else "anonymous")
     config = {
         "s3.access-key-id": creds.access_key_id,
         "s3.secret-access-key": creds.secret_access_key,

@@ -8,7 +8,6 @@ from typing import Any
 from chalice import Response
 
 from chalicelib import errors as e
-from chalicelib.core.tables import commit as commits
 from chalicelib.face import Face
 
 # Most specific class first wins (looked up along the exception's MRO).
@@ -58,16 +57,17 @@ def render(exc: e.CatalogError, head: bool = False) -> Response:
 
 def resolve_in_doubt(hint: dict[str, Any]) -> Any:
     """A replay of a request whose commit was in doubt: its success if it landed, else None (run it)."""
+    from chalicelib.core.catalog import tables
     from chalicelib.core.context import get_context
 
     ctx = get_context()
     if hint.get("kind") == "table-commit":
         from chalicelib.routes import iceberg_io
 
-        state = commits.resolve_commit(ctx, hint)
+        state = tables.resolve_commit(ctx, hint)
         return iceberg_io.with_etag(state, ctx.settings.client_config) if state is not None else None
     if hint.get("kind") == "transaction":
-        from chalicelib.core import transactions
+        from chalicelib.core.catalog import transactions
 
         return (204, None) if transactions.resolve(ctx, hint) else None
     return None

@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any
 
-from chalicelib.core import definitions
+from chalicelib.core.catalog import commands
 from chalicelib.core.model import Namespace, TableChange, TableState
 from chalicelib.errors import BadRequest
 from chalicelib.names import check_namespace, check_table
@@ -39,12 +39,11 @@ def with_etag(
 
 
 # The REST create body is the Iceberg table definition S3 Tables' CreateTable carries too.
-parse_create = definitions.new_table
+parse_create = commands.new_table
 
 
 def parse_change(body: Any, ns: Namespace | None = None, name: str | None = None) -> TableChange:
     """A CommitTableRequest; the path names the table (ns, name) unless it is a transaction's change."""
-    from chalicelib.core import updates
 
     if not isinstance(body, dict):
         raise BadRequest("Invalid commit request: expected a JSON object")
@@ -56,7 +55,7 @@ def parse_change(body: Any, ns: Namespace | None = None, name: str | None = None
     elif ident is not None:
         if not isinstance(ident, dict) or tuple(ident.get("namespace") or ()) != ns or ident.get("name") != name:
             raise BadRequest('Invalid commit request: "identifier" does not match the table in the path')
-    return updates.parse_change(ns, name, body.get("requirements", []), body.get("updates", []))
+    return commands.parse_change(ns, name, body.get("requirements", []), body.get("updates", []))
 
 
 def parse_transaction(body: Any) -> list[TableChange]:

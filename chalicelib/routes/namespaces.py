@@ -6,7 +6,7 @@ from typing import Any
 
 from chalicelib.auth import resources
 from chalicelib.auth.resources import bucket_arn, ns_context
-from chalicelib.core import catalog, namespaces
+from chalicelib.core.catalog import namespaces
 from chalicelib.errors import BadRequest
 from chalicelib.names import parse_namespace_path
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
@@ -56,7 +56,7 @@ def namespace_exists(req: RequestContext) -> tuple[int, None]:
 @operation(bp, NS + "/{namespace}", "DELETE", "DeleteNamespace", checks=resources.namespace)
 def drop_namespace(req: RequestContext) -> tuple[int, None]:
     ctx, wh = warehouse_of(req)
-    catalog.drop_namespace(ctx, wh, namespace_of(req))
+    namespaces.drop(ctx, wh, namespace_of(req))
     return 204, None
 
 

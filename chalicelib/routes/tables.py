@@ -8,12 +8,9 @@ from typing import Any
 
 from chalicelib.auth import resources
 from chalicelib.auth.resources import ns_context, table_arn
-from chalicelib.core import metadata as md
+from chalicelib.core.catalog import tables
 from chalicelib.core.model import TableState
 from chalicelib.core.paging import parse_bool
-from chalicelib.core.tables import adopt, lifecycle, listing, lookup
-from chalicelib.core.tables import commit as commits
-from chalicelib.core.tables import create as creation
 from chalicelib.errors import BadRequest
 from chalicelib.names import check_table
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
@@ -38,7 +35,7 @@ def list_page(req: RequestContext, kind: str) -> tuple[int, dict[str, Any]]:
     def keep(name: str) -> bool:
         return req.visible(req.action, table_arn(wh, ns, name), ns_context(ns, name))
 
-    items, token = listing.list_names(ctx, wh, ns, *paging_of(req, spec=True), keep, kind=kind)
+    items, token = tables.list_names(ctx, wh, ns, *paging_of(req, spec=True), keep, kind=kind)
     return 200, paged(req, "identifiers", list(items), token)
 
 
@@ -51,7 +48,7 @@ def list_tables(req: RequestContext) -> tuple[int, dict[str, Any]]:
 def create_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     ctx, wh = warehouse_of(req)
     ns, new = namespace_of(req), iceberg_io.parse_create(req.json())
-    state = creation.create(ctx, wh, ns, new)
+    state = tables.create(ctx, wh, ns, new)
     return iceberg_io.with_etag(state, *_access(req, wh, ns, new.name, state))
 
 
@@ -77,7 +74,7 @@ def register_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
 
         req.require("RestoreTable", *dropped_resource(wh, record))
 
-    state = adopt.register(ctx, wh, ns, name, location, overwrite, may_restore=may_restore)
+    state = tables.register(ctx, wh, ns, name, location, overwrite, may_restore=may_restore)
     return iceberg_io.with_etag(state, *_access(req, wh, ns, name, state))
 
 
@@ -96,14 +93,14 @@ def load_table(req: RequestContext) -> tuple[int, str | None, dict[str, str]]:
     mode = req.query.get("snapshots") or "all"
     if mode not in ("all", "refs"):
         raise BadRequest(f"Invalid snapshots {mode[:20]!r}: expected all or refs")
-    location = lookup.exists(ctx, wh, ns, name)
+    location = tables.exists(ctx, wh, ns, name)
     etag = iceberg_io.etag_for(location) if mode == "all" else iceberg_io.etag_for(location + "#refs")
     if req.headers.get("if-none-match") == etag:
         return 304, None, {"ETag": etag}
-    raw = md.read_metadata_raw(ctx, location)
+    raw = tables.read_metadata_raw(ctx, location)
     config, credentials = ctx.settings.client_config, None
     if delegation.requested(req):
-        from chalicelib.core.data_access import table_location
+        from chalicelib.core.catalog.data import table_location
 
         config, credentials = delegation.for_table(req, ctx, wh, ns, name, table_location(ctx, location))
     if mode == "refs":
@@ -114,7 +111,7 @@ def load_table(req: RequestContext) -> tuple[int, str | None, dict[str, str]]:
 @operation(bp, TABLE, "HEAD", "GetTable", checks=resources.table)
 def table_exists(req: RequestContext) -> tuple[int, None]:
     ctx, wh = warehouse_of(req)
-    lookup.exists(ctx, wh, namespace_of(req), _table_of(req))
+    tables.exists(ctx, wh, namespace_of(req), _table_of(req))
     return 204, None
 
 
@@ -122,7 +119,7 @@ def table_exists(req: RequestContext) -> tuple[int, None]:
 def commit_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     ctx, wh = warehouse_of(req)
     change = iceberg_io.parse_change(req.json(), namespace_of(req), _table_of(req))
-    return iceberg_io.with_etag(commits.commit(ctx, wh, change), ctx.settings.client_config)
+    return iceberg_io.with_etag(tables.commit(ctx, wh, change), ctx.settings.client_config)
 
 
 @operation(bp, TABLE + "/metrics", "POST", "ReportMetrics", checks=resources.table_read)
@@ -140,12 +137,12 @@ def drop_table(req: RequestContext) -> tuple[int, None]:
     ctx, wh = warehouse_of(req)
     ns, name = namespace_of(req), _table_of(req)
     purge = parse_bool(req.query.get("purgeRequested"), "purgeRequested", True)
-    lifecycle.drop(ctx, wh, ns, name, purge)
+    tables.drop(ctx, wh, ns, name, purge)
     return 204, None
 
 
 @operation(bp, PREFIX + "/tables/rename", "POST", "RenameTable", checks=resources.rename)
 def rename_table(req: RequestContext) -> tuple[int, None]:
     ctx, wh = warehouse_of(req)
-    lifecycle.rename(ctx, wh, *iceberg_io.parse_rename(req.json()))
+    tables.rename(ctx, wh, *iceberg_io.parse_rename(req.json()))
     return 204, None

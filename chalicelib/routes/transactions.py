@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from chalicelib.auth import resources
-from chalicelib.core import transactions
+from chalicelib.core.catalog import transactions
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, iceberg_io, warehouse_of
 from chalicelib.routes.iceberg_errors import ICEBERG_FACE

@@ -10,8 +10,7 @@ from typing import Any
 
 from chalicelib.auth.arns import Resource
 from chalicelib.auth.resources import ns_context, table_arn
-from chalicelib.core import metadata as md
-from chalicelib.core import pointer_record, trash
+from chalicelib.core.catalog import trash
 from chalicelib.errors import BadRequest
 from chalicelib.names import check_namespace, check_table, check_warehouse
 from chalicelib.pipeline import Check, RequestContext, RouteGroup, operation
@@ -31,7 +30,7 @@ def dropped_resource(wh: str, record: dict[str, Any]) -> tuple[Resource, dict[st
     """The dropped table as policies name it: its name when dropped, and its id (a new table may
     hold that name now; the id is this one's)."""
     ns, name = tuple(record["namespace"]), str(record["name"])
-    table_id = pointer_record.owner_uuid(record.get("pointer") or {}) or None
+    table_id = trash.table_id(record)
     return table_arn(wh, ns, name, table_id), ns_context(ns, name)
 
 
@@ -59,7 +58,7 @@ def get_dropped(req: RequestContext) -> tuple[int, dict[str, Any]]:
     out = trash.public(record)
     location = out.get("metadata-location")
     if location:
-        out["metadata"] = json.loads(md.read_metadata_raw(ctx, str(location)))
+        out["metadata"] = json.loads(trash.read_metadata_raw(ctx, str(location)))
     return 200, out
 
 
@@ -80,7 +79,7 @@ def restore(req: RequestContext) -> tuple[int, dict[str, Any]]:
 
 @operation(bp, DROPPED, "DELETE", "PurgeDroppedTable", iceberg=False, checks=_any_table)
 def purge(req: RequestContext) -> tuple[int, None]:
-    from chalicelib.core.drops import purge_budget_s
+    from chalicelib.core.catalog.trash import purge_budget_s
 
     ctx, wh, record = _record(req, "PurgeDroppedTable")
     trash.purge(ctx, wh, str(record["drop-id"]), purge_budget_s())

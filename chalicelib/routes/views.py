@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.auth import resources
-from chalicelib.core import views
+from chalicelib.core.catalog import views
 from chalicelib.core.model import TableState
 from chalicelib.errors import BadRequest
 from chalicelib.names import check_table

@@ -6,7 +6,7 @@ from typing import Any
 
 from chalicelib.auth import resources
 from chalicelib.auth.resources import bucket_arn
-from chalicelib.core import warehouses
+from chalicelib.core.catalog import warehouses
 from chalicelib.core.context import get_context
 from chalicelib.core.paging import parse_bool
 from chalicelib.errors import BadRequest

@@ -14,12 +14,9 @@ from typing import Any
 
 from chalicelib.auth import arns
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
-from chalicelib.core import catalog, namespaces, pointer_record, pointers, side_data, warehouses
+from chalicelib.core.catalog import commands, namespaces, side_data, tables, warehouses
+from chalicelib.core.catalog.tables import TableEntry
 from chalicelib.core.context import Context, get_context
-from chalicelib.core.pointer_record import entry_id
-from chalicelib.core.tables import adopt, lifecycle, listing, lookup
-from chalicelib.core.tables import create as creation
-from chalicelib.core.versioning import version_of
 from chalicelib.errors import BadRequest, CommitFailed, NotFound
 from chalicelib.names import check_namespace, check_table, check_warehouse
 from chalicelib.pipeline import Check, RequestContext, RouteGroup, operation
@@ -255,66 +252,54 @@ def get_namespace(req: RequestContext) -> Result:
 
 @_op("/namespaces/{tableBucketARN}/{namespace}", "DELETE", "DeleteNamespace", _ns_check)
 def delete_namespace(req: RequestContext) -> Result:
-    catalog.drop_namespace(get_context(), _warehouse(req), _ns(req.param("namespace")))
+    namespaces.drop(get_context(), _warehouse(req), _ns(req.param("namespace")))
     return _ok(204, None)
 
 
 # ---- tables -----------------------------------------------------------------------------------
 
 
-_entry_id = entry_id
-
-
-def version_token(data: Body) -> str:
+def version_token(entry: TableEntry) -> str:
     """Opaque to clients: this entry and its version. Any commit, on any face, changes it."""
-    return f"{_entry_id(data)}-{version_of(data)}"
+    return f"{entry.entry_id}-{entry.version}"
 
 
-def _expected_version(token: object, data: Body) -> int:
+def _expected_version(token: object, entry: TableEntry) -> int:
     """The version a client's token names; ConflictException when it is not this table's current one."""
     if not isinstance(token, str) or "-" not in token:
         raise BadRequest("versionToken is required and must be a token from GetTable or GetTableMetadataLocation")
-    entry, _, number = token.rpartition("-")
-    if entry != _entry_id(data) or not number.isdigit():
+    token_entry, _, number = token.rpartition("-")
+    if token_entry != entry.entry_id or not number.isdigit():
         raise CommitFailed("The versionToken does not match the table's current version; get the table again")
     return int(number)
 
 
-def _location(data: Body) -> str:
-    return str(data.get("location") or str(data["metadata-location"]).rsplit("/metadata/", 1)[0])
-
-
-def table_arn_of(wh: str, data: Body) -> str:
+def table_arn_of(wh: str, entry: TableEntry) -> str:
     """The table id is the uuid owning its location: stable from CreateTable on, whoever wrote the metadata."""
-    return arns.table_api_arn(wh, pointer_record.owner_uuid(data))
+    return arns.table_api_arn(wh, entry.owner_uuid)
 
 
-def _table_out(wh: str, ns: tuple[str, ...], name: str, data: Body) -> Body:
+def _table_out(wh: str, entry: TableEntry) -> Body:
     return {
-        "name": name,
+        "name": entry.name,
         "type": "customer",
-        "tableARN": table_arn_of(wh, data),
-        "namespace": list(ns),
-        "versionToken": version_token(data),
-        **({"metadataLocation": data["metadata-location"]} if data.get("metadata-location") else {}),
-        "warehouseLocation": _location(data),
-        "createdAt": _iso(data.get("created-ms")),
+        "tableARN": table_arn_of(wh, entry),
+        "namespace": list(entry.namespace),
+        "versionToken": version_token(entry),
+        **({"metadataLocation": entry.metadata_location} if entry.metadata_location else {}),
+        "warehouseLocation": entry.location,
+        "createdAt": _iso(entry.created_ms),
         "createdBy": account(),
-        "modifiedAt": _iso(data.get("updated-ms", data.get("created-ms"))),
+        "modifiedAt": _iso(entry.updated_ms),
         "modifiedBy": account(),
         "ownerAccountId": account(),
         "format": "ICEBERG",
     }
 
 
-def _table(ctx: Context, wh: str, ns: tuple[str, ...], name: str) -> Body:
+def _table(ctx: Context, wh: str, ns: tuple[str, ...], name: str) -> TableEntry:
     """A live table, or a staged one (created without metadata, waiting for its first)."""
-    p = pointer_record.of_kind(pointers.live(ctx, wh, ns, name, read_only=True), "table") or lookup.staged(
-        ctx, wh, ns, name
-    )
-    if p is None:
-        raise pointers.not_found(ctx, wh, ns, name)
-    return p.data
+    return tables.entry(ctx, wh, ns, name)
 
 
 _TYPES = {
@@ -406,16 +391,14 @@ def _write_order(raw: object) -> Body:
 
 @_op("/tables/{tableBucketARN}/{namespace}", "PUT", "CreateTable", _table_check)
 def create_table(req: RequestContext) -> Result:
-    from chalicelib.core import definitions
-
     ctx, wh, ns, body = get_context(), _warehouse(req), _ns(req.param("namespace")), _json(req)
     if body.get("format") != "ICEBERG":
         raise BadRequest("format must be ICEBERG")
     name = check_table(body.get("name"))
     metadata = body.get("metadata")
     if metadata is None:  # the client writes the first metadata file at warehouseLocation
-        data = adopt.stage(ctx, wh, ns, name)
-        return _ok(200, {"tableARN": table_arn_of(wh, data), "versionToken": version_token(data)})
+        entry = tables.stage(ctx, wh, ns, name)
+        return _ok(200, {"tableARN": table_arn_of(wh, entry), "versionToken": version_token(entry)})
     iceberg = metadata.get("iceberg") if isinstance(metadata, dict) else None
     if not isinstance(iceberg, dict):
         raise BadRequest("metadata.iceberg is required")
@@ -425,9 +408,9 @@ def create_table(req: RequestContext) -> Result:
         request["partition-spec"] = _partition_spec(iceberg["partitionSpec"])
     if iceberg.get("writeOrder") is not None:
         request["write-order"] = _write_order(iceberg["writeOrder"])
-    creation.create(ctx, wh, ns, definitions.new_table(request))
-    data = _table(ctx, wh, ns, name)
-    return _ok(200, {"tableARN": table_arn_of(wh, data), "versionToken": version_token(data)})
+    tables.create(ctx, wh, ns, commands.new_table(request))
+    entry = _table(ctx, wh, ns, name)
+    return _ok(200, {"tableARN": table_arn_of(wh, entry), "versionToken": version_token(entry)})
 
 
 @_op("/get-table", "GET", "GetTable", _get_table_check)
@@ -441,7 +424,7 @@ def get_table(req: RequestContext) -> Result:
         if not ns_raw or not name:
             raise BadRequest("GetTable needs tableArn, or tableBucketARN, namespace and name")
         ns, table = _ns(ns_raw), check_table(name)
-    return _ok(200, _table_out(wh, ns, table, _table(ctx, wh, ns, table)))
+    return _ok(200, _table_out(wh, _table(ctx, wh, ns, table)))
 
 
 _TABLE_ARN = re.compile(r"(arn:aws[-a-z0-9]*:s3tables:[a-z0-9-]*:\d{12}:bucket/[a-z0-9-]{3,63})/table/([0-9a-f-]{36})")
@@ -460,7 +443,7 @@ def _by_table_arn(ctx: Context, arn: str) -> tuple[str, tuple[str, ...], str]:
     if found is None:
         raise BadRequest(f"Invalid tableArn {arn[:160]!r}: expected <table bucket ARN>/table/<table id>")
     wh = check_warehouse(found.group(1).rsplit("/", 1)[1])
-    where = lookup.find(ctx, wh, found.group(2))
+    where = tables.find(ctx, wh, found.group(2))
     if where is None:
         warehouses.get(ctx, wh)  # the bucket's own 404 first
         raise NotFound(f"Table {arn[:160]!r} does not exist")
@@ -491,13 +474,13 @@ def list_tables(req: RequestContext) -> Result:
             return name.startswith(prefix) and req.visible("ListTables", table_arn(wh, ns, name), ns_context(ns, name))
 
         start = resume_at if ns[0] == resume_ns else None
-        names, more = listing.list_names(ctx, wh, ns, start, size - len(out), keep, staged=True)
+        names, more = tables.list_names(ctx, wh, ns, start, size - len(out), keep, staged=True)
         for ident in names:
             try:
-                data = _table(ctx, wh, ns, ident["name"])
+                entry = _table(ctx, wh, ns, ident["name"])
             except NotFound:
                 continue
-            out.append({k: v for k, v in _table_out(wh, ns, ident["name"], data).items() if k in LISTED})
+            out.append({k: v for k, v in _table_out(wh, entry).items() if k in LISTED})
         if more:
             return _ok(200, {"tables": out, **_continue(req, json.dumps([ns[0], more]))})
     return _ok(200, {"tables": out})
@@ -518,10 +501,10 @@ LISTED = ("namespace", "name", "type", "tableARN", "createdAt", "modifiedAt")
 @_op("/tables/{tableBucketARN}/{namespace}/{name}/metadata-location", "GET", "GetTableMetadataLocation", _table_check)
 def get_metadata_location(req: RequestContext) -> Result:
     ctx, wh, ns, name = get_context(), _warehouse(req), _ns(req.param("namespace")), check_table(req.param("name"))
-    data = _table(ctx, wh, ns, name)
-    out = {"versionToken": version_token(data), "warehouseLocation": _location(data)}
-    if data.get("metadata-location"):
-        out["metadataLocation"] = data["metadata-location"]
+    entry = _table(ctx, wh, ns, name)
+    out = {"versionToken": version_token(entry), "warehouseLocation": entry.location}
+    if entry.metadata_location:
+        out["metadataLocation"] = entry.metadata_location
     return _ok(200, out)
 
 
@@ -534,12 +517,12 @@ def update_metadata_location(req: RequestContext) -> Result:
     location = body.get("metadataLocation")
     if not isinstance(location, str):
         raise BadRequest("metadataLocation is required")
-    data = _table(ctx, wh, ns, name)
-    expected = _expected_version(body.get("versionToken"), data)
-    if data.get("state") == pointer_record.STAGED:
-        new = adopt.activate(ctx, wh, ns, name, location, expected)
+    entry = _table(ctx, wh, ns, name)
+    expected = _expected_version(body.get("versionToken"), entry)
+    if entry.staged:
+        new = tables.activate(ctx, wh, ns, name, location, expected)
     else:
-        new, _ = adopt.swap_metadata_location(ctx, wh, ns, name, location, expected_version=expected)
+        new, _ = tables.swap_metadata_location(ctx, wh, ns, name, location, expected_version=expected)
     return _ok(
         200,
         {
@@ -547,7 +530,7 @@ def update_metadata_location(req: RequestContext) -> Result:
             "tableARN": table_arn_of(wh, new),
             "namespace": list(ns),
             "versionToken": version_token(new),
-            "metadataLocation": new["metadata-location"],
+            "metadataLocation": new.metadata_location,
         },
     )
 
@@ -557,11 +540,11 @@ def delete_table(req: RequestContext) -> Result:
     ctx, wh, ns, name = get_context(), _warehouse(req), _ns(req.param("namespace")), check_table(req.param("name"))
     token = req.query.get("versionToken")
     if token is not None:
-        data = _table(ctx, wh, ns, name)
-        if _expected_version(token, data) != version_of(data):
+        entry = _table(ctx, wh, ns, name)
+        if _expected_version(token, entry) != entry.version:
             raise CommitFailed("The versionToken does not match the table's current version; get the table again")
-    if not lifecycle.drop_staged(ctx, wh, ns, name):
-        lifecycle.drop(ctx, wh, ns, name, purge=True)  # S3 Tables deletes the table's data with it
+    if not tables.drop_staged(ctx, wh, ns, name):
+        tables.drop(ctx, wh, ns, name, purge=True)  # S3 Tables deletes the table's data with it
     return _ok(204, None)
 
 
@@ -573,15 +556,15 @@ def rename_table(req: RequestContext) -> Result:
     if new_ns is None and new_name is None:
         raise BadRequest("RenameTable needs newNamespaceName, newName or both")
     if body.get("versionToken") is not None:
-        data = _table(ctx, wh, ns, name)
-        if _expected_version(body["versionToken"], data) != version_of(data):
+        entry = _table(ctx, wh, ns, name)
+        if _expected_version(body["versionToken"], entry) != entry.version:
             raise CommitFailed("The versionToken does not match the table's current version; get the table again")
-    if lookup.staged(ctx, wh, ns, name) is not None:
+    if _table(ctx, wh, ns, name).staged:
         raise BadRequest("A table without metadata cannot be renamed yet: write its first metadata first")
     dst_ns = _ns(new_ns) if isinstance(new_ns, str) else ns
     dst_name = check_table(new_name) if new_name is not None else name
     req.require("RenameTable", table_arn(wh, dst_ns, dst_name), ns_context(dst_ns, dst_name))  # as REST asks
-    lifecycle.rename(ctx, wh, (ns, name), (dst_ns, dst_name))
+    tables.rename(ctx, wh, (ns, name), (dst_ns, dst_name))
     return _ok(204, None)
 
 
@@ -667,7 +650,7 @@ def _tag_target(req: RequestContext) -> tuple[Context, str, str]:
     ctx, arn = get_context(), req.param("resourceArn")
     if "/table/" in arn:
         wh, ns, name = _resolved(req, _TAG_ACTIONS[req.method], arn)
-        return ctx, wh, _entry_id(_table(ctx, wh, ns, name))
+        return ctx, wh, _table(ctx, wh, ns, name).entry_id
     found = _BUCKET_ARN.fullmatch(arn)
     if found is None:
         raise BadRequest(f"Invalid resourceArn {arn[:160]!r}: a table bucket or table ARN")
@@ -792,17 +775,17 @@ def put_bucket_maintenance(req: RequestContext) -> Result:
     return _ok(204, None)
 
 
-def _table_target(req: RequestContext) -> tuple[Context, str, Body]:
+def _table_target(req: RequestContext) -> tuple[Context, str, TableEntry]:
     ctx, wh, ns, name = get_context(), _warehouse(req), _ns(req.param("namespace")), check_table(req.param("name"))
     return ctx, wh, _table(ctx, wh, ns, name)
 
 
 @_op("/tables/{tableBucketARN}/{namespace}/{name}/maintenance", "GET", "GetTableMaintenanceConfiguration", _table_check)
 def get_table_maintenance(req: RequestContext) -> Result:
-    ctx, wh, data = _table_target(req)
-    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), _entry_id(data), "maintenance")
+    ctx, wh, entry = _table_target(req)
+    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry.entry_id, "maintenance")
     defaults = {} if req.query.get("stored") == "true" else TABLE_MAINTENANCE_DEFAULTS  # extension: what was put
-    return _ok(200, {"tableARN": table_arn_of(wh, data), "configuration": {**defaults, **doc}})
+    return _ok(200, {"tableARN": table_arn_of(wh, entry), "configuration": {**defaults, **doc}})
 
 
 @_op(
@@ -814,8 +797,8 @@ def get_table_maintenance(req: RequestContext) -> Result:
 def put_table_maintenance(req: RequestContext) -> Result:
     kind = req.param("type")
     value = _maintenance_value(kind, tuple(TABLE_MAINTENANCE_DEFAULTS), _json(req).get("value"))
-    ctx, wh, data = _table_target(req)
-    side_data.change(ctx, ctx.bucket_for(wh), _entry_id(data), "maintenance", lambda d: {**d, kind: value})
+    ctx, wh, entry = _table_target(req)
+    side_data.change(ctx, ctx.bucket_for(wh), entry.entry_id, "maintenance", lambda d: {**d, kind: value})
     return _ok(204, None)
 
 
@@ -826,10 +809,10 @@ def put_table_maintenance(req: RequestContext) -> Result:
     _table_check,
 )
 def get_job_status(req: RequestContext) -> Result:
-    ctx, wh, data = _table_target(req)
-    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), _entry_id(data), "maintenance-status")
+    ctx, wh, entry = _table_target(req)
+    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry.entry_id, "maintenance-status")
     status = {kind: doc.get(kind, {"status": "Not_Yet_Run"}) for kind in JOB_TYPES}
-    return _ok(200, {"tableARN": table_arn_of(wh, data), "status": status})
+    return _ok(200, {"tableARN": table_arn_of(wh, entry), "status": status})
 
 
 @_op(
@@ -853,8 +836,8 @@ def put_job_status(req: RequestContext) -> Result:
         if isinstance(value.get("failureMessage"), str):
             entry["failureMessage"] = value["failureMessage"][:2000]
         clean[kind] = entry
-    ctx, wh, data = _table_target(req)
-    side_data.change(ctx, ctx.bucket_for(wh), _entry_id(data), "maintenance-status", lambda d: {**d, **clean})
+    ctx, wh, entry = _table_target(req)
+    side_data.change(ctx, ctx.bucket_for(wh), entry.entry_id, "maintenance-status", lambda d: {**d, **clean})
     return _ok(204, None)
 
 
@@ -886,11 +869,10 @@ def _policy_in(req: RequestContext, governs: arns.Resource) -> Body:
 
 @_op("/buckets/{tableBucketARN}/policy", "GET", "GetTableBucketPolicy", _bucket_check)
 def get_bucket_policy(req: RequestContext) -> Result:
-    from chalicelib.core import resource_policies
 
     ctx, wh = get_context(), _warehouse(req)
     warehouses.get(ctx, wh)
-    doc = resource_policies.read(ctx, wh, fresh=True).get("bucket")
+    doc = side_data.read_policy(ctx, wh, fresh=True).get("bucket")
     if not doc:
         raise NotFound(f"Table bucket {wh!r} has no policy")
     return _ok(200, {"resourcePolicy": json.dumps(doc)})
@@ -898,22 +880,20 @@ def get_bucket_policy(req: RequestContext) -> Result:
 
 @_op("/buckets/{tableBucketARN}/policy", "PUT", "PutTableBucketPolicy", _bucket_check)
 def put_bucket_policy(req: RequestContext) -> Result:
-    from chalicelib.core import resource_policies
 
     ctx, wh = get_context(), _warehouse(req)
     doc = _policy_in(req, bucket_arn(wh))
     warehouses.get(ctx, wh)
-    resource_policies.change(ctx, wh, lambda d: {**d, "bucket": doc})
+    side_data.change_policy(ctx, wh, lambda d: {**d, "bucket": doc})
     return _ok(200, {})
 
 
 @_op("/buckets/{tableBucketARN}/policy", "DELETE", "DeleteTableBucketPolicy", _bucket_check)
 def delete_bucket_policy(req: RequestContext) -> Result:
-    from chalicelib.core import resource_policies
 
     ctx, wh = get_context(), _warehouse(req)
     warehouses.get(ctx, wh)
-    resource_policies.change(ctx, wh, lambda d: {k: v for k, v in d.items() if k != "bucket"})
+    side_data.change_policy(ctx, wh, lambda d: {k: v for k, v in d.items() if k != "bucket"})
     return _ok(204, None)
 
 
@@ -921,7 +901,7 @@ def _policy_table(req: RequestContext) -> tuple[Context, str, arns.Resource, str
     """The table a table policy belongs to, and its keys: its id (current) and its name (documents
     written before policies were kept by id)."""
     ctx, wh, ns, name = get_context(), _warehouse(req), _ns(req.param("namespace")), check_table(req.param("name"))
-    table_id = pointer_record.owner_uuid(_table(ctx, wh, ns, name))
+    table_id = _table(ctx, wh, ns, name).owner_uuid
     return ctx, wh, table_arn(wh, ns, name, table_id), table_id, ".".join((*ns, name))
 
 
@@ -931,10 +911,9 @@ def _tables_without(doc: Body, *keys_: str) -> dict[str, Body]:
 
 @_op("/tables/{tableBucketARN}/{namespace}/{name}/policy", "GET", "GetTablePolicy", _table_check)
 def get_table_policy(req: RequestContext) -> Result:
-    from chalicelib.core import resource_policies
 
     ctx, wh, _, table_id, legacy = _policy_table(req)
-    stored = resource_policies.read(ctx, wh, fresh=True).get("tables") or {}
+    stored = side_data.read_policy(ctx, wh, fresh=True).get("tables") or {}
     doc = stored.get(table_id) or stored.get(legacy)
     if not doc:
         raise NotFound(f"Table {legacy!r} has no policy")
@@ -944,20 +923,18 @@ def get_table_policy(req: RequestContext) -> Result:
 @_op("/tables/{tableBucketARN}/{namespace}/{name}/policy", "PUT", "PutTablePolicy", _table_check)
 def put_table_policy(req: RequestContext) -> Result:
     """A table policy belongs to the table (its id): it follows renames and dies with the table."""
-    from chalicelib.core import resource_policies
 
     ctx, wh, table, table_id, legacy = _policy_table(req)
     doc = _policy_in(req, table)
-    resource_policies.change(ctx, wh, lambda d: {**d, "tables": {**_tables_without(d, legacy), table_id: doc}})
+    side_data.change_policy(ctx, wh, lambda d: {**d, "tables": {**_tables_without(d, legacy), table_id: doc}})
     return _ok(200, {})
 
 
 @_op("/tables/{tableBucketARN}/{namespace}/{name}/policy", "DELETE", "DeleteTablePolicy", _table_check)
 def delete_table_policy(req: RequestContext) -> Result:
-    from chalicelib.core import resource_policies
 
     ctx, wh, _, table_id, legacy = _policy_table(req)
-    resource_policies.change(ctx, wh, lambda d: {**d, "tables": _tables_without(d, table_id, legacy)})
+    side_data.change_policy(ctx, wh, lambda d: {**d, "tables": _tables_without(d, table_id, legacy)})
     return _ok(204, None)
 
 

@@ -10,6 +10,7 @@ from chalicelib.core import metadata as md
 from chalicelib.core import pointer_record, pointers
 from chalicelib.core.context import Context
 from chalicelib.core.model import TableState
+from chalicelib.core.pointer_record import TableEntry
 from chalicelib.errors import (
     CatalogError,
 )
@@ -71,3 +72,14 @@ def find(ctx: Context, warehouse: str, table_uuid: str) -> tuple[Namespace, str]
 def staged(ctx: Context, warehouse: str, ns: Namespace, name: str) -> pointer_record.Pointer | None:
     p = pointers.read(ctx, warehouse, ns, name)
     return p if p is not None and p.state == pointer_record.STAGED else None
+
+
+def entry(ctx: Context, warehouse: str, ns: Namespace, name: str, staged_too: bool = True) -> TableEntry:
+    """A live table's entry (a staged one too, unless staged_too is False): for faces that show
+    a table's id, version and times."""
+    p = pointer_record.of_kind(pointers.live(ctx, warehouse, ns, name, read_only=True), "table")
+    if p is None and staged_too:
+        p = staged(ctx, warehouse, ns, name)
+    if p is None:
+        raise pointers.not_found(ctx, warehouse, ns, name)
+    return TableEntry.of(ns, name, p.data)

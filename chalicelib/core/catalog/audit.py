@@ -1,0 +1,25 @@
+"""The audit trail: who changed what (core/audit.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.core import pointers, warehouses
+from chalicelib.core.audit import TAIL, source_of
+from chalicelib.core.audit import query as query
+from chalicelib.core.audit import table_tails as table_tails
+from chalicelib.core.context import Context
+from chalicelib.core.model import Namespace
+
+
+def live_trail(ctx: Context, warehouse: str, ns: Namespace, name: str) -> tuple[str, list[dict[str, Any]]] | None:
+    """A live table's trail source and the entries its pointer still carries; None if no live table."""
+    p = pointers.read(ctx, warehouse, ns, name)
+    if p is None or p.state != "active":
+        return None
+    source = source_of(p.data)
+    return source, [dict(e, source=source) for e in p.data.get(TAIL) or []]
+
+
+def require_warehouse(ctx: Context, warehouse: str) -> None:
+    warehouses.read_record(ctx, warehouse)

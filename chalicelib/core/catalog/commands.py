@@ -1,0 +1,17 @@
+"""Typed commands from Iceberg JSON, for every face that speaks it (the REST face, S3 Tables'
+CreateTable with a metadata definition): a table definition, a commit's requirements and updates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.core.definitions import new_table as new_table
+from chalicelib.core.model import Namespace, TableChange
+
+
+def parse_change(ns: Namespace, name: str, requirements: Any, updates: Any) -> TableChange:
+    """A commit's requirements and updates as PyIceberg's models (imported here, by the handlers
+    that parse a change only: PyIceberg is a heavy import)."""
+    from chalicelib.core.updates import parse_change as parse
+
+    return parse(ns, name, requirements, updates)

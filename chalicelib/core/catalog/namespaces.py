@@ -1,0 +1,23 @@
+"""Namespaces: create, get, list, update properties, drop (core/namespaces.py; a drop asks the
+table pointers whether the namespace is empty)."""
+
+from __future__ import annotations
+
+from chalicelib.core import namespaces
+from chalicelib.core.context import Context
+from chalicelib.core.model import Namespace
+from chalicelib.core.namespaces import create as create
+from chalicelib.core.namespaces import get as get
+from chalicelib.core.namespaces import list_children as list_children
+from chalicelib.core.namespaces import read_record as read_record
+from chalicelib.core.namespaces import update_properties as update_properties
+from chalicelib.core.tables import listing
+
+
+def _occupied(ctx: Context, warehouse: str, ns: Namespace, names: list[str]) -> list[bool]:
+    return listing.live_flags(ctx, warehouse, ns, names, listing.occupied)
+
+
+def drop(ctx: Context, warehouse: str, ns: Namespace) -> None:
+    """Delete an empty namespace: no live table or view, no table being created, no child."""
+    namespaces.delete(ctx, warehouse, ns, _occupied)

@@ -1,0 +1,45 @@
+"""Tables: list, load, create, commit, register, drop, rename; S3 Tables' staged tables and Glue's
+metadata swaps (core/tables/)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.core.context import Context
+from chalicelib.core.metadata import read_metadata_raw as read_metadata_raw
+from chalicelib.core.model import Namespace, TableState
+from chalicelib.core.pointer_record import TableEntry as TableEntry
+from chalicelib.core.tables import adopt
+from chalicelib.core.tables.adopt import check_register_location as check_register_location
+from chalicelib.core.tables.adopt import register as register
+from chalicelib.core.tables.commit import commit as commit
+from chalicelib.core.tables.commit import resolve_commit as resolve_commit
+from chalicelib.core.tables.create import create as create
+from chalicelib.core.tables.lifecycle import drop as drop
+from chalicelib.core.tables.lifecycle import drop_staged as drop_staged
+from chalicelib.core.tables.lifecycle import rename as rename
+from chalicelib.core.tables.listing import list_names as list_names
+from chalicelib.core.tables.lookup import entry as entry
+from chalicelib.core.tables.lookup import exists as exists
+from chalicelib.core.tables.lookup import find as find
+from chalicelib.core.tables.lookup import load as load
+
+
+def stage(ctx: Context, warehouse: str, ns: Namespace, name: str) -> TableEntry:
+    """A table without metadata yet (S3 Tables): its name and a location the catalog chose."""
+    return TableEntry.of(ns, name, adopt.stage(ctx, warehouse, ns, name))
+
+
+def activate(
+    ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: str, expected_version: int
+) -> TableEntry:
+    """A staged table's first metadata file, written by its client at the staged location."""
+    return TableEntry.of(ns, name, adopt.activate(ctx, warehouse, ns, name, meta_loc, expected_version))
+
+
+def swap_metadata_location(
+    ctx: Context, warehouse: str, ns: Namespace, name: str, new_location: str | None, **expected: Any
+) -> tuple[TableEntry, TableState]:
+    """Point a table at metadata its client wrote, compare-and-swap on its version or metadata location."""
+    data, state = adopt.swap_metadata_location(ctx, warehouse, ns, name, new_location, **expected)
+    return TableEntry.of(ns, name, data), state

@@ -1,0 +1,19 @@
+"""Dropped tables kept by a warehouse's retention: list, get, restore, purge (core/trash.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.core.drops import purge_budget_s as purge_budget_s
+from chalicelib.core.metadata import read_metadata_raw as read_metadata_raw
+from chalicelib.core.pointer_record import owner_uuid
+from chalicelib.core.trash import get as get
+from chalicelib.core.trash import list_dropped as list_dropped
+from chalicelib.core.trash import public as public
+from chalicelib.core.trash import purge as purge
+from chalicelib.core.trash import restore as restore
+
+
+def table_id(record: dict[str, Any]) -> str | None:
+    """The dropped table's id (its owner uuid), as policies name it."""
+    return owner_uuid(record.get("pointer") or {}) or None
