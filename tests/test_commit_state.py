@@ -16,7 +16,7 @@ from chalicelib.core.context import Context
 from chalicelib.core.tables import commit as commits
 from chalicelib.core.tables import create as creation
 from chalicelib.core.tables import lookup
-from chalicelib.errors import CommitStateUnknown
+from chalicelib.errors import CommitStateUnknown, TableNotFound
 from chalicelib.faults import FaultInjector
 from chalicelib.routes import iceberg_errors, iceberg_io
 from chalicelib.routes.iceberg_errors import iceberg_error
@@ -287,3 +287,32 @@ def test_a_commit_that_loses_every_race_until_its_deadline_is_a_503_not_applied(
     after = lookup.load(core, wh, ("c",), "t")
     props = json.loads(after.raw_metadata)["properties"]
     assert "mine" not in props and {f"rival{i}" for i in range(rivals.landed)} <= set(props)
+
+
+@pytest.mark.parametrize("operation", ["delete", "rename"])
+def test_a_version_token_is_checked_on_the_pointer_the_change_replaces(core, operation):
+    """S3 Tables' DeleteTable and RenameTable with a versionToken: a commit that lands after the
+    token was checked and before the drop or rename writes makes that write fail its CAS, and
+    the retry finds the new version: 409, the table alive with the rival's commit (the token
+    used to be compared once, before a drop loop that retried onto the newer table)."""
+    from chalicelib.errors import CommitFailed
+    from chalicelib.s3tables import backend
+
+    wh, _ = _table(core)
+    token = backend.version_token(backend.table(core, wh, ("c",), "t"))
+    rivals = RivalWins(core, wh, 1)
+    ctx = Context(core.settings, rivals)
+    with pytest.raises(CommitFailed):
+        if operation == "delete":
+            backend.delete_table(ctx, wh, ("c",), "t", token)
+        else:
+            backend.rename_table(ctx, wh, (("c",), "t"), (("c",), "u"), token)
+    assert rivals.landed == 1
+    after = backend.table(core, wh, ("c",), "t")  # still there, at the rival's version
+    assert backend.version_token(after) != token
+    assert json.loads(lookup.load(core, wh, ("c",), "t").raw_metadata)["properties"]["rival0"] == "1"
+    with pytest.raises(TableNotFound):
+        lookup.load(core, wh, ("c",), "u")
+    backend.delete_table(core, wh, ("c",), "t", backend.version_token(after))  # the fresh token works
+    with pytest.raises(TableNotFound):
+        lookup.load(core, wh, ("c",), "t")

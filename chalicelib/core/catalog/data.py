@@ -3,8 +3,9 @@ vended credentials (core/data_access.py, core/signer.py, core/vending.py)."""
 
 from __future__ import annotations
 
-from chalicelib.core.data_access import Grant as Grant
-from chalicelib.core.data_access import check as check
-from chalicelib.core.data_access import table_location as table_location
-from chalicelib.core.signer import sign as sign
-from chalicelib.core.vending import vend as vend
+from chalicelib.core.data_access import Grant, check, table_location
+from chalicelib.core.signer import sign
+from chalicelib.core.vending import available as vending_available
+from chalicelib.core.vending import vend
+
+__all__ = ["Grant", "check", "sign", "table_location", "vend", "vending_available"]

@@ -3,10 +3,34 @@ Hive tables, table versions, and renames done as CreateTable + DeleteTable."""
 
 from __future__ import annotations
 
-from chalicelib.core.entries import Entry as Entry
-from chalicelib.core.entries import all_namespaces as all_namespaces
-from chalicelib.core.entries import metadata_json as metadata_json
-from chalicelib.core.entries import scan_views as scan_views
-from chalicelib.core.entries import view_page as view_page
-from chalicelib.core.glue_renames import on_delete as on_delete
-from chalicelib.core.purges import UuidInUse as UuidInUse
+from chalicelib.core.entries import Entry, all_namespaces, metadata_json, scan_views, view_page
+from chalicelib.core.entries import get as get_entry
+from chalicelib.core.glue_renames import begin as begin_rename
+from chalicelib.core.glue_renames import on_delete
+from chalicelib.core.hive import create as create_hive
+from chalicelib.core.hive import delete as delete_hive
+from chalicelib.core.hive import update as update_hive
+from chalicelib.core.purges import UuidInUse
+from chalicelib.core.versions import delete as delete_version
+from chalicelib.core.versions import delete_all as delete_versions
+from chalicelib.core.versions import get as get_version
+from chalicelib.core.versions import listed as listed_versions
+
+__all__ = [
+    "Entry",
+    "UuidInUse",
+    "all_namespaces",
+    "begin_rename",
+    "create_hive",
+    "delete_hive",
+    "delete_version",
+    "delete_versions",
+    "get_entry",
+    "get_version",
+    "listed_versions",
+    "metadata_json",
+    "on_delete",
+    "scan_views",
+    "update_hive",
+    "view_page",
+]

@@ -4,5 +4,8 @@ compare-and-swap (core/side_data.py, core/resource_policies.py)."""
 
 from __future__ import annotations
 
-from chalicelib.core.side_data import change as change
-from chalicelib.core.side_data import read as read
+from chalicelib.core.resource_policies import change as change_policy
+from chalicelib.core.resource_policies import read as read_policy
+from chalicelib.core.side_data import change, read
+
+__all__ = ["change", "change_policy", "read", "read_policy"]

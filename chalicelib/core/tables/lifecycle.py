@@ -9,7 +9,9 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.core import audit, drops, name_claims, namespaces, pointer_record, pointers
 from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.core.pointer_record import Pointer, ident
 from chalicelib.core.tables import lookup
+from chalicelib.core.versioning import version_of
 from chalicelib.errors import (
     CommitFailed,
     CommitStateUnknown,
@@ -34,7 +36,15 @@ def _tombstone(data: dict[str, Any], ns: Namespace, name: str, purge: bool, rete
     return audit.appended(tomb, [e])
 
 
-def drop(ctx: Context, warehouse: str, ns: Namespace, name: str, purge: bool, kind: str = "table") -> None:
+def drop(
+    ctx: Context,
+    warehouse: str,
+    ns: Namespace,
+    name: str,
+    purge: bool,
+    kind: str = "table",
+    expected_version: int | None = None,
+) -> None:
     """Drop a table (or view): invisible at once and its name free; with the warehouse's retention
     its files and pointer go to the trash (trash.py), without it they are purged (or kept) now."""
     from chalicelib.core import trash
@@ -43,6 +53,7 @@ def drop(ctx: Context, warehouse: str, ns: Namespace, name: str, purge: bool, ki
     retention = trash.retention_ms(ctx, warehouse)
     for _ in range(pointers.COMMIT_ATTEMPTS):
         p = pointers.require(ctx, warehouse, ns, name, kind)
+        _check_version(p, ns, name, expected_version)  # on the pointer the tombstone replaces: one CAS
         if purge and p.data.get("client-location"):
             raise PurgeNotSupported(
                 f"Table {pointer_record.ident(ns, name)!r} lives where its Glue client chose, which the catalog does "
@@ -73,12 +84,13 @@ def rename(
     kind: str = "table",
     reservation: pointer_record.Pointer | None = None,
     fields: dict[str, Any] | None = None,
+    expected_version: int | None = None,
 ) -> None:
     """Rename a table (or a view: kind="view"), across namespaces too; one commit point (docs/design.md).
 
     ``reservation``: the destination's pending pointer, made earlier (a Glue client's CreateTable,
     glue_renames.py); it is refreshed from the source as it is now, so no commit made since is lost.
-    ``fields`` are set on the renamed pointer."""
+    ``fields`` are set on the renamed pointer; ``expected_version``: the source must be at it (S3 Tables)."""
     src_ns, src_name = check_namespace(list(src[0])), check_table(src[1])
     dst_ns, dst_name = check_namespace(list(dst[0])), check_table(dst[1])
     if (src_ns, src_name) == (dst_ns, dst_name):
@@ -87,6 +99,7 @@ def rename(
     src_key, dst_key = keys.table_pointer(src_ns, src_name), keys.table_pointer(dst_ns, dst_name)
     for _ in range(pointers.COMMIT_ATTEMPTS):
         src = pointers.require(ctx, warehouse, src_ns, src_name, kind)
+        _check_version(src, src_ns, src_name, expected_version)  # the `moved` CAS replaces this pointer
         namespaces.require_active(ctx, warehouse, dst_ns)
         started = now_ms()
         e = audit.entry(
@@ -164,12 +177,13 @@ def _refresh(ctx: Context, bucket: str, key: str, held: pointer_record.Pointer, 
     raise Conflict(f"The reservation of {what!r} changed (its lease ran out?); retry the rename")
 
 
-def drop_staged(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
+def drop_staged(ctx: Context, warehouse: str, ns: Namespace, name: str, expected_version: int | None = None) -> bool:
     """Drop a staged table (and whatever its client wrote at its location); False if it is not staged."""
     bucket, key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
     p = lookup.staged(ctx, warehouse, ns, name)
     if p is None:
         return False
+    _check_version(p, ns, name, expected_version)
     tomb = dict(p.data, state="dropped", purge=True, **{"since-ms": now_ms()})
     try:
         etag = ctx.storage.put_if_match(bucket, key, dump(tomb), p.etag)
@@ -177,3 +191,13 @@ def drop_staged(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
         raise CommitFailed(f"Table {pointer_record.ident(ns, name)!r} changed concurrently; retry") from None
     drops.settle_drop(ctx, bucket, pointer_record.Pointer(tomb, etag), remove=True, ns=ns, name=name)
     return True
+
+
+def _check_version(p: Pointer, ns: Namespace, name: str, expected: int | None) -> None:
+    """A client's expected version (S3 Tables' versionToken), checked on the very pointer the
+    change replaces with If-Match: a commit landing in between fails the CAS, and the retry
+    finds the new version."""
+    if expected is not None and version_of(p.data) != expected:
+        raise CommitFailed(
+            f"Table {ident(ns, name)!r} is at version {version_of(p.data)}, not {expected}; get the table again"
+        )

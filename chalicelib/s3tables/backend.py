@@ -1,0 +1,294 @@
+"""S3 Tables' own rules on top of the Catalog (moto's models.py to face.py's responses.py):
+version tokens checked by compare-and-swap, tables created without metadata, encryption and
+storage class, tags, maintenance settings and job status, resource policies. No HTTP here: the
+face parses requests into these calls and formats what they return."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from chalicelib.core.catalog import commands, side_data, tables, warehouses
+from chalicelib.core.catalog.tables import TableEntry
+from chalicelib.core.context import Context
+from chalicelib.core.model import Namespace
+from chalicelib.errors import BadRequest, CommitFailed, NotFound
+
+Body = dict[str, Any]
+
+BUCKET_ENTRY = "table-bucket"  # side data of the bucket itself (tags, encryption)
+DEFAULT_ENCRYPTION: Body = {"sseAlgorithm": "AES256"}
+
+
+# ---- tables -------------------------------------------------------------------------------------
+
+
+def table(ctx: Context, wh: str, ns: Namespace, name: str) -> TableEntry:
+    """A live table, or a staged one (created without metadata, waiting for its first)."""
+    return tables.entry(ctx, wh, ns, name)
+
+
+def version_token(entry: TableEntry) -> str:
+    """Opaque to clients: this entry and its version. Any commit, on any face, changes it."""
+    return f"{entry.entry_id}-{entry.version}"
+
+
+def expected_version(token: object, entry: TableEntry) -> int:
+    """The version a client's token names; ConflictException when it is not this table's."""
+    if not isinstance(token, str) or "-" not in token:
+        raise BadRequest("versionToken is required and must be a token from GetTable or GetTableMetadataLocation")
+    token_entry, _, number = token.rpartition("-")
+    if token_entry != entry.entry_id or not number.isdigit():
+        raise CommitFailed("The versionToken does not match the table's current version; get the table again")
+    return int(number)
+
+
+def by_table_id(ctx: Context, wh: str, table_id: str, what: str) -> tuple[Namespace, str]:
+    """The name of the live table with this id (a table ARN's last part)."""
+    where = tables.find(ctx, wh, table_id)
+    if where is None:
+        warehouses.get(ctx, wh)  # the bucket's own 404 first
+        raise NotFound(f"Table {what!r} does not exist")
+    return where
+
+
+def _optional_version(ctx: Context, wh: str, ns: Namespace, name: str, token: object) -> int | None:
+    return None if token is None else expected_version(token, table(ctx, wh, ns, name))
+
+
+def create_table(ctx: Context, wh: str, ns: Namespace, name: str, definition: Body | None) -> TableEntry:
+    """With an Iceberg definition: a table with metadata v0. Without: a staged table whose client
+    writes the first metadata at its warehouseLocation (update_metadata_location)."""
+    if definition is None:
+        return tables.stage(ctx, wh, ns, name)
+    tables.create(ctx, wh, ns, commands.new_table(definition))
+    return table(ctx, wh, ns, name)
+
+
+def update_metadata_location(
+    ctx: Context, wh: str, ns: Namespace, name: str, location: str, token: object
+) -> TableEntry:
+    """Point the table at metadata its client wrote, if the token names its current version."""
+    entry = table(ctx, wh, ns, name)
+    expected = expected_version(token, entry)
+    if entry.staged:
+        return tables.activate(ctx, wh, ns, name, location, expected)
+    new, _ = tables.swap_metadata_location(ctx, wh, ns, name, location, expected_version=expected)
+    return new
+
+
+def delete_table(ctx: Context, wh: str, ns: Namespace, name: str, token: object) -> None:
+    """S3 Tables deletes the table's data with it; a token is checked on the pointer the drop replaces."""
+    expected = _optional_version(ctx, wh, ns, name, token)
+    if not tables.drop_staged(ctx, wh, ns, name, expected_version=expected):
+        tables.drop(ctx, wh, ns, name, purge=True, expected_version=expected)
+
+
+def rename_table(ctx: Context, wh: str, src: tuple[Namespace, str], dst: tuple[Namespace, str], token: object) -> None:
+    expected = _optional_version(ctx, wh, *src, token)
+    if table(ctx, wh, *src).staged:
+        raise BadRequest("A table without metadata cannot be renamed yet: write its first metadata first")
+    tables.rename(ctx, wh, src, dst, expected_version=expected)
+
+
+# ---- encryption and storage class ----------------------------------------------------------------
+
+
+def check_encryption(value: object) -> Body:
+    if not isinstance(value, dict) or value.get("sseAlgorithm") not in ("AES256", "aws:kms"):
+        raise BadRequest("encryptionConfiguration.sseAlgorithm must be AES256 or aws:kms")
+    if value["sseAlgorithm"] == "aws:kms" and not isinstance(value.get("kmsKeyArn"), str):
+        raise BadRequest("encryptionConfiguration.kmsKeyArn is required with aws:kms")
+    return {k: value[k] for k in ("sseAlgorithm", "kmsKeyArn") if k in value}
+
+
+def encryption(ctx: Context, wh: str, check_bucket: bool = True) -> Body:
+    """The bucket's (and so each of its tables') encryption configuration."""
+    if check_bucket:
+        warehouses.get(ctx, wh)
+    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), BUCKET_ENTRY, "encryption")
+    return doc or DEFAULT_ENCRYPTION
+
+
+def set_encryption(ctx: Context, wh: str, config: Body) -> None:
+    """Stored and returned; the catalog's own S3 writes use the bucket's default encryption."""
+    warehouses.get(ctx, wh)
+    side_data.change(ctx, ctx.bucket_for(wh), BUCKET_ENTRY, "encryption", lambda _: config)
+
+
+STORAGE_CLASS: Body = {"storageClass": "STANDARD"}
+
+
+def check_storage_class(config: object) -> None:
+    if not isinstance(config, dict) or config.get("storageClass") != "STANDARD":
+        raise BadRequest("Only storageClass STANDARD is supported")
+
+
+# ---- tags -----------------------------------------------------------------------------------------
+
+
+def tags(ctx: Context, wh: str, entry_id: str) -> Body:
+    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry_id, "tags")
+    return doc
+
+
+def check_tags(value: object) -> dict[str, str]:
+    if not isinstance(value, dict) or not value or not all(isinstance(v, str) for v in value.values()):
+        raise BadRequest("tags must map tag keys to string values")
+    for key, item in value.items():
+        if not 1 <= len(key) <= 128 or len(item) > 256:
+            raise BadRequest("Tag keys are 1-128 characters and values at most 256")
+    return value
+
+
+def tag(ctx: Context, wh: str, entry_id: str, new: dict[str, str]) -> None:
+    def add(doc: Body) -> Body:
+        merged = {**doc, **new}
+        if len(merged) > 50:
+            raise BadRequest("A resource has at most 50 tags")
+        return merged
+
+    side_data.change(ctx, ctx.bucket_for(wh), entry_id, "tags", add)
+
+
+def untag(ctx: Context, wh: str, entry_id: str, keys: list[str]) -> None:
+    side_data.change(ctx, ctx.bucket_for(wh), entry_id, "tags", lambda d: {k: v for k, v in d.items() if k not in keys})
+
+
+# ---- maintenance: configuration the maintenance jobs follow, and their last runs -----------------
+
+# S3 Tables' defaults, returned for the types nobody configured.
+TABLE_MAINTENANCE_DEFAULTS: Body = {
+    "icebergCompaction": {
+        "status": "enabled",
+        "settings": {"icebergCompaction": {"targetFileSizeMB": 512, "strategy": "auto"}},
+    },
+    "icebergSnapshotManagement": {
+        "status": "enabled",
+        "settings": {"icebergSnapshotManagement": {"minSnapshotsToKeep": 1, "maxSnapshotAgeHours": 120}},
+    },
+}
+BUCKET_MAINTENANCE_DEFAULTS: Body = {
+    "icebergUnreferencedFileRemoval": {
+        "status": "enabled",
+        "settings": {"icebergUnreferencedFileRemoval": {"unreferencedDays": 3, "nonCurrentDays": 10}},
+    }
+}
+_SETTINGS = {
+    "icebergCompaction": {"targetFileSizeMB": (64, 512), "strategy": ("auto", "binpack", "sort")},
+    "icebergSnapshotManagement": {"minSnapshotsToKeep": (1, 10**6), "maxSnapshotAgeHours": (1, 10**6)},
+    "icebergUnreferencedFileRemoval": {"unreferencedDays": (1, 10**6), "nonCurrentDays": (1, 10**6)},
+}
+JOB_TYPES = ("icebergCompaction", "icebergSnapshotManagement", "icebergUnreferencedFileRemoval")
+JOB_STATUSES = ("Not_Yet_Run", "Successful", "Failed", "Disabled")
+
+
+def check_maintenance(kind: str, allowed: tuple[str, ...], value: object) -> Body:
+    """A validated configuration value for one maintenance type."""
+    if kind not in allowed:
+        raise BadRequest(f"Unknown maintenance type {kind[:60]!r}: one of {', '.join(allowed)}")
+    if not isinstance(value, dict) or value.get("status") not in ("enabled", "disabled"):
+        raise BadRequest("value.status must be enabled or disabled")
+    settings = value.get("settings") or {}
+    if not isinstance(settings, dict) or set(settings) - {kind}:
+        raise BadRequest(f"value.settings may only hold {kind}")
+    own = settings.get(kind) or {}
+    if not isinstance(own, dict):
+        raise BadRequest(f"value.settings.{kind} must be an object")
+    for key, item in own.items():
+        rule = _SETTINGS[kind].get(key)
+        if rule is None:
+            raise BadRequest(f"Unknown setting {kind}.{key[:60]}")
+        if isinstance(rule[0], str):
+            if item not in rule:
+                raise BadRequest(f"{kind}.{key} must be one of {', '.join(rule)} (z-order is not supported)")
+        elif not isinstance(item, int) or isinstance(item, bool) or not rule[0] <= item <= rule[1]:
+            raise BadRequest(f"{kind}.{key} must be an integer from {rule[0]} to {rule[1]}")
+    return {"status": value["status"], "settings": {kind: own}} if own else {"status": value["status"]}
+
+
+def maintenance(ctx: Context, wh: str, entry_id: str, stored_only: bool) -> Body:
+    """A table's (or with BUCKET_ENTRY, the bucket's) configuration: what was put over the defaults."""
+    if entry_id == BUCKET_ENTRY:
+        warehouses.get(ctx, wh)
+    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry_id, "maintenance")
+    defaults = BUCKET_MAINTENANCE_DEFAULTS if entry_id == BUCKET_ENTRY else TABLE_MAINTENANCE_DEFAULTS
+    return {**({} if stored_only else defaults), **doc}
+
+
+def set_maintenance(ctx: Context, wh: str, entry_id: str, kind: str, clean: Body) -> None:
+    """Store one type's configuration (checked by check_maintenance first)."""
+    if entry_id == BUCKET_ENTRY:
+        warehouses.get(ctx, wh)
+    side_data.change(ctx, ctx.bucket_for(wh), entry_id, "maintenance", lambda d: {**d, kind: clean})
+
+
+def job_status(ctx: Context, wh: str, entry_id: str) -> Body:
+    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry_id, "maintenance-status")
+    return {kind: doc.get(kind, {"status": "Not_Yet_Run"}) for kind in JOB_TYPES}
+
+
+def check_job_status(status: object) -> Body:
+    if not isinstance(status, dict) or not status:
+        raise BadRequest("status must map job types to {status, lastRunTimestamp, failureMessage}")
+    clean: Body = {}
+    for kind, value in status.items():
+        if kind not in JOB_TYPES or not isinstance(value, dict) or value.get("status") not in JOB_STATUSES:
+            raise BadRequest(f"status.{str(kind)[:60]}: a job type of {JOB_TYPES} with a status of {JOB_STATUSES}")
+        run = {"status": value["status"]}
+        if isinstance(value.get("lastRunTimestamp"), str):
+            run["lastRunTimestamp"] = value["lastRunTimestamp"][:40]
+        if isinstance(value.get("failureMessage"), str):
+            run["failureMessage"] = value["failureMessage"][:2000]
+        clean[kind] = run
+    return clean
+
+
+def set_job_status(ctx: Context, wh: str, entry_id: str, clean: Body) -> None:
+    side_data.change(ctx, ctx.bucket_for(wh), entry_id, "maintenance-status", lambda d: {**d, **clean})
+
+
+# ---- resource policies: evaluated with the caller's own policies (auth/plugin.py) --------------------
+
+
+def bucket_policy(ctx: Context, wh: str) -> Body:
+    warehouses.get(ctx, wh)
+    doc = side_data.read_policy(ctx, wh, fresh=True).get("bucket")
+    if not doc:
+        raise NotFound(f"Table bucket {wh!r} has no policy")
+    return dict(doc)
+
+
+def set_bucket_policy(ctx: Context, wh: str, doc: Body | None) -> None:
+    """Put (or with None, delete) the bucket's policy."""
+    warehouses.get(ctx, wh)
+    if doc is None:
+        side_data.change_policy(ctx, wh, lambda d: {k: v for k, v in d.items() if k != "bucket"})
+    else:
+        side_data.change_policy(ctx, wh, lambda d: {**d, "bucket": doc})
+
+
+def _tables_without(doc: Body, *keys: str) -> dict[str, Body]:
+    return {k: v for k, v in (doc.get("tables") or {}).items() if k not in keys}
+
+
+def table_policy(ctx: Context, wh: str, entry: TableEntry) -> Body:
+    """A table policy is kept under the table's id (it follows renames and dies with the table);
+    documents written before that are kept under its name."""
+    legacy = ".".join((*entry.namespace, entry.name))
+    stored = side_data.read_policy(ctx, wh, fresh=True).get("tables") or {}
+    doc = stored.get(entry.owner_uuid) or stored.get(legacy)
+    if not doc:
+        raise NotFound(f"Table {legacy!r} has no policy")
+    return dict(doc)
+
+
+def set_table_policy(ctx: Context, wh: str, entry: TableEntry, doc: Body | None) -> None:
+    """Put (or with None, delete) a table's policy, under its id."""
+    legacy, table_id = ".".join((*entry.namespace, entry.name)), entry.owner_uuid
+    change: Callable[[Body], Body]
+    if doc is None:
+        change = lambda d: {**d, "tables": _tables_without(d, table_id, legacy)}  # noqa: E731
+    else:
+        change = lambda d: {**d, "tables": {**_tables_without(d, legacy), table_id: doc}}  # noqa: E731
+    side_data.change_policy(ctx, wh, change)
