@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
-from chalicelib.core.catalog import glue, namespaces, side_data, tables
+from chalicelib.core.catalog import glue, namespaces
 from chalicelib.core.context import Context, get_context
 from chalicelib.errors import BadRequest, NamespaceNotEmpty, NotFound, TableNotFound
-from chalicelib.glue import shapes
-from chalicelib.glue.errors import GLUE_FACE, JSON_11, EntityNotFound, LimitExceeded, UnknownOperation, error_detail
+from chalicelib.glue import backend, search, shapes
+from chalicelib.glue.errors import GLUE_FACE, JSON_11, EntityNotFound, UnknownOperation, error_detail
 from chalicelib.names import check_warehouse
 from chalicelib.pipeline import Check, RequestContext, RouteGroup, operation
 
@@ -323,36 +323,8 @@ def create_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body
     ns, table = _table_request(body)
     if body.get("OpenTableFormatInput") is not None:
         raise BadRequest("OpenTableFormatInput is not supported: write the Iceberg metadata and pass metadata_location")
-    indexes = body.get("PartitionIndexes") or []
-    if not isinstance(indexes, list):
-        raise BadRequest("PartitionIndexes must be a list")
-    if len(indexes) > 3:
-        raise LimitExceeded("A table has at most 3 partition indexes")
-    parsed = [_index(i, {c["Name"]: str(c.get("Type", "")) for c in table.get("PartitionKeys") or []}) for i in indexes]
-    if len({i["IndexName"] for i in parsed}) != len(parsed):
-        raise BadRequest("PartitionIndexes repeat an IndexName")
-    name = table["Name"]
-    if shapes.is_iceberg(table):
-        location = table["Parameters"].get("metadata_location")
-        if not location:
-            raise BadRequest(
-                "An Iceberg table needs Parameters.metadata_location: Glue clients write the metadata file "
-                "(in the warehouse bucket) and the catalog records it"
-            )
-        stored = shapes.stored(table, location)
-        try:
-            tables.register(ctx, wh, ns, name, location, glue=stored)
-        except glue.UuidInUse:
-            if glue.begin_rename(ctx, wh, (ns, name), location, stored, _may_rename(req, wh, (ns, name))):
-                return {}  # the table moves here when the client deletes the old name (glue_renames.py)
-            raise BadRequest(
-                "The metadata's table is already registered under another name: a table's files are its own"
-            ) from None
-    else:
-        glue.create_hive(ctx, wh, ns, name, shapes.stored(table, None))
-    if parsed:
-        entry = glue.get_entry(ctx, wh, ns, name)
-        side_data.change(ctx, ctx.bucket_for(wh), entry.entry_id, "partition-indexes", lambda _: {"indexes": parsed})
+    indexes = backend.check_indexes(body.get("PartitionIndexes") or [], table)
+    backend.create_table(ctx, wh, ns, table, indexes, _may_rename(req, wh, (ns, table["Name"])))
     return {}
 
 
@@ -376,25 +348,7 @@ def update_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body
     skip = body.get("SkipArchive", False)
     if not isinstance(skip, bool):
         raise BadRequest("SkipArchive must be a boolean")
-    entry = glue.get_entry(ctx, wh, ns, table["Name"])
-    if entry.is_iceberg != shapes.is_iceberg(table):
-        raise BadRequest("Converting a table between Iceberg and non-Iceberg is not supported")
-    if entry.is_iceberg:
-        params = table["Parameters"]
-        location = params.get("metadata_location") or str(entry.metadata_location)
-        tables.swap_metadata_location(
-            ctx,
-            wh,
-            ns,
-            table["Name"],
-            location,
-            expected_version=version,
-            expected_location=params.get("previous_metadata_location"),
-            fields={"glue": shapes.stored(table, location)},
-            archive=not skip,
-        )
-    else:
-        glue.update_hive(ctx, wh, ns, table["Name"], shapes.stored(table, None), version, archive=not skip)
+    backend.update_table(ctx, wh, ns, table, version, archive=not skip)
     return {}
 
 
@@ -411,16 +365,7 @@ def _may_rename(
 
 
 def _drop(ctx: Context, wh: str, ns: tuple[str, ...], name: str, req: RequestContext) -> None:
-    """Glue deletes the table definition, never its files; versions and side data go with it. The
-    DeleteTable of a Glue client's rename finishes or rolls back that rename instead."""
-    if glue.on_delete(ctx, wh, ns, name, _may_rename(req, wh, (ns, name))):
-        return
-    entry = glue.get_entry(ctx, wh, ns, name)
-    if entry.is_iceberg:
-        tables.drop(ctx, wh, ns, name, purge=False)
-        glue.delete_versions(ctx, ctx.bucket_for(wh), entry.entry_id)
-    else:
-        glue.delete_hive(ctx, wh, ns, name)
+    backend.drop(ctx, wh, ns, name, _may_rename(req, wh, (ns, name)))
 
 
 @op("DeleteTable", "DeleteTable", _table("DeleteTable"))
@@ -480,53 +425,27 @@ def _versions_target(ctx: Context, wh: str, body: Body) -> glue.Entry:
     return glue.get_entry(ctx, wh, ns, name)
 
 
-def _archived_table(ctx: Context, wh: str, entry: glue.Entry, data: Body) -> Body:
-    old = glue.Entry(entry.namespace, entry.name, entry.kind, data)
-    return _table_out(ctx, wh, old)
-
-
 @op("GetTableVersion", "GetTable", _table("GetTable", "TableName"))
 def get_table_version(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
     entry = _versions_target(ctx, wh, body)
-    current = entry.version
-    wanted = current if body.get("VersionId") is None else _version_id(body["VersionId"])
-    if wanted == current:
-        return {"TableVersion": {"Table": _table_out(ctx, wh, entry), "VersionId": str(current)}}
-    data = glue.get_version(ctx, ctx.bucket_for(wh), entry.entry_id, wanted) if wanted < current else None
-    if data is None:
-        raise EntityNotFound(f"Version {wanted} of table {entry.name!r} not found")
-    return {"TableVersion": {"Table": _archived_table(ctx, wh, entry, data), "VersionId": str(wanted)}}
+    wanted = entry.version if body.get("VersionId") is None else _version_id(body["VersionId"])
+    table = _table_out(ctx, wh, backend.version(ctx, wh, entry, wanted))
+    return {"TableVersion": {"Table": table, "VersionId": str(wanted)}}
 
 
 @op("GetTableVersions", "GetTable", _table("GetTable", "TableName"))
 def get_table_versions(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
     entry = _versions_target(ctx, wh, body)
     size = _max_results(body, 100, 100)
-    current, bucket, eid = entry.version, ctx.bucket_for(wh), entry.entry_id
-    after = int(_token(req, body.get("NextToken"), eid) or 0)
-    numbers = glue.listed_versions(ctx, bucket, eid, current, after, size + 1)
-    page = numbers[:size]
-    out = []
-    for n in page:
-        data = glue.get_version(ctx, bucket, eid, n)
-        if data is not None:
-            out.append({"Table": _archived_table(ctx, wh, entry, data), "VersionId": str(n)})
-    more = len(numbers) > size
-    if not more and len(out) < size:  # the current version closes the list
-        out.append({"Table": _table_out(ctx, wh, entry), "VersionId": str(current)})
-        return {"TableVersions": out}
-    last = page[-1] if page else after
-    return {"TableVersions": out, **_next(req, str(last), eid)}
+    after = int(_token(req, body.get("NextToken"), entry.entry_id) or 0)
+    found, last = backend.versions(ctx, wh, entry, after, size)
+    out = [{"Table": _table_out(ctx, wh, old), "VersionId": str(n)} for n, old in found]
+    more = _next(req, str(last), entry.entry_id) if last is not None else {}
+    return {"TableVersions": out, **more}
 
 
 def _delete_version(ctx: Context, wh: str, entry: glue.Entry, raw: object) -> str | None:
-    """None when deleted, else why not (the current version stays: it is the table)."""
-    number = _version_id(raw)
-    if number == entry.version:
-        raise BadRequest(f"Version {number} is the table's current version; it cannot be deleted")
-    if not glue.delete_version(ctx, ctx.bucket_for(wh), entry.entry_id, number):
-        return f"Version {number} of table {entry.name!r} not found"
-    return None
+    return backend.delete_version(ctx, wh, entry, _version_id(raw))
 
 
 @op("DeleteTableVersion", "UpdateTable", _table("UpdateTable", "TableName"))
@@ -558,73 +477,6 @@ def batch_delete_table_version(ctx: Context, wh: str, body: Body, req: RequestCo
 
 # ---- SearchTables ---------------------------------------------------------------------------------
 
-_TOKEN_SPLIT = r"[-:#_./\s,;]+"
-_SORTABLE = {"Name": "Name", "DatabaseName": "DatabaseName", "CreateTime": "CreateTime", "UpdateTime": "UpdateTime"}
-
-
-def _field_of(table: Body, key: str) -> object:
-    if key in ("Name", "DatabaseName", "Description", "Owner", "TableType", "CreateTime", "UpdateTime"):
-        return table.get(key)
-    if key == "Location":
-        return (table.get("StorageDescriptor") or {}).get("Location")
-    return (table.get("Parameters") or {}).get(key)
-
-
-def _predicate(f: object) -> Callable[[Body], bool]:
-    import re
-
-    if not isinstance(f, dict):
-        raise BadRequest("Filters must be PropertyPredicate objects")
-    key, value, comparator = f.get("Key"), f.get("Value"), f.get("Comparator", "EQUALS")
-    shapes.text(key, "Filters[].Key", 1, 1024)
-    shapes.text(value, "Filters[].Value", 0, 1024)
-    if comparator not in ("EQUALS", "GREATER_THAN", "LESS_THAN", "GREATER_THAN_EQUALS", "LESS_THAN_EQUALS"):
-        raise BadRequest(
-            "Filters[].Comparator must be EQUALS, GREATER_THAN, LESS_THAN, GREATER_THAN_EQUALS or LESS_THAN_EQUALS"
-        )
-    assert isinstance(key, str) and isinstance(value, str)
-    if key in ("CreateTime", "UpdateTime"):
-        try:
-            bound = float(value)
-        except ValueError:
-            raise BadRequest(f"Filters[].Value for {key} must be epoch seconds") from None
-        ops = {
-            "EQUALS": lambda x: x == bound,
-            "GREATER_THAN": lambda x: x > bound,
-            "LESS_THAN": lambda x: x < bound,
-            "GREATER_THAN_EQUALS": lambda x: x >= bound,
-            "LESS_THAN_EQUALS": lambda x: x <= bound,
-        }
-        test = ops[comparator]
-        return lambda t: isinstance(_field_of(t, key), (int, float)) and bool(test(float(_field_of(t, key))))  # type: ignore[arg-type]
-    wanted = value.lower()
-
-    def matches(t: Body) -> bool:
-        found = _field_of(t, key)
-        if not isinstance(found, str):
-            return False
-        return wanted in [tok for tok in re.split(_TOKEN_SPLIT, found.lower()) if tok] or found.lower() == wanted
-
-    return matches
-
-
-def _text_search(text: str) -> Callable[[Body], bool]:
-    import re
-
-    exact = len(text) >= 2 and text[0] == text[-1] == '"'
-    needle = text[1:-1].lower() if exact else text.lower()
-    words = [w for w in re.split(r"\s+", needle) if w]
-
-    def haystack(t: Body) -> list[str]:
-        cols = (t.get("StorageDescriptor") or {}).get("Columns") or []
-        parts = [t.get("Name"), t.get("Description"), *(t.get("Parameters") or {}).values()]
-        parts += [c.get("Name") for c in cols] + [c.get("Comment") for c in cols]
-        return [p.lower() for p in parts if isinstance(p, str)]
-
-    if exact:
-        return lambda t: any(needle == p or needle in p.split() for p in haystack(t))
-    return lambda t: all(any(w in p for p in haystack(t)) for w in words)
-
 
 def _search_checks(req: RequestContext, wh: str, body: Body) -> list[Check]:
     return [("ListTables", table_arn(wh), {}, True)]
@@ -636,20 +488,20 @@ def search_tables(ctx: Context, wh: str, body: Body, req: RequestContext) -> Bod
     filters = body.get("Filters") or []
     if not isinstance(filters, list):
         raise BadRequest("Filters must be a list")
-    tests = [_predicate(f) for f in filters]
+    tests = [search.predicate(f) for f in filters]
     if body.get("SearchText") is not None:
-        tests.append(_text_search(shapes.text(body["SearchText"], "SearchText", 0, 1024)))
+        tests.append(search.text_search(shapes.text(body["SearchText"], "SearchText", 0, 1024)))
     sort = body.get("SortCriteria") or []
     if not isinstance(sort, list) or len(sort) > 1:
         raise BadRequest("SortCriteria takes at most one SortCriterion")
     field, descending = "DatabaseName", False
     if sort:
         crit = sort[0] if isinstance(sort[0], dict) else {}
-        if crit.get("FieldName") not in _SORTABLE or crit.get("Sort", "ASC") not in ("ASC", "DESC"):
+        if crit.get("FieldName") not in search.SORTABLE or crit.get("Sort", "ASC") not in ("ASC", "DESC"):
             raise BadRequest(
                 "SortCriteria: FieldName is Name, DatabaseName, CreateTime or UpdateTime; Sort ASC or DESC"
             )
-        field, descending = _SORTABLE[crit["FieldName"]], crit.get("Sort") == "DESC"
+        field, descending = search.SORTABLE[crit["FieldName"]], crit.get("Sort") == "DESC"
     if body.get("ResourceShareType") not in (None, "ALL"):
         raise BadRequest("ResourceShareType FOREIGN and FEDERATED are not supported: nothing is shared here")
     query = hashlib.sha256(json.dumps([filters, body.get("SearchText"), sort]).encode()).hexdigest()[:16]
@@ -676,23 +528,6 @@ def search_tables(ctx: Context, wh: str, body: Body, req: RequestContext) -> Bod
 # ---- partition indexes and column statistics ------------------------------------------------------
 
 
-def _index(raw: object, partition_keys: dict[str, str]) -> Body:
-    if not isinstance(raw, dict):
-        raise BadRequest("PartitionIndex must be an object")
-    name = shapes.text(raw.get("IndexName"), "PartitionIndex.IndexName")
-    keys = raw.get("Keys")
-    if not isinstance(keys, list) or not keys or not all(isinstance(k, str) for k in keys):
-        raise BadRequest("PartitionIndex.Keys must list at least one partition key")
-    unknown = [k for k in keys if k not in partition_keys]
-    if unknown:
-        raise BadRequest(f"PartitionIndex.Keys {unknown[:5]} are not partition keys of the table")
-    return {
-        "IndexName": name,
-        "Keys": [{"Name": k, "Type": partition_keys[k]} for k in keys],
-        "IndexStatus": "ACTIVE",
-    }
-
-
 def _side_target(ctx: Context, wh: str, body: Body) -> glue.Entry:
     return _versions_target(ctx, wh, body)
 
@@ -702,78 +537,20 @@ def get_partition_indexes(ctx: Context, wh: str, body: Body, req: RequestContext
     entry = _side_target(ctx, wh, body)
     if body.get("NextToken") is not None:
         _token(req, body["NextToken"], "indexes")  # never issued: a table has at most 3
-    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry.entry_id, "partition-indexes")
-    return {"PartitionIndexDescriptorList": doc.get("indexes", [])}
+    return {"PartitionIndexDescriptorList": backend.indexes(ctx, wh, entry)}
 
 
 @op("CreatePartitionIndex", "UpdateTable", _table("UpdateTable", "TableName"))
 def create_partition_index(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
-    entry = _side_target(ctx, wh, body)
-    index = _index(body.get("PartitionIndex"), shapes.partition_keys(entry))
-
-    def add(doc: Body) -> Body:
-        have = doc.get("indexes", [])
-        if any(i["IndexName"] == index["IndexName"] for i in have):
-            raise _already(f"Partition index {index['IndexName']!r} already exists")
-        if len(have) >= 3:
-            raise LimitExceeded("A table has at most 3 partition indexes")
-        return {"indexes": [*have, index]}
-
-    side_data.change(ctx, ctx.bucket_for(wh), entry.entry_id, "partition-indexes", add)
+    backend.add_index(ctx, wh, _side_target(ctx, wh, body), body.get("PartitionIndex"))
     return {}
-
-
-def _already(message: str) -> Exception:
-    from chalicelib.errors import AlreadyExists
-
-    return AlreadyExists(message)
 
 
 @op("DeletePartitionIndex", "UpdateTable", _table("UpdateTable", "TableName"))
 def delete_partition_index(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
     entry = _side_target(ctx, wh, body)
-    name = shapes.text(body.get("IndexName"), "IndexName")
-
-    def remove(doc: Body) -> Body:
-        have = doc.get("indexes", [])
-        if not any(i["IndexName"] == name for i in have):
-            raise EntityNotFound(f"Partition index {name!r} not found")
-        return {"indexes": [i for i in have if i["IndexName"] != name]}
-
-    side_data.change(ctx, ctx.bucket_for(wh), entry.entry_id, "partition-indexes", remove)
+    backend.remove_index(ctx, wh, entry, shapes.text(body.get("IndexName"), "IndexName"))
     return {}
-
-
-_STATS_MEMBERS = {
-    "BOOLEAN": "BooleanColumnStatisticsData",
-    "DATE": "DateColumnStatisticsData",
-    "DECIMAL": "DecimalColumnStatisticsData",
-    "DOUBLE": "DoubleColumnStatisticsData",
-    "LONG": "LongColumnStatisticsData",
-    "STRING": "StringColumnStatisticsData",
-    "BINARY": "BinaryColumnStatisticsData",
-}
-
-
-def _columns_of(ctx: Context, entry: glue.Entry) -> set[str]:
-    metadata = glue.metadata_json(ctx, entry) if entry.is_iceberg else None
-    return shapes.column_names(entry, metadata)
-
-
-def _check_stats(stats: object) -> Body:
-    if not isinstance(stats, dict):
-        raise BadRequest("ColumnStatistics must be an object")
-    shapes.text(stats.get("ColumnName"), "ColumnStatistics.ColumnName")
-    shapes.text(stats.get("ColumnType"), "ColumnStatistics.ColumnType", 0, 20000)
-    if not isinstance(stats.get("AnalyzedTime"), (int, float)):
-        raise BadRequest("ColumnStatistics.AnalyzedTime must be a timestamp")
-    data = stats.get("StatisticsData")
-    if not isinstance(data, dict) or data.get("Type") not in _STATS_MEMBERS:
-        raise BadRequest(f"ColumnStatistics.StatisticsData.Type must be one of {sorted(_STATS_MEMBERS)}")
-    member = _STATS_MEMBERS[data["Type"]]
-    if not isinstance(data.get(member), dict) or any(k in data for k in _STATS_MEMBERS.values() if k != member):
-        raise BadRequest(f"StatisticsData of Type {data['Type']} carries exactly {member}")
-    return stats
 
 
 @op("UpdateColumnStatisticsForTable", "UpdateTable", _table("UpdateTable", "TableName"))
@@ -782,17 +559,12 @@ def update_column_statistics(ctx: Context, wh: str, body: Body, req: RequestCont
     items = body.get("ColumnStatisticsList")
     if not isinstance(items, list) or not items or len(items) > 25:
         raise BadRequest("ColumnStatisticsList must hold 1 to 25 ColumnStatistics")
-    checked = [_check_stats(s) for s in items]
-    known = _columns_of(ctx, entry)
-    errors, good = [], {}
-    for stats in checked:
-        if stats["ColumnName"] not in known:
-            detail = error_detail(EntityNotFound(f"No column {stats['ColumnName']!r}"))
-            errors.append({"ColumnStatistics": stats, "Error": detail})
-        else:
-            good[stats["ColumnName"]] = stats
-    if good:
-        side_data.change(ctx, ctx.bucket_for(wh), entry.entry_id, "column-statistics", lambda d: {**d, **good})
+    checked = [backend.check_stats(s) for s in items]
+    unknown = backend.set_statistics(ctx, wh, entry, checked)
+    errors = [
+        {"ColumnStatistics": stats, "Error": error_detail(EntityNotFound(f"No column {stats['ColumnName']!r}"))}
+        for stats in unknown
+    ]
     return {"Errors": errors}
 
 
@@ -802,7 +574,7 @@ def get_column_statistics(ctx: Context, wh: str, body: Body, req: RequestContext
     names = body.get("ColumnNames")
     if not isinstance(names, list) or len(names) > 100 or not all(isinstance(n, str) for n in names):
         raise BadRequest("ColumnNames must list at most 100 column names")
-    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry.entry_id, "column-statistics")
+    doc = backend.statistics(ctx, wh, entry)
     found = [doc[n] for n in names if n in doc]
     errors = [
         {"ColumnName": n, "Error": error_detail(EntityNotFound(f"No statistics for {n!r}"))}
@@ -815,14 +587,7 @@ def get_column_statistics(ctx: Context, wh: str, body: Body, req: RequestContext
 @op("DeleteColumnStatisticsForTable", "DeleteTable", _table("DeleteTable", "TableName"))
 def delete_column_statistics(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
     entry = _side_target(ctx, wh, body)
-    name = shapes.text(body.get("ColumnName"), "ColumnName")
-
-    def remove(doc: Body) -> Body:
-        if name not in doc:
-            raise EntityNotFound(f"No statistics for column {name!r}")
-        return {k: v for k, v in doc.items() if k != name}
-
-    side_data.change(ctx, ctx.bucket_for(wh), entry.entry_id, "column-statistics", remove)
+    backend.delete_statistics(ctx, wh, entry, shapes.text(body.get("ColumnName"), "ColumnName"))
     return {}
 
 
