@@ -113,3 +113,55 @@ def test_a_claim_expected_absent_costs_one_request(core):
         core, bucket, "claim", lambda d: {**(d or {}), "again": 2}, "claim", absent=True
     )  # guessed wrong
     assert taken == {"mine": 1, "again": 2} and cas.read(core, bucket, "claim")[0] == taken
+
+
+def test_claims_many_racers_one_winner_and_a_dead_claim_taken_over(crash_ctx):
+    """cas.claim: of many racers for one key exactly one holds it (a racer whose own write's answer
+    was lost recognises it as ours); a dead claim is taken over; a live one refuses."""
+    bucket = _bucket(crash_ctx)
+
+    def judge_for(me: str):
+        def judge(doc: dict, etag: str):
+            if doc["owner"] == me:
+                return cas.Ours(etag)
+            if doc.get("dead"):
+                return cas.TakeOver(etag)
+            raise Conflict(f"held by {doc['owner']}")
+
+        return judge
+
+    def racer(i: int) -> str | None:
+        try:
+            return cas.claim(crash_ctx, bucket, "slot", cas.dump({"owner": f"r{i}"}), judge_for(f"r{i}"), "slot")
+        except Conflict:
+            return None
+
+    with ThreadPoolExecutor(8) as pool:
+        won = [etag for etag in pool.map(racer, range(8)) if etag is not None]
+    doc, etag = cas.read(crash_ctx, bucket, "slot")
+    assert won == [etag]  # one winner, holding what is there
+    cas.update(crash_ctx, bucket, "slot", lambda d: {**d, "dead": True}, "slot")
+    taken = cas.claim(crash_ctx, bucket, "slot", cas.dump({"owner": "late"}), judge_for("late"), "slot")
+    assert cas.read(crash_ctx, bucket, "slot") == ({"owner": "late"}, taken)
+    with pytest.raises(Conflict):
+        cas.claim(crash_ctx, bucket, "slot", cas.dump({"owner": "later"}), judge_for("later"), "slot")
+    assert cas.read(crash_ctx, bucket, "slot")[0] == {"owner": "late"}  # a refusal writes nothing
+
+
+def test_retrying_runs_again_until_an_answer_and_gives_up_at_the_deadline():
+    runs = []
+
+    def flaky() -> object:
+        runs.append(1)
+        return cas.AGAIN if len(runs) < 3 else "done"
+
+    assert cas.retrying(flaky, "thing") == "done" and len(runs) == 3
+    storage.COUNTER.deadline = time.monotonic() + cas.CONTENTION_MARGIN_S + 0.3
+    try:
+        started, tries = time.monotonic(), []
+        with pytest.raises(ServiceUnavailable) as err:
+            cas.retrying(lambda: tries.append(1) or cas.AGAIN, "Thing 'x'")
+        assert time.monotonic() - started < 1.0 and len(tries) > 3  # kept trying with back-off, then gave up
+        assert err.value.headers == {"Retry-After": "1"} and "Thing 'x' is busy" in str(err.value)
+    finally:
+        storage.COUNTER.deadline = 0.0

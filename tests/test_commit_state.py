@@ -227,6 +227,9 @@ def test_transient_conflicts_are_not_replayed(crash_ctx):
     assert isinstance(idempotency.begin(crash_ctx, "root", key, "fp"), idempotency.Stored)
 
 
+OLD_ATTEMPTS = 4  # the bound the pointer protocols had before one retry policy (core/cas.py)
+
+
 class RivalWins:
     """Storage on which another process's commit lands just before each of ours, `wins` times: a
     table too hot for a bounded number of attempts."""
@@ -253,10 +256,8 @@ def _mine() -> Any:
 def test_a_requirement_less_commit_outlasts_rivals_past_the_attempt_bound(core):
     import time
 
-    from chalicelib.core import pointers
-
     wh, _ = _table(core)
-    rivals = RivalWins(core, wh, pointers.COMMIT_ATTEMPTS + 3)  # lost every race the old bound allowed
+    rivals = RivalWins(core, wh, OLD_ATTEMPTS + 3)  # lost every race the old bound allowed
     storage.COUNTER.deadline = time.monotonic() + pipeline.REQUEST_BUDGET_S
     try:
         state = commits.commit(Context(core.settings, rivals), wh, _mine())
@@ -269,7 +270,7 @@ def test_a_requirement_less_commit_outlasts_rivals_past_the_attempt_bound(core):
 def test_a_commit_that_loses_every_race_until_its_deadline_is_a_503_not_applied(core):
     import time
 
-    from chalicelib.core import cas, pointers
+    from chalicelib.core import cas
     from chalicelib.errors import ServiceUnavailable
 
     wh, _ = _table(core)
@@ -283,7 +284,7 @@ def test_a_commit_that_loses_every_race_until_its_deadline_is_a_503_not_applied(
         storage.COUNTER.deadline = 0.0
     assert 1.0 - cas._BACKOFF_CAP_S <= time.monotonic() - started < 3.0
     assert iceberg_error(info.value)[0] == 503 and info.value.headers == {"Retry-After": "1"}
-    assert rivals.landed > pointers.COMMIT_ATTEMPTS  # it kept trying with back-off meanwhile
+    assert rivals.landed > OLD_ATTEMPTS  # it kept trying with back-off meanwhile
     after = lookup.load(core, wh, ("c",), "t")
     props = json.loads(after.raw_metadata)["properties"]
     assert "mine" not in props and {f"rival{i}" for i in range(rivals.landed)} <= set(props)

@@ -2,7 +2,12 @@
 document"): read, change, write with If-Match (If-None-Match for a new document), and on a lost
 race read again and retry, with jittered back-off, until the request's deadline. A write whose
 answer was lost is settled by reading back: our document there means it landed; anything else
-means the change runs again on what is there. Callers state the change, never the retry."""
+means the change runs again on what is there. Callers state the change, never the retry.
+
+Three helpers, one retry policy (jittered back-off until the request's deadline, then 503 not
+applied): `update` (read, change, swap), `claim` (create, or take over a dead claim) and
+`guarded_delete` (mark, check, delete or restore); `retrying` runs a protocol's own attempt (a
+pointer protocol writing more than one key) under the same policy."""
 
 from __future__ import annotations
 
@@ -10,12 +15,13 @@ import json
 import random
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 from chalicelib.errors import Conflict, ServiceUnavailable
 from chalicelib.storage import COUNTER, ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 Doc = dict[str, Any]
+T = TypeVar("T")
 
 CONTENTION_MARGIN_S = 3.0  # left of the request's time for the answer
 CONTENTION_BUDGET_S = 20.0  # outside a request (no deadline)
@@ -115,3 +121,64 @@ def guarded_delete(
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         pass  # changed meanwhile: the mark is not ours to restore
     return found
+
+
+class Ours(NamedTuple):
+    """A claim's verdict: the document there is ours (our write whose answer was lost, or one we
+    may use as ours); its ETag."""
+
+    etag: str
+
+
+class TakeOver(NamedTuple):
+    """A claim's verdict: the document there is dead or abandoned; replace the version with this ETag."""
+
+    etag: str
+
+
+def claim(
+    ctx: Any, bucket: str, key: str, body: bytes, judge: Callable[[Doc, str], Ours | TakeOver | None], what: str
+) -> str:
+    """Write `body` where no document is (If-None-Match) and return its ETag. Where one is,
+    `judge(document, etag)` decides: Ours, TakeOver (written with If-Match), None (it changed while
+    judged: look again), or it raises to refuse (the name is taken). Lost races retry under the
+    one policy."""
+    started, lost = time.monotonic(), 0
+    while True:
+        try:
+            return str(ctx.storage.put_if_absent(bucket, key, body))
+        except (PreconditionFailed, WriteInDoubt):
+            pass
+        doc, etag = read(ctx, bucket, key)
+        verdict = judge(doc, etag) if doc is not None and etag is not None else None
+        if isinstance(verdict, Ours):
+            return verdict.etag
+        if isinstance(verdict, TakeOver):
+            try:
+                return str(ctx.storage.put_if_match(bucket, key, body, verdict.etag))
+            except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
+                pass
+        lost += 1
+        if not contention_pause(lost, started):
+            raise busy(what, lost)
+
+
+class Again:
+    def __repr__(self) -> str:
+        return "AGAIN"
+
+
+AGAIN = Again()  # an attempt's answer: it lost a race and nothing of it stands; run it again
+
+
+def retrying(attempt: Callable[[], T | Again], what: str) -> T:
+    """Run a protocol's attempt until it answers (its result, or an error it raises); AGAIN means
+    it lost a race and left nothing behind. The one retry policy: back-off until the deadline."""
+    started, lost = time.monotonic(), 0
+    while True:
+        out = attempt()
+        if not isinstance(out, Again):
+            return out
+        lost += 1
+        if not contention_pause(lost, started):
+            raise busy(what, lost)

@@ -21,16 +21,15 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.core import cas, name_claims, namespaces, pointer_record, pointers
 from chalicelib.core import metadata as md
-from chalicelib.core import name_claims, namespaces, pointer_record, pointers
 from chalicelib.core.context import Context, dump, now_ms, tombstone_lease_ms
 from chalicelib.core.tables import lifecycle, lookup
-from chalicelib.errors import CommitFailed, Conflict
+from chalicelib.errors import Conflict
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 Namespace = tuple[str, ...]
 INTENT = "glue-rename"
-ATTEMPTS = 8  # marking the source races its writers' commits
 
 
 def _ref(ns: Namespace, name: str) -> dict[str, Any]:
@@ -56,7 +55,8 @@ def begin(
     bucket, src_key = ctx.bucket_for(warehouse), keys.table_pointer(src_ns, src_name)
     started = now_ms()
     intent = {"to": _ref(*dst), "until-ms": started + tombstone_lease_ms()}
-    for _ in range(ATTEMPTS):  # the metadata names the table; it moves as it is when the rename ends
+
+    def attempt() -> cas.Again | bool:
         src = pointers.require(ctx, warehouse, src_ns, src_name)
         reserve = dict(
             {k: v for k, v in src.data.items() if k != INTENT},
@@ -73,12 +73,14 @@ def begin(
             ctx.storage.put_if_match(bucket, src_key, dump(marked), src.etag)
             return True
         except (PreconditionFailed, ObjectNotFound):
-            continue  # a commit landed first: check the metadata again
+            return cas.AGAIN  # a commit landed first: check the metadata again
         except WriteInDoubt:
             now = pointers.read(ctx, warehouse, src_ns, src_name)
             if now is not None and now.data.get(INTENT) == intent:
                 return True
-    raise CommitFailed(f"Table {pointer_record.ident(src_ns, src_name)!r} changed concurrently; retry the rename")
+            return cas.AGAIN  # overwritten since: ours may be under it, so mark again
+
+    return cas.retrying(attempt, f"Table {pointer_record.ident(src_ns, src_name)!r}")
 
 
 def _reservation(ctx: Context, warehouse: str, ns: Namespace, name: str) -> pointer_record.Pointer | None:

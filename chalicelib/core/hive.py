@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import namespaces, pointer_record, versions
+from chalicelib.core import cas, namespaces, pointer_record, versions
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.tables import listing
 from chalicelib.core.versioning import swap, version_of
@@ -22,7 +22,6 @@ from chalicelib.names import check_table
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 Namespace = tuple[str, ...]
-ATTEMPTS = 4
 
 
 @dataclass
@@ -79,7 +78,8 @@ def update(
     archive: bool,
 ) -> dict[str, Any]:
     bucket, key = ctx.bucket_for(warehouse), keys.hive_table(ns, name)
-    for _ in range(ATTEMPTS):
+
+    def attempt() -> cas.Again | dict[str, Any]:
         entry = require(ctx, warehouse, ns, name)
         version = version_of(entry.data)
         if expected_version is not None and expected_version != version:
@@ -93,11 +93,12 @@ def update(
             versions.archive(ctx, bucket, str(data["id"]), version, entry.data)
         try:
             if not swap(ctx, bucket, key, entry.data, entry.etag, data, repr(pointer_record.ident(ns, name))):
-                continue
+                return cas.AGAIN
         except ObjectNotFound:
             raise TableNotFound(f"Table {pointer_record.ident(ns, name)!r} does not exist") from None
         return data
-    raise CommitFailed(f"Table {pointer_record.ident(ns, name)!r} changed concurrently; retry")
+
+    return cas.retrying(attempt, f"Table {pointer_record.ident(ns, name)!r}")
 
 
 def delete(ctx: Context, warehouse: str, ns: Namespace, name: str) -> None:

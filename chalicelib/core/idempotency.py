@@ -10,7 +10,6 @@ of different callers never meet, and expire after the advertised lifetime.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import time
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.core import cas
 from chalicelib.core.context import Context, dump
 from chalicelib.errors import BadRequest, Conflict, UnprocessableEntity
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
@@ -66,24 +66,15 @@ def begin(ctx: Context, principal: str, raw_key: str, fingerprint: str) -> Store
     digest = hashlib.sha256(f"{principal}\x00{key}".encode()).hexdigest()
     rec_key, bucket = keys.idempotency_record(digest), ctx.settings.system_bucket
     pending = dump({"state": "pending", "fingerprint": fingerprint, "created": time.time()})
-    for _ in range(5):
-        try:
-            return Slot(rec_key, ctx.storage.put_if_absent(bucket, rec_key, pending), fingerprint)
-        except (PreconditionFailed, WriteInDoubt):
-            pass
-        try:
-            obj = ctx.storage.get(bucket, rec_key)
-        except ObjectNotFound:
-            continue
-        record: dict[str, Any] = json.loads(obj.body)
+    doubt: list[dict[str, Any]] = []  # the in-doubt record's hint, when this request takes it over
+
+    def judge(record: dict[str, Any], etag: str) -> cas.TakeOver | None:
         age = time.time() - float(record.get("created", 0))
         state = record.get("state")
         stale = age > lifetime_s() or state == "released" or (state == "pending" and age > pending_lease_s())
+        doubt.clear()
         if stale:  # an expired or released key, or a request that died holding it: take the slot over
-            try:
-                return Slot(rec_key, ctx.storage.put_if_match(bucket, rec_key, pending, obj.etag), fingerprint)
-            except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
-                continue
+            return cas.TakeOver(etag)
         if record["fingerprint"] != fingerprint:
             raise UnprocessableEntity("This Idempotency-Key was already used for a different request")
         if state == "pending":
@@ -91,13 +82,22 @@ def begin(ctx: Context, principal: str, raw_key: str, fingerprint: str) -> Store
                 "A request with this Idempotency-Key is still in progress; retry", headers={"Retry-After": "1"}
             )
         if state == "in-doubt":  # resolve it: this request takes the slot over
-            try:
-                etag = ctx.storage.put_if_match(bucket, rec_key, pending, obj.etag)
-            except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
-                continue
-            return Slot(rec_key, etag, fingerprint, dict(record.get("hint") or {}))
-        return Stored(int(record["status"]), str(record["body"]), dict(record.get("headers", {})))
-    raise Conflict("Could not reserve the Idempotency-Key; retry", headers={"Retry-After": "1"})
+            doubt.append(dict(record.get("hint") or {}))
+            return cas.TakeOver(etag)
+        raise _Replay(Stored(int(record["status"]), str(record["body"]), dict(record.get("headers", {}))))
+
+    try:
+        etag = cas.claim(ctx, bucket, rec_key, pending, judge, "This Idempotency-Key")
+    except _Replay as replay:
+        return replay.stored
+    return Slot(rec_key, etag, fingerprint, doubt[0] if doubt else None)
+
+
+class _Replay(Exception):
+    """A final record: its response is the answer (raised out of the claim's judgment)."""
+
+    def __init__(self, stored: Stored) -> None:
+        self.stored = stored
 
 
 def finish(

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import namespaces
+from chalicelib.core import cas, namespaces
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.drops import settle_drop
 from chalicelib.core.pointer_record import STAGED, Pointer, ident, kind_of
-from chalicelib.core.pointers import COMMIT_ATTEMPTS, live, read
+from chalicelib.core.pointers import live, read
 from chalicelib.errors import (
     CatalogError,
     Conflict,
@@ -49,39 +49,32 @@ def _same_claim(existing: dict[str, Any], data: dict[str, Any]) -> bool:
 def claim_name(ctx: Context, warehouse: str, ns: Namespace, name: str, data: dict[str, Any]) -> str:
     """Write a new pointer where no live table is; returns its ETag or raises TableAlreadyExists."""
     bucket, key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
-    for _ in range(COMMIT_ATTEMPTS):
-        try:
-            return ctx.storage.put_if_absent(bucket, key, dump(data))
-        except (PreconditionFailed, WriteInDoubt):
-            pass
-        existing = read(ctx, warehouse, ns, name)
-        if existing is None:
-            continue
+
+    def judge(doc: dict[str, Any], etag: str) -> cas.Ours | cas.TakeOver | None:
+        existing = Pointer(doc, etag)
         if _same_claim(existing.data, data):
-            return existing.etag
+            return cas.Ours(existing.etag)
         if (
             existing.state in ("active", STAGED)
             or "claim" in existing.data
             or live(ctx, warehouse, ns, name) is not None
         ):
             raise already_exists(ns, name, existing.data)
-        existing = read(ctx, warehouse, ns, name)  # live() may have settled or removed it
-        if existing is None:
-            continue
-        if existing.state in ("active", STAGED):
-            raise already_exists(ns, name, existing.data)
-        same_rename = existing.state == "pending" and all(
-            existing.data.get(k) == data.get(k) for k in ("rename-from", "table-uuid", "metadata-location")
+        now = read(ctx, warehouse, ns, name)  # live() may have settled or removed it
+        if now is None:
+            return None
+        if now.state in ("active", STAGED):
+            raise already_exists(ns, name, now.data)
+        same_rename = now.state == "pending" and all(
+            now.data.get(k) == data.get(k) for k in ("rename-from", "table-uuid", "metadata-location")
         )
-        if not (existing.stale() or same_rename):
+        if not (now.stale() or same_rename):
             raise Conflict(f"Table {ident(ns, name)!r} is being renamed or dropped; retry shortly")
-        if existing.state == "dropped":  # an abandoned drop: keep its purge before taking the name
-            settle_drop(ctx, bucket, existing, remove=False)
-        try:  # abandoned, or our own retried rename
-            return ctx.storage.put_if_match(bucket, key, dump(data), existing.etag)
-        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
-            continue
-    raise Conflict(f"Table {ident(ns, name)!r} changed concurrently; retry")
+        if now.state == "dropped":  # an abandoned drop: keep its purge before taking the name
+            settle_drop(ctx, bucket, now, remove=False)
+        return cas.TakeOver(now.etag)  # abandoned, or our own retried rename
+
+    return cas.claim(ctx, bucket, key, dump(data), judge, f"Table {ident(ns, name)!r}")
 
 
 def after_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, new: Pointer, purge: bool) -> None:

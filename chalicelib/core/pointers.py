@@ -31,8 +31,6 @@ from chalicelib.storage import (
 
 Namespace = tuple[str, ...]
 
-COMMIT_ATTEMPTS = 4
-
 
 # A commit that keeps losing the pointer CAS to other processes keeps trying, with jittered
 # back-off, until this close to its request's deadline; then 503 + Retry-After (never applied).

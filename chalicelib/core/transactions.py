@@ -19,17 +19,16 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, claims, parallel, pointer_record, pointers
+from chalicelib.core import audit, cas, claims, parallel, pointer_record, pointers
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.model import TableChange
 from chalicelib.core.versioning import new_entry
-from chalicelib.errors import BadRequest, CommitFailed, CommitStateUnknown
+from chalicelib.errors import BadRequest, CommitStateUnknown
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
 Namespace = tuple[str, ...]
 MAX_TABLES = 100
-ATTEMPTS = 3
 
 
 def _ordered(changes: list[TableChange]) -> list[TableChange]:
@@ -45,7 +44,8 @@ def _ordered(changes: list[TableChange]) -> list[TableChange]:
 def commit(ctx: Context, warehouse: str, changes: list[TableChange]) -> None:
     changes = _ordered(changes)
     bucket = ctx.bucket_for(warehouse)
-    for _ in range(ATTEMPTS):
+
+    def attempt() -> cas.Again | None:
         outcomes = _in_parallel(lambda change: _prepare(ctx, warehouse, change), changes)
         prepared = [o for o in outcomes if not isinstance(o, BaseException)]
         failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
@@ -78,7 +78,7 @@ def commit(ctx: Context, warehouse: str, changes: list[TableChange]) -> None:
             _roll_back(ctx, warehouse, txn_id, claimed, prepared)
             raise
         if not ok and _roll_back(ctx, warehouse, txn_id, claimed, prepared) != "committed":
-            continue
+            return cas.AGAIN
 
         def settle(item: tuple[Namespace, str, dict[str, Any], str, dict[str, Any]]) -> None:
             ns, name, data, etag, _old = item
@@ -94,7 +94,8 @@ def commit(ctx: Context, warehouse: str, changes: list[TableChange]) -> None:
         if unexpected is not None:
             raise unexpected
         return
-    raise CommitFailed("The tables changed concurrently; refresh them and retry the transaction")
+
+    return cas.retrying(attempt, "The tables of this transaction")
 
 
 def _prepare(ctx: Context, warehouse: str, change: TableChange) -> tuple[Namespace, str, pointer_record.Pointer, str]:

@@ -10,14 +10,14 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, name_claims, namespaces, pointer_record, pointers, purges, view_metadata
+from chalicelib.core import audit, cas, name_claims, namespaces, pointer_record, pointers, purges, view_metadata
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump
 from chalicelib.core.model import TableState
 from chalicelib.core.tables import adopt, lifecycle
 from chalicelib.core.tables import create as creation
 from chalicelib.core.versioning import advanced, new_entry
-from chalicelib.errors import BadRequest, CatalogError, CommitFailed, CommitStateUnknown
+from chalicelib.errors import BadRequest, CatalogError, CommitStateUnknown
 from chalicelib.names import check_properties, check_table
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
@@ -71,7 +71,8 @@ def load(ctx: Context, warehouse: str, ns: Namespace, name: str) -> TableState:
 def commit(ctx: Context, warehouse: str, ns: Namespace, name: str, requirements: object, updates: object) -> TableState:
     """Replace a view: check requirements against the current metadata, apply the updates, swap."""
     bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
-    for _ in range(pointers.COMMIT_ATTEMPTS):
+
+    def attempt() -> cas.Again | TableState:
         p = pointers.require(ctx, warehouse, ns, name, KIND)
         base_raw = md.read_metadata_raw(ctx, p.metadata_location)
         base = json.loads(base_raw)
@@ -87,7 +88,7 @@ def commit(ctx: Context, warehouse: str, ns: Namespace, name: str, requirements:
             ctx.storage.put_if_match(bucket, ptr_key, dump(audit.appended(advanced(p.data, meta_loc), [e])), p.etag)
         except PreconditionFailed:
             md.discard(ctx, meta_loc)  # lost the race: re-read and re-apply
-            continue
+            return cas.AGAIN
         except ObjectNotFound:
             md.discard(ctx, meta_loc)
             raise pointers.not_found(ctx, warehouse, ns, name, KIND) from None
@@ -100,13 +101,14 @@ def commit(ctx: Context, warehouse: str, ns: Namespace, name: str, requirements:
             if not mine:
                 if now is not None and now.etag == p.etag:
                     md.discard(ctx, meta_loc)
-                    continue
+                    return cas.AGAIN
                 raise CommitStateUnknown(
                     f"The replace of view {pointer_record.ident(ns, name)!r} may or may not have been applied; "
                     "reload it"
                 ) from None
         return TableState(meta_loc, raw)
-    raise CommitFailed(f"View {pointer_record.ident(ns, name)!r} changed concurrently; refresh and retry")
+
+    return cas.retrying(attempt, f"View {pointer_record.ident(ns, name)!r}")
 
 
 def drop(ctx: Context, warehouse: str, ns: Namespace, name: str) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.core import (
     audit,
+    cas,
     locations,
     name_claims,
     namespaces,
@@ -182,7 +183,8 @@ def swap_metadata_location(
 
     Returns the new pointer data and the table state."""
     bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
-    for _ in range(pointers.COMMIT_ATTEMPTS):
+
+    def attempt() -> cas.Again | tuple[dict[str, Any], TableState]:
         p = pointers.require(ctx, warehouse, ns, name)
         current, version = p.metadata_location, version_of(p.data)
         target = new_location or current
@@ -213,11 +215,12 @@ def swap_metadata_location(
             versions.archive(ctx, bucket, str(data["id"]), version, p.data)
         try:
             if not swap(ctx, bucket, ptr_key, p.data, p.etag, data, repr(pointer_record.ident(ns, name))):
-                continue
+                return cas.AGAIN
         except ObjectNotFound:
             raise pointers.not_found(ctx, warehouse, ns, name) from None
         return data, TableState(target, raw)
-    raise CommitFailed(f"Table {pointer_record.ident(ns, name)!r} changed concurrently; retry")
+
+    return cas.retrying(attempt, f"Table {pointer_record.ident(ns, name)!r}")
 
 
 def _has_fields(data: dict[str, Any], fields: dict[str, Any] | None) -> bool:
@@ -263,7 +266,8 @@ def activate(
 ) -> dict[str, Any]:
     """A staged table's first metadata: written by its client at the staged location, same checks as register."""
     bucket, key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
-    for _ in range(pointers.COMMIT_ATTEMPTS):
+
+    def attempt() -> cas.Again | dict[str, Any]:
         p = lookup.staged(ctx, warehouse, ns, name)
         if p is None:
             now = pointers.live(ctx, warehouse, ns, name)
@@ -298,8 +302,9 @@ def activate(
         )
         try:
             if not swap(ctx, bucket, key, p.data, p.etag, data, repr(pointer_record.ident(ns, name))):
-                continue
+                return cas.AGAIN
         except ObjectNotFound:
             raise pointers.not_found(ctx, warehouse, ns, name) from None
         return data
-    raise CommitFailed(f"Table {pointer_record.ident(ns, name)!r} changed concurrently; retry")
+
+    return cas.retrying(attempt, f"Table {pointer_record.ident(ns, name)!r}")

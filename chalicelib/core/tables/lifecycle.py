@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, drops, name_claims, namespaces, pointer_record, pointers
+from chalicelib.core import audit, cas, drops, name_claims, namespaces, pointer_record, pointers
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.pointer_record import Pointer, ident
 from chalicelib.core.tables import lookup
@@ -51,7 +51,8 @@ def drop(
 
     bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
     retention = trash.retention_ms(ctx, warehouse)
-    for _ in range(pointers.COMMIT_ATTEMPTS):
+
+    def attempt() -> cas.Again | None:
         p = pointers.require(ctx, warehouse, ns, name, kind)
         _check_version(p, ns, name, expected_version)  # on the pointer the tombstone replaces: one CAS
         if purge and p.data.get("client-location"):
@@ -63,17 +64,18 @@ def drop(
         try:
             etag = ctx.storage.put_if_match(bucket, ptr_key, dump(tomb), p.etag)  # no commit can land after this
         except (PreconditionFailed, ObjectNotFound):
-            continue
+            return cas.AGAIN
         except WriteInDoubt:
             now = pointers.read(ctx, warehouse, ns, name)
             if now is None:
                 return  # the drop landed and was finished by someone else
             if now.state != "dropped" or now.data.get("table-uuid") != p.data.get("table-uuid"):
-                continue
+                return cas.AGAIN
             tomb, etag = now.data, now.etag
         drops.settle_drop(ctx, bucket, pointer_record.Pointer(tomb, etag), remove=True, ns=ns, name=name)
         return
-    raise CommitFailed(f"Table {pointer_record.ident(ns, name)!r} changed concurrently; retry the drop")
+
+    return cas.retrying(attempt, f"Table {pointer_record.ident(ns, name)!r}")
 
 
 def rename(
@@ -97,7 +99,9 @@ def rename(
         raise name_claims.already_exists(dst_ns, dst_name, {"kind": kind})
     bucket = ctx.bucket_for(warehouse)
     src_key, dst_key = keys.table_pointer(src_ns, src_name), keys.table_pointer(dst_ns, dst_name)
-    for _ in range(pointers.COMMIT_ATTEMPTS):
+
+    def attempt() -> cas.Again | None:
+        nonlocal reservation
         src = pointers.require(ctx, warehouse, src_ns, src_name, kind)
         _check_version(src, src_ns, src_name, expected_version)  # the `moved` CAS replaces this pointer
         namespaces.require_active(ctx, warehouse, dst_ns)
@@ -131,7 +135,7 @@ def rename(
             # Nothing landed: the source changed first. No reader settles a reservation whose source
             # does not point at it, so ours can go.
             pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started)
-            continue
+            return cas.AGAIN
         except WriteInDoubt:
             now = pointers.read(ctx, warehouse, src_ns, src_name)
             if now is not None and now.state == "moved" and now.data.get("moved-to") == moved["moved-to"]:
@@ -146,7 +150,7 @@ def rename(
                     return  # landed, and a reader already settled both sides
                 if now is not None and now.state == "active":
                     pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started)
-                    continue  # the source is live and not moved: ours did not land
+                    return cas.AGAIN  # the source is live and not moved: ours did not land
                 what = pointer_record.ident(src_ns, src_name)
                 raise CommitStateUnknown(
                     f"The rename of {what!r} may or may not have been applied; list the tables"
@@ -158,7 +162,8 @@ def rename(
             pass  # a reader settled it for us, or the next reader will
         pointers.remove_pointer(ctx, bucket, src_key, moved_etag, started)
         return
-    raise CommitFailed(f"Table {pointer_record.ident(src_ns, src_name)!r} changed concurrently; retry the rename")
+
+    return cas.retrying(attempt, f"Table {pointer_record.ident(src_ns, src_name)!r}")
 
 
 def _refresh(ctx: Context, bucket: str, key: str, held: pointer_record.Pointer, data: dict[str, Any], what: str) -> str:
