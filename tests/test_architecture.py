@@ -154,3 +154,46 @@ def test_every_catalog_name_a_face_uses_exists():
                 if not hasattr(module, node.attr):
                     missing.append(f"{mod}: {aliases[node.value.id]}.{node.attr}")
     assert missing == []
+
+
+# Fields only the pointer record and the trash record have: named in core/pointer_record.py alone.
+POINTER_ONLY_FIELDS = {
+    "moved-to",
+    "rename-from",
+    "since-ms",
+    "keep-until-ms",
+    "dropped-ms",
+    "dropped-from",
+    "client-location",
+    "location-uuid",
+    "previous-metadata-location",
+    "glue-rename",
+}
+
+
+def _string_literals(path: Path) -> set[str]:
+    """String constants of a module, without its docstrings (those may describe the layout)."""
+    tree = ast.parse(path.read_text())
+    docs = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return {
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+    }
+
+
+def test_the_pointer_record_fields_are_named_in_one_module():
+    found = {
+        mod: sorted(_string_literals(path) & POINTER_ONLY_FIELDS)
+        for mod, path in _modules().items()
+        if mod != "chalicelib.core.pointer_record"
+    }
+    assert {mod: fields for mod, fields in found.items() if fields} == {}
+    assert POINTER_ONLY_FIELDS <= _string_literals(_modules()["chalicelib.core.pointer_record"])

@@ -24,6 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.core import pointer_record
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.errors import BadRequest
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
@@ -235,9 +236,9 @@ def _tail_of(ctx: Context, bucket: str, key: str, etag: str) -> list[dict[str, A
         except ObjectNotFound:
             return []
         data = json.loads(obj.body)
-        if data.get("state") in ("pending", "moved"):  # not committed yet / the same as its destination's
+        if pointer_record.state(data) in ("pending", "moved"):  # not committed yet / the same as its destination's
             data = {}
-        data = data.get("pointer", data)  # a trash record keeps the dropped pointer whole
+        data = pointer_record.held_pointer(data)  # a trash record keeps the dropped pointer whole
         cached = (source_of(data), list(data.get(TAIL) or []))
         with _cache_lock:
             if len(_tails) > 50_000:

@@ -12,9 +12,8 @@ import time
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit
+from chalicelib.core import audit, pointer_record
 from chalicelib.core.context import Context, dump, now_ms
-from chalicelib.core.versioning import advanced
 from chalicelib.errors import TableRecoveryInProgress
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
@@ -63,14 +62,14 @@ def settled_pointer(data: dict[str, Any], committed: bool) -> dict[str, Any]:
     settled = {k: v for k, v in data.items() if k != "claim"}
     if committed:
         new_location = data["claim"]["new-metadata-location"]
-        if settled.get("state") == PENDING_CREATE:
-            settled.update(state="active", **{"metadata-location": new_location})
+        if pointer_record.state(settled) == PENDING_CREATE:
+            settled = pointer_record.created(settled, new_location)
         else:
-            settled = advanced(settled, new_location)
+            settled = pointer_record.advanced(settled, new_location)
         if data["claim"].get("audit"):  # the owner's entry: whoever rolls forward writes the same one
             settled = audit.appended(settled, [data["claim"]["audit"]])
-    elif settled.get("state") == PENDING_CREATE:
-        settled.update(state="dropped", purge=False, **{"since-ms": now_ms()})
+    elif pointer_record.state(settled) == PENDING_CREATE:
+        settled = pointer_record.tombstone(settled, purge=False)
     return settled
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import locations, purges, trash_records
+from chalicelib.core import locations, pointer_record, purges, trash_records
 from chalicelib.core.context import Context, env_int
 from chalicelib.core.pointer_record import Pointer, owner_uuid
 from chalicelib.core.pointers import remove_pointer
@@ -28,7 +28,7 @@ def purge_budget_s() -> float:
 
 def table_location_of(bucket: str, pointer: dict[str, Any]) -> str | None:
     """The table's own location, from its metadata file name (the file itself may be gone)."""
-    location = str(pointer.get("location") or str(pointer.get("metadata-location", "")).rsplit("/metadata/", 1)[0])
+    location = pointer_record.table_location(pointer)
     try:
         purges.check_location(bucket, location, owner_uuid(pointer))
     except (BadRequest, ValueError):
@@ -42,7 +42,7 @@ def settle_drop(ctx: Context, bucket: str, tomb: Pointer, remove: bool, ns: Name
     Idempotent: the dropper runs it, and the sweeper runs it again for an abandoned tombstone."""
     from chalicelib.core import audit
 
-    if tomb.data.get("keep-until-ms"):  # a warehouse with retention: into the trash, files kept
+    if pointer_record.kept_until_ms(tomb.data):  # a warehouse with retention: into the trash, files kept
         try:
             trash_records.keep(ctx, bucket, tomb.data)
             if remove:
@@ -52,17 +52,18 @@ def settle_drop(ctx: Context, bucket: str, tomb: Pointer, remove: bool, ns: Name
         return
     table_uuid = owner_uuid(tomb.data)
     location = table_location_of(bucket, tomb.data) if table_uuid else None
-    purge = bool(tomb.data.get("purge")) and location is not None
+    purge = pointer_record.purge_requested(tomb.data) and location is not None
     try:
-        if tomb.data.get("drop-id"):  # a drop, not a backed-out create: its trail outlives the pointer
+        if pointer_record.drop_id(tomb.data):  # a drop, not a backed-out create: its trail outlives the pointer
             audit.flush_tail(ctx, bucket, tomb.data)
         if purge:
             assert location is not None
             purges.queue(ctx, bucket, table_uuid, location)
         elif table_uuid:
             purges.set_uuid_state(ctx, bucket, table_uuid, "dropped")
-        if tomb.data.get("client-location"):
-            locations.release(ctx, bucket, str(tomb.data["client-location"]), str(tomb.data.get("table-uuid", "")))
+        place = pointer_record.client_location(tomb.data)
+        if place:
+            locations.release(ctx, bucket, place, pointer_record.table_uuid(tomb.data) or "")
         if remove:  # a tombstone that cannot be removed safely now stays for the sweeper
             remove_pointer(ctx, bucket, keys.table_pointer(ns, name), tomb.etag, tomb.since_ms)
             if purge:  # the table is gone either way: its files can go

@@ -75,7 +75,7 @@ def _read_kind(ctx: Context, warehouse: str, ns: Namespace, name: str, kind: str
         return None
     if pointer_record.kind_of(raw.data) != "table":
         return None  # views are not Glue tables
-    if raw.state == "active" and "claim" not in raw.data:
+    if raw.state == "active" and not pointer_record.claimed(raw.data):
         return Entry(ns, name, "iceberg", raw.data, raw.etag, True)
     found = _read(ctx, warehouse, ns, name)  # settle it as any reader does
     return found if found is not None and found.kind == "iceberg" else None
@@ -87,7 +87,7 @@ def _read(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Entry | Non
     except TableRecoveryInProgress:
         p = pointers.read(ctx, warehouse, ns, name)  # a running transaction: the last committed state
         if p is not None:
-            p = pointer_record.Pointer({k: v for k, v in p.data.items() if k != "claim"}, p.etag)
+            p = pointer_record.Pointer(pointer_record.unclaimed(p.data), p.etag)
     if p is not None:
         return Entry(ns, name, "iceberg", p.data) if pointer_record.kind_of(p.data) == "table" else None
     found = hive.read(ctx, warehouse, ns, name)
@@ -104,7 +104,7 @@ def get(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Entry:
 
 def metadata_json(ctx: Context, entry: Entry) -> dict[str, Any]:
     """An Iceberg entry's metadata as plain JSON (no PyIceberg on read paths: cold starts)."""
-    return dict(json.loads(md.read_metadata_raw(ctx, str(entry.data["metadata-location"]))))
+    return dict(json.loads(md.read_metadata_raw(ctx, str(entry.metadata_location))))
 
 
 def all_namespaces(ctx: Context, warehouse: str) -> Iterator[Namespace]:

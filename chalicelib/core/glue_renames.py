@@ -29,7 +29,7 @@ from chalicelib.errors import Conflict
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 Namespace = tuple[str, ...]
-INTENT = "glue-rename"
+INTENT = pointer_record.GLUE_RENAME
 
 
 def _ref(ns: Namespace, name: str) -> dict[str, Any]:
@@ -58,12 +58,8 @@ def begin(
 
     def attempt() -> cas.Again | bool:
         src = pointers.require(ctx, warehouse, src_ns, src_name)
-        reserve = dict(
-            {k: v for k, v in src.data.items() if k != INTENT},
-            glue=glue,
-            state="pending",
-            **{"since-ms": started, "rename-from": _ref(src_ns, src_name), INTENT: intent},
-        )
+        base = dict(pointer_record.without_glue_rename(src.data), glue=glue, **{INTENT: intent})
+        reserve = pointer_record.pending(base, started, source=(src_ns, src_name))
         held = name_claims.claim_name(ctx, warehouse, dst[0], dst[1], reserve)  # TableAlreadyExists if taken
         if not namespaces.accepts_table(ctx, warehouse, *dst):
             pointers.remove_pointer(ctx, bucket, keys.table_pointer(*dst), held, started)
@@ -76,7 +72,7 @@ def begin(
             return cas.AGAIN  # a commit landed first: check the metadata again
         except WriteInDoubt:
             now = pointers.read(ctx, warehouse, src_ns, src_name)
-            if now is not None and now.data.get(INTENT) == intent:
+            if now is not None and pointer_record.glue_rename(now.data) == intent:
                 return True
             return cas.AGAIN  # overwritten since: ours may be under it, so mark again
 
@@ -89,7 +85,12 @@ def _reservation(ctx: Context, warehouse: str, ns: Namespace, name: str) -> poin
 
 
 def _held(p: pointer_record.Pointer | None) -> pointer_record.Pointer | None:
-    if p is None or p.state != "pending" or INTENT not in p.data or "claim" in p.data:
+    if (
+        p is None
+        or p.state != "pending"
+        or pointer_record.glue_rename(p.data) is None
+        or pointer_record.claimed(p.data)
+    ):
         return None
     return None if p.stale() else p
 
@@ -101,7 +102,7 @@ def on_delete(
     table began (``authorize(dst)`` checks the caller may rename it there). False when neither
     applies and the DeleteTable is a drop; one pointer read then."""
     p = pointers.read(ctx, warehouse, ns, name)
-    if p is None or INTENT not in p.data:
+    if p is None or pointer_record.glue_rename(p.data) is None:
         return False
     held = _held(p)
     if held is not None:
@@ -109,19 +110,21 @@ def on_delete(
         if not pointers.remove_pointer(ctx, bucket, keys.table_pointer(ns, name), held.etag, held.since_ms):
             raise Conflict(f"Table {pointer_record.ident(ns, name)!r} is being renamed; retry shortly")
         return True
-    if p.state != "active" or "claim" in p.data or pointer_record.kind_of(p.data) != "table":
+    if p.state != "active" or pointer_record.claimed(p.data) or pointer_record.kind_of(p.data) != "table":
         return False
-    intent = p.data[INTENT]
-    if not isinstance(intent, dict) or now_ms() >= int(intent.get("until-ms", 0)):
+    intent = pointer_record.glue_rename(p.data)
+    if intent is None or now_ms() >= int(intent.get("until-ms", 0)):
         return False
     dst = (tuple(intent["to"]["namespace"]), str(intent["to"]["name"]))
     held = _reservation(ctx, warehouse, *dst)
     if (
         held is None
-        or held.data.get("rename-from") != _ref(ns, name)
-        or held.data.get("table-uuid") != p.data.get("table-uuid")
+        or pointer_record.rename_source(held.data) != (ns, name)
+        or not pointer_record.same_table(held.data, p.data)
     ):
         return False  # rolled back, or lapsed: a drop
     authorize(*dst)
-    lifecycle.rename(ctx, warehouse, (ns, name), dst, reservation=held, fields={"glue": held.data.get("glue")})
+    lifecycle.rename(
+        ctx, warehouse, (ns, name), dst, reservation=held, fields={"glue": pointer_record.glue_input(held.data)}
+    )
     return True

@@ -1,8 +1,17 @@
 """The stored pointer record: one object per table or view name (keys.table_pointer), and the
-only module that knows its fields."""
+trash record a dropped table becomes (keys.trash_record). This is the only module that names their
+fields: everything else reads them through the readers below and changes them through the
+transitions (tombstone, pending, moved, settled, staged, activated), so the stored shape lives in
+one place, as the key layout does in keys.py.
+
+A pointer's states (docs/design.md): "active" (a live table or view), "staged" (S3 Tables: name
+and location reserved, no metadata yet), "pending" (a rename or restore destination), "moved" (a
+renamed source), "dropped" (a tombstone); a "claim" holds an active pointer for a multi-table
+transaction (claims.py), and the audit tail rides along (audit.TAIL)."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +65,297 @@ def glue_input(data: dict[str, Any]) -> dict[str, Any]:
 def previous_metadata_location(data: dict[str, Any]) -> str | None:
     value = data.get("previous-metadata-location")
     return str(value) if value else None
+
+
+def state(data: dict[str, Any]) -> str:
+    return str(data.get("state", "active"))
+
+
+def table_uuid(data: dict[str, Any]) -> str | None:
+    value = data.get("table-uuid")
+    return str(value) if value else None
+
+
+def same_table(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return a.get("table-uuid") == b.get("table-uuid")
+
+
+def since_ms(data: dict[str, Any]) -> int:
+    return int(data.get("since-ms", 0))
+
+
+def claimed(data: dict[str, Any]) -> bool:
+    """Held by a multi-table transaction (claims.py)."""
+    return "claim" in data
+
+
+def unclaimed(data: dict[str, Any]) -> dict[str, Any]:
+    """The pointer without its transaction claim (as of its last commit point)."""
+    return {k: v for k, v in data.items() if k != "claim"}
+
+
+def client_location(data: dict[str, Any]) -> str | None:
+    """Where a Glue client placed the table itself (claimed in the location registry; never purged)."""
+    value = data.get("client-location")
+    return str(value) if value else None
+
+
+def staged_location(data: dict[str, Any]) -> str | None:
+    value = data.get("location")
+    return str(value) if value else None
+
+
+def table_location(data: dict[str, Any]) -> str:
+    """The table's own location: the staged one, or its metadata file's (the file may be gone)."""
+    return staged_location(data) or (metadata_location(data) or "").rsplit("/metadata/", 1)[0]
+
+
+def _ref(ns: Namespace, name: str) -> dict[str, Any]:
+    return {"namespace": list(ns), "name": name}
+
+
+def _ident_of(ref: object) -> tuple[Namespace, str] | None:
+    if not isinstance(ref, dict) or not ref.get("namespace") or not ref.get("name"):
+        return None
+    return tuple(ref["namespace"]), str(ref["name"])
+
+
+def moved_to(data: dict[str, Any]) -> tuple[Namespace, str] | None:
+    """Where a moved pointer (or a trash record restored) went."""
+    return _ident_of(data.get("moved-to"))
+
+
+def moved_here(data: dict[str, Any], ns: Namespace, name: str) -> bool:
+    return data.get("moved-to") == _ref(ns, name)
+
+
+def rename_source(data: dict[str, Any]) -> tuple[Namespace, str] | None:
+    """A pending destination's source pointer (a rename), if it is one."""
+    return _ident_of(data.get("rename-from"))
+
+
+def restore_source(data: dict[str, Any]) -> str | None:
+    """A pending destination's trash record (a restore): its drop id."""
+    ref = data.get("rename-from")
+    return str(ref["trash"]) if isinstance(ref, dict) and ref.get("trash") else None
+
+
+def same_reservation(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Two pending pointers for one rename: same source, same table, same metadata."""
+    return all(a.get(k) == b.get(k) for k in ("rename-from", "table-uuid", "metadata-location"))
+
+
+def drop_id(data: dict[str, Any]) -> str | None:
+    value = data.get("drop-id")
+    return str(value) if value else None
+
+
+def kept_until_ms(data: dict[str, Any]) -> int | None:
+    """A tombstone (or trash record) kept by the warehouse's retention: until when."""
+    value = data.get("keep-until-ms")
+    return int(value) if value else None
+
+
+def purge_requested(data: dict[str, Any]) -> bool:
+    return bool(data.get("purge"))
+
+
+def is_ours(existing: dict[str, Any], data: dict[str, Any]) -> bool:
+    """`existing` is the pointer `data` a request wrote (its answer was lost), possibly settled or
+    committed on since."""
+    if data.get("state") == STAGED:  # a staged table: ours if it is the entry we wrote
+        return existing.get("id") == data.get("id")
+    if existing.get("table-uuid") != data.get("table-uuid"):
+        return False
+    if data.get("state") == "pending":  # a rename reservation: ours if it names our source
+        return existing.get("rename-from") == data.get("rename-from") or (
+            existing.get("state", "active") == "active"
+            and existing.get("metadata-location") == data.get("metadata-location")
+        )
+    return existing.get("state", "active") == "active" or "claim" in existing
+
+
+GLUE_RENAME = "glue-rename"  # a Glue client's rename in flight, on its source (glue_renames.py)
+
+
+def glue_rename(data: dict[str, Any]) -> dict[str, Any] | None:
+    value = data.get(GLUE_RENAME)
+    return value if isinstance(value, dict) else None
+
+
+def without_glue_rename(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k != GLUE_RENAME}
+
+
+# ---- transitions: each returns the new record; nothing here writes ----------------------------
+
+
+def new_entry(metadata_location: str, table_uuid: str, state: str = "active", **extra: Any) -> dict[str, Any]:
+    """A new pointer: version 1, its own entry id (table versions and Glue side data hang off it).
+    `client_location`: where a Glue client placed the table."""
+    now = now_ms()
+    place = extra.pop("client_location", None)
+    out = {
+        "metadata-location": metadata_location,
+        "table-uuid": table_uuid,
+        "state": state,
+        "version": 1,
+        "id": uuid.uuid4().hex,
+        "created-ms": now,
+        "updated-ms": now,
+        **extra,
+    }
+    if place:
+        out["client-location"] = place
+    return out
+
+
+def advanced(data: dict[str, Any], new_location: str) -> dict[str, Any]:
+    """The pointer after a commit to new_location."""
+    out = dict(data)
+    out["metadata-location"] = new_location
+    out["previous-metadata-location"] = data.get("metadata-location")
+    out["version"] = version(data) + 1
+    out["updated-ms"] = now_ms()
+    return out
+
+
+def keeping_entry_id(data: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """A pointer from before entry ids keeps the id its side data already has (entry_id(old))."""
+    return data if data.get("id") else dict(data, id=entry_id(old))
+
+
+def fenced(data: dict[str, Any]) -> dict[str, Any]:
+    """A pointer the sweeper takes over: its lease starts again, so its abandoned writer (if it
+    comes back) loses the next CAS instead of racing the sweeper."""
+    return dict(data, **{"since-ms": now_ms()})
+
+
+def created(data: dict[str, Any], metadata_location: str) -> dict[str, Any]:
+    """A pointer a transaction was creating, at the transaction's commit."""
+    return dict(data, state="active", **{"metadata-location": metadata_location})
+
+
+def touched(data: dict[str, Any]) -> dict[str, Any]:
+    """The pointer at its next version without a new metadata file (a Glue UpdateTable of fields)."""
+    return dict(data, version=version(data) + 1, **{"updated-ms": now_ms()})
+
+
+def tombstone(
+    data: dict[str, Any],
+    purge: bool,
+    drop: str | None = None,
+    retention_ms: int = 0,
+    dropped_from: tuple[Namespace, str] | None = None,
+) -> dict[str, Any]:
+    """The dropped pointer (its lease starts now). A drop has an id; with retention, it carries
+    what the trash needs to bring the table back. A backed-out create has neither."""
+    now = now_ms()
+    tomb = dict(data, state="dropped", purge=purge, **{"since-ms": now})
+    if drop is not None:
+        tomb["drop-id"] = drop
+    if retention_ms > 0 and dropped_from is not None:
+        tomb.update({"keep-until-ms": now + retention_ms, "dropped-ms": now, "dropped-from": _ref(*dropped_from)})
+    return tomb
+
+
+def pending(
+    data: dict[str, Any], since: int, source: tuple[Namespace, str] | None = None, trash: str | None = None
+) -> dict[str, Any]:
+    """A reservation of a rename's destination (or a restore's, from a trash record)."""
+    ref: dict[str, Any] = _ref(*source) if source is not None else {"trash": trash}
+    return dict(data, state="pending", **{"since-ms": since, "rename-from": ref})
+
+
+def moved(data: dict[str, Any], since: int, dst: tuple[Namespace, str]) -> dict[str, Any]:
+    """A rename's source after its commit point: it names its destination."""
+    return dict(data, state="moved", **{"since-ms": since, "moved-to": _ref(*dst)})
+
+
+def settled(data: dict[str, Any]) -> dict[str, Any]:
+    """A pending destination made live (roll forward of a rename or restore)."""
+    return {**{k: v for k, v in data.items() if k not in ("rename-from", "since-ms")}, "state": "active"}
+
+
+def staged_entry(location: str, location_uuid: str) -> dict[str, Any]:
+    """A table with a name and a catalog-chosen location but no metadata yet (S3 Tables)."""
+    now = now_ms()
+    return {
+        "state": STAGED,
+        "location": location,
+        "location-uuid": location_uuid,
+        "version": 1,
+        "id": uuid.uuid4().hex,
+        "created-ms": now,
+        "updated-ms": now,
+    }
+
+
+def activated(data: dict[str, Any], metadata_location: str, table_uuid: str, new_version: int) -> dict[str, Any]:
+    """A staged table once its client handed over the first metadata file."""
+    out = {k: v for k, v in data.items() if k != "location"}
+    out.update(
+        {
+            "state": "active",
+            "metadata-location": metadata_location,
+            "table-uuid": table_uuid,
+            "version": new_version,
+            "updated-ms": now_ms(),
+        }
+    )
+    return out
+
+
+# ---- the trash record: a dropped table kept by its warehouse's retention -------------------------
+
+
+def before_drop(tomb: dict[str, Any]) -> dict[str, Any]:
+    """The pointer as it was before the drop (its tail keeps the drop entry)."""
+    drop_fields = ("state", "purge", "since-ms", "drop-id", "keep-until-ms", "dropped-from", "dropped-ms")
+    return {**{k: v for k, v in tomb.items() if k not in drop_fields}, "state": "active"}
+
+
+def trash_record(tomb: dict[str, Any]) -> dict[str, Any]:
+    ref = tomb["dropped-from"]
+    return {
+        "drop-id": tomb["drop-id"],
+        "state": "dropped",
+        "namespace": ref["namespace"],
+        "name": ref["name"],
+        "kind": kind_of(tomb),
+        "purge": bool(tomb.get("purge")),
+        "dropped-ms": int(tomb["dropped-ms"]),
+        "keep-until-ms": int(tomb["keep-until-ms"]),
+        "pointer": before_drop(tomb),
+    }
+
+
+def dropped_as(record: dict[str, Any]) -> tuple[Namespace, str]:
+    """The name a trash record's table had when it was dropped."""
+    return tuple(record["namespace"]), str(record["name"])
+
+
+def dropped_ms(record: dict[str, Any]) -> int:
+    return int(record["dropped-ms"])
+
+
+def kept_pointer(record: dict[str, Any]) -> dict[str, Any]:
+    """The pointer a trash record keeps (as it was before the drop)."""
+    return dict(record["pointer"])
+
+
+def held_pointer(data: dict[str, Any]) -> dict[str, Any]:
+    """The pointer a stored record holds: a pointer is its own; a trash record keeps one."""
+    return dict(data["pointer"]) if isinstance(data.get("pointer"), dict) else data
+
+
+def trash_moved(record: dict[str, Any], dst: tuple[Namespace, str]) -> dict[str, Any]:
+    """A trash record after a restore's commit point: it names where the table went."""
+    return dict(record, state="moved", **{"moved-to": _ref(*dst)})
+
+
+def trash_purging(record: dict[str, Any], pointer: dict[str, Any]) -> dict[str, Any]:
+    return dict(record, state="purging", pointer=pointer)
 
 
 @dataclass
@@ -117,7 +417,7 @@ class TableEntry:
             name=name,
             staged=data.get("state") == STAGED,
             metadata_location=meta,
-            location=str(data.get("location") or (meta or "").rsplit("/metadata/", 1)[0]),
+            location=table_location(data),
             table_uuid=str(data["table-uuid"]) if data.get("table-uuid") else None,
             owner_uuid=owner_uuid(data),
             entry_id=entry_id(data),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from chalicelib import keys
-from chalicelib.core import claims, namespaces, trash_records, warehouses
+from chalicelib.core import claims, namespaces, pointer_record, trash_records, warehouses
 from chalicelib.core.context import Context, dump, now_ms, tombstone_lease_ms
 from chalicelib.core.pointer_record import Pointer, ident, of_kind
 from chalicelib.errors import (
@@ -74,32 +74,30 @@ def remove_pointer(ctx: Context, bucket: str, key: str, etag: str, since_ms: int
 def settle_pending(ctx: Context, warehouse: str, ns: Namespace, name: str, dst: Pointer) -> Pointer | None:
     """A rename (or restore) destination: live if its source already points here (roll forward),
     else absent."""
-    src_ref = dst.data.get("rename-from", {})
+    restore, source = pointer_record.restore_source(dst.data), pointer_record.rename_source(dst.data)
     src: Pointer | None = None
-    if "trash" in src_ref:
+    if restore is not None:
         moved_here = trash_records.restored_here(ctx, warehouse, ns, name, dst.data)
     else:
-        src_ns, src_name = tuple(src_ref.get("namespace", ())), str(src_ref.get("name", ""))
-        src = read(ctx, warehouse, src_ns, src_name) if src_ns and src_name else None
+        src = read(ctx, warehouse, *source) if source is not None else None
         moved_here = (
             src is not None
             and src.state == "moved"
-            and src.data.get("moved-to") == {"namespace": list(ns), "name": name}
-            and src.data.get("table-uuid") == dst.data.get("table-uuid")
+            and pointer_record.moved_here(src.data, ns, name)
+            and pointer_record.same_table(src.data, dst.data)
         )
     if not moved_here:
         return None
-    active = {k: v for k, v in dst.data.items() if k not in ("rename-from", "since-ms")}
-    active["state"] = "active"
+    active = pointer_record.settled(dst.data)
     try:
         etag = ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.table_pointer(ns, name), dump(active), dst.etag)
         settled: Pointer | None = Pointer(active, etag)
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         settled = live(ctx, warehouse, ns, name)  # someone else settled it first
-    if "trash" in src_ref:
+    if restore is not None:
         trash_records.forget_moved(ctx, warehouse, dst.data)
-    elif src is not None:
-        remove_pointer(ctx, ctx.bucket_for(warehouse), keys.table_pointer(src_ns, src_name), src.etag, src.since_ms)
+    elif src is not None and source is not None:
+        remove_pointer(ctx, ctx.bucket_for(warehouse), keys.table_pointer(*source), src.etag, src.since_ms)
     return settled
 
 
@@ -108,11 +106,11 @@ def live(ctx: Context, warehouse: str, ns: Namespace, name: str, read_only: bool
 
     Never purges: a dropped table is finished by its dropper or by the sweeper."""
     p = read(ctx, warehouse, ns, name)
-    if p is not None and "claim" in p.data:  # held by a multi-table transaction
+    if p is not None and pointer_record.claimed(p.data):  # held by a multi-table transaction
         if read_only:
             view = claims.committed_view(ctx, warehouse, p.data)
             if view is not None:  # a table the transaction is creating does not exist yet
-                return None if view.get("state") == claims.PENDING_CREATE else Pointer(view, p.etag)
+                return None if pointer_record.state(view) == claims.PENDING_CREATE else Pointer(view, p.etag)
         if not claims.settle_claim(ctx, warehouse, ns, name, p.data, p.etag):
             raise claims.recovery_error(ns, name)
         return live(ctx, warehouse, ns, name, read_only)
@@ -121,12 +119,11 @@ def live(ctx: Context, warehouse: str, ns: Namespace, name: str, read_only: bool
     if p.state == "pending":
         return settle_pending(ctx, warehouse, ns, name, p)
     if p.state == "moved":
-        dst_ref = p.data.get("moved-to", {})
-        dst_ns, dst_name = tuple(dst_ref.get("namespace", ())), str(dst_ref.get("name", ""))
-        dst = read(ctx, warehouse, dst_ns, dst_name)
-        if dst is not None and dst.state == "pending":
-            settle_pending(ctx, warehouse, dst_ns, dst_name, dst)
-        elif dst is not None and dst.data.get("table-uuid") == p.data.get("table-uuid"):
+        target = pointer_record.moved_to(p.data)
+        dst = read(ctx, warehouse, *target) if target is not None else None
+        if dst is not None and target is not None and dst.state == "pending":
+            settle_pending(ctx, warehouse, *target, dst)
+        elif dst is not None and pointer_record.same_table(dst.data, p.data):
             remove_pointer(ctx, ctx.bucket_for(warehouse), keys.table_pointer(ns, name), p.etag, p.since_ms)
     return None
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from chalicelib import keys
 from chalicelib.core import audit, drops, pointer_record, pointers, purges, trash
-from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.core.context import Context, dump
 from chalicelib.errors import CatalogError
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
@@ -37,7 +37,7 @@ def _pointer_ident(key: str) -> tuple[tuple[str, ...], str]:
 
 
 def _fence(ctx: Context, bucket: str, key: str, p: pointer_record.Pointer) -> pointer_record.Pointer | None:
-    fenced = dict(p.data, **{"since-ms": now_ms()})
+    fenced = pointer_record.fenced(p.data)
     try:
         return pointer_record.Pointer(fenced, ctx.storage.put_if_match(bucket, key, dump(fenced), p.etag))
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
@@ -50,7 +50,7 @@ def _sweep_pointer(ctx: Context, warehouse: str, key: str, claimed_uuids: set[st
     p = pointers.read(ctx, warehouse, ns, name)
     if p is None:
         return
-    if "claim" in p.data:
+    if pointer_record.claimed(p.data):
         try:
             pointers.live(ctx, warehouse, ns, name)  # settles it once the transaction's lease ran out
             stats["claims-settled"] += 1
@@ -84,11 +84,10 @@ def _sweep_pointer(ctx: Context, warehouse: str, key: str, claimed_uuids: set[st
         else:
             stats["renames-finished"] += 1
     elif fenced.state == "moved":
-        dst_ref = fenced.data.get("moved-to", {})
-        dst_ns, dst_name = tuple(dst_ref.get("namespace", ())), str(dst_ref.get("name", ""))
-        dst = pointers.read(ctx, warehouse, dst_ns, dst_name)
-        if dst is not None and dst.state == "pending":
-            pointers.settle_pending(ctx, warehouse, dst_ns, dst_name, dst)  # activates it, removes us
+        target = pointer_record.moved_to(fenced.data)
+        dst = pointers.read(ctx, warehouse, *target) if target is not None else None
+        if dst is not None and target is not None and dst.state == "pending":
+            pointers.settle_pending(ctx, warehouse, *target, dst)  # activates it, removes us
         else:
             pointers.remove_pointer(ctx, bucket, key, fenced.etag, fenced.since_ms)
         stats["renames-finished"] += 1

@@ -23,7 +23,6 @@ from chalicelib.core import audit, cas, claims, parallel, pointer_record, pointe
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.model import TableChange
-from chalicelib.core.versioning import new_entry
 from chalicelib.errors import BadRequest, CommitStateUnknown
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
@@ -59,7 +58,12 @@ def commit(ctx: Context, warehouse: str, changes: list[TableChange]) -> None:
             "created-ms": now_ms(),
             "lease-until-ms": now_ms() + claims.lease_ms(),
             "tables": [
-                {"namespace": list(ns), "name": n, "old": p.data["metadata-location"] if p.etag else None, "new": loc}
+                {
+                    "namespace": list(ns),
+                    "name": n,
+                    "old": pointer_record.metadata_location(p.data) if p.etag else None,
+                    "new": loc,
+                }
                 for ns, n, p, loc in prepared
             ],
         }
@@ -141,7 +145,7 @@ def _prepare_create(ctx: Context, warehouse: str, ns: Namespace, name: str, req:
     meta_loc = keys.metadata_file(new.location, 0, str(uuid.uuid4()))
     purges.claim_uuid(ctx, ctx.bucket_for(warehouse), str(new.table_uuid), meta_loc)
     md.write_metadata(ctx, meta_loc, new)
-    pointer = new_entry(meta_loc, str(new.table_uuid), claims.PENDING_CREATE)
+    pointer = pointer_record.new_entry(meta_loc, str(new.table_uuid), claims.PENDING_CREATE)
     return pointer_record.Pointer(pointer, ""), meta_loc
 
 
@@ -149,7 +153,7 @@ def _claim_all(ctx: Context, warehouse: str, txn_id: str, prepared: list[Any], c
     """Claim each pointer in order; False as soon as one moved on since it was read."""
     bucket = ctx.bucket_for(warehouse)
     for ns, name, p, loc in prepared:
-        before = p.data.get("metadata-location") if p.etag else None
+        before = pointer_record.metadata_location(p.data) if p.etag else None
         e = audit.entry("create" if not p.etag else "commit", audit.table_target(ns, name, p.data), before, loc)
         e["transaction"] = txn_id
         data = dict(p.data, claim={"txn": txn_id, "new-metadata-location": loc, "audit": e})
@@ -213,7 +217,7 @@ def _release(ctx: Context, warehouse: str, prepared: list[Any]) -> None:
     for _ns, _name, p, loc in prepared:
         md.discard(ctx, loc)
         if not p.etag:  # nothing else can hold a uuid claim this request wrote
-            ctx.storage.delete(ctx.bucket_for(warehouse), keys.uuid_record(str(p.data["table-uuid"])))
+            ctx.storage.delete(ctx.bucket_for(warehouse), keys.uuid_record(str(pointer_record.table_uuid(p.data))))
 
 
 def _roll_back(ctx: Context, warehouse: str, txn_id: str, claimed: list[Any], prepared: list[Any]) -> str:
@@ -242,8 +246,8 @@ def _roll_back(ctx: Context, warehouse: str, txn_id: str, claimed: list[Any], pr
             new_etag = ctx.storage.put_if_match(bucket, key, dump(settled), etag)
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
             continue  # already settled by a reader
-        if settled.get("state") == "dropped":  # a create that never happened: free the name now
-            pointers.remove_pointer(ctx, bucket, key, new_etag, int(settled["since-ms"]))
+        if pointer_record.state(settled) == "dropped":  # a create that never happened: free the name now
+            pointers.remove_pointer(ctx, bucket, key, new_etag, pointer_record.since_ms(settled))
     if state == "aborted":
         _release(ctx, warehouse, prepared)
     return state

@@ -45,30 +45,31 @@ def retention_ms(ctx: Context, warehouse: str) -> int:
 
 
 def _drop_entry(record: dict[str, Any]) -> dict[str, Any]:
-    tail = record["pointer"].get(audit.TAIL) or []
+    tail = pointer_record.kept_pointer(record).get(audit.TAIL) or []
     return next((e for e in reversed(tail) if e.get("op") == "drop"), {})
 
 
 def public(record: dict[str, Any]) -> dict[str, Any]:
-    p, dropped = record["pointer"], _drop_entry(record)
+    p, dropped = pointer_record.kept_pointer(record), _drop_entry(record)
+    ns, name = pointer_record.dropped_as(record)
     return {
-        "id": record["drop-id"],
-        "kind": record["kind"],
-        "identifier": {"namespace": record["namespace"], "name": record["name"]},
-        "table-uuid": p.get("table-uuid"),
-        "metadata-location": p.get("metadata-location"),
-        "dropped-at-ms": record["dropped-ms"],
+        "id": pointer_record.drop_id(record),
+        "kind": pointer_record.kind_of(record),
+        "identifier": {"namespace": list(ns), "name": name},
+        "table-uuid": pointer_record.table_uuid(p),
+        "metadata-location": pointer_record.metadata_location(p),
+        "dropped-at-ms": pointer_record.dropped_ms(record),
         "dropped-by": dropped.get("principal"),
-        "purge-requested": record["purge"],
-        "expires-at-ms": record["keep-until-ms"],
-        "state": record["state"],
+        "purge-requested": pointer_record.purge_requested(record),
+        "expires-at-ms": pointer_record.kept_until_ms(record),
+        "state": pointer_record.state(record),
     }
 
 
 def get(ctx: Context, warehouse: str, drop_id: str) -> dict[str, Any]:
     record, _ = trash_records.read(ctx, warehouse, drop_id)
-    if record["state"] != "dropped":
-        raise NotFound(f"Dropped table {drop_id!r} is being {record['state']}")
+    if pointer_record.state(record) != "dropped":
+        raise NotFound(f"Dropped table {drop_id!r} is being {pointer_record.state(record)}")
     return record
 
 
@@ -95,7 +96,7 @@ def list_dropped(
             return None
 
     records = parallel.map_counted(one, listed)
-    items = [public(r) for r in records if r is not None and r["state"] == "dropped" and keep_item(r)]
+    items = [public(r) for r in records if r is not None and pointer_record.state(r) == "dropped" and keep_item(r)]
     return items, (encode_token(listed[-1]) if more and listed else None)
 
 
@@ -107,7 +108,8 @@ def find_by_uuid(ctx: Context, warehouse: str, table_uuid: str) -> dict[str, Any
             record = json.loads(ctx.storage.get(bucket, key).body)
         except ObjectNotFound:
             continue
-        if record.get("state") == "dropped" and pointer_record.owner_uuid(record.get("pointer") or {}) == table_uuid:
+        dropped = pointer_record.state(record) == "dropped"
+        if dropped and pointer_record.owner_uuid(record.get("pointer") or {}) == table_uuid:
             return dict(record)
     return None
 
@@ -119,28 +121,27 @@ def restore(
     location). ``via`` names the request that asked (an undrop, or a register of its metadata)."""
     bucket = ctx.bucket_for(warehouse)
     record, etag = trash_records.read(ctx, warehouse, drop_id)
-    if record["state"] != "dropped":
-        raise Conflict(f"Dropped table {drop_id!r} is being {record['state']}")
-    ns = check_namespace(dst[0]) if dst else tuple(record["namespace"])
-    name = check_table(dst[1]) if dst else str(record["name"])
+    if pointer_record.state(record) != "dropped":
+        raise Conflict(f"Dropped table {drop_id!r} is being {pointer_record.state(record)}")
+    was_ns, was_name = pointer_record.dropped_as(record)
+    ns = check_namespace(dst[0]) if dst else was_ns
+    name = check_table(dst[1]) if dst else was_name
     namespaces.require_active(ctx, warehouse, ns)
-    original = record["pointer"]
+    original = pointer_record.kept_pointer(record)
     started = now_ms()
     e = audit.entry(
         "undrop",
         audit.table_target(ns, name, original),
-        after=original.get("metadata-location"),
-        **{"drop-id": drop_id, "dropped-as": {"namespace": record["namespace"], "name": record["name"]}, "via": via},
+        after=pointer_record.metadata_location(original),
+        **{"drop-id": drop_id, "dropped-as": {"namespace": list(was_ns), "name": was_name}, "via": via},
     )
-    reserve = audit.appended(
-        dict(original, state="pending", **{"since-ms": started, "rename-from": {"trash": drop_id}}), [e]
-    )
+    reserve = audit.appended(pointer_record.pending(original, started, trash=drop_id), [e])
     dst_key = keys.table_pointer(ns, name)
     dst_etag = name_claims.claim_name(ctx, warehouse, ns, name, reserve)
     if not namespaces.accepts_table(ctx, warehouse, ns, name):
         pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started)
         raise Conflict(f"Namespace {'.'.join(ns)!r} is being deleted")
-    moved = dict(record, state="moved", **{"moved-to": {"namespace": list(ns), "name": name}})
+    moved = pointer_record.trash_moved(record, (ns, name))
     try:
         ctx.storage.put_if_match(bucket, keys.trash_record(drop_id), dump(moved), etag)  # the commit point
     except (PreconditionFailed, ObjectNotFound):
@@ -152,7 +153,7 @@ def restore(
             pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started)
             raise Conflict(f"Dropped table {drop_id!r} changed concurrently; list the trash") from None
     settled = pointers.live(ctx, warehouse, ns, name)  # activates the reservation, removes the record
-    return ns, name, str(settled.metadata_location if settled else original["metadata-location"])
+    return ns, name, str(settled.metadata_location if settled else pointer_record.metadata_location(original))
 
 
 def purge(ctx: Context, warehouse: str, drop_id: str, budget_s: float, expired_only: bool = False) -> bool:
@@ -160,32 +161,33 @@ def purge(ctx: Context, warehouse: str, drop_id: str, budget_s: float, expired_o
     without purge, release them as before). True when nothing of it is left to do."""
     bucket = ctx.bucket_for(warehouse)
     record, etag = trash_records.read(ctx, warehouse, drop_id)
-    if record["state"] == "moved":
-        ns, name = tuple(record["moved-to"]["namespace"]), str(record["moved-to"]["name"])
-        live = pointers.live(ctx, warehouse, ns, name)  # activates a reservation still pending
-        uuid_ = pointer_record.owner_uuid(record["pointer"])
+    target = pointer_record.moved_to(record)
+    if pointer_record.state(record) == "moved" and target is not None:
+        live = pointers.live(ctx, warehouse, *target)  # activates a reservation still pending
+        uuid_ = pointer_record.owner_uuid(pointer_record.kept_pointer(record))
         if live is not None and uuid_ and pointer_record.owner_uuid(live.data) == uuid_:
             purges.set_uuid_state(ctx, bucket, uuid_, "live")  # a restorer that died after activating
         ctx.storage.delete(bucket, keys.trash_record(drop_id))  # restored: the record is done either way
         return True
-    if record["state"] == "dropped":
-        if expired_only and now_ms() < int(record["keep-until-ms"]):
+    if pointer_record.state(record) == "dropped":
+        if expired_only and now_ms() < int(pointer_record.kept_until_ms(record) or 0):
             return False
-        original = record["pointer"]
-        target = audit.table_target(tuple(record["namespace"]), str(record["name"]), original)
-        e = audit.entry("purge", target, before=original.get("metadata-location"), **{"drop-id": drop_id})
-        purging = dict(record, state="purging", pointer=audit.appended(original, [e]))
+        original = pointer_record.kept_pointer(record)
+        where = audit.table_target(*pointer_record.dropped_as(record), original)
+        before = pointer_record.metadata_location(original)
+        e = audit.entry("purge", where, before=before, **{"drop-id": drop_id})
+        purging = pointer_record.trash_purging(record, audit.appended(original, [e]))
         try:
             etag = ctx.storage.put_if_match(bucket, keys.trash_record(drop_id), dump(purging), etag)
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
             raise Conflict(f"Dropped table {drop_id!r} changed concurrently; list the trash") from None
         record = purging
-    audit.flush_tail(ctx, bucket, record["pointer"])
-    p = record["pointer"]
+    p = pointer_record.kept_pointer(record)
+    audit.flush_tail(ctx, bucket, p)
     table_uuid = pointer_record.owner_uuid(p)
     location = drops.table_location_of(bucket, p) if table_uuid else None
     done = True
-    if record["purge"] and location is not None:
+    if pointer_record.purge_requested(record) and location is not None:
         purges.queue(ctx, bucket, table_uuid, location)
         done = purges.run(ctx, bucket, table_uuid, budget_s)
     elif table_uuid:

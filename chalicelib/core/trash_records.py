@@ -7,40 +7,25 @@ import json
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import purges, warehouses
+from chalicelib.core import pointer_record, purges, warehouses
 from chalicelib.core.context import Context, dump
-from chalicelib.core.pointer_record import kind_of, owner_uuid
 from chalicelib.errors import BadRequest, CatalogError, NotFound
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
 Namespace = tuple[str, ...]
 
 
-def original(tomb: dict[str, Any]) -> dict[str, Any]:
-    """The pointer as it was before the drop (its tail keeps the drop entry)."""
-    drop_fields = ("state", "purge", "since-ms", "drop-id", "keep-until-ms", "dropped-from", "dropped-ms")
-    return {**{k: v for k, v in tomb.items() if k not in drop_fields}, "state": "active"}
+original = pointer_record.before_drop
 
 
 def keep(ctx: Context, bucket: str, tomb: dict[str, Any]) -> None:
     """Move a dropped table's pointer into the trash (idempotent: one record per drop id)."""
-    ref = tomb["dropped-from"]
-    record = {
-        "drop-id": tomb["drop-id"],
-        "state": "dropped",
-        "namespace": ref["namespace"],
-        "name": ref["name"],
-        "kind": kind_of(tomb),
-        "purge": bool(tomb.get("purge")),
-        "dropped-ms": int(tomb["dropped-ms"]),
-        "keep-until-ms": int(tomb["keep-until-ms"]),
-        "pointer": original(tomb),
-    }
+    record = pointer_record.trash_record(tomb)
     try:
-        ctx.storage.put_if_absent(bucket, keys.trash_record(str(tomb["drop-id"])), dump(record))
+        ctx.storage.put_if_absent(bucket, keys.trash_record(str(pointer_record.drop_id(tomb))), dump(record))
     except (PreconditionFailed, WriteInDoubt):
         pass  # kept already (a retried settle)
-    uuid_ = owner_uuid(tomb)
+    uuid_ = pointer_record.owner_uuid(tomb)
     if uuid_:
         purges.set_uuid_state(ctx, bucket, uuid_, "trashed")
 
@@ -58,25 +43,25 @@ def read(ctx: Context, warehouse: str, drop_id: str) -> tuple[dict[str, Any], st
 
 def restored_here(ctx: Context, warehouse: str, ns: Namespace, name: str, dst: dict[str, Any]) -> bool:
     """For a reader settling a reservation made by restore: did the trash record move to it?"""
-    drop_id = str(dst.get("rename-from", {}).get("trash", ""))
+    drop_id = pointer_record.restore_source(dst) or ""
     try:
         record, _ = read(ctx, warehouse, drop_id)
     except CatalogError:
         return False
     return (
-        record["state"] == "moved"
-        and record.get("moved-to") == {"namespace": list(ns), "name": name}
-        and record["pointer"].get("table-uuid") == dst.get("table-uuid")
+        pointer_record.state(record) == "moved"
+        and pointer_record.moved_here(record, ns, name)
+        and pointer_record.same_table(pointer_record.kept_pointer(record), dst)
     )
 
 
 def forget_moved(ctx: Context, warehouse: str, dst: dict[str, Any]) -> None:
     """After a restore's destination is active: its record is done (uuid live again, record gone)."""
     bucket = ctx.bucket_for(warehouse)
-    uuid_ = owner_uuid(dst)
+    uuid_ = pointer_record.owner_uuid(dst)
     try:
         if uuid_:
             purges.set_uuid_state(ctx, bucket, uuid_, "live")
-        ctx.storage.delete(bucket, keys.trash_record(str(dst["rename-from"]["trash"])))
+        ctx.storage.delete(bucket, keys.trash_record(str(pointer_record.restore_source(dst))))
     except StorageUnavailable:
         pass  # the sweeper removes a moved record

@@ -7,41 +7,15 @@ on the pointer's ETag, so the version costs no extra request.
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any
 
-from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.core.context import Context, dump
 from chalicelib.errors import CommitStateUnknown
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 
 def version_of(data: dict[str, Any]) -> int:
     return int(data.get("version", 1))  # pointers older than versions are at version 1
-
-
-def advanced(data: dict[str, Any], new_location: str) -> dict[str, Any]:
-    """The pointer data after a commit to new_location."""
-    out = dict(data)
-    out["metadata-location"] = new_location
-    out["previous-metadata-location"] = data.get("metadata-location")
-    out["version"] = version_of(data) + 1
-    out["updated-ms"] = now_ms()
-    return out
-
-
-def new_entry(metadata_location: str, table_uuid: str, state: str = "active", **extra: Any) -> dict[str, Any]:
-    """A new pointer: version 1, its own entry id (table versions and Glue side data hang off it)."""
-    now = now_ms()
-    return {
-        "metadata-location": metadata_location,
-        "table-uuid": table_uuid,
-        "state": state,
-        "version": 1,
-        "id": uuid.uuid4().hex,
-        "created-ms": now,
-        "updated-ms": now,
-        **extra,
-    }
 
 
 def swap(ctx: Context, bucket: str, key: str, old: dict[str, Any], etag: str, new: dict[str, Any], what: str) -> bool:

@@ -16,7 +16,6 @@ from chalicelib.core.context import Context, dump
 from chalicelib.core.model import TableState
 from chalicelib.core.tables import adopt, lifecycle
 from chalicelib.core.tables import create as creation
-from chalicelib.core.versioning import advanced, new_entry
 from chalicelib.errors import BadRequest, CatalogError, CommitStateUnknown
 from chalicelib.names import check_properties, check_table
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
@@ -85,7 +84,9 @@ def commit(ctx: Context, warehouse: str, ns: Namespace, name: str, requirements:
         raw = _write(ctx, meta_loc, new)
         try:
             e = audit.entry("replace-view", audit.table_target(ns, name, p.data), p.metadata_location, meta_loc)
-            ctx.storage.put_if_match(bucket, ptr_key, dump(audit.appended(advanced(p.data, meta_loc), [e])), p.etag)
+            ctx.storage.put_if_match(
+                bucket, ptr_key, dump(audit.appended(pointer_record.advanced(p.data, meta_loc), [e])), p.etag
+            )
         except PreconditionFailed:
             md.discard(ctx, meta_loc)  # lost the race: re-read and re-apply
             return cas.AGAIN
@@ -95,8 +96,8 @@ def commit(ctx: Context, warehouse: str, ns: Namespace, name: str, requirements:
         except WriteInDoubt:
             now = pointers.read(ctx, warehouse, ns, name)
             mine = now is not None and meta_loc in (
-                now.data.get("metadata-location"),
-                now.data.get("previous-metadata-location"),
+                pointer_record.metadata_location(now.data),
+                pointer_record.previous_metadata_location(now.data),
             )
             if not mine:
                 if now is not None and now.etag == p.etag:
@@ -140,7 +141,7 @@ def register(ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: o
     existing = pointers.live(ctx, warehouse, ns, name)
     if existing is not None:
         raise name_claims.already_exists(ns, name, existing.data)
-    pointer = new_entry(meta_loc, view_uuid, kind=KIND)
+    pointer = pointer_record.new_entry(meta_loc, view_uuid, kind=KIND)
     claimed = purges.claim_uuid(ctx, bucket, view_uuid, meta_loc)
     try:
         etag = name_claims.claim_name(ctx, warehouse, ns, name, pointer)

@@ -73,7 +73,7 @@ def restore(req: RequestContext) -> tuple[int, dict[str, Any]]:
             raise BadRequest('Invalid destination: expected {"namespace": [...], "name": "..."}')
         target = (check_namespace(dst.get("namespace")), check_table(dst.get("name")))
         req.require("CreateTable", table_arn(wh, *target), ns_context(*target))
-    ns, name, location = trash.restore(ctx, wh, str(record["drop-id"]), target)
+    ns, name, location = trash.restore(ctx, wh, trash.drop_id(record), target)
     return 200, {"identifier": {"namespace": list(ns), "name": name}, "metadata-location": location}
 
 
@@ -82,5 +82,5 @@ def purge(req: RequestContext) -> tuple[int, None]:
     from chalicelib.core.catalog.trash import purge_budget_s
 
     ctx, wh, record = _record(req, "PurgeDroppedTable")
-    trash.purge(ctx, wh, str(record["drop-id"]), purge_budget_s())
+    trash.purge(ctx, wh, trash.drop_id(record), purge_budget_s())
     return 204, None

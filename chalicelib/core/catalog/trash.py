@@ -6,6 +6,7 @@ from typing import Any
 
 from chalicelib.core.drops import purge_budget_s as purge_budget_s
 from chalicelib.core.metadata import read_metadata_raw as read_metadata_raw
+from chalicelib.core.pointer_record import drop_id as drop_id
 from chalicelib.core.pointer_record import owner_uuid
 from chalicelib.core.trash import get as get
 from chalicelib.core.trash import list_dropped as list_dropped

@@ -21,11 +21,11 @@ from chalicelib.core import (
     warehouses,
 )
 from chalicelib.core import metadata as md
-from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.core.context import Context, dump
 from chalicelib.core.model import TableState
 from chalicelib.core.pointer_record import entry_id
 from chalicelib.core.tables import lookup
-from chalicelib.core.versioning import advanced, new_entry, swap, version_of
+from chalicelib.core.versioning import swap, version_of
 from chalicelib.errors import (
     BadRequest,
     CatalogError,
@@ -95,46 +95,47 @@ def register(
         purges.check_location(bucket, metadata.location, table_uuid)
         if not overwrite and purges.uuid_state(ctx, bucket, table_uuid) == "trashed":
             return _register_trashed(ctx, warehouse, ns, name, table_uuid, meta_loc, raw, may_restore)
-        pointer = new_entry(meta_loc, table_uuid)
+        pointer = pointer_record.new_entry(meta_loc, table_uuid)
     else:
         path = locations.check(bucket, metadata.location, table_uuid)
         locations.allowed_by(warehouses.read_record(ctx, warehouse)[0].get("properties") or {}, bucket, path)
-        pointer = new_entry(meta_loc, table_uuid, glue=glue, **{"client-location": path})
+        pointer = pointer_record.new_entry(meta_loc, table_uuid, glue=glue, client_location=path)
         now = pointers.read(ctx, warehouse, ns, name)
-        if now is not None and now.state == "active" and now.data.get("metadata-location") == meta_loc:
-            if now.data.get("table-uuid") == table_uuid and now.data.get("glue") == glue:
+        if now is not None and now.state == "active" and pointer_record.metadata_location(now.data) == meta_loc:
+            if pointer_record.same_table(now.data, pointer) and now.data.get("glue") == glue:
                 return TableState(meta_loc, raw)  # a client's retry of a create that landed
     if overwrite:
         current = pointers.live(ctx, warehouse, ns, name)
         if current is not None and pointer_record.kind_of(current.data) != "table":
             raise name_claims.already_exists(ns, name, current.data)
         if current is not None:
-            if current.data.get("table-uuid") != table_uuid:
+            if pointer_record.table_uuid(current.data) != table_uuid:
                 raise Conflict("overwrite may only point a table at its own metadata (same table-uuid)")
             try:
                 e = audit.entry(
                     "register", audit.table_target(ns, name, current.data), current.metadata_location, meta_loc
                 )
-                data = audit.appended(advanced(current.data, meta_loc), [e])
+                data = audit.appended(pointer_record.advanced(current.data, meta_loc), [e])
                 ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(data), current.etag)
             except (PreconditionFailed, ObjectNotFound):
                 raise CommitFailed(f"Table {pointer_record.ident(ns, name)!r} changed concurrently; retry") from None
             except WriteInDoubt:
                 now = pointers.read(ctx, warehouse, ns, name)
-                if now is None or now.data.get("metadata-location") != meta_loc:
+                if now is None or pointer_record.metadata_location(now.data) != meta_loc:
                     raise CommitFailed(
                         f"Table {pointer_record.ident(ns, name)!r} changed concurrently; retry"
                     ) from None
             return TableState(meta_loc, raw)
     pointer = audit.appended(pointer, [audit.entry("register", audit.table_target(ns, name, pointer), after=meta_loc)])
-    wrote_location = glue is not None and locations.claim(ctx, bucket, pointer["client-location"], table_uuid)
+    place = pointer_record.client_location(pointer)
+    wrote_location = place is not None and locations.claim(ctx, bucket, place, table_uuid)
     claimed = False
     try:
         claimed = purges.claim_uuid(ctx, bucket, table_uuid, meta_loc)
         etag = name_claims.claim_name(ctx, warehouse, ns, name, pointer)
     except CatalogError:
-        if wrote_location:
-            locations.release(ctx, bucket, pointer["client-location"], table_uuid)
+        if wrote_location and place is not None:
+            locations.release(ctx, bucket, place, table_uuid)
         if claimed:
             purges.set_uuid_state(ctx, bucket, table_uuid, "dropped")  # the files stay registrable
         raise
@@ -160,7 +161,7 @@ def _register_trashed(
     if record is None:
         raise Conflict(f"Table uuid {table_uuid} is being dropped or restored; retry")
     may_restore(record)
-    _, _, location = trash.restore(ctx, warehouse, str(record["drop-id"]), (ns, name), via="register")
+    _, _, location = trash.restore(ctx, warehouse, str(pointer_record.drop_id(record)), (ns, name), via="register")
     if location != meta_loc:
         swap_metadata_location(ctx, warehouse, ns, name, meta_loc)
     return TableState(meta_loc, raw)
@@ -203,16 +204,16 @@ def swap_metadata_location(
             base = md.metadata_at(ctx, current)
             if str(metadata.table_uuid) != str(base.table_uuid) or metadata.location != base.location:
                 raise BadRequest("The new metadata must be the same table's: same table-uuid and location")
-            data = advanced(p.data, target)
+            data = pointer_record.advanced(p.data, target)
         else:
             raw = md.read_metadata_raw(ctx, current)
-            data = dict(p.data, version=version + 1, **{"updated-ms": now_ms()})
+            data = pointer_record.touched(p.data)
         data.update(fields or {})
-        data.setdefault("id", entry_id(p.data))  # the key its side data already has
+        data = pointer_record.keeping_entry_id(data, p.data)  # the key its side data already has
         op = "update-location" if target != current else "update"
         data = audit.appended(data, [audit.entry(op, audit.table_target(ns, name, data), current, target)])
         if archive:
-            versions.archive(ctx, bucket, str(data["id"]), version, p.data)
+            versions.archive(ctx, bucket, entry_id(data), version, p.data)
         try:
             if not swap(ctx, bucket, ptr_key, p.data, p.etag, data, repr(pointer_record.ident(ns, name))):
                 return cas.AGAIN
@@ -240,16 +241,7 @@ def stage(ctx: Context, warehouse: str, ns: Namespace, name: str) -> dict[str, A
         raise name_claims.already_exists(ns, name, existing.data)
     bucket, location_uuid = ctx.bucket_for(warehouse), str(uuid.uuid4())
     location = keys.table_location(bucket, ns, name, location_uuid)
-    now = now_ms()
-    data = {
-        "state": pointer_record.STAGED,
-        "location": location,
-        "location-uuid": location_uuid,
-        "version": 1,
-        "id": uuid.uuid4().hex,
-        "created-ms": now,
-        "updated-ms": now,
-    }
+    data = pointer_record.staged_entry(location, location_uuid)
     claimed = purges.claim_uuid(ctx, bucket, location_uuid, location + "/metadata/")
     try:
         etag = name_claims.claim_name(ctx, warehouse, ns, name, data)
@@ -273,7 +265,7 @@ def activate(
             now = pointers.live(ctx, warehouse, ns, name)
             if (
                 now is not None
-                and now.data.get("metadata-location") == meta_loc
+                and pointer_record.metadata_location(now.data) == meta_loc
                 and version_of(now.data) == expected_version + 1
             ):
                 return now.data  # our own activation, replayed
@@ -286,20 +278,10 @@ def activate(
             raise CommitFailed(f"Table {pointer_record.ident(ns, name)!r} is at version {version_of(p.data)}")
         check_register_location(ctx, warehouse, meta_loc)
         _, metadata = client_metadata(ctx, meta_loc)
-        if metadata.location.rstrip("/") != p.data["location"]:
-            raise BadRequest(
-                f"The first metadata must be written at the table's warehouseLocation {p.data['location']}"
-            )
-        data = {k: v for k, v in p.data.items() if k != "location"}
-        data.update(
-            {
-                "state": "active",
-                "metadata-location": meta_loc,
-                "table-uuid": str(metadata.table_uuid),
-                "version": expected_version + 1,
-                "updated-ms": now_ms(),
-            }
-        )
+        staged_at = pointer_record.staged_location(p.data)
+        if metadata.location.rstrip("/") != staged_at:
+            raise BadRequest(f"The first metadata must be written at the table's warehouseLocation {staged_at}")
+        data = pointer_record.activated(p.data, meta_loc, str(metadata.table_uuid), expected_version + 1)
         try:
             if not swap(ctx, bucket, key, p.data, p.etag, data, repr(pointer_record.ident(ns, name))):
                 return cas.AGAIN

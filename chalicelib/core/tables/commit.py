@@ -14,7 +14,6 @@ from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump
 from chalicelib.core.model import TableChange, TableState
 from chalicelib.core.tables import create
-from chalicelib.core.versioning import advanced
 from chalicelib.errors import (
     CatalogError,
     CommitFailed,
@@ -43,7 +42,7 @@ def _landed(ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: st
         current = pointers.read(ctx, warehouse, ns, name)
         if current is None:
             return None  # dropped since: whatever it held is gone
-        if current.data.get("metadata-location") == meta_loc:
+        if pointer_record.metadata_location(current.data) == meta_loc:
             return True
         meta = md.metadata_at(ctx, current.metadata_location)
     except (StorageUnavailable, ObjectNotFound):
@@ -62,7 +61,7 @@ def _warm_pointer(bucket: str, key: str) -> pointer_record.Pointer | None:
 
 
 def _remember(bucket: str, key: str, p: pointer_record.Pointer | None) -> None:
-    if p is None or p.state != "active" or "claim" in p.data or pointer_record.kind_of(p.data) != "table":
+    if p is None or p.state != "active" or pointer_record.claimed(p.data) or pointer_record.kind_of(p.data) != "table":
         _warm.pop((bucket, key), None)
         return
     if len(_warm) > 10_000:
@@ -187,7 +186,7 @@ def _write(
     spill = audit.write_async(ctx, bucket, audit.source_of(p.data), full) if full else None
     raw = md.write_metadata(ctx, meta_loc, new)
     base = trimmed if spill is not None and audit.written(spill) else p.data
-    pointer = audit.appended(advanced(base, meta_loc), entries)
+    pointer = audit.appended(pointer_record.advanced(base, meta_loc), entries)
     try:
         etag = ctx.storage.put_if_match(bucket, ptr_key, dump(pointer), p.etag)
     except PreconditionFailed:

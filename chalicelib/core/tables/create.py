@@ -11,7 +11,6 @@ from chalicelib.core import audit, name_claims, namespaces, pointer_record, poin
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context
 from chalicelib.core.model import NewTable, TableChange, TableState
-from chalicelib.core.versioning import new_entry
 from chalicelib.errors import (
     BadRequest,
     CatalogError,
@@ -92,7 +91,7 @@ def create_entry(
     meta_loc = keys.metadata_file(location, 0, str(uuid.uuid4()))
     claimed = purges.claim_uuid(ctx, bucket, entry_uuid, meta_loc)
     raw = write(meta_loc)
-    pointer = new_entry(meta_loc, entry_uuid, **fields)
+    pointer = pointer_record.new_entry(meta_loc, entry_uuid, **fields)
     pointer = audit.appended(pointer, [audit.entry("create", audit.table_target(ns, name, pointer), after=meta_loc)])
     try:
         etag = name_claims.claim_name(ctx, warehouse, ns, name, pointer)

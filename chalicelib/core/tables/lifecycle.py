@@ -27,12 +27,9 @@ Namespace = tuple[str, ...]
 def _tombstone(data: dict[str, Any], ns: Namespace, name: str, purge: bool, retention_ms: int) -> dict[str, Any]:
     """The dropped pointer: it carries the drop's audit entry, and with retention, what the trash
     needs to bring the table back."""
-    now = now_ms()
-    e = audit.entry("drop", audit.table_target(ns, name, data), before=data.get("metadata-location"), purge=purge)
-    tomb = dict(data, state="dropped", purge=purge, **{"since-ms": now, "drop-id": uuid.uuid4().hex})
-    if retention_ms > 0:
-        tomb.update({"keep-until-ms": now + retention_ms, "dropped-ms": now})
-        tomb["dropped-from"] = {"namespace": list(ns), "name": name}
+    before = pointer_record.metadata_location(data)
+    e = audit.entry("drop", audit.table_target(ns, name, data), before=before, purge=purge)
+    tomb = pointer_record.tombstone(data, purge, uuid.uuid4().hex, retention_ms, (ns, name))
     return audit.appended(tomb, [e])
 
 
@@ -55,7 +52,7 @@ def drop(
     def attempt() -> cas.Again | None:
         p = pointers.require(ctx, warehouse, ns, name, kind)
         _check_version(p, ns, name, expected_version)  # on the pointer the tombstone replaces: one CAS
-        if purge and p.data.get("client-location"):
+        if purge and pointer_record.client_location(p.data):
             raise PurgeNotSupported(
                 f"Table {pointer_record.ident(ns, name)!r} lives where its Glue client chose, which the catalog does "
                 "not own: drop it without purge and delete its files with the tool that wrote them"
@@ -69,7 +66,7 @@ def drop(
             now = pointers.read(ctx, warehouse, ns, name)
             if now is None:
                 return  # the drop landed and was finished by someone else
-            if now.state != "dropped" or now.data.get("table-uuid") != p.data.get("table-uuid"):
+            if now.state != "dropped" or not pointer_record.same_table(now.data, p.data):
                 return cas.AGAIN
             tomb, etag = now.data, now.etag
         drops.settle_drop(ctx, bucket, pointer_record.Pointer(tomb, etag), remove=True, ns=ns, name=name)
@@ -111,13 +108,9 @@ def rename(
             audit.table_target(dst_ns, dst_name, src.data),
             **{"renamed-from": {"namespace": list(src_ns), "name": src_name}},
         )
-        base = {k: v for k, v in src.data.items() if k != "glue-rename"}  # the intent ends here
+        base = pointer_record.without_glue_rename(src.data)  # the intent ends here
         renamed = audit.appended(dict(base, **(fields or {})), [e])
-        reserve = dict(
-            renamed,
-            state="pending",
-            **{"since-ms": started, "rename-from": {"namespace": list(src_ns), "name": src_name}},
-        )
+        reserve = pointer_record.pending(renamed, started, source=(src_ns, src_name))
         if reservation is not None:
             dst_etag = _refresh(ctx, bucket, dst_key, reservation, reserve, pointer_record.ident(dst_ns, dst_name))
             reservation = None  # a retry below claims the name anew
@@ -126,9 +119,7 @@ def rename(
         if not namespaces.accepts_table(ctx, warehouse, dst_ns, dst_name):
             pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started)
             raise Conflict(f"Namespace {'.'.join(dst_ns)!r} is being deleted")
-        moved = dict(
-            src.data, state="moved", **{"since-ms": started, "moved-to": {"namespace": list(dst_ns), "name": dst_name}}
-        )
+        moved = pointer_record.moved(src.data, started, (dst_ns, dst_name))
         try:
             moved_etag = ctx.storage.put_if_match(bucket, src_key, dump(moved), src.etag)  # the commit point
         except (PreconditionFailed, ObjectNotFound):
@@ -138,14 +129,14 @@ def rename(
             return cas.AGAIN
         except WriteInDoubt:
             now = pointers.read(ctx, warehouse, src_ns, src_name)
-            if now is not None and now.state == "moved" and now.data.get("moved-to") == moved["moved-to"]:
+            if now is not None and now.state == "moved" and pointer_record.moved_here(now.data, dst_ns, dst_name):
                 moved_etag = now.etag  # ours landed (another rename to the same name is ours too)
             else:
                 dst_now = pointers.read(ctx, warehouse, dst_ns, dst_name)
                 if (
                     dst_now is not None
                     and dst_now.state == "active"
-                    and dst_now.data.get("table-uuid") == src.data.get("table-uuid")
+                    and pointer_record.same_table(dst_now.data, src.data)
                 ):
                     return  # landed, and a reader already settled both sides
                 if now is not None and now.state == "active":
@@ -155,7 +146,7 @@ def rename(
                 raise CommitStateUnknown(
                     f"The rename of {what!r} may or may not have been applied; list the tables"
                 ) from None
-        active = dict(renamed, state="active")
+        active = pointer_record.settled(reserve)
         try:
             ctx.storage.put_if_match(bucket, dst_key, dump(active), dst_etag)
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt, StorageUnavailable):
@@ -189,7 +180,7 @@ def drop_staged(ctx: Context, warehouse: str, ns: Namespace, name: str, expected
     if p is None:
         return False
     _check_version(p, ns, name, expected_version)
-    tomb = dict(p.data, state="dropped", purge=True, **{"since-ms": now_ms()})
+    tomb = pointer_record.tombstone(p.data, purge=True)
     try:
         etag = ctx.storage.put_if_match(bucket, key, dump(tomb), p.etag)
     except (PreconditionFailed, ObjectNotFound):

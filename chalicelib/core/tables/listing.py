@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import namespaces, parallel
+from chalicelib.core import namespaces, parallel, pointer_record
 from chalicelib.core.context import Context
 from chalicelib.core.paging import decode_token, encode_token
 from chalicelib.core.pointer_record import STAGED, Pointer, kind_of, of_kind
@@ -123,7 +123,7 @@ def occupied(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
     except TableRecoveryInProgress:
         return True
     p = read(ctx, warehouse, ns, name)
-    return p is not None and ("claim" in p.data or p.state == STAGED)
+    return p is not None and (pointer_record.claimed(p.data) or p.state == STAGED)
 
 
 def listed_or_staged(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
@@ -163,7 +163,7 @@ def listed_flags(
 
     def test(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
         p = read(ctx, warehouse, ns, name)
-        if p is not None and "claim" not in p.data and p.state != "pending":
+        if p is not None and not pointer_record.claimed(p.data) and p.state != "pending":
             flag = _decided(p, variant)
             if len(_listed) > 100_000:
                 _listed.clear()
