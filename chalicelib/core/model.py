@@ -37,3 +37,43 @@ class TableChange:
     requirements: tuple[Any, ...]
     updates: tuple[Any, ...]
     actor: dict[str, str] | None = field(default=None, compare=False)  # who asked (audit trail)
+
+
+@dataclass(frozen=True)
+class NamespaceInfo:
+    """A namespace as every face may show it."""
+
+    namespace: Namespace
+    properties: dict[str, str]
+    uuid: str
+    created_ms: int | None
+
+
+@dataclass(frozen=True)
+class PropertiesChange:
+    """What an update of properties did: keys set, keys removed, and removals of absent keys."""
+
+    updated: list[str]
+    removed: list[str]
+    missing: list[str]
+
+
+@dataclass(frozen=True)
+class WarehouseInfo:
+    """A warehouse (one bucket) as every face may show it."""
+
+    name: str
+    bucket: str
+    uuid: str
+    created_at: str
+    properties: dict[str, str]
+
+    def public(self) -> dict[str, Any]:
+        """The catalog's own JSON shape of a warehouse (the /warehouses API)."""
+        return {
+            "name": self.name,
+            "bucket": self.bucket,
+            "uuid": self.uuid,
+            "created-at": self.created_at,
+            "properties": dict(self.properties),
+        }

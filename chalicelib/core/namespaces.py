@@ -10,7 +10,8 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.core import audit, cas, warehouses
 from chalicelib.core.context import Context, dump, is_deleting, now_ms
-from chalicelib.core.paging import decode_token, page
+from chalicelib.core.model import NamespaceInfo, PropertiesChange
+from chalicelib.core.paging import decode_token, encode_token, page
 from chalicelib.errors import (
     BadRequest,
     Conflict,
@@ -85,7 +86,7 @@ def flag_hive_tables(ctx: Context, warehouse: str, ns: Namespace) -> None:
     cas.update(ctx, ctx.bucket_for(warehouse), keys.namespace_record(ns), change, f"Namespace {_pretty(ns)!r}")
 
 
-def create(ctx: Context, warehouse: str, namespace: object, properties: object) -> dict[str, Any]:
+def create(ctx: Context, warehouse: str, namespace: object, properties: object) -> NamespaceInfo:
     ns = check_namespace(namespace)
     props = check_properties(properties)
     if len(props) > MAX_PROPERTIES:
@@ -116,16 +117,24 @@ def create(ctx: Context, warehouse: str, namespace: object, properties: object) 
         ctx.storage.delete(bucket, keys.namespace_record(ns))
         raise Conflict(f"The container of namespace {_pretty(ns)!r} is being deleted")
     audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, audit.source_of(record), record)
-    return {"namespace": list(ns), "properties": props}
+    return NamespaceInfo(tuple(ns), dict(props), str(record["uuid"]), int(record["created-ms"]))
 
 
 def _target(ns: Namespace) -> dict[str, Any]:
     return {"kind": "namespace", "namespace": list(ns)}
 
 
-def get(ctx: Context, warehouse: str, ns: Namespace) -> dict[str, Any]:
+def page_token_after(ns: Namespace) -> str:
+    """A page token that lists the namespaces after `ns` (for faces that keep their own position)."""
+    return encode_token(keys.namespace_record(ns))
+
+
+def describe(ctx: Context, warehouse: str, ns: Namespace) -> NamespaceInfo:
     record, _ = read_record(ctx, warehouse, ns)
-    return {"namespace": list(ns), "properties": record.get("properties", {})}
+    created = record.get("created-ms")
+    return NamespaceInfo(
+        tuple(ns), dict(record.get("properties") or {}), str(record.get("uuid", "")), int(created) if created else None
+    )
 
 
 def list_children(
@@ -156,7 +165,7 @@ def list_children(
 
 def update_properties(
     ctx: Context, warehouse: str, ns: Namespace, updates: object, removals: object
-) -> dict[str, list[str]]:
+) -> PropertiesChange:
     upd = check_properties(updates)
     if removals is None:
         removals = []
@@ -184,7 +193,7 @@ def update_properties(
     bucket = ctx.bucket_for(warehouse)
     record = cas.update(ctx, bucket, keys.namespace_record(ns), change, f"Namespace {_pretty(ns)!r}") or {}
     audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, audit.source_of(record), record, out["older"])
-    return {"updated": sorted(upd), "removed": out["removed"], "missing": out["missing"]}
+    return PropertiesChange(sorted(upd), out["removed"], out["missing"])
 
 
 def _active(ctx: Context, warehouse: str, ns: Namespace, record: dict[str, Any] | None) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.core import audit, cas, resource_policies
 from chalicelib.core.context import Context, dump, env_int, is_deleting, now_ms
+from chalicelib.core.model import WarehouseInfo
 from chalicelib.core.paging import decode_token, page
 from chalicelib.errors import (
     BadRequest,
@@ -54,7 +55,7 @@ def require_active(ctx: Context, warehouse: str) -> dict[str, Any]:
     return record
 
 
-def create(ctx: Context, name: object, upgrade_existing: bool, properties: object) -> dict[str, Any]:
+def create(ctx: Context, name: object, upgrade_existing: bool, properties: object) -> WarehouseInfo:
     warehouse = check_warehouse(name)
     props = check_properties(properties)
     check_retention(props)
@@ -98,7 +99,7 @@ def create(ctx: Context, name: object, upgrade_existing: bool, properties: objec
     except (PreconditionFailed, WriteInDoubt):
         raise WarehouseAlreadyExists(f"Warehouse {warehouse!r} already exists") from None
     audit.flush_record(ctx, sys_bucket, keys.SYSTEM_AUDIT_PREFIX, audit.source_of(record), record)
-    return public(record)
+    return info(record)
 
 
 def _target(warehouse: str) -> dict[str, Any]:
@@ -125,7 +126,7 @@ def check_table_defaults(props: dict[str, str]) -> None:
         raise BadRequest("Invalid warehouse property 'allowed-locations': comma-separated s3://bucket/prefix values")
 
 
-def update_properties(ctx: Context, name: str, updates: object, removals: object) -> dict[str, Any]:
+def update_properties(ctx: Context, name: str, updates: object, removals: object) -> WarehouseInfo:
     """Change a warehouse's properties (table defaults and overrides, dropped-table retention)."""
     warehouse = check_warehouse(name)
     upd = check_properties(updates)
@@ -151,7 +152,7 @@ def update_properties(ctx: Context, name: str, updates: object, removals: object
 
     record = cas.update(ctx, sys_bucket, key, change, f"Warehouse {warehouse!r}") or {}
     audit.flush_record(ctx, sys_bucket, keys.SYSTEM_AUDIT_PREFIX, audit.source_of(record), record, older["entries"])
-    return public(record)
+    return info(record)
 
 
 def _protect_control_plane(ctx: Context, bucket: str) -> None:
@@ -171,13 +172,24 @@ def _created_by_us(ctx: Context, bucket: str, warehouse: str) -> bool:
         return False
 
 
-def public(record: dict[str, Any]) -> dict[str, Any]:
-    return {k: record[k] for k in ("name", "bucket", "uuid", "created-at", "properties")}
+def info(record: dict[str, Any]) -> WarehouseInfo:
+    return WarehouseInfo(
+        name=str(record["name"]),
+        bucket=str(record["bucket"]),
+        uuid=str(record.get("uuid", "")),
+        created_at=str(record.get("created-at") or "1970-01-01T00:00:00Z"),
+        properties=dict(record.get("properties") or {}),
+    )
 
 
-def get(ctx: Context, name: str) -> dict[str, Any]:
+def get(ctx: Context, name: str) -> WarehouseInfo:
     record, _ = read_record(ctx, check_warehouse(name))
-    return public(record)
+    return info(record)
+
+
+def require(ctx: Context, name: str) -> None:
+    """The warehouse's 404 when it does not exist (one GET)."""
+    read_record(ctx, check_warehouse(name))
 
 
 def list_names(

@@ -16,6 +16,7 @@ from typing import Any
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
 from chalicelib.core.catalog import glue, namespaces
 from chalicelib.core.context import Context, get_context
+from chalicelib.core.model import NamespaceInfo
 from chalicelib.errors import BadRequest, NamespaceNotEmpty, NotFound, TableNotFound
 from chalicelib.glue import backend, search, shapes
 from chalicelib.glue.errors import GLUE_FACE, JSON_11, EntityNotFound, UnknownOperation, error_detail
@@ -190,9 +191,9 @@ def _database_props(db: Body) -> dict[str, str]:
     return props
 
 
-def _database_out(wh: str, ns: tuple[str, ...], record: Body) -> Body:
-    props = dict(record.get("properties") or {})
-    out: Body = {"Name": ns[0], "CatalogId": wh, "CreateTime": shapes.seconds(record.get("created-ms"))}
+def _database_out(wh: str, info: NamespaceInfo) -> Body:
+    props = dict(info.properties)
+    out: Body = {"Name": info.namespace[0], "CatalogId": wh, "CreateTime": shapes.seconds(info.created_ms)}
     if "comment" in props:
         out["Description"] = props.pop("comment")
     if "location" in props:
@@ -222,8 +223,7 @@ def create_database(ctx: Context, wh: str, body: Body, req: RequestContext) -> B
 @op("GetDatabase", "GetNamespace", _database("GetNamespace"))
 def get_database(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
     ns = shapes.database_name(body.get("Name"), "Name")
-    record, _ = namespaces.read_record(ctx, wh, ns)
-    return {"Database": _database_out(wh, ns, record)}
+    return {"Database": _database_out(wh, namespaces.describe(ctx, wh, ns))}
 
 
 def _token(req: RequestContext, value: object, query: str) -> str | None:
@@ -255,11 +255,9 @@ def _max_results(body: Body, high: int, default: int) -> int:
 
 @op("GetDatabases", "ListNamespaces", _databases)
 def get_databases(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
-    from chalicelib.core.paging import encode_token
-
     size = _max_results(body, 100, 100)
     after = _token(req, body.get("NextToken"), "dbs")
-    start = encode_token(f".catalog/ns/{after}.json") if after else None
+    start = namespaces.page_token_after((after,)) if after else None
 
     def keep(ns: tuple[str, ...]) -> bool:  # a list of definitions: listed, and readable
         cond = ns_context(ns)
@@ -269,10 +267,9 @@ def get_databases(ctx: Context, wh: str, body: Body, req: RequestContext) -> Bod
     out = []
     for levels in items:
         try:
-            record, _ = namespaces.read_record(ctx, wh, tuple(levels))
+            out.append(_database_out(wh, namespaces.describe(ctx, wh, tuple(levels))))
         except NotFound:
             continue  # deleted since the listing
-        out.append(_database_out(wh, tuple(levels), record))
     return {"DatabaseList": out, **_next(req, items[-1][0] if token and items else None, "dbs")}
 
 
@@ -283,8 +280,7 @@ def update_database(ctx: Context, wh: str, body: Body, req: RequestContext) -> B
     if shapes.database_name(db.get("Name"), "DatabaseInput.Name") != ns:
         raise BadRequest("Renaming a database is not supported")
     wanted = _database_props(db)
-    record, _ = namespaces.read_record(ctx, wh, ns)
-    removals = [k for k in record.get("properties", {}) if k not in wanted]
+    removals = [k for k in namespaces.describe(ctx, wh, ns).properties if k not in wanted]
     namespaces.update_properties(ctx, wh, ns, wanted, removals)
     return {}
 
@@ -381,7 +377,7 @@ def batch_delete_table(ctx: Context, wh: str, body: Body, req: RequestContext) -
     names = body.get("TablesToDelete")
     if not isinstance(names, list) or not names or len(names) > 100:
         raise BadRequest("TablesToDelete must list 1 to 100 table names")
-    namespaces.read_record(ctx, wh, ns)  # a missing database fails the whole call
+    namespaces.describe(ctx, wh, ns)  # a missing database fails the whole call
     errors = []
     for raw in names:
         try:

@@ -65,7 +65,7 @@ def _config(req: RequestContext, warehouse: str | None) -> tuple[int, dict[str, 
         )
     # Only callers who may see the warehouse learn whether it exists.
     if req.visible("GetWarehouse", bucket_arn(check_warehouse(warehouse)), {}):
-        warehouses.read_record(ctx, warehouse)
+        warehouses.require(ctx, warehouse)
     overrides = {"prefix": warehouse}
     from chalicelib.core.catalog.service import lifetime_iso
     from chalicelib.names import namespace_separator

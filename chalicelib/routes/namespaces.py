@@ -7,6 +7,7 @@ from typing import Any
 from chalicelib.auth import resources
 from chalicelib.auth.resources import bucket_arn, ns_context
 from chalicelib.core.catalog import namespaces
+from chalicelib.core.model import NamespaceInfo
 from chalicelib.errors import BadRequest
 from chalicelib.names import parse_namespace_path
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
@@ -15,6 +16,11 @@ from chalicelib.routes.iceberg_errors import ICEBERG_FACE
 
 bp = RouteGroup(__name__, ICEBERG_FACE)
 NS = PREFIX + "/namespaces"
+
+
+def _namespace_out(info: NamespaceInfo) -> dict[str, Any]:
+    """GetNamespaceResponse / CreateNamespaceResponse."""
+    return {"namespace": list(info.namespace), "properties": dict(info.properties)}
 
 
 @operation(bp, NS, "GET", "ListNamespaces", checks=resources.namespace_list)
@@ -37,19 +43,19 @@ def create_namespace(req: RequestContext) -> tuple[int, dict[str, Any]]:
     body = req.json()
     if not isinstance(body, dict):
         raise BadRequest("Invalid create-namespace request: expected a JSON object")
-    return 200, namespaces.create(ctx, wh, body.get("namespace"), body.get("properties"))
+    return 200, _namespace_out(namespaces.create(ctx, wh, body.get("namespace"), body.get("properties")))
 
 
 @operation(bp, NS + "/{namespace}", "GET", "GetNamespace", checks=resources.namespace)
 def load_namespace(req: RequestContext) -> tuple[int, dict[str, Any]]:
     ctx, wh = warehouse_of(req)
-    return 200, namespaces.get(ctx, wh, namespace_of(req))
+    return 200, _namespace_out(namespaces.describe(ctx, wh, namespace_of(req)))
 
 
 @operation(bp, NS + "/{namespace}", "HEAD", "GetNamespace", checks=resources.namespace)
 def namespace_exists(req: RequestContext) -> tuple[int, None]:
     ctx, wh = warehouse_of(req)
-    namespaces.read_record(ctx, wh, namespace_of(req))
+    namespaces.describe(ctx, wh, namespace_of(req))
     return 204, None
 
 
@@ -67,4 +73,5 @@ def update_properties(req: RequestContext) -> tuple[int, dict[str, Any]]:
     body = req.json()
     if not isinstance(body, dict):
         raise BadRequest("Invalid update-properties request: expected a JSON object")
-    return 200, namespaces.update_properties(ctx, wh, ns, body.get("updates"), body.get("removals"))
+    change = namespaces.update_properties(ctx, wh, ns, body.get("updates"), body.get("removals"))
+    return 200, {"updated": change.updated, "removed": change.removed, "missing": change.missing}

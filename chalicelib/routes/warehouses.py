@@ -24,7 +24,7 @@ def _create(req: RequestContext) -> tuple[int, dict[str, Any]]:
     upgrade = body.get("upgrade-existing", False)
     if not isinstance(upgrade, bool):
         raise BadRequest("Invalid upgrade-existing: expected true or false")
-    return 200, warehouses.create(get_context(), body.get("name"), upgrade, body.get("properties"))
+    return 200, warehouses.create(get_context(), body.get("name"), upgrade, body.get("properties")).public()
 
 
 def _list(req: RequestContext) -> tuple[int, dict[str, Any]]:
@@ -36,7 +36,7 @@ def _list(req: RequestContext) -> tuple[int, dict[str, Any]]:
 
 
 def _get(req: RequestContext) -> tuple[int, dict[str, Any]]:
-    return 200, warehouses.get(get_context(), req.param("warehouse"))
+    return 200, warehouses.get(get_context(), req.param("warehouse")).public()
 
 
 def _delete(req: RequestContext) -> tuple[int, None]:
@@ -48,9 +48,10 @@ def _delete(req: RequestContext) -> tuple[int, None]:
 
 def _update(req: RequestContext) -> tuple[int, dict[str, Any]]:
     body = req.json_object()
-    return 200, warehouses.update_properties(
+    changed = warehouses.update_properties(
         get_context(), req.param("warehouse"), body.get("updates"), body.get("removals")
     )
+    return 200, changed.public()
 
 
 for _base in ("warehouses", "buckets"):

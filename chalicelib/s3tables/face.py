@@ -146,8 +146,8 @@ def create_table_bucket(req: RequestContext) -> Result:
     enc = body.get("encryptionConfiguration")
     if enc is not None and (not isinstance(enc, dict) or enc.get("sseAlgorithm") != "AES256"):
         raise BadRequest("Only encryptionConfiguration {sseAlgorithm: AES256} is supported (S3 default encryption)")
-    record = warehouses.create(get_context(), body.get("name"), False, {})
-    return _ok(200, {"arn": shapes.arn_of(record["name"])})
+    created = warehouses.create(get_context(), body.get("name"), False, {})
+    return _ok(200, {"arn": shapes.arn_of(created.name)})
 
 
 @_op("/buckets", "GET", "ListTableBuckets", _any)
@@ -207,7 +207,7 @@ def list_namespaces(req: RequestContext) -> Result:
     out = []
     for levels in items:
         try:
-            out.append(shapes.namespace_out(tuple(levels), namespaces.read_record(ctx, wh, tuple(levels))[0]))
+            out.append(shapes.namespace_out(namespaces.describe(ctx, wh, tuple(levels))))
         except NotFound:
             continue
     return _ok(200, {"namespaces": out, **_continue(req, token)})
@@ -216,7 +216,7 @@ def list_namespaces(req: RequestContext) -> Result:
 @_op("/namespaces/{tableBucketARN}/{namespace}", "GET", "GetNamespace", _ns_check)
 def get_namespace(req: RequestContext) -> Result:
     ns = _ns(req.param("namespace"))
-    return _ok(200, shapes.namespace_out(ns, namespaces.read_record(get_context(), _warehouse(req), ns)[0]))
+    return _ok(200, shapes.namespace_out(namespaces.describe(get_context(), _warehouse(req), ns)))
 
 
 @_op("/namespaces/{tableBucketARN}/{namespace}", "DELETE", "DeleteNamespace", _ns_check)

@@ -9,6 +9,7 @@ from typing import Any
 
 from chalicelib.auth import arns
 from chalicelib.core.catalog.tables import TableEntry
+from chalicelib.core.model import NamespaceInfo, WarehouseInfo
 from chalicelib.errors import BadRequest
 from chalicelib.s3tables import backend
 
@@ -26,14 +27,13 @@ def iso(ms: object) -> str:
 # ---- table buckets --------------------------------------------------------------------------
 
 
-def bucket_out(record: Body) -> Body:
-    created = record.get("created-at") or "1970-01-01T00:00:00Z"
+def bucket_out(info: WarehouseInfo) -> Body:
     return {
-        "arn": arn_of(record["name"]),
-        "name": record["name"],
+        "arn": arn_of(info.name),
+        "name": info.name,
         "ownerAccountId": account(),
-        "createdAt": created,
-        "tableBucketId": record.get("uuid", ""),
+        "createdAt": info.created_at,
+        "tableBucketId": info.uuid,
         "type": "customer",
     }
 
@@ -41,13 +41,13 @@ def bucket_out(record: Body) -> Body:
 # ---- namespaces -------------------------------------------------------------------------------
 
 
-def namespace_out(ns: tuple[str, ...], record: Body) -> Body:
+def namespace_out(info: NamespaceInfo) -> Body:
     return {
-        "namespace": list(ns),
-        "createdAt": iso(record.get("created-ms")),
+        "namespace": list(info.namespace),
+        "createdAt": iso(info.created_ms),
         "createdBy": account(),
         "ownerAccountId": account(),
-        "namespaceId": record.get("uuid", ""),
+        "namespaceId": info.uuid,
     }
 
 

@@ -6,5 +6,5 @@ from chalicelib.core.warehouses import create as create
 from chalicelib.core.warehouses import delete as delete
 from chalicelib.core.warehouses import get as get
 from chalicelib.core.warehouses import list_names as list_names
-from chalicelib.core.warehouses import read_record as read_record
+from chalicelib.core.warehouses import require as require
 from chalicelib.core.warehouses import update_properties as update_properties
