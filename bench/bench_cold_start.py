@@ -14,8 +14,6 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from chalicelib.core.tables import create as creation
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import local_s3  # noqa: E402
@@ -73,6 +71,7 @@ def main() -> None:
         os.environ.update({k: v for k, v in env.items() if k.startswith(("S3_", "AWS_", "CATALOG_"))})
         from chalicelib.core import namespaces, warehouses
         from chalicelib.core.context import get_context
+        from chalicelib.core.tables import create as creation
         from chalicelib.routes import iceberg_io
 
         ctx = get_context()

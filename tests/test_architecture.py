@@ -168,6 +168,7 @@ POINTER_ONLY_FIELDS = {
     "location-uuid",
     "previous-metadata-location",
     "glue-rename",
+    "new-metadata-location",
 }
 
 

@@ -59,15 +59,16 @@ PENDING_CREATE = "pending-create"  # a pointer a transaction creates: absent unt
 def settled_pointer(data: dict[str, Any], committed: bool) -> dict[str, Any]:
     """A claimed pointer after its transaction: rolled forward (committed) or back (aborted). A table
     the transaction was creating becomes active, or a tombstone for the sweeper to remove."""
-    settled = {k: v for k, v in data.items() if k != "claim"}
+    settled = pointer_record.unclaimed(data)
     if committed:
-        new_location = data["claim"]["new-metadata-location"]
+        new_location = pointer_record.claim_target(data)
         if pointer_record.state(settled) == PENDING_CREATE:
             settled = pointer_record.created(settled, new_location)
         else:
             settled = pointer_record.advanced(settled, new_location)
-        if data["claim"].get("audit"):  # the owner's entry: whoever rolls forward writes the same one
-            settled = audit.appended(settled, [data["claim"]["audit"]])
+        entry = pointer_record.claim_entry(data)
+        if entry:  # the owner's entry: whoever rolls forward writes the same one
+            settled = audit.appended(settled, [entry])
     elif pointer_record.state(settled) == PENDING_CREATE:
         settled = pointer_record.tombstone(settled, purge=False)
     return settled
@@ -79,18 +80,18 @@ def committed_view(ctx: Context, warehouse: str, data: dict[str, Any]) -> dict[s
     Until its commit point a transaction has changed nothing, so a claim of a pending transaction
     reads as the old state; readers never wait for writers.
     """
-    found = read_record(ctx, warehouse, str(data["claim"]["txn"]))
+    found = read_record(ctx, warehouse, pointer_record.claim_txn(data))
     if found is not None and found[0]["state"] == "pending" and now_ms() < int(found[0]["lease-until-ms"]):
-        return {k: v for k, v in data.items() if k != "claim"}
+        return pointer_record.unclaimed(data)
     return None
 
 
 def settle_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, data: dict[str, Any], etag: str) -> bool:
     """Roll a claimed pointer forward or back. False if the transaction is still running."""
-    claim = data["claim"]
+    claim = pointer_record.claim_of(data)
     deadline = time.monotonic() + wait_ms() / 1000
     while True:
-        state = abort_if_expired(ctx, warehouse, str(claim["txn"]))
+        state = abort_if_expired(ctx, warehouse, pointer_record.claim_txn(data))
         if state != "pending":
             break
         if time.monotonic() >= deadline:
@@ -100,7 +101,7 @@ def settle_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, data: d
             obj = ctx.storage.get(ctx.bucket_for(warehouse), keys.table_pointer(ns, name))
         except ObjectNotFound:
             return True
-        if json.loads(obj.body).get("claim") != claim:
+        if pointer_record.claim_of(json.loads(obj.body)) != claim:
             return True
     settled = settled_pointer(data, state == "committed")
     try:

@@ -89,6 +89,30 @@ def claimed(data: dict[str, Any]) -> bool:
     return "claim" in data
 
 
+def claim_of(data: dict[str, Any]) -> dict[str, Any] | None:
+    """A transaction's claim on the pointer: its transaction id, the metadata it commits, its audit entry."""
+    value = data.get("claim")
+    return value if isinstance(value, dict) else None
+
+
+def claim_txn(data: dict[str, Any]) -> str:
+    return str((claim_of(data) or {}).get("txn", ""))
+
+
+def claim_target(data: dict[str, Any]) -> str:
+    """The metadata file the claiming transaction moves the table to at its commit point."""
+    return str((claim_of(data) or {})["new-metadata-location"])
+
+
+def claim_entry(data: dict[str, Any]) -> dict[str, Any] | None:
+    """The claim's audit entry (the owner's; whoever rolls forward writes the same one)."""
+    return (claim_of(data) or {}).get("audit") or None
+
+
+def with_claim(data: dict[str, Any], txn: str, metadata_location: str, entry: dict[str, Any]) -> dict[str, Any]:
+    return dict(data, claim={"txn": txn, "new-metadata-location": metadata_location, "audit": entry})
+
+
 def unclaimed(data: dict[str, Any]) -> dict[str, Any]:
     """The pointer without its transaction claim (as of its last commit point)."""
     return {k: v for k, v in data.items() if k != "claim"}

@@ -156,7 +156,7 @@ def _claim_all(ctx: Context, warehouse: str, txn_id: str, prepared: list[Any], c
         before = pointer_record.metadata_location(p.data) if p.etag else None
         e = audit.entry("create" if not p.etag else "commit", audit.table_target(ns, name, p.data), before, loc)
         e["transaction"] = txn_id
-        data = dict(p.data, claim={"txn": txn_id, "new-metadata-location": loc, "audit": e})
+        data = pointer_record.with_claim(p.data, txn_id, loc, e)
         key = keys.table_pointer(ns, name)
         try:
             if p.etag:
@@ -170,7 +170,7 @@ def _claim_all(ctx: Context, warehouse: str, txn_id: str, prepared: list[Any], c
                 obj = ctx.storage.get(bucket, key)
             except ObjectNotFound:
                 return False
-            if json.loads(obj.body).get("claim") != data["claim"]:
+            if pointer_record.claim_of(json.loads(obj.body)) != pointer_record.claim_of(data):
                 return False
             etag = obj.etag
         claimed.append((ns, name, data, etag, p.data))
