@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import audit, namespaces, pointers, transactions, warehouses
+from chalicelib.core import audit, namespaces, pointer_record, pointers, transactions, warehouses
 from chalicelib.core.context import Context
 from chalicelib.core.tables import commit as commits
 from chalicelib.core.tables import create as creation
@@ -157,3 +157,29 @@ def test_drop_crash_points(crash_ctx, crash_after, monkeypatch):
     assert lookup.load(ctx, wh, ("tx",), "b").metadata_location  # the other table is untouched
     trail = audit.query(ctx, ctx.bucket_for(wh), keys.AUDIT_PREFIX, [], name="a", page_size=200)[0]
     assert [e["op"] for e in trail] == ["drop", "create"]  # the drop landed: recorded once, with its history
+
+
+@pytest.mark.parametrize("holder", ["staged", "hive"])
+def test_a_transaction_creating_a_taken_name_fails_at_once_and_leaves_nothing(crash_ctx, holder):
+    """No retry can free a name a staged S3 Tables table or a Glue (Hive) table holds: the
+    transaction answers 409 on its first attempt, and nothing of it stays (no claim on the other
+    table, no new table, the held name untouched), instead of retrying until its deadline."""
+    from chalicelib.core import hive
+    from chalicelib.core.tables import adopt
+    from chalicelib.errors import CommitFailed
+
+    ctx = crash_ctx
+    wh = _setup(ctx)
+    if holder == "staged":
+        adopt.stage(ctx, wh, ("tx",), "fresh")
+    else:
+        hive.create(ctx, wh, ("tx",), "fresh", {"Name": "fresh", "TableType": "EXTERNAL_TABLE"})
+    before = lookup.load(ctx, wh, ("tx",), "a").metadata_location
+    started = time.monotonic()
+    with pytest.raises(CommitFailed, match="fresh"):
+        _txn(ctx, wh, _create_body(ctx, wh, str(uuid.uuid4())))
+    assert time.monotonic() - started < 2.0  # one attempt, not a retry loop until the deadline
+    assert lookup.load(ctx, wh, ("tx",), "a").metadata_location == before  # its other change rolled back
+    assert not pointer_record.claimed(pointers.read(ctx, wh, ("tx",), "a").data)
+    listed = [t["name"] for t in listing.list_names(ctx, wh, ("tx",), None, None)[0]]
+    assert listed == ["a", "b"]

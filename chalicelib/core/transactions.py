@@ -23,7 +23,7 @@ from chalicelib.core import audit, cas, claims, parallel, pointer_record, pointe
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.model import TableChange
-from chalicelib.errors import BadRequest, CommitStateUnknown
+from chalicelib.errors import BadRequest, CommitFailed, CommitStateUnknown
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
 Namespace = tuple[str, ...]
@@ -78,7 +78,7 @@ def commit(ctx: Context, warehouse: str, changes: list[TableChange]) -> None:
             if ok:
                 record["state"] = "committed"
                 ok = _commit_point(ctx, warehouse, txn_id, record, txn_etag)
-        except StorageUnavailable:  # nothing committed: undo what we can, helpers do the rest
+        except (StorageUnavailable, NameTaken):  # nothing committed: undo what we can, helpers do the rest
             _roll_back(ctx, warehouse, txn_id, claimed, prepared)
             raise
         if not ok and _roll_back(ctx, warehouse, txn_id, claimed, prepared) != "committed":
@@ -99,7 +99,7 @@ def commit(ctx: Context, warehouse: str, changes: list[TableChange]) -> None:
             raise unexpected
         return
 
-    return cas.retrying(attempt, "The tables of this transaction")
+    return cas.retrying(attempt, "The transaction")
 
 
 def _prepare(ctx: Context, warehouse: str, change: TableChange) -> tuple[Namespace, str, pointer_record.Pointer, str]:
@@ -149,8 +149,14 @@ def _prepare_create(ctx: Context, warehouse: str, ns: Namespace, name: str, req:
     return pointer_record.Pointer(pointer, ""), meta_loc
 
 
+class NameTaken(CommitFailed):
+    """A table the transaction creates cannot take its name (another table, a staged or Glue table,
+    a drop or rename in flight, or its namespace is being deleted): no retry can change that now."""
+
+
 def _claim_all(ctx: Context, warehouse: str, txn_id: str, prepared: list[Any], claimed: list[Any]) -> bool:
-    """Claim each pointer in order; False as soon as one moved on since it was read."""
+    """Claim each pointer in order; False as soon as one moved on since it was read (a lost race:
+    the transaction runs again); NameTaken when a create's name is held."""
     bucket = ctx.bucket_for(warehouse)
     for ns, name, p, loc in prepared:
         before = pointer_record.metadata_location(p.data) if p.etag else None
@@ -164,6 +170,11 @@ def _claim_all(ctx: Context, warehouse: str, txn_id: str, prepared: list[Any], c
             else:  # a create claims the free name itself
                 etag = ctx.storage.put_if_absent(bucket, key, dump(data))
         except (PreconditionFailed, ObjectNotFound):
+            if not p.etag:
+                raise NameTaken(
+                    f"Requirement failed: table {pointer_record.ident(ns, name)!r} already exists "
+                    "(or is being created, renamed or dropped)"
+                ) from None
             return False
         except WriteInDoubt:  # our claim landed if the pointer still carries it (the lease keeps helpers off)
             try:
@@ -177,7 +188,13 @@ def _claim_all(ctx: Context, warehouse: str, txn_id: str, prepared: list[Any], c
     from chalicelib.core import namespaces
 
     # Claim, then check, as single creates do: a namespace delete sees the claim or we see its mark.
-    return all(namespaces.accepts_table(ctx, warehouse, ns, name) for ns, name, p, _ in prepared if not p.etag)
+    for ns, name, p, _ in prepared:
+        if not p.etag and not namespaces.accepts_table(ctx, warehouse, ns, name):
+            raise NameTaken(
+                f"Requirement failed: table {pointer_record.ident(ns, name)!r} cannot be created "
+                f"(a non-Iceberg table holds the name, or namespace {'.'.join(ns)!r} is being deleted)"
+            )
+    return True
 
 
 def _commit_point(ctx: Context, warehouse: str, txn_id: str, record: dict[str, Any], etag: str) -> bool:
