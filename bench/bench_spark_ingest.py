@@ -6,8 +6,8 @@ The catalog's share = time spent inside catalog request handlers during the inge
 
 from __future__ import annotations
 
+import json
 import os
-import re
 import sys
 import tempfile
 import time
@@ -25,15 +25,17 @@ import catalog_admin  # noqa: E402
 import local_s3  # noqa: E402
 
 ROWS = int(os.environ.get("BENCH_ROWS", "1000000"))
-LINE = re.compile(r"request (\w+) (\S+) (\d+) ([\d.]+)ms")
 
 
 def catalog_ms(log: Path, offset: int) -> tuple[float, int]:
-    text = log.read_text(errors="replace")[offset:]
-    found = list(LINE.finditer(text))
-    for m in found:
-        print(f"  {m.group(1):6s} {m.group(2)[:90]:90s} {m.group(3)} {float(m.group(4)):7.1f} ms")
-    times = [float(m.group(4)) for m in found]
+    """The catalog's request lines (JSON, chalicelib/telemetry.py) written since offset."""
+    found = []
+    for line in log.read_text(errors="replace")[offset:].splitlines():
+        if line.startswith("{") and '"message":"request"' in line:
+            found.append(json.loads(line))
+    for x in found:
+        print(f"  {x['method']:6s} {x['path'][:90]:90s} {x['status']} {x['latency_ms']:7.1f} ms")
+    times = [float(x["latency_ms"]) for x in found]
     return sum(times), len(times)
 
 
@@ -42,9 +44,7 @@ def main() -> None:
     s3 = local_s3.start(local_s3.free_port(), tmp / "s3")
     key, secret = "ROOTBENCHKEY000001", uuid.uuid4().hex
     log = tmp / "catalog.log"
-    env = local_s3.catalog_env(
-        s3.endpoint, CATALOG_LOG_REQUESTS="1", CATALOG_ROOT_ACCESS_KEY=key, CATALOG_ROOT_SECRET_KEY=secret
-    )
+    env = local_s3.catalog_env(s3.endpoint, CATALOG_ROOT_ACCESS_KEY=key, CATALOG_ROOT_SECRET_KEY=secret)
     catalog = local_s3.start_catalog(env, log)
     try:
         url = catalog.url

@@ -19,6 +19,10 @@ def main(argv: list[str] | None = None) -> None:
     from chalice.local import ChaliceRequestHandler, LocalGateway, create_local_server
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from chalicelib import telemetry
+
+    telemetry.logger()  # the catalog's own lines are JSON, as in the functions
+    telemetry.enable_prometheus()  # GET /metrics (root only)
     # PyIceberg and other keep-alive clients stall ~40 ms per request on Nagle + delayed ACK.
     ChaliceRequestHandler.disable_nagle_algorithm = True
     _unknown_routes_are_404(LocalGateway)

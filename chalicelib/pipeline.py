@@ -17,6 +17,7 @@ from urllib.parse import unquote
 
 from chalice import Chalice, Response
 
+from chalicelib import telemetry
 from chalicelib.auth.sigv4 import latin1_as_utf8
 from chalicelib.errors import (
     BadRequest,
@@ -29,11 +30,10 @@ from chalicelib.errors import (
     ServiceUnavailable,
 )
 from chalicelib.face import Face
-from chalicelib.storage import COUNTER, BucketUnavailable, StorageUnavailable, WriteInDoubt
+from chalicelib.storage import COUNTER, BucketUnavailable, StorageUnavailable, WriteInDoubt, note
 
-log = logging.getLogger("catalog")
-# One log line per request with its duration and S3 request count (benchmarks read these).
-LOG_REQUESTS = os.environ.get("CATALOG_LOG_REQUESTS", "").lower() in ("1", "true")
+log = logging.getLogger("catalog")  # JSON lines (chalicelib/telemetry.py): one per request, and these
+telemetry.logger()
 
 JSON_TYPES = ["application/json", "application/x-www-form-urlencoded", "text/plain"]
 # Lambda's payload limit is 6 MB; a body near it is a mistake, not a request.
@@ -255,9 +255,13 @@ def _multi(query: Any) -> dict[str, list[str]]:
 
 
 def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
+    global _COLD
     method, path, action = spec.method, spec.path, spec.action
     started = time.perf_counter()
-    COUNTER.count = 0
+    COUNTER.reset()
+    if _COLD:  # the first request of this process (a Lambda instance's cold start)
+        _COLD = False
+        note("ColdStarts")
     ctx = RequestContext(
         method=method,
         params=params,
@@ -273,6 +277,20 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
     slot = None
     hint: dict[str, Any] | None = None
     transient = False
+    error = ""
+    record = telemetry.RequestRecord(
+        face=spec.face.name,
+        operation=action,
+        method=method,
+        path=ctx.raw_path,
+        status=0,
+        latency_ms=0.0,
+        s3_requests=0,
+        request_id=str((req.context or {}).get("requestId", "") or ""),
+        client_request_id=str(ctx.headers.get("x-request-id") or "")[:128],
+        idempotency_key=str(ctx.headers.get("idempotency-key") or "")[:64],
+    )
+    telemetry.begin_request(record)
     COUNTER.deadline = time.monotonic() + REQUEST_BUDGET_S
     try:
         if len(ctx.raw_body) > MAX_BODY_BYTES:
@@ -281,18 +299,22 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
             spec.resolve(ctx)
         authn, authz = PIPELINE.for_action(ctx.action)
         ctx.identity = authn.authenticate(ctx)
+        record.principal = str(getattr(ctx.identity, "name", None) or "anonymous")
+        telemetry.logger().thread_safe_append_keys(principal=record.principal)
         _set_actor(ctx, req)
         authz.authorize(ctx)
         slot = _idempotency_begin(ctx)
-        if isinstance(slot, Response):
-            return slot
-        in_doubt = spec.face.resolve_in_doubt
-        result = in_doubt(slot.hint) if in_doubt is not None and slot is not None and slot.hint else None
-        if result is None:
-            result = spec.handler(ctx)
-        resp = _to_response(result)
+        if isinstance(slot, Response):  # a replay of a stored answer
+            resp, slot = slot, None
+        else:
+            in_doubt = spec.face.resolve_in_doubt
+            result = in_doubt(slot.hint) if in_doubt is not None and slot is not None and slot.hint else None
+            if result is None:
+                result = spec.handler(ctx)
+            resp = _to_response(result)
     except Exception as exc:  # noqa: BLE001 - never a stack trace to the caller
         err = _as_catalog_error(exc, method, path)
+        error = type(err).__name__
         hint = getattr(err, "hint", None)
         transient = isinstance(err, Conflict)  # "changed concurrently; retry": not an answer to replay
         resp = error_response(err, spec.face, head=method == "HEAD")
@@ -302,10 +324,26 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
         _idempotency_finish(slot, resp, hint, transient)
     COUNTER.deadline = 0.0
     resp.headers["X-Catalog-S3-Requests"] = str(COUNTER.count)
-    if LOG_REQUESTS:
-        elapsed = (time.perf_counter() - started) * 1000
-        log.info("request %s %s %d %.2fms s3=%d", method, path, resp.status_code, elapsed, COUNTER.count)
+    record.operation, record.status, record.error = ctx.action, resp.status_code, error
+    record.latency_ms = (time.perf_counter() - started) * 1000
+    record.s3_requests, record.events, record.samples = COUNTER.count, COUNTER.events, COUNTER.samples
+    record.target = _target(ctx)
+    telemetry.end_request(record)
     return resp
+
+
+_COLD = True
+
+
+def _target(ctx: RequestContext) -> dict[str, str]:
+    """The warehouse, namespace and table (or view) a request names in its path, for its log line."""
+    p = ctx.params
+    warehouse = p.get("warehouse") or p.get("tableBucketARN", "").rsplit("/", 1)[-1]
+    return {
+        "warehouse": warehouse,
+        "namespace": p.get("namespace", ""),
+        "table": p.get("table") or p.get("view") or p.get("name", ""),
+    }
 
 
 AUDIT_LOG = logging.getLogger("catalog.audit")
@@ -316,7 +354,7 @@ def _log_refused(ctx: RequestContext, err: CatalogError, status: int) -> None:
     """A change that did not happen is no audit entry; its attempt goes to the function's log."""
     who = getattr(ctx.identity, "name", None) or "anonymous"
     line = {"outcome": "refused", "principal": who, "action": ctx.action, "status": status, "type": type(err).__name__}
-    AUDIT_LOG.info("%s", json.dumps({**line, "path": ctx.raw_path[:300]}, sort_keys=True))
+    AUDIT_LOG.info("refused", extra={**line, "path": ctx.raw_path[:300]})
 
 
 def _set_actor(ctx: RequestContext, req: Any) -> None:
@@ -333,6 +371,7 @@ def _as_catalog_error(exc: Exception, method: str, path: str) -> CatalogError:
     if isinstance(exc, CatalogError):
         return exc
     if isinstance(exc, StorageUnavailable):
+        note("S3Unavailable")
         log.warning("S3 unavailable in %s %s: %s", method, path, exc)
         return ServiceUnavailable(
             "The storage layer is unavailable or throttling; nothing was changed, retry the request",

@@ -76,13 +76,42 @@ class Storage(Protocol):
 
 
 class RequestCounter(threading.local):
-    """Per thread (one catalog request per thread): S3 requests made, and the request's deadline."""
+    """Per thread (one catalog request per thread): S3 requests made, the request's deadline, and
+    what happened on the way (events: counts for the request's metrics, chalicelib/telemetry.py)."""
 
     count = 0
     deadline = 0.0  # time.monotonic() after which no retry starts; 0 = none
 
+    def __init__(self) -> None:
+        self.events: dict[str, float] = {}
+        self.samples: dict[str, list[float]] = {}
+
+    def reset(self) -> None:
+        self.count, self.events, self.samples = 0, {}, {}
+
 
 COUNTER = RequestCounter()
+
+
+def note(event: str, n: float = 1.0) -> None:
+    """Count an event for the request this thread serves (S3 retries, lost answers, commits...)."""
+    COUNTER.events[event] = COUNTER.events.get(event, 0.0) + n
+
+
+def sample(metric: str, value: float) -> None:
+    """A value of a distribution (group-commit batch sizes): each becomes a metric value."""
+    COUNTER.samples.setdefault(metric, []).append(value)
+
+
+def _noted_retry(exc: Exception) -> None:
+    from botocore.exceptions import ClientError
+
+    note("S3Retries")
+    if isinstance(exc, ClientError):
+        code, status = _code(exc)
+        if code in ("SlowDown", "Throttling", "ServiceUnavailable") or status == 503:
+            note("S3Throttled")
+
 
 # Retry budget (docs/design.md): attempts x (connect + read timeout) + back-off stays under the
 # function timeout (30 s by default), and a request's deadline stops retries earlier.
@@ -188,6 +217,7 @@ class S3Storage:
             except Exception as exc:  # noqa: BLE001 - classified below
                 if classify(exc) == FINAL:
                     raise self._final(exc, bucket, key) from None
+                _noted_retry(exc)
                 if attempt == attempts - 1 or not self._pause(min(attempt, 3)):
                     break
         raise StorageUnavailable(f"S3 is unavailable or throttling ({op} {bucket})")
@@ -229,6 +259,7 @@ class S3Storage:
                         return self._resolve(bucket, key, body, create="IfNoneMatch" in cond)
                     raise final from None
                 in_doubt = in_doubt or kind == AMBIGUOUS
+                _noted_retry(exc)
                 if attempt == ATTEMPTS + 1 or not self._pause(attempt):
                     break
         if in_doubt:
@@ -247,7 +278,9 @@ class S3Storage:
         except StorageUnavailable:
             raise WriteInDoubt(f"{bucket}/{key}") from None
         if current.body == body:
+            note("LostResponseResolved")  # our bytes are there: the write landed
             return current.etag
+        note("WriteInDoubt")
         raise WriteInDoubt(f"{bucket}/{key}")
 
     def put(self, bucket: str, key: str, body: bytes) -> str:

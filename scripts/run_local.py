@@ -124,6 +124,8 @@ Iceberg REST catalog is running.
   Undrop        dropped tables stay 7 days: GET {url}/v1/{DEMO_WAREHOUSE}/trash, POST .../trash/<id>/restore
   Audit trail   GET {url}/v1/{DEMO_WAREHOUSE}/audit
                 or python scripts/catalog_admin.py audit --warehouse {DEMO_WAREHOUSE}
+  Metrics       GET {url.rsplit("/_iceberg", 1)[0]}/metrics    (Prometheus text, root only; the log is
+                one JSON line per request, and EMF metric records as deployed functions write them)
 
 PyIceberg (pip install 'pyiceberg[pyarrow]'):
 

@@ -1,5 +1,6 @@
 """S3 round trips overlapped on shared thread pools, still counted for the request that made them
-and still bound by its deadline (storage.COUNTER is per thread, so each task carries both)."""
+and still bound by its deadline (storage.COUNTER is per thread, so each task carries its count,
+events and deadline back)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from chalicelib.storage import COUNTER
+from chalicelib.storage import COUNTER, note
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -34,13 +35,19 @@ def map_counted(fn: Callable[[T], R], items: Iterable[T], pool: str = "io") -> l
         return [fn(item) for item in items]
     deadline = COUNTER.deadline
 
-    def one(item: T) -> tuple[R, int]:
-        COUNTER.count, COUNTER.deadline = 0, deadline
+    def one(item: T) -> tuple[R, int, dict[str, float], dict[str, list[float]]]:
+        COUNTER.reset()
+        COUNTER.deadline = deadline
         try:
-            return fn(item), COUNTER.count
+            return fn(item), COUNTER.count, COUNTER.events, COUNTER.samples
         finally:
             COUNTER.deadline = 0.0
 
-    results: list[tuple[Any, int]] = list(_pool(pool).map(one, items))
-    COUNTER.count += sum(n for _, n in results)
-    return [r for r, _ in results]
+    results: list[tuple[Any, int, dict[str, float], dict[str, list[float]]]] = list(_pool(pool).map(one, items))
+    for _, n, events, samples in results:  # the request's S3 requests and events, wherever they ran
+        COUNTER.count += n
+        for name, value in events.items():
+            note(name, value)
+        for name, values in samples.items():
+            COUNTER.samples.setdefault(name, []).extend(values)
+    return [r for r, *_ in results]

@@ -142,7 +142,27 @@ def sweep(ctx: Context, warehouse: str | None = None, budget_s: float = 240.0) -
         if record.get("state") == "deleting":
             continue
         report[name] = dict(sweep_warehouse(ctx, name, deadline))
+    _report(report)
     return report
+
+
+def _report(report: dict[str, Any]) -> None:
+    """The run's log line and metrics: work done, errors, and work left for the next run."""
+    from chalicelib import telemetry
+
+    totals: Counter[str] = Counter()
+    for stats in report.values():
+        totals.update(stats)
+    errors, unfinished = totals.pop("errors", 0), totals.pop("unfinished", 0)
+    log.info("sweep", extra={"warehouses": len(report), "work": dict(totals), "errors": errors})
+    if telemetry.EMF:
+        metrics = {
+            "SweeperRuns": ("Count", 1.0),
+            "SweeperWork": ("Count", float(sum(totals.values()))),
+            "SweeperErrors": ("Count", float(errors)),
+            "SweeperUnfinished": ("Count", float(unfinished)),
+        }
+        telemetry.emit(metrics, {"Face": "sweeper", "Operation": "Sweep"})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,9 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warehouse", help="only this warehouse (default: all)")
     parser.add_argument("--budget-seconds", type=float, default=240.0)
     args = parser.parse_args(argv)
+    from chalicelib import telemetry
     from chalicelib.core.context import get_context
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    telemetry.logger()  # JSON lines, as in the functions
     print(json.dumps(sweep(get_context(), args.warehouse, args.budget_seconds), sort_keys=True))
     return 0
 

@@ -24,7 +24,7 @@ from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.model import TableChange
 from chalicelib.errors import BadRequest, CommitFailed, CommitStateUnknown
-from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
+from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt, note
 
 Namespace = tuple[str, ...]
 MAX_TABLES = 100
@@ -95,6 +95,7 @@ def commit(ctx: Context, warehouse: str, changes: list[TableChange]) -> None:
 
         # After the commit point their order does not matter; anything unexpected still surfaces.
         unexpected = next((o for o in _in_parallel(settle, claimed) if isinstance(o, BaseException)), None)
+        note("Commits", len(changes))
         if unexpected is not None:
             raise unexpected
         return

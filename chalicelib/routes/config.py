@@ -87,3 +87,18 @@ def get_config(req: RequestContext) -> tuple[int, dict[str, Any]]:
 @operation(bp, PREFIX + "/config", "GET", "GetConfig", iceberg=False)
 def get_prefixed_config(req: RequestContext) -> tuple[int, dict[str, Any]]:
     return _config(req, req.query.get("warehouse") or req.param("warehouse"))
+
+
+@operation(bp, "/metrics", "GET", "AdminGetMetrics", iceberg=False)
+def get_metrics(req: RequestContext) -> tuple[int, str, dict[str, str]]:
+    """The local server's request and event metrics in Prometheus' text format (root only)."""
+    from chalicelib import telemetry
+    from chalicelib.errors import NotFound
+
+    if not telemetry.prometheus_enabled():
+        raise NotFound(
+            "Metrics are served here by the local server (make run); deployed functions write them to "
+            "CloudWatch in the Embedded Metric Format (docs/operations.md)"
+        )
+    body, content_type = telemetry.exposition()
+    return 200, body.decode(), {"Content-Type": content_type}

@@ -19,7 +19,7 @@ from chalicelib.errors import (
     CommitFailed,
     CommitStateUnknown,
 )
-from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
+from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt, note, sample
 
 Namespace = tuple[str, ...]
 
@@ -141,6 +141,8 @@ def _commit_batch(ctx: Context, warehouse: str, reqs: list[TableChange]) -> list
             lost += 1
     for i in range(len(reqs)):
         outcomes.setdefault(i, pointers.busy(ns, name, lost))
+    sample("GroupCommitBatchSize", len(reqs))
+    note("Commits", sum(isinstance(o, TableState) for o in outcomes.values()))
     return [outcomes[i] for i in range(len(reqs))]
 
 

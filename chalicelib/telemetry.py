@@ -1,0 +1,195 @@
+"""Operations telemetry: one structured log line and one metrics record per request.
+
+- Logs: AWS Lambda Powertools' Logger owns the "catalog" logger, and every chalicelib logger is its
+  child, so every line (a request's, a warning's, the sweeper's) is one JSON object. While a
+  request runs, its lines carry its keys: request id (Lambda's), the caller's X-Request-Id and
+  Idempotency-Key, principal, face and operation. Nothing secret is ever a field: no header, no
+  query string, no body.
+- Metrics: the Embedded Metric Format (Powertools' EphemeralMetrics: one record per request, so
+  the local server's threads never mix two), namespace CATALOG_METRICS_NAMESPACE (IcebergCatalog),
+  dimension sets [Face, Operation, service] and [service] (what alarms watch). docs/operations.md
+  lists every metric.
+- The local server (chalicelib/devserver.py) also keeps them in a Prometheus registry
+  (prometheus-client, a development dependency), served at GET /metrics to the root user.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+SERVICE = "catalog"
+NAMESPACE = os.environ.get("CATALOG_METRICS_NAMESPACE", "IcebergCatalog")
+EMF = os.environ.get("CATALOG_METRICS_EMF", "true").lower() not in ("0", "false", "no")
+
+_logger: Any = None
+_prometheus: Any = None  # the registry's metrics, once the local server enables them
+
+
+def logger() -> Any:
+    """The Powertools Logger behind logging.getLogger("catalog") and its children."""
+    global _logger
+    if _logger is None:
+        from aws_lambda_powertools import Logger
+
+        _logger = Logger(service=SERVICE, level=os.environ.get("CATALOG_LOG_LEVEL", "INFO"))
+        logging.getLogger(SERVICE).propagate = False  # Lambda's root handler would print each line again
+    return _logger
+
+
+@dataclass
+class RequestRecord:
+    """What one request did, for its log line and its metrics."""
+
+    face: str
+    operation: str
+    method: str
+    path: str
+    status: int
+    latency_ms: float
+    s3_requests: int
+    principal: str = "anonymous"
+    request_id: str = ""
+    client_request_id: str = ""
+    idempotency_key: str = ""
+    target: dict[str, str] = field(default_factory=dict)
+    error: str = ""
+    events: dict[str, float] = field(default_factory=dict)
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def in_doubt(self) -> bool:
+        """The answer said the change may or may not have been applied (500 CommitStateUnknown)."""
+        return self.error == "CommitStateUnknown"
+
+
+def request_keys(record: RequestRecord) -> dict[str, str]:
+    """The keys every log line of the request carries."""
+    keys = {
+        "request_id": record.request_id,
+        "client_request_id": record.client_request_id,
+        "idempotency_key": record.idempotency_key,
+        "principal": record.principal,
+        "face": record.face,
+        "operation": record.operation,
+    }
+    return {k: v for k, v in keys.items() if v}
+
+
+def begin_request(record: RequestRecord) -> None:
+    logger().thread_safe_append_keys(**request_keys(record))
+
+
+def end_request(record: RequestRecord) -> None:
+    """The request's one log line and its metrics (after its response is built)."""
+    log = logger()
+    line: dict[str, Any] = {
+        "status": record.status,
+        "latency_ms": round(record.latency_ms, 2),
+        "s3_requests": record.s3_requests,
+        "s3_retries": int(record.events.get("S3Retries", 0)),
+        "in_doubt": record.in_doubt,
+        "method": record.method,
+        "path": record.path[:300],
+        **{k: v for k, v in record.target.items() if v},
+    }
+    if record.error:
+        line["error"] = record.error
+    if record.events:
+        line["events"] = {k: v for k, v in sorted(record.events.items())}
+    log.info("request", extra=line)
+    log.thread_safe_clear_keys()
+    metrics = request_metrics(record)
+    if EMF:
+        emit(metrics, {"Face": record.face, "Operation": record.operation}, record.samples)
+    if _prometheus is not None:
+        _observe(record, metrics)
+
+
+def request_metrics(record: RequestRecord) -> dict[str, tuple[str, float]]:
+    """Metric name -> (unit, value) for one request."""
+    cls = record.status // 100
+    out: dict[str, tuple[str, float]] = {
+        "Requests": ("Count", 1.0),
+        "Latency": ("Milliseconds", record.latency_ms),
+        "S3Requests": ("Count", float(record.s3_requests)),
+        "Errors4xx": ("Count", 1.0 if cls == 4 else 0.0),
+        "Errors5xx": ("Count", 1.0 if cls == 5 else 0.0),
+    }
+    if record.status == 409:
+        out["Conflicts"] = ("Count", 1.0)
+    if record.error == "CommitStateUnknown":
+        out["CommitStateUnknown"] = ("Count", 1.0)
+    for name, value in record.events.items():
+        out.setdefault(name, ("Count", value))
+    return out
+
+
+def emit(metrics: dict[str, tuple[str, float]], dimensions: dict[str, str], samples: Any = None) -> None:
+    """One EMF record: the metrics under `dimensions` (+ service), and under service alone."""
+    from aws_lambda_powertools.metrics import EphemeralMetrics
+
+    emf = EphemeralMetrics(namespace=NAMESPACE, service=SERVICE)
+    for name, value in dimensions.items():
+        emf.add_dimension(name=name, value=value or "-")
+    emf.add_dimensions(service=SERVICE)
+    for name, (unit, value) in metrics.items():
+        emf.add_metric(name=name, unit=unit, value=value)
+    for name, values in (samples or {}).items():
+        for value in values:
+            emf.add_metric(name=name, unit="Count", value=value)
+    emf.flush_metrics()
+
+
+# ---- the local server's Prometheus registry ------------------------------------------------------
+
+
+def enable_prometheus() -> None:
+    """Keep every request's metrics in a Prometheus registry (the local server calls this)."""
+    global _prometheus
+    from prometheus_client import CollectorRegistry, Counter, Histogram
+
+    registry = CollectorRegistry()
+    _prometheus = {
+        "registry": registry,
+        "requests": Counter("catalog_requests", "Requests", ["face", "operation", "status_class"], registry=registry),
+        "latency": Histogram(
+            "catalog_request_latency_seconds", "Request latency", ["face", "operation"], registry=registry
+        ),
+        "s3": Counter("catalog_s3_requests", "S3 requests made", ["face", "operation"], registry=registry),
+        "events": Counter(
+            "catalog_events", "Events (metric names of docs/operations.md)", ["event"], registry=registry
+        ),
+        "batches": Histogram(
+            "catalog_group_commit_batch_size",
+            "Commits written by one pointer CAS",
+            buckets=(1, 2, 4, 8, 16, 32, 64),
+            registry=registry,
+        ),
+    }
+
+
+def prometheus_enabled() -> bool:
+    return _prometheus is not None
+
+
+def _observe(record: RequestRecord, metrics: dict[str, tuple[str, float]]) -> None:
+    p = _prometheus
+    labels = (record.face, record.operation)
+    p["requests"].labels(*labels, f"{record.status // 100}xx").inc()
+    p["latency"].labels(*labels).observe(record.latency_ms / 1000)
+    p["s3"].labels(*labels).inc(record.s3_requests)
+    for name, (_, value) in metrics.items():
+        if name not in ("Requests", "Latency", "S3Requests", "Errors4xx", "Errors5xx") and value:
+            p["events"].labels(name).inc(value)
+    for value in record.samples.get("GroupCommitBatchSize", []):
+        p["batches"].observe(value)
+
+
+def exposition() -> tuple[bytes, str]:
+    """The registry in Prometheus' text format, and its content type."""
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    return generate_latest(_prometheus["registry"]), CONTENT_TYPE_LATEST
