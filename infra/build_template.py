@@ -146,13 +146,25 @@ def _role(statements: list[tuple[list[str], list[str]]], vends: bool = False) ->
                 ],
             },
             "ManagedPolicyArns": [
-                {SUB: "arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"}
+                {SUB: "arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"},
+                TRACING_POLICY,
             ],
             "Policies": [
                 {"PolicyName": "catalog-s3", "PolicyDocument": {"Version": "2012-10-17", "Statement": policy}}
             ],
         },
     }
+
+
+# X-Ray (parameter EnableTracing): active tracing of every function, and AWS's managed write policy
+# (X-Ray's actions take no resource, so it stays out of the S3 policies, which never name "*").
+TRACING_POLICY = {
+    "Fn::If": [
+        "WithTracing",
+        {SUB: "arn:${AWS::Partition}:iam::aws:policy/AWSXRayDaemonWriteAccess"},
+        {"Ref": "AWS::NoValue"},
+    ]
+}
 
 
 def _function_props(group: str, handler: str) -> dict[str, Any]:
@@ -166,6 +178,7 @@ def _function_props(group: str, handler: str) -> dict[str, Any]:
         "ReservedConcurrentExecutions": {"Ref": "ReservedConcurrency"},
         "Role": {"Fn::GetAtt": [f"{_cap(group)}Role", "Arn"]},
         "LoggingConfig": {"LogGroup": {"Ref": f"{_cap(group)}LogGroup"}},
+        "Tracing": {"Fn::If": ["WithTracing", "Active", "PassThrough"]},
         "Environment": {
             "Variables": {
                 "CATALOG_SYSTEM_BUCKET": {"Ref": "SystemBucketName"},
@@ -279,6 +292,7 @@ def merge_template() -> dict[str, Any]:
             "FunctionUrlAuthType": "NONE",
         },
     }
+    res.update(observability(["sweeper", *GROUPS]))
     return {
         "Parameters": {
             "Stage": {"Type": "String", "Default": "prod", "AllowedPattern": "^[a-z0-9-]{1,20}$"},
@@ -309,8 +323,30 @@ def merge_template() -> dict[str, Any]:
                 "AllowedValues": [1, 3, 5, 7, 14, 30, 60, 90, 180, 365],
             },
             "EnableFunctionUrl": {"Type": "String", "Default": "true", "AllowedValues": ["true", "false"]},
+            "AlarmTopicArn": {
+                "Type": "String",
+                "Default": "",
+                "AllowedPattern": "^(arn:aws[a-z-]*:sns:.+)?$",
+                "Description": "SNS topic the alarms notify (empty: alarms without notification)",
+            },
+            "EnableTracing": {
+                "Type": "String",
+                "Default": "false",
+                "AllowedValues": ["true", "false"],
+                "Description": "X-Ray active tracing of every function",
+            },
+            "Alarm5xxPercent": {
+                "Type": "Number",
+                "Default": 1,
+                "MinValue": 0,
+                "Description": "alarm when more than this share of requests answer 5xx over 5 minutes",
+            },
         },
-        "Conditions": {"WithFunctionUrl": {"Fn::Equals": [{"Ref": "EnableFunctionUrl"}, "true"]}},
+        "Conditions": {
+            "WithFunctionUrl": {"Fn::Equals": [{"Ref": "EnableFunctionUrl"}, "true"]},
+            "WithAlarmTopic": {"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmTopicArn"}, ""]}]},
+            "WithTracing": {"Fn::Equals": [{"Ref": "EnableTracing"}, "true"]},
+        },
         "Resources": res,
         "Outputs": {
             "HttpApiCatalogUrl": {
@@ -318,6 +354,156 @@ def merge_template() -> dict[str, Any]:
             },
             "FunctionUrl": {"Condition": "WithFunctionUrl", "Value": {"Fn::GetAtt": ["AllFunctionUrl", "FunctionUrl"]}},
         },
+    }
+
+
+# ---- alarms and the dashboard (docs/operations.md names every metric) ------------------------------
+
+NAMESPACE = "IcebergCatalog"
+SERVICE_DIMS = [{"Name": "service", "Value": "catalog"}]
+ACTIONS = {"Fn::If": ["WithAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]}
+
+
+def _alarm(description: str, **props: Any) -> dict[str, Any]:
+    return {
+        "Type": "AWS::CloudWatch::Alarm",
+        "Properties": {
+            "AlarmName": {SUB: f"catalog-${{Stage}}-{props.pop('name')}"},
+            "AlarmDescription": description,
+            "AlarmActions": ACTIONS,
+            "OKActions": ACTIONS,
+            "TreatMissingData": "notBreaching",
+            "EvaluationPeriods": 1,
+            "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+            **props,
+        },
+    }
+
+
+def _catalog_metric(metric: str, stat: str = "Sum", period: int = 300) -> dict[str, Any]:
+    return {
+        "Namespace": NAMESPACE,
+        "MetricName": metric,
+        "Dimensions": SERVICE_DIMS,
+        "Statistic": stat,
+        "Period": period,
+    }
+
+
+def _query(metric_id: str, metric: str) -> dict[str, Any]:
+    return {
+        "Id": metric_id,
+        "ReturnData": False,
+        "MetricStat": {
+            "Metric": {"Namespace": NAMESPACE, "MetricName": metric, "Dimensions": SERVICE_DIMS},
+            "Period": 300,
+            "Stat": "Sum",
+        },
+    }
+
+
+def observability(functions: list[str]) -> dict[str, Any]:
+    """Alarms (5xx rate, commit state unknown, S3 throttling, sweeper errors, each function's errors
+    and throttles), notifying AlarmTopicArn when set, and one dashboard of the catalog's metrics."""
+    out: dict[str, Any] = {
+        "Alarm5xxRate": _alarm(
+            "More than Alarm5xxPercent% of requests answered 5xx over 5 minutes",
+            name="5xx-rate",
+            Threshold={"Ref": "Alarm5xxPercent"},
+            ComparisonOperator="GreaterThanThreshold",
+            Metrics=[
+                _query("errors", "Errors5xx"),
+                _query("requests", "Requests"),
+                {"Id": "rate", "Expression": "IF(requests > 0, 100 * errors / requests, 0)", "Label": "5xx %"},
+            ],
+        ),
+        "AlarmCommitStateUnknown": _alarm(
+            "A commit's outcome was unknown (500 CommitStateUnknown): clients must reload before retrying",
+            name="commit-state-unknown",
+            Threshold=1,
+            **_catalog_metric("CommitStateUnknown"),
+        ),
+        "AlarmS3Throttling": _alarm(
+            "S3 throttled the catalog (SlowDown) 50 times in 5 minutes",
+            name="s3-throttling",
+            Threshold=50,
+            **_catalog_metric("S3Throttled"),
+        ),
+        "AlarmS3Unavailable": _alarm(
+            "Requests answered 503 because S3 was unavailable",
+            name="s3-unavailable",
+            Threshold=5,
+            **_catalog_metric("S3Unavailable"),
+        ),
+        "AlarmSweeperWorkErrors": _alarm(
+            "The sweeper met errors in its last 15 minutes of runs",
+            name="sweeper-work-errors",
+            Threshold=1,
+            **_catalog_metric("SweeperErrors", period=900),
+        ),
+    }
+    for group in [*functions, "all"]:
+        for metric in ("Errors", "Throttles"):
+            out[f"Alarm{_cap(group)}{metric}"] = _alarm(
+                f"The {group} function: Lambda {metric.lower()}",
+                name=f"{group}-{metric.lower()}",
+                Threshold=1,
+                Namespace="AWS/Lambda",
+                MetricName=metric,
+                Dimensions=[{"Name": "FunctionName", "Value": {SUB: f"catalog-${{Stage}}-{group}"}}],
+                Statistic="Sum",
+                Period=300,
+            )
+            if group == "all":  # the all-in-one function exists with the Function URL only
+                out[f"Alarm{_cap(group)}{metric}"]["Condition"] = "WithFunctionUrl"
+    out["Dashboard"] = {
+        "Type": "AWS::CloudWatch::Dashboard",
+        "Properties": {"DashboardName": {SUB: "catalog-${Stage}"}, "DashboardBody": {SUB: json.dumps(_dashboard())}},
+    }
+    return out
+
+
+def _dashboard() -> dict[str, Any]:
+    def widget(title: str, metrics: list[list[Any]], stat: str = "Sum", x: int = 0, y: int = 0) -> dict[str, Any]:
+        return {
+            "type": "metric",
+            "x": x,
+            "y": y,
+            "width": 12,
+            "height": 6,
+            "properties": {
+                "title": title,
+                "region": "${AWS::Region}",
+                "stat": stat,
+                "period": 60,
+                "metrics": metrics,
+            },
+        }
+
+    def catalog(*names: str) -> list[list[Any]]:
+        return [[NAMESPACE, name, "service", "catalog"] for name in names]
+
+    def functions(metric: str) -> dict[str, str]:
+        query = f'{{AWS/Lambda,FunctionName}} MetricName="{metric}" FunctionName="catalog-${{Stage}}-"'
+        return {"expression": f"SEARCH('{query}', 'Sum', 60)", "id": metric.lower(), "label": metric}
+
+    return {
+        "widgets": [
+            widget("Requests and errors", catalog("Requests", "Errors4xx", "Errors5xx", "Conflicts")),
+            widget("Latency (ms)", [[*m, {"stat": s}] for m in catalog("Latency") for s in ("p50", "p99")], x=12),
+            widget("Commits", catalog("Commits", "CommitStateUnknown", "Conflicts"), y=6),
+            widget("Group commit batch size", catalog("GroupCommitBatchSize"), stat="Average", x=12, y=6),
+            widget(
+                "S3",
+                catalog(
+                    "S3Requests", "S3Retries", "S3Throttled", "S3Unavailable", "LostResponseResolved", "WriteInDoubt"
+                ),
+                y=12,
+            ),
+            widget("Sweeper", catalog("SweeperRuns", "SweeperWork", "SweeperErrors", "SweeperUnfinished"), x=12, y=12),
+            widget("Cold starts", catalog("ColdStarts"), y=18),
+            widget("Functions: errors and throttles", [[functions("Errors")], [functions("Throttles")]], x=12, y=18),
+        ]
     }
 
 

@@ -137,3 +137,46 @@ def test_deployment_cannot_be_turned_against_the_account():
     sweeper = res["SweeperFunction"]["Properties"]
     assert sweeper["Handler"] == "chalicelib.handlers.sweeper.handler"
     assert [e["Type"] for e in sweeper["Events"].values()] == ["Schedule"]
+
+
+def test_alarms_dashboard_and_tracing(built):
+    """Issue 28: alarms on the catalog's own metrics and each function's errors and throttles,
+    notifying an optional SNS topic; a dashboard of every metric docs/operations.md lists; X-Ray
+    tracing behind a parameter, with its permission only then."""
+    tpl, _, _ = built
+    res, params = tpl["Resources"], tpl["Parameters"]
+    assert params["AlarmTopicArn"]["Default"] == "" and params["EnableTracing"]["Default"] == "false"
+    alarms = {k: v["Properties"] for k, v in res.items() if v["Type"] == "AWS::CloudWatch::Alarm"}
+    catalog_metrics = {a.get("MetricName") for a in alarms.values() if a.get("Namespace") == "IcebergCatalog"}
+    assert {"CommitStateUnknown", "S3Throttled", "S3Unavailable", "SweeperErrors"} <= catalog_metrics
+    rate = alarms["Alarm5xxRate"]["Metrics"]
+    assert {m["MetricStat"]["Metric"]["MetricName"] for m in rate if "MetricStat" in m} == {"Errors5xx", "Requests"}
+    assert alarms["Alarm5xxRate"]["Threshold"] == {"Ref": "Alarm5xxPercent"}
+    functions = [k for k, v in res.items() if v["Type"] == "AWS::Serverless::Function"] + ["APIHandler"]
+    lambda_alarms = {
+        (a["MetricName"], str(a["Dimensions"][0]["Value"]))
+        for a in alarms.values()
+        if a.get("Namespace") == "AWS/Lambda"
+    }
+    for fn in functions:
+        name = str((res[fn]["Properties"]).get("FunctionName") or {"Fn::Sub": "catalog-${Stage}-all"})
+        assert ("Errors", name) in lambda_alarms and ("Throttles", name) in lambda_alarms, fn
+        assert (
+            res[fn]["Properties"].get("Tracing") == {"Fn::If": ["WithTracing", "Active", "PassThrough"]}
+            or fn == "APIHandler"
+        )
+    for props in alarms.values():
+        assert props["AlarmActions"] == {
+            "Fn::If": ["WithAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]
+        }
+    body = res["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
+    section = (ROOT / "docs" / "operations.md").read_text().split("## Metrics", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    documented = [name for cell in rows for name in re.findall(r"`(\w+)`", cell)]
+    assert len(documented) >= 19
+    for metric in documented:
+        assert f'"{metric}"' in body, metric
+    for name, role in res.items():
+        if role["Type"] == "AWS::IAM::Role" and name != "DataAccessRole":  # the functions' roles
+            managed = role["Properties"]["ManagedPolicyArns"]
+            assert any(isinstance(m, dict) and m.get("Fn::If", [None])[0] == "WithTracing" for m in managed), name
