@@ -49,3 +49,16 @@ def loaded(state: Any) -> dict[str, Any]:
     from chalicelib.routes import iceberg_io
 
     return json.loads(iceberg_io.load_result(state, {}))
+
+
+def assert_fsck_clean(ctx: Context, warehouse: str) -> None:
+    """fsck on the state a test leaves: no invariant is ever broken; work past its lease is only the
+    sweeper's (after its pass nothing is left); a crashed create may leave a uuid claim (a leftover)."""
+    from chalicelib.core import fsck
+
+    report = fsck.check(ctx, warehouse)
+    assert report.of(fsck.VIOLATION) == [], report.of(fsck.VIOLATION)
+    if report.of(fsck.UNFINISHED):
+        fsck.repair(ctx, warehouse)
+        report = fsck.check(ctx, warehouse)
+    assert [f for f in report.findings if f.severity != fsck.LEFTOVER] == [], report.findings

@@ -17,7 +17,7 @@ from chalicelib.core.tables import lifecycle, listing, lookup
 from chalicelib.errors import TableRecoveryInProgress
 from chalicelib.routes import iceberg_io
 from tests.conftest import lease_ms
-from tests.crashutil import Crash, CrashAfter, writes_of
+from tests.crashutil import Crash, CrashAfter, assert_fsck_clean, writes_of
 from tests.txnutil import append_change
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
@@ -78,6 +78,7 @@ def test_transaction_crash_points(crash_ctx, monkeypatch, crash_after):
     assert got == {"a": expected, "b": expected}  # both tables at the old state, or both at the new
     locations = [lookup.load(ctx, wh, ("tx",), t).metadata_location for t in ("a", "b")]
     assert len(set(locations)) == 2  # no metadata file is referenced by two pointers
+    assert_fsck_clean(ctx, wh)
     for t in ("a", "b"):
         raw = ctx.storage.get(wh, keys.table_pointer(("tx",), t)).body
         assert "claim" not in json.loads(raw)
@@ -122,6 +123,7 @@ def test_transaction_with_a_create_crash_points(crash_ctx, monkeypatch, crash_af
     assert _tags(ctx, wh, "a") == (["t"] if committed else [])
     listed = [t["name"] for t in listing.list_names(ctx, wh, ("tx",), None, None)[0]]
     assert listed == (["a", "b", "fresh"] if committed else ["a", "b"])
+    assert_fsck_clean(ctx, wh)
 
 
 # tombstone, audit segment, purge job, uuid state, pointer delete, purge batch, uuid record, purge job delete
@@ -157,6 +159,7 @@ def test_drop_crash_points(crash_ctx, crash_after, monkeypatch):
     assert lookup.load(ctx, wh, ("tx",), "b").metadata_location  # the other table is untouched
     trail = audit.query(ctx, ctx.bucket_for(wh), keys.AUDIT_PREFIX, [], name="a", page_size=200)[0]
     assert [e["op"] for e in trail] == ["drop", "create"]  # the drop landed: recorded once, with its history
+    assert_fsck_clean(ctx, wh)
 
 
 @pytest.mark.parametrize("holder", ["staged", "hive"])

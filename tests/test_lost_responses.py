@@ -21,6 +21,7 @@ import pytest
 
 from scripts import catalog_admin
 from tests.conftest import ROOT_KEY, ROOT_SECRET, catalog_process, keys_under
+from tests.crashutil import assert_fsck_clean
 from tests.txnutil import append_change
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
@@ -101,7 +102,7 @@ def _run(workers: list[Any]) -> None:
     assert not errors, errors[:3]
 
 
-def test_thirty_percent_lost_responses(lossy_catalog, http, catalog_url, s3, capsys):
+def test_thirty_percent_lost_responses(lossy_catalog, http, catalog_url, s3, capsys, core):
     url, log_path = lossy_catalog
     call = Client()
     wh = f"wh-lost-{uuid.uuid4().hex[:6]}"
@@ -208,3 +209,4 @@ def test_thirty_percent_lost_responses(lossy_catalog, http, catalog_url, s3, cap
     assert lost >= 100
     with capsys.disabled():
         print(f"\nlost responses injected: {lost}; statuses seen: {dict(call.statuses)}")
+    assert_fsck_clean(core, wh)  # and what S3 holds keeps every invariant (docs/design.md)

@@ -12,7 +12,7 @@ from chalicelib.core.tables import commit as commits
 from chalicelib.core.tables import create as creation
 from chalicelib.core.tables import lifecycle, listing, lookup
 from chalicelib.routes import iceberg_io
-from tests.crashutil import Crash, CrashAfter
+from tests.crashutil import Crash, CrashAfter, assert_fsck_clean
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 RENAME = {"source": {"namespace": ["a"], "name": "t"}, "destination": {"namespace": ["b"], "name": "u"}}
@@ -64,3 +64,4 @@ def test_crash_after_each_write(ctx, crash_after):
     assert '"after":"crash"' in commits.commit(
         ctx, wh, iceberg_io.parse_change(body, ("b",), "u")
     ).raw_metadata.decode().replace(" ", "")
+    assert_fsck_clean(ctx, wh)

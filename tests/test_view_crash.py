@@ -13,7 +13,7 @@ from chalicelib.core import namespaces, pointer_record, pointers, sweeper, views
 from chalicelib.core.context import Context
 from chalicelib.errors import ViewNotFound
 from tests.conftest import lease_ms
-from tests.crashutil import Crash, CrashAfter, writes_of
+from tests.crashutil import Crash, CrashAfter, assert_fsck_clean, writes_of
 
 SCHEMA = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 
@@ -84,6 +84,7 @@ def test_create_crash_points(crash_ctx, crash_after):
             views.load(crash_ctx, wh, ("a",), "v")
         views.create(crash_ctx, wh, ("a",), "v", SCHEMA, version("SELECT 1 AS id"), {})
     assert _sql(crash_ctx, wh, ("a",), "v") == "SELECT 1 AS id"
+    assert_fsck_clean(crash_ctx, wh)
 
 
 @pytest.mark.parametrize("crash_after", range(1, REPLACE_WRITES + 1))
@@ -102,6 +103,7 @@ def test_replace_crash_points(crash_ctx, crash_after):
     assert _sql(crash_ctx, wh, ("a",), "v") == ("SELECT 2" if crash_after == REPLACE_WRITES else "SELECT 1 AS id")
     views.commit(crash_ctx, wh, ("a",), "v", [], replace("SELECT 3"))  # and the view keeps working
     assert _sql(crash_ctx, wh, ("a",), "v") == "SELECT 3"
+    assert_fsck_clean(crash_ctx, wh)
 
 
 @pytest.mark.parametrize("crash_after", range(1, RENAME_WRITES + 1))
@@ -119,6 +121,7 @@ def test_rename_crash_points(crash_ctx, crash_after):
     assert _sql(crash_ctx, wh, ("b",), "w") == "SELECT 1 AS id"
     with pytest.raises(ViewNotFound):
         views.load(crash_ctx, wh, ("a",), "v")
+    assert_fsck_clean(crash_ctx, wh)
 
 
 @pytest.mark.parametrize("crash_after", [1, 2, 3])  # tombstone, uuid released, pointer removed
@@ -139,3 +142,4 @@ def test_drop_crash_points(crash_ctx, monkeypatch, crash_after):
     assert list(crash_ctx.storage.list_keys(wh, keys.table_pointer(("a",), "v"))) == []
     views.create(crash_ctx, wh, ("a",), "v", SCHEMA, version("SELECT 9 AS id"), {})  # the name is free again
     assert _sql(crash_ctx, wh, ("a",), "v") == "SELECT 9 AS id"
+    assert_fsck_clean(crash_ctx, wh)

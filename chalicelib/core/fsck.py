@@ -1,0 +1,251 @@
+"""fsck: check a warehouse's S3 state against the invariants of docs/design.md.
+
+Each finding names the keys involved and has one of three severities:
+- "violation": an invariant is broken (a pointer to a missing or unreadable metadata file, a history
+  that does not chain, a uuid two tables hold, nested table locations, a gap in the audit journal).
+  No protocol of the catalog leaves one, crashed or not.
+- "unfinished": work past its lease that the sweeper finishes (a tombstone, a rename or restore
+  half done, a transaction claim whose transaction ended or expired, a purge job, an expired trash
+  record). `repair` runs the sweeper's pass, and nothing more.
+- "leftover": harmless garbage of an abandoned create or transaction (a uuid claimed by no table, a
+  transaction record no claim names). Nothing reads it again and no sweeper removes it, so it is
+  listed for the operator.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from chalicelib import keys
+from chalicelib.core import audit, claims, parallel, pointer_record
+from chalicelib.core import metadata as md
+from chalicelib.core.context import Context, now_ms
+from chalicelib.storage import ObjectNotFound
+
+VIOLATION, UNFINISHED, LEFTOVER = "violation", "unfinished", "leftover"
+
+
+@dataclass
+class Finding:
+    severity: str
+    kind: str
+    message: str
+    keys: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    warehouse: str
+    findings: list[Finding] = field(default_factory=list)
+    checked: dict[str, int] = field(default_factory=dict)
+
+    def of(self, severity: str) -> list[Finding]:
+        return [f for f in self.findings if f.severity == severity]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"warehouse": self.warehouse, "checked": self.checked, "findings": [asdict(f) for f in self.findings]}
+
+
+def _read(ctx: Context, bucket: str, key: str) -> dict[str, Any] | None:
+    try:
+        return dict(json.loads(ctx.storage.get(bucket, key).body))
+    except (ObjectNotFound, ValueError):
+        return None
+
+
+def check(ctx: Context, warehouse: str) -> Report:
+    bucket = ctx.bucket_for(warehouse)
+    report = Report(warehouse)
+    add = report.findings.append
+    pointer_keys = list(ctx.storage.list_keys(bucket, keys.TABLES_PREFIX))
+    pointers = dict(zip(pointer_keys, parallel.map_counted(lambda k: _read(ctx, bucket, k), pointer_keys), strict=True))
+    report.checked["pointers"] = len(pointers)
+    owners: dict[str, list[str]] = {}  # owner uuid -> pointer keys holding it
+    locations: list[tuple[str, str]] = []
+    records_with_seq: list[dict[str, Any]] = []
+    for key, data in pointers.items():
+        if data is None:
+            add(Finding(VIOLATION, "unreadable-pointer", "the pointer is not JSON", [key]))
+            continue
+        records_with_seq.append(data)
+        _check_pointer(ctx, warehouse, key, data, add)
+        state = pointer_record.state(data)
+        if state in ("active", pointer_record.STAGED) or pointer_record.claimed(data):
+            uuid_ = pointer_record.owner_uuid(data)
+            if uuid_:
+                owners.setdefault(uuid_, []).append(key)
+                locations.append((pointer_record.table_location(data), key))
+    for uuid_, holders in owners.items():
+        if len(holders) > 1:
+            add(
+                Finding(VIOLATION, "uuid-held-twice", f"table uuid {uuid_} is held by {len(holders)} pointers", holders)
+            )
+    _check_nesting(locations, add)
+    _check_uuids(ctx, bucket, owners, add, report)
+    trash = _check_trash(ctx, bucket, add, report)
+    records_with_seq += [pointer_record.held_pointer(r) for r in trash]
+    for key in ctx.storage.list_keys(bucket, keys.PURGES_PREFIX):
+        add(Finding(UNFINISHED, "purge-job", "a purge is queued or cut short; the sweeper runs it", [key]))
+    claiming = {pointer_record.claim_txn(d) for d in pointers.values() if d and pointer_record.claimed(d)}
+    _check_transactions(ctx, bucket, claiming, add)
+    ns_keys = list(ctx.storage.list_keys(bucket, keys.NS_PREFIX))
+    records_with_seq += [r for r in parallel.map_counted(lambda k: _read(ctx, bucket, k), ns_keys) if r]
+    _check_journal(ctx, bucket, records_with_seq, add, report)
+    return report
+
+
+def _check_pointer(ctx: Context, warehouse: str, key: str, data: dict[str, Any], add: Any) -> None:
+    p = pointer_record.Pointer(data, "")
+    state = pointer_record.state(data)
+    if pointer_record.claimed(data):
+        found = claims.read_record(ctx, warehouse, pointer_record.claim_txn(data))
+        txn = found[0] if found else None
+        running = txn is not None and txn.get("state") == "pending" and now_ms() < int(txn.get("lease-until-ms", 0))
+        if not running:
+            add(Finding(UNFINISHED, "stale-claim", "a transaction claim whose transaction ended or expired", [key]))
+        return
+    if state in ("pending", "moved", "dropped"):
+        if p.stale():
+            add(Finding(UNFINISHED, f"stale-{state}", f"a {state} pointer past its lease", [key]))
+        return
+    if state != "active":
+        return
+    location = pointer_record.metadata_location(data)
+    if location is None:
+        add(Finding(VIOLATION, "no-metadata-location", "an active pointer names no metadata file", [key]))
+        return
+    try:  # from S3 itself, not the metadata cache: the file may be gone since it was cached
+        raw = ctx.storage.get(*keys.split_s3_uri(location), md.max_metadata_bytes()).body
+    except ObjectNotFound:
+        add(Finding(VIOLATION, "missing-metadata", "the pointer's metadata file does not exist", [key, location]))
+        return
+    except ValueError:
+        add(Finding(VIOLATION, "oversized-metadata", "the metadata file is too large to read", [key, location]))
+        return
+    if pointer_record.kind_of(data) == "view":
+        try:
+            json.loads(raw)
+        except ValueError:
+            add(Finding(VIOLATION, "unparsable-metadata", "the view's metadata is not JSON", [key, location]))
+        return
+    try:
+        meta = md.parse_metadata(raw)
+    except Exception:  # noqa: BLE001 - any parse failure is the finding
+        add(Finding(VIOLATION, "unparsable-metadata", "the metadata file is not valid table metadata", [key, location]))
+        return
+    previous = pointer_record.previous_metadata_location(data)
+    if previous and previous != location and previous not in {e.metadata_file for e in meta.metadata_log}:
+        add(
+            Finding(
+                VIOLATION,
+                "broken-history",
+                "the current metadata does not list the pointer's previous file in its metadata-log",
+                [key, location, previous],
+            )
+        )
+
+
+def _check_nesting(locations: list[tuple[str, str]], add: Any) -> None:
+    """No table's files lie inside another's (invariant 3): sorted, a nested one follows its parent."""
+    ordered = sorted((loc.rstrip("/") + "/", key) for loc, key in locations if loc)
+    for (outer, outer_key), (inner, inner_key) in zip(ordered, ordered[1:], strict=False):
+        if inner.startswith(outer):
+            add(Finding(VIOLATION, "nested-location", f"{inner} lies inside {outer}", [outer_key, inner_key]))
+
+
+def _check_uuids(ctx: Context, bucket: str, owners: dict[str, list[str]], add: Any, report: Report) -> None:
+    uuid_keys = list(ctx.storage.list_keys(bucket, keys.UUIDS_PREFIX))
+    records = dict(zip(uuid_keys, parallel.map_counted(lambda k: _read(ctx, bucket, k), uuid_keys), strict=True))
+    report.checked["uuid-records"] = len(records)
+    claimed = {k[len(keys.UUIDS_PREFIX) : -len(".json")]: r for k, r in records.items()}
+    for uuid_, holders in owners.items():
+        record = claimed.get(uuid_)
+        if record is None or record.get("state") != "live":
+            state = "no record" if record is None else f"a {record.get('state')!r} record"
+            add(Finding(UNFINISHED, "uuid-unclaimed", f"live table uuid {uuid_} has {state}", holders))
+    for uuid_, record in claimed.items():
+        if record is not None and record.get("state") == "live" and uuid_ not in owners:
+            add(
+                Finding(
+                    LEFTOVER,
+                    "uuid-without-table",
+                    "a uuid claimed by a create that never finished (its location stays reserved)",
+                    [keys.uuid_record(uuid_)],
+                )
+            )
+
+
+def _check_trash(ctx: Context, bucket: str, add: Any, report: Report) -> list[dict[str, Any]]:
+    trash_keys = list(ctx.storage.list_keys(bucket, keys.TRASH_PREFIX))
+    records = [r for r in parallel.map_counted(lambda k: _read(ctx, bucket, k), trash_keys)]
+    report.checked["trash-records"] = len(trash_keys)
+    for key, record in zip(trash_keys, records, strict=True):
+        if record is None:
+            continue
+        state = pointer_record.state(record)
+        if state in ("moved", "purging"):
+            add(Finding(UNFINISHED, f"trash-{state}", f"a trash record left {state}; the sweeper finishes it", [key]))
+        elif state == "dropped" and now_ms() >= int(pointer_record.kept_until_ms(record) or 0):
+            add(
+                Finding(UNFINISHED, "trash-expired", "a dropped table past its retention; the sweeper purges it", [key])
+            )
+    return [r for r in records if r is not None]
+
+
+def _check_transactions(ctx: Context, bucket: str, claiming: set[str], add: Any) -> None:
+    """A pending transaction past its lease: its claims are the sweeper's to settle; one that died
+    before claiming anything is never read again (a leftover)."""
+    for key in ctx.storage.list_keys(bucket, keys.TXN_PREFIX):
+        record = _read(ctx, bucket, key)
+        if record and record.get("state") == "pending" and now_ms() >= int(record.get("lease-until-ms", 0)):
+            if key[len(keys.TXN_PREFIX) : -len(".json")] in claiming:
+                add(Finding(UNFINISHED, "stale-transaction", "a pending transaction past its lease", [key]))
+            else:
+                add(Finding(LEFTOVER, "dead-transaction", "a transaction that died before it claimed a table", [key]))
+
+
+_SEGMENT = re.compile(r"^\d+-(?P<source>[0-9a-z]+)-(?P<first>\d{10})-(?P<last>\d{10})\.json$")
+
+
+def _check_journal(ctx: Context, bucket: str, records: list[dict[str, Any]], add: Any, report: Report) -> None:
+    """Every entry a record has counted (1..its sequence) is journaled or still in its tail."""
+    journaled: dict[str, set[int]] = {}
+    count = 0
+    for key in ctx.storage.list_keys(bucket, keys.AUDIT_PREFIX):
+        m = _SEGMENT.match(key[len(keys.AUDIT_PREFIX) :])
+        if m is None:
+            continue
+        count += 1
+        journaled.setdefault(m["source"], set()).update(range(int(m["first"]), int(m["last"]) + 1))
+    report.checked["journal-segments"] = count
+    seen: set[str] = set()
+    for record in records:
+        top = int(record.get(audit.SEQ, 0) or 0)
+        if not top:
+            continue
+        source = audit.source_of(record)
+        have = journaled.get(source, set()) | {int(e["seq"]) for e in record.get(audit.TAIL) or [] if "seq" in e}
+        missing = sorted(set(range(1, top + 1)) - have)
+        if missing:
+            shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+            add(Finding(VIOLATION, "journal-gap", f"audit entries {shown} of {source} are lost", [source]))
+        seen.add(source)
+    for source, seqs in journaled.items():  # sources no record holds any more: a gapless run from 1
+        if source in seen or not seqs:
+            continue
+        missing = sorted(set(range(1, max(seqs) + 1)) - seqs)
+        if missing:
+            add(Finding(VIOLATION, "journal-gap", f"audit entries {missing[:10]} of {source} are lost", [source]))
+
+
+def repair(ctx: Context, warehouse: str, budget_s: float = 240.0) -> dict[str, Any]:
+    """What the sweeper would do for this warehouse, and nothing more (finish or roll back what is
+    past its lease), ignoring leases no longer: it runs after them only."""
+    from chalicelib.core import sweeper
+
+    deadline = time.monotonic() + budget_s
+    return dict(sweeper.sweep_warehouse(ctx, warehouse, deadline))
