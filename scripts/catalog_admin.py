@@ -87,9 +87,17 @@ def main(argv: list[str] | None = None) -> int:
     fsck.add_argument("warehouse")
     fsck.add_argument("--repair", action="store_true", help="first do what the sweeper would (past-lease work only)")
     fsck.add_argument("--json", action="store_true")
+    for name in ("history", "rollback-table"):
+        cmd = sub.add_parser(name, help="a table's metadata files" if name == "history" else "undo commits (audited)")
+        cmd.add_argument("warehouse")
+        cmd.add_argument("table", help="NS.TABLE")
+        if name == "rollback-table":
+            cmd.add_argument("metadata_location", help="a file of the table's history (see history)")
     a = parser.parse_args(argv)
     if a.cmd == "fsck":
         return _fsck(a)
+    if a.cmd in ("history", "rollback-table"):
+        return _rollback(a)
     if not os.environ.get("CATALOG_ROOT_ACCESS_KEY") or not os.environ.get("CATALOG_ROOT_SECRET_KEY"):
         print("catalog-admin: set CATALOG_ROOT_ACCESS_KEY and CATALOG_ROOT_SECRET_KEY", file=sys.stderr)
         return 2
@@ -172,13 +180,9 @@ if __name__ == "__main__":
 
 def _fsck(a: argparse.Namespace) -> int:
     """Exit 0: clean (leftovers listed); 1: violations; 2: unfinished work for the sweeper (--repair)."""
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repo's chalicelib
+    ctx = _core()
     from chalicelib.core import fsck
-    from chalicelib.core.context import get_context
 
-    ctx = get_context()  # the catalog's own settings: S3_ENDPOINT_URL, CATALOG_SYSTEM_BUCKET, ...
     repaired = fsck.repair(ctx, a.warehouse) if a.repair else None
     report = fsck.check(ctx, a.warehouse)
     if a.json:
@@ -194,3 +198,34 @@ def _fsck(a: argparse.Namespace) -> int:
         if not report.findings:
             print("  clean")
     return 1 if report.of(fsck.VIOLATION) else 2 if report.of(fsck.UNFINISHED) else 0
+
+
+def _core() -> Any:
+    """The catalog's core on its own settings (S3_ENDPOINT_URL, CATALOG_SYSTEM_BUCKET, AWS keys):
+    the operator's tools read and write S3 directly, as the functions do."""
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from chalicelib.core import audit
+    from chalicelib.core.context import get_context
+
+    audit.set_actor("catalog-admin", "admin-cli", "")
+    return get_context()
+
+
+def _rollback(a: argparse.Namespace) -> int:
+    from chalicelib.core.tables import rollback
+    from chalicelib.errors import CatalogError
+
+    ctx = _core()
+    *levels, name = a.table.split(".")
+    try:
+        if a.cmd == "history":
+            print(json.dumps(rollback.history(ctx, a.warehouse, tuple(levels), name), indent=2))
+        else:
+            state = rollback.rollback(ctx, a.warehouse, tuple(levels), name, a.metadata_location)
+            print(json.dumps({"metadata-location": state.metadata_location, "restored-from": a.metadata_location}))
+    except CatalogError as exc:
+        print(f"catalog-admin: {exc}", file=sys.stderr)
+        return 1
+    return 0

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import uuid
 
+import pytest
+
 from chalicelib import keys
 from chalicelib.core import cas, fsck, namespaces, pointer_record, warehouses
 from chalicelib.core.context import Context
@@ -129,3 +131,39 @@ def test_cli_exit_codes(core, monkeypatch, capsys):
     assert catalog_admin.main(["fsck", wh, "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
     assert [f["kind"] for f in out["findings"]] == ["missing-metadata"]
+
+
+def test_rollback_restores_an_earlier_state_as_a_new_version(core, monkeypatch, capsys):
+    """rollback-table: the table's state at an earlier file of its history comes back as a new
+    metadata version (the history still chains: fsck stays clean), audited, and commits go on."""
+    from chalicelib.core import audit
+    from chalicelib.core.catalog.audit import live_trail
+    from chalicelib.core.tables import rollback
+    from chalicelib.errors import BadRequest
+    from scripts import catalog_admin
+
+    wh = _healthy(core)
+    history = rollback.history(core, wh, ("db",), "t")
+    assert history[0]["current"] and len(history) == 21  # create + 20 commits
+    target = history[-3]["metadata-location"]  # after the second commit: p0 and p1 set
+    monkeypatch.setattr("chalicelib.core.context.get_context", lambda: core)
+    assert catalog_admin.main(["rollback-table", wh, "db.t", target]) == 0
+    restored = json.loads(lookup.load(core, wh, ("db",), "t").raw_metadata)
+    assert set(restored["properties"]) >= {"p0", "p1"} and "p2" not in restored["properties"]
+    assert restored["metadata-log"][-1]["metadata-file"] == history[0]["metadata-location"]  # nothing forgotten
+    assert fsck.check(core, wh).findings == []
+    trail_of = live_trail(core, wh, ("db",), "t")
+    assert trail_of is not None
+    source, tails = trail_of
+    trail = audit.query(core, core.bucket_for(wh), keys.AUDIT_PREFIX, tails, source=source, page_size=5)[0]
+    assert trail[0]["op"] == "rollback" and trail[0]["detail"]["restored-from"] == target
+    assert trail[0]["principal"] == "catalog-admin"
+    body = {"updates": [{"action": "set-properties", "updates": {"after": "rollback"}}]}
+    commits.commit(core, wh, iceberg_io.parse_change(body, ("db",), "t"))
+    assert "after" in json.loads(lookup.load(core, wh, ("db",), "t").raw_metadata)["properties"]
+    v, _ = cas.read(core, core.bucket_for(wh), keys.table_pointer(("db",), "v"))
+    other = str(pointer_record.metadata_location(v or {}))
+    with pytest.raises(BadRequest, match="metadata-log"):
+        rollback.rollback(core, wh, ("db",), "t", other)  # another table's file
+    capsys.readouterr()
+    assert catalog_admin.main(["rollback-table", wh, "db.t", "s3://nowhere/x.metadata.json"]) == 1
