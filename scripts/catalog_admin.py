@@ -93,7 +93,15 @@ def main(argv: list[str] | None = None) -> int:
         cmd.add_argument("table", help="NS.TABLE")
         if name == "rollback-table":
             cmd.add_argument("metadata_location", help="a file of the table's history (see history)")
+    export = sub.add_parser("export", help="a warehouse's catalog state to one JSON file (table files stay)")
+    export.add_argument("warehouse")
+    export.add_argument("--to", required=True, help="the file to write ('-': standard output)")
+    imp = sub.add_parser("import", help="an export into a warehouse (created if absent; refuses a non-empty one)")
+    imp.add_argument("file")
+    imp.add_argument("--warehouse", required=True)
     a = parser.parse_args(argv)
+    if a.cmd in ("export", "import"):
+        return _transfer(a)
     if a.cmd == "fsck":
         return _fsck(a)
     if a.cmd in ("history", "rollback-table"):
@@ -229,3 +237,26 @@ def _rollback(a: argparse.Namespace) -> int:
         print(f"catalog-admin: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _transfer(a: argparse.Namespace) -> int:
+    ctx = _core()
+    from chalicelib.core import transfer
+    from chalicelib.errors import CatalogError
+
+    try:
+        if a.cmd == "export":
+            text = json.dumps(transfer.export(ctx, a.warehouse))
+            if a.to == "-":
+                print(text)
+            else:
+                with open(a.to, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+            return 0
+        with open(a.file, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        print(json.dumps(transfer.import_(ctx, doc, a.warehouse)))
+        return 0
+    except CatalogError as exc:
+        print(f"catalog-admin: {exc}", file=sys.stderr)
+        return 1
