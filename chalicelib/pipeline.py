@@ -296,7 +296,9 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
         if len(ctx.raw_body) > MAX_BODY_BYTES:
             raise BadRequest(f"Request body too large: at most {MAX_BODY_BYTES} bytes")
         if spec.resolve is not None:
-            spec.resolve(ctx)
+            spec.resolve(ctx)  # a face that names the operation per request (Glue's X-Amz-Target)
+            record.operation = ctx.action
+            telemetry.logger().thread_safe_append_keys(operation=ctx.action)
         authn, authz = PIPELINE.for_action(ctx.action)
         ctx.identity = authn.authenticate(ctx)
         record.principal = str(getattr(ctx.identity, "name", None) or "anonymous")
@@ -338,7 +340,7 @@ _COLD = True
 def _target(ctx: RequestContext) -> dict[str, str]:
     """The warehouse, namespace and table (or view) a request names in its path, for its log line."""
     p = ctx.params
-    warehouse = p.get("warehouse") or p.get("tableBucketARN", "").rsplit("/", 1)[-1]
+    warehouse = p.get("warehouse") or unquote(p.get("tableBucketARN", "")).rsplit("/", 1)[-1]
     return {
         "warehouse": warehouse,
         "namespace": p.get("namespace", ""),

@@ -16,6 +16,8 @@ import requests
 from scripts import catalog_admin
 from tests.authutil import make_user
 from tests.conftest import ROOT_SECRET, catalog_process
+from tests.test_glue import glue_client
+from tests.test_s3tables import s3tables_client
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 
@@ -124,6 +126,15 @@ def test_refused_changes_and_warnings_are_json_with_the_request_keys(s3_endpoint
         assert http.post(f"{url}/v1/warehouses", json={"name": wh}).status_code == 200
         again = http.post(f"{url}/v1/warehouses", json={"name": wh}, headers={"X-Request-Id": "dup-1"})
         assert again.status_code == 409
+        # The AWS faces log the same way, with their own face names (boto3 clients, SigV4).
+        assert glue_client(url, wh).get_databases()["DatabaseList"] == []
+        arn = s3tables_client(url).list_table_buckets()["tableBuckets"][0]["arn"]
+        assert s3tables_client(url).get_table_bucket(tableBucketARN=arn)["name"]
+    lines = [x for x in _json_lines(log_path) if x.get("message") == "request"]
+    by_face = {(x["face"], x["operation"], x.get("warehouse")) for x in lines if x["status"] == 200}
+    assert ("glue", "ListNamespaces", wh) in by_face
+    assert ("s3tables", "ListTableBuckets", None) in by_face
+    assert ("s3tables", "GetTableBucket", arn.rsplit("/", 1)[1]) in by_face  # the bucket an ARN names
     refused = [x for x in _json_lines(log_path) if x.get("message") == "refused"]
     assert refused and refused[-1]["outcome"] == "refused" and refused[-1]["status"] == 409
     assert refused[-1]["client_request_id"] == "dup-1" and refused[-1]["principal"] == "root"

@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from chalicelib.core import pointer_record
 from chalicelib.core.context import Context, dump
 from chalicelib.errors import CommitStateUnknown
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
-
-def version_of(data: dict[str, Any]) -> int:
-    return int(data.get("version", 1))  # pointers older than versions are at version 1
+version_of = pointer_record.version  # one definition: records older than versions are at version 1
 
 
 def swap(ctx: Context, bucket: str, key: str, old: dict[str, Any], etag: str, new: dict[str, Any], what: str) -> bool:
