@@ -66,6 +66,8 @@ class Storage(Protocol):
     def list_entries(
         self, bucket: str, prefix: str, start_after: str = "", max_keys: int = 1000
     ) -> Iterator[tuple[str, str]]: ...
+    def copy(self, src_bucket: str, src_key: str, bucket: str, key: str) -> None: ...
+    def size(self, bucket: str, key: str) -> int: ...
     def delete(self, bucket: str, key: str) -> None: ...
     def delete_if_match(self, bucket: str, key: str, etag: str) -> None: ...
     def delete_many(self, bucket: str, keys: Iterable[str]) -> int: ...
@@ -315,6 +317,16 @@ class S3Storage:
                 return
             kwargs.pop("StartAfter", None)
             kwargs["ContinuationToken"] = resp["NextContinuationToken"]
+
+    def copy(self, src_bucket: str, src_key: str, bucket: str, key: str) -> None:
+        """A server-side copy (idempotent, so retried); over 5 GB in parts, as CopyObject cannot."""
+        from boto3.s3.transfer import TransferConfig
+
+        config = TransferConfig(multipart_threshold=5 * 1024**3, use_threads=False)
+        self._call("copy", bucket, key, CopySource={"Bucket": src_bucket, "Key": src_key}, Key=key, Config=config)
+
+    def size(self, bucket: str, key: str) -> int:
+        return int(self._call("head_object", bucket, key, Key=key)["ContentLength"])
 
     def delete(self, bucket: str, key: str) -> None:
         try:

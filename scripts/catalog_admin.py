@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     imp = sub.add_parser("import", help="an export into a warehouse (created if absent; refuses a non-empty one)")
     imp.add_argument("file")
     imp.add_argument("--warehouse", required=True)
+    imp.add_argument(
+        "--copy-data", action="store_true", help="copy the table files into the warehouse's bucket, rewriting paths"
+    )
     a = parser.parse_args(argv)
     if a.cmd in ("export", "import"):
         return _transfer(a)
@@ -255,7 +258,7 @@ def _transfer(a: argparse.Namespace) -> int:
             return 0
         with open(a.file, encoding="utf-8") as fh:
             doc = json.load(fh)
-        print(json.dumps(transfer.import_(ctx, doc, a.warehouse)))
+        print(json.dumps(transfer.import_(ctx, doc, a.warehouse, copy_data=a.copy_data)))
         return 0
     except CatalogError as exc:
         print(f"catalog-admin: {exc}", file=sys.stderr)

@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from chalicelib.core import fsck
 from scripts import catalog_admin
-from tests.conftest import rest_catalog
+from tests.conftest import keys_under, rest_catalog
 
 
 def test_export_then_import_reads_identically(catalog_url, http, s3_endpoint, core, monkeypatch, tmp_path, capsys):
@@ -87,3 +87,130 @@ def _spark_reads(catalog_url: str, warehouse: str, expected: dict) -> None:
             assert rows == sorted(zip(table["id"].to_pylist(), table["region"].to_pylist(), strict=True)), name
     finally:
         spark.stop()
+
+
+def test_import_copy_data_moves_every_file_and_path(catalog_url, http, s3, s3_endpoint, core, monkeypatch, tmp_path):
+    """`import --copy-data`: Spark's v2 position deletes, v3 deletion vectors and statistics and
+    PyIceberg's appends read the same from the copy after the source's files are gone; no file of
+    the copy names the source bucket; history (time travel, sequence numbers) is kept; a bucket
+    holding other bytes where a file would go is refused with nothing written; a copy cut short
+    finishes when run again."""
+    from spark_jobs.session import JobSettings, build_session, spark_conf
+    from tests.conftest import ROOT_KEY, ROOT_SECRET
+
+    src = f"wh-cpsrc-{uuid.uuid4().hex[:8]}"
+    assert http.post(f"{catalog_url}/v1/warehouses", json={"name": src}).status_code == 200
+
+    def settings(warehouse: str, name: str) -> JobSettings:
+        overrides = {"catalog_url": catalog_url, "warehouse": warehouse, "catalog_name": name, "auth": "sigv4"}
+        return JobSettings.load(overrides={**overrides, "access_key_id": ROOT_KEY, "secret_access_key": ROOT_SECRET})
+
+    spark = build_session(settings(src, "src"), "copy-data")
+    try:
+        spark.sql("CREATE NAMESPACE src.lake")
+        mor = "'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read'"
+        spark.sql(
+            "CREATE TABLE src.lake.events (id bigint, region string) USING iceberg PARTITIONED BY (region) "
+            f"TBLPROPERTIES ('format-version'='2', {mor})"
+        )
+        spark.sql("INSERT INTO src.lake.events VALUES (1, 'eu'), (2, 'eu'), (3, 'us'), (4, 'us')")
+        first = spark.sql("SELECT snapshot_id FROM src.lake.events.snapshots").collect()[0][0]
+        spark.sql("INSERT INTO src.lake.events VALUES (5, 'eu'), (6, 'ap')")
+        spark.sql("DELETE FROM src.lake.events WHERE id IN (2, 3)")  # position-delete files
+        spark.sql(
+            "CREATE TABLE src.lake.dv (id bigint, note string) USING iceberg "
+            f"TBLPROPERTIES ('format-version'='3', {mor})"
+        )
+        spark.sql("INSERT INTO src.lake.dv VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+        spark.sql("DELETE FROM src.lake.dv WHERE id = 2")  # a deletion vector (Puffin)
+        spark.sql("CALL src.system.compute_table_stats(table => 'lake.events')")  # a Puffin statistics file
+        spark.sql("CREATE VIEW src.lake.recent AS SELECT id FROM src.lake.events WHERE id > 3")
+        expected = {
+            t: sorted(tuple(r) for r in spark.sql(f"SELECT * FROM src.lake.{t}").collect()) for t in ("events", "dv")
+        }
+        assert [r[0] for r in expected["events"]] == [1, 4, 5, 6] and [r[0] for r in expected["dv"]] == [1, 3]
+        deletes = spark.sql("SELECT file_format FROM src.lake.dv.delete_files").collect()
+        assert [r[0] for r in deletes] == ["PUFFIN"]
+        py = rest_catalog(catalog_url, src, s3_endpoint)
+        py_schema = pa.schema([("id", pa.int64())])
+        py.create_table("lake.plain", schema=py_schema).append(pa.table({"id": [7, 8]}, schema=py_schema))
+
+        monkeypatch.setattr("chalicelib.core.context.get_context", lambda: core)
+        dump = tmp_path / "export.json"
+        assert catalog_admin.main(["export", src, "--to", str(dump)]) == 0
+        src_bucket = core.bucket_for(src)
+        files = [k for k in keys_under(s3, src_bucket) if not k.startswith(".catalog/")]
+
+        # A bucket that holds other bytes where a table file would go: refused, nothing written.
+        taken = f"wh-cptaken-{uuid.uuid4().hex[:8]}"
+        assert http.post(f"{catalog_url}/v1/warehouses", json={"name": taken}).status_code == 200
+        s3.put_object(Bucket=core.bucket_for(taken), Key=files[0], Body=b"someone else's")
+        before = keys_under(s3, core.bucket_for(taken))
+        assert catalog_admin.main(["import", str(dump), "--warehouse", taken, "--copy-data"]) == 1
+        assert keys_under(s3, core.bucket_for(taken)) == before
+        assert s3.get_object(Bucket=core.bucket_for(taken), Key=files[0])["Body"].read() == b"someone else's"
+
+        # A copy cut short (the files landed, the catalog did not) finishes when run again.
+        dst = f"wh-cpdst-longer-name-{uuid.uuid4().hex[:8]}"  # paths change length
+        assert http.post(f"{catalog_url}/v1/warehouses", json={"name": dst}).status_code == 200
+        dst_bucket = core.bucket_for(dst)
+        from chalicelib.core import relocate
+
+        first_run = relocate.copy_tables(core, src_bucket, dst_bucket)
+        assert first_run["files-already-there"] == 0
+        assert first_run["files-copied"] + first_run["files-rewritten"] == len(files)
+        assert catalog_admin.main(["import", str(dump), "--warehouse", dst, "--copy-data"]) == 0
+
+        # The source's files are gone: the copy stands on its own.
+        s3.delete_objects(Bucket=src_bucket, Delete={"Objects": [{"Key": k} for k in files]})
+        for key, value in spark_conf(settings(dst, "dst")).items():
+            if key.startswith("spark.sql.catalog.dst"):
+                spark.conf.set(key, value)
+        for t, rows in expected.items():
+            assert sorted(tuple(r) for r in spark.sql(f"SELECT * FROM dst.lake.{t}").collect()) == rows, t
+        old = spark.sql(f"SELECT id FROM dst.lake.events VERSION AS OF {first}").collect()
+        assert sorted(r.id for r in old) == [1, 2, 3, 4]
+        stats = spark.sql("SELECT * FROM dst.lake.events.metadata_log_entries").count()
+        assert stats >= 5
+    finally:
+        spark.stop()
+
+    copy = rest_catalog(catalog_url, dst, s3_endpoint, name="copied")
+    assert copy.load_table("lake.plain").scan().to_arrow()["id"].to_pylist() == [7, 8]
+    events = copy.load_table("lake.events")
+    assert sorted(events.scan().to_arrow()["id"].to_pylist()) == [1, 4, 5, 6]
+    original = py.load_table("lake.events").metadata
+    assert [s.sequence_number for s in events.metadata.snapshots] == [s.sequence_number for s in original.snapshots]
+    assert events.metadata.statistics and events.metadata.statistics[0].statistics_path.startswith(
+        f"s3://{dst_bucket}/"
+    )
+    assert events.metadata_location.startswith(f"s3://{dst_bucket}/")
+    view = http.get(f"{catalog_url}/v1/{dst}/namespaces/lake/views/recent").json()
+    assert view["metadata-location"].startswith(f"s3://{dst_bucket}/")
+    assert view["metadata"]["location"].startswith(f"s3://{dst_bucket}/")
+    sizes = {}
+    for key in keys_under(s3, dst_bucket):
+        body = s3.get_object(Bucket=dst_bucket, Key=key)["Body"].read()
+        sizes[f"s3://{dst_bucket}/{key}"] = len(body)
+        assert src_bucket not in _readable(body, key), key
+    for snap in (s for t in ("lake.events", "lake.dv") for s in copy.load_table(t).metadata.snapshots):
+        for manifest in snap.manifests(copy.load_table("lake.events").io):
+            assert manifest.manifest_length == sizes[manifest.manifest_path], manifest.manifest_path
+    assert [f for f in fsck.check(core, dst).findings if f.severity != fsck.LEFTOVER] == []
+
+
+def _readable(body: bytes, key: str) -> str:
+    """A file's content as text, decoded the way its format compresses it."""
+    import gzip
+    import io
+
+    import fastavro
+    import pyarrow.parquet as pq
+
+    if key.endswith(".avro"):
+        return repr(list(fastavro.reader(io.BytesIO(body))))
+    if key.endswith(".parquet"):
+        return repr(pq.read_table(io.BytesIO(body)).to_pylist())
+    if body[:2] == b"\x1f\x8b":
+        return gzip.decompress(body).decode("latin-1")
+    return body.decode("latin-1")

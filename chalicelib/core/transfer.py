@@ -1,9 +1,11 @@
 """Export and import of a warehouse's catalog state (issue 28): one JSON document with the warehouse's
 properties and every object the catalog keeps under `.catalog/` in its bucket. That covers
 namespaces, table and view pointers, uuid claims, trash, the audit journal, resource policies,
-Glue's entries and side data. Table files stay where they are: imported pointers name the same
-metadata files, so the new warehouse reads the same tables and never purges files it did not write
-(invariant 3: a location outside the warehouse's bucket is not the catalog's to delete).
+Glue's entries and side data. By default table files stay where they are: imported pointers name
+the same metadata files, so the new warehouse reads the same tables and never purges files it did
+not write (invariant 3: a location outside the warehouse's bucket is not the catalog's to delete).
+With `copy_data` the files come along into the new bucket (core/relocate.py) and every path in the
+catalog's objects follows them, so the copy owns its tables and outlives the source.
 
 Work in progress is not state: running transactions and queued purges are left out, and an
 export taken while writers run carries what each key held when read. Any pointer caught
@@ -11,14 +13,18 @@ mid-protocol is settled by the importer's readers and sweeper, as after a crash.
 
 from __future__ import annotations
 
+import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chalicelib import keys
 from chalicelib.core import parallel, warehouses
 from chalicelib.core.context import Context
 from chalicelib.errors import Conflict
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
+
+if TYPE_CHECKING:
+    from chalicelib.core import relocate
 
 FORMAT = "s3-iceberg-catalog/export-1"
 SKIPPED = (keys.TXN_PREFIX, keys.PURGES_PREFIX)
@@ -48,9 +54,10 @@ def export(ctx: Context, warehouse: str) -> dict[str, Any]:
     }
 
 
-def import_(ctx: Context, doc: dict[str, Any], warehouse: str) -> dict[str, int]:
+def import_(ctx: Context, doc: dict[str, Any], warehouse: str, copy_data: bool = False) -> dict[str, int]:
     """Bring an export into `warehouse` (created if absent). Refuses, writing nothing, when the
-    warehouse holds a table, view or namespace already."""
+    warehouse holds a table, view or namespace already. The catalog's objects are written last:
+    an import cut short shows no table, and running it again finishes it."""
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise Conflict(f"Not an export of this catalog (expected format {FORMAT})")
     try:
@@ -66,6 +73,16 @@ def import_(ctx: Context, doc: dict[str, Any], warehouse: str) -> dict[str, int]
     for key, _ in objects:
         if not key.startswith(keys.CATALOG_PREFIX) or ".." in key.split("/") or key == warehouses.OWNED_MARKER:
             raise Conflict(f"The export names a key outside the catalog's own: {key[:200]!r}")
+    counts: dict[str, int] = {}
+    if copy_data:
+        from chalicelib.core import relocate
+
+        source = str(doc["warehouse"].get("bucket") or "")
+        if not source or source == bucket:
+            raise Conflict(f"--copy-data needs the source bucket to differ from {bucket!r}")
+        counts = relocate.copy_tables(ctx, source, bucket)
+        paths = relocate.Paths(source, bucket)
+        objects = [(k, _relocated(b, paths)) for k, b in objects]
 
     def write(item: tuple[str, str]) -> int:
         key, body = item
@@ -76,4 +93,14 @@ def import_(ctx: Context, doc: dict[str, Any], warehouse: str) -> dict[str, int]
             return 0  # there already (a retried import): kept as it is
 
     written = sum(parallel.map_counted(write, objects))
-    return {"objects": len(objects), "written": written}
+    return {"objects": len(objects), "written": written, **counts}
+
+
+def _relocated(body: str, paths: relocate.Paths) -> str:
+    from chalicelib.core import relocate
+
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return body
+    return json.dumps(relocate.rewrite_strings(doc, paths), separators=(",", ":"))
