@@ -214,3 +214,70 @@ def _readable(body: bytes, key: str) -> str:
     if body[:2] == b"\x1f\x8b":
         return gzip.decompress(body).decode("latin-1")
     return body.decode("latin-1")
+
+
+def test_copy_data_through_an_s3_that_fails_and_loses_answers(
+    catalog_url, http, s3, s3_endpoint, system_bucket, core, monkeypatch, request
+):
+    """With 20% of S3 calls failing before they are sent and 30% of conditional writes losing their
+    answers, `import --copy-data` still lands every file and object once, with the same bytes a
+    clean S3 gets, and the copy reads as the source does."""
+    import io
+    import re
+
+    import fastavro
+
+    from chalicelib.core import transfer
+    from chalicelib.core.context import Context
+    from chalicelib.settings import Settings
+    from chalicelib.storage import COUNTER
+    from tests.conftest import core_storage
+
+    src = f"wh-cpflt-{uuid.uuid4().hex[:8]}"
+    assert http.post(f"{catalog_url}/v1/warehouses", json={"name": src}).status_code == 200
+    cat = rest_catalog(catalog_url, src, s3_endpoint)
+    cat.create_namespace("n")
+    schema = pa.schema([("id", pa.int64())])
+    for t in range(3):
+        table = cat.create_table(f"n.t{t}", schema=schema)
+        for batch in range(3):
+            table.append(pa.table({"id": [t * 100 + batch * 10 + i for i in range(4)]}, schema=schema))
+    doc = transfer.export(core, src)
+
+    monkeypatch.setenv("CATALOG_FAULT_RATE", "0.2")
+    monkeypatch.setenv("CATALOG_FAULT_LOST_RATE", "0.3")
+    monkeypatch.setenv("CATALOG_FAULT_SEED", "28")
+    faulty = Context(
+        Settings(s3_endpoint_url=s3_endpoint, system_bucket=system_bucket), core_storage(request, system_bucket)[0]
+    )
+    names = [f"wh-cpflt-{kind}-{uuid.uuid4().hex[:8]}" for kind in ("a", "b")]
+    COUNTER.reset()
+    counts = transfer.import_(faulty, doc, names[0], copy_data=True)
+    assert COUNTER.events.get("S3Retries", 0) >= 5 and COUNTER.events.get("LostResponseResolved", 0) >= 3
+    monkeypatch.delenv("CATALOG_FAULT_RATE")
+    monkeypatch.delenv("CATALOG_FAULT_LOST_RATE")
+    clean = transfer.import_(core, doc, names[1], copy_data=True)
+    assert counts == clean and counts["written"] == counts["objects"]
+
+    def state(name: str) -> dict[str, str]:
+        """Each object as text, the bucket's name masked; a manifest list's lengths checked
+        against the manifests' sizes (their compressed bytes differ with the name), then masked."""
+        bucket = core.bucket_for(name)
+        bodies = {k: s3.get_object(Bucket=bucket, Key=k)["Body"].read() for k in keys_under(s3, bucket)}
+        out = {}
+        for key, body in bodies.items():
+            out[key] = _readable(body, key).replace(bucket, "BUCKET")
+            if "/snap-" in key:
+                for item in fastavro.reader(io.BytesIO(body)):
+                    assert item["manifest_length"] == len(bodies[item["manifest_path"].split("/", 3)[3]]), key
+                out[key] = re.sub(r"'manifest_length': \d+", "", out[key])
+        return out
+
+    faulted, expected = state(names[0]), state(names[1])
+    assert sorted(faulted) == sorted(expected)
+    differ = [k for k in expected if faulted[k] != expected[k] and not k.startswith(".catalog/audit/")]
+    assert differ == []
+    copy = rest_catalog(catalog_url, names[0], s3_endpoint, name="faulted")
+    for t in range(3):
+        assert copy.load_table(f"n.t{t}").scan().to_arrow().equals(cat.load_table(f"n.t{t}").scan().to_arrow())
+    assert [f for f in fsck.check(core, names[0]).findings if f.severity != fsck.LEFTOVER] == []
