@@ -66,8 +66,8 @@ class Storage(Protocol):
     def list_entries(
         self, bucket: str, prefix: str, start_after: str = "", max_keys: int = 1000
     ) -> Iterator[tuple[str, str]]: ...
-    def copy(self, src_bucket: str, src_key: str, bucket: str, key: str) -> None: ...
-    def size(self, bucket: str, key: str) -> int: ...
+    def copy(self, src_bucket: str, src_key: str, bucket: str, key: str, src_etag: str) -> None: ...
+    def copied_from(self, bucket: str, key: str) -> str: ...
     def delete(self, bucket: str, key: str) -> None: ...
     def delete_if_match(self, bucket: str, key: str, etag: str) -> None: ...
     def delete_many(self, bucket: str, keys: Iterable[str]) -> int: ...
@@ -75,6 +75,9 @@ class Storage(Protocol):
     def create_bucket(self, bucket: str) -> bool: ...
     def put_bucket_policy(self, bucket: str, policy: str) -> None: ...
     def delete_bucket(self, bucket: str) -> None: ...
+
+
+COPY_OF = "copy-of"  # user metadata of an object copy() wrote: the source's ETag
 
 
 class RequestCounter(threading.local):
@@ -318,15 +321,34 @@ class S3Storage:
             kwargs.pop("StartAfter", None)
             kwargs["ContinuationToken"] = resp["NextContinuationToken"]
 
-    def copy(self, src_bucket: str, src_key: str, bucket: str, key: str) -> None:
-        """A server-side copy (idempotent, so retried); over 5 GB in parts, as CopyObject cannot."""
-        from boto3.s3.transfer import TransferConfig
+    def copy(self, src_bucket: str, src_key: str, bucket: str, key: str, src_etag: str) -> None:
+        """A server-side copy of the source as it was planned (If-Match on its ETag; else
+        PreconditionFailed), marked with that ETag (`copy-of`) so a later run knows it. Idempotent,
+        so retried. Unconditional on the destination: LocalStack ignores If-None-Match on a copy
+        (the caller checks the key is free). Over 5 GB in parts, as CopyObject cannot."""
+        extra = {
+            "CopySourceIfMatch": src_etag,
+            "Metadata": {COPY_OF: src_etag.strip('"')},
+            "MetadataDirective": "REPLACE",
+        }
+        source = {"Bucket": src_bucket, "Key": src_key}
+        try:
+            self._call("copy_object", bucket, key, ATTEMPTS + 2, CopySource=source, Key=key, **extra)
+        except StorageUnavailable as exc:
+            if exc.code not in ("InvalidRequest", "EntityTooLarge"):  # what S3 answers over 5 GB
+                raise
+            from boto3.s3.transfer import TransferConfig
 
-        config = TransferConfig(multipart_threshold=5 * 1024**3, use_threads=False)
-        self._call("copy", bucket, key, CopySource={"Bucket": src_bucket, "Key": src_key}, Key=key, Config=config)
+            config = TransferConfig(multipart_threshold=5 * 1024**3, use_threads=False)
+            self._call("copy", bucket, key, CopySource=source, Key=key, ExtraArgs=extra, Config=config)
 
-    def size(self, bucket: str, key: str) -> int:
-        return int(self._call("head_object", bucket, key, Key=key)["ContentLength"])
+    def copied_from(self, bucket: str, key: str) -> str:
+        """The source ETag a copy() wrote into the key's metadata ('' for an object it did not write)."""
+        try:
+            head = self._call("head_object", bucket, key, 2 * ATTEMPTS, Key=key)
+        except ObjectNotFound:
+            return ""
+        return str(head.get("Metadata", {}).get(COPY_OF, ""))
 
     def delete(self, bucket: str, key: str) -> None:
         try:

@@ -246,6 +246,7 @@ def _transfer(a: argparse.Namespace) -> int:
     ctx = _core()
     from chalicelib.core import transfer
     from chalicelib.errors import CatalogError
+    from chalicelib.storage import StorageUnavailable
 
     try:
         if a.cmd == "export":
@@ -260,6 +261,6 @@ def _transfer(a: argparse.Namespace) -> int:
             doc = json.load(fh)
         print(json.dumps(transfer.import_(ctx, doc, a.warehouse, copy_data=a.copy_data)))
         return 0
-    except CatalogError as exc:
+    except (CatalogError, StorageUnavailable) as exc:
         print(f"catalog-admin: {exc}", file=sys.stderr)
         return 1

@@ -8,6 +8,7 @@ import json
 import uuid
 
 import pyarrow as pa
+import pytest
 
 from chalicelib.core import fsck
 from scripts import catalog_admin
@@ -281,3 +282,23 @@ def test_copy_data_through_an_s3_that_fails_and_loses_answers(
     for t in range(3):
         assert copy.load_table(f"n.t{t}").scan().to_arrow().equals(cat.load_table(f"n.t{t}").scan().to_arrow())
     assert [f for f in fsck.check(core, names[0]).findings if f.severity != fsck.LEFTOVER] == []
+
+
+def test_storage_copy_is_conditional_on_the_source(core, s3):
+    """The port's copy: refused (412) from a source changed since its ETag was read; a copy it made
+    is told from any other object by the source ETag it carries."""
+    from chalicelib.storage import PreconditionFailed
+
+    bucket = core.bucket_for(f"wh-cpport-{uuid.uuid4().hex[:8]}")
+    core.storage.create_bucket(bucket)
+    etag = s3.put_object(Bucket=bucket, Key="src/a", Body=b"one")["ETag"]
+    core.storage.copy(bucket, "src/a", bucket, "dst/a", etag)
+    assert s3.get_object(Bucket=bucket, Key="dst/a")["Body"].read() == b"one"
+    assert core.storage.copied_from(bucket, "dst/a") == etag.strip('"')
+    core.storage.copy(bucket, "src/a", bucket, "dst/a", etag)  # a retry of a copy that landed: fine
+    s3.put_object(Bucket=bucket, Key="dst/b", Body=b"not a copy")
+    assert core.storage.copied_from(bucket, "dst/b") == "" and core.storage.copied_from(bucket, "dst/none") == ""
+    s3.put_object(Bucket=bucket, Key="src/a", Body=b"two")
+    with pytest.raises(PreconditionFailed):
+        core.storage.copy(bucket, "src/a", bucket, "dst/c", etag)
+    assert "dst/c" not in keys_under(s3, bucket, "dst/")

@@ -21,13 +21,15 @@ refuses the copy, and one holding the same bytes (an earlier, interrupted run) i
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import io
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from chalicelib import keys
 from chalicelib.core import parallel
@@ -40,6 +42,8 @@ PATH_PROPERTIES = ("write.data.path", "write.metadata.path", "write.object-stora
 POSITION_PATH_FIELD = 2147483546  # the file_path column of position deletes (the spec's reserved id)
 PUFFIN_MAGIC = b"PFA1"
 POSITION_DELETES = 1
+_PARQUET_CODECS = ("SNAPPY", "GZIP", "ZSTD", "LZ4", "BROTLI", "NONE")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -61,9 +65,15 @@ class Paths:
                 return value[len(scheme) + len(self.src) + 1 :]
         return None
 
-    def truncated(self, value: str) -> bool:
-        """A bound cut inside the bucket's name: it cannot be mapped, only dropped."""
-        return any((scheme + self.src + "/").startswith(value) for scheme in SCHEMES)
+    def within(self, text: str) -> str:
+        """Every mention of the source bucket inside a catalog object's string (lists of prefixes
+        such as `allowed-locations` included) made a mention of the destination."""
+        return _mention(self.src).sub(lambda m: m.group(1) + self.dst, text) if self.src in text else text
+
+
+@functools.cache
+def _mention(bucket: str) -> re.Pattern[str]:
+    return re.compile(r"(s3[an]?://)" + re.escape(bucket) + r"(?=[/,\s\"]|$)")
 
 
 @dataclass
@@ -143,23 +153,34 @@ def write_avro(avro: AvroFile, change: Callable[[dict[str, Any]], None]) -> byte
     return out.getvalue()
 
 
-def _bounds(bounds: list[dict[str, Any]] | None, paths: Paths) -> list[dict[str, Any]] | None:
-    if bounds is None:
-        return None
-    out = []
-    for pair in bounds:
-        if pair["key"] == POSITION_PATH_FIELD:
-            text = pair["value"].decode("utf-8", "replace")
-            if paths.truncated(text):
-                continue  # no bound is always safe: it only prunes less
-            pair = {**pair, "value": paths.map(text).encode()}
-        out.append(pair)
-    return out
+def _path_bounds(data: dict[str, Any]) -> list[bytes]:
+    return [
+        pair["value"]
+        for kind in ("lower_bounds", "upper_bounds")
+        for pair in data.get(kind) or []
+        if pair["key"] == POSITION_PATH_FIELD
+    ]
+
+
+def _map_path_bounds(data: dict[str, Any], paths: Paths) -> None:
+    """A position-delete file's path bounds move with it when both lie inside the source bucket
+    (one prefix swapped for another keeps their order). Otherwise, a bound cut short or raised
+    past the bucket's name, or a range that straddles it, both go: no bound only prunes less."""
+    found = _path_bounds(data)
+    inside = all(paths.key(v.decode("utf-8", "replace")) is not None for v in found)
+    for kind in ("lower_bounds", "upper_bounds"):
+        if data.get(kind) is None:
+            continue
+        data[kind] = [
+            {**pair, "value": paths.map(pair["value"].decode()).encode()}
+            if pair["key"] == POSITION_PATH_FIELD
+            else pair
+            for pair in data[kind]
+            if pair["key"] != POSITION_PATH_FIELD or inside
+        ]
 
 
 def rewrite_manifest(avro: AvroFile, paths: Paths, sizes: dict[str, int]) -> bytes:
-    deletes = avro.metadata.get("content") == "deletes"
-
     def change(entry: dict[str, Any]) -> None:
         data = entry["data_file"]
         old = data["file_path"]
@@ -167,11 +188,12 @@ def rewrite_manifest(avro: AvroFile, paths: Paths, sizes: dict[str, int]) -> byt
         if data.get("referenced_data_file"):
             data["referenced_data_file"] = paths.map(data["referenced_data_file"])
         key = paths.key(old)
-        if key in sizes:
+        if key in sizes:  # a delete file rewritten here: its size and row groups changed
             data["file_size_in_bytes"] = sizes[key]
-        if deletes:
-            data["lower_bounds"] = _bounds(data.get("lower_bounds"), paths)
-            data["upper_bounds"] = _bounds(data.get("upper_bounds"), paths)
+            if "split_offsets" in data:
+                data["split_offsets"] = None
+        if data.get("content") == POSITION_DELETES and key is not None:
+            _map_path_bounds(data, paths)
 
     return write_avro(avro, change)
 
@@ -198,12 +220,15 @@ def rewrite_deletes(body: bytes, file_format: str, paths: Paths) -> bytes:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pq.read_table(io.BytesIO(body))
+        parquet = pq.ParquetFile(io.BytesIO(body))
+        codec = parquet.metadata.row_group(0).column(0).compression if parquet.metadata.num_row_groups else "NONE"
+        table = parquet.read()
         at = table.schema.get_field_index("file_path")
         mapped = [paths.map(v) for v in table.column(at).to_pylist()]
         table = table.set_column(at, table.schema.field(at), pa.array(mapped, table.schema.field(at).type))
         out = io.BytesIO()
-        pq.write_table(table, out, compression="zstd")
+        codec = {"UNCOMPRESSED": "NONE", "LZ4_RAW": "LZ4"}.get(codec, codec)
+        pq.write_table(table, out, compression=codec.lower() if codec in _PARQUET_CODECS else "zstd")
         return out.getvalue()
     raise Conflict(f"A {file_format} position-delete file cannot be rewritten; copy it with the engine instead")
 
@@ -216,8 +241,12 @@ def _rewrite_puffin(body: bytes, paths: Paths) -> bytes:
     flags = body[end - 8 : end - 4]
     length = int.from_bytes(body[end - 12 : end - 8], "little")
     start = end - 12 - length - 4
-    if flags[0] & 1:
-        raise Conflict("A deletion-vector file has a compressed footer, which this copy cannot rewrite")
+    if start < 4 or body[start : start + 4] != PUFFIN_MAGIC:
+        raise Conflict("A deletion-vector file's Puffin footer is damaged")
+    if flags != b"\x00\x00\x00\x00":
+        raise Conflict(
+            "A deletion-vector file has a compressed footer (or unknown flags), which this copy cannot rewrite"
+        )
     footer = json.loads(body[start + 4 : start + 4 + length])
     for blob in footer.get("blobs", []):
         props = blob.get("properties") or {}
@@ -228,6 +257,16 @@ def _rewrite_puffin(body: bytes, paths: Paths) -> bytes:
 
 
 # ---- the plan and the copy -------------------------------------------------------------------
+
+
+def _parsed(paths: Paths, key: str, fn: Callable[[], T]) -> T:
+    """fn's result, or a Conflict naming the file it could not read (no traceback for a bad file)."""
+    try:
+        return fn()
+    except Conflict:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a damaged file or an Avro codec fastavro lacks
+        raise Conflict(f"Cannot rewrite s3://{paths.src}/{key}: {type(exc).__name__}: {exc}"[:500]) from None
 
 
 def plan(ctx: Context, paths: Paths) -> tuple[Plan, dict[str, str]]:
@@ -245,40 +284,61 @@ def plan(ctx: Context, paths: Paths) -> tuple[Plan, dict[str, str]]:
     docs: dict[str, dict[str, Any]] = {}
     for key, body in metas.items():
         try:
-            docs[key] = json.loads(gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body)
-        except ValueError:
+            doc = json.loads(gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body)
+        except (ValueError, EOFError, OSError):
             continue  # not Iceberg's: copied as it is
+        if isinstance(doc, dict) and ("format-version" in doc or "view-uuid" in doc):
+            docs[key] = doc
     lists, manifests = set(), set()
-    for doc in docs.values():
-        more_lists, more_manifests = referenced_lists(doc)
+    for key, doc in docs.items():
+        more_lists, more_manifests = _parsed(paths, key, lambda d=doc: referenced_lists(d))
         lists |= more_lists
         manifests |= more_manifests
     list_files = _avro_files(lists, paths, source, get)
-    for avro in list_files.values():
-        manifests.update(item["manifest_path"] for item in avro.records)
+    for key, avro in list_files.items():
+        manifests.update(_parsed(paths, key, lambda a=avro: [str(i["manifest_path"]) for i in a.records]))
     manifest_files = _avro_files(manifests, paths, source, get)
 
     delete_formats: dict[str, str] = {}
-    for avro in manifest_files.values():
-        for entry in avro.records:
-            data = entry["data_file"]
-            key = paths.key(data["file_path"])
-            if data.get("content") == POSITION_DELETES and key in source:
-                delete_formats[key] = str(data["file_format"]).upper()
+    for key, avro in manifest_files.items():
+        _parsed(paths, key, lambda a=avro: _deletes_of(a, paths, source, delete_formats))
     bodies = dict(zip(*_fetch(list(delete_formats), get), strict=True))
     for key, fmt in delete_formats.items():
         if bodies.get(key) is not None:
-            out.rewritten[key] = rewrite_deletes(bodies[key], fmt, paths)
+            out.rewritten[key] = _parsed(paths, key, lambda b=bodies[key], f=fmt: rewrite_deletes(b, f, paths))
     sizes = {k: len(b) for k, b in out.rewritten.items()}
     for key, avro in manifest_files.items():
-        out.rewritten[key] = rewrite_manifest(avro, paths, sizes)
+        out.rewritten[key] = _parsed(paths, key, lambda a=avro: rewrite_manifest(a, paths, sizes))
     sizes = {k: len(out.rewritten[k]) for k in manifest_files}
     for key, avro in list_files.items():
-        out.rewritten[key] = rewrite_list(avro, paths, sizes)
+        out.rewritten[key] = _parsed(paths, key, lambda a=avro: rewrite_list(a, paths, sizes))
     for key in docs:
-        out.rewritten[key] = rewrite_metadata(metas[key], paths)
+        out.rewritten[key] = _parsed(paths, key, lambda k=key: rewrite_metadata(metas[k], paths))
     out.copied = [k for k in source if k not in out.rewritten]
     return out, source
+
+
+def _deletes_of(avro: AvroFile, paths: Paths, source: dict[str, str], formats: dict[str, str]) -> None:
+    """The position-delete files a manifest names: inside the bucket, to rewrite; outside it, a file
+    this copy cannot rewrite, refused unless it provably names no file that moves."""
+    for entry in avro.records:
+        data = entry["data_file"]
+        if data.get("content") != POSITION_DELETES:
+            continue
+        key = paths.key(data["file_path"])
+        if key is not None:
+            if key in source:
+                formats[key] = str(data["file_format"]).upper()
+            continue
+        named = [data["referenced_data_file"]] if data.get("referenced_data_file") else []
+        bounds = [v.decode("utf-8", "replace") for v in _path_bounds(data)]
+        if not named and len(bounds) == 2 and bounds[0] == bounds[1]:
+            named = bounds[:1]
+        if not named or any(paths.key(p) is not None for p in named):
+            raise Conflict(
+                f"The position-delete file {data['file_path']} lies outside bucket {paths.src!r} and may name "
+                "files this copy moves; rewrite the table's deletes into the warehouse first"
+            )
 
 
 def _fetch(key_list: list[str], get: Callable[[str], bytes | None]) -> tuple[list[str], list[bytes | None]]:
@@ -289,7 +349,8 @@ def _avro_files(
     named: set[str], paths: Paths, source: dict[str, str], get: Callable[[str], bytes | None]
 ) -> dict[str, AvroFile]:
     wanted = sorted({k for k in (paths.key(p) for p in named) if k is not None and k in source})
-    return {k: read_avro(b) for k, b in zip(*_fetch(wanted, get), strict=True) if b is not None}
+    fetched = zip(*_fetch(wanted, get), strict=True)
+    return {k: _parsed(paths, k, lambda b=b: read_avro(b)) for k, b in fetched if b is not None}
 
 
 def copy_tables(ctx: Context, src_bucket: str, dst_bucket: str) -> dict[str, int]:
@@ -297,24 +358,21 @@ def copy_tables(ctx: Context, src_bucket: str, dst_bucket: str) -> dict[str, int
     paths = Paths(src_bucket, dst_bucket)
     try:
         todo, source = plan(ctx, paths)
+        present = {k: e for k, e in ctx.storage.list_entries(dst_bucket, "") if not k.startswith(keys.CATALOG_PREFIX)}
+        done, clash = _already_there(ctx, paths, todo, source, present)
     except (BucketNotFound, StorageUnavailable) as exc:
-        raise Conflict(f"Cannot read the source bucket {src_bucket!r} to copy its tables: {exc}") from None
-    present = {k: e for k, e in ctx.storage.list_entries(dst_bucket, "") if not k.startswith(keys.CATALOG_PREFIX)}
-    done, clash = set(), []
-    for key, body in todo.rewritten.items():
-        if key in present:
-            (done.add(key) if present[key].strip('"') == hashlib.md5(body).hexdigest() else clash.append(key))
-    for key in todo.copied:
-        if key in present:
-            same = present[key] == source[key]
-            if not same and "-" in source[key]:  # a multipart ETag is no checksum: compare sizes
-                same = ctx.storage.size(dst_bucket, key) == ctx.storage.size(src_bucket, key)
-            (done.add(key) if same else clash.append(key))
+        raise Conflict(f"Cannot read bucket {src_bucket!r} or {dst_bucket!r} to copy tables: {exc}") from None
     if clash:
         raise Conflict(
             f"Bucket {dst_bucket!r} holds {len(clash)} other object(s) where table files would go "
             f"(e.g. {', '.join(sorted(clash)[:3])}): nothing was copied"
         )
+
+    def copy(key: str) -> None:
+        try:
+            ctx.storage.copy(src_bucket, key, dst_bucket, key, source[key])
+        except PreconditionFailed:  # (an answer lost after the copy landed is settled by the port)
+            raise Conflict(f"s3://{src_bucket}/{key} changed, or its destination was taken, since the plan") from None
 
     def put(item: tuple[str, bytes]) -> None:
         try:
@@ -323,17 +381,43 @@ def copy_tables(ctx: Context, src_bucket: str, dst_bucket: str) -> dict[str, int
             if ctx.storage.get(dst_bucket, item[0]).body != item[1]:
                 raise Conflict(f"s3://{dst_bucket}/{item[0]} was written by someone else during the copy") from None
 
-    parallel.map_counted(
-        lambda k: ctx.storage.copy(src_bucket, k, dst_bucket, k), [k for k in todo.copied if k not in done]
-    )
-    parallel.map_counted(put, [(k, b) for k, b in todo.rewritten.items() if k not in done])
+    try:
+        parallel.map_counted(copy, [k for k in todo.copied if k not in done])
+        parallel.map_counted(put, [(k, b) for k, b in todo.rewritten.items() if k not in done])
+    except (ObjectNotFound, StorageUnavailable) as exc:
+        raise Conflict(f"The copy stopped ({exc}); run the import again to finish it") from None
     return {"files-copied": len(todo.copied), "files-rewritten": len(todo.rewritten), "files-already-there": len(done)}
 
 
+def _already_there(
+    ctx: Context, paths: Paths, todo: Plan, source: dict[str, str], present: dict[str, str]
+) -> tuple[set[str], list[str]]:
+    """Destination keys holding what the plan would write (an earlier run's), and those holding
+    anything else. A rewritten file is compared by its bytes, a copy by the source ETag it carries."""
+    done, clash = set(), []
+    for key, body in todo.rewritten.items():
+        if key in present:
+            same = present[key].strip('"') == hashlib.md5(body).hexdigest()  # noqa: S324 - S3's ETag
+            same = same or ctx.storage.get(paths.dst, key).body == body  # an ETag that is no MD5 (SSE-KMS)
+            if same:
+                done.add(key)
+            else:
+                clash.append(key)
+    for key in todo.copied:
+        if key in present:
+            same = present[key] == source[key] or ctx.storage.copied_from(paths.dst, key) == source[key].strip('"')
+            if same:
+                done.add(key)
+            else:
+                clash.append(key)
+    return done, clash
+
+
 def rewrite_strings(value: Any, paths: Paths) -> Any:
-    """Every string inside a catalog object (pointers, trash, audit, Glue entries) that names the source bucket."""
+    """A catalog object's strings (pointers, trash, audit, Glue entries, properties) with every
+    mention of the source bucket made one of the destination."""
     if isinstance(value, str):
-        return paths.map(value)
+        return paths.within(value)
     if isinstance(value, list):
         return [rewrite_strings(v, paths) for v in value]
     if isinstance(value, dict):

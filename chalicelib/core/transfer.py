@@ -60,11 +60,21 @@ def import_(ctx: Context, doc: dict[str, Any], warehouse: str, copy_data: bool =
     an import cut short shows no table, and running it again finishes it."""
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise Conflict(f"Not an export of this catalog (expected format {FORMAT})")
+    bucket = ctx.bucket_for(warehouse)
+    properties = dict(doc["warehouse"].get("properties") or {})
+    paths = None
+    if copy_data:
+        from chalicelib.core import relocate
+
+        source = str(doc["warehouse"].get("bucket") or "")
+        if not source or source == bucket:
+            raise Conflict(f"--copy-data needs the source bucket to differ from {bucket!r}")
+        paths = relocate.Paths(source, bucket)
+        properties = relocate.rewrite_strings(properties, paths)  # allowed-locations follow the files
     try:
         warehouses.get(ctx, warehouse)
     except warehouses.WarehouseNotFound:
-        warehouses.create(ctx, warehouse, False, dict(doc["warehouse"].get("properties") or {}))
-    bucket = ctx.bucket_for(warehouse)
+        warehouses.create(ctx, warehouse, False, properties)
     for prefix in (keys.TABLES_PREFIX, keys.NS_PREFIX, keys.HIVE_PREFIX):
         found = next(iter(ctx.storage.list_keys(bucket, prefix)), None)
         if found is not None:
@@ -74,14 +84,8 @@ def import_(ctx: Context, doc: dict[str, Any], warehouse: str, copy_data: bool =
         if not key.startswith(keys.CATALOG_PREFIX) or ".." in key.split("/") or key == warehouses.OWNED_MARKER:
             raise Conflict(f"The export names a key outside the catalog's own: {key[:200]!r}")
     counts: dict[str, int] = {}
-    if copy_data:
-        from chalicelib.core import relocate
-
-        source = str(doc["warehouse"].get("bucket") or "")
-        if not source or source == bucket:
-            raise Conflict(f"--copy-data needs the source bucket to differ from {bucket!r}")
-        counts = relocate.copy_tables(ctx, source, bucket)
-        paths = relocate.Paths(source, bucket)
+    if paths is not None:
+        counts = relocate.copy_tables(ctx, paths.src, paths.dst)
         objects = [(k, _relocated(b, paths)) for k, b in objects]
 
     def write(item: tuple[str, str]) -> int:
