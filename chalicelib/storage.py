@@ -337,10 +337,14 @@ class S3Storage:
         except StorageUnavailable as exc:
             if exc.code not in ("InvalidRequest", "EntityTooLarge"):  # what S3 answers over 5 GB
                 raise
+            from boto3.s3.inject import copy as managed_copy  # boto3's managed copy, on a botocore client
             from boto3.s3.transfer import TransferConfig
 
             config = TransferConfig(multipart_threshold=5 * 1024**3, use_threads=False)
-            self._call("copy", bucket, key, CopySource=source, Key=key, ExtraArgs=extra, Config=config)
+            try:
+                managed_copy(self._s3, CopySource=source, Bucket=bucket, Key=key, ExtraArgs=extra, Config=config)
+            except Exception as failed:  # noqa: BLE001 - the port's exception for it
+                raise self._final(failed, bucket, key) from None
 
     def copied_from(self, bucket: str, key: str) -> str:
         """The source ETag a copy() wrote into the key's metadata ('' for an object it did not write)."""
@@ -426,8 +430,9 @@ class S3Storage:
 
 
 def s3_client(endpoint_url: str | None, region: str) -> Any:
-    import boto3
     from botocore.config import Config
+
+    from chalicelib import aws
 
     cfg = Config(
         region_name=region,
@@ -437,7 +442,7 @@ def s3_client(endpoint_url: str | None, region: str) -> Any:
         max_pool_connections=64,
         s3={"addressing_style": "path"} if endpoint_url else {},
     )
-    client = boto3.session.Session().client("s3", endpoint_url=endpoint_url, config=cfg)
+    client = aws.client("s3", endpoint_url=endpoint_url, config=cfg)
     # The catalog never reads a timestamp botocore parses (LastModified, ...).
     client._endpoint._response_parser_factory.set_parser_defaults(timestamp_parser=str)
     client.meta.events.register("before-parse.s3.ListObjectsV2", _fast_listing)

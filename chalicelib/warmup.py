@@ -8,6 +8,12 @@ instead of in its first request.
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
+
+log = logging.getLogger("catalog.warmup")
+
 _SAMPLE = {
     "table-changes": [
         {
@@ -17,6 +23,26 @@ _SAMPLE = {
         }
     ]
 }
+
+
+def every_function() -> None:
+    """In a Lambda init: the S3 client and the root credentials (every request needs both; the
+    secret's read waits on the network) built in a thread while the handler's modules import.
+    Under SnapStart they are in the snapshot; botocore refreshes the function's own credentials.
+    Elsewhere (in-process tests, the local server) they are built on first use."""
+    if os.environ.get("AWS_LAMBDA_RUNTIME_API"):
+        threading.Thread(target=_shared, name="warmup", daemon=True).start()
+
+
+def _shared() -> None:
+    try:
+        from chalicelib.auth.identities import root_credentials
+        from chalicelib.core.context import get_context
+
+        get_context()
+        root_credentials()
+    except Exception:  # noqa: BLE001 - the first request meets the same failure and answers it
+        log.warning("init warm-up failed; the first request will retry", exc_info=True)
 
 
 def transactions() -> None:

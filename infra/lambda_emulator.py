@@ -573,6 +573,15 @@ class Emulator:
     def stats(self) -> dict[str, dict[str, Any]]:
         return {fn: dict(p.stats, instances=len(p.instances)) for fn, p in self.pools.items() if p.stats["invocations"]}
 
+    def recycle(self) -> None:
+        """End every idle instance, as Lambda does after a quiet spell: the next request is cold."""
+        for pool in self.pools.values():
+            with pool.cond:
+                idle = [i for i in pool.instances if not i.busy]
+                pool.instances = [i for i in pool.instances if i.busy]
+            for instance in idle:
+                instance.stop()
+
     def stop(self) -> None:
         self.server.shutdown()
         for pool in self.pools.values():

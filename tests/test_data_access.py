@@ -495,6 +495,7 @@ def test_signatures_are_accepted_by_an_s3_that_verifies_them(monkeypatch):
     from moto import settings as moto_settings
     from moto.server import ThreadedMotoServer
 
+    from chalicelib import aws
     from chalicelib.core import signer
     from scripts import local_s3
     from tests.conftest import REGION
@@ -518,6 +519,7 @@ def test_signatures_are_accepted_by_an_s3_that_verifies_them(monkeypatch):
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
         monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
         monkeypatch.setattr(signer, "_credentials", None)
+        aws.reset()  # the process's session resolved its credentials before these were set
         monkeypatch.setattr(moto_settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)
         url = f"{endpoint}/wh-signed/ns/t/data/a.parquet"
         client_headers = {"User-Agent": ["aiobotocore/3.10.0"], "Range": ["bytes=0-3"]}
@@ -536,6 +538,7 @@ def test_signatures_are_accepted_by_an_s3_that_verifies_them(monkeypatch):
     finally:
         moto_settings.INITIAL_NO_AUTH_ACTION_COUNT = float("inf")
         server.stop()
+        aws.reset()  # later tests resolve their own credentials
 
 
 def test_bearer_token_client_signs_with_its_own_token(keyless_url, lake):

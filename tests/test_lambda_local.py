@@ -5,6 +5,7 @@ and a read-only file system outside /tmp."""
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 import uuid
@@ -73,6 +74,33 @@ def wh(lam: Any, http: requests.Session) -> str:
     resp = http.post(f"{lam.url}/_iceberg/v1/warehouses", json={"name": name, "properties": props})
     assert resp.status_code == 200, resp.text
     return name
+
+
+def test_the_package_is_cut_for_cold_starts(package, lam, wh, http):
+    """botocore's models of the services no function calls are gone (endpoints too), every module
+    has bytecode Python uses without checking sources (their zip timestamps are not the sources'),
+    and a cold instance starts from that package and answers."""
+    import importlib.util
+
+    with zipfile.ZipFile(package / "deployment.zip") as z:
+        names = z.namelist()
+        endpoints = json.loads(z.read("botocore/data/endpoints.json"))
+        pyc = z.read(f"chalicelib/__pycache__/storage.{sys.implementation.cache_tag}.pyc")
+    services = {n.split("/")[2] for n in names if n.startswith("botocore/data/") and n.count("/") > 2}
+    assert services == set(build_template.BOTOCORE_SERVICES)
+    assert {k for p in endpoints["partitions"] for k in p["services"]} <= set(build_template.BOTOCORE_SERVICES)
+    assert pyc[:4] == importlib.util.MAGIC_NUMBER and int.from_bytes(pyc[4:8], "little") == 0b01  # hash, unchecked
+    sources = [n for n in names if n.endswith(".py") and n.startswith(("chalicelib/", "botocore/", "pyiceberg/"))]
+    compiled = {n for n in names if n.endswith(".pyc")}
+    missing = [
+        n
+        for n in sources
+        if f"{n.rsplit('/', 1)[0]}/__pycache__/{n.rsplit('/', 1)[1][:-3]}.{sys.implementation.cache_tag}.pyc"
+        not in compiled
+    ]
+    assert missing == []
+    lam.recycle()
+    assert http.get(f"{lam.url}/_iceberg/v1/{wh}/namespaces").status_code == 200  # a cold instance
 
 
 def test_pyiceberg_scenario_through_the_zip(lam, wh, s3, s3_endpoint):

@@ -44,21 +44,29 @@ class Principal:
 
 
 _root_from_secret: tuple[str, str] | None = None
+_root_lock = threading.Lock()
 
 
 def root_credentials() -> tuple[str, str] | None:
     """From CATALOG_ROOT_ACCESS_KEY/SECRET_KEY, or (deployments) a Secrets Manager secret named by
     CATALOG_ROOT_CREDENTIALS_SECRET holding {"access_key_id", "secret_access_key"}, read once."""
-    global _root_from_secret
     key, secret = os.environ.get("CATALOG_ROOT_ACCESS_KEY"), os.environ.get("CATALOG_ROOT_SECRET_KEY")
     if key and secret:
         return key, secret
     secret_id = os.environ.get("CATALOG_ROOT_CREDENTIALS_SECRET")
-    if secret_id and _root_from_secret is None:
-        import boto3
+    if not secret_id or _root_from_secret is not None:
+        return _root_from_secret
+    with _root_lock:  # the init's warm-up may be reading it already
+        return _read_root_secret(secret_id)
+
+
+def _read_root_secret(secret_id: str) -> tuple[str, str] | None:
+    global _root_from_secret
+    if _root_from_secret is None:
+        from chalicelib import aws
 
         try:
-            doc = json.loads(boto3.client("secretsmanager").get_secret_value(SecretId=secret_id)["SecretString"])
+            doc = json.loads(aws.client("secretsmanager").get_secret_value(SecretId=secret_id)["SecretString"])
             _root_from_secret = (doc["access_key_id"], doc["secret_access_key"])
         except Exception:  # noqa: BLE001 - an unreachable or misconfigured secret is an outage, not a 500
             log.exception("could not read the root credentials secret")

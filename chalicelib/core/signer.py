@@ -21,9 +21,9 @@ def catalog_credentials() -> Any:
     global _credentials
     with _lock:
         if _credentials is None:
-            import boto3
+            from chalicelib import aws
 
-            _credentials = boto3.session.Session().get_credentials()
+            _credentials = aws.credentials()
         if _credentials is None:
             from chalicelib.errors import ServiceUnavailable
 

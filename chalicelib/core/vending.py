@@ -69,13 +69,12 @@ def _assume(settings: Settings, grant: Grant, principal: str) -> Credentials:
     with _lock:
         sts = _clients.get("sts")
         if sts is None:
-            import boto3
             from botocore.config import Config
 
+            from chalicelib import aws
+
             cfg = Config(connect_timeout=2, read_timeout=5, retries={"max_attempts": 3, "mode": "standard"})
-            sts = boto3.session.Session().client(
-                "sts", endpoint_url=settings.sts_endpoint_url, region_name=settings.region, config=cfg
-            )
+            sts = aws.client("sts", endpoint_url=settings.sts_endpoint_url, region_name=settings.region, config=cfg)
             _clients["sts"] = sts
     try:
         out = sts.assume_role(
