@@ -1,9 +1,11 @@
 """Benchmark: the built package under the local Lambda runtime (infra/lambda_emulator.py).
 
 Run: .venv/bin/python bench/bench_lambda.py   (builds the package, starts its own LocalStack)
-For each function: init duration of a cold instance (process start to its first Runtime API call),
-the first request's latency as a client sees it, and warm latency through the front door; then a
-warm load and commit beside the same calls on the development server. It asserts nothing.
+For each operation: a request that starts a new instance (every instance ended first), as its client
+waits for it, init included (median of BENCH_COLD_RUNS), the init duration alone (process start to
+its first Runtime API call), then warm latency through the front door; then a warm load and commit
+beside the same calls on the development server. BENCH_PYTHON=3.12 (or 3.13) builds the package and
+runs the runtime on that Python, where this machine has it. It asserts nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +31,27 @@ import lambda_emulator  # noqa: E402
 
 N = int(os.environ.get("BENCH_N", "50"))
 COLD_RUNS = int(os.environ.get("BENCH_COLD_RUNS", "5"))
+PYTHON = os.environ.get("BENCH_PYTHON", "3.11")  # the runtime's Python: 3.12 and 3.13 where installed
+
+
+def _runtime(python: str) -> Path | None:
+    """The emulator's Lambda runtime for that Python: `make lambda-runtime` for 3.11, else a venv
+    made here from a Python of that version on this machine."""
+    if python == "3.11":
+        return None
+    interpreter = build_template._interpreter(python)
+    if interpreter is None:
+        raise SystemExit(f"no Python {python} on this machine")
+    venv = ROOT / ".cache" / f"lambda-runtime-{python}"
+    if not (venv / "bin" / "python").exists():
+        import subprocess
+
+        subprocess.run([interpreter, "-m", "venv", str(venv)], check=True)
+        pip = [str(venv / "bin" / "pip"), "install", "-q", "--no-deps", "-r", str(ROOT / "requirements-lambda.txt")]
+        subprocess.run(pip, check=True)
+    return venv / "bin" / "python"
+
+
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 
 
@@ -73,7 +96,8 @@ def timed(http: Any, method: str, url: str, body: Any) -> float:
 
 def main() -> None:
     work = Path(tempfile.mkdtemp())
-    build = build_template.build(work / "build").parent
+    build = build_template.build(work / "build", PYTHON).parent
+    runtime = _runtime(PYTHON)
     with benchutil.stack() as stack:
         import boto3
 
@@ -96,7 +120,9 @@ def main() -> None:
             "AWS_SECRET_ACCESS_KEY": "test",
         }
         params = {"SystemBucketName": system, "BucketPrefix": "bench-", "RootCredentialsSecretArn": arn}
-        emulator = lambda_emulator.Emulator(build, work / "lambda", overrides, params, max_instances=2)
+        emulator = lambda_emulator.Emulator(
+            build, work / "lambda", overrides, params, max_instances=2, runtime_python=runtime
+        )
         http = catalog_admin.session(stack.key, stack.secret)
         base = f"{emulator.url}/_iceberg"
         wh = f"b{uuid.uuid4().hex[:8]}"
@@ -114,10 +140,8 @@ def main() -> None:
             rows.append(
                 (op, fn, statistics.median(inits), statistics.median(cold), statistics.median(warm), pct(warm, 0.95))
             )
-        print("\nthe built package under awslambdaric, local HTTP API front door; cold = a request that")
-        print(
-            f"starts an instance, as its client waits for it (init included), median of {COLD_RUNS}; warm: {N} requests"
-        )
+        print(f"\nthe built package (Python {PYTHON}) under awslambdaric, local HTTP API front door; cold = a request")
+        print(f"that starts an instance, as its client waits for it (init included), median of {COLD_RUNS}; warm: {N}")
         print(f"{'operation':16} {'function':22} {'init ms':>8} {'cold ms':>8} {'warm p50':>9} {'warm p95':>9}")
         for op, fn, init, cold_ms, p50, p95 in rows:
             print(f"{op:16} {fn:22} {init:8.0f} {cold_ms:8.0f} {p50:9.1f} {p95:9.1f}")

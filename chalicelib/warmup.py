@@ -28,10 +28,26 @@ _SAMPLE = {
 def every_function() -> None:
     """In a Lambda init: the S3 client and the root credentials (every request needs both; the
     secret's read waits on the network) built in a thread while the handler's modules import.
-    Under SnapStart they are in the snapshot; botocore refreshes the function's own credentials.
+    Under SnapStart they are built before the snapshot; botocore refreshes the function's own
+    credentials after a restore, and a pooled connection found dead is opened again.
     Elsewhere (in-process tests, the local server) they are built on first use."""
-    if os.environ.get("AWS_LAMBDA_RUNTIME_API"):
+    if os.environ.get("AWS_LAMBDA_INITIALIZATION_TYPE") == "snap-start":
+        _shared()  # before the snapshot, whole: a thread caught mid-request would be restored so
+        _after_restore()
+    elif os.environ.get("AWS_LAMBDA_RUNTIME_API"):
         threading.Thread(target=_shared, name="warmup", daemon=True).start()
+
+
+def _after_restore() -> None:
+    """Every instance restored from one snapshot starts with the same random state: reseed it, or
+    their back-off jitter would move in step (the runtime's hook module exists only there)."""
+    try:
+        import random
+
+        from snapshot_restore_py import register_after_restore  # type: ignore[import-not-found]
+    except ImportError:
+        return
+    register_after_restore(random.seed)
 
 
 def _shared() -> None:

@@ -1,6 +1,10 @@
 """Build the deployment: `chalice package` with a merged template, then drop Chalice's REST API.
 
-    AWS_DEFAULT_REGION=us-east-1 .venv/bin/python infra/build_template.py [out_dir]   # default infra/build
+    AWS_DEFAULT_REGION=us-east-1 .venv/bin/python infra/build_template.py [out_dir] [--python 3.12] [--arch arm64]
+
+The Python version and the architecture are the package's (its native wheels are built for them),
+so they are build options, not template parameters; memory, and SnapStart (Python 3.12 and later),
+are parameters.
 
 Result (out_dir/template.json + deployment.zip): one Lambda function per route group behind one
 HTTP API (payload 2.0), an optional all-in-one function with a Function URL, the system bucket,
@@ -519,7 +523,9 @@ def tidy(template: dict[str, Any]) -> dict[str, Any]:
     return template
 
 
-def build(out_dir: Path) -> Path:
+def build(out_dir: Path, python: str = "3.11", arch: str = "x86_64") -> Path:
+    if python not in PYTHONS or arch not in ARCHES:
+        raise ValueError(f"a build targets Python {'/'.join(PYTHONS)} on {' or '.join(ARCHES)}")
     out_dir.mkdir(parents=True, exist_ok=True)
     merge = out_dir / "merge.json"
     merge.write_text(json.dumps(merge_template(), indent=1))
@@ -543,25 +549,93 @@ def build(out_dir: Path) -> Path:
         env=env,
         cwd=ROOT,
     )
-    template = tidy(json.loads((pkg / "sam.json").read_text()))
+    template = target(tidy(json.loads((pkg / "sam.json").read_text())), python, arch)
     (out_dir / "template.json").write_text(json.dumps(template, indent=1))
-    optimize_package(pkg / "deployment.zip", out_dir / "deployment.zip")
+    optimize_package(pkg / "deployment.zip", out_dir / "deployment.zip", python, arch)
     return out_dir / "template.json"
+
+
+PYTHONS = ("3.11", "3.12", "3.13")
+ARCHES = ("x86_64", "arm64")
+SNAPSTART_PYTHONS = ("3.12", "3.13")  # Lambda SnapStart for Python starts at 3.12
+ALIAS = "live"
+
+
+def target(template: dict[str, Any], python: str, arch: str) -> dict[str, Any]:
+    """Every function on the build's runtime and architecture. From Python 3.12 on, the template
+    also offers SnapStart (`EnableSnapStart`): each function publishes a version behind the alias
+    `live`, which the HTTP API and the Function URL invoke, as SnapStart restores only versions."""
+    res = template["Resources"]
+    functions = [k for k, v in res.items() if v.get("Type") == "AWS::Serverless::Function"]
+    for name in functions:
+        props = res[name]["Properties"]
+        props["Runtime"] = f"python{python}"
+        props["Architectures"] = [arch]
+    if python not in SNAPSTART_PYTHONS:
+        return template
+    template["Parameters"]["EnableSnapStart"] = {
+        "Type": "String",
+        "Default": "false",
+        "AllowedValues": ["true", "false"],
+        "Description": "restore functions from a snapshot taken after init (published versions, alias live)",
+    }
+    template["Conditions"]["WithSnapStart"] = {"Fn::Equals": [{"Ref": "EnableSnapStart"}, "true"]}
+    for name in functions:
+        props = res[name]["Properties"]
+        props["AutoPublishAlias"] = ALIAS
+        props["SnapStart"] = {"ApplyOn": {"Fn::If": ["WithSnapStart", "PublishedVersions", "None"]}}
+    url, permission = res["AllFunctionUrl"]["Properties"], res["AllFunctionUrlPermission"]["Properties"]
+    url["Qualifier"] = ALIAS
+    res["AllFunctionUrl"]["DependsOn"] = f"APIHandlerAlias{ALIAS}"
+    permission["FunctionName"] = {"Ref": f"APIHandlerAlias{ALIAS}"}
+    return template
 
 
 # The AWS APIs the functions call: S3 (storage), STS (vended credentials), Secrets Manager (the root
 # credentials). botocore's models of the other 400-odd services only slow a cold start down.
 BOTOCORE_SERVICES = ("s3", "sts", "secretsmanager")
-RUNTIME_PYTHON = (3, 11)  # the template's Runtime
+APP = ("app.py", "chalicelib", "chalice")  # the package's own code (and Chalice's runtime, pure Python)
 
 
-def optimize_package(src: Path, dest: Path) -> dict[str, int]:
+def _interpreter(python: str) -> str | None:
+    """A Python of that version on this machine (on PATH, or one pyenv installed)."""
+    import glob
+
+    found = [
+        shutil.which(f"python{python}") or "",
+        *sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{python}.*/bin/python{python}"))),
+    ]
+    for candidate in found:
+        if candidate and subprocess.run([candidate, "-c", ""], capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+def _reinstall_libraries(root: Path, python: str, arch: str) -> None:
+    for entry in root.iterdir():
+        if entry.name not in APP:
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    machine = "aarch64" if arch == "arm64" else "x86_64"
+    # Python 3.11 runs on Amazon Linux 2 (glibc 2.26), 3.12 and later on Amazon Linux 2023 (2.34).
+    glibcs = ["2014"] if python == "3.11" else ["2014", "_2_28", "_2_34"]
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target", str(root)]
+    for glibc in glibcs:
+        pip += ["--platform", f"manylinux{glibc}_{machine}"]
+    pip += ["--implementation", "cp", "--python-version", python, "--only-binary=:all:"]
+    pip += ["-r", str(ROOT / "requirements.txt"), "-c", str(ROOT / "requirements-lock.txt")]
+    if subprocess.run(pip).returncode != 0:
+        raise SystemExit(f"build: pip found no wheels of the pinned libraries for Python {python} on {arch} (above)")
+
+
+def optimize_package(src: Path, dest: Path, python: str = "3.11", arch: str = "x86_64") -> dict[str, int]:
     """The package, cut for cold starts. Without botocore's unused models (and their endpoints) a
     client's first creation stops scanning and parsing them (about 40 ms), and the zip shrinks by
     18 MB. With every module's bytecode
     compiled in, Python no longer compiles each module it imports on every cold start (/var/task
     is read-only, so it cannot keep what it compiled); `unchecked-hash` because the zip's
-    timestamps are not the sources' own. Bytecode only when this Python is the runtime's."""
+    timestamps are not the sources' own. Bytecode only when this Python is the runtime's. For
+    another Python or arm64 the libraries are installed again from wheels for that platform
+    (`chalice package` builds for the Python it runs on, on x86_64)."""
     import compileall
     import py_compile
     import tempfile
@@ -572,6 +646,8 @@ def optimize_package(src: Path, dest: Path) -> dict[str, int]:
         with zipfile.ZipFile(src) as z:
             modes = {i.filename: i.external_attr for i in z.infolist()}
             z.extractall(root)
+        if (python, arch) != (f"{sys.version_info[0]}.{sys.version_info[1]}", "x86_64"):
+            _reinstall_libraries(root, python, arch)
         data = root / "botocore" / "data"
         for service in data.iterdir() if data.exists() else []:
             if service.is_dir() and service.name not in BOTOCORE_SERVICES:
@@ -583,9 +659,14 @@ def optimize_package(src: Path, dest: Path) -> dict[str, int]:
                 services = partition.get("services", {})
                 partition["services"] = {k: v for k, v in services.items() if k in BOTOCORE_SERVICES}
             endpoints.write_text(json.dumps(doc, separators=(",", ":")))
-        if sys.version_info[:2] == RUNTIME_PYTHON:
+        if f"{sys.version_info[0]}.{sys.version_info[1]}" == python:
             mode = py_compile.PycInvalidationMode.UNCHECKED_HASH
             compileall.compile_dir(root, quiet=2, workers=0, invalidation_mode=mode)
+        elif interpreter := _interpreter(python):  # bytecode is per Python version: its own compiler
+            compile_cmd = [interpreter, "-m", "compileall", "-q", "-q", "-j", "0", "--invalidation-mode"]
+            subprocess.run([*compile_cmd, "unchecked-hash", str(root)], check=False)
+        else:
+            print(f"build: no Python {python} here to compile bytecode with; the package ships sources only")
         files = sorted(p for p in root.rglob("*") if p.is_file())
         with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED, compresslevel=6) as out:
             for path in files:
@@ -598,4 +679,11 @@ def optimize_package(src: Path, dest: Path) -> dict[str, int]:
 
 
 if __name__ == "__main__":
-    print(build(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "infra" / "build"))
+    import argparse
+
+    cli = argparse.ArgumentParser(description="build the template and the package")
+    cli.add_argument("out_dir", nargs="?", default=str(ROOT / "infra" / "build"))
+    cli.add_argument("--python", default="3.11", choices=PYTHONS)
+    cli.add_argument("--arch", default="x86_64", choices=ARCHES)
+    args = cli.parse_args()
+    print(build(Path(args.out_dir), args.python, args.arch))

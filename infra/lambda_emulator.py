@@ -113,6 +113,7 @@ class FunctionSpec:
     memory_mb: int
     env: dict[str, str]
     routes: list[tuple[str, str]] = field(default_factory=list)  # (method, HTTP API path)
+    runtime_version: str = "3.11"  # of the template's Runtime (python3.x)
 
 
 def _resolver(template: dict[str, Any], params: dict[str, str]) -> Any:
@@ -164,6 +165,7 @@ def load_functions(template: dict[str, Any], params: dict[str, str]) -> dict[str
             int(props.get("MemorySize") or 128),
             env,
             routes,
+            str(props.get("Runtime") or "python3.11").removeprefix("python"),
         )
     return out
 
@@ -251,7 +253,7 @@ class Instance:
             "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
             "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{pool.spec.name}",
             "AWS_LAMBDA_LOG_STREAM_NAME": f"local/{index}",
-            "AWS_EXECUTION_ENV": "AWS_Lambda_python3.11",
+            "AWS_EXECUTION_ENV": f"AWS_Lambda_python{pool.spec.runtime_version}",
             "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
             "AWS_REGION": "us-east-1",
             "AWS_DEFAULT_REGION": "us-east-1",

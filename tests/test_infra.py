@@ -180,3 +180,37 @@ def test_alarms_dashboard_and_tracing(built):
         if role["Type"] == "AWS::IAM::Role" and name != "DataAccessRole":  # the functions' roles
             managed = role["Properties"]["ManagedPolicyArns"]
             assert any(isinstance(m, dict) and m.get("Fn::If", [None])[0] == "WithTracing" for m in managed), name
+
+
+def test_a_build_for_python_3_12_on_arm64_offers_snapstart(tmp_path):
+    """A build names its runtime and architecture in the template and carries wheels for them; from
+    Python 3.12 on, SnapStart is a parameter, and every function is invoked through the alias that
+    SnapStart's published versions sit behind (the HTTP API by SAM, the Function URL by Qualifier)."""
+    from infra import build_template
+
+    path = build_template.build(tmp_path, "3.12", "arm64")
+    tpl = json.loads(path.read_text())
+    lint = subprocess.run([str(ROOT / ".venv" / "bin" / "cfn-lint"), str(path)], capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    functions = {k: v["Properties"] for k, v in tpl["Resources"].items() if v["Type"] == "AWS::Serverless::Function"}
+    assert len(functions) >= 12
+    for props in functions.values():
+        assert props["Runtime"] == "python3.12" and props["Architectures"] == ["arm64"]
+        assert props["AutoPublishAlias"] == "live"
+        assert props["SnapStart"] == {"ApplyOn": {"Fn::If": ["WithSnapStart", "PublishedVersions", "None"]}}
+    assert tpl["Parameters"]["EnableSnapStart"]["Default"] == "false"
+    assert tpl["Resources"]["AllFunctionUrl"]["Properties"]["Qualifier"] == "live"
+    with zipfile.ZipFile(tmp_path / "deployment.zip") as z:
+        native = [n for n in z.namelist() if n.endswith(".so")]
+        compiled = [n for n in z.namelist() if n.endswith(".cpython-312.pyc")]
+    assert native and all("cpython-312-aarch64-linux-gnu" in n or "abi3" in n for n in native), native
+    assert any(n.startswith("pydantic_core/") for n in native)
+    if build_template._interpreter("3.12"):  # bytecode needs that Python's compiler
+        assert any(n.startswith("chalicelib/__pycache__/") for n in compiled)
+
+
+def test_the_default_build_is_python_3_11_on_x86_64_without_snapstart(built):
+    tpl, _, _ = built
+    functions = [v["Properties"] for v in tpl["Resources"].values() if v["Type"] == "AWS::Serverless::Function"]
+    assert all(p["Runtime"] == "python3.11" and p["Architectures"] == ["x86_64"] for p in functions)
+    assert "EnableSnapStart" not in tpl["Parameters"] and all("SnapStart" not in p for p in functions)

@@ -313,3 +313,47 @@ def test_remote_signing_behind_a_function_url_and_an_api_stage(s3_endpoint):
     )
     config = body_of(tables(event, None))["config"]
     assert config["s3.signer.uri"] == f"https://{API_HOST}/api/_iceberg"
+
+
+def test_reads_answer_from_stored_bytes_without_pyiceberg(s3_endpoint):
+    """A cold tables function loads and lists without importing PyIceberg or pydantic (a load
+    answers from the stored metadata bytes); its first commit imports them."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    wh = f"wh-cold-{uuid.uuid4().hex[:6]}"
+    assert (
+        handler("warehouses")(
+            v2_event("POST", "/_iceberg/v1/warehouses", body=json.dumps({"name": wh}).encode()), None
+        )["statusCode"]
+        == 200
+    )
+    ns = json.dumps({"namespace": ["n"]}).encode()
+    assert handler("namespaces")(v2_event("POST", f"/_iceberg/v1/{wh}/namespaces", body=ns), None)["statusCode"] == 200
+    create = json.dumps({"name": "t", "schema": SCHEMA}).encode()
+    assert (
+        handler("tables")(v2_event("POST", f"/_iceberg/v1/{wh}/namespaces/n/tables", body=create), None)["statusCode"]
+        == 200
+    )
+    commit = json.dumps({"requirements": [], "updates": [{"action": "set-properties", "updates": {"k": "v"}}]})
+    events = [
+        v2_event("GET", f"/_iceberg/v1/{wh}/namespaces/n/tables/t"),
+        v2_event("GET", f"/_iceberg/v1/{wh}/namespaces/n/tables"),
+        v2_event("POST", f"/_iceberg/v1/{wh}/namespaces/n/tables/t", body=commit.encode()),
+    ]
+    code = (
+        "import json, sys\n"
+        "from chalicelib.handlers.tables import handler\n"
+        "for event in json.load(sys.stdin):\n"
+        "    status = handler(event, None)['statusCode']\n"
+        "    heavy = sorted({m.split('.')[0] for m in sys.modules if m.startswith(('pyiceberg', 'pydantic'))})\n"
+        "    print(status, ','.join(heavy) or '-')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, input=json.dumps(events), capture_output=True, text=True, check=True
+    )
+    lines = [line for line in out.stdout.splitlines() if line[:3].isdigit()]
+    assert lines[:2] == ["200 -", "200 -"] and lines[2].startswith("200 "), lines
+    assert {"pydantic", "pyiceberg"} <= set(lines[2].split()[1].split(",")), lines
