@@ -77,6 +77,7 @@ class Storage(Protocol):
     def delete_bucket(self, bucket: str) -> None: ...
 
 
+CLASS_A = ("Put", "Copy", "List", "Create", "Complete", "Upload")  # S3 operations priced per 1,000 as PUTs
 COPY_OF = "copy-of"  # user metadata of an object copy() wrote: the source's ETag
 
 
@@ -181,8 +182,10 @@ class S3Storage:
         install(client)  # test hook, off unless CATALOG_FAULT_RATE / CATALOG_FAULT_LOST_RATE is set
 
     @staticmethod
-    def _count(**_: Any) -> None:
+    def _count(event_name: str = "", **_: Any) -> None:
         COUNTER.count += 1
+        if event_name.rsplit(".", 1)[-1].startswith(CLASS_A):
+            note("S3ClassA")  # billed at the PUT/COPY/POST/LIST rate; the rest (GET, HEAD) at the GET rate
 
     # ---- errors and retries ------------------------------------------------------------------
 

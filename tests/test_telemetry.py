@@ -104,6 +104,10 @@ def test_logs_and_metrics_of_a_scenario(s3_endpoint, system_bucket, tmp_path, ht
     assert totals["GroupCommitBatchSize"] >= commits
     assert totals["CommitStateUnknown"] == sum(x["status"] == 500 for x in table_lines)
     assert totals["ColdStarts"] == 1
+    # Billing classes: a successful commit's writes are PUTs (class A); its reads are GETs.
+    for line in (x for x in table_lines if x["status"] == 200 and not x["s3_retries"]):
+        assert 1 <= line.get("events", {}).get("S3ClassA", 0) <= line["s3_requests"], line
+    assert 0 < totals["S3ClassA"] < totals["S3Requests"]
 
     # The same figures on the local server's Prometheus endpoint, for the root user only.
     assert metrics_root.status_code == 200 and "text/plain" in metrics_root.headers["Content-Type"]
