@@ -500,7 +500,13 @@ def _dashboard() -> dict[str, Any]:
             widget(
                 "S3",
                 catalog(
-                    "S3Requests", "S3Retries", "S3Throttled", "S3Unavailable", "LostResponseResolved", "WriteInDoubt"
+                    "S3Requests",
+                    "S3ClassA",
+                    "S3Retries",
+                    "S3Throttled",
+                    "S3Unavailable",
+                    "LostResponseResolved",
+                    "WriteInDoubt",
                 ),
                 y=12,
             ),
