@@ -18,7 +18,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import local_s3  # noqa: E402
 
-BENCHES = ("hot_paths", "hot_table", "lists", "signing", "cold_start", "spark_ingest", "compare", "lambda", "costs")
+BENCHES = (
+    "hot_paths",
+    "hot_table",
+    "lists",
+    "signing",
+    "cold_start",
+    "spark_ingest",
+    "compare",
+    "lambda",
+    "costs",
+    "full_listing",
+)
 
 
 def grab(text: str, pattern: str) -> str:
@@ -85,7 +96,8 @@ def main() -> None:
     lines = out["compare"].splitlines()
     head = next((i for i, line in enumerate(lines) if "SqlCatalog" in line and line.rstrip().endswith("ratio")), None)
     print("\n" + "\n".join(lines[head:] if head is not None else ["(bench_compare printed no table)"]))
-    for name, marker in (("lambda", "the built package"), ("costs", "per operation, warm")):
+    tables = (("lambda", "the built package"), ("costs", "per operation, warm"), ("full_listing", "full listing"))
+    for name, marker in tables:
         lines = out[name].splitlines()
         start = next((i for i, line in enumerate(lines) if line.startswith(marker)), None)
         print("\n" + "\n".join(lines[start:] if start is not None else [f"(bench_{name} printed no table)"]))

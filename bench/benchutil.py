@@ -26,6 +26,7 @@ class Stack:
     url: str  # the catalog, ending in /_iceberg
     key: str
     secret: str
+    pid: int = 0  # the catalog server's process
 
 
 @contextlib.contextmanager
@@ -37,7 +38,7 @@ def stack(log: Path | None = None, **env: str) -> Iterator[Stack]:
         full = local_s3.catalog_env(s3.endpoint, CATALOG_ROOT_ACCESS_KEY=KEY, CATALOG_ROOT_SECRET_KEY=secret, **env)
         catalog = local_s3.start_catalog(full, log)
         try:
-            yield Stack(s3, catalog.url, KEY, secret)
+            yield Stack(s3, catalog.url, KEY, secret, catalog.proc.pid)
         finally:
             catalog.stop()
     finally:

@@ -225,6 +225,28 @@ def location_registry(path: str) -> str:
     return f"{LOCATIONS_PREFIX}{path.strip('/').split('/', 1)[0]}.json"
 
 
+# ---- the listing projection (core/tables/projection.py) --------------------------------------
+LISTING_PREFIX = CATALOG_PREFIX + "listing/"
+
+
+def listing_snapshot(namespace: Namespace) -> str:
+    """The names a namespace lists, as of the marks folded into it."""
+    return f"{LISTING_PREFIX}{ns_id(namespace)}.json"
+
+
+def listing_marks_prefix(namespace: Namespace) -> str:
+    return f"{LISTING_PREFIX}{ns_id(namespace)}/"
+
+
+def listing_mark(namespace: Namespace, name: str, ms: int, nonce: str) -> str:
+    """A mark: a write at about `ms` may change whether `name` is listed (read it again)."""
+    return f"{listing_marks_prefix(namespace)}{name}/{ms:013d}-{nonce}"
+
+
+def namespace_of_pointer(key: str) -> Namespace:
+    return tuple(key[len(TABLES_PREFIX) :].rsplit("/", 1)[0].split("."))
+
+
 def view_shard(view: str, namespace: Namespace) -> str:
     return f"{CATALOG_PREFIX}views/{view}/{ns_id(namespace)}.json"
 

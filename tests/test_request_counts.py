@@ -21,8 +21,9 @@ def test_load_and_commit_request_counts(http, catalog_url, warehouse, catalog, c
     http.post(base, json={"namespace": ["perf"]})
     create = http.post(f"{base}/perf/tables", json={"name": "t", "schema": SCHEMA})
     # ns record, metadata PUT, pointer PUT, ns re-check
-    # warehouse GET (table defaults), namespace GET, uuid claim, metadata PUT, pointer PUT, namespace re-check
-    assert s3_requests(create) == 6
+    # warehouse GET (table defaults), namespace GET, uuid claim, metadata PUT, listing mark PUT, pointer PUT,
+    # namespace re-check
+    assert s3_requests(create) == 7
 
     load = http.get(f"{base}/perf/tables/t")
     assert s3_requests(load) == 1  # pointer GET; the immutable metadata file is cached by location

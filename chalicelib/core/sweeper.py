@@ -25,6 +25,7 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.core import audit, drops, pointer_record, pointers, purges, trash
 from chalicelib.core.context import Context, dump
+from chalicelib.core.tables import projection
 from chalicelib.errors import CatalogError
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
@@ -117,6 +118,14 @@ def sweep_warehouse(ctx: Context, warehouse: str, deadline: float) -> Counter[st
             return stats
         done = purges.run(ctx, bucket, key[len(keys.PURGES_PREFIX) : -len(".json")], left)
         stats["purges-finished" if done else "purges-continuing"] += 1
+    try:
+        folded = projection.fold(ctx, warehouse, deadline)
+    except (CatalogError, StorageUnavailable, WriteInDoubt) as exc:
+        log.warning("sweeper: %s listings: %s", warehouse, exc)
+        stats["errors"] += 1
+    else:
+        if folded:
+            stats["listings-folded"] += folded
     return stats
 
 

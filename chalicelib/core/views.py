@@ -10,7 +10,17 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, cas, name_claims, namespaces, pointer_record, pointers, purges, view_metadata
+from chalicelib.core import (
+    audit,
+    cas,
+    listing_marks,
+    name_claims,
+    namespaces,
+    pointer_record,
+    pointers,
+    purges,
+    view_metadata,
+)
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump
 from chalicelib.core.model import TableState
@@ -84,9 +94,10 @@ def commit(ctx: Context, warehouse: str, ns: Namespace, name: str, requirements:
         raw = _write(ctx, meta_loc, new)
         try:
             e = audit.entry("replace-view", audit.table_target(ns, name, p.data), p.metadata_location, meta_loc)
-            ctx.storage.put_if_match(
-                bucket, ptr_key, dump(audit.appended(pointer_record.advanced(p.data, meta_loc), [e])), p.etag
-            )
+            with listing_marks.same_names():  # a live view stays one
+                ctx.storage.put_if_match(
+                    bucket, ptr_key, dump(audit.appended(pointer_record.advanced(p.data, meta_loc), [e])), p.etag
+                )
         except PreconditionFailed:
             md.discard(ctx, meta_loc)  # lost the race: re-read and re-apply
             return cas.AGAIN

@@ -3,6 +3,7 @@ location, and S3 Tables' staged tables activated by their first metadata file.""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -11,6 +12,7 @@ from chalicelib import keys
 from chalicelib.core import (
     audit,
     cas,
+    listing_marks,
     locations,
     name_claims,
     namespaces,
@@ -116,7 +118,8 @@ def register(
                     "register", audit.table_target(ns, name, current.data), current.metadata_location, meta_loc
                 )
                 data = audit.appended(pointer_record.advanced(current.data, meta_loc), [e])
-                ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(data), current.etag)
+                with listing_marks.same_names():  # a live table stays one
+                    ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(data), current.etag)
             except (PreconditionFailed, ObjectNotFound):
                 raise CommitFailed(f"Table {pointer_record.ident(ns, name)!r} changed concurrently; retry") from None
             except WriteInDoubt:
@@ -214,9 +217,11 @@ def swap_metadata_location(
         data = audit.appended(data, [audit.entry(op, audit.table_target(ns, name, data), current, target)])
         if archive:
             versions.archive(ctx, bucket, entry_id(data), version, p.data)
+        same = pointer_record.kind_of(data) == pointer_record.kind_of(p.data)  # a live table stays one
         try:
-            if not swap(ctx, bucket, ptr_key, p.data, p.etag, data, repr(pointer_record.ident(ns, name))):
-                return cas.AGAIN
+            with listing_marks.same_names() if same else contextlib.nullcontext():
+                if not swap(ctx, bucket, ptr_key, p.data, p.etag, data, repr(pointer_record.ident(ns, name))):
+                    return cas.AGAIN
         except ObjectNotFound:
             raise pointers.not_found(ctx, warehouse, ns, name) from None
         return data, TableState(target, raw)

@@ -9,7 +9,7 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, cas, name_claims, pointer_record, pointers
+from chalicelib.core import audit, cas, listing_marks, name_claims, pointer_record, pointers
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump
 from chalicelib.core.model import TableChange, TableState
@@ -190,7 +190,8 @@ def _write(
     base = trimmed if spill is not None and audit.written(spill) else p.data
     pointer = audit.appended(pointer_record.advanced(base, meta_loc), entries)
     try:
-        etag = ctx.storage.put_if_match(bucket, ptr_key, dump(pointer), p.etag)
+        with listing_marks.same_names():  # a live table stays one: its name lists as before
+            etag = ctx.storage.put_if_match(bucket, ptr_key, dump(pointer), p.etag)
     except PreconditionFailed:
         _remember(bucket, ptr_key, None)
         md.discard(ctx, meta_loc)  # lost the race: re-read and re-validate the requirements

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -38,12 +39,12 @@ def list_names(
     staged: bool = False,
 ) -> tuple[list[dict[str, Any]], str | None]:
     """One page of live tables; names a dead tombstone or a policy hides are skipped."""
-    namespaces.read_record(ctx, warehouse, ns)
+    record, _ = namespaces.read_record(ctx, warehouse, ns)
     variant = "view" if kind == "view" else "table+staged" if staged else "table"
     prefix = keys.tables_prefix(ns)
     start = decode_token(page_token, prefix)
     if page_size is None:  # everything in one answer (an Iceberg REST list without pageToken)
-        return _every_name(ctx, warehouse, ns, prefix, start, keep, variant), None
+        return _every_name(ctx, warehouse, ns, str(record.get("uuid", "")), start, keep, variant), None
     size = page_size
     # One S3 page holds the whole answer when nothing is hidden: the page and one key to say "more".
     it = ctx.storage.list_entries(ctx.bucket_for(warehouse), prefix, start, min(1000, size + 1))
@@ -73,33 +74,24 @@ def list_names(
     return items, None
 
 
-# An answer holding everything stays well inside a function's 6 MB response (about 60 bytes an item).
-MAX_UNPAGED = 50_000
+# An answer holding everything must fit a function's 6 MB response, with room for the envelope.
+MAX_UNPAGED_BYTES = 5_500_000
 
 
 def _every_name(
-    ctx: Context, warehouse: str, ns: Namespace, prefix: str, start: str, keep: Callable[[str], bool], variant: str
+    ctx: Context, warehouse: str, ns: Namespace, ns_uuid: str, start: str, keep: Callable[[str], bool], variant: str
 ) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    batch: list[tuple[str, str, str]] = []
+    """From the namespace's listing projection: a few objects read, however many tables."""
+    from chalicelib.core.tables import projection
 
-    def flush() -> None:
-        for (_, _, n), ok in zip(batch, listed_flags(ctx, warehouse, ns, batch, variant), strict=True):
-            if ok:
-                items.append({"namespace": list(ns), "name": n})
-        batch.clear()
-        if len(items) > MAX_UNPAGED:
-            raise BadRequest(
-                f"More than {MAX_UNPAGED} items to list in one response: page with pageToken= (empty) and pageSize"
-            )
-
-    for key, etag in ctx.storage.list_entries(ctx.bucket_for(warehouse), prefix, start, 1000):
-        name = keys.table_from_pointer(key)
-        if keep(name):
-            batch.append((key, etag, name))
-        if len(batch) >= 1000:
-            flush()
-    flush()
+    wanted = {"view": ("view",), "table+staged": ("table", "staged"), "table": ("table",)}[variant]
+    found = projection.names(ctx, warehouse, ns, ns_uuid)
+    after = keys.table_from_pointer(start) + ".json" if start else ""
+    chosen = sorted(f"{n}.json" for n, k in found.items() if k in wanted and f"{n}.json" > after)  # key order
+    items = [{"namespace": list(ns), "name": n[: -len(".json")]} for n in chosen if keep(n[: -len(".json")])]
+    per_item = len(json.dumps(list(ns))) + len('{"namespace":,"name":""},')
+    if sum(len(i["name"]) for i in items) + per_item * len(items) > MAX_UNPAGED_BYTES:
+        raise BadRequest(f"{len(items)} items are too many for one response: page with pageToken= (empty) and pageSize")
     return items
 
 

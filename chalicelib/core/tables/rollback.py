@@ -9,7 +9,7 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, pointer_record, pointers
+from chalicelib.core import audit, listing_marks, pointer_record, pointers
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.model import Namespace, TableState
@@ -61,7 +61,8 @@ def rollback(ctx: Context, warehouse: str, ns: Namespace, name: str, target: str
     e = audit.entry("rollback", target_of, p.metadata_location, meta_loc, **{"restored-from": target})
     data = audit.appended(pointer_record.advanced(p.data, meta_loc), [e])
     try:
-        ctx.storage.put_if_match(bucket, key, dump(data), p.etag)
+        with listing_marks.same_names():  # a live table stays one
+            ctx.storage.put_if_match(bucket, key, dump(data), p.etag)
     except (PreconditionFailed, ObjectNotFound):
         md.discard(ctx, meta_loc)
         raise CommitFailed(

@@ -1,0 +1,152 @@
+"""A namespace's listed names, so that a full listing reads three objects, not one per table.
+
+The snapshot (`keys.listing_snapshot`) maps each listed name to what it lists as: "table", "view"
+or "staged" (an S3 Tables table whose first metadata is not written yet). Marks
+(`core/listing_marks.py`) name what may have changed since. A full listing:
+1. lists the namespace's marks (one LIST; empty or short between folds);
+2. reads the snapshot (one GET). A namespace without one, or with one of an earlier namespace of
+   that name, is scanned once (every pointer read) and the result is kept as its snapshot;
+3. reads again every marked name (parallel GETs) and applies what it finds;
+4. folds: if some marks are older than `GRACE_MS`, it writes the merged names as the snapshot
+   (compare-and-swap on its ETag) and then deletes those marks.
+
+Why the answer is exact: every write that can change a name's listing leaves its mark before it
+lands, and a mark is deleted only after a snapshot written more than `GRACE_MS` after the mark,
+from a read of the name made after every write the mark preceded had landed. The marks are listed
+before the snapshot is read, so a fold between the two shows in the snapshot. A change that
+finished before the listing started is therefore either in the snapshot or marked and read again;
+one still in flight may or may not show, as with any concurrent change.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from chalicelib import keys
+from chalicelib.core import listing_marks, parallel, pointer_record
+from chalicelib.core.context import Context, dump
+from chalicelib.core.pointer_record import STAGED, kind_of
+from chalicelib.core.pointers import live, read
+from chalicelib.errors import TableRecoveryInProgress
+from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
+
+Namespace = tuple[str, ...]
+
+
+def classify(ctx: Context, warehouse: str, ns: Namespace, name: str) -> str | None:
+    """What a name lists as: "table", "view", "staged", or None (not listed)."""
+    p = read(ctx, warehouse, ns, name)
+    if p is None:
+        return None
+    if not pointer_record.claimed(p.data) and p.state != "pending":  # the state alone decides
+        if p.state == "active":
+            return kind_of(p.data)
+        return "staged" if p.state == STAGED else None
+    try:
+        found = live(ctx, warehouse, ns, name, read_only=True)
+    except TableRecoveryInProgress:
+        return "table"  # held by a running transaction: a live table
+    if found is not None:
+        return kind_of(found.data)
+    again = read(ctx, warehouse, ns, name)
+    return "staged" if again is not None and again.state == STAGED else None
+
+
+def names(ctx: Context, warehouse: str, ns: Namespace, namespace_uuid: str) -> dict[str, str]:
+    """Every listed name of the namespace and what it lists as."""
+    bucket = ctx.bucket_for(warehouse)
+    marks = [(k, *_parse(k, ns)) for k in ctx.storage.list_keys(bucket, keys.listing_marks_prefix(ns))]
+    snapshot, etag = _snapshot(ctx, bucket, ns, namespace_uuid)
+    if snapshot is None:
+        current = _scan(ctx, warehouse, ns)
+        etag = _keep(ctx, bucket, ns, namespace_uuid, current, etag)
+    else:
+        current = dict(snapshot)
+    started = int(time.time() * 1000)  # every read below comes after this
+    marked = sorted({name for _, name, _ in marks})
+    for name, found in zip(
+        marked, parallel.map_counted(lambda n: classify(ctx, warehouse, ns, n), marked), strict=True
+    ):
+        if found is None:
+            current.pop(name, None)
+        else:
+            current[name] = found
+    old = [k for k, _, ms in marks if started - ms > listing_marks.GRACE_MS]
+    if old and etag and _keep(ctx, bucket, ns, namespace_uuid, current, etag):
+        ctx.storage.delete_many(bucket, old)
+    return current
+
+
+def _parse(key: str, ns: Namespace) -> tuple[str, int]:
+    name, stamp = key[len(keys.listing_marks_prefix(ns)) :].rsplit("/", 1)
+    return name, int(stamp.split("-", 1)[0])
+
+
+def _snapshot(
+    ctx: Context, bucket: str, ns: Namespace, namespace_uuid: str
+) -> tuple[dict[str, str] | None, str | None]:
+    try:
+        obj = ctx.storage.get(bucket, keys.listing_snapshot(ns))
+    except ObjectNotFound:
+        return None, None
+    doc = json.loads(obj.body)
+    if doc.get("namespace-uuid") != namespace_uuid:  # an earlier namespace of this name: scan again
+        return None, obj.etag
+    return dict(doc.get("names") or {}), obj.etag
+
+
+def _scan(ctx: Context, warehouse: str, ns: Namespace) -> dict[str, str]:
+    """Every pointer of the namespace read once: the first full listing of a namespace."""
+    found_keys = list(ctx.storage.list_keys(ctx.bucket_for(warehouse), keys.tables_prefix(ns)))
+    all_names = [keys.table_from_pointer(k) for k in found_keys]
+    kinds = parallel.map_counted(lambda n: classify(ctx, warehouse, ns, n), all_names)
+    return {n: k for n, k in zip(all_names, kinds, strict=True) if k is not None}
+
+
+def _keep(
+    ctx: Context, bucket: str, ns: Namespace, namespace_uuid: str, current: dict[str, str], etag: str | None
+) -> str | None:
+    """Write the snapshot (replacing the one of that ETag, or where there is none); its new ETag,
+    or None when another listing wrote it first (theirs is as good)."""
+    body: dict[str, Any] = {"namespace-uuid": namespace_uuid, "built-ms": int(time.time() * 1000), "names": current}
+    try:
+        if etag is None:
+            return ctx.storage.put_if_absent(bucket, keys.listing_snapshot(ns), dump(body))
+        return ctx.storage.put_if_match(bucket, keys.listing_snapshot(ns), dump(body), etag)
+    except (PreconditionFailed, WriteInDoubt):
+        return None
+
+
+def fold(ctx: Context, warehouse: str, deadline: float) -> int:
+    """The sweeper's turn: fold the marks of every namespace that has some past the grace (a
+    namespace listed only page by page would gather marks forever), and remove the listing
+    objects of namespaces that no longer exist. Returns how many namespaces it folded."""
+    from chalicelib.core import namespaces
+    from chalicelib.errors import NamespaceNotFound
+
+    bucket = ctx.bucket_for(warehouse)
+    now = int(time.time() * 1000)
+    due: dict[str, list[str]] = {}
+    for key in ctx.storage.list_keys(bucket, keys.LISTING_PREFIX):
+        rest = key[len(keys.LISTING_PREFIX) :]
+        ns_id = rest.split("/", 1)[0] if "/" in rest else rest[: -len(".json")]
+        due.setdefault(ns_id, [])
+        if "/" in rest and now - int(rest.rsplit("/", 1)[1].split("-", 1)[0]) > listing_marks.GRACE_MS:
+            due[ns_id].append(key)
+    folded = 0
+    for ns_id, old in due.items():
+        if time.monotonic() >= deadline:
+            break
+        ns = tuple(ns_id.split("."))
+        try:
+            record, _ = namespaces.read_record(ctx, warehouse, ns)
+        except NamespaceNotFound:  # its listing objects outlived it
+            gone = list(ctx.storage.list_keys(bucket, keys.listing_marks_prefix(ns)))
+            ctx.storage.delete_many(bucket, [*gone, keys.listing_snapshot(ns)])
+            continue
+        if old:
+            names(ctx, warehouse, ns, str(record.get("uuid", "")))
+            folded += 1
+    return folded

@@ -1,0 +1,223 @@
+"""Full listings (no pageToken) from the namespace's listing projection (core/tables/projection.py):
+they equal a walk of the pointers through creates, drops, renames, views and commits; a warm one
+reads three objects however many tables; a write cut off after its mark changes nothing; a
+namespace created again under an old name lists no ghost; and under concurrent writers (and an S3
+that loses answers) every listing shows each change that finished before it began."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from chalicelib import keys
+from chalicelib.core import listing_marks, namespaces, warehouses
+from chalicelib.core.context import Context
+from chalicelib.core.tables import commit as commits
+from chalicelib.core.tables import create as creation
+from chalicelib.core.tables import lifecycle, listing
+from chalicelib.routes import iceberg_io
+from chalicelib.storage import COUNTER, S3Storage
+
+SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
+
+
+def _create(ctx: Context, wh: str, ns: tuple[str, ...], name: str) -> None:
+    creation.create(ctx, wh, ns, iceberg_io.parse_create({"name": name, "schema": SCHEMA}))
+
+
+def _full(ctx: Context, wh: str, ns: tuple[str, ...], kind: str = "table") -> list[str]:
+    return [t["name"] for t in listing.list_names(ctx, wh, ns, None, None, kind=kind)[0]]
+
+
+def _paged(ctx: Context, wh: str, ns: tuple[str, ...], kind: str = "table") -> list[str]:
+    out, token = [], None
+    while True:
+        page, token = listing.list_names(ctx, wh, ns, token, 7, kind=kind)
+        out += [t["name"] for t in page]
+        if token is None:
+            return out
+
+
+def _marks(ctx: Context, wh: str, ns: tuple[str, ...]) -> list[str]:
+    return list(ctx.storage.list_keys(ctx.bucket_for(wh), keys.listing_marks_prefix(ns)))
+
+
+def _setup(ctx: Context, *spaces: str) -> str:
+    wh = f"wh-proj-{uuid.uuid4().hex[:8]}"
+    warehouses.create(ctx, wh, False, {})
+    for ns in spaces:
+        namespaces.create(ctx, wh, [ns], {})
+    return wh
+
+
+def test_full_listing_follows_every_change_and_reads_three_objects(core, monkeypatch):
+    wh = _setup(core, "a", "b")
+    names = [f"t{i:02d}" for i in range(30)]
+    for name in names:
+        _create(core, wh, ("a",), name)
+    assert _full(core, wh, ("a",)) == _paged(core, wh, ("a",)) == names  # the first: a scan, kept
+    for name in names[:5]:
+        lifecycle.drop(core, wh, ("a",), name, False)
+    lifecycle.rename(core, wh, (("a",), "t10"), (("a",), "renamed"))
+    lifecycle.rename(core, wh, (("a",), "t11"), (("b",), "moved"))
+    expected = sorted([*names[5:10], *names[12:], "renamed"], key=lambda n: n + ".json")
+    assert _full(core, wh, ("a",)) == _paged(core, wh, ("a",)) == expected
+    assert _full(core, wh, ("b",)) == ["moved"]
+
+    # A commit changes no name's listing: it leaves no mark, and costs the listing nothing.
+    before = _marks(core, wh, ("a",))
+    change = iceberg_io.parse_change({"updates": [{"action": "set-properties", "updates": {"k": "v"}}]}, ("a",), "t20")
+    commits.commit(core, wh, change)
+    assert _marks(core, wh, ("a",)) == before
+
+    # Marks older than the grace are folded into the snapshot and deleted; then a full listing of
+    # the namespace reads three objects: the namespace, the marks (none), the snapshot.
+    monkeypatch.setattr(listing_marks, "GRACE_MS", 0)
+    assert _full(core, wh, ("a",)) == expected
+    assert _marks(core, wh, ("a",)) == []
+    COUNTER.reset()
+    assert _full(core, wh, ("a",)) == expected
+    assert COUNTER.count == 3
+
+
+def test_a_write_cut_off_after_its_mark_changes_no_listing(core, monkeypatch):
+    wh = _setup(core, "a")
+    _create(core, wh, ("a",), "kept")
+    assert _full(core, wh, ("a",)) == ["kept"]
+    real = S3Storage._put
+
+    def cut(self, bucket, key, body, **cond):  # the pointer write never lands (a crash, an outage)
+        if key.startswith(keys.TABLES_PREFIX):
+            raise RuntimeError("cut off")
+        return real(self, bucket, key, body, **cond)
+
+    monkeypatch.setattr(S3Storage, "_put", cut)
+    with pytest.raises(RuntimeError):
+        _create(core, wh, ("a",), "never")
+    monkeypatch.setattr(S3Storage, "_put", real)
+    assert any("/never/" in k for k in _marks(core, wh, ("a",)))  # the mark came first
+    assert _full(core, wh, ("a",)) == ["kept"]
+    _create(core, wh, ("a",), "never")  # retried: it lands, and shows
+    assert _full(core, wh, ("a",)) == ["kept", "never"]
+
+
+def test_a_namespace_created_again_lists_no_ghost(core, monkeypatch):
+    wh = _setup(core, "a")
+    _create(core, wh, ("a",), "old")
+    monkeypatch.setattr(listing_marks, "GRACE_MS", 0)
+    assert _full(core, wh, ("a",)) == ["old"]  # a snapshot naming "old"
+    lifecycle.drop(core, wh, ("a",), "old", True)
+    core.storage.delete_many(core.bucket_for(wh), _marks(core, wh, ("a",)))  # as if the marks were gone
+    namespaces.delete(core, wh, ("a",), lambda *_: False)
+    namespaces.create(core, wh, ["a"], {})
+    assert _full(core, wh, ("a",)) == []  # another namespace's snapshot is not trusted
+    _create(core, wh, ("a",), "new")
+    assert _full(core, wh, ("a",)) == ["new"]
+
+
+def test_views_and_tables_list_apart(core):
+    from chalicelib.core import views
+
+    wh = _setup(core, "a")
+    _create(core, wh, ("a",), "t")
+    from tests.test_view_crash import version
+
+    views.create(core, wh, ("a",), "v", SCHEMA, version("SELECT 1 AS id"), {})
+    assert _full(core, wh, ("a",)) == _paged(core, wh, ("a",)) == ["t"]
+    assert _full(core, wh, ("a",), "view") == _paged(core, wh, ("a",), "view") == ["v"]
+
+
+def test_listings_under_concurrent_writers_show_every_finished_change(crash_ctx, monkeypatch):
+    """6 writers create, drop and rename their own names while 2 listers list in full; with a 2 s
+    grace the marks are folded while they run. Each listing holds every name whose create (or
+    rename here) finished before it began and was not dropped or renamed away before it ended, and
+    none whose drop finished before it began."""
+    monkeypatch.setattr(listing_marks, "GRACE_MS", 2000)
+    ctx = crash_ctx
+    wh = _setup(ctx, "a")
+    events: list[tuple[str, str, float, float]] = []  # (op, name, started, ended); op: +name or -name
+    listings: list[tuple[float, float, set[str]]] = []
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def writer(w: int) -> None:
+        try:
+            for i in range(6):
+                name = f"w{w}n{i}"
+                t0 = time.monotonic()
+                _create(ctx, wh, ("a",), name)
+                events.append(("+", name, t0, time.monotonic()))
+                if i % 3 == 1:
+                    t0 = time.monotonic()
+                    lifecycle.drop(ctx, wh, ("a",), name, False)
+                    events.append(("-", name, t0, time.monotonic()))
+                elif i % 3 == 2:
+                    t0 = time.monotonic()
+                    lifecycle.rename(ctx, wh, (("a",), name), (("a",), name + "r"))
+                    t1 = time.monotonic()
+                    events.append(("-", name, t0, t1))
+                    events.append(("+", name + "r", t0, t1))
+        except BaseException as exc:  # noqa: BLE001 - the main thread fails the test
+            errors.append(exc)
+
+    def lister() -> None:
+        try:
+            while not stop.is_set():
+                t0 = time.monotonic()
+                found = set(_full(ctx, wh, ("a",)))
+                listings.append((t0, time.monotonic(), found))
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    writers = [threading.Thread(target=writer, args=(w,)) for w in range(6)]
+    listers = [threading.Thread(target=lister) for _ in range(2)]
+    for t in writers + listers:
+        t.start()
+    for t in writers:
+        t.join()
+    time.sleep(2.5)  # past the grace: the listers fold what is left
+    stop.set()
+    for t in listers:
+        t.join()
+    assert errors == []
+    assert len(listings) >= 10
+    for started, ended, found in listings:
+        for name in {n for op, n, _, _ in events}:
+            made = [e for op, n, s, e in events if op == "+" and n == name]
+            gone = [(s, e) for op, n, s, e in events if op == "-" and n == name]
+            if made and made[0] < started and not any(s < ended for s, _ in gone):
+                assert name in found, (name, started)
+            if any(e < started for _, e in gone):
+                assert name not in found, (name, started)
+    final = _full(ctx, wh, ("a",))
+    assert final == _paged(ctx, wh, ("a",))
+    assert final == sorted(
+        [f"w{w}n{i}" for w in range(6) for i in (0, 3)] + [f"w{w}n{i}r" for w in range(6) for i in (2, 5)],
+        key=lambda n: n + ".json",
+    )
+    assert _marks(ctx, wh, ("a",)) == []  # all folded
+
+
+def test_the_sweeper_folds_marks_and_clears_what_outlived_its_namespace(core, monkeypatch):
+    """A namespace listed only page by page gathers marks: the sweeper folds them (building its
+    snapshot off the request path), and removes the listing objects of a namespace deleted since."""
+    from chalicelib.core import sweeper
+
+    wh = _setup(core, "paged", "gone")
+    for name in ("x", "y"):
+        _create(core, wh, ("paged",), name)
+    _create(core, wh, ("gone",), "z")
+    assert _full(core, wh, ("gone",)) == ["z"]  # a snapshot for "gone"
+    lifecycle.drop(core, wh, ("gone",), "z", True)
+    namespaces.delete(core, wh, ("gone",), lambda *_: False)
+    monkeypatch.setattr(listing_marks, "GRACE_MS", 0)
+    stats = sweeper.sweep_warehouse(core, wh, time.monotonic() + 60)
+    assert stats["listings-folded"] == 1 and stats["errors"] == 0
+    listed = list(core.storage.list_keys(core.bucket_for(wh), keys.LISTING_PREFIX))
+    assert listed == [keys.listing_snapshot(("paged",))]  # no mark left, nothing of "gone"
+    COUNTER.reset()
+    assert _full(core, wh, ("paged",)) == ["x", "y"]
+    assert COUNTER.count == 3
