@@ -202,22 +202,80 @@ def test_listings_under_concurrent_writers_show_every_finished_change(crash_ctx,
 
 
 def test_the_sweeper_folds_marks_and_clears_what_outlived_its_namespace(core, monkeypatch):
-    """A namespace listed only page by page gathers marks: the sweeper folds them (building its
-    snapshot off the request path), and removes the listing objects of a namespace deleted since."""
+    """The sweeper folds a listed namespace's old marks (one listed only page by page would gather
+    them forever), drops the old marks of one never listed in full (its first listing scans), and
+    removes the listing objects of a namespace deleted since."""
     from chalicelib.core import sweeper
 
-    wh = _setup(core, "paged", "gone")
-    for name in ("x", "y"):
-        _create(core, wh, ("paged",), name)
+    wh = _setup(core, "listed", "paged", "gone")
+    _create(core, wh, ("listed",), "x")
+    assert _full(core, wh, ("listed",)) == ["x"]  # a snapshot
+    _create(core, wh, ("listed",), "y")  # a mark
+    _create(core, wh, ("paged",), "p")  # a mark, no snapshot
     _create(core, wh, ("gone",), "z")
-    assert _full(core, wh, ("gone",)) == ["z"]  # a snapshot for "gone"
+    assert _full(core, wh, ("gone",)) == ["z"]
     lifecycle.drop(core, wh, ("gone",), "z", True)
     namespaces.delete(core, wh, ("gone",), lambda *_: False)
     monkeypatch.setattr(listing_marks, "GRACE_MS", 0)
+    time.sleep(0.01)
     stats = sweeper.sweep_warehouse(core, wh, time.monotonic() + 60)
     assert stats["listings-folded"] == 1 and stats["errors"] == 0
     listed = list(core.storage.list_keys(core.bucket_for(wh), keys.LISTING_PREFIX))
-    assert listed == [keys.listing_snapshot(("paged",))]  # no mark left, nothing of "gone"
+    assert listed == [keys.listing_snapshot(("listed",))]  # no mark left, nothing of "gone"
     COUNTER.reset()
-    assert _full(core, wh, ("paged",)) == ["x", "y"]
+    assert _full(core, wh, ("listed",)) == ["x", "y"]
     assert COUNTER.count == 3
+    assert _full(core, wh, ("paged",)) == ["p"]  # its first full listing: a scan
+
+
+def test_marks_in_doubt_are_written_again_and_exports_leave_the_projection_out(core, monkeypatch):
+    """A mark whose write is in doubt may not exist: another is written (a fresh key). An export
+    leaves the projection out (it is no snapshot in time), so the copy's first listing scans."""
+    from chalicelib.core import transfer
+    from chalicelib.storage import WriteInDoubt
+
+    wh = _setup(core, "a")
+    real = S3Storage.put_if_absent
+    doubted: list[str] = []
+
+    def doubt_first_mark(self, bucket, key, body):
+        if key.startswith(keys.LISTING_PREFIX) and not doubted:
+            doubted.append(key)
+            raise WriteInDoubt(key)  # and it did not land
+        return real(self, bucket, key, body)
+
+    monkeypatch.setattr(S3Storage, "put_if_absent", doubt_first_mark)
+    _create(core, wh, ("a",), "t")
+    monkeypatch.setattr(S3Storage, "put_if_absent", real)
+    marks = _marks(core, wh, ("a",))
+    assert doubted and doubted[0] not in marks and any("/t/" in m for m in marks)
+    assert _full(core, wh, ("a",)) == ["t"]
+    doc = transfer.export(core, wh)
+    assert not [o for o in doc["objects"] if o["key"].startswith(keys.LISTING_PREFIX)]
+
+
+def test_transactions_mark_only_the_tables_they_create(core):
+    """A transaction's claims on live tables leave no mark (those still list as tables); a table
+    it creates is marked, and lists once the transaction commits."""
+    from chalicelib.core import transactions
+    from tests.txnutil import create_change
+
+    wh = _setup(core, "a")
+    _create(core, wh, ("a",), "t")
+    assert _full(core, wh, ("a",)) == ["t"]
+    before = _marks(core, wh, ("a",))
+    body = {
+        "table-changes": [
+            {
+                "identifier": {"namespace": ["a"], "name": "t"},
+                "requirements": [],
+                "updates": [{"action": "set-properties", "updates": {"k": "v"}}],
+            }
+        ]
+    }
+    transactions.commit(core, wh, iceberg_io.parse_transaction(body))
+    assert _marks(core, wh, ("a",)) == before
+    created = {"table-changes": [create_change(wh, "a", "new", str(uuid.uuid4()))]}
+    transactions.commit(core, wh, iceberg_io.parse_transaction(created))
+    assert any("/new/" in m for m in _marks(core, wh, ("a",)))
+    assert _full(core, wh, ("a",)) == _paged(core, wh, ("a",)) == ["new", "t"]

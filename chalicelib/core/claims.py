@@ -6,13 +6,14 @@ so both depend on this module and not on each other.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, pointer_record
+from chalicelib.core import audit, listing_marks, pointer_record
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.errors import TableRecoveryInProgress
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
@@ -104,8 +105,10 @@ def settle_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, data: d
         if pointer_record.claim_of(json.loads(obj.body)) != claim:
             return True
     settled = settled_pointer(data, state == "committed")
+    creating = pointer_record.state(pointer_record.unclaimed(data)) == PENDING_CREATE
     try:
-        ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.table_pointer(ns, name), dump(settled), etag)
+        with contextlib.nullcontext() if creating else listing_marks.same_names():  # a live table stays one
+            ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.table_pointer(ns, name), dump(settled), etag)
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         pass  # someone else settled it
     return True

@@ -23,10 +23,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.storage import WRITE_WATCHERS, PreconditionFailed, WriteInDoubt
+from chalicelib.storage import WRITE_WATCHERS, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
 # A mark older than this is folded into the snapshot: any write it preceded has landed by then (a
-# request's writes end with its deadline, well inside a function's timeout).
+# request's writes, and a first listing's scan, end with its deadline, well inside this).
 GRACE_MS = int(os.environ.get("CATALOG_LISTING_GRACE_MS", "120000"))  # shorter in tests only
 
 _local = threading.local()
@@ -47,19 +47,17 @@ def before_pointer_write(storage: Any, bucket: str, key: str) -> None:
     if getattr(_local, "quiet", False) or not key.endswith(".json"):
         return
     ns, name = keys.namespace_of_pointer(key), keys.table_from_pointer(key)
-    now = int(time.time() * 1000)
-    recent: dict[tuple[str, str], int] = _local.__dict__.setdefault("recent", {})
-    # A name this thread marked within a quarter of GRACE_MS needs no second mark: that mark is
-    # folded only GRACE_MS after it was made, later than this write can land.
-    if now - recent.get((bucket, key), -GRACE_MS) < GRACE_MS // 4:
-        return
-    try:
-        storage.put_if_absent(bucket, keys.listing_mark(ns, name, now, uuid.uuid4().hex[:12]), b"")
-    except (PreconditionFailed, WriteInDoubt):
-        pass  # a key of our own nonce: only our own attempt can have written it
-    if len(recent) > 1000:
-        recent.clear()
-    recent[(bucket, key)] = now
+    for _ in range(3):
+        try:  # a fresh nonce each time: a mark whose write is in doubt may not exist
+            storage.put_if_absent(
+                bucket, keys.listing_mark(ns, name, int(time.time() * 1000), uuid.uuid4().hex[:12]), b""
+            )
+            return
+        except PreconditionFailed:
+            return  # the key is ours alone: only our own earlier attempt can hold it
+        except WriteInDoubt:
+            continue
+    raise StorageUnavailable("S3 could not record a listing mark; the change was not made")
 
 
 WRITE_WATCHERS.append((keys.TABLES_PREFIX, before_pointer_write))

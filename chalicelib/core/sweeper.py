@@ -120,7 +120,7 @@ def sweep_warehouse(ctx: Context, warehouse: str, deadline: float) -> Counter[st
         stats["purges-finished" if done else "purges-continuing"] += 1
     try:
         folded = projection.fold(ctx, warehouse, deadline)
-    except (CatalogError, StorageUnavailable, WriteInDoubt) as exc:
+    except (CatalogError, StorageUnavailable, WriteInDoubt, ObjectNotFound) as exc:
         log.warning("sweeper: %s listings: %s", warehouse, exc)
         stats["errors"] += 1
     else:

@@ -13,13 +13,14 @@ pending -> wait briefly, then abort it once its lease has run out, or answer 503
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, cas, claims, parallel, pointer_record, pointers
+from chalicelib.core import audit, cas, claims, listing_marks, parallel, pointer_record, pointers
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.model import TableChange
@@ -86,10 +87,12 @@ def commit(ctx: Context, warehouse: str, changes: list[TableChange]) -> None:
 
         def settle(item: tuple[Namespace, str, dict[str, Any], str, dict[str, Any]]) -> None:
             ns, name, data, etag, _old = item
+            creating = pointer_record.state(pointer_record.unclaimed(data)) == claims.PENDING_CREATE
             try:
-                ctx.storage.put_if_match(
-                    bucket, keys.table_pointer(ns, name), dump(claims.settled_pointer(data, True)), etag
-                )
+                with contextlib.nullcontext() if creating else listing_marks.same_names():  # a live table stays one
+                    ctx.storage.put_if_match(
+                        bucket, keys.table_pointer(ns, name), dump(claims.settled_pointer(data, True)), etag
+                    )
             except (PreconditionFailed, ObjectNotFound, WriteInDoubt, StorageUnavailable):
                 pass  # a reader rolled it forward already, or the next one will
 
@@ -167,7 +170,8 @@ def _claim_all(ctx: Context, warehouse: str, txn_id: str, prepared: list[Any], c
         key = keys.table_pointer(ns, name)
         try:
             if p.etag:
-                etag = ctx.storage.put_if_match(bucket, key, dump(data), p.etag)
+                with listing_marks.same_names():  # a live table, claimed, still lists as one
+                    etag = ctx.storage.put_if_match(bucket, key, dump(data), p.etag)
             else:  # a create claims the free name itself
                 etag = ctx.storage.put_if_absent(bucket, key, dump(data))
         except (PreconditionFailed, ObjectNotFound):

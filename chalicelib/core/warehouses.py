@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, cas, resource_policies
+from chalicelib.core import audit, cas, listing_marks, resource_policies
 from chalicelib.core.context import Context, dump, env_int, is_deleting, now_ms
 from chalicelib.core.model import WarehouseInfo
 from chalicelib.core.paging import decode_token, page
@@ -280,7 +280,8 @@ def _remove_bucket_contents(ctx: Context, bucket: str, preserve_bucket: bool) ->
     try:
         prefix = keys.CATALOG_PREFIX if preserve_bucket else ""
         doomed = (k for k in store.list_keys(bucket, prefix) if not (preserve_bucket and k == OWNED_MARKER))
-        store.delete_many(bucket, doomed)  # streamed, 1000 keys per batch
+        with listing_marks.same_names():  # nothing will list it again, and a mark would refill it
+            store.delete_many(bucket, doomed)  # streamed, 1000 keys per batch
         if not preserve_bucket:
             store.delete_bucket(bucket)
     except BucketNotFound:

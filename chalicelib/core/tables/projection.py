@@ -29,8 +29,8 @@ from chalicelib.core import listing_marks, parallel, pointer_record
 from chalicelib.core.context import Context, dump
 from chalicelib.core.pointer_record import STAGED, kind_of
 from chalicelib.core.pointers import live, read
-from chalicelib.errors import TableRecoveryInProgress
-from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
+from chalicelib.errors import ServiceUnavailable, TableRecoveryInProgress
+from chalicelib.storage import COUNTER, ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 Namespace = tuple[str, ...]
 
@@ -101,8 +101,24 @@ def _scan(ctx: Context, warehouse: str, ns: Namespace) -> dict[str, str]:
     """Every pointer of the namespace read once: the first full listing of a namespace."""
     found_keys = list(ctx.storage.list_keys(ctx.bucket_for(warehouse), keys.tables_prefix(ns)))
     all_names = [keys.table_from_pointer(k) for k in found_keys]
-    kinds = parallel.map_counted(lambda n: classify(ctx, warehouse, ns, n), all_names)
-    return {n: k for n, k in zip(all_names, kinds, strict=True) if k is not None}
+    out: dict[str, str] = {}
+    for at in range(0, len(all_names), SCAN_BATCH):
+        # A scan ends with its request's deadline, well inside the marks' grace, which the fold
+        # argument needs; a namespace too large for one request answers 503 and is scanned again.
+        if COUNTER.deadline and time.monotonic() > COUNTER.deadline - SCAN_MARGIN_S:
+            raise ServiceUnavailable(
+                f"Namespace has {len(all_names)} tables to scan for its first full listing; "
+                "page with pageToken= (empty) and pageSize",
+                headers={"Retry-After": "1"},
+            )
+        batch = all_names[at : at + SCAN_BATCH]
+        kinds = parallel.map_counted(lambda n: classify(ctx, warehouse, ns, n), batch)
+        out.update({n: k for n, k in zip(batch, kinds, strict=True) if k is not None})
+    return out
+
+
+SCAN_BATCH = 500
+SCAN_MARGIN_S = 5.0
 
 
 def _keep(
@@ -115,38 +131,55 @@ def _keep(
         if etag is None:
             return ctx.storage.put_if_absent(bucket, keys.listing_snapshot(ns), dump(body))
         return ctx.storage.put_if_match(bucket, keys.listing_snapshot(ns), dump(body), etag)
-    except (PreconditionFailed, WriteInDoubt):
+    except (PreconditionFailed, WriteInDoubt, ObjectNotFound):  # ObjectNotFound: removed meanwhile
         return None
 
 
 def fold(ctx: Context, warehouse: str, deadline: float) -> int:
-    """The sweeper's turn: fold the marks of every namespace that has some past the grace (a
-    namespace listed only page by page would gather marks forever), and remove the listing
-    objects of namespaces that no longer exist. Returns how many namespaces it folded."""
+    """The sweeper's turn. A namespace with a snapshot and marks past the grace is folded (one
+    listed only page by page would gather marks forever). One without a snapshot loses its old
+    marks: its first full listing scans anyway, inside a request's deadline. A deleted namespace
+    loses its snapshot, then its old marks (young ones may be a new namespace's of that name).
+    Returns how many namespaces it folded."""
     from chalicelib.core import namespaces
     from chalicelib.errors import NamespaceNotFound
 
     bucket = ctx.bucket_for(warehouse)
     now = int(time.time() * 1000)
-    due: dict[str, list[str]] = {}
+    old: dict[str, list[str]] = {}
+    snapshots: set[str] = set()
     for key in ctx.storage.list_keys(bucket, keys.LISTING_PREFIX):
         rest = key[len(keys.LISTING_PREFIX) :]
-        ns_id = rest.split("/", 1)[0] if "/" in rest else rest[: -len(".json")]
-        due.setdefault(ns_id, [])
-        if "/" in rest and now - int(rest.rsplit("/", 1)[1].split("-", 1)[0]) > listing_marks.GRACE_MS:
-            due[ns_id].append(key)
+        if "/" not in rest:
+            snapshots.add(rest[: -len(".json")])
+            continue
+        ns_id = rest.split("/", 1)[0]
+        if now - int(rest.rsplit("/", 1)[1].split("-", 1)[0]) > listing_marks.GRACE_MS:
+            old.setdefault(ns_id, []).append(key)
     folded = 0
-    for ns_id, old in due.items():
+    for ns_id in sorted(snapshots | set(old)):
         if time.monotonic() >= deadline:
             break
         ns = tuple(ns_id.split("."))
         try:
             record, _ = namespaces.read_record(ctx, warehouse, ns)
         except NamespaceNotFound:  # its listing objects outlived it
-            gone = list(ctx.storage.list_keys(bucket, keys.listing_marks_prefix(ns)))
-            ctx.storage.delete_many(bucket, [*gone, keys.listing_snapshot(ns)])
+            if ns_id in snapshots:
+                ctx.storage.delete(bucket, keys.listing_snapshot(ns))
+            ctx.storage.delete_many(bucket, old.get(ns_id, []))
             continue
-        if old:
+        if ns_id not in old:
+            continue
+        if ns_id not in snapshots:
+            ctx.storage.delete_many(bucket, old[ns_id])
+            continue
+        saved = COUNTER.deadline  # a scan (a snapshot of an earlier namespace) ends within a request's time
+        COUNTER.deadline = min(d for d in (saved, time.monotonic() + 20.0) if d)
+        try:
             names(ctx, warehouse, ns, str(record.get("uuid", "")))
             folded += 1
+        except ServiceUnavailable:
+            pass  # too large to scan here: its first full listing asks its client to page
+        finally:
+            COUNTER.deadline = saved
     return folded
