@@ -51,7 +51,6 @@ def main() -> None:
         s3 = benchutil.s3_client(stack.s3.endpoint)
         wh = f"full{uuid.uuid4().hex[:8]}"
         http.post(f"{stack.url}/v1/warehouses", json={"name": wh}).raise_for_status()
-        bucket = ""
         results: dict[int, tuple[float, int]] = {}
         for count, ns in ((10_000, "big"), (100_000, "huge")):
             http.post(f"{stack.url}/v1/{wh}/namespaces", json={"namespace": [ns]}).raise_for_status()
