@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 
+import pyarrow as pa
 import pytest
 
 from chalicelib import keys
@@ -279,3 +280,34 @@ def test_transactions_mark_only_the_tables_they_create(core):
     transactions.commit(core, wh, iceberg_io.parse_transaction(created))
     assert any("/new/" in m for m in _marks(core, wh, ("a",)))
     assert _full(core, wh, ("a",)) == _paged(core, wh, ("a",)) == ["new", "t"]
+
+
+def test_a_full_listing_applies_the_callers_policies(catalog, warehouse, http, catalog_url):
+    """Through the REST face, signed by a user whose policy denies one table by name: the full
+    listing (no pageToken, from the projection) hides it like a paged one, and its creation and
+    drop by root show to the reader at once."""
+    from scripts import catalog_admin
+    from tests.authutil import allow, make_user
+
+    catalog.create_namespace("a")
+    for name in ("t", "secret"):
+        catalog.create_table(f"a.{name}", pa.schema([("id", pa.int64())]))
+    tables = f"arn:aws:s3tables:::bucket/{warehouse}/table/*"
+    reader = allow(["s3tables:ListTables"], tables, {"StringEquals": {"s3tables:namespace": "a"}})
+    deny = allow(["s3tables:ListTables"], tables, {"StringEquals": {"s3tables:tableName": "secret"}}, effect="Deny")
+    _, key, secret = make_user(http, catalog_url, {"reader": reader, "no-secrets": deny})
+    user = catalog_admin.session(key, secret)
+    url = f"{catalog_url}/v1/{warehouse}/namespaces/a/tables"
+
+    def full() -> list[str]:
+        resp = user.get(url)
+        assert resp.status_code == 200, resp.text
+        return [i["name"] for i in resp.json()["identifiers"]]
+
+    assert full() == ["t"]
+    assert [i["name"] for i in user.get(url, params={"pageSize": "10"}).json()["identifiers"]] == ["t"]
+    catalog.create_table("a.u", pa.schema([("id", pa.int64())]))
+    assert full() == ["t", "u"]
+    catalog.drop_table("a.t")
+    assert full() == ["u"]
+    assert user.get(f"{catalog_url}/v1/{warehouse}/namespaces/b/tables").status_code in (403, 404)

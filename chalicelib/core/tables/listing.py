@@ -10,7 +10,7 @@ from chalicelib import keys
 from chalicelib.core import namespaces, parallel, pointer_record
 from chalicelib.core.context import Context
 from chalicelib.core.paging import decode_token, encode_token
-from chalicelib.core.pointer_record import STAGED, Pointer, kind_of, of_kind
+from chalicelib.core.pointer_record import STAGED
 from chalicelib.core.pointers import live, read
 from chalicelib.errors import (
     BadRequest,
@@ -84,7 +84,7 @@ def _every_name(
     """From the namespace's listing projection: a few objects read, however many tables."""
     from chalicelib.core.tables import projection
 
-    wanted = {"view": ("view",), "table+staged": ("table", "staged"), "table": ("table",)}[variant]
+    wanted = WANTED[variant]
     found = projection.names(ctx, warehouse, ns, ns_uuid)
     after = keys.table_from_pointer(start) + ".json" if start else ""
     chosen = sorted(f"{n}.json" for n, k in found.items() if k in wanted and f"{n}.json" > after)  # key order
@@ -93,18 +93,6 @@ def _every_name(
     if sum(len(i["name"]) for i in items) + per_item * len(items) > MAX_UNPAGED_BYTES:
         raise BadRequest(f"{len(items)} items are too many for one response: page with pageToken= (empty) and pageSize")
     return items
-
-
-def listed(ctx: Context, warehouse: str, ns: Namespace, name: str, kind: str = "table") -> bool:
-    """Whether a pointer key names a live table (dead tombstones and unsettled reservations do not)."""
-    try:
-        return of_kind(live(ctx, warehouse, ns, name, read_only=True), kind) is not None
-    except TableRecoveryInProgress:
-        return kind == "table"  # held by a running transaction (tables only): a live table
-
-
-def listed_view(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
-    return listed(ctx, warehouse, ns, name, "view")
 
 
 def occupied(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
@@ -118,24 +106,10 @@ def occupied(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
     return p is not None and (pointer_record.claimed(p.data) or p.state == STAGED)
 
 
-def listed_or_staged(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
-    """A live table, or a staged one (S3 Tables lists tables whose first metadata is not written yet)."""
-    if listed(ctx, warehouse, ns, name):
-        return True
-    p = read(ctx, warehouse, ns, name)
-    return p is not None and p.state == STAGED
-
-
 # Whether a pointer is listed, by its ETag: the listing that names a key also gives its ETag, so a
-# warm page reads no pointer at all. Only pointers whose state alone decides are kept (no
-# transaction claim, no rename half-done): an ETag then fixes the answer.
+# warm page reads no pointer at all. Only pointers whose bytes alone decide are kept.
 _listed: dict[tuple[str, str, str], tuple[str, bool]] = {}
-
-
-def _decided(p: Pointer, variant: str) -> bool:
-    if p.state == "active":
-        return kind_of(p.data) == variant.split("+")[0]
-    return variant == "table+staged" and p.state == STAGED
+WANTED = {"view": ("view",), "table+staged": ("table", "staged"), "table": ("table",)}
 
 
 def listed_flags(
@@ -143,8 +117,9 @@ def listed_flags(
 ) -> list[bool]:
     """Whether each (key, etag, name) of a listing is listed as variant ("table", "view" or
     "table+staged"): from the ETag cache, or by reading the pointers it misses (in parallel)."""
+    from chalicelib.core.tables import projection
+
     bucket = ctx.bucket_for(warehouse)
-    slow = listed_view if variant == "view" else listed_or_staged if variant == "table+staged" else listed
     out: list[bool | None] = []
     misses: list[tuple[int, str, str]] = []
     for i, (key, etag, name) in enumerate(entries):
@@ -155,21 +130,18 @@ def listed_flags(
 
     def test(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
         p = read(ctx, warehouse, ns, name)
-        if p is not None and not pointer_record.claimed(p.data) and p.state != "pending":
-            flag = _decided(p, variant)
+        flag = projection.classify_read(ctx, warehouse, ns, name, p) in WANTED[variant]
+        if p is not None and projection.decided(p):
             if len(_listed) > 100_000:
                 _listed.clear()
             _listed[(bucket, keys.table_pointer(ns, name), variant)] = (p.etag, flag)
-            return flag
-        return slow(ctx, warehouse, ns, name)
+        return flag
 
     for (i, _, _), flag in zip(misses, live_flags(ctx, warehouse, ns, [n for _, _, n in misses], test), strict=True):
         out[i] = flag
     return [bool(f) for f in out]
 
 
-def live_flags(
-    ctx: Context, warehouse: str, ns: Namespace, names: list[str], test: Callable[..., bool] = listed
-) -> list[bool]:
-    """test() (listed by default) for many names at once (parallel GETs, counted for this request)."""
+def live_flags(ctx: Context, warehouse: str, ns: Namespace, names: list[str], test: Callable[..., bool]) -> list[bool]:
+    """test() for many names at once (parallel GETs, counted for this request)."""
     return parallel.map_counted(lambda name: test(ctx, warehouse, ns, name), names)

@@ -27,7 +27,7 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.core import listing_marks, parallel, pointer_record
 from chalicelib.core.context import Context, dump
-from chalicelib.core.pointer_record import STAGED, kind_of
+from chalicelib.core.pointer_record import STAGED, Pointer, kind_of
 from chalicelib.core.pointers import live, read
 from chalicelib.errors import ServiceUnavailable, TableRecoveryInProgress
 from chalicelib.storage import COUNTER, ObjectNotFound, PreconditionFailed, WriteInDoubt
@@ -37,10 +37,20 @@ Namespace = tuple[str, ...]
 
 def classify(ctx: Context, warehouse: str, ns: Namespace, name: str) -> str | None:
     """What a name lists as: "table", "view", "staged", or None (not listed)."""
-    p = read(ctx, warehouse, ns, name)
+    return classify_read(ctx, warehouse, ns, name, read(ctx, warehouse, ns, name))
+
+
+def decided(p: Pointer) -> bool:
+    """Whether a pointer's bytes alone decide what it lists as (no claim, no rename half-done):
+    then its ETag fixes the answer, and a cache may keep it."""
+    return not pointer_record.claimed(p.data) and p.state != "pending"
+
+
+def classify_read(ctx: Context, warehouse: str, ns: Namespace, name: str, p: Pointer | None) -> str | None:
+    """classify() of a pointer just read (the one rule for every listing, paged or full)."""
     if p is None:
         return None
-    if not pointer_record.claimed(p.data) and p.state != "pending":  # the state alone decides
+    if decided(p):
         if p.state == "active":
             return kind_of(p.data)
         return "staged" if p.state == STAGED else None
