@@ -1,8 +1,8 @@
-"""Every benchmark in one run on one S3, and the figures of issue 15 against their goals.
+"""Every benchmark in one run on one S3, and the figures of issues 15 and 29 against their goals.
 
-Run: .venv/bin/python bench/bench_all.py   (about 6 minutes; starts one LocalStack for all)
+Run: .venv/bin/python bench/bench_all.py   (about 15 minutes; starts one LocalStack for all)
 Each bench runs as it does alone (its output is kept in the log folder it prints); this prints the
-goal table and the comparison with PyIceberg's SqlCatalog. It reports; it asserts nothing.
+goal tables and the comparison with PyIceberg's SqlCatalog. It reports; it asserts nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -29,6 +30,8 @@ BENCHES = (
     "lambda",
     "costs",
     "full_listing",
+    "glue_listing",
+    "audit",
 )
 
 
@@ -90,9 +93,12 @@ def main() -> None:
             + ")",
         ),
     ]
-    print(f"\n{'figure':44s} {'goal':>10s}  measured ({s3.kind}, one run)")
+    print(f"\n{'figure (issue 15)':44s} {'goal':>10s}  measured ({s3.kind}, one run)")
     for figure, goal, measured in rows:
         print(f"{figure:44s} {goal:>10s}  {measured}")
+    print(f"\n{'figure (issue 29)':58s} {'goal':>14s}  measured ({s3.kind}, one run)")
+    for figure, goal, measured in issue_29(out):
+        print(f"{figure:58s} {goal:>14s}  {measured}")
     lines = out["compare"].splitlines()
     head = next((i for i, line in enumerate(lines) if "SqlCatalog" in line and line.rstrip().endswith("ratio")), None)
     print("\n" + "\n".join(lines[head:] if head is not None else ["(bench_compare printed no table)"]))
@@ -102,6 +108,68 @@ def main() -> None:
         start = next((i for i, line in enumerate(lines) if line.startswith(marker)), None)
         print("\n" + "\n".join(lines[start:] if start is not None else [f"(bench_{name} printed no table)"]))
     print(f"\nlogs: {logs}")
+
+
+def issue_29(out: dict[str, str]) -> list[tuple[str, str, str]]:
+    def cold(*ops: str) -> str:
+        found = [int(grab(out["lambda"], rf"^{op}\s+\S+\s+\d+\s+(\d+)")) for op in ops if op]
+        return f"{min(found)}-{max(found)} ms" if found else "?"
+
+    glue, full = out["glue_listing"], out["full_listing"]
+    return [
+        (
+            "init + first request: config, load, list (from the zip)",
+            "<= 300 ms",
+            _safe(cold, "config", "load table", "list tables", "list namespaces"),
+        ),
+        (
+            "init + first request: commit, create, transaction",
+            "<= 600 ms",
+            _safe(cold, "commit", "create table", "transaction"),
+        ),
+        ("full listing of 10,000 tables vs SqlCatalog", "<= 2x", grab(full, r"^\s+10000 .* (\S+x)$")),
+        (
+            "full listing of 100,000 tables; process peak memory",
+            "<= 5 s, 256 MB",
+            grab(full, r"^\s*100000\s+(\d+ ms)") + "; " + grab(full, r"peak memory: (\d+ MB)"),
+        ),
+        (
+            "Glue GetTables page of 100 at 10,000: first read / warm",
+            "<= 150 / 50 ms",
+            grab(glue, r"GetTables page of 100 of \d+, first read: (\d+ ms)")
+            + " / "
+            + grab(glue, r"GetTables page of 100, warm: (\d+ ms)"),
+        ),
+        (
+            "Glue SearchTables over 10,000: cold / warm (S3 floor)",
+            "<= 5 s / 500 ms",
+            grab(glue, r"SearchTables over \d+, first read: (\d+ ms)")
+            + " / "
+            + grab(glue, r"SearchTables, warm: (\d+ ms)")
+            + " ("
+            + grab(glue, r"floor here\): (\d+ ms)")
+            + ")",
+        ),
+        (
+            "audit page of 50 at 10,000 tables, cold: S3 requests",
+            "O(page)",
+            grab(out["audit"], r"cold process: \d+ ms, (\d+) S3 requests"),
+        ),
+        (
+            "warm commit: S3 requests; latency / raw round trips",
+            "2; <= 1.1x",
+            grab(out["hot_paths"], r"^commit\s+n=\d+ S3 requests/op=(\S+)")
+            + "; "
+            + grab(out["hot_paths"], r"raw round trips: (\S+)"),
+        ),
+    ]
+
+
+def _safe(fn: Any, *args: str) -> str:
+    try:
+        return str(fn(*args))
+    except ValueError:
+        return "?"
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ class Stack:
     key: str
     secret: str
     pid: int = 0  # the catalog server's process
+    env: dict[str, str] | None = None  # the catalog's environment (to start another on the same state)
 
 
 @contextlib.contextmanager
@@ -38,7 +39,7 @@ def stack(log: Path | None = None, **env: str) -> Iterator[Stack]:
         full = local_s3.catalog_env(s3.endpoint, CATALOG_ROOT_ACCESS_KEY=KEY, CATALOG_ROOT_SECRET_KEY=secret, **env)
         catalog = local_s3.start_catalog(full, log)
         try:
-            yield Stack(s3, catalog.url, KEY, secret, catalog.proc.pid)
+            yield Stack(s3, catalog.url, KEY, secret, catalog.proc.pid, full)
         finally:
             catalog.stop()
     finally:

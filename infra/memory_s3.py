@@ -13,6 +13,7 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -22,6 +23,7 @@ _ERRORS = {  # code -> HTTP status, as S3 answers them
     "NoSuchKey": 404,
     "PreconditionFailed": 412,
     "InvalidRange": 416,
+    "NotModified": 304,
     "BucketNotEmpty": 409,
 }
 
@@ -35,6 +37,7 @@ def _error(code: str, op: str) -> ClientError:
 class _Object:
     body: bytes
     etag: str
+    modified: datetime = field(default_factory=lambda: datetime.now(UTC).replace(microsecond=0))  # S3: seconds
 
 
 @dataclass
@@ -146,12 +149,20 @@ class MemoryS3:
 
     # ---- objects -------------------------------------------------------------------------------
 
-    def get_object(self, Bucket: str, Key: str, Range: str | None = None) -> dict[str, Any]:  # noqa: N803
+    def get_object(
+        self,
+        Bucket: str,  # noqa: N803
+        Key: str,  # noqa: N803
+        Range: str | None = None,  # noqa: N803
+        IfNoneMatch: str | None = None,  # noqa: N803
+    ) -> dict[str, Any]:
         def run() -> dict[str, Any]:
             with self.lock:
                 obj = self._bucket(Bucket, "GetObject").objects.get(Key)
             if obj is None:
                 raise _error("NoSuchKey", "GetObject")
+            if IfNoneMatch is not None and IfNoneMatch == obj.etag:
+                raise _error("NotModified", "GetObject")
             body = obj.body
             if Range is not None:
                 start, end = (int(x) for x in Range.removeprefix("bytes=").split("-"))
@@ -223,7 +234,9 @@ class MemoryS3:
                 objects = self._bucket(Bucket, "ListObjectsV2").objects
                 names = sorted(k for k in objects if k.startswith(Prefix) and k > after)
                 page = names[:MaxKeys]
-                contents = [{"Key": k, "ETag": objects[k].etag} for k in page]
+                contents = [
+                    {"Key": k, "ETag": objects[k].etag, "LastModified": objects[k].modified.isoformat()} for k in page
+                ]
             resp: dict[str, Any] = {"Contents": contents, "IsTruncated": len(names) > MaxKeys}
             if resp["IsTruncated"]:
                 resp["NextContinuationToken"] = page[-1]

@@ -71,6 +71,7 @@ def catalog_process(s3_endpoint: str, system_bucket: str, log_dir: Path, **env: 
         CATALOG_ROOT_SECRET_KEY=ROOT_SECRET,
         **env,
     )
+    log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / "catalog.log"
     catalog = local_s3.start_catalog(full, log_path)
     try:

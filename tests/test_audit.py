@@ -220,3 +220,42 @@ def test_refused_changes_go_to_the_log_not_the_trail(s3_endpoint, system_bucket,
         refused = [x for x in lines if x.get("message") == "refused"]
         outcomes = [(x["outcome"], x["action"], x["status"]) for x in refused if wh in x["path"]]
         assert outcomes == [("refused", "CreateNamespace", 403), ("refused", "CreateNamespace", 409)]
+
+
+def test_a_cold_page_reads_only_objects_written_after_its_oldest_entry(s3_endpoint, system_bucket, tmp_path, http):
+    """150 tables, then 3 commits: a new process's first page of 3 reads those 3 pointers, not 150
+    (their LastModified bounds their entries); paging on still yields every entry once, in order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    skew = {"CATALOG_AUDIT_SKEW_MS": "1500"}
+    wh = f"wh-{uuid.uuid4().hex[:10]}"
+    with catalog_process(s3_endpoint, system_bucket, tmp_path / "a", **skew) as (url, _):
+        base = f"{url}/v1/{wh}"
+        assert http.post(f"{url}/v1/warehouses", json={"name": wh}).status_code == 200
+        assert http.post(f"{base}/namespaces", json={"namespace": ["db"]}).status_code == 200
+
+        def create(i: int) -> int:
+            return http.post(f"{base}/namespaces/db/tables", json={"name": f"t{i:03d}", "schema": SCHEMA}).status_code
+
+        with ThreadPoolExecutor(8) as pool:
+            assert set(pool.map(create, range(150))) == {200}
+        time.sleep(3)  # past the skew: the creates' pointers cannot hold entries of the commits' time
+        for i in (7, 70, 140):
+            body = {"requirements": [], "updates": [{"action": "set-properties", "updates": {"k": str(i)}}]}
+            assert http.post(f"{base}/namespaces/db/tables/t{i:03d}", json=body).status_code == 200
+    with catalog_process(s3_endpoint, system_bucket, tmp_path / "b", **skew) as (url, _):
+        base = f"{url}/v1/{wh}"
+        resp = http.get(f"{base}/audit", params={"pageSize": 3})
+        assert resp.status_code == 200, resp.text
+        page = resp.json()
+        assert [(e["op"], e["target"]["name"]) for e in page["entries"]] == [
+            ("commit", "t140"),
+            ("commit", "t070"),
+            ("commit", "t007"),
+        ]
+        # the warehouse record, 4 LISTs (pointers, trash, namespaces, journal), 3 pointers; not 150
+        assert int(resp.headers["X-Catalog-S3-Requests"]) <= 10
+        every = _all(http, f"{base}/audit", pageSize=20)
+    ops = Counter(e["op"] for e in every)
+    assert ops == Counter({"create": 150, "commit": 3, "create-namespace": 1})
+    assert [e["target"]["name"] for e in every[:3]] == ["t140", "t070", "t007"]

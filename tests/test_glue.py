@@ -606,3 +606,50 @@ def test_a_pointer_from_before_entry_ids_keeps_its_side_data_on_every_face(glue,
     assert stored["id"] == tid.replace("-", "")  # kept from now on
     versions = glue.get_table_versions(DatabaseName="db", TableName="legacy")["TableVersions"]
     assert sorted(v["Table"]["VersionId"] for v in versions) == ["1", "2"]  # the archive is under the same id
+
+
+def test_stored_views_serve_a_cold_process_and_stay_exact(s3_endpoint, system_bucket, tmp_path, http, s3, core):
+    """The sweeper's pass stores the GetTables/SearchTables view; a new process's first page then
+    costs 4 S3 requests, not one per table. Every entry is still checked by its ETag: a change
+    through the face, or straight to S3, shows at once; a filtered listing keeps the others' entries."""
+    from chalicelib.core import sweeper
+    from chalicelib.glue.shapes import projection
+    from tests.conftest import catalog_process
+
+    def s3_requests(resp: dict[str, Any]) -> int:
+        return int(resp["ResponseMetadata"]["HTTPHeaders"]["x-catalog-s3-requests"])
+
+    wh = f"wh-{uuid.uuid4().hex[:10]}"
+    with catalog_process(s3_endpoint, system_bucket, tmp_path / "a") as (url, _):
+        assert http.post(f"{url}/v1/warehouses", json={"name": wh}).status_code == 200
+        g = glue_client(url, wh)
+        g.create_database(DatabaseInput={"Name": "big"})
+        for i in range(40):
+            g.create_table(DatabaseName="big", TableInput=hive_input(f"t{i:02d}", f"s3://{wh}/x/{i}"))
+        loc = f"s3://{wh}/big.db/zice"
+        g.create_table(
+            DatabaseName="big", TableInput=iceberg_input("zice", write_metadata(s3, wh, loc, 0, str(uuid.uuid4())))
+        )
+    report = sweeper.sweep(core, wh, 60, {"glue": projection})
+    assert report[wh]["views-refreshed"] == 1
+    with catalog_process(s3_endpoint, system_bucket, tmp_path / "b") as (url, _):
+        g = glue_client(url, wh)
+        first = g.get_tables(DatabaseName="big", MaxResults=20)
+        assert [t["Name"] for t in first["TableList"]] == [f"t{i:02d}" for i in range(20)]
+        assert s3_requests(first) == 4  # database, stored view, 2 LISTs (Iceberg and Hive names)
+        assert len(g.get_tables(DatabaseName="big", Expression="t1.*")["TableList"]) == 10
+        again = g.get_tables(DatabaseName="big", MaxResults=100)
+        assert len(again["TableList"]) == 41 and s3_requests(again) == 4  # the filtered scan dropped none
+        g.update_table(DatabaseName="big", TableInput={**hive_input("t05", f"s3://{wh}/x/5"), "Parameters": {"v": "2"}})
+        record = json.loads(s3.get_object(Bucket=wh, Key=".catalog/hive/big/t07.json")["Body"].read())
+        record["glue"]["Parameters"] = {"edited": "straight to S3"}
+        s3.put_object(Bucket=wh, Key=".catalog/hive/big/t07.json", Body=json.dumps(record).encode())
+        s3.delete_object(Bucket=wh, Key=".catalog/hive/big/t09.json")
+        page = g.get_tables(DatabaseName="big", MaxResults=100)
+        tables = {t["Name"]: t for t in page["TableList"]}
+        assert tables["t05"]["Parameters"] == {"v": "2"}
+        assert tables["t07"]["Parameters"] == {"edited": "straight to S3"}
+        assert "t09" not in tables and len(tables) == 40
+        assert s3_requests(page) == 4 + 2 + 1  # the two changed entries read again, the view stored
+        found = g.search_tables(Filters=[{"Key": "Name", "Value": "t07"}])["TableList"]
+        assert [t["Parameters"] for t in found] == [{"edited": "straight to S3"}]

@@ -311,3 +311,21 @@ def test_a_full_listing_applies_the_callers_policies(catalog, warehouse, http, c
     catalog.drop_table("a.t")
     assert full() == ["u"]
     assert user.get(f"{catalog_url}/v1/{warehouse}/namespaces/b/tables").status_code in (403, 404)
+
+
+def test_fsck_finds_a_snapshot_that_disagrees_with_an_unmarked_pointer(core, monkeypatch):
+    from chalicelib.core import fsck
+
+    wh = _setup(core, "a")
+    for name in ("t1", "t2", "t3"):
+        _create(core, wh, ("a",), name)
+    monkeypatch.setattr(listing_marks, "GRACE_MS", 0)
+    assert _full(core, wh, ("a",)) == ["t1", "t2", "t3"]  # folded: a snapshot, no marks
+    assert _marks(core, wh, ("a",)) == []
+    lifecycle.drop(core, wh, ("a",), "t1", False)  # marked: full listings read t1 again
+    report = fsck.check(core, wh)
+    assert report.of(fsck.VIOLATION) == [] and report.checked["listed-names"] == 3
+    with listing_marks.same_names():  # a write that (wrongly) leaves no mark
+        lifecycle.drop(core, wh, ("a",), "t2", False)
+    found = [f for f in fsck.check(core, wh).of(fsck.VIOLATION) if f.kind == "listing-disagrees"]
+    assert [f.keys for f in found] == [[keys.listing_snapshot(("a",)), keys.table_pointer(("a",), "t2")]]

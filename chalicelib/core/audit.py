@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import base64
 import contextvars
+import heapq
 import json
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import pointer_record
+from chalicelib.core import parallel, pointer_record
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.errors import BadRequest
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
@@ -267,11 +268,35 @@ def _order(e: dict[str, Any]) -> tuple[int, str, int]:
     return int(e["at"]), str(e["source"]), int(e["seq"])
 
 
+class Tails:
+    """The unjournaled entries of pointer-like objects, read on demand, last written first.
+
+    An object's entries were stamped before the write that stored them, so none is newer than the
+    object's LastModified (plus SKEW_MS: S3 keeps whole seconds, and clocks differ a little). A
+    page newest first therefore reads only the objects written after its oldest entry, not every
+    table: one LIST per 1,000 objects and O(page) GETs (cached by ETag)."""
+
+    def __init__(self, ctx: Context, bucket: str, listed: list[tuple[str, str, int]]) -> None:
+        self.ctx, self.bucket = ctx, bucket
+        self.listed = sorted(listed, key=lambda item: -item[2])
+
+    def stream(self) -> Iterator[tuple[tuple[int, str, int], Callable[[], list[dict[str, Any]]]]]:
+        """(the newest order an object's entries can have, a reader of them), newest first."""
+        for key, etag, modified in self.listed:
+            yield (modified + skew_ms(), "~", 1 << 62), lambda k=key, t=etag: _tail_of(self.ctx, self.bucket, k, t)
+
+
+def skew_ms() -> int:
+    from chalicelib.core.context import env_int
+
+    return env_int("CATALOG_AUDIT_SKEW_MS", 30_000)
+
+
 def query(
     ctx: Context,
     bucket: str,
     prefix: str,
-    tails: list[dict[str, Any]],
+    tails: list[dict[str, Any]] | Tails,
     source: str | None = None,
     principal: str | None = None,
     op: str | None = None,
@@ -284,8 +309,9 @@ def query(
     """Entries newest first: the unjournaled tails given, merged with the journal under prefix;
     `keep` leaves out entries the caller may not read.
 
-    Segments are listed newest last entry first, so once the next segment ends before the oldest
-    entry a page would hold, no later segment can hold a newer one."""
+    Segments are listed newest last entry first, and objects with tails last written first; both
+    are read in the order of the newest entry they can hold, so once the next of them cannot hold
+    an entry newer than the oldest a page would keep, nothing later can."""
     size = min(max(int(page_size or 50), 1), MAX_PAGE)
     cursor = decode_cursor(page_token)
 
@@ -315,32 +341,42 @@ def query(
                 seen.add(ident)
                 found.append(e)
 
-    take(tails)
-    batch: list[str] = []
+    batch: list[Callable[[], list[dict[str, Any]]]] = []
     floor: list[tuple[int, str, int]] = []  # the size-th newest order found so far, once known
 
-    def drain() -> None:
-        for entries in _map(lambda k: _segment(ctx, bucket, k), batch):
-            take(entries)
-        batch.clear()
+    def settle() -> None:
         if len(found) >= size:
             floor[:] = [sorted((_order(e) for e in found), reverse=True)[size - 1]]
 
-    if len(found) >= size:
-        floor[:] = [sorted((_order(e) for e in found), reverse=True)[size - 1]]
+    def drain() -> None:
+        for entries in parallel.map_counted(lambda read: read(), batch):  # counted as the request's
+            take(entries)
+        batch.clear()
+        settle()
+
+    def segments() -> Iterator[tuple[tuple[int, str, int], Callable[[], list[dict[str, Any]]]]]:
+        for key in ctx.storage.list_keys(bucket, prefix):
+            segment = key[len(prefix) :]
+            if source is not None and f"-{source}-" not in segment:
+                continue
+            newest = (_FAR - int(segment[:13]), "~", 1 << 62)  # no entry of this segment orders above it
+            yield newest, lambda k=key: _segment(ctx, bucket, k)
+
+    if isinstance(tails, Tails):
+        streams = heapq.merge(segments(), tails.stream(), key=lambda item: item[0], reverse=True)
+    else:
+        take(tails)
+        settle()
+        streams = segments()
     more = False
-    for key in ctx.storage.list_keys(bucket, prefix):
-        segment = key[len(prefix) :]
-        if source is not None and f"-{source}-" not in segment:
-            continue
-        newest = (_FAR - int(segment[:13]), "~", 1 << 62)  # no entry of this segment orders above it
+    for newest, read in streams:
         if floor and floor[0] > newest:
             drain()
             if floor[0] > newest:
                 more = True
                 break
-        batch.append(key)
-        if len(batch) >= 32:
+        batch.append(read)
+        if len(batch) >= (32 if floor else min(32, max(1, size - len(found)))):  # no more than may fill the page
             drain()
     drain()
     found.sort(key=_order, reverse=True)
@@ -355,10 +391,6 @@ def _public(e: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def table_tails(ctx: Context, bucket: str, prefixes: Iterable[str]) -> list[dict[str, Any]]:
-    """The unjournaled entries of every pointer-like object under the prefixes (cached by ETag)."""
-    listed = [(k, etag) for p in prefixes for k, etag in ctx.storage.list_entries(bucket, p)]
-    out: list[dict[str, Any]] = []
-    for entries in _map(lambda ke: _tail_of(ctx, bucket, ke[0], ke[1]), listed):
-        out.extend(entries)
-    return out
+def table_tails(ctx: Context, bucket: str, prefixes: Iterable[str]) -> Tails:
+    """The unjournaled entries of every pointer-like object under the prefixes, read as a page needs them."""
+    return Tails(ctx, bucket, [item for p in prefixes for item in ctx.storage.list_stamped(bucket, p)])

@@ -6,8 +6,11 @@ Iceberg entries are live pointers; Hive entries are hive records. Names are one 
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +18,7 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.core import hive, namespaces, parallel, pointer_record, pointers
 from chalicelib.core import metadata as md
-from chalicelib.core.context import Context
+from chalicelib.core.context import Context, env_int
 from chalicelib.errors import NotFound, ServiceUnavailable, TableNotFound, TableRecoveryInProgress
 from chalicelib.storage import COUNTER, ObjectNotFound, StorageUnavailable, WriteInDoubt
 
@@ -117,22 +120,73 @@ def all_namespaces(ctx: Context, warehouse: str) -> Iterator[Namespace]:
 Projection = Callable[[Entry], dict[str, Any]]
 
 
-def _listing(
-    ctx: Context, warehouse: str, ns: Namespace, start_after: str, page: int
-) -> Iterator[tuple[str, str, str, str]]:
-    """(name, kind, key, ETag) of both kinds in name order, S3 pages (of `page` keys) fetched lazily."""
+Listed = tuple[str, str, str, str]  # name, kind, key, ETag
+
+
+def _listings(ctx: Context, warehouse: str, ns: Namespace, start_after: str, page: int) -> list[Iterator[Listed]]:
+    """Both kinds' listings in name order, S3 pages (of `page` keys) fetched lazily."""
     bucket = ctx.bucket_for(warehouse)
 
-    def of(kind: str, prefix: str) -> Iterator[tuple[str, str, str, str]]:
+    def of(kind: str, prefix: str) -> Iterator[Listed]:
         start = f"{prefix}{start_after}.json" if start_after else ""
         for key, etag in ctx.storage.list_entries(bucket, prefix, start, page):
             yield key[len(prefix) : -len(".json")], kind, key, etag
 
-    return heapq.merge(of("iceberg", keys.tables_prefix(ns)), of("hive", keys.hive_prefix(ns)))
+    return [of("iceberg", keys.tables_prefix(ns)), of("hive", keys.hive_prefix(ns))]
+
+
+def _started(listing: Iterator[Listed]) -> Iterator[Listed]:
+    """The listing with its first S3 page fetched (here, on a pool thread beside the page's other reads)."""
+    first = next(listing, None)
+    return itertools.chain([first], listing) if first is not None else iter(())
 
 
 def _resolve_many(ctx: Context, warehouse: str, ns: Namespace, items: list[tuple[str, str]]) -> list[Entry | None]:
     return parallel.map_counted(lambda item: _read_kind(ctx, warehouse, ns, *item), items)
+
+
+class _Shards:
+    """Stored view shards this process has read: (bucket, key) -> (ETag, entries, size). A later read
+    asks S3 for the shard only if its ETag changed (a 304 carries no body and needs no parsing).
+    Bounded by the bytes of the shards held, least recently used first out."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes, self.held = max_bytes, 0
+        self.items: OrderedDict[tuple[str, str], tuple[str, dict[str, Any], int]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def read(self, storage: Any, bucket: str, key: str) -> dict[str, Any]:
+        """A private copy of the shard's entries (callers add to it while others read it)."""
+        with self.lock:
+            known = self.items.get((bucket, key))
+        try:
+            found = storage.get_if_changed(bucket, key, known[0]) if known else storage.get(bucket, key)
+        except ObjectNotFound:
+            return {}
+        if found is None:  # unchanged since we kept it
+            with self.lock:
+                if (bucket, key) in self.items:
+                    self.items.move_to_end((bucket, key))
+            return dict(known[1]) if known else {}
+        try:
+            entries = json.loads(found.body).get("entries", {})
+        except ValueError:
+            return {}
+        self.keep(bucket, key, found.etag, entries, len(found.body))
+        return dict(entries)
+
+    def keep(self, bucket: str, key: str, etag: str, entries: dict[str, Any], size: int) -> None:
+        if not etag or size > self.max_bytes:
+            return
+        with self.lock:
+            old = self.items.pop((bucket, key), None)
+            self.held += size - (old[2] if old else 0)
+            self.items[(bucket, key)] = (etag, entries, size)
+            while self.held > self.max_bytes:
+                self.held -= self.items.popitem(last=False)[1][2]
+
+
+SHARDS = _Shards(env_int("CATALOG_VIEW_CACHE_MB", 64) * 1024 * 1024)
 
 
 class _View:
@@ -141,20 +195,16 @@ class _View:
     def __init__(self, ctx: Context, warehouse: str, ns: Namespace, view: str, project: Projection) -> None:
         self.ctx, self.warehouse, self.ns, self.project = ctx, warehouse, ns, project
         self.bucket, self.key = ctx.bucket_for(warehouse), keys.view_shard(view, ns)
-        try:
-            self.cached: dict[str, Any] = json.loads(ctx.storage.get(self.bucket, self.key).body).get("entries", {})
-        except (ObjectNotFound, ValueError):
-            self.cached = {}
+        self.cached: dict[str, Any] = SHARDS.read(ctx.storage, self.bucket, self.key)
         self.changed = False
         self.seen: set[str] = set()
 
-    def resolve(self, batch: list[tuple[str, str, str, str]]) -> list[tuple[str, dict[str, Any]]]:
+    def resolve(self, batch: list[Listed]) -> list[tuple[str, dict[str, Any]]]:
         """Projections of the live entries in batch, in order; misses are read in parallel."""
         misses = [(n, k) for n, k, key, etag in batch if self.cached.get(key, {}).get("etag") != etag]
         fresh = dict(zip(misses, _resolve_many(self.ctx, self.warehouse, self.ns, misses), strict=True))
         out: list[tuple[str, dict[str, Any]]] = []
         for name, kind, key, _ in batch:
-            self.seen.add(key)
             if (name, kind) not in fresh:
                 out.append((name, self.cached[key]["p"]))
                 continue
@@ -175,10 +225,12 @@ class _View:
             self.changed = True
         if not self.changed:
             return
+        body = json.dumps({"entries": self.cached}).encode()
         try:
-            self.ctx.storage.put(self.bucket, self.key, json.dumps({"entries": self.cached}).encode())
+            etag = self.ctx.storage.put(self.bucket, self.key, body)
         except (StorageUnavailable, WriteInDoubt):
-            pass
+            return
+        SHARDS.keep(self.bucket, self.key, etag, dict(self.cached), len(body))
 
 
 def view_page(
@@ -194,13 +246,24 @@ def view_page(
     """Up to limit projections of live entries after start_after, and the name to continue after.
 
     A listing (with ETags) drives it; only entries changed since the cached projection are read."""
-    namespaces.read_record(ctx, warehouse, ns)
-    cache = _View(ctx, warehouse, ns, view, project)
+    page = max(10, min(1000, limit + 1))  # a page's worth of keys per S3 listing, not always 1000
+    steps: list[Callable[[], Any]] = [
+        lambda: namespaces.read_record(ctx, warehouse, ns),
+        lambda: _View(ctx, warehouse, ns, view, project),
+        *[lambda listing=listing: _started(listing) for listing in _listings(ctx, warehouse, ns, start_after, page)],
+    ]
+    _, cache, *started = parallel.map_counted(lambda step: step(), steps)  # one round trip, not four
     out: list[dict[str, Any]] = []
     names: set[str] = set()
-    page = max(10, min(1000, limit + 1))  # a page's worth of keys per S3 listing, not always 1000
-    it = (item for item in _listing(ctx, warehouse, ns, start_after, page) if keep(item[0]))
-    pending: list[tuple[str, str, str, str]] = []
+
+    def listed() -> Iterator[Listed]:
+        for item in heapq.merge(*started):
+            cache.seen.add(item[2])  # listed, so kept in a complete save even if not wanted here
+            if keep(item[0]):
+                yield item
+
+    it = listed()
+    pending: list[Listed] = []
 
     def drain() -> None:
         for name, projection in cache.resolve(pending):
@@ -262,3 +325,26 @@ def scan_views(
             return []  # deleted meanwhile
 
     return [p for found in parallel.map_counted(one, spaces, pool="scans") for p in found]
+
+
+def refresh(ctx: Context, warehouse: str, view: str, project: Projection, deadline: float) -> int:
+    """The sweeper's pass: bring the view's stored shard of every database (one-level namespace) up
+    to date, so a cold process's first listing reads one shard per database, not one object per
+    table. Requests still validate every entry by its ETag: this only makes them cheap. Returns the
+    number of databases brought up to date (a pass cut short by the deadline resumes next run)."""
+    done = 0
+    saved, COUNTER.deadline = COUNTER.deadline, deadline + DEADLINE_MARGIN_S
+    try:
+        for ns in all_namespaces(ctx, warehouse):
+            if len(ns) != 1:
+                continue
+            if time.monotonic() >= deadline:
+                break
+            try:
+                view_page(ctx, warehouse, ns, view, project, "", 10**9)
+            except NotFound:
+                continue  # deleted meanwhile
+            done += 1
+    finally:
+        COUNTER.deadline = saved
+    return done

@@ -93,9 +93,43 @@ def check(ctx: Context, warehouse: str) -> Report:
     claiming = {pointer_record.claim_txn(d) for d in pointers.values() if d and pointer_record.claimed(d)}
     _check_transactions(ctx, bucket, claiming, add)
     ns_keys = list(ctx.storage.list_keys(bucket, keys.NS_PREFIX))
-    records_with_seq += [r for r in parallel.map_counted(lambda k: _read(ctx, bucket, k), ns_keys) if r]
+    ns_records = parallel.map_counted(lambda k: _read(ctx, bucket, k), ns_keys)
+    records_with_seq += [r for r in ns_records if r]
     _check_journal(ctx, bucket, records_with_seq, add, report)
+    for key, record in zip(ns_keys, ns_records, strict=True):
+        if record:
+            _check_listing(ctx, warehouse, keys.namespace_from_record(key), str(record.get("uuid", "")), add, report)
     return report
+
+
+def _check_listing(ctx: Context, warehouse: str, ns: tuple[str, ...], ns_uuid: str, add: Any, report: Report) -> None:
+    """The full-listing projection agrees with the pointers: a name the snapshot lists otherwise
+    than its pointer says must be marked (else full listings show a stale answer until a scan)."""
+    from chalicelib.core.tables import projection
+
+    bucket = ctx.bucket_for(warehouse)
+    snap = _read(ctx, bucket, keys.listing_snapshot(ns))
+    if snap is None or snap.get("namespace-uuid") != ns_uuid:
+        return  # none yet (or an earlier namespace's): the first full listing scans
+    marked = {
+        k[len(keys.listing_marks_prefix(ns)) :].rsplit("/", 1)[0]
+        for k in ctx.storage.list_keys(bucket, keys.listing_marks_prefix(ns))
+    }
+    listed: dict[str, str] = dict(snap.get("names") or {})
+    pointed = {keys.table_from_pointer(k) for k in ctx.storage.list_keys(bucket, keys.tables_prefix(ns))}
+    names = sorted(set(listed) | pointed)
+    truth = parallel.map_counted(lambda n: projection.classify(ctx, warehouse, ns, n), names)
+    report.checked["listed-names"] = report.checked.get("listed-names", 0) + len(names)
+    for name, kind in zip(names, truth, strict=True):
+        if listed.get(name) != kind and name not in marked:
+            add(
+                Finding(
+                    VIOLATION,
+                    "listing-disagrees",
+                    f"full listings show {name!r} as {listed.get(name)}, its pointer as {kind}, and no mark says so",
+                    [keys.listing_snapshot(ns), keys.table_pointer(ns, name)],
+                )
+            )
 
 
 def _check_pointer(ctx: Context, warehouse: str, key: str, data: dict[str, Any], add: Any) -> None:

@@ -20,10 +20,11 @@ import json
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, drops, pointer_record, pointers, purges, trash
+from chalicelib.core import audit, drops, entries, pointer_record, pointers, purges, trash
 from chalicelib.core.context import Context, dump
 from chalicelib.core.tables import projection
 from chalicelib.errors import CatalogError
@@ -94,7 +95,10 @@ def _sweep_pointer(ctx: Context, warehouse: str, key: str, claimed_uuids: set[st
         stats["renames-finished"] += 1
 
 
-def sweep_warehouse(ctx: Context, warehouse: str, deadline: float) -> Counter[str]:
+Views = dict[str, Callable[[Context, str], entries.Projection]]  # view name -> its projection, per warehouse
+
+
+def sweep_warehouse(ctx: Context, warehouse: str, deadline: float, views: Views | None = None) -> Counter[str]:
     stats: Counter[str] = Counter()
     bucket = ctx.bucket_for(warehouse)
     claimed = {k[len(keys.UUIDS_PREFIX) : -len(".json")] for k in ctx.storage.list_keys(bucket, keys.UUIDS_PREFIX)}
@@ -126,11 +130,22 @@ def sweep_warehouse(ctx: Context, warehouse: str, deadline: float) -> Counter[st
     else:
         if folded:
             stats["listings-folded"] += folded
+    for view, projection_of in (views or {}).items():
+        try:
+            refreshed = entries.refresh(ctx, warehouse, view, projection_of(ctx, warehouse), deadline)
+        except (CatalogError, StorageUnavailable, WriteInDoubt) as exc:
+            log.warning("sweeper: %s %s view: %s", warehouse, view, exc)
+            stats["errors"] += 1
+        else:
+            stats["views-refreshed"] += refreshed
     return stats
 
 
-def sweep(ctx: Context, warehouse: str | None = None, budget_s: float = 240.0) -> dict[str, Any]:
-    """Sweep one warehouse or all of them; returns counts of what was finished."""
+def sweep(
+    ctx: Context, warehouse: str | None = None, budget_s: float = 240.0, views: Views | None = None
+) -> dict[str, Any]:
+    """Sweep one warehouse or all of them; returns counts of what was finished. `views` are the
+    faces' stored list views to bring up to date (the handler passes the Glue face's)."""
     deadline = time.monotonic() + budget_s
     if warehouse is None:
         names = [
@@ -150,7 +165,7 @@ def sweep(ctx: Context, warehouse: str | None = None, budget_s: float = 240.0) -
             continue
         if record.get("state") == "deleting":
             continue
-        report[name] = dict(sweep_warehouse(ctx, name, deadline))
+        report[name] = dict(sweep_warehouse(ctx, name, deadline, views))
     _report(report)
     return report
 

@@ -298,13 +298,6 @@ def delete_database(ctx: Context, wh: str, body: Body, req: RequestContext) -> B
 # ---- tables -----------------------------------------------------------------------------------
 
 
-def _table_out(ctx: Context, wh: str, entry: glue.Entry) -> Body:
-    metadata = None
-    if entry.is_iceberg and shapes.needs_metadata(entry):
-        metadata = glue.metadata_json(ctx, entry)
-    return shapes.table(entry, wh, metadata)
-
-
 def _table_request(body: Body) -> tuple[tuple[str, ...], Body]:
     """DatabaseName and TableInput of CreateTable/UpdateTable (the newer top-level Name must agree)."""
     ns = shapes.database_name(body.get("DatabaseName"))
@@ -327,7 +320,7 @@ def create_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body
 @op("GetTable", "GetTable", _table("GetTable"))
 def get_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
     ns, name = shapes.database_name(body.get("DatabaseName")), shapes.table_name(body.get("Name"))
-    return {"Table": _table_out(ctx, wh, glue.get_entry(ctx, wh, ns, name))}
+    return {"Table": shapes.table_out(ctx, wh, glue.get_entry(ctx, wh, ns, name))}
 
 
 @op("UpdateTable", "UpdateTable", _table("UpdateTable", "TableInput"))
@@ -401,7 +394,7 @@ def get_tables(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
             return False
         return _readable(req, wh, ns, name)
 
-    found, more = glue.view_page(ctx, wh, ns, "glue", lambda e: _table_out(ctx, wh, e), after, size, keep)
+    found, more = glue.view_page(ctx, wh, ns, "glue", shapes.projection(ctx, wh), after, size, keep)
     if attrs == ["NAME"]:
         found = [{"Name": t["Name"]} for t in found]
     return {"TableList": found, **_next(req, more, query)}
@@ -425,7 +418,7 @@ def _versions_target(ctx: Context, wh: str, body: Body) -> glue.Entry:
 def get_table_version(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
     entry = _versions_target(ctx, wh, body)
     wanted = entry.version if body.get("VersionId") is None else _version_id(body["VersionId"])
-    table = _table_out(ctx, wh, backend.version(ctx, wh, entry, wanted))
+    table = shapes.table_out(ctx, wh, backend.version(ctx, wh, entry, wanted))
     return {"TableVersion": {"Table": table, "VersionId": str(wanted)}}
 
 
@@ -435,7 +428,7 @@ def get_table_versions(ctx: Context, wh: str, body: Body, req: RequestContext) -
     size = _max_results(body, 100, 100)
     after = int(_token(req, body.get("NextToken"), entry.entry_id) or 0)
     found, last = backend.versions(ctx, wh, entry, after, size)
-    out = [{"Table": _table_out(ctx, wh, old), "VersionId": str(n)} for n, old in found]
+    out = [{"Table": shapes.table_out(ctx, wh, old), "VersionId": str(n)} for n, old in found]
     more = _next(req, str(last), entry.entry_id) if last is not None else {}
     return {"TableVersions": out, **more}
 
@@ -507,7 +500,7 @@ def search_tables(ctx: Context, wh: str, body: Body, req: RequestContext) -> Bod
     def visible(ns: tuple[str, ...], name: str) -> bool:
         return _readable(req, wh, ns, name)
 
-    every = glue.scan_views(ctx, wh, spaces, "glue", lambda e: _table_out(ctx, wh, e), visible)
+    every = glue.scan_views(ctx, wh, spaces, "glue", shapes.projection(ctx, wh), visible)
     found = [t for t in every if all(test(t) for test in tests)]
 
     def key(t: Body) -> list[object]:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
-from chalicelib.core.catalog.glue import Entry
+from chalicelib.core.catalog.glue import Entry, metadata_json
+from chalicelib.core.context import Context
 from chalicelib.errors import BadRequest
 from chalicelib.glue.expression import Expression, compile_expression
 from chalicelib.names import check_namespace, check_table
@@ -266,3 +268,14 @@ def expression(pattern: object) -> Expression | None:
     text(pattern, "Expression", 0, 2048)
     assert isinstance(pattern, str)
     return compile_expression(pattern)
+
+
+def table_out(ctx: Context, wh: str, entry: Entry) -> dict[str, Any]:
+    """The Glue Table of an entry, its metadata read only when its Glue input does not describe it."""
+    metadata = metadata_json(ctx, entry) if entry.is_iceberg and needs_metadata(entry) else None
+    return table(entry, wh, metadata)
+
+
+def projection(ctx: Context, wh: str) -> Callable[[Entry], dict[str, Any]]:
+    """What the stored "glue" view holds per entry (GetTables, SearchTables, and the sweeper's refresh)."""
+    return lambda entry: table_out(ctx, wh, entry)
