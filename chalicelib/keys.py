@@ -53,6 +53,10 @@ Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
     .catalog/audit/{10^13 - last-ms:013d}-{source}-{first seq:010d}-{last seq:010d}.json
                                            an immutable audit journal segment (core/audit.py); the
                                            source is a table's entry id or a namespace record's uuid
+    .catalog/events/sinks/{sink}.json      a change-event sink: kind, target, filters, start (CAS)
+    .catalog/events/cursors/{sink}.json    what the sink has been sent: last seq per trail source
+                                           and the pointer ETags read (CAS by the dispatcher)
+    .catalog/events/dead/{sink}/{event-id}.json   an event that kept failing, kept for replay
     .catalog/txns/{txn-id}.json            transaction record: state ("pending" | "committed" |
                                            "aborted"), lease, and each table's old/new metadata.
                                            Its pending -> committed swap is the commit point.
@@ -259,3 +263,28 @@ TRASH_PREFIX = CATALOG_PREFIX + "trash/"
 
 def trash_record(drop_id: str) -> str:
     return f"{TRASH_PREFIX}{drop_id}.json"
+
+
+# ---- change events (core/events.py, core/dispatcher.py) -----------------------------------------
+EVENTS_PREFIX = CATALOG_PREFIX + "events/"
+EVENT_SINKS_PREFIX = EVENTS_PREFIX + "sinks/"
+
+
+def event_sink(name: str) -> str:
+    return f"{EVENT_SINKS_PREFIX}{name}.json"
+
+
+def event_cursor(sink: str) -> str:
+    return f"{EVENTS_PREFIX}cursors/{sink}.json"
+
+
+def dead_events_prefix(sink: str) -> str:
+    return f"{EVENTS_PREFIX}dead/{sink}/"
+
+
+def dead_event(sink: str, event_id: str) -> str:
+    return f"{dead_events_prefix(sink)}{event_id}.json"
+
+
+def sink_from_record(key: str) -> str:
+    return key[len(EVENT_SINKS_PREFIX) : -len(".json")]

@@ -91,7 +91,9 @@ def start(port: int, data_dir: Path, prefer: str = "auto") -> LocalS3:
         env = dict(os.environ)
         env.update(
             GATEWAY_LISTEN=f"127.0.0.1:{port}",
-            SERVICES="s3,sts,secretsmanager",  # sts: vended credentials (not enforced); secrets: the Lambda emulator
+            # sts: vended credentials (not enforced); secretsmanager: the Lambda emulator; sqs, sns,
+            # events: change-event sinks
+            SERVICES="s3,sts,secretsmanager,sqs,sns,events",
             DISABLE_EVENTS="1",
             SKIP_SSL_CERT_DOWNLOAD="1",
             LOCALSTACK_VOLUME_DIR=str(data_dir / "volume"),

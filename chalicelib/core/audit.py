@@ -249,6 +249,21 @@ def _tail_of(ctx: Context, bucket: str, key: str, etag: str) -> list[dict[str, A
     return [dict(e, source=source) for e in tail]
 
 
+def newest_in_segment(name: str) -> int:
+    """The time of a segment's newest entry, from its name (relative to the journal prefix)."""
+    return _FAR - int(name[:13])
+
+
+def tail_entries(ctx: Context, bucket: str, key: str, etag: str) -> list[dict[str, Any]]:
+    """The committed entries a pointer or record still carries, each with its source."""
+    return _tail_of(ctx, bucket, key, etag)
+
+
+def segment_entries(ctx: Context, bucket: str, key: str) -> list[dict[str, Any]]:
+    """The entries of a journal segment, each with its source."""
+    return _segment(ctx, bucket, key)
+
+
 def encode_cursor(e: dict[str, Any]) -> str:
     raw = json.dumps([int(e["at"]), str(e["source"]), int(e["seq"])], separators=(",", ":"))
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
