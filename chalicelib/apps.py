@@ -13,6 +13,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "namespaces": ("namespaces",),
     "tables": ("tables", "views", "trash", "audit"),  # views share the tables' name space
     "transactions": ("transactions",),
+    "events": ("events",),  # the events feed and the event sinks (the dispatcher is its own function)
     "data": ("data_access",),  # remote signing and vended-credential refresh: one call per S3 request
     "glue": ("chalicelib.glue.face",),  # the Glue face: one route, dispatched on X-Amz-Target
     "s3tables": ("chalicelib.s3tables.face",),  # the S3 Tables face (botocore's s3tables model)

@@ -113,6 +113,10 @@ class PurgeNotSupported(CatalogError):
     pass
 
 
+class Gone(CatalogError):
+    """What the request points at (an events position) is no longer kept."""
+
+
 class ServiceUnavailable(CatalogError):
     """Storage is unavailable or throttling; nothing was changed."""
 

@@ -288,3 +288,8 @@ def dead_event(sink: str, event_id: str) -> str:
 
 def sink_from_record(key: str) -> str:
     return key[len(EVENT_SINKS_PREFIX) : -len(".json")]
+
+
+def event_feed(token: str) -> str:
+    """Where the events feed (POST /v1/{prefix}/events) keeps what a continuation token has seen."""
+    return f"{EVENTS_PREFIX}feeds/{token}.json"

@@ -75,7 +75,14 @@ S3_ACCESS: dict[str, list[tuple[list[str], list[str]]]] = {
         (["s3:ListBucket"], [SYSTEM, WAREHOUSES]),
     ],
     "console": [],  # a static page: no S3 at all
+    "dispatcher": [
+        (["s3:GetObject"], [SYSTEM + "/warehouses/*"]),
+        (OBJECT_RW, [WAREHOUSES + "/*"]),
+        (["s3:ListBucket"], [SYSTEM, WAREHOUSES]),
+    ],
 }
+# Where the dispatcher may send events: the sinks name their queues, topics and buses at run time.
+SINK_ACCESS = (["sqs:SendMessage", "sns:Publish", "events:PutEvents"], ["*"])
 DEFAULT_ACCESS = [
     IAM_READ,
     IDEMPOTENCY,
@@ -129,6 +136,26 @@ def _data_access_role() -> dict[str, Any]:
 
 def _cap(group: str) -> str:
     return "".join(p.capitalize() for p in group.split("_"))
+
+
+def _scheduled(name: str, statements: list[Any], timeout: int, schedule: str) -> dict[str, Any]:
+    """A function with no route that runs on a schedule (its role, log group and function)."""
+    cap = name.capitalize()
+    props = _function_props(name, f"chalicelib.handlers.{name}.handler")
+    props["Timeout"] = timeout
+    props.pop("ReservedConcurrentExecutions")
+    props["Events"] = {"Schedule": {"Type": "Schedule", "Properties": {"Schedule": schedule}}}
+    return {
+        f"{cap}Role": _role(statements),
+        f"{cap}LogGroup": {
+            "Type": "AWS::Logs::LogGroup",
+            "Properties": {
+                "LogGroupName": {SUB: f"/aws/lambda/catalog-${{Stage}}-{name}"},
+                "RetentionInDays": {"Ref": "LogRetentionDays"},
+            },
+        },
+        f"{cap}Function": {"Type": "AWS::Serverless::Function", "Properties": props},
+    }
 
 
 def _role(statements: list[tuple[list[str], list[str]]], vends: bool = False) -> dict[str, Any]:
@@ -252,19 +279,9 @@ def merge_template() -> dict[str, Any]:
             }
         res[f"{cap}Function"] = {"Type": "AWS::Serverless::Function", "Properties": props}
     # The sweeper: finishes abandoned drops, renames, claims and purges on a schedule.
-    res["SweeperRole"] = _role(S3_ACCESS["sweeper"])
-    res["SweeperLogGroup"] = {
-        "Type": "AWS::Logs::LogGroup",
-        "Properties": {
-            "LogGroupName": {SUB: "/aws/lambda/catalog-${Stage}-sweeper"},
-            "RetentionInDays": {"Ref": "LogRetentionDays"},
-        },
-    }
-    sweeper = _function_props("sweeper", "chalicelib.handlers.sweeper.handler")
-    sweeper["Timeout"] = 300
-    sweeper.pop("ReservedConcurrentExecutions")
-    sweeper["Events"] = {"Every5Minutes": {"Type": "Schedule", "Properties": {"Schedule": "rate(5 minutes)"}}}
-    res["SweeperFunction"] = {"Type": "AWS::Serverless::Function", "Properties": sweeper}
+    res.update(_scheduled("sweeper", S3_ACCESS["sweeper"], 300, "rate(5 minutes)"))
+    # The change-event dispatcher: every minute, sends each sink what it has not been sent yet.
+    res.update(_scheduled("dispatcher", [*S3_ACCESS["dispatcher"], SINK_ACCESS], 60, "rate(1 minute)"))
     # The all-in-one function (Chalice's own APIHandler, repointed) behind a Function URL.
     everything = [st for g in GROUPS for st in S3_ACCESS.get(g, DEFAULT_ACCESS)]
     res["AllRole"] = dict(_role(everything, vends=True), Condition="WithFunctionUrl")
@@ -296,7 +313,7 @@ def merge_template() -> dict[str, Any]:
             "FunctionUrlAuthType": "NONE",
         },
     }
-    res.update(observability(["sweeper", *GROUPS]))
+    res.update(observability(["sweeper", "dispatcher", *GROUPS]))
     return {
         "Parameters": {
             "Stage": {"Type": "String", "Default": "prod", "AllowedPattern": "^[a-z0-9-]{1,20}$"},

@@ -113,3 +113,88 @@ def wanted(filters: dict[str, Any], event: dict[str, Any]) -> bool:
     types = filters.get("types") or []
     kind = str(event.get("type", ""))[len(TYPE_PREFIX) + 1 :]
     return not types or any(fnmatch.fnmatchcase(kind, t) for t in types)
+
+
+# ---- the Iceberg REST events feed (apache/iceberg PR 12584: POST /v1/{prefix}/events) -------------
+OPERATION_TYPES = (
+    "create-table",
+    "register-table",
+    "drop-table",
+    "update-table",
+    "rename-table",
+    "create-view",
+    "drop-view",
+    "update-view",
+    "rename-view",
+    "create-namespace",
+    "update-namespace-properties",
+    "drop-namespace",
+)
+_SPEC_OPS = {
+    ("table", "create"): "create-table",
+    ("table", "register"): "register-table",
+    ("table", "drop"): "drop-table",
+    ("table", "commit"): "update-table",
+    ("table", "rename"): "rename-table",
+    ("table", "undrop"): "x-restore-table",
+    ("table", "purge"): "x-purge-table",
+    ("table", "rollback"): "x-rollback-table",
+    ("view", "create"): "create-view",
+    ("view", "drop"): "drop-view",
+    ("view", "replace-view"): "update-view",
+    ("view", "commit"): "update-view",
+    ("view", "rename"): "rename-view",
+    ("view", "undrop"): "x-restore-view",
+    ("view", "purge"): "x-purge-view",
+    ("namespace", "create-namespace"): "create-namespace",
+    ("namespace", "update-namespace"): "update-namespace-properties",
+    ("namespace", "drop-namespace"): "drop-namespace",
+}
+
+
+def spec_kind(entry: dict[str, Any]) -> str:
+    op = str(entry.get("op", ""))
+    return "namespace" if op.endswith("-namespace") else str((entry.get("target") or {}).get("kind") or "table")
+
+
+def spec_event(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """An audit entry as an Event of the REST events proposal (None: not a catalog object's change)."""
+    kind = spec_kind(entry)
+    op_type = _SPEC_OPS.get((kind, str(entry.get("op", ""))))
+    if op_type is None:
+        return None
+    target = entry.get("target") or {}
+    detail = entry.get("detail") or {}
+    ident = {"namespace": list(target.get("namespace") or []), "name": target.get("name")}
+    uuid_field = "view-uuid" if kind == "view" else "table-uuid"
+    op: dict[str, Any] = {"operation-type": op_type}
+    if kind == "namespace":
+        op["namespace"] = ident["namespace"]
+        if op_type == "create-namespace":
+            op["properties"] = detail.get("properties") or {}
+        elif op_type == "update-namespace-properties":
+            op["updated"], op["removed"] = list(detail.get("updated") or []), list(detail.get("removed") or [])
+    elif op_type.startswith("rename-"):
+        was = detail.get("renamed-from") or {}
+        op["source"] = {"namespace": list(was.get("namespace") or []), "name": was.get("name")}
+        op["destination"] = ident
+        op[uuid_field] = target.get("uuid")
+    else:
+        op["identifier"] = ident
+        op[uuid_field] = target.get("uuid")
+        if op_type in ("create-table", "update-table", "create-view", "update-view"):
+            # The trail keeps each update's action, not its whole body; the metadata file has the rest.
+            op["updates"] = [{"action": a} for a in detail.get("updates") or []]
+        if op_type == "drop-table":
+            op["purge"] = bool(detail.get("purge"))
+        if entry.get("after"):
+            op["x-metadata-location"] = entry["after"]
+    actor = {"id": str(entry.get("principal") or ""), "face": str(entry.get("face") or "")}
+    return {
+        "event-id": str(entry["id"]),
+        "request-id": str(entry.get("transaction") or entry.get("request") or entry["id"]),
+        "request-event-count": int(entry.get("transaction-size") or 1),
+        "timestamp-ms": int(entry["at"]),
+        "actor": actor,
+        "operation": op,
+    }

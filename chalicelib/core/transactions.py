@@ -165,7 +165,7 @@ def _claim_all(ctx: Context, warehouse: str, txn_id: str, prepared: list[Any], c
     for ns, name, p, loc in prepared:
         before = pointer_record.metadata_location(p.data) if p.etag else None
         e = audit.entry("create" if not p.etag else "commit", audit.table_target(ns, name, p.data), before, loc)
-        e["transaction"] = txn_id
+        e["transaction"], e["transaction-size"] = txn_id, len(prepared)  # one event per table it changes
         data = pointer_record.with_claim(p.data, txn_id, loc, e)
         key = keys.table_pointer(ns, name)
         try:

@@ -31,6 +31,7 @@ ICEBERG_ERRORS: dict[type[e.CatalogError], tuple[int, str]] = {
     e.NamespaceNotEmpty: (409, "IcebergNamespaceNotEmptyError"),
     e.WarehouseNotEmpty: (409, "IcebergWarehouseNotEmpty"),
     e.Conflict: (409, "ConflictException"),
+    e.Gone: (410, "GoneException"),
     e.UnprocessableEntity: (422, "UnprocessableEntityException"),
     e.InternalError: (500, "InternalError"),
     e.CommitStateUnknown: (500, "CommitStateUnknownException"),

@@ -1,0 +1,27 @@
+"""Change events: the pull feed and the sinks the dispatcher sends to (core/events.py)."""
+
+from __future__ import annotations
+
+from chalicelib.core.dispatcher import replay as replay
+from chalicelib.core.event_feed import check_request as check_request
+from chalicelib.core.event_feed import matches as matches
+from chalicelib.core.event_feed import page as page
+from chalicelib.core.event_sinks import NAME as SINK_NAME
+from chalicelib.core.event_sinks import all_of as all_sinks
+from chalicelib.core.event_sinks import create as create_sink
+from chalicelib.core.event_sinks import delete as delete_sink
+from chalicelib.core.event_sinks import public as public_sink
+from chalicelib.core.event_sinks import read as read_sink
+
+__all__ = [
+    "SINK_NAME",
+    "all_sinks",
+    "check_request",
+    "create_sink",
+    "delete_sink",
+    "matches",
+    "page",
+    "public_sink",
+    "read_sink",
+    "replay",
+]
