@@ -666,3 +666,37 @@ def test_spark_nested_namespaces_through_a_dot_separator_catalog(
         assert "/namespaces/outer_ns%1Finner_ns/tables/t" in log.read_text()
     assert ("outer_ns", "inner_ns") in pycat.list_namespaces(("outer_ns",))
     assert pycat.load_table("outer_ns.inner_ns.t").scan().to_arrow().num_rows == 2
+
+
+def test_commit_events_in_a_queue_drive_maintenance(spark, settings, spark_wh, s3_endpoint, core, monkeypatch):
+    """The catalog's change events, sent to an SQS queue by the dispatcher, make a Spark job compact a
+    table after 3 commits that add data (and not count its own compaction)."""
+    import boto3
+
+    from chalicelib.core import dispatcher, event_sinks
+    from spark_jobs import on_events
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    sqs = boto3.client("sqs", endpoint_url=s3_endpoint, region_name="us-east-1")
+    queue = sqs.create_queue(QueueName=f"maint-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    event_sinks.create(core, spark_wh, "maint", "sqs", queue, {"types": ["table.committed"], "namespaces": ["evns"]})
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS evns")
+    spark.sql("CREATE TABLE evns.t (id bigint) USING iceberg")
+    for i in range(3):
+        spark.sql(f"INSERT INTO evns.t VALUES ({i})")
+    report = dispatcher.dispatch(core, spark_wh)
+    assert report["maint"]["sent"] == 3, report  # the create is filtered out
+    common = ["--catalog-url", settings.catalog_url, "--warehouse", settings.warehouse]
+    common += ["--access-key-id", ROOT_KEY, "--secret-access-key", ROOT_SECRET]
+    job = ["--queue-url", queue, "--every", "3", "--idle-exit-seconds", "3", "--sqs-endpoint", s3_endpoint]
+    assert on_events.main([*job, *common]) == 0
+    spark.sql("REFRESH TABLE evns.t")
+    assert spark.sql("SELECT count(*) FROM evns.t.files").collect()[0][0] == 1  # compacted
+    assert sorted(r.id for r in spark.sql("SELECT id FROM evns.t").collect()) == [0, 1, 2]
+    # The compaction's own commits are events too, but they add no data: another run does nothing.
+    dispatcher.dispatch(core, spark_wh)
+    snapshots = spark.sql("SELECT count(*) FROM evns.t.snapshots").collect()[0][0]
+    assert on_events.main([*job, *common]) == 0
+    spark.sql("REFRESH TABLE evns.t")
+    assert spark.sql("SELECT count(*) FROM evns.t.snapshots").collect()[0][0] == snapshots

@@ -103,9 +103,7 @@ def pending(
     return ordered, read, {k for k, _ in listed}, journal_ms
 
 
-def dispatch_sink(
-    ctx: Context, warehouse: str, sink: dict[str, Any], deadline: float, send: Sender = event_senders.send
-) -> dict[str, int]:
+def dispatch_sink(ctx: Context, warehouse: str, sink: dict[str, Any], deadline: float, send: Sender) -> dict[str, int]:
     """One pass over one sink; returns counts (sent, filtered out, failed, parked)."""
     bucket = ctx.bucket_for(warehouse)
     stats = {"sent": 0, "filtered": 0, "failed": 0, "parked": 0}
@@ -200,7 +198,12 @@ def _park(ctx: Context, bucket: str, sink: str, event: dict[str, Any], error: st
         pass  # parked already (a run that died before its cursor write)
 
 
-def dispatch(ctx: Context, warehouse: str, budget_s: float = 50.0, send: Sender = event_senders.send) -> dict[str, Any]:
+def _sender(ctx: Context) -> Sender:
+    return lambda sink, batch: event_senders.send(sink, batch, ctx.settings.s3_endpoint_url)
+
+
+def dispatch(ctx: Context, warehouse: str, budget_s: float = 50.0, send: Sender | None = None) -> dict[str, Any]:
+    send = send or _sender(ctx)
     deadline = time.monotonic() + budget_s
     report: dict[str, Any] = {}
     for sink in event_sinks.all_of(ctx, warehouse):
@@ -212,8 +215,9 @@ def dispatch(ctx: Context, warehouse: str, budget_s: float = 50.0, send: Sender 
     return report
 
 
-def replay(ctx: Context, warehouse: str, sink_name: str, send: Sender = event_senders.send) -> dict[str, int]:
+def replay(ctx: Context, warehouse: str, sink_name: str, send: Sender | None = None) -> dict[str, int]:
     """Send a sink's parked events again; each one delivered is removed."""
+    send = send or _sender(ctx)
     sink = event_sinks.read(ctx, warehouse, sink_name)
     bucket = ctx.bucket_for(warehouse)
     stats = {"replayed": 0, "still-failing": 0}

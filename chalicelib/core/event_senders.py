@@ -17,25 +17,25 @@ from collections.abc import Callable
 from typing import Any
 
 SIGNATURE_HEADER = "X-Catalog-Signature"  # "t={unix seconds},v1={hex HMAC-SHA256 of 't.body'}"
-_clients: dict[tuple[str, str], Any] = {}
+_clients: dict[tuple[str, str, str | None], Any] = {}
 _lock = threading.Lock()
 
 
-def _client(service: str, region: str) -> Any:
+def _client(service: str, region: str, emulator: str | None) -> Any:
+    """A client of the service; `emulator`: the local emulator's URL (it serves every service on one
+    port, as the catalog's S3 endpoint does), None on AWS."""
     with _lock:
-        found = _clients.get((service, region))
+        found = _clients.get((service, region, emulator))
     if found is None:
         from botocore.config import Config
 
         from chalicelib import aws
 
-        endpoint = os.environ.get(f"AWS_ENDPOINT_URL_{service.upper()}") or os.environ.get("AWS_ENDPOINT_URL")
-        if endpoint is None and os.environ.get("S3_ENDPOINT_URL"):
-            endpoint = os.environ["S3_ENDPOINT_URL"]  # the local emulator serves every service on one port
+        endpoint = os.environ.get(f"AWS_ENDPOINT_URL_{service.upper()}") or emulator
         cfg = Config(region_name=region, retries={"total_max_attempts": 2}, connect_timeout=3, read_timeout=10)
         found = aws.client(service, endpoint_url=endpoint, config=cfg)
         with _lock:
-            _clients[(service, region)] = found
+            _clients[(service, region, emulator)] = found
     return found
 
 
@@ -57,15 +57,15 @@ def _error(exc: Exception) -> str:
     return f"{type(exc).__name__}: {str(exc)[:300]}"
 
 
-def send(sink: dict[str, Any], events: list[dict[str, Any]]) -> list[str | None]:
+def send(sink: dict[str, Any], events: list[dict[str, Any]], emulator: str | None = None) -> list[str | None]:
     kind, target = sink["kind"], sink["target"]
     try:
         if kind == "sqs":
-            return _sqs(target, events)
+            return _sqs(target, events, emulator)
         if kind == "sns":
-            return _sns(target, events)
+            return _sns(target, events, emulator)
         if kind == "eventbridge":
-            return _eventbridge(target, events)
+            return _eventbridge(target, events, emulator)
         if kind == "webhook":
             return [_webhook(target, str(sink.get("secret", "")), e) for e in events]
     except Exception as exc:  # noqa: BLE001 - a sink's failure is the sink's, reported per event
@@ -109,31 +109,31 @@ def _failed(resp: dict[str, Any]) -> list[tuple[int, str]]:
     return [(int(f["Id"]), f"{f.get('Code')}: {f.get('Message', '')}") for f in resp.get("Failed", [])]
 
 
-def _sqs(url: str, events: list[dict[str, Any]]) -> list[str | None]:
+def _sqs(url: str, events: list[dict[str, Any]], emulator: str | None) -> list[str | None]:
     def entry(i: str, e: dict[str, Any]) -> dict[str, Any]:
         return _ordered({"Id": i, "MessageBody": json.dumps(e), "MessageAttributes": _attributes(e)}, url, e)
 
-    client = _client("sqs", _region(url))
+    client = _client("sqs", _region(url), emulator)
     return _batched(events, entry, lambda batch: _failed(client.send_message_batch(QueueUrl=url, Entries=batch)))
 
 
-def _sns(arn: str, events: list[dict[str, Any]]) -> list[str | None]:
+def _sns(arn: str, events: list[dict[str, Any]], emulator: str | None) -> list[str | None]:
     def entry(i: str, e: dict[str, Any]) -> dict[str, Any]:
         return _ordered({"Id": i, "Message": json.dumps(e), "MessageAttributes": _attributes(e)}, arn, e)
 
-    client = _client("sns", _region(arn))
+    client = _client("sns", _region(arn), emulator)
     return _batched(
         events, entry, lambda batch: _failed(client.publish_batch(TopicArn=arn, PublishBatchRequestEntries=batch))
     )
 
 
-def _eventbridge(bus: str, events: list[dict[str, Any]]) -> list[str | None]:
+def _eventbridge(bus: str, events: list[dict[str, Any]], emulator: str | None) -> list[str | None]:
     def entry(i: str, e: dict[str, Any]) -> dict[str, Any]:
         source = str(e["source"]).strip("/").replace("/", ".") or "catalog"
         return {"Source": source, "DetailType": str(e["type"]), "Detail": json.dumps(e), "EventBusName": bus}
 
     def call(batch: list[dict[str, Any]]) -> list[tuple[int, str]]:
-        results = _client("events", _region(bus)).put_events(Entries=batch).get("Entries", [])
+        results = _client("events", _region(bus), emulator).put_events(Entries=batch).get("Entries", [])
         failed = [(i, r) for i, r in enumerate(results) if r.get("ErrorCode")]
         return [(i, f"{r['ErrorCode']}: {r.get('ErrorMessage', '')}") for i, r in failed]
 
