@@ -93,6 +93,21 @@ def main(argv: list[str] | None = None) -> int:
         cmd.add_argument("table", help="NS.TABLE")
         if name == "rollback-table":
             cmd.add_argument("metadata_location", help="a file of the table's history (see history)")
+    for name, what in {
+        "event-sinks": "a warehouse's change-event sinks",
+        "add-event-sink": "send a warehouse's change events to an SQS queue, SNS topic, EventBridge bus or webhook",
+        "remove-event-sink": "stop sending (the sink's position and parked events go too)",
+        "replay-events": "send a sink's parked (dead-letter) events again",
+    }.items():
+        cmd = sub.add_parser(name, help=what)
+        cmd.add_argument("warehouse")
+        if name != "event-sinks":
+            cmd.add_argument("sink")
+        if name == "add-event-sink":
+            cmd.add_argument("kind", choices=("sqs", "sns", "eventbridge", "webhook"))
+            cmd.add_argument("target", help="queue URL, topic ARN, bus name or ARN, or https:// URL")
+            for opt in ("--namespace", "--table", "--type"):
+                cmd.add_argument(opt, action="append", default=[], help="a filter (repeatable)")
     export = sub.add_parser("export", help="a warehouse's catalog state to one JSON file (table files stay)")
     export.add_argument("warehouse")
     export.add_argument("--to", required=True, help="the file to write ('-': standard output)")
@@ -138,6 +153,27 @@ def main(argv: list[str] | None = None) -> int:
                 "trash": ("GET", trash, None),
                 "undrop": ("POST", f"{trash}/{drop_id}/restore", dst),
                 "purge-dropped": ("DELETE", f"{trash}/{drop_id}", None),
+            }
+        )
+    if a.cmd in ("event-sinks", "add-event-sink", "remove-event-sink", "replay-events"):
+        sinks = f"{a.url.rstrip('/')}/v1/{quote(a.warehouse, safe='')}/event-sinks"
+        sink = quote(getattr(a, "sink", ""), safe="")
+        filters = {
+            k: v
+            for k, v in (
+                ("namespaces", getattr(a, "namespace", [])),
+                ("tables", getattr(a, "table", [])),
+                ("types", getattr(a, "type", [])),
+            )
+            if v
+        }
+        body = {"name": getattr(a, "sink", ""), "kind": getattr(a, "kind", ""), "target": getattr(a, "target", "")}
+        calls.update(
+            {
+                "event-sinks": ("GET", sinks, None),
+                "add-event-sink": ("POST", sinks, {**body, "filters": filters}),
+                "remove-event-sink": ("DELETE", f"{sinks}/{sink}", None),
+                "replay-events": ("POST", f"{sinks}/{sink}/replay", None),
             }
         )
     method, url, body = calls[a.cmd]

@@ -59,8 +59,11 @@ def main() -> int:
     )
     url = f"http://127.0.0.1:{catalog_port}/_iceberg"
 
+    helpers: list[subprocess.Popen[bytes]] = []
+
     def stop(*_: object) -> None:
-        server.terminate()
+        for proc in [server, *helpers]:
+            proc.terminate()
         if s3 is not None:
             s3.stop()
         sys.exit(0)
@@ -73,7 +76,16 @@ def main() -> int:
     except Exception as exc:  # noqa: BLE001
         print(f"error: the catalog did not start: {exc}", file=sys.stderr)
         stop()
-    print(_banner(url, note, env, generated), flush=True)
+    queue = None
+    if s3 is not None and s3.kind == "localstack":
+        try:
+            queue = _demo_sink(url, endpoint, env)
+        except Exception as exc:  # noqa: BLE001 - the catalog runs without it
+            print(f"note: no demo event sink ({str(exc)[:200]})", file=sys.stderr)
+        # The dispatcher, as its scheduled function runs it, every second (the demo queue's sender).
+        cmd = [sys.executable, "-m", "chalicelib.core.dispatcher", "--loop", "1"]
+        helpers.append(subprocess.Popen(cmd, cwd=str(ROOT), env=env, stdout=subprocess.DEVNULL))
+    print(_banner(url, note, env, generated, _events_banner(url, queue, endpoint) if queue else ""), flush=True)
     server.wait()
     stop()
     return 0
@@ -88,6 +100,38 @@ def _ensure_warehouse(url: str, name: str, env: dict[str, str]) -> None:
         raise RuntimeError(f"creating warehouse {name!r} failed: {resp.status_code} {resp.text[:200]}")
 
 
+def _demo_sink(url: str, endpoint: str, env: dict[str, str]) -> str:
+    """An SQS queue on the local emulator, and the demo warehouse's event sink sending to it."""
+    import boto3
+    import catalog_admin
+
+    keys = {"aws_access_key_id": "test", "aws_secret_access_key": "test"}  # the emulator's
+    sqs = boto3.client("sqs", endpoint_url=endpoint, region_name="us-east-1", **keys)
+    queue = str(sqs.create_queue(QueueName="demo-events")["QueueUrl"])
+    http = catalog_admin.session(env["CATALOG_ROOT_ACCESS_KEY"], env["CATALOG_ROOT_SECRET_KEY"])
+    body = {"name": "demo-queue", "kind": "sqs", "target": queue}
+    resp = http.post(f"{url}/v1/{DEMO_WAREHOUSE}/event-sinks", json=body, timeout=30)
+    if resp.status_code not in (200, 409):
+        raise RuntimeError(f"{resp.status_code} {resp.text[:200]}")
+    return queue
+
+
+def _events_banner(url: str, queue: str, endpoint: str) -> str:
+    return f"""
+Change events  every change of warehouse {DEMO_WAREHOUSE} goes to the SQS queue {queue}
+  (sink "demo-queue"; GET {url}/v1/{DEMO_WAREHOUSE}/event-sinks; or poll POST {url}/v1/{DEMO_WAREHOUSE}/events)
+
+    import json, boto3
+
+    sqs = boto3.client("sqs", endpoint_url="{endpoint}", region_name="us-east-1",
+                       aws_access_key_id="test", aws_secret_access_key="test")
+    for msg in sqs.receive_message(QueueUrl="{queue}", MaxNumberOfMessages=10, WaitTimeSeconds=5).get("Messages", []):
+        event = json.loads(msg["Body"])  # CloudEvents 1.0: id, type, subject, data
+        print(event["type"], event["subject"], event["data"].get("snapshots"))
+        sqs.delete_message(QueueUrl="{queue}", ReceiptHandle=msg["ReceiptHandle"])
+"""
+
+
 def _keys(env: dict[str, str]) -> str:
     if env.get("CATALOG_DATA_ACCESS_ROLE_ARN"):
         return (
@@ -98,7 +142,7 @@ def _keys(env: dict[str, str]) -> str:
     return "from your AWS environment (not vended to clients)"
 
 
-def _banner(url: str, note: str, env: dict[str, str], generated: bool) -> str:
+def _banner(url: str, note: str, env: dict[str, str], generated: bool, events: str = "") -> str:
     key, secret = env["CATALOG_ROOT_ACCESS_KEY"], env["CATALOG_ROOT_SECRET_KEY"]
     origin = "generated for this run; set both variables to keep them" if generated else "from your environment"
     glue = f"{url.rsplit('/_iceberg', 1)[0]}/_glue/{DEMO_WAREHOUSE}"
@@ -170,7 +214,7 @@ Engines that cannot sign: RestCatalog("local", uri="{url}", warehouse="{DEMO_WAR
 credential="{key}:{secret}", **{{"oauth2-server-uri": "{url}/v1/oauth/tokens"}})
 exchanges the key for a bearer token.
 Users and policies: python scripts/catalog_admin.py --help (README, "Users and policies").
-
+{events}
 Ctrl-C stops the catalog and the local S3.
 """
 

@@ -165,3 +165,36 @@ def test_every_committed_change_reaches_the_queue_in_order(s3_endpoint, system_b
     }
     assert set(acked) <= committed  # every acknowledged commit has its event
     assert not set(refused) & committed  # no refused change has one
+
+
+def test_sns_and_eventbridge_sinks_deliver(s3_endpoint, core, http, catalog_url):
+    """An SNS topic and an EventBridge bus (each routed on to an SQS queue) get the same events."""
+    from chalicelib.core import dispatcher
+
+    clients = {"endpoint_url": s3_endpoint, "region_name": REGION, "aws_access_key_id": "test"}
+    clients["aws_secret_access_key"] = "test"
+    sqs, sns, bridge = (boto3.client(s, **clients) for s in ("sqs", "sns", "events"))
+    tag = uuid.uuid4().hex[:8]
+    queues = {k: sqs.create_queue(QueueName=f"{k}-{tag}")["QueueUrl"] for k in ("sns", "bus")}
+    arns = {
+        k: sqs.get_queue_attributes(QueueUrl=q, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        for k, q in queues.items()
+    }
+    topic = sns.create_topic(Name=f"topic-{tag}")["TopicArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arns["sns"], Attributes={"RawMessageDelivery": "true"})
+    bus = bridge.create_event_bus(Name=f"bus-{tag}")["EventBusArn"]
+    bridge.put_rule(
+        Name=f"all-{tag}", EventBusName=bus, EventPattern=json.dumps({"detail-type": [{"prefix": "io.s3iceberg"}]})
+    )
+    bridge.put_targets(Rule=f"all-{tag}", EventBusName=bus, Targets=[{"Id": "q", "Arn": arns["bus"]}])
+    wh = f"wh-sns-{tag}"
+    assert http.post(f"{catalog_url}/v1/warehouses", json={"name": wh}).status_code == 200
+    event_sinks.create(core, wh, "topic", "sns", topic)
+    event_sinks.create(core, wh, "bus", "eventbridge", bus)
+    assert http.post(f"{catalog_url}/v1/{wh}/namespaces", json={"namespace": ["db"]}).status_code == 200
+    report = dispatcher.dispatch(core, wh)
+    assert [report[k]["sent"] for k in ("bus", "topic")] == [1, 1], report  # a sink's own record is no event
+    via_sns = _drain(sqs, queues["sns"])
+    via_bus = [json.loads(json.dumps(m["detail"])) for m in _drain(sqs, queues["bus"])]
+    assert [e["type"] for e in via_sns] == [e["type"] for e in via_bus] == ["io.s3iceberg.catalog.namespace.created"]
+    assert via_sns[0]["id"] == via_bus[0]["id"]

@@ -144,3 +144,25 @@ def test_a_webhook_sink_signs_what_it_sends(catalog_url, http, core):
         assert http.get(sinks).json()["sinks"] == []
     finally:
         server.shutdown()
+
+
+def test_the_admin_command_manages_sinks(catalog_url, http, monkeypatch, capsys):
+    from tests.conftest import ROOT_KEY, ROOT_SECRET
+
+    monkeypatch.setenv("CATALOG_ROOT_ACCESS_KEY", ROOT_KEY)
+    monkeypatch.setenv("CATALOG_ROOT_SECRET_KEY", ROOT_SECRET)
+    wh = f"wh-cli-{uuid.uuid4().hex[:8]}"
+    assert http.post(f"{catalog_url}/v1/warehouses", json={"name": wh}).status_code == 200
+    admin = ["--url", catalog_url]
+    q = "http://sqs.us-east-1.localhost:4566/000000000000/q"
+    add = [*admin, "add-event-sink", wh, "q", "sqs", q, "--namespace", "sales", "--type", "table.*"]
+    assert catalog_admin.main(add) == 0
+    assert catalog_admin.main([*admin, "add-event-sink", wh, "q", "sqs", q]) == 1  # the name is taken
+    capsys.readouterr()
+    assert catalog_admin.main([*admin, "event-sinks", wh]) == 0
+    (sink,) = json.loads(capsys.readouterr().out)["sinks"]
+    assert sink["filters"] == {"namespaces": ["sales"], "types": ["table.*"]} and sink["target"] == q
+    assert catalog_admin.main([*admin, "replay-events", wh, "q"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"replayed": 0, "still-failing": 0}
+    assert catalog_admin.main([*admin, "remove-event-sink", wh, "q"]) == 0
+    assert catalog_admin.main([*admin, "remove-event-sink", wh, "q"]) == 1

@@ -26,6 +26,7 @@ def _env(**extra: str) -> dict[str, str]:
 @pytest.mark.parametrize("script", ["scripts/run_local.py", "scripts/run_lambda.py"])
 def test_run_prints_a_working_snippet(tmp_path, script):
     """`make run` (the source tree served) and `make run-lambda` (the built zip under awslambdaric)."""
+    script_name = script
     port, s3_port = local_s3.free_port(), local_s3.free_port()
     proc = subprocess.Popen(
         [sys.executable, script],
@@ -64,6 +65,13 @@ def test_run_prints_a_working_snippet(tmp_path, script):
         ran = subprocess.run([sys.executable, str(script)], env=_env(), capture_output=True, text=True, timeout=120)
         assert ran.returncode == 0, ran.stderr[-2000:]
         assert "('demo_ns',)" in ran.stdout  # the Glue face sees what the REST snippet made
+        if script_name == "scripts/run_local.py":  # change events reach the demo queue
+            start = out.index("    import json, boto3")
+            end = out.index('ReceiptHandle=msg["ReceiptHandle"])', start) + len('ReceiptHandle=msg["ReceiptHandle"])')
+            script.write_text(textwrap.dedent(out[start:end]))
+            ran = subprocess.run([sys.executable, str(script)], env=_env(), capture_output=True, text=True, timeout=120)
+            assert ran.returncode == 0, ran.stderr[-2000:]
+            assert "io.s3iceberg.catalog." in ran.stdout and "demo_ns" in ran.stdout, ran.stdout
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
