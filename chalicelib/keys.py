@@ -290,6 +290,9 @@ def sink_from_record(key: str) -> str:
     return key[len(EVENT_SINKS_PREFIX) : -len(".json")]
 
 
+EVENT_FEEDS_PREFIX = EVENTS_PREFIX + "feeds/"
+
+
 def event_feed(token: str) -> str:
     """Where the events feed (POST /v1/{prefix}/events) keeps what a continuation token has seen."""
-    return f"{EVENTS_PREFIX}feeds/{token}.json"
+    return f"{EVENT_FEEDS_PREFIX}{token}.json"

@@ -324,6 +324,10 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
             _log_refused(ctx, err, resp.status_code)
     if slot is not None:
         _idempotency_finish(slot, resp, hint, transient)
+    if method in ("POST", "PUT", "DELETE") and resp.status_code < 300:
+        from chalicelib import nudge
+
+        nudge.after_change()
     COUNTER.deadline = 0.0
     resp.headers["X-Catalog-S3-Requests"] = str(COUNTER.count)
     record.operation, record.status, record.error = ctx.action, resp.status_code, error

@@ -83,6 +83,12 @@ S3_ACCESS: dict[str, list[tuple[list[str], list[str]]]] = {
 }
 # Where the dispatcher may send events: the sinks name their queues, topics and buses at run time.
 SINK_ACCESS = (["sqs:SendMessage", "sns:Publish", "events:PutEvents"], ["*"])
+# Functions that change things nudge the dispatcher (chalicelib/nudge.py).
+NUDGE = (
+    ["lambda:InvokeFunction"],
+    ["arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:catalog-${Stage}-dispatcher"],
+)
+NUDGERS = ("warehouses", "namespaces", "tables", "transactions", "glue", "s3tables", "events")
 DEFAULT_ACCESS = [
     IAM_READ,
     IDEMPOTENCY,
@@ -218,6 +224,7 @@ def _function_props(group: str, handler: str) -> dict[str, Any]:
                 "CATALOG_ALLOW_EXISTING_BUCKETS": {"Ref": "AllowExistingBuckets"},
                 "CATALOG_DATA_ACCESS_ROLE_ARN": {SUB: DATA_ACCESS_ROLE},
                 "CATALOG_CONTROL_PLANE_PRINCIPALS": {SUB: CATALOG_ROLES},
+                "CATALOG_DISPATCHER_FUNCTION": {SUB: "catalog-${Stage}-dispatcher"},
             }
         },
     }
@@ -254,7 +261,8 @@ def merge_template() -> dict[str, Any]:
     }
     for group in GROUPS:
         cap = _cap(group)
-        res[f"{cap}Role"] = _role(S3_ACCESS.get(group, DEFAULT_ACCESS), vends=group in VENDING)
+        statements = [*S3_ACCESS.get(group, DEFAULT_ACCESS), *([NUDGE] if group in NUDGERS else [])]
+        res[f"{cap}Role"] = _role(statements, vends=group in VENDING)
         if group == "data":
             res[f"{cap}Role"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"].append(NO_CONTROL_PLANE)
         res[f"{cap}LogGroup"] = {
@@ -283,7 +291,7 @@ def merge_template() -> dict[str, Any]:
     # The change-event dispatcher: every minute, sends each sink what it has not been sent yet.
     res.update(_scheduled("dispatcher", [*S3_ACCESS["dispatcher"], SINK_ACCESS], 60, "rate(1 minute)"))
     # The all-in-one function (Chalice's own APIHandler, repointed) behind a Function URL.
-    everything = [st for g in GROUPS for st in S3_ACCESS.get(g, DEFAULT_ACCESS)]
+    everything = [*(st for g in GROUPS for st in S3_ACCESS.get(g, DEFAULT_ACCESS)), NUDGE]
     res["AllRole"] = dict(_role(everything, vends=True), Condition="WithFunctionUrl")
     res["DataAccessRole"] = _data_access_role()
     res["AllLogGroup"] = {
@@ -615,8 +623,9 @@ def target(template: dict[str, Any], python: str, arch: str) -> dict[str, Any]:
 
 
 # The AWS APIs the functions call: S3 (storage), STS (vended credentials), Secrets Manager (the root
-# credentials). botocore's models of the other 400-odd services only slow a cold start down.
-BOTOCORE_SERVICES = ("s3", "sts", "secretsmanager")
+# credentials), and for change events SQS, SNS, EventBridge and Lambda (the dispatcher's nudge). A
+# model loads only when its client is made; the other 400-odd only slow a cold start down.
+BOTOCORE_SERVICES = ("s3", "sts", "secretsmanager", "sqs", "sns", "events", "lambda")
 APP = ("app.py", "chalicelib", "chalice")  # the package's own code (and Chalice's runtime, pure Python)
 
 

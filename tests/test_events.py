@@ -135,3 +135,26 @@ def test_sinks_are_checked_and_webhooks_signed(core):
     assert not event_senders.verify(secret, body + b" ", header)
     assert not event_senders.verify(secret, body, event_senders.signature(secret, body, int(time.time()) - 3600))
     assert "secret" not in event_sinks.public(event_sinks.read(core, wh, "w"))
+
+
+def test_changes_nudge_the_dispatcher_at_most_every_few_seconds(monkeypatch):
+    from chalicelib import nudge
+
+    calls: list[str] = []
+    monkeypatch.setattr(nudge, "_invoke", calls.append)
+    monkeypatch.setattr(nudge, "_last", 0.0)
+    nudge.after_change()
+    assert calls == []  # off: no function named
+    monkeypatch.setenv("CATALOG_DISPATCHER_FUNCTION", "catalog-dev-dispatcher")
+    for _ in range(5):
+        nudge.after_change()
+    deadline = time.monotonic() + 5
+    while not calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert calls == ["catalog-dev-dispatcher"]
+    monkeypatch.setattr(nudge, "_last", time.monotonic() - nudge.NUDGE_EVERY_S)
+    nudge.after_change()
+    deadline = time.monotonic() + 5
+    while len(calls) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert calls == ["catalog-dev-dispatcher"] * 2

@@ -166,3 +166,19 @@ def test_the_admin_command_manages_sinks(catalog_url, http, monkeypatch, capsys)
     assert json.loads(capsys.readouterr().out) == {"replayed": 0, "still-failing": 0}
     assert catalog_admin.main([*admin, "remove-event-sink", wh, "q"]) == 0
     assert catalog_admin.main([*admin, "remove-event-sink", wh, "q"]) == 1
+
+
+def test_unused_positions_expire(catalog_url, http, core, monkeypatch):
+    import time
+
+    from chalicelib.core import sweeper
+
+    wh = _setup(http, catalog_url)
+    url = f"{catalog_url}/v1/{wh}/events"
+    token = http.post(url, json={"page-size": 2}).json()["continuation-token"]
+    assert sweeper.sweep_warehouse(core, wh, time.monotonic() + 30)["event-positions-expired"] == 0  # 7 days
+    monkeypatch.setenv("CATALOG_EVENT_POSITION_DAYS", "0")
+    time.sleep(1.1)  # S3 keeps whole seconds
+    assert sweeper.sweep_warehouse(core, wh, time.monotonic() + 30)["event-positions-expired"] >= 1
+    gone = http.post(url, json={"continuation-token": token})
+    assert gone.status_code == 410 and gone.json()["error"]["type"] == "GoneException"

@@ -33,7 +33,7 @@ from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavai
 log = logging.getLogger("catalog.dispatcher")
 
 DEAD_AFTER = 5  # runs an event may fail before it is parked
-BATCH = 100  # events sent between cursor writes
+BATCH = 500  # events sent between cursor writes (a run cut short sends at most these again)
 RECORD_PREFIXES = (keys.TABLES_PREFIX, keys.TRASH_PREFIX, keys.NS_PREFIX)
 Sender = Callable[[dict[str, Any], list[dict[str, Any]]], list[str | None]]
 

@@ -130,6 +130,9 @@ def sweep_warehouse(ctx: Context, warehouse: str, deadline: float, views: Views 
     else:
         if folded:
             stats["listings-folded"] += folded
+    expired = _expire_feed_positions(ctx, bucket)
+    if expired:
+        stats["event-positions-expired"] += expired
     for view, projection_of in (views or {}).items():
         try:
             refreshed = entries.refresh(ctx, warehouse, view, projection_of(ctx, warehouse), deadline)
@@ -139,6 +142,15 @@ def sweep_warehouse(ctx: Context, warehouse: str, deadline: float, views: Views 
         else:
             stats["views-refreshed"] += refreshed
     return stats
+
+
+def _expire_feed_positions(ctx: Context, bucket: str) -> int:
+    """Events-feed positions unused for CATALOG_EVENT_POSITION_DAYS (7): their token answers 410."""
+    from chalicelib.core.context import env_int
+
+    cutoff = (time.time() - env_int("CATALOG_EVENT_POSITION_DAYS", 7) * 86400) * 1000
+    old = [k for k, _, modified in ctx.storage.list_stamped(bucket, keys.EVENT_FEEDS_PREFIX) if modified < cutoff]
+    return ctx.storage.delete_many(bucket, old) if old else 0
 
 
 def sweep(

@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 FORMAT = "s3-iceberg-catalog/export-1"
 # Work in progress, and the listing projection: an export is no snapshot in time, so a projection
 # read with it could name a table whose pointer it missed; the copy's first full listing scans.
-SKIPPED = (keys.TXN_PREFIX, keys.PURGES_PREFIX, keys.LISTING_PREFIX)
+# Event sinks and positions: a copy sending the same queues its whole history again would surprise;
+# its sinks are created anew.
+SKIPPED = (keys.TXN_PREFIX, keys.PURGES_PREFIX, keys.LISTING_PREFIX, keys.EVENTS_PREFIX)
 
 
 def export(ctx: Context, warehouse: str) -> dict[str, Any]:
