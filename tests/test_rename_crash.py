@@ -65,3 +65,57 @@ def test_crash_after_each_write(ctx, crash_after):
         ctx, wh, iceberg_io.parse_change(body, ("b",), "u")
     ).raw_metadata.decode().replace(" ", "")
     assert_fsck_clean(ctx, wh)
+
+
+def test_two_renames_of_one_table_to_one_name_keep_the_table(core, monkeypatch):
+    """Found by an attack on change events: each rename took the other's reservation (same source)
+    for its own, the winner passed the commit point on it, the loser deleted it, and the live table
+    was gone. A reservation now carries its request's nonce."""
+    import threading
+
+    from chalicelib import keys
+    from chalicelib.core import pointer_record
+
+    wh, _ = _setup(core)
+    a_reserved, b_moved, a_done = threading.Event(), threading.Event(), threading.Event()
+    real_accepts, real_settled = namespaces.accepts_table, pointer_record.settled
+
+    def accepts(ctx, w, ns, n):  # type: ignore[no-untyped-def]
+        if threading.current_thread().name == "A" and not a_reserved.is_set():
+            a_reserved.set()  # A holds its reservation: B runs up to its commit point first
+            b_moved.wait(5)
+        return real_accepts(ctx, w, ns, n)
+
+    def settled(data):  # type: ignore[no-untyped-def]
+        if threading.current_thread().name == "B":
+            b_moved.set()  # B passed its commit point: A goes on
+            a_done.wait(5)
+        return real_settled(data)
+
+    monkeypatch.setattr(namespaces, "accepts_table", accepts)
+    monkeypatch.setattr(pointer_record, "settled", settled)
+    results: dict[str, str] = {}
+
+    def run(who: str) -> None:
+        if who == "B":
+            a_reserved.wait(5)
+        try:
+            lifecycle.rename(core, wh, (("a",), "t"), (("b",), "u"))
+            results[who] = "ok"
+        except Exception as exc:  # noqa: BLE001 - recorded; the main thread asserts
+            results[who] = type(exc).__name__
+        if who == "A":
+            a_done.set()
+
+    threads = [threading.Thread(target=run, args=(who,), name=who) for who in "AB"]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(20)
+    monkeypatch.undo()
+    assert sorted(results.values()).count("ok") == 1, results
+    assert pointers.live(core, wh, ("b",), "u") is not None, list(
+        core.storage.list_keys(core.bucket_for(wh), keys.TABLES_PREFIX)
+    )
+    assert pointers.live(core, wh, ("a",), "t") is None
+    assert_fsck_clean(core, wh)

@@ -191,10 +191,15 @@ def is_ours(existing: dict[str, Any], data: dict[str, Any]) -> bool:
         return existing.get("id") == data.get("id")
     if existing.get("table-uuid") != data.get("table-uuid"):
         return False
-    if data.get("state") == "pending":  # a rename reservation: ours if it names our source
-        return existing.get("rename-from") == data.get("rename-from") or (
-            existing.get("state", "active") == "active"
-            and existing.get("metadata-location") == data.get("metadata-location")
+    if data.get("state") == "pending":  # a rename reservation: ours if it is the one we wrote
+        # (Naming the same source is not enough: two renames of one table to one name would each
+        # take the other's reservation for its own, and the loser would delete the winner's.)
+        return existing.get("reservation") == data.get("reservation") and (
+            existing.get("rename-from") == data.get("rename-from")
+            or (
+                existing.get("state", "active") == "active"
+                and existing.get("metadata-location") == data.get("metadata-location")
+            )
         )
     return existing.get("state", "active") == "active" or "claim" in existing
 
@@ -288,7 +293,8 @@ def pending(
 ) -> dict[str, Any]:
     """A reservation of a rename's destination (or a restore's, from a trash record)."""
     ref: dict[str, Any] = _ref(*source) if source is not None else {"trash": trash}
-    return dict(data, state="pending", **{"since-ms": since, "rename-from": ref})
+    # The nonce tells this request's reservation from another request's for the same move.
+    return dict(data, state="pending", reservation=uuid.uuid4().hex, **{"since-ms": since, "rename-from": ref})
 
 
 def moved(data: dict[str, Any], since: int, dst: tuple[Namespace, str]) -> dict[str, Any]:
