@@ -9,6 +9,7 @@ themselves; drops and purges are finished by the dropper or the sweeper, never b
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from chalicelib import keys
 from chalicelib.core import claims, namespaces, pointer_record, trash_records, warehouses
@@ -52,9 +53,13 @@ def read(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Pointer | No
     return Pointer(json.loads(obj.body), obj.etag)
 
 
-def remove_pointer(ctx: Context, bucket: str, key: str, etag: str, since_ms: int) -> bool:
+def remove_pointer(
+    ctx: Context, bucket: str, key: str, etag: str, since_ms: int, mine: dict[str, Any] | None = None
+) -> bool:
     """Delete a pointer this request owns: If-Match where S3 supports it, else only well inside
-    the lease that keeps creators and the sweeper away (LocalStack has no conditional delete)."""
+    the lease that keeps creators and the sweeper away (LocalStack has no conditional delete), and
+    for a reservation (`mine`) only while it is still this request's: another rename to the same
+    name may have taken it over."""
     try:
         try:
             ctx.storage.delete_if_match(bucket, key, etag)
@@ -63,6 +68,13 @@ def remove_pointer(ctx: Context, bucket: str, key: str, etag: str, since_ms: int
             return False
         except ConditionalDeleteUnsupported:
             pass
+        if mine is not None:
+            try:
+                now = json.loads(ctx.storage.get(bucket, key).body)
+            except ObjectNotFound:
+                return False
+            if not pointer_record.is_ours(now, mine) or now.get("state") != mine.get("state"):
+                return False
         if now_ms() - since_ms < tombstone_lease_ms() // 2:
             ctx.storage.delete(bucket, key)
             return True

@@ -117,7 +117,7 @@ def rename(
         else:
             dst_etag = name_claims.claim_name(ctx, warehouse, dst_ns, dst_name, reserve)
         if not namespaces.accepts_table(ctx, warehouse, dst_ns, dst_name):
-            pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started)
+            pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started, reserve)
             raise Conflict(f"Namespace {'.'.join(dst_ns)!r} is being deleted")
         moved = pointer_record.moved(src.data, started, (dst_ns, dst_name))
         try:
@@ -125,7 +125,7 @@ def rename(
         except (PreconditionFailed, ObjectNotFound):
             # Nothing landed: the source changed first. No reader settles a reservation whose source
             # does not point at it, so ours can go.
-            pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started)
+            pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started, reserve)
             return cas.AGAIN
         except WriteInDoubt:
             now = pointers.read(ctx, warehouse, src_ns, src_name)
@@ -140,7 +140,7 @@ def rename(
                 ):
                     return  # landed, and a reader already settled both sides
                 if now is not None and now.state == "active":
-                    pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started)
+                    pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started, reserve)
                     return cas.AGAIN  # the source is live and not moved: ours did not land
                 what = pointer_record.ident(src_ns, src_name)
                 raise CommitStateUnknown(
