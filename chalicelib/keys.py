@@ -56,7 +56,7 @@ Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
     .catalog/events/sinks/{sink}.json      a change-event sink: kind, target, filters, start (CAS)
     .catalog/events/cursors/{sink}.json    what the sink has been sent: last seq per trail source
                                            and the pointer ETags read (CAS by the dispatcher)
-    .catalog/events/dead/{sink}/{event-id}.json   an event that kept failing, kept for replay
+    .catalog/events/dead/{sink}/{sink-uuid}/{event-id}.json   an event that kept failing, kept for replay
     .catalog/txns/{txn-id}.json            transaction record: state ("pending" | "committed" |
                                            "aborted"), lease, and each table's old/new metadata.
                                            Its pending -> committed swap is the commit point.
@@ -278,12 +278,13 @@ def event_cursor(sink: str) -> str:
     return f"{EVENTS_PREFIX}cursors/{sink}.json"
 
 
-def dead_events_prefix(sink: str) -> str:
-    return f"{EVENTS_PREFIX}dead/{sink}/"
+def dead_events_prefix(sink: str, sink_uuid: str = "") -> str:
+    """A sink's parked events (of the sink with that uuid: a sink made again under the name starts empty)."""
+    return f"{EVENTS_PREFIX}dead/{sink}/{sink_uuid + '/' if sink_uuid else ''}"
 
 
-def dead_event(sink: str, event_id: str) -> str:
-    return f"{dead_events_prefix(sink)}{event_id}.json"
+def dead_event(sink: str, sink_uuid: str, event_id: str) -> str:
+    return f"{dead_events_prefix(sink, sink_uuid)}{event_id}.json"
 
 
 def sink_from_record(key: str) -> str:

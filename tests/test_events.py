@@ -101,19 +101,31 @@ def test_a_failing_table_waits_then_parks_and_replays(core, monkeypatch):
         creation.create(core, wh, ("db",), iceberg_io.parse_create({"name": name, "schema": SCHEMA}))
     sink = Recorder()
     sink.fail = {"db.bad"}
-    for run in range(dispatcher.DEAD_AFTER):
+    for run in range(dispatcher.DEAD_AFTER + 1):  # a short outage: runs fail, nothing is parked
         _commit(core, wh, ("db",), "bad", run)
         _commit(core, wh, ("db",), "good", run)
         dispatcher.dispatch(core, wh, send=sink)
     good = [e for e in sink.got if e["subject"] == "db.good"]
-    assert len(good) == 1 + dispatcher.DEAD_AFTER  # the other table never waited
+    assert len(good) == 2 + dispatcher.DEAD_AFTER  # the other table never waited
     assert not [e for e in sink.got if e["subject"] == "db.bad"]
     sink.fail = set()
     dispatcher.dispatch(core, wh, send=sink)
     bad = [e["data"]["sequence"] for e in sink.got if e["subject"] == "db.bad"]
-    assert bad == list(range(2, 2 + dispatcher.DEAD_AFTER))  # the create (seq 1) was parked; the rest in order
+    assert bad == list(range(1, 3 + dispatcher.DEAD_AFTER))  # all of them, in order
+    # A long outage (past PARK_AFTER_MS): the head event is parked and the table moves on.
+    monkeypatch.setattr(dispatcher, "PARK_AFTER_MS", 0)
+    sink.fail = {"db.bad"}
+    for run in range(dispatcher.DEAD_AFTER):
+        _commit(core, wh, ("db",), "bad", 100 + run)
+        dispatcher.dispatch(core, wh, send=sink)
+    sink.fail = set()
+    got = len(sink.got)
+    dispatcher.dispatch(core, wh, send=sink)
+    later = [e["data"]["sequence"] for e in sink.got[got:] if e["subject"] == "db.bad"]
+    head = bad[-1] + 1
+    assert later == list(range(head + 1, head + dispatcher.DEAD_AFTER))  # the parked head is not among them
     assert dispatcher.replay(core, wh, "s", send=sink) == {"replayed": 1, "still-failing": 0}
-    assert [e["data"]["sequence"] for e in sink.got if e["subject"] == "db.bad"][-1] == 1
+    assert sink.got[-1]["data"]["sequence"] == head
 
 
 def test_sinks_are_checked_and_webhooks_signed(core):
@@ -158,3 +170,194 @@ def test_changes_nudge_the_dispatcher_at_most_every_few_seconds(monkeypatch):
     while len(calls) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert calls == ["catalog-dev-dispatcher"] * 2
+
+
+# ---- regressions found by an attack on the first version (each failed before its fix) -------------
+
+
+def _sink(ctx: Context) -> tuple[str, Recorder]:
+    wh = _setup(ctx)
+    event_sinks.create(ctx, wh, "s", "sqs", "http://127.0.0.1:1/000000000000/q")
+    namespaces.create(ctx, wh, ["db"], {})
+    return wh, Recorder()
+
+
+def _seqs(sink: Recorder, subject: str) -> list[int]:
+    return [e["data"]["sequence"] for e in sink.got if e["subject"] == subject]
+
+
+def _create(ctx: Context, wh: str, name: str) -> None:
+    creation.create(ctx, wh, ("db",), iceberg_io.parse_create({"name": name, "schema": SCHEMA}))
+
+
+def test_a_failure_is_never_overtaken_by_a_later_event_of_its_table(core):
+    wh, _ = _sink(core)
+    _create(core, wh, "t")
+    for i in range(3):
+        _commit(core, wh, ("db",), "t", i)
+    once = {"failed": False}
+
+    class Flaky(Recorder):
+        def __call__(self, sink: dict[str, Any], batch: list[dict[str, Any]]) -> list[str | None]:
+            assert len({e["subject"] for e in batch}) == len(batch)  # one event per table per call
+            out: list[str | None] = []
+            for e in batch:
+                if e["data"]["sequence"] == 2 and not once["failed"]:
+                    once["failed"] = True
+                    out.append("503")
+                else:
+                    self.got.append(e)
+                    out.append(None)
+            return out
+
+    sink = Flaky()
+    dispatcher.dispatch(core, wh, send=sink)
+    dispatcher.dispatch(core, wh, send=sink)
+    assert _seqs(sink, "db.t") == [1, 2, 3, 4]
+
+
+def test_glue_and_s3tables_commits_are_events(core):
+    from chalicelib.core import pointers
+    from chalicelib.core.catalog import tables as catalog_tables
+
+    wh, sink = _sink(core)
+    _create(core, wh, "t")
+    v0 = pointers.read(core, wh, ("db",), "t").metadata_location
+    _commit(core, wh, ("db",), "t", 1)
+    v1 = pointers.read(core, wh, ("db",), "t").metadata_location
+    catalog_tables.swap_metadata_location(core, wh, ("db",), "t", v0, expected_location=v1)
+    dispatcher.dispatch(core, wh, send=sink)
+    got = [(e["type"].rsplit(".", 1)[-1], e["data"]["sequence"]) for e in sink.got if e["subject"] == "db.t"]
+    assert got == [("created", 1), ("committed", 2), ("committed", 3)]
+
+
+def test_a_refused_namespace_drop_is_no_event_and_loses_none(core, monkeypatch):
+    from chalicelib.core.catalog import namespaces as catalog_namespaces
+    from chalicelib.errors import NamespaceNotEmpty
+
+    wh, sink = _sink(core)
+    dispatcher.dispatch(core, wh, send=sink)
+    real, calls = namespaces._children, {"n": 0}
+
+    def children(ctx: Context, w: str, ns: tuple[str, ...], occupied: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            found = real(ctx, w, ns, occupied)
+            _create(core, wh, "t")  # a create lands between the delete's two checks
+            return found
+        dispatcher.dispatch(core, wh, send=sink)  # a run while the record is marked
+        return real(ctx, w, ns, occupied)
+
+    monkeypatch.setattr(namespaces, "_children", children)
+    with pytest.raises(NamespaceNotEmpty):
+        catalog_namespaces.drop(core, wh, ("db",))
+    monkeypatch.setattr(namespaces, "_children", real)
+    namespaces.update_properties(core, wh, ("db",), {"owner": "me"}, [])
+    dispatcher.dispatch(core, wh, send=sink)
+    kinds = [e["type"].rsplit(".", 1)[-1] for e in sink.got if e["subject"] == "db"]
+    assert kinds == ["created", "updated"]
+
+
+def test_entries_journaled_late_are_waited_for_in_order(core, monkeypatch):
+    wh, sink = _sink(core)
+    dispatcher.dispatch(core, wh, send=sink)
+    namespaces.update_properties(core, wh, ("db",), {"a": "2"}, [])
+    real, deferred = audit.flush_record, []
+    monkeypatch.setattr(audit, "flush_record", lambda *a, **k: deferred.append((a, k)))
+    namespaces.update_properties(core, wh, ("db",), {"a": "3"}, [])  # committed, not journaled yet
+    namespaces.update_properties(core, wh, ("db",), {"a": "4"}, [])
+    dispatcher.dispatch(core, wh, send=sink)  # sees 2 and 4: sends 2, holds 4
+    monkeypatch.setattr(audit, "flush_record", real)
+    for a, k in deferred:
+        real(*a, **k)
+    dispatcher.dispatch(core, wh, send=sink)
+    assert _seqs(sink, "db") == [1, 2, 3, 4]
+
+
+def test_a_backed_out_create_is_created_then_dropped(core, monkeypatch):
+    from chalicelib.core import name_claims
+    from chalicelib.errors import CatalogError
+
+    wh, sink = _sink(core)
+
+    def refuses(ctx: Context, w: str, ns: tuple[str, ...], name: str) -> bool:
+        dispatcher.dispatch(core, wh, send=sink)  # a run reads the create in its window
+        return False
+
+    monkeypatch.setattr(name_claims.namespaces, "accepts_table", refuses)
+    with pytest.raises(CatalogError):
+        _create(core, wh, "t")
+    monkeypatch.undo()
+    dispatcher.dispatch(core, wh, send=sink)
+    got = [(e["type"].rsplit(".", 1)[-1], e["data"]["sequence"]) for e in sink.got if e["subject"] == "db.t"]
+    assert got == [("created", 1), ("dropped", 2)]
+
+
+def test_a_warehouse_without_its_bucket_stops_no_other(core, monkeypatch):
+    from chalicelib.handlers import dispatcher as handler
+
+    bad = _setup(core)
+    wh, sink = _sink(core)
+    del core.storage._s3.buckets[core.bucket_for(bad)]
+    monkeypatch.setattr("chalicelib.core.context.get_context", lambda: core)
+    monkeypatch.setattr(dispatcher, "_sender", lambda ctx: sink)
+    report = handler.handler({}, None)
+    assert "error" in report[bad] and report[wh]["s"]["sent"] == 1
+
+
+def test_a_rename_event_needs_both_ends_readable(core):
+    from chalicelib.core import event_feed
+    from chalicelib.core.tables import lifecycle as tables_lifecycle
+    from chalicelib.routes.audit import _reader
+
+    class Caller:  # may read tables of namespace "pub" only
+        action = "GetAuditLog"
+
+        def denied(self, action: str, arn: object, cond: dict[str, str]) -> bool:
+            return "secret" in str(arn) or "secret" in str(cond)
+
+        def visible(self, action: str, arn: object, cond: dict[str, str]) -> bool:
+            return "/pub/" in str(arn) or "pub" in str(cond.get("s3tables:namespace", ""))
+
+    wh = _setup(core)
+    for ns in ("pub", "secret"):
+        namespaces.create(core, wh, [ns], {})
+    creation.create(core, wh, ("secret",), iceberg_io.parse_create({"name": "plan_q3", "schema": SCHEMA}))
+    tables_lifecycle.rename(core, wh, (("secret",), "plan_q3"), (("pub",), "t"))
+    page, _ = event_feed.page(core, wh, None, 100, 0, _reader(Caller(), wh))  # type: ignore[arg-type]
+    assert "plan_q3" not in str(page)
+
+
+def test_a_redirected_webhook_is_not_delivered(core):
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    seen: list[str] = []
+
+    class Redirects(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            seen.append("POST")
+            self.send_response(301)
+            self.send_header("Location", "/elsewhere")
+            self.end_headers()
+
+        def do_GET(self) -> None:  # noqa: N802
+            seen.append("GET")
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Redirects)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        sink = {"kind": "webhook", "target": f"http://127.0.0.1:{server.server_port}/hook", "secret": "k"}
+        events = [{"id": str(i), "subject": "db.t", "data": {"trail": "x", "sequence": i}} for i in (1, 2)]
+        assert event_senders.send(sink, events) == ["HTTP 301", "an earlier event of its table failed"]
+        assert seen == ["POST"]
+    finally:
+        server.shutdown()
+    assert not event_senders.verify("k", b"{}", "t=1,v1=\u00e9")  # not ASCII: refused, not a TypeError
+    with pytest.raises(BadRequest):
+        event_sinks.create(core, _setup(core), "abc\n", "sqs", "http://x/q")

@@ -32,7 +32,8 @@ from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavai
 
 log = logging.getLogger("catalog.dispatcher")
 
-DEAD_AFTER = 5  # runs an event may fail before it is parked
+DEAD_AFTER = 5  # runs an event may fail before it is parked ...
+PARK_AFTER_MS = 15 * 60_000  # ... and for this long (a short outage parks nothing)
 BATCH = 500  # events sent between cursor writes (a run cut short sends at most these again)
 RECORD_PREFIXES = (keys.TABLES_PREFIX, keys.TRASH_PREFIX, keys.NS_PREFIX)
 Sender = Callable[[dict[str, Any], list[dict[str, Any]]], list[str | None]]
@@ -62,13 +63,15 @@ def _newest_ms(segment_key: str) -> int:
 def pending(
     ctx: Context, warehouse: str, cursor: dict[str, Any], since_ms: int
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, tuple[str, dict[str, int]]], set[str], int]:
-    """New entries per source (seq order, past the cursor); for each object read, its ETag and the
-    last seq of each source in it; every listed key; and when the journal was listed.
+    """New entries per source, past the cursor and in seq order: the run that follows the cursor
+    without a gap (others wait, see `runs`); for each object read, its ETag and the last seq of
+    each source in it; every listed key; and when the journal was listed.
 
     Tails are read before the journal is listed: a commit journals a chunk before it trims it
     from its pointer, so an entry missing from a tail read is in a segment listed after it.
     Segments are picked by LastModified, not by their entries' time: a purge journals old
-    entries late."""
+    entries late. A source with a gap (or seen for the first time past its first entry) has its
+    own segments read whatever their age."""
     bucket = ctx.bucket_for(warehouse)
     listed = [(k, e) for p in RECORD_PREFIXES for k, e in ctx.storage.list_entries(bucket, p)]
     seen = cursor.get("etags", {})
@@ -76,12 +79,8 @@ def pending(
     tails = parallel.map_counted(lambda ke: audit.tail_entries(ctx, bucket, *ke), changed)
     journal_ms = now_ms()
     after = int(cursor.get("journal-ms", 0)) - audit.skew_ms()
-    segments = [
-        k
-        for k, _, modified in ctx.storage.list_stamped(bucket, keys.AUDIT_PREFIX)
-        if modified >= after and _newest_ms(k) >= since_ms - audit.skew_ms()
-    ]
-    journaled = parallel.map_counted(lambda k: audit.segment_entries(ctx, bucket, k), segments)
+    journal = list(ctx.storage.list_stamped(bucket, keys.AUDIT_PREFIX))
+    fresh = [k for k, _, modified in journal if modified >= after and _newest_ms(k) >= since_ms - audit.skew_ms()]
     sent = cursor.get("sources", {})
     found: dict[str, dict[int, dict[str, Any]]] = {}
     read: dict[str, tuple[str, dict[str, int]]] = {}
@@ -97,41 +96,84 @@ def pending(
 
     for (key, etag), entries in zip(changed, tails, strict=True):
         read[key] = (etag, take(entries))
-    for entries in journaled:
+    for entries in parallel.map_counted(lambda k: audit.segment_entries(ctx, bucket, k), fresh):
         take(entries)
+    gaps = {s for s, by_seq in found.items() if not _unbroken(int(sent.get(s, 0)), sorted(by_seq))}
+    if gaps:
+        done = set(fresh)
+        own = [k for k, _, _ in journal if k not in done and _segment_source(k) in gaps]
+        for entries in parallel.map_counted(lambda k: audit.segment_entries(ctx, bucket, k), own):
+            take(entries)
     ordered = {s: [by_seq[q] for q in sorted(by_seq)] for s, by_seq in found.items()}
     return ordered, read, {k for k, _ in listed}, journal_ms
 
 
+def _unbroken(known: int, seqs: list[int]) -> bool:
+    return seqs == list(range(known + 1, known + 1 + len(seqs)))
+
+
+def _segment_source(key: str) -> str:
+    return key[len(keys.AUDIT_PREFIX) : -len(".json")].rsplit("-", 3)[1]
+
+
+def runs(
+    found: dict[str, list[dict[str, Any]]],
+    sources: dict[str, int],
+    holding: dict[str, int],
+    since_ms: int,
+    now: int,
+) -> dict[str, list[dict[str, Any]]]:
+    """What may go now, per source: its entries from the cursor on, up to the first gap. A new
+    source starts at seq 1, or past what was stamped before `since_ms` (before the sink). A gap
+    (an entry not readable yet: a record's writer between its commit point and its journal
+    write) holds the source; after HOLD_MS it is given up on and the source moves past it (an
+    entry lost with a writer that died there). `holding` keeps when each hold began."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for source, entries in found.items():
+        known = int(sources.get(source, 0))
+        if source not in sources:  # stamped before the sink existed: not its events
+            while entries and int(entries[0]["at"]) < since_ms:
+                known, entries = int(entries[0]["seq"]), entries[1:]
+            if known:
+                sources[source] = known
+        take: list[dict[str, Any]] = []
+        for e in entries:
+            if int(e["seq"]) != known + 1 + len(take):
+                break
+            take.append(e)
+        if len(take) < len(entries) or (entries and not take):
+            began = holding.setdefault(source, now)
+            if not take and now - began > HOLD_MS:  # give up on the missing entries
+                take = [e for e in entries if int(e["seq"]) > known]
+                holding.pop(source, None)
+        else:
+            holding.pop(source, None)
+        if take:
+            out[source] = take
+    return out
+
+
+HOLD_MS = 10 * 60_000
+
+
 def dispatch_sink(ctx: Context, warehouse: str, sink: dict[str, Any], deadline: float, send: Sender) -> dict[str, int]:
-    """One pass over one sink; returns counts (sent, filtered out, failed, parked)."""
+    """One pass over one sink; returns counts (sent, filtered out, failed, parked).
+
+    Events go in rounds of at most one per source, so a failure can never let a later event of
+    the same table through before it."""
     bucket = ctx.bucket_for(warehouse)
     stats = {"sent": 0, "filtered": 0, "failed": 0, "parked": 0}
     cursor, etag = _cursor(ctx, bucket, sink)
     since = int(sink.get("created-ms", 0))
     found, read, listed, journal_ms = pending(ctx, warehouse, cursor, since)
-    known = set(cursor.get("sources", {}))
     sources: dict[str, int] = dict(cursor.get("sources", {}))
     failing: dict[str, dict[str, Any]] = dict(cursor.get("failing", {}))
+    holding: dict[str, int] = dict(cursor.get("holding", {}))
     etags: dict[str, str] = {k: v for k, v in cursor.get("etags", {}).items() if k in listed}
-    filters = sink.get("filters") or {}
-    queue: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []  # (source, entry, event or None)
-    for source, entries in found.items():
-        if source in known and int(entries[0]["seq"]) > int(sources[source]) + 1:
-            continue  # a gap: the missing entries show next run (held, to keep the order)
-        for e in entries:
-            if source not in known and int(e["at"]) < since:
-                sources[source] = max(int(sources.get(source, 0)), int(e["seq"]))  # before the sink existed
-                continue
-            event = events.build(warehouse, e)
-            queue.append((source, e, event if event is not None and events.wanted(filters, event) else None))
-    blocked: set[str] = set()
-
-    def advance(source: str, seq: int) -> None:
-        sources[source] = max(int(sources.get(source, 0)), seq)
-        failing.pop(source, None)
-
     journal = int(cursor.get("journal-ms", 0))
+    filters = sink.get("filters") or {}
+    now = now_ms()
+    queues = runs(found, sources, holding, since, now)
 
     def doc() -> dict[str, Any]:
         return {
@@ -139,61 +181,84 @@ def dispatch_sink(ctx: Context, warehouse: str, sink: dict[str, Any], deadline: 
             "sources": sources,
             "etags": etags,
             "failing": failing,
+            "holding": holding,
             "journal-ms": journal,
         }
 
-    for at in range(0, len(queue) or 1, BATCH):
-        if queue and time.monotonic() > deadline:
-            break
-        batch = [item for item in queue[at : at + BATCH] if item[0] not in blocked]
-        to_send = [(s, e, ev) for s, e, ev in batch if ev is not None]
-        results = send(sink, [ev for _, _, ev in to_send]) if to_send else []
-        outcome = {id(e): r for (_, e, _), r in zip(to_send, results, strict=True)}
-        for source, e, event in batch:
-            if source in blocked:
-                continue
-            if event is None:
+    def advance(source: str, seq: int) -> None:
+        sources[source] = max(int(sources.get(source, 0)), seq)
+        failing.pop(source, None)
+
+    def save() -> bool:
+        nonlocal etag, cursor
+        if doc() == cursor:
+            return True
+        try:
+            etag = _save(ctx, bucket, sink["name"], doc(), etag)
+        except (PreconditionFailed, WriteInDoubt):
+            return False  # another run moved the cursor: it carries on from its own reads
+        cursor = json.loads(dump(doc()))
+        return True
+
+    heads = {s: 0 for s in queues}
+    since_save = 0
+    while heads and time.monotonic() < deadline:
+        batch: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+        for source in list(heads):
+            entries = queues[source]
+            while heads[source] < len(entries):  # what the filters drop just moves the cursor on
+                e = entries[heads[source]]
+                event = events.build(warehouse, e)
+                if event is not None and events.wanted(filters, event):
+                    batch.append((source, e, event))
+                    break
                 stats["filtered"] += 1
                 advance(source, int(e["seq"]))
-                continue
-            error = outcome.get(id(e))
+                heads[source] += 1
+            if heads[source] >= len(entries):
+                del heads[source]
+        results = send(sink, [ev for _, _, ev in batch]) if batch else []
+        for (source, e, event), error in zip(batch, results, strict=True):
+            heads[source] += 1
             if error is None:
                 stats["sent"] += 1
                 advance(source, int(e["seq"]))
                 continue
             stats["failed"] += 1
+            del heads[source]  # its later events wait for this one
             before = failing.get(source, {})
-            tries = int(before.get("runs", 0)) + 1 if before.get("seq") == int(e["seq"]) else 1
-            if tries >= DEAD_AFTER:
-                _park(ctx, bucket, sink["name"], event, error, tries)
+            same = before.get("seq") == int(e["seq"])
+            runs_failed = int(before.get("runs", 0)) + 1 if same else 1
+            first_ms = int(before.get("failing-since-ms", now)) if same else now
+            if runs_failed >= DEAD_AFTER and now - first_ms >= PARK_AFTER_MS:
+                _park(ctx, bucket, sink, event, error, runs_failed)
                 stats["parked"] += 1
                 advance(source, int(e["seq"]))
                 continue
-            failing[source] = {"seq": int(e["seq"]), "runs": tries, "error": error}
-            blocked.add(source)
-        last_batch = at + BATCH >= len(queue)
-        if last_batch:  # an object whose every entry is sent need not be read again until it changes
-            for key, (tag, last) in read.items():
-                if all(int(sources.get(s, 0)) >= q for s, q in last.items()):
-                    etags[key] = tag
-                else:
-                    etags.pop(key, None)
-            if all(int(sources.get(s, 0)) >= int(es[-1]["seq"]) for s, es in found.items()):
-                journal = journal_ms  # every segment listed is done with
-        if doc() == cursor:
-            continue
-        try:
-            etag = _save(ctx, bucket, sink["name"], doc(), etag)
-        except (PreconditionFailed, WriteInDoubt):
-            return stats  # another run moved the cursor: it carries on from its own reads
-        cursor = json.loads(dump(doc()))
+            failing[source] = {"seq": int(e["seq"]), "runs": runs_failed, "failing-since-ms": first_ms, "error": error}
+        for source in [s for s in heads if heads[s] >= len(queues[s])]:
+            del heads[source]
+        since_save += len(batch)
+        if since_save >= BATCH:
+            since_save = 0
+            if not save():
+                return stats
+    if not heads:  # every object whose entries are all sent need not be read until it changes
+        for key, (tag, last) in read.items():
+            if all(int(sources.get(s, 0)) >= q for s, q in last.items()):
+                etags[key] = tag
+            else:
+                etags.pop(key, None)
+        if all(int(sources.get(s, 0)) >= int(es[-1]["seq"]) for s, es in found.items()):
+            journal = journal_ms  # every segment listed is done with
+    save()
     return stats
 
 
-def _park(ctx: Context, bucket: str, sink: str, event: dict[str, Any], error: str, tries: int) -> None:
+def _park(ctx: Context, bucket: str, sink: dict[str, Any], event: dict[str, Any], error: str, tries: int) -> None:
     record = {"event": event, "error": error, "runs": tries, "parked-ms": now_ms()}
     try:
-        ctx.storage.put_if_absent(bucket, keys.dead_event(sink, str(event["id"])), dump(record))
+        ctx.storage.put_if_absent(bucket, keys.dead_event(sink["name"], sink["uuid"], str(event["id"])), dump(record))
     except (PreconditionFailed, WriteInDoubt):
         pass  # parked already (a run that died before its cursor write)
 
@@ -206,7 +271,12 @@ def dispatch(ctx: Context, warehouse: str, budget_s: float = 50.0, send: Sender 
     send = send or _sender(ctx)
     deadline = time.monotonic() + budget_s
     report: dict[str, Any] = {}
-    for sink in event_sinks.all_of(ctx, warehouse):
+    try:
+        sinks = event_sinks.all_of(ctx, warehouse)
+    except (StorageUnavailable, ObjectNotFound) as exc:  # a warehouse being deleted, or S3 trouble
+        log.warning("dispatcher: %s: %s", warehouse, exc)
+        return {"error": str(exc)[:200]}
+    for sink in sinks:
         try:
             report[sink["name"]] = dispatch_sink(ctx, warehouse, sink, deadline, send)
         except (StorageUnavailable, WriteInDoubt, ObjectNotFound) as exc:
@@ -221,7 +291,7 @@ def replay(ctx: Context, warehouse: str, sink_name: str, send: Sender | None = N
     sink = event_sinks.read(ctx, warehouse, sink_name)
     bucket = ctx.bucket_for(warehouse)
     stats = {"replayed": 0, "still-failing": 0}
-    for key in list(ctx.storage.list_keys(bucket, keys.dead_events_prefix(sink_name))):
+    for key in list(ctx.storage.list_keys(bucket, keys.dead_events_prefix(sink_name, sink["uuid"]))):
         try:
             record = json.loads(ctx.storage.get(bucket, key).body)
         except ObjectNotFound:

@@ -20,11 +20,11 @@ from typing import Any
 
 from chalicelib import keys
 from chalicelib.core import dispatcher, events
-from chalicelib.core.context import Context, dump
+from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.errors import BadRequest, Gone
 from chalicelib.storage import ObjectNotFound
 
-TOKEN = re.compile(r"^[0-9a-f]{32}$")
+TOKEN = re.compile(r"[0-9a-f]{32}")
 MAX_PAGE = 1000
 IDLE_MS = 60_000  # how long an idle feed answers the same token (its journal listing stays put)
 SCAN_FACTOR = 20  # entries passed over per page, at most, as a multiple of the page size
@@ -33,7 +33,7 @@ SCAN_FACTOR = 20  # entries passed over per page, at most, as a multiple of the 
 def _load(ctx: Context, bucket: str, token: str | None, since_ms: int) -> dict[str, Any]:
     if token is None:
         return {"sources": {}, "etags": {}, "journal-ms": 0, "from-ms": since_ms}
-    if not TOKEN.match(token):
+    if not TOKEN.fullmatch(token):
         raise BadRequest("continuation-token is not one this catalog issued")
     try:
         return dict(json.loads(ctx.storage.get(bucket, keys.event_feed(token)).body))
@@ -55,13 +55,10 @@ def page(
     since = int(state.get("from-ms", 0))
     found, read, listed, journal_ms = dispatcher.pending(ctx, warehouse, state, since)
     sources: dict[str, int] = dict(state.get("sources", {}))
-    known = set(sources)
+    holding: dict[str, int] = dict(state.get("holding", {}))
     heap: list[tuple[int, str, int]] = []
-    queues: dict[str, list[dict[str, Any]]] = {}
-    for source, entries in found.items():
-        if source in known and int(entries[0]["seq"]) > sources[source] + 1:
-            continue  # a gap: its entries show on a later page
-        queues[source] = entries
+    queues = dispatcher.runs(found, sources, holding, since, now_ms())  # gaps wait (see there)
+    for source, entries in queues.items():
         heapq.heappush(heap, (int(entries[0]["at"]), source, 0))
     out: list[dict[str, Any]] = []
     passed = 0
@@ -69,7 +66,7 @@ def page(
         _, source, i = heapq.heappop(heap)
         e = queues[source][i]
         sources[source] = int(e["seq"])
-        event = events.spec_event(e) if int(e["at"]) >= since else None
+        event = events.spec_event(e)
         if event is not None and wanted(e):
             out.append(event)
         else:
@@ -87,6 +84,7 @@ def page(
     new = {
         "sources": sources,
         "etags": etags,
+        "holding": holding,
         "journal-ms": journal,
         "from-ms": since,
     }

@@ -13,6 +13,8 @@ import json
 import os
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -67,7 +69,15 @@ def send(sink: dict[str, Any], events: list[dict[str, Any]], emulator: str | Non
         if kind == "eventbridge":
             return _eventbridge(target, events, emulator)
         if kind == "webhook":
-            return [_webhook(target, str(sink.get("secret", "")), e) for e in events]
+            out: list[str | None] = []
+            failed: set[str] = set()
+            for e in events:  # one at a time; a table whose event failed sends no later one
+                result = "an earlier event of its table failed" if _group(e) in failed else None
+                result = result or _webhook(target, str(sink.get("secret", "")), e)
+                if result is not None:
+                    failed.add(_group(e))
+                out.append(result)
+            return out
     except Exception as exc:  # noqa: BLE001 - a sink's failure is the sink's, reported per event
         return [_error(exc)] * len(events)
     return [f"unknown sink kind {kind!r}"] * len(events)
@@ -150,17 +160,15 @@ def verify(secret: str, body: bytes, header: str, tolerance_s: int = 300, now: f
     try:
         fields = dict(part.split("=", 1) for part in header.split(","))
         stamp = int(fields["t"])
-    except (ValueError, KeyError):
+        given = f"t={stamp},v1={fields.get('v1', '')}".encode("ascii")
+    except (ValueError, KeyError, UnicodeEncodeError):
         return False
     if abs((now if now is not None else time.time()) - stamp) > tolerance_s:
         return False
-    return hmac.compare_digest(signature(secret, body, stamp), f"t={stamp},v1={fields.get('v1', '')}")
+    return hmac.compare_digest(signature(secret, body, stamp).encode(), given)
 
 
 def _webhook(url: str, secret: str, event: dict[str, Any]) -> str | None:
-    import urllib.error
-    import urllib.request
-
     body = json.dumps(event).encode()
     headers = {
         "Content-Type": "application/cloudevents+json",
@@ -169,9 +177,20 @@ def _webhook(url: str, secret: str, event: dict[str, Any]) -> str | None:
     }
     request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310 - https checked
     try:
-        with urllib.request.urlopen(request, timeout=10) as resp:  # noqa: S310
+        with _OPENER.open(request, timeout=10) as resp:
             return None if 200 <= resp.status < 300 else f"HTTP {resp.status}"
     except urllib.error.HTTPError as exc:
         return f"HTTP {exc.code}"
     except OSError as exc:
         return _error(exc)
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer, not a delivery: following it would re-send as GET, without the
+    body, possibly elsewhere, with the signature."""
+
+    def redirect_request(self, *_: Any, **__: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)

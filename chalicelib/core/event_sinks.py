@@ -19,7 +19,7 @@ from chalicelib.errors import BadRequest, Conflict, NotFound
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 KINDS = ("sqs", "sns", "eventbridge", "webhook")
-NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")  # fullmatch: no trailing newline
 FILTERS = ("namespaces", "tables", "types")
 
 
@@ -60,7 +60,7 @@ def create(
     ctx: Context, warehouse: str, name: str, kind: str, target: object, filters: object = None
 ) -> dict[str, Any]:
     """The new sink's record; a webhook's includes its secret, shown only here."""
-    if not isinstance(name, str) or not NAME.match(name):
+    if not isinstance(name, str) or not NAME.fullmatch(name):
         raise BadRequest("A sink name is 1-63 lowercase letters, digits and '-', starting with a letter or digit")
     if kind not in KINDS:
         raise BadRequest(f"kind must be one of {', '.join(KINDS)}")
@@ -118,6 +118,6 @@ def delete(ctx: Context, warehouse: str, name: str) -> None:
     bucket = ctx.bucket_for(warehouse)
     ctx.storage.delete(bucket, keys.event_sink(name))
     ctx.storage.delete(bucket, keys.event_cursor(name))
-    ctx.storage.delete_many(bucket, list(ctx.storage.list_keys(bucket, keys.dead_events_prefix(name))))
+    ctx.storage.delete_many(bucket, list(ctx.storage.list_keys(bucket, keys.dead_events_prefix(name))))  # all uuids
     stamped, older = audit.stamped(record, audit.entry("delete-event-sink", {"kind": "event-sink", "name": name}))
     audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, audit.source_of(record), stamped, older)

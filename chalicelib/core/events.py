@@ -20,6 +20,7 @@ VERBS = {
     "commit": "committed",
     "replace-view": "committed",
     "rollback": "rolled-back",
+    "update-definition": "updated",
     "rename": "renamed",
     "drop": "dropped",
     "undrop": "restored",
@@ -32,8 +33,18 @@ SCHEMA_UPDATES = {"add-schema", "set-current-schema"}
 SPEC_UPDATES = {"add-spec", "set-default-spec", "remove-partition-specs"}
 
 
-def event_type(entry: dict[str, Any]) -> str | None:
+def operation(entry: dict[str, Any]) -> str:
+    """The entry's op, with the Glue and S3 Tables faces' own named as the REST face's: moving a
+    table to a new metadata file is a commit (its first, of a table staged by S3 Tables, a create);
+    a Glue UpdateTable that keeps the metadata changes the definition only."""
     op = str(entry.get("op", ""))
+    if op == "update-location":
+        return "commit" if entry.get("before") else "create"
+    return "update-definition" if op == "update" else op
+
+
+def event_type(entry: dict[str, Any]) -> str | None:
+    op = operation(entry)
     verb = VERBS.get(op)
     if verb is None:
         return None  # not a change of the warehouse's tables, views or namespaces
@@ -60,7 +71,7 @@ def build(warehouse: str, entry: dict[str, Any]) -> dict[str, Any] | None:
     updates = set(detail.get("updates") or [])
     data: dict[str, Any] = {
         "warehouse": warehouse,
-        "operation": entry["op"],
+        "operation": operation(entry),
         "target": target,
         "sequence": int(entry["seq"]),
         "trail": str(entry["source"]),
@@ -71,7 +82,7 @@ def build(warehouse: str, entry: dict[str, Any]) -> dict[str, Any] | None:
         "prior-metadata-location": entry.get("before"),
         "detail": detail,
     }
-    if entry["op"] == "commit":
+    if data["operation"] == "commit":
         data["snapshots"] = detail.get("snapshots") or []
         data["schema-changed"] = bool(updates & SCHEMA_UPDATES)
         data["partition-spec-changed"] = bool(updates & SPEC_UPDATES)
@@ -139,6 +150,7 @@ _SPEC_OPS = {
     ("table", "undrop"): "x-restore-table",
     ("table", "purge"): "x-purge-table",
     ("table", "rollback"): "x-rollback-table",
+    ("table", "update-definition"): "x-update-table-definition",
     ("view", "create"): "create-view",
     ("view", "drop"): "drop-view",
     ("view", "replace-view"): "update-view",
@@ -160,7 +172,7 @@ def spec_kind(entry: dict[str, Any]) -> str:
 def spec_event(entry: dict[str, Any]) -> dict[str, Any] | None:
     """An audit entry as an Event of the REST events proposal (None: not a catalog object's change)."""
     kind = spec_kind(entry)
-    op_type = _SPEC_OPS.get((kind, str(entry.get("op", ""))))
+    op_type = _SPEC_OPS.get((kind, operation(entry)))
     if op_type is None:
         return None
     target = entry.get("target") or {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import cas, namespaces, pointer_record
+from chalicelib.core import audit, cas, namespaces, pointer_record
 from chalicelib.core.context import Context, dump
 from chalicelib.core.drops import settle_drop
 from chalicelib.core.pointer_record import STAGED, Pointer, ident, kind_of
@@ -20,6 +20,7 @@ from chalicelib.errors import (
 from chalicelib.storage import (
     ObjectNotFound,
     PreconditionFailed,
+    StorageUnavailable,
     WriteInDoubt,
 )
 
@@ -67,11 +68,17 @@ def after_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, new: Poi
     if namespaces.accepts_table(ctx, warehouse, ns, name):
         return
     bucket = ctx.bucket_for(warehouse)
-    tomb = pointer_record.tombstone(new.data, purge)
+    # The new pointer was live for a moment (and its create readable): its trail says it went.
+    gone = audit.entry("drop", audit.table_target(ns, name, new.data), **{"backed-out": True})
+    tomb = audit.appended(pointer_record.tombstone(new.data, purge), [gone])
     try:
         etag = ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(tomb), new.etag)
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         return  # someone committed to the new table already: it stays, and blocks the namespace delete
+    try:
+        audit.flush_tail(ctx, bucket, tomb)  # the create and its undoing, for whoever read the create
+    except (StorageUnavailable, WriteInDoubt):
+        pass  # the tombstone keeps them until the sweeper settles it
     settle_drop(ctx, bucket, Pointer(tomb, etag), remove=True, ns=ns, name=name)
     if namespaces.still_active(ctx, warehouse, ns):
         raise TableAlreadyExists(f"Table {ident(ns, name)!r} already exists (a non-Iceberg table)")

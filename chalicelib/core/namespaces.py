@@ -240,16 +240,17 @@ def delete(ctx: Context, warehouse: str, ns: Namespace, occupied: Occupied) -> N
         marked: dict[str, Any] = {}
 
         def mark(record: dict[str, Any]) -> dict[str, Any]:
-            record.update(state="deleting", **{"state-since-ms": now_ms()})
-            marked["record"], marked["older"] = audit.stamped(record, audit.entry("drop-namespace", _target(ns)))
-            return marked["record"]
+            # The drop's entry is made once the record is gone, not carried by the mark: a refused
+            # drop puts the old bytes back, and its entry must not have been readable meanwhile.
+            marked["record"] = dict(record)
+            return dict(record, state="deleting", **{"state-since-ms": now_ms()})
 
         def blocker() -> str | None:
             return _children(ctx, warehouse, ns, occupied)
 
         what = cas.guarded_delete(ctx, bucket, key, mark, blocker, f"Namespace {_pretty(ns)!r}")
         if what is None:
-            record, older = marked["record"], marked["older"]
+            record, older = audit.stamped(marked["record"], audit.entry("drop-namespace", _target(ns)))
             audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, audit.source_of(record), record, older)
             return
     raise NamespaceNotEmpty(f"Namespace {_pretty(ns)!r} contains {what}; delete them first")

@@ -45,6 +45,11 @@ def _reader(req: RequestContext, wh: str) -> Callable[[dict[str, Any]], bool]:
     (GetAuditLog on it, or on the warehouse with no Deny on the table), a namespace's, the warehouse's."""
 
     def keep(e: dict[str, Any]) -> bool:
+        was = (e.get("detail") or {}).get("renamed-from") or (e.get("detail") or {}).get("dropped-as")
+        if isinstance(was, dict) and was.get("name"):  # a move names both ends: both must be readable
+            target = dict(e.get("target") or {}, namespace=was.get("namespace") or [], name=was["name"])
+            if not keep({"target": target}):
+                return False
         target = e.get("target") or {}
         ns = tuple(target.get("namespace") or ())
         if target.get("kind") in ("table", "view") and ns and target.get("name"):

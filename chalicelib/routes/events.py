@@ -78,6 +78,6 @@ def _sink_name(req: RequestContext) -> str:
     from chalicelib.errors import BadRequest
 
     name = req.param("sink")
-    if not events.SINK_NAME.match(name):
+    if not events.SINK_NAME.fullmatch(name):
         raise BadRequest("Invalid sink name")
     return name
