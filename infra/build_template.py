@@ -81,8 +81,8 @@ S3_ACCESS: dict[str, list[tuple[list[str], list[str]]]] = {
         (["s3:ListBucket"], [SYSTEM, WAREHOUSES]),
     ],
 }
-# Where the dispatcher may send events: the sinks name their queues, topics and buses at run time.
-SINK_ACCESS = (["sqs:SendMessage", "sns:Publish", "events:PutEvents"], ["*"])
+# What the dispatcher may do to the sinks' queues, topics and buses (which: parameter EventSinkTargets).
+SINK_ACTIONS = ["sqs:SendMessage", "sns:Publish", "events:PutEvents"]
 # Functions that change things nudge the dispatcher (chalicelib/nudge.py).
 NUDGE = (
     ["lambda:InvokeFunction"],
@@ -289,7 +289,9 @@ def merge_template() -> dict[str, Any]:
     # The sweeper: finishes abandoned drops, renames, claims and purges on a schedule.
     res.update(_scheduled("sweeper", S3_ACCESS["sweeper"], 300, "rate(5 minutes)"))
     # The change-event dispatcher: every minute, sends each sink what it has not been sent yet.
-    res.update(_scheduled("dispatcher", [*S3_ACCESS["dispatcher"], SINK_ACCESS], 60, "rate(1 minute)"))
+    res.update(_scheduled("dispatcher", S3_ACCESS["dispatcher"], 60, "rate(1 minute)"))
+    statements = res["DispatcherRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+    statements.append({"Effect": "Allow", "Action": SINK_ACTIONS, "Resource": {"Ref": "EventSinkTargets"}})
     # The all-in-one function (Chalice's own APIHandler, repointed) behind a Function URL.
     everything = [*(st for g in GROUPS for st in S3_ACCESS.get(g, DEFAULT_ACCESS)), NUDGE]
     res["AllRole"] = dict(_role(everything, vends=True), Condition="WithFunctionUrl")
@@ -331,6 +333,12 @@ def merge_template() -> dict[str, Any]:
                 "AllowedPattern": "^[a-z0-9][a-z0-9-]{2,19}$",
                 "Description": "prefix of warehouse bucket names, required: the roles reach only buckets "
                 "named with it, never every bucket of the account",
+            },
+            "EventSinkTargets": {
+                "Type": "CommaDelimitedList",
+                "Default": "*",
+                "Description": "the SQS queues, SNS topics and EventBridge buses (ARNs, wildcards allowed) "
+                "the change-event dispatcher may send to; '*' lets any sink a warehouse admin creates work",
             },
             "AllowExistingBuckets": {
                 "Type": "String",

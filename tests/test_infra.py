@@ -65,6 +65,21 @@ def test_roles_are_least_privilege_and_no_secret_in_text(built):
         for st in statements:
             for r in st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]:
                 assert r != "*" and "arn:${AWS::Partition}:s3:::*" not in json.dumps(r), (name, r)
+    # Change events: only the dispatcher sends, to the targets the deployer names; writers may
+    # only nudge it; every function knows its name.
+    sends = {
+        name
+        for name, r in res.items()
+        if r["Type"] == "AWS::IAM::Role"
+        and "sqs:SendMessage" in json.dumps(r["Properties"]["Policies"][0]["PolicyDocument"]["Statement"])
+    }
+    assert sends == {"DispatcherRole"}
+    dispatcher = res["DispatcherRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+    assert {"Ref": "EventSinkTargets"} in [st["Resource"] for st in dispatcher]
+    nudge = json.dumps(res["TablesRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"])
+    assert "lambda:InvokeFunction" in nudge and "function:catalog-${Stage}-dispatcher" in nudge
+    env = res["TablesFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["CATALOG_DISPATCHER_FUNCTION"] == {"Fn::Sub": "catalog-${Stage}-dispatcher"}
     text = path.read_text()
     assert "CATALOG_ROOT_SECRET_KEY" not in text and "CATALOG_ROOT_ACCESS_KEY" not in text
     assert tpl["Parameters"]["RootCredentialsSecretArn"]["AllowedPattern"].startswith("^arn:aws")
