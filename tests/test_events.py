@@ -302,7 +302,8 @@ def test_a_warehouse_without_its_bucket_stops_no_other(core, monkeypatch):
     monkeypatch.setattr("chalicelib.core.context.get_context", lambda: core)
     monkeypatch.setattr(dispatcher, "_sender", lambda ctx: sink)
     report = handler.handler({}, None)
-    assert "error" in report[bad] and report[wh]["s"]["sent"] == 1
+    assert "error" in report[bad] and report[wh]["s"]["sent"] >= 1
+    assert "io.s3iceberg.catalog.namespace.created" in [e["type"] for e in sink.got]
 
 
 def test_a_rename_event_needs_both_ends_readable(core):
@@ -361,3 +362,19 @@ def test_a_redirected_webhook_is_not_delivered(core):
     assert not event_senders.verify("k", b"{}", "t=1,v1=\u00e9")  # not ASCII: refused, not a TypeError
     with pytest.raises(BadRequest):
         event_sinks.create(core, _setup(core), "abc\n", "sqs", "http://x/q")
+
+
+def test_a_warehouse_change_is_an_event_too(core):
+    wh, sink = _sink(core)
+    warehouses.update_properties(core, wh, {"dropped-table-retention-seconds": "3600"}, [])
+    dispatcher.dispatch(core, wh, send=sink)
+    (event,) = [e for e in sink.got if e["type"].endswith("warehouse.updated")]
+    assert event["subject"] == wh and event["data"]["detail"]["updated"] == ["dropped-table-retention-seconds"]
+    again = Recorder()
+    dispatcher.dispatch(core, wh, send=again)
+    assert again.got == []  # once
+    from chalicelib.core import event_feed
+
+    page, _ = event_feed.page(core, wh, None, 100, 0, lambda e: True)
+    ops = [e["operation"]["operation-type"] for e in page]
+    assert "x-update-warehouse-properties" in ops and "create-namespace" in ops

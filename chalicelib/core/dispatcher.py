@@ -56,8 +56,9 @@ def _save(ctx: Context, bucket: str, sink: str, doc: dict[str, Any], etag: str |
     return ctx.storage.put_if_match(bucket, key, body, etag) if etag else ctx.storage.put_if_absent(bucket, key, body)
 
 
-def _newest_ms(segment_key: str) -> int:
-    return audit.newest_in_segment(segment_key[len(keys.AUDIT_PREFIX) :])
+def _newest_ms(bucket: str, segment_key: str) -> int:
+    prefix = keys.SYSTEM_AUDIT_PREFIX if segment_key.startswith(keys.SYSTEM_AUDIT_PREFIX) else keys.AUDIT_PREFIX
+    return audit.newest_in_segment(segment_key[len(prefix) :])
 
 
 def pending(
@@ -72,15 +73,29 @@ def pending(
     Segments are picked by LastModified, not by their entries' time: a purge journals old
     entries late. A source with a gap (or seen for the first time past its first entry) has its
     own segments read whatever their age."""
-    bucket = ctx.bucket_for(warehouse)
+    bucket, system = ctx.bucket_for(warehouse), ctx.settings.system_bucket
+    # The warehouse's own record and trail live in the system bucket (one source among users').
+    own = keys.warehouse_record(warehouse)
     listed = [(k, e) for p in RECORD_PREFIXES for k, e in ctx.storage.list_entries(bucket, p)]
+    listed += [(k, e) for k, e in ctx.storage.list_entries(system, own) if k == own]
     seen = cursor.get("etags", {})
     changed = [(k, e) for k, e in listed if seen.get(k) != e]
-    tails = parallel.map_counted(lambda ke: audit.tail_entries(ctx, bucket, *ke), changed)
+
+    def tail(key: str, etag: str) -> list[dict[str, Any]]:
+        return audit.tail_entries(ctx, system if key == own else bucket, key, etag)
+
+    tails = parallel.map_counted(lambda ke: tail(*ke), changed)
     journal_ms = now_ms()
     after = int(cursor.get("journal-ms", 0)) - audit.skew_ms()
-    journal = list(ctx.storage.list_stamped(bucket, keys.AUDIT_PREFIX))
-    fresh = [k for k, _, modified in journal if modified >= after and _newest_ms(k) >= since_ms - audit.skew_ms()]
+    journal = [(bucket, k, m) for k, _, m in ctx.storage.list_stamped(bucket, keys.AUDIT_PREFIX)]
+    wh_source = _warehouse_source(ctx, warehouse)
+    if wh_source:
+        journal += [
+            (system, k, m)
+            for k, _, m in ctx.storage.list_stamped(system, keys.SYSTEM_AUDIT_PREFIX)
+            if _segment_source(k, keys.SYSTEM_AUDIT_PREFIX) == wh_source
+        ]
+    fresh = [(b, k) for b, k, m in journal if m >= after and _newest_ms(b, k) >= since_ms - audit.skew_ms()]
     sent = cursor.get("sources", {})
     found: dict[str, dict[int, dict[str, Any]]] = {}
     read: dict[str, tuple[str, dict[str, int]]] = {}
@@ -96,13 +111,15 @@ def pending(
 
     for (key, etag), entries in zip(changed, tails, strict=True):
         read[key] = (etag, take(entries))
-    for entries in parallel.map_counted(lambda k: audit.segment_entries(ctx, bucket, k), fresh):
+    for entries in parallel.map_counted(lambda bk: audit.segment_entries(ctx, *bk), fresh):
         take(entries)
     gaps = {s for s, by_seq in found.items() if not _unbroken(int(sent.get(s, 0)), sorted(by_seq))}
     if gaps:
         done = set(fresh)
-        own = [k for k, _, _ in journal if k not in done and _segment_source(k) in gaps]
-        for entries in parallel.map_counted(lambda k: audit.segment_entries(ctx, bucket, k), own):
+        theirs = [
+            (b, k) for b, k, _ in journal if (b, k) not in done and _segment_source(k, _prefix(b, bucket)) in gaps
+        ]
+        for entries in parallel.map_counted(lambda bk: audit.segment_entries(ctx, *bk), theirs):
             take(entries)
     ordered = {s: [by_seq[q] for q in sorted(by_seq)] for s, by_seq in found.items()}
     return ordered, read, {k for k, _ in listed}, journal_ms
@@ -112,8 +129,21 @@ def _unbroken(known: int, seqs: list[int]) -> bool:
     return seqs == list(range(known + 1, known + 1 + len(seqs)))
 
 
-def _segment_source(key: str) -> str:
-    return key[len(keys.AUDIT_PREFIX) : -len(".json")].rsplit("-", 3)[1]
+def _prefix(bucket: str, warehouse_bucket: str) -> str:
+    return keys.AUDIT_PREFIX if bucket == warehouse_bucket else keys.SYSTEM_AUDIT_PREFIX
+
+
+def _segment_source(key: str, prefix: str = keys.AUDIT_PREFIX) -> str:
+    return key[len(prefix) : -len(".json")].rsplit("-", 3)[1]
+
+
+def _warehouse_source(ctx: Context, warehouse: str) -> str | None:
+    """The trail source of the warehouse's record (its changes: properties, retention)."""
+    try:
+        record = json.loads(ctx.storage.get(ctx.settings.system_bucket, keys.warehouse_record(warehouse)).body)
+    except ObjectNotFound:
+        return None
+    return audit.source_of(record)
 
 
 def runs(

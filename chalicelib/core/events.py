@@ -28,6 +28,9 @@ VERBS = {
     "create-namespace": "created",
     "update-namespace": "updated",
     "drop-namespace": "dropped",
+    "create-warehouse": "created",
+    "update-warehouse": "updated",
+    "drop-warehouse": "dropped",
 }
 SCHEMA_UPDATES = {"add-schema", "set-current-schema"}
 SPEC_UPDATES = {"add-spec", "set-default-spec", "remove-partition-specs"}
@@ -48,12 +51,13 @@ def event_type(entry: dict[str, Any]) -> str | None:
     verb = VERBS.get(op)
     if verb is None:
         return None  # not a change of the warehouse's tables, views or namespaces
-    kind = "namespace" if op.endswith("-namespace") else str((entry.get("target") or {}).get("kind") or "table")
-    return f"{TYPE_PREFIX}.{kind}.{verb}"
+    return f"{TYPE_PREFIX}.{spec_kind(entry)}.{verb}"
 
 
 def subject(entry: dict[str, Any]) -> str:
     target = entry.get("target") or {}
+    if target.get("kind") == "warehouse":
+        return str(target.get("warehouse") or "")
     parts = [*list(target.get("namespace") or []), *([target["name"]] if target.get("name") else [])]
     return ".".join(str(p) for p in parts)
 
@@ -161,12 +165,15 @@ _SPEC_OPS = {
     ("namespace", "create-namespace"): "create-namespace",
     ("namespace", "update-namespace"): "update-namespace-properties",
     ("namespace", "drop-namespace"): "drop-namespace",
+    ("warehouse", "update-warehouse"): "x-update-warehouse-properties",
 }
 
 
 def spec_kind(entry: dict[str, Any]) -> str:
     op = str(entry.get("op", ""))
-    return "namespace" if op.endswith("-namespace") else str((entry.get("target") or {}).get("kind") or "table")
+    if op.endswith(("-namespace", "-warehouse")):
+        return op.rsplit("-", 1)[1]
+    return str((entry.get("target") or {}).get("kind") or "table")
 
 
 def spec_event(entry: dict[str, Any]) -> dict[str, Any] | None:
@@ -186,6 +193,9 @@ def spec_event(entry: dict[str, Any]) -> dict[str, Any] | None:
             op["properties"] = detail.get("properties") or {}
         elif op_type == "update-namespace-properties":
             op["updated"], op["removed"] = list(detail.get("updated") or []), list(detail.get("removed") or [])
+    elif kind == "warehouse":
+        op["warehouse"] = target.get("warehouse")
+        op["updated"], op["removed"] = list(detail.get("updated") or []), list(detail.get("removed") or [])
     elif op_type.startswith("rename-"):
         was = detail.get("renamed-from") or {}
         op["source"] = {"namespace": list(was.get("namespace") or []), "name": was.get("name")}
