@@ -94,6 +94,7 @@ def test_every_change_once_in_order_per_table_with_filters(core):
 
 
 def test_a_failing_table_waits_then_parks_and_replays(core, monkeypatch):
+    monkeypatch.setattr(dispatcher, "BACKOFF_BASE_MS", 0)  # every run tries again (see the backoff test)
     wh = _setup(core)
     namespaces.create(core, wh, ["db"], {})
     event_sinks.create(core, wh, "s", "sqs", "http://127.0.0.1:1/000000000000/q")
@@ -190,7 +191,8 @@ def _create(ctx: Context, wh: str, name: str) -> None:
     creation.create(ctx, wh, ("db",), iceberg_io.parse_create({"name": name, "schema": SCHEMA}))
 
 
-def test_a_failure_is_never_overtaken_by_a_later_event_of_its_table(core):
+def test_a_failure_is_never_overtaken_by_a_later_event_of_its_table(core, monkeypatch):
+    monkeypatch.setattr(dispatcher, "BACKOFF_BASE_MS", 0)
     wh, _ = _sink(core)
     _create(core, wh, "t")
     for i in range(3):
@@ -378,3 +380,37 @@ def test_a_warehouse_change_is_an_event_too(core):
     page, _ = event_feed.page(core, wh, None, 100, 0, lambda e: True)
     ops = [e["operation"]["operation-type"] for e in page]
     assert "x-update-warehouse-properties" in ops and "create-namespace" in ops
+
+
+def test_a_failing_table_is_retried_with_backoff_and_others_go_on(core, monkeypatch):
+    wh, sink = _sink(core)
+    for name in ("a", "b"):
+        _create(core, wh, name)
+    calls: list[str] = []
+
+    def send(s: dict[str, Any], batch: list[dict[str, Any]]) -> list[str | None]:
+        calls.extend(e["subject"] for e in batch)
+        return ["down" if e["subject"] == "db.a" else sink(s, [e])[0] for e in batch]
+
+    dispatcher.dispatch(core, wh, send=send)
+    _commit(core, wh, ("db",), "b", 1)
+    dispatcher.dispatch(core, wh, send=send)  # within a's backoff: a is not tried, b goes on
+    assert calls.count("db.a") == 1 and _seqs(sink, "db.b") == [1, 2]
+    monkeypatch.setattr(dispatcher, "now_ms", lambda: 10**13)  # later than any backoff
+    dispatcher.dispatch(core, wh, send=sink)
+    assert _seqs(sink, "db.a") == [1]
+
+
+def test_a_filtered_sink_is_not_told_the_other_end_of_a_rename(core):
+    from chalicelib.core.tables import lifecycle as tables_lifecycle
+
+    wh = _setup(core)
+    for ns in ("pub", "secret"):
+        namespaces.create(core, wh, [ns], {})
+    event_sinks.create(core, wh, "pub", "sqs", "http://127.0.0.1:1/000000000000/q", {"namespaces": ["pub"]})
+    creation.create(core, wh, ("secret",), iceberg_io.parse_create({"name": "plan_q3", "schema": SCHEMA}))
+    tables_lifecycle.rename(core, wh, (("secret",), "plan_q3"), (("pub",), "t"))
+    sink = Recorder()
+    dispatcher.dispatch(core, wh, send=sink)
+    assert [e["type"].rsplit(".", 1)[-1] for e in sink.got if e["subject"] == "pub.t"] == ["renamed"]
+    assert "plan_q3" not in str(sink.got) and "secret" not in str(sink.got)

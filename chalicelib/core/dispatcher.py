@@ -34,6 +34,7 @@ log = logging.getLogger("catalog.dispatcher")
 
 DEAD_AFTER = 5  # runs an event may fail before it is parked ...
 PARK_AFTER_MS = 15 * 60_000  # ... and for this long (a short outage parks nothing)
+BACKOFF_BASE_MS, MAX_BACKOFF_MS = 1000, 300_000
 BATCH = 500  # events sent between cursor writes (a run cut short sends at most these again)
 RECORD_PREFIXES = (keys.TABLES_PREFIX, keys.TRASH_PREFIX, keys.NS_PREFIX)
 Sender = Callable[[dict[str, Any], list[dict[str, Any]]], list[str | None]]
@@ -230,7 +231,8 @@ def dispatch_sink(ctx: Context, warehouse: str, sink: dict[str, Any], deadline: 
         cursor = json.loads(dump(doc()))
         return True
 
-    heads = {s: 0 for s in queues}
+    # A failing table is tried again with backoff (1 s, 2 s, 4 s ... 5 min), not on every nudge.
+    heads = {s: 0 for s in queues if int(failing.get(s, {}).get("retry-at-ms", 0)) <= now}
     since_save = 0
     while heads and time.monotonic() < deadline:
         batch: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
@@ -240,6 +242,7 @@ def dispatch_sink(ctx: Context, warehouse: str, sink: dict[str, Any], deadline: 
                 e = entries[heads[source]]
                 event = events.build(warehouse, e)
                 if event is not None and events.wanted(filters, event):
+                    events.redact(filters, event)
                     batch.append((source, e, event))
                     break
                 stats["filtered"] += 1
@@ -265,7 +268,14 @@ def dispatch_sink(ctx: Context, warehouse: str, sink: dict[str, Any], deadline: 
                 stats["parked"] += 1
                 advance(source, int(e["seq"]))
                 continue
-            failing[source] = {"seq": int(e["seq"]), "runs": runs_failed, "failing-since-ms": first_ms, "error": error}
+            retry_at = now + min(BACKOFF_BASE_MS * 2 ** (runs_failed - 1), MAX_BACKOFF_MS)
+            failing[source] = {
+                "seq": int(e["seq"]),
+                "runs": runs_failed,
+                "failing-since-ms": first_ms,
+                "retry-at-ms": retry_at,
+                "error": error,
+            }
         for source in [s for s in heads if heads[s] >= len(queues[s])]:
             del heads[source]
         since_save += len(batch)

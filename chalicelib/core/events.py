@@ -220,3 +220,21 @@ def spec_event(entry: dict[str, Any]) -> dict[str, Any] | None:
         "actor": actor,
         "operation": op,
     }
+
+
+def redact(filters: dict[str, Any], event: dict[str, Any]) -> None:
+    """A sink hears of the tables its filters name: a rename's other end, when they do not name it,
+    is left out of what it is sent."""
+    detail = (event.get("data") or {}).get("detail") or {}
+    was = detail.get("renamed-from") or detail.get("dropped-as")
+    if not (isinstance(was, dict) and (filters.get("namespaces") or filters.get("tables"))):
+        return
+    other = {
+        "type": event["type"],
+        "subject": ".".join([*[str(p) for p in was.get("namespace") or []], str(was.get("name") or "")]),
+        "data": {"target": {"namespace": was.get("namespace") or [], "name": was.get("name")}},
+    }
+    if not wanted(filters, other):
+        for key in ("renamed-from", "dropped-as"):
+            if key in detail:
+                detail[key] = {"hidden": True}
