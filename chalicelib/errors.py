@@ -51,6 +51,18 @@ class ViewNotFound(NotFound):
     pass
 
 
+class PlanNotFound(NotFound):
+    """No scan plan of this caller by that id (never made, cancelled long ago, or expired)."""
+
+
+class PlanTaskNotFound(NotFound):
+    pass
+
+
+class NotSupported(CatalogError):
+    """Valid by the spec, but not something this catalog does (406 in the Iceberg REST face)."""
+
+
 class MethodNotAllowed(CatalogError):
     pass
 

@@ -56,6 +56,11 @@ Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
     .catalog/events/sinks/{sink}.json      a change-event sink: kind, target, filters, start (CAS)
     .catalog/events/cursors/{sink}.json    what the sink has been sent: last seq per trail source
                                            and the pointer ETags read (CAS by the dispatcher)
+    .catalog/plans/{sha(location)}/{sha(reader)}/{expires-ms}-{nonce}/plan.json   a server-side
+                                           scan plan: the scan, its manifest groups, how many are
+                                           planned, status (CAS); expired by the sweeper
+    .catalog/plans/.../{plan-id}/tasks/{n:06d}.json   the planned tasks of group n (immutable): the
+                                           files a restricted reader's signer may then sign
     .catalog/events/dead/{sink}/{sink-uuid}/{event-id}.json   an event that kept failing, kept for replay
     .catalog/txns/{txn-id}.json            transaction record: state ("pending" | "committed" |
                                            "aborted"), lease, and each table's old/new metadata.
@@ -297,3 +302,20 @@ EVENT_FEEDS_PREFIX = EVENTS_PREFIX + "feeds/"
 def event_feed(token: str) -> str:
     """Where the events feed (POST /v1/{prefix}/events) keeps what a continuation token has seen."""
     return f"{EVENT_FEEDS_PREFIX}{token}.json"
+
+
+# ---- server-side scan plans (core/planning/plans.py) --------------------------------------------
+PLANS_PREFIX = CATALOG_PREFIX + "plans/"
+
+
+def plans_prefix(table: str, reader: str) -> str:
+    """A reader's plans of one table (both digests: no name reaches a key)."""
+    return f"{PLANS_PREFIX}{table}/{reader}/"
+
+
+def plan_record(table: str, reader: str, plan_id: str) -> str:
+    return f"{plans_prefix(table, reader)}{plan_id}/plan.json"
+
+
+def plan_chunk(table: str, reader: str, plan_id: str, n: int) -> str:
+    return f"{plans_prefix(table, reader)}{plan_id}/tasks/{n:06d}.json"

@@ -64,6 +64,10 @@ def _nothing_denied(action: str, resource: Any, condition: dict[str, str]) -> bo
     return False
 
 
+def _no_read_rule(resource: Any, condition: dict[str, str]) -> tuple[Any, ...]:
+    return ()
+
+
 Check = tuple[str, Any, dict[str, str], bool]  # action, resource (auth.arns.Resource), conditions, partial
 
 
@@ -91,6 +95,8 @@ class RequestContext:
     # routes filter with it; `denied` tells an explicit Deny from no grant.
     visible: Callable[..., bool] = _everything_visible
     denied: Callable[[str, Any, dict[str, str]], bool] = _nothing_denied
+    # The caller's s3tables:GetTableData statements on a table (core.model.ReadRule; () for root).
+    read_rule: Callable[[Any, dict[str, str]], tuple[Any, ...]] = _no_read_rule
 
     def json(self) -> Any:
         """The parsed body, parsed once (the authorizer and the handler both read it)."""

@@ -110,8 +110,12 @@ class PolicyAuthorizer:
         def denied(action: str, resource: Resource, cond: dict[str, str]) -> bool:
             return policy.denied(docs_for(resource), action, resource, cond, id_of)
 
+        def read_rule(resource: Resource, cond: dict[str, str]) -> tuple[Any, ...]:
+            return policy.read_statements(docs_for(resource), resource, cond, id_of)
+
         req.visible = allowed
         req.denied = denied
+        req.read_rule = read_rule
         if req.action in OPEN_TO_AUTHENTICATED:
             return
         for action, resource, cond, partial in req.checks(req):

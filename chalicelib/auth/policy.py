@@ -112,8 +112,21 @@ ACTIONS: tuple[str, ...] = (
     *(name for group in SAME for name in group),
 )
 OPERATORS = ("StringEquals", "StringNotEquals", "StringLike", "StringNotLike")
+NUMERIC = (
+    "NumericEquals",
+    "NumericNotEquals",
+    "NumericLessThan",
+    "NumericLessThanEquals",
+    "NumericGreaterThan",
+    "NumericGreaterThanEquals",
+)
 # Condition keys are case-insensitive in IAM; these are the only ones the catalog sets.
 CONDITION_KEYS = ("s3tables:namespace", "s3tables:tablename")
+# Read policies (s3tables:GetTableData only): a row's value of a partition source column, and the
+# column read. They are evaluated when a scan is planned (core/planning/read_rules.py).
+ROW_KEY = "s3tables:partition/"
+COLUMN_KEY = "s3tables:column"
+READ_ACTION = "GetTableData"
 _VALUE_CHARS = {"s3tables:namespace": re.compile(r"[a-z0-9_.*?]+"), "s3tables:tablename": re.compile(r"[a-z0-9_*?]+")}
 Policies = tuple[dict[str, Any], ...]
 IdOf = Callable[[Resource], str | None]
@@ -285,6 +298,42 @@ def denied(
     return _decide(policies, action, resource, context, False, id_of) == "Deny"
 
 
+def read_statements(
+    policies: Policies, resource: Resource, context: dict[str, str], id_of: IdOf | None = None
+) -> tuple[Any, ...]:
+    """The GetTableData statements that apply to this caller and table, with their row and column
+    conditions left for the planner (core.model.ReadStatement); () when none does."""
+    from chalicelib.core.model import ReadStatement
+
+    names = _Names(resource, id_of)
+    out = []
+    for doc in policies:
+        for st in statements(doc):
+            if "Action" in st and not _action_matches(_list(st["Action"]), READ_ACTION):
+                continue
+            if "NotAction" in st and _action_matches(_list(st["NotAction"]), READ_ACTION):
+                continue
+            deny = st.get("Effect") == "Deny"
+            if not _resource_applies(st, names, deny, False):
+                continue
+            plain: dict[str, dict[str, Any]] = {}
+            rows: list[tuple[str, str, tuple[str, ...]]] = []
+            columns: list[tuple[str, tuple[str, ...]]] = []
+            for operator, tests in (st.get("Condition") or {}).items():
+                for key, value in tests.items():
+                    lowered = key.lower()
+                    if lowered.startswith(ROW_KEY):
+                        rows.append((operator, key[len(ROW_KEY) :], tuple(_list(value))))
+                    elif lowered == COLUMN_KEY:
+                        columns.append((operator, tuple(_list(value))))
+                    else:
+                        plain.setdefault(operator, {})[key] = value
+            if not _condition_holds(plain, context, False):
+                continue
+            out.append(ReadStatement(deny, tuple(sorted(rows)), tuple(sorted(columns)) if columns else None))
+    return tuple(out)
+
+
 # ---- resource policies: who they name ------------------------------------------------------------
 
 
@@ -404,20 +453,60 @@ def validate(doc: Any, resource_policy: bool = False) -> None:
                     f"arn:aws:s3tables:::bucket/<name>[/table/<namespace>/<table>] or "
                     f"{arns.long_base()}bucket/<name>[/table/<table id>]"
                 )
-        _validate_condition(where, st.get("Condition", {}))
+        _validate_condition(where, st.get("Condition", {}), st)
 
 
-def _validate_condition(where: str, cond: Any) -> None:
+def _validate_read_condition(where: str, st: dict[str, Any], operator: str, key: str, values: list[str]) -> None:
+    """Row and column conditions: only on a statement of s3tables:GetTableData alone, in a form the
+    planner turns into a predicate (StringLike: a value, `*`, or a prefix ending in one `*`)."""
+    actions = _list(st.get("Action"))
+    if "NotAction" in st or not actions or not all(a.lower() == "s3tables:gettabledata" for a in actions):
+        raise BadRequest(
+            f"Invalid policy {where}: {key[:80]} conditions apply only to reading data: the statement's "
+            "Action must be s3tables:GetTableData alone"
+        )
+    lowered = key.lower()
+    if lowered.startswith(ROW_KEY):
+        column = key[len(ROW_KEY) :]
+        if not column or len(column) > 200 or any(c in column for c in "*?"):
+            raise BadRequest(f"Invalid policy {where}: {key[:80]!r} must name one column: s3tables:partition/<column>")
+    elif operator in NUMERIC:
+        raise BadRequest(f"Invalid policy {where}: {operator} does not apply to s3tables:column")
+    for v in values:
+        if operator in NUMERIC:
+            try:
+                float(v)
+            except ValueError:
+                raise BadRequest(f"Invalid policy {where}: {operator} needs numbers, not {v[:40]!r}") from None
+        if "Like" in operator and lowered.startswith(ROW_KEY):
+            if "?" in v or "*" in v[:-1]:
+                raise BadRequest(
+                    f"Invalid policy {where}: {operator} on {key[:80]} takes a value, * or a prefix ending in *"
+                    f" (not {v[:40]!r})"
+                )
+
+
+def _validate_condition(where: str, cond: Any, st: dict[str, Any] | None = None) -> None:
     if not isinstance(cond, dict):
         raise BadRequest(f"Invalid policy {where}: Condition must be an object")
     for operator, tests in cond.items():
-        if operator not in OPERATORS or not isinstance(tests, dict):
-            raise BadRequest(f"Invalid policy {where}: condition operator {operator[:40]!r}; supported: {OPERATORS}")
+        if operator not in OPERATORS + NUMERIC or not isinstance(tests, dict):
+            raise BadRequest(
+                f"Invalid policy {where}: condition operator {operator[:40]!r}; supported: {OPERATORS + NUMERIC}"
+            )
         for key, value in tests.items():
+            if key.lower().startswith(ROW_KEY) or key.lower() == COLUMN_KEY:
+                strings = isinstance(value, list) and value and all(isinstance(v, str) for v in value)
+                if not (isinstance(value, str) or strings):
+                    raise BadRequest(f"Invalid policy {where}: condition value for {key[:60]!r}: a string or strings")
+                _validate_read_condition(where, st or {}, operator, key, _list(value))
+                continue
+            if operator in NUMERIC:
+                raise BadRequest(f"Invalid policy {where}: {operator} applies only to s3tables:partition/<column>")
             if key.lower() not in CONDITION_KEYS:
                 raise BadRequest(
-                    f"Invalid policy {where}: condition key {key[:60]!r}; "
-                    "supported: s3tables:namespace, s3tables:tableName"
+                    f"Invalid policy {where}: condition key {key[:60]!r}; supported: s3tables:namespace, "
+                    "s3tables:tableName, and for s3tables:GetTableData s3tables:partition/<column> and s3tables:column"
                 )
             if not (isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))):
                 raise BadRequest(f"Invalid policy {where}: condition value for {key[:60]!r}: a string or strings")

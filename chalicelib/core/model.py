@@ -77,3 +77,17 @@ class WarehouseInfo:
             "created-at": self.created_at,
             "properties": dict(self.properties),
         }
+
+
+@dataclass(frozen=True)
+class ReadStatement:
+    """A policy statement on reading a table's data (s3tables:GetTableData) that applies to the caller:
+    Allow or Deny, its conditions on row values (operator, column, values) and on the column read
+    (operator, values; None: every column). A caller with none reads the whole table."""
+
+    deny: bool
+    rows: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    columns: tuple[tuple[str, tuple[str, ...]], ...] | None = None
+
+
+ReadRule = tuple[ReadStatement, ...]

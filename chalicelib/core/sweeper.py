@@ -133,6 +133,11 @@ def sweep_warehouse(ctx: Context, warehouse: str, deadline: float, views: Views 
     expired = _expire_feed_positions(ctx, bucket)
     if expired:
         stats["event-positions-expired"] += expired
+    from chalicelib.core.planning import plans
+
+    expired = plans.expire(ctx, bucket)
+    if expired:
+        stats["scan-plan-objects-expired"] += expired
     for view, projection_of in (views or {}).items():
         try:
             refreshed = entries.refresh(ctx, warehouse, view, projection_of(ctx, warehouse), deadline)

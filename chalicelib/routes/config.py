@@ -21,12 +21,14 @@ bp = RouteGroup(__name__, ICEBERG_FACE)
 ICEBERG_ENDPOINTS = (
     "DELETE /v1/{prefix}/namespaces/{namespace}",
     "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}/plan/{plan-id}",
     "DELETE /v1/{prefix}/namespaces/{namespace}/views/{view}",
     "GET /v1/{prefix}/namespaces",
     "GET /v1/{prefix}/namespaces/{namespace}",
     "GET /v1/{prefix}/namespaces/{namespace}/tables",
     "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
     "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/plan/{plan-id}",
     "GET /v1/{prefix}/namespaces/{namespace}/views",
     "GET /v1/{prefix}/namespaces/{namespace}/views/{view}",
     "HEAD /v1/{prefix}/namespaces/{namespace}",
@@ -39,7 +41,9 @@ ICEBERG_ENDPOINTS = (
     "POST /v1/{prefix}/namespaces/{namespace}/tables",
     "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
     "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/plan",
     "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/sign",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/tasks",
     "POST /v1/{prefix}/namespaces/{namespace}/views",
     "POST /v1/{prefix}/namespaces/{namespace}/views/{view}",
     "POST /v1/{prefix}/tables/rename",
@@ -53,7 +57,8 @@ def registered_endpoints() -> list[str]:
     out = []
     for r in ROUTES:
         if r.iceberg and r.path.startswith(PREFIX + "/"):
-            out.append(f"{r.method} /v1/{{prefix}}{r.path[len(PREFIX) :]}")
+            path = r.path[len(PREFIX) :].replace("{plan_id}", "{plan-id}")  # the spec's name
+            out.append(f"{r.method} /v1/{{prefix}}{path}")
     return sorted(set(out))
 
 

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from chalicelib.auth import resources
-from chalicelib.core.catalog import data, tables
+from chalicelib.core.catalog import data, planning, tables
 from chalicelib.errors import BadRequest, Forbidden, Unauthorized
 from chalicelib.names import check_table
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
@@ -81,8 +81,27 @@ def sign_request(req: RequestContext) -> tuple[int, dict[str, Any], dict[str, st
     creating = bool(req.query.get("staged"))  # the route checked CreateTable, the handler the grant
     if s3.writes and not (creating or delegation.may_write(req, wh, ns, name)):
         raise Forbidden(f"Access denied: {req.identity.name} may read this table, not write it (s3tables:UpdateTable)")
+    if not s3.writes and not creating:
+        _check_planned(req, ctx, wh, ns, name, location, s3.bucket, s3.key)
     signed = data.sign(method, uri, headers, ctx.settings.region)
     return 200, {"uri": uri, "headers": signed}, {"Cache-Control": "no-cache"}
+
+
+def _check_planned(
+    req: RequestContext, ctx: Any, wh: str, ns: tuple[str, ...], name: str, location: str, bucket: str, key: str
+) -> None:
+    """A caller whose read policy limits rows or columns reads only the files its own scan plans gave it."""
+    rule = delegation.read_rule(req, wh, ns, name)
+    if not planning.restricted(rule):
+        return
+    who = req.identity.name
+    if key and planning.granted(ctx, wh, location, who, rule, f"{bucket}/{key}"):
+        return
+    raise Forbidden(
+        f"Access denied: {who}'s policy limits which rows of {'.'.join(ns)}.{name} it may read "
+        "(s3tables:GetTableData), so it reads only the data and delete files of its own scan plans: plan the "
+        "scan on the server (scan-planning-mode=server; POST .../plan). This file is not in one"
+    )
 
 
 @operation(bp, TABLE + "/credentials", "GET", "GetTableCredentials", checks=resources.table_read)
@@ -90,4 +109,5 @@ def load_credentials(req: RequestContext) -> tuple[int, dict[str, Any]]:
     """Fresh vended credentials for the table (clients call it before theirs expire)."""
     ctx, _ = warehouse_of(req)
     wh, ns, name, location = _location(req)
+    delegation.refuse_vending_if_limited(req, wh, ns, name)
     return 200, {"storage-credentials": delegation.credentials(req, ctx, wh, ns, name, location)}

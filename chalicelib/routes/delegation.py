@@ -21,6 +21,29 @@ def requested(req: RequestContext) -> set[str]:
     return {part.strip().lower() for part in raw.split(",") if part.strip()}
 
 
+def read_rule(req: RequestContext, wh: str, ns: tuple[str, ...], name: str) -> tuple[Any, ...]:
+    """The caller's s3tables:GetTableData statements on the table (core.model.ReadRule)."""
+    return req.read_rule(table_arn(wh, ns, name), ns_context(ns, name))
+
+
+def limited(req: RequestContext, wh: str, ns: tuple[str, ...], name: str) -> bool:
+    """The caller's read policy limits the rows or columns it may read: it reads through plans only."""
+    from chalicelib.core.catalog.planning import restricted
+
+    return restricted(read_rule(req, wh, ns, name))
+
+
+def refuse_vending_if_limited(req: RequestContext, wh: str, ns: tuple[str, ...], name: str) -> None:
+    if limited(req, wh, ns, name):
+        from chalicelib.errors import Forbidden
+
+        raise Forbidden(
+            f"Access denied: {req.identity.name}'s policy limits which rows of {'.'.join(ns)}.{name} it may read "
+            "(s3tables:GetTableData) and credentials cannot be scoped to them: read through remote signing "
+            "with server-side scan planning (X-Iceberg-Access-Delegation: remote-signing)"
+        )
+
+
 def may_write(req: RequestContext, wh: str, ns: tuple[str, ...], name: str) -> bool:
     return req.visible("UpdateTable", table_arn(wh, ns, name), ns_context(ns, name))
 
@@ -48,6 +71,14 @@ def for_table(
     table (stage-create: no pointer yet) is signed for by a grant carried in its signer endpoint."""
     config = dict(ctx.settings.client_config)
     wanted = requested(req)
+    if not staged and limited(req, wh, ns, name):
+        # Plans only (the spec's scan-planning-mode): its client must not plan by reading manifests,
+        # which hold every file's partition and bounds, and vended keys could not be scoped to rows.
+        config["scan-planning-mode"] = "server"
+        if "vended-credentials" in wanted and "remote-signing" not in wanted and ctx.settings.remote_signing:
+            wanted = {"remote-signing"}
+        elif "remote-signing" not in wanted:
+            return config, None
     if not location or not wanted:
         return config, None
     if "remote-signing" in wanted and ctx.settings.remote_signing:

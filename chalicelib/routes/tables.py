@@ -98,11 +98,10 @@ def load_table(req: RequestContext) -> tuple[int, str | None, dict[str, str]]:
     if req.headers.get("if-none-match") == etag:
         return 304, None, {"ETag": etag}
     raw = tables.read_metadata_raw(ctx, location)
-    config, credentials = ctx.settings.client_config, None
-    if delegation.requested(req):
-        from chalicelib.core.catalog.data import table_location
+    from chalicelib.core.catalog.data import table_location
 
-        config, credentials = delegation.for_table(req, ctx, wh, ns, name, table_location(ctx, location))
+    # Also without X-Iceberg-Access-Delegation: a caller limited to some rows is told to plan on the server.
+    config, credentials = delegation.for_table(req, ctx, wh, ns, name, table_location(ctx, location))
     if mode == "refs":
         raw = _only_referenced_snapshots(raw)
     return 200, iceberg_io.load_result(TableState(location, raw), config, credentials), {"ETag": etag}

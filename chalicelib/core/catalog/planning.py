@@ -1,0 +1,51 @@
+"""Server-side scan planning (Iceberg REST planTableScan, fetchPlanningResult, cancelPlanning,
+fetchScanTasks) and the read policies it enforces (core/planning/)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.core.context import Context
+from chalicelib.core.model import Namespace, ReadRule
+from chalicelib.core.planning import plans
+from chalicelib.core.planning.planner import parse_scan
+from chalicelib.core.planning.read_rules import restricted as restricted
+
+__all__ = ["cancel", "fetch", "granted", "plan", "restricted", "tasks"]
+
+
+def _table(ctx: Context, warehouse: str, ns: Namespace, name: str) -> plans.Table:
+    from chalicelib.core.metadata import metadata_at
+    from chalicelib.core.tables.lookup import exists
+
+    location = exists(ctx, warehouse, ns, name)
+    metadata = metadata_at(ctx, location)
+    return plans.Table(ctx.bucket_for(warehouse), metadata.location, location, metadata)
+
+
+def plan(
+    ctx: Context, warehouse: str, ns: Namespace, name: str, body: dict[str, Any], reader: str, rule: ReadRule
+) -> dict[str, Any]:
+    scan = parse_scan(body)
+    return plans.create(ctx, _table(ctx, warehouse, ns, name), scan, reader, rule)
+
+
+def fetch(
+    ctx: Context, warehouse: str, ns: Namespace, name: str, plan_id: str, reader: str, rule: ReadRule
+) -> dict[str, Any]:
+    return plans.fetch(ctx, _table(ctx, warehouse, ns, name), reader, plan_id, rule)
+
+
+def cancel(ctx: Context, warehouse: str, ns: Namespace, name: str, plan_id: str, reader: str) -> None:
+    plans.cancel(ctx, _table(ctx, warehouse, ns, name), reader, plan_id)
+
+
+def tasks(
+    ctx: Context, warehouse: str, ns: Namespace, name: str, token: Any, reader: str, rule: ReadRule
+) -> dict[str, Any]:
+    return plans.tasks(ctx, _table(ctx, warehouse, ns, name), reader, token, rule)
+
+
+def granted(ctx: Context, warehouse: str, location: str, reader: str, rule: ReadRule, obj: str) -> bool:
+    """Whether one of the reader's live plans of the table at `location` gave it `obj` (bucket/key)."""
+    return plans.granted(ctx, ctx.bucket_for(warehouse), location, reader, rule, obj)

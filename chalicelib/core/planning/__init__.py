@@ -1,0 +1,2 @@
+"""Server-side scan planning: scan filters (expressions), manifests (a bounded cache), content
+files as the spec's JSON, read rules from policies, the planner, and plans kept in S3."""

@@ -1,0 +1,360 @@
+"""Server-side scan plans kept in S3: made, advanced, fetched, cancelled, expired.
+
+A plan is a record (the scan, the metadata file it reads, its manifest groups, how many groups are
+planned, status) and one immutable object per planned group. Any call may advance a plan: it plans
+the next groups until its time is up, writes them, then moves the record's count with If-Match.
+Two calls advancing at once plan the same group and write the same bytes; one count move wins. A
+group's object is also what a restricted reader's signer consults: the files a plan gave the
+reader are the files it may read, while the plan lives and the reader's policy is unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from chalicelib import keys
+from chalicelib.core.context import Context, env_int
+from chalicelib.core.planning import planner, read_rules
+from chalicelib.errors import BadRequest, PlanNotFound, PlanTaskNotFound
+from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
+
+PLAN_ID = re.compile(r"\d{13}-[0-9a-f]{24}")
+TASK = re.compile(r"(\d{13}-[0-9a-f]{24})\.(\d{1,6})")
+
+
+def ttl_ms() -> int:
+    return env_int("CATALOG_PLAN_TTL_S", 3600) * 1000
+
+
+def sync_ms() -> int:
+    """How long planTableScan plans before it answers "submitted" (PyIceberg 0.12 cannot poll)."""
+    return env_int("CATALOG_PLAN_SYNC_MS", 5000)
+
+
+def poll_ms() -> int:
+    return env_int("CATALOG_PLAN_POLL_MS", 10_000)
+
+
+def task_files() -> int:
+    """Data files per plan task: a task's JSON stays far below a function's 6 MB response."""
+    return max(1, env_int("CATALOG_PLAN_TASK_FILES", 2000))
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Table:
+    """The table a plan reads, as the face resolved it."""
+
+    bucket: str
+    location: str  # the table's location: plans are kept per table by it
+    metadata_location: str
+    metadata: Any
+
+    @property
+    def key(self) -> str:
+        return digest(self.location.rstrip("/"))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _dump(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def _prepared(table: Table, record: dict[str, Any], rule: Any) -> planner.Prepared:
+    if read_rules.fingerprint(rule) != record["rule"]:
+        raise _RuleChanged()
+    return planner.prepare(table.metadata, planner.parse_scan(record["scan"]), rule)
+
+
+class _RuleChanged(Exception):
+    pass
+
+
+def create(ctx: Context, table: Table, scan: planner.Scan, reader: str, rule: Any) -> dict[str, Any]:
+    """planTableScan: resolve, group, plan what fits in the synchronous budget, store, answer."""
+    prepared = planner.prepare(table.metadata, scan, rule)
+    files = planner.manifest_files(ctx, prepared)
+    data, deletes = planner.kept_manifests(prepared, files)
+    expires = _now_ms() + ttl_ms()
+    plan_id = f"{expires:013d}-{secrets.token_hex(12)}"
+    record = {
+        "plan-id": plan_id,
+        "reader": reader,
+        "metadata-location": table.metadata_location,
+        "manifest-list": prepared.snapshot.manifest_list if prepared.snapshot is not None else None,
+        "expires-ms": expires,
+        "status": "submitted",
+        "rule": read_rules.fingerprint(rule),
+        "scan": _scan_json(scan, prepared),
+        "groups": planner.groups(files, data, task_files()),
+        "deletes": deletes,
+        "done": 0,
+        "withheld": 0,
+    }
+    deadline = time.monotonic() + sync_ms() / 1000
+    chunks = _plan_groups(ctx, table, record, prepared, files, deadline, at_least_one=False)
+    _write_chunks(ctx, table, record, chunks)
+    _finish_count(record, chunks)
+    ctx.storage.put_if_absent(table.bucket, keys.plan_record(table.key, digest(reader), plan_id), _dump(record))
+    return _answer(ctx, table, record, chunks, with_id=True)
+
+
+def _scan_json(scan: planner.Scan, prepared: planner.Prepared) -> dict[str, Any]:
+    """The scan as stored: pinned to the snapshot it resolved to (a later commit changes nothing)."""
+    doc = scan.to_json()
+    if scan.end_snapshot_id is None and prepared.snapshot is not None:
+        doc["snapshot-id"] = prepared.snapshot.snapshot_id
+    return doc
+
+
+def _plan_groups(
+    ctx: Context,
+    table: Table,
+    record: dict[str, Any],
+    prepared: planner.Prepared,
+    files: list[Any],
+    deadline: float,
+    at_least_one: bool,
+) -> list[planner.Chunk]:
+    out: list[planner.Chunk] = []
+    groups = record["groups"]
+    n = record["done"]
+    while n + len(out) < len(groups):
+        if time.monotonic() >= deadline and (out or not at_least_one):
+            break
+        group = groups[n + len(out)]
+        out.append(planner.plan_group(ctx, prepared, files, group, record["deletes"]))
+    return out
+
+
+def _write_chunks(ctx: Context, table: Table, record: dict[str, Any], chunks: list[planner.Chunk]) -> None:
+    from chalicelib.core.parallel import map_counted
+
+    reader = digest(record["reader"])
+    restricted = bool(record["rule"])
+
+    def put(i: int) -> None:
+        chunk = chunks[i]
+        doc: dict[str, Any] = {
+            "expires-ms": record["expires-ms"],
+            "rule": record["rule"],
+            "delete-files": chunk.delete_files,
+            "file-scan-tasks": chunk.file_scan_tasks,
+        }
+        if restricted:
+            doc["paths"] = sorted({_object(p) for p in chunk.paths})
+        key = keys.plan_chunk(table.key, reader, record["plan-id"], record["done"] + i)
+        ctx.storage.put(table.bucket, key, _dump(doc))
+
+    map_counted(put, range(len(chunks)))
+
+
+def _finish_count(record: dict[str, Any], chunks: list[planner.Chunk]) -> None:
+    record["done"] += len(chunks)
+    record["withheld"] += sum(c.withheld for c in chunks)
+    if record["done"] >= len(record["groups"]):
+        record["status"] = "completed"
+
+
+def _object(path: str) -> str:
+    """bucket/key of a file's location, whatever its scheme (s3, s3a, s3n)."""
+    _, _, rest = path.partition("://")
+    return rest
+
+
+def _answer(
+    ctx: Context, table: Table, record: dict[str, Any], chunks: list[planner.Chunk] | None, with_id: bool
+) -> dict[str, Any]:
+    status = record["status"]
+    out: dict[str, Any] = {"status": status}
+    if status == "submitted" and with_id:
+        out["plan-id"] = record["plan-id"]
+    if status == "failed":
+        out["error"] = record.get("error") or {"message": "Planning failed", "type": "InternalError", "code": 500}
+    if status != "completed":
+        return out
+    if with_id:
+        out["plan-id"] = record["plan-id"]
+    count = len(record["groups"])
+    if count == 1:  # one group: its tasks in the answer
+        chunk = chunks[0] if chunks else None
+        if chunk is not None:
+            out["delete-files"], out["file-scan-tasks"] = chunk.delete_files, chunk.file_scan_tasks
+        else:
+            stored = _read_chunk(ctx, table, record, 0)
+            out["delete-files"], out["file-scan-tasks"] = stored["delete-files"], stored["file-scan-tasks"]
+    elif count == 0:
+        out["delete-files"], out["file-scan-tasks"] = [], []
+    else:
+        out["plan-tasks"] = [f"{record['plan-id']}.{n}" for n in range(count)]
+    if not out.get("delete-files"):
+        out.pop("delete-files", None)
+    return out
+
+
+def _read_chunk(ctx: Context, table: Table, record: dict[str, Any], n: int) -> dict[str, Any]:
+    key = keys.plan_chunk(table.key, digest(record["reader"]), record["plan-id"], n)
+    return json.loads(ctx.storage.get(table.bucket, key).body)
+
+
+def _load(ctx: Context, table: Table, reader: str, plan_id: str) -> tuple[dict[str, Any], str]:
+    if not isinstance(plan_id, str) or not PLAN_ID.fullmatch(plan_id):
+        raise PlanNotFound(f"No scan plan {str(plan_id)[:60]!r} (plan ids are issued by planTableScan)")
+    try:
+        found = ctx.storage.get(table.bucket, keys.plan_record(table.key, digest(reader), plan_id))
+    except ObjectNotFound:
+        raise PlanNotFound(f"No scan plan {plan_id} of this caller on this table") from None
+    record = json.loads(found.body)
+    if record.get("expires-ms", 0) < _now_ms() or record.get("reader") != reader:
+        raise PlanNotFound(f"No scan plan {plan_id} of this caller on this table (it has expired)")
+    return record, found.etag
+
+
+def fetch(ctx: Context, table: Table, reader: str, plan_id: str, rule: Any) -> dict[str, Any]:
+    """fetchPlanningResult: the plan's state, after advancing it for up to CATALOG_PLAN_POLL_MS."""
+    record, etag = _load(ctx, table, reader, plan_id)
+    deadline = time.monotonic() + poll_ms() / 1000
+    while record["status"] == "submitted":
+        if record["metadata-location"] != table.metadata_location:
+            table = _table_at(ctx, table, record["metadata-location"])
+        try:
+            prepared = _prepared(table, record, rule)
+        except _RuleChanged:
+            return _fail(ctx, table, record, etag, "The caller's read policy changed while planning: plan again")
+        files = planner.manifest_files(ctx, prepared) if record["manifest-list"] else []
+        chunks = _plan_groups(ctx, table, record, prepared, files, deadline, at_least_one=True)
+        _write_chunks(ctx, table, record, chunks)
+        _finish_count(record, chunks)
+        try:
+            etag = ctx.storage.put_if_match(table.bucket, _record_key(table, record), _dump(record), etag)
+        except (PreconditionFailed, WriteInDoubt):
+            record, etag = _load(ctx, table, reader, plan_id)  # another call moved it: go from there
+            continue
+        if time.monotonic() >= deadline:
+            break
+    return _answer(ctx, table, record, None, with_id=False)
+
+
+def _record_key(table: Table, record: dict[str, Any]) -> str:
+    return keys.plan_record(table.key, digest(record["reader"]), record["plan-id"])
+
+
+def _table_at(ctx: Context, table: Table, metadata_location: str) -> Table:
+    from chalicelib.core.metadata import metadata_at
+
+    return Table(table.bucket, table.location, metadata_location, metadata_at(ctx, metadata_location))
+
+
+def _fail(ctx: Context, table: Table, record: dict[str, Any], etag: str, message: str) -> dict[str, Any]:
+    record["status"] = "failed"
+    record["error"] = {"message": message, "type": "BadRequestException", "code": 400}
+    try:
+        ctx.storage.put_if_match(table.bucket, _record_key(table, record), _dump(record), etag)
+    except (PreconditionFailed, WriteInDoubt):
+        pass
+    return _answer(ctx, table, record, None, with_id=False)
+
+
+def cancel(ctx: Context, table: Table, reader: str, plan_id: str) -> None:
+    """cancelPlanning: the plan answers "cancelled" and its tasks (and the reads they grant) are gone."""
+    record, etag = _load(ctx, table, reader, plan_id)
+    if record["status"] != "cancelled":
+        record["status"] = "cancelled"
+        try:
+            ctx.storage.put_if_match(table.bucket, _record_key(table, record), _dump(record), etag)
+        except (PreconditionFailed, WriteInDoubt):
+            return cancel(ctx, table, reader, plan_id)
+    prefix = _record_key(table, record).rsplit("/", 1)[0] + "/tasks/"
+    stale = list(ctx.storage.list_keys(table.bucket, prefix))
+    if stale:
+        ctx.storage.delete_many(table.bucket, stale)
+    _forget(table.key, digest(reader))
+
+
+def tasks(ctx: Context, table: Table, reader: str, token: Any, rule: Any) -> dict[str, Any]:
+    """fetchScanTasks: one plan task's file scan tasks."""
+    found = TASK.fullmatch(token) if isinstance(token, str) else None
+    if found is None:
+        raise BadRequest('Invalid plan task: expected one of a plan\'s "plan-tasks"')
+    try:
+        record, _ = _load(ctx, table, reader, found[1])
+    except PlanNotFound:
+        raise PlanTaskNotFound(f"No plan task {token[:80]!r} of this caller on this table") from None
+    n = int(found[2])
+    if record["status"] != "completed" or n >= len(record["groups"]):
+        raise PlanTaskNotFound(f"No plan task {token[:80]!r}: its plan is {record['status']}")
+    if read_rules.fingerprint(rule) != record["rule"]:
+        raise PlanTaskNotFound(f"Plan task {token[:80]!r} was planned under another policy: plan again")
+    stored = _read_chunk(ctx, table, record, n)
+    out = {"file-scan-tasks": stored["file-scan-tasks"]}
+    if stored["delete-files"]:
+        out["delete-files"] = stored["delete-files"]
+    return out
+
+
+# ---- the signer's question: may this restricted reader read this object? --------------------------
+
+_grants_lock = threading.Lock()
+_grants: dict[tuple[str, str], dict[str, tuple[int, str, frozenset[str]]]] = {}
+
+
+def _forget(table_key: str, reader_key: str) -> None:
+    with _grants_lock:
+        _grants.pop((table_key, reader_key), None)
+
+
+def granted(ctx: Context, bucket: str, location: str, reader: str, rule: Any, obj: str) -> bool:
+    """Whether a live plan of this reader, made under its current rule, planned the object (bucket/key)."""
+    table_key, reader_key = digest(location.rstrip("/")), digest(reader)
+    fp = read_rules.fingerprint(rule)
+    now = _now_ms()
+
+    def hit() -> bool:
+        with _grants_lock:
+            chunks = _grants.get((table_key, reader_key), {})
+            return any(exp > now and rfp == fp and obj in paths for exp, rfp, paths in chunks.values())
+
+    if hit():
+        return True
+    prefix = keys.plans_prefix(table_key, reader_key)
+    listed = [k for k in ctx.storage.list_keys(bucket, prefix) if "/tasks/" in k]
+    with _grants_lock:
+        known = dict(_grants.get((table_key, reader_key), {}))
+    fresh: dict[str, tuple[int, str, frozenset[str]]] = {k: v for k, v in known.items() if k in set(listed)}
+    for key in listed:
+        if key in fresh or int(key[len(prefix) : len(prefix) + 13]) < now:
+            continue
+        try:
+            doc = json.loads(ctx.storage.get(bucket, key).body)
+        except ObjectNotFound:
+            continue
+        fresh[key] = (int(doc.get("expires-ms", 0)), str(doc.get("rule", "")), frozenset(doc.get("paths") or ()))
+    with _grants_lock:
+        if len(_grants) > 1000:
+            _grants.clear()
+        _grants[(table_key, reader_key)] = fresh
+    return hit()
+
+
+def expire(ctx: Context, bucket: str) -> int:
+    """The sweeper's part: delete every object of plans past their expiry (named in their id)."""
+    now = _now_ms()
+    old = []
+    for key in ctx.storage.list_keys(bucket, keys.PLANS_PREFIX):
+        parts = key[len(keys.PLANS_PREFIX) :].split("/")
+        if len(parts) >= 4 and PLAN_ID.fullmatch(parts[2]) and int(parts[2][:13]) < now:
+            old.append(key)
+    return ctx.storage.delete_many(bucket, old) if old else 0
