@@ -330,7 +330,7 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
             _log_refused(ctx, err, resp.status_code)
     if slot is not None:
         _idempotency_finish(slot, resp, hint, transient)
-    if method in ("POST", "PUT", "DELETE") and resp.status_code < 300:
+    if method in ("POST", "PUT", "DELETE") and resp.status_code < 300 and not _reads_only(ctx.action):
         from chalicelib import nudge
 
         nudge.after_change()
@@ -401,6 +401,12 @@ def _as_catalog_error(exc: Exception, method: str, path: str) -> CatalogError:
 
 
 MUTATING = frozenset({"POST", "PUT", "DELETE"})
+# POSTs that change nothing (signing, planning, reports, Glue's reads): no change event to send.
+_READ_POSTS = frozenset({"SignRequest", "PlanTableScan", "FetchScanTasks", "ReportMetrics", "GetToken"})
+
+
+def _reads_only(action: str) -> bool:
+    return action in _READ_POSTS or action.startswith(("Get", "List", "Search"))
 
 
 def _idempotency_begin(ctx: RequestContext) -> Any:

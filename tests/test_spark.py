@@ -700,3 +700,121 @@ def test_commit_events_in_a_queue_drive_maintenance(spark, settings, spark_wh, s
     assert on_events.main([*job, *common]) == 0
     spark.sql("REFRESH TABLE evns.t")
     assert spark.sql("SELECT count(*) FROM evns.t.snapshots").collect()[0][0] == snapshots
+
+
+# ---- server-side scan planning (issue 31) -----------------------------------------------------------
+
+
+def _planning_filters() -> list:
+    from pyiceberg import expressions as ex
+
+    return [
+        ex.AlwaysTrue(),
+        ex.AlwaysFalse(),
+        ex.EqualTo("region", "eu"),
+        ex.NotEqualTo("region", "eu"),
+        ex.In("region", ["eu", "us"]),
+        ex.NotIn("region", ["apac"]),
+        ex.GreaterThan("id", 50),
+        ex.LessThanOrEqual("id", 20),
+        ex.EqualTo("id", 999_999),
+        ex.GreaterThanOrEqual("ts", "2024-01-02T00:00:00+00:00"),
+        ex.LessThan("ts", "2024-01-02T12:00:00+00:00"),
+        ex.IsNull("note"),
+        ex.NotNull("note"),
+        ex.StartsWith("note", "a"),
+        ex.NotStartsWith("note", "a"),
+        ex.GreaterThan("score", 0.5),
+        ex.IsNaN("score"),
+        ex.And(ex.EqualTo("region", "us"), ex.GreaterThan("id", 30)),
+        ex.Or(ex.EqualTo("region", "apac"), ex.LessThan("id", 5)),
+        ex.Not(ex.EqualTo("region", "us")),
+    ]
+
+
+def _planned(table) -> dict:
+    return {t.file.file_path: (t.residual, frozenset(d.file_path for d in t.delete_files)) for t in table}
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_server_plans_equal_pyiceberg_planning_on_tables_with_deletes(spark, pycat, catalog_url, spark_wh, version):
+    """The bar: 20 filters over a partitioned table with merge-on-read deletes (v2 position deletes,
+    v3 deletion vectors); the server's plan is PyIceberg's own, and reads the same rows."""
+    name = f"plans.t{version}"
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS plans")
+    spark.sql(
+        f"CREATE TABLE {name} (id bigint, region string, ts timestamp, note string, score double) USING iceberg "
+        f"PARTITIONED BY (region, days(ts)) TBLPROPERTIES ('format-version'='{version}', "
+        "'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read')"
+    )
+    for day in (1, 2, 3):
+        spark.sql(
+            f"INSERT INTO {name} SELECT id, element_at(array('eu','us','apac'), cast(id % 3 + 1 as int)), "
+            f"timestamp'2024-01-0{day} 00:00:00' + make_interval(0,0,0,0, cast(id % 24 as int),0,0), "
+            "CASE WHEN id % 5 = 0 THEN NULL WHEN id % 2 = 0 THEN concat('a', id) ELSE concat('b', id) END, "
+            "CASE WHEN id % 11 = 0 THEN double('NaN') ELSE (id % 10) / 10.0 END "
+            f"FROM range({(day - 1) * 40}, {day * 40})"
+        )
+    spark.sql(f"DELETE FROM {name} WHERE id % 7 = 0")
+    spark.sql(f"INSERT INTO {name} VALUES (7000, 'eu', timestamp'2024-01-01 05:00:00', 'a', 0.1)")  # after deletes
+    local = pycat.load_table(name)
+    assert any(t.delete_files for t in local.scan().plan_files())  # the table has deletes to match
+    server = RestCatalog(
+        "srv", uri=catalog_url, warehouse=spark_wh, **sigv4_props(), **{"scan-planning-mode": "server"}
+    )
+    remote = server.load_table(name)
+    assert server.supports_server_side_planning()
+    for expr in _planning_filters():
+        theirs = _planned(local.scan(row_filter=expr).plan_files())
+        mine = _planned(remote.scan(row_filter=expr).plan_files())
+        assert mine.keys() == theirs.keys(), expr
+        for path, (residual, deletes) in mine.items():
+            assert residual == theirs[path][0], (expr, path)
+            if version == 2:
+                assert deletes == theirs[path][1], (expr, path)
+            else:  # PyIceberg 0.12 reads v2 manifest fields: it attaches a partition's every vector
+                assert deletes <= theirs[path][1], (expr, path)
+        rows = sorted(remote.scan(row_filter=expr).to_arrow()["id"].to_pylist())
+        assert rows == sorted(local.scan(row_filter=expr).to_arrow()["id"].to_pylist()), expr
+    if version == 3:  # each vector is matched to the one data file it names
+        plan = remote.scan().plan_files()
+        assert all(len(t.delete_files) <= 1 for t in plan) and any(t.delete_files for t in plan)
+
+
+def test_spark_user_limited_to_a_partition_gets_a_clear_error(spark, settings, http, keyless_catalog):
+    """Iceberg 1.10 cannot plan on the server: a user whose policy limits rows reads nothing, told why."""
+    from dataclasses import replace
+
+    from spark_jobs.session import spark_conf
+    from tests.authutil import allow, make_user
+
+    wh = f"limit-{uuid.uuid4().hex[:8]}"
+    assert http.post(f"{keyless_catalog}/v1/warehouses", json={"name": wh}).status_code == 200
+    everything = allow(["s3tables:*"], f"arn:aws:s3tables:::bucket/{wh}*")
+    _, wkey, wsecret = make_user(http, keyless_catalog, {"all": everything})
+    arn = f"arn:aws:s3tables:::bucket/{wh}/table/ns/t"
+    reads = allow(["s3tables:GetTable", "s3tables:GetNamespace"], f"arn:aws:s3tables:::bucket/{wh}*")
+    eu = allow(["s3tables:GetTableData"], arn, {"StringEquals": {"s3tables:partition/region": "eu"}})
+    _, rkey, rsecret = make_user(http, keyless_catalog, {"read": reads, "eu": eu})
+    for name, key, secret in (("limw", wkey, wsecret), ("limr", rkey, rsecret)):
+        conf = spark_conf(
+            replace(
+                settings,
+                catalog_url=keyless_catalog,
+                warehouse=wh,
+                catalog_name=name,
+                access_key_id=key,
+                secret_access_key=secret,
+                access_delegation="remote-signing",
+                s3_endpoint="",
+            )
+        )
+        for k, v in conf.items():
+            if k.startswith(f"spark.sql.catalog.{name}"):
+                spark.conf.set(k, v)
+    spark.sql("CREATE NAMESPACE limw.ns")
+    spark.sql("CREATE TABLE limw.ns.t (id bigint, region string) USING iceberg PARTITIONED BY (region)")
+    spark.sql("INSERT INTO limw.ns.t VALUES (1, 'eu'), (2, 'us')")
+    with pytest.raises(Exception, match="(?s)scan plan") as info:
+        spark.sql("SELECT * FROM limr.ns.t").collect()
+    assert "403" in str(info.value) or "Forbidden" in str(info.value) or "denied" in str(info.value)
