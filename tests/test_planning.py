@@ -401,3 +401,74 @@ def test_policies_with_read_conditions_are_validated(planning_url, lake):
     for doc in bad:
         resp = http.put(f"{planning_url}/admin/users/{name}/policies/p", json=doc)
         assert resp.status_code == 400, (json.dumps(doc), resp.text)
+
+
+@pytest.fixture(scope="module")
+def lossy_url(s3_endpoint, system_bucket, tmp_path_factory):
+    """Async planning behind an S3 that loses 30% of conditional-write answers and fails 5% of calls."""
+    with catalog_process(
+        s3_endpoint,
+        system_bucket,
+        tmp_path_factory.mktemp("planning-lossy"),
+        CATALOG_VEND_S3_CREDENTIALS="false",
+        CATALOG_PLAN_SYNC_MS="0",
+        CATALOG_PLAN_POLL_MS="0",
+        CATALOG_PLAN_TASK_FILES="1",
+        CATALOG_FAULT_LOST_RATE="0.3",
+        CATALOG_FAULT_RATE="0.05",
+        CATALOG_FAULT_SEED="31",
+    ) as (url, _):
+        yield url
+
+
+def _retrying(call: Any) -> requests.Response:
+    """A client's retries: 503 (storage unavailable) is retried; anything else is the answer."""
+    for _ in range(20):
+        resp = call()
+        if resp.status_code != 503:
+            return resp
+    return resp
+
+
+def _racing_polls(user: tuple[str, str, str], url: str) -> list[requests.Response]:
+    """Three clients polling one plan at once, 12 times each."""
+    answers: list[requests.Response] = []
+    errors: list[BaseException] = []
+
+    def poll() -> None:
+        try:
+            for _ in range(12):
+                answers.append(_retrying(lambda: _session(user).get(url)))
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=poll) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    return answers
+
+
+def test_plans_survive_lost_answers_and_racing_polls(lossy_url, planning_url, lake, s3_endpoint):
+    wh, root, eu = lake["wh"], ("root", ROOT_KEY, ROOT_SECRET), lake["eu"]
+    base = f"{lossy_url}/v1/{wh}/namespaces/ns/tables/t"
+    for user, expected in ((root, 9), (eu, 3)):
+        sub = _retrying(lambda u=user: _plan(lossy_url, wh, u, {}))
+        assert sub.status_code == 200, sub.text
+        url = f"{base}/plan/{sub.json()['plan-id']}"
+        answers = _racing_polls(user, url)
+        assert all(a.status_code == 200 for a in answers), [a.text for a in answers][:3]
+        done = _retrying(lambda u=user, where=url: _session(u).get(where)).json()
+        assert done["status"] == "completed", done
+        paths: list[str] = []
+        for task in done["plan-tasks"]:
+            got = _retrying(lambda u=user, k=task: _session(u).post(f"{base}/tasks", json={"plan-task": k}))
+            assert got.status_code == 200, got.text
+            paths += [t["data-file"]["file-path"] for t in got.json()["file-scan-tasks"]]
+        assert len(paths) == len(set(paths)) == expected  # every file once: nothing lost, nothing twice
+    # The limited user's plan, made through lost answers, is what its signer honours.
+    body = {"method": "GET", "uri": f"{s3_endpoint}/{paths[0][5:]}", "headers": {}}
+    signed = _retrying(lambda: _session(eu).post(f"{base}/sign", json=body))
+    assert signed.status_code == 200, signed.text

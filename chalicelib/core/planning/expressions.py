@@ -15,7 +15,8 @@ from uuid import UUID
 
 from chalicelib.errors import BadRequest, NotSupported
 
-MAX_NODES = 2000  # a filter's size; deeper ones are refused before they cost anything
+MAX_NODES = 2000  # a filter's size and depth; larger ones are refused before they cost anything
+MAX_DEPTH = 100
 _UNARY = ("is-null", "not-null", "is-nan", "not-nan")
 _COMPARE = ("lt", "lt-eq", "gt", "gt-eq", "eq", "not-eq", "starts-with", "not-starts-with")
 _SET = ("in", "not-in")
@@ -28,15 +29,15 @@ def parse(raw: Any, schema: Any) -> Any:
     if raw is None:
         return AlwaysTrue()
     counter = [0]
-    return _parse(raw, schema, counter)
+    return _parse(raw, schema, counter, 0)
 
 
-def _parse(raw: Any, schema: Any, counter: list[int]) -> Any:
+def _parse(raw: Any, schema: Any, counter: list[int], depth: int) -> Any:
     from pyiceberg import expressions as ex
 
     counter[0] += 1
-    if counter[0] > MAX_NODES:
-        raise BadRequest(f"Invalid filter: more than {MAX_NODES} nodes")
+    if counter[0] > MAX_NODES or depth > MAX_DEPTH:
+        raise BadRequest(f"Invalid filter: more than {MAX_NODES} nodes or {MAX_DEPTH} levels")
     if isinstance(raw, bool):
         return ex.AlwaysTrue() if raw else ex.AlwaysFalse()
     if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
@@ -45,10 +46,11 @@ def _parse(raw: Any, schema: Any, counter: list[int]) -> Any:
     if kind in ("true", "false"):
         return ex.AlwaysTrue() if kind == "true" else ex.AlwaysFalse()
     if kind in ("and", "or"):
-        left, right = _parse(_need(raw, "left"), schema, counter), _parse(_need(raw, "right"), schema, counter)
+        left = _parse(_need(raw, "left"), schema, counter, depth + 1)
+        right = _parse(_need(raw, "right"), schema, counter, depth + 1)
         return ex.And(left, right) if kind == "and" else ex.Or(left, right)
     if kind == "not":
-        return ex.Not(_parse(_need(raw, "child"), schema, counter))
+        return ex.Not(_parse(_need(raw, "child"), schema, counter, depth + 1))
     if kind in _UNARY:
         name = _term(raw.get("child", raw.get("term")), schema)
         return {"is-null": ex.IsNull, "not-null": ex.NotNull, "is-nan": ex.IsNaN, "not-nan": ex.NotNaN}[kind](name)

@@ -202,7 +202,11 @@ def _projection(scan: Scan, schema: Any, rule: Any, row_filter: Any) -> list[str
     wanted |= {n.split(".")[0] for n in expressions.referenced_columns(row_filter)}
     wanted |= {n.split(".")[0] for n in scan.stats_fields or ()}
     top = {f.name.lower(): f.name for f in schema.fields}
-    names = {top.get(n.lower(), n) for n in wanted}
+    names = {top.get(n.lower(), n) for n in wanted} or set(readable)  # select []: rows of every column
+    if not names:
+        raise Forbidden(
+            "Access denied: the caller's policy lets it read no column of this table (s3tables:GetTableData)"
+        )
     hidden = sorted(names - set(readable))
     if hidden:
         raise Forbidden(

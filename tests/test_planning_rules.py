@@ -1,0 +1,270 @@
+"""Scan planning's pure parts (fast tier): filter JSON in every spec form, residual JSON that released
+clients parse, read rules from policies, single values, and the spec's delete-file matching."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from pyiceberg import expressions as ex
+from pyiceberg import types as t
+from pyiceberg.expressions import BooleanExpression
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat, ManifestEntry, ManifestEntryStatus
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.typedef import Record
+
+from chalicelib.auth import arns, policy
+from chalicelib.core.model import ReadStatement
+from chalicelib.core.planning import content, expressions, planner, read_rules
+from chalicelib.errors import BadRequest, NotSupported
+
+SCHEMA = Schema(
+    t.NestedField(1, "id", t.LongType(), required=False),
+    t.NestedField(2, "region", t.StringType(), required=False),
+    t.NestedField(3, "secret", t.StringType(), required=False),
+    t.NestedField(4, "day", t.DateType(), required=False),
+)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (True, ex.AlwaysTrue()),
+        ({"type": "false"}, ex.AlwaysFalse()),
+        ({"type": "eq", "term": "id", "value": 5}, ex.EqualTo("id", 5)),
+        ({"type": "eq", "left": {"type": "reference", "name": "id"}, "right": 5}, ex.EqualTo("id", 5)),
+        (
+            {"type": "eq", "left": {"type": "reference", "id": 2}, "right": {"type": "literal", "value": "eu"}},
+            ex.EqualTo("region", "eu"),
+        ),
+        ({"type": "lt", "left": 5, "right": {"type": "reference", "name": "id"}}, ex.GreaterThan("id", 5)),
+        ({"type": "in", "term": "region", "values": ["eu", "us"]}, ex.In("region", ["eu", "us"])),
+        (
+            {
+                "type": "not-in",
+                "child": {"type": "reference", "name": "region"},
+                "values": {"type": "literals", "values": ["eu"], "data-type": "string"},
+            },
+            ex.NotIn("region", ["eu"]),
+        ),
+        ({"type": "is-null", "child": {"type": "reference", "name": "secret"}}, ex.IsNull("secret")),
+        (
+            {"type": "not", "child": {"type": "starts-with", "term": "region", "value": "e"}},
+            ex.Not(ex.StartsWith("region", "e")),
+        ),
+        (
+            {
+                "type": "and",
+                "left": {"type": "gt-eq", "term": "day", "value": "2024-01-01"},
+                "right": {"type": "not-nan", "term": "id"},
+            },
+            ex.And(ex.GreaterThanOrEqual("day", "2024-01-01"), ex.NotNaN("id")),
+        ),
+    ],
+)
+def test_filters_parse_in_every_form(raw: Any, expected: Any) -> None:
+    assert expressions.parse(raw, SCHEMA) == expected
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"type": "eq", "term": "id"},
+        {"type": "eq", "term": "id", "value": None},
+        {"type": "eq", "term": {"type": "reference", "id": 99}, "value": 1},
+        {"type": "in", "term": "id", "values": [1, None]},
+        {"type": "and", "left": True},
+        {"type": "eq", "term": "", "value": 1},
+        {"type": "eq", "term": "id", "value": [1]},
+        {"type": "mystery"},
+        "eq",
+        {"type": "starts-with", "left": "x", "right": {"type": "reference", "name": "region"}},
+    ],
+)
+def test_malformed_filters_are_bad_requests(raw: Any) -> None:
+    with pytest.raises(BadRequest):
+        expressions.parse(raw, SCHEMA)
+
+
+def test_transform_terms_are_not_supported_and_huge_filters_refused() -> None:
+    with pytest.raises(NotSupported):
+        expressions.parse(
+            {"type": "eq", "term": {"type": "transform", "transform": "day", "term": "day"}, "value": 1}, SCHEMA
+        )
+    deep: Any = {"type": "eq", "term": "id", "value": 1}
+    for _ in range(expressions.MAX_NODES):
+        deep = {"type": "not", "child": deep}
+    with pytest.raises(BadRequest):
+        expressions.parse(deep, SCHEMA)
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        ex.EqualTo("region", "eu"),
+        ex.And(ex.GreaterThan("id", 3), ex.Or(ex.IsNull("secret"), ex.NotIn("region", ["us", "sa"]))),
+        ex.Not(ex.StartsWith("region", "e")),
+        ex.AlwaysTrue(),
+    ],
+)
+def test_residuals_are_written_in_the_form_released_clients_read(expr: Any) -> None:
+    written = expressions.to_json(expr)
+    assert BooleanExpression.model_validate(written) == expr  # PyIceberg 0.12's own parser
+    assert expressions.parse(written, SCHEMA) == expr
+
+
+def test_single_values_use_the_spec_forms() -> None:
+    assert content.single_value(t.DateType(), 19723) == "2024-01-01"
+    assert content.single_value(t.TimestampType(), 1_704_067_200_000_001) == "2024-01-01T00:00:00.000001"
+    assert content.single_value(t.TimestamptzType(), 0) == "1970-01-01T00:00:00.000000+00:00"
+    assert content.single_value(t.TimeType(), 3_600_000_000) == "01:00:00.000000"
+    assert content.single_value(t.DecimalType(9, 2), Decimal("1.50")) == "1.50"
+    assert content.single_value(t.BinaryType(), b"xyz") == "78797A"
+    assert content.single_value(t.UUIDType(), b"\x00" * 16) == "00000000-0000-0000-0000-000000000000"
+    assert content.single_value(t.StringType(), None) is None
+
+
+# ---- read rules -----------------------------------------------------------------------------------------
+
+
+def _st(deny: bool = False, rows: tuple = (), columns: tuple | None = None) -> ReadStatement:
+    return ReadStatement(deny, rows, columns)
+
+
+def test_a_rule_with_no_limits_is_unrestricted() -> None:
+    assert not read_rules.restricted(())
+    assert not read_rules.restricted((_st(), _st(rows=(("StringEquals", "region", ("eu",)),))))
+    assert read_rules.fingerprint((_st(),)) == ""
+
+
+def test_rows_are_the_union_of_allows_minus_the_denies() -> None:
+    eu = _st(rows=(("StringEquals", "region", ("eu",)),))
+    us = _st(rows=(("StringEquals", "region", ("us", "sa")),))
+    no_old = _st(deny=True, rows=(("NumericLessThan", "id", ("10",)),))
+    rows = read_rules.readable_rows((eu, us, no_old), SCHEMA, ["id"])
+    assert rows == ex.And(
+        ex.Or(ex.EqualTo("region", "eu"), ex.In("region", ["us", "sa"])), ex.Not(ex.LessThan("id", 10))
+    )
+    assert read_rules.fingerprint((eu,)) != read_rules.fingerprint((us,))
+
+
+def test_conditions_on_absent_columns_read_as_iam_reads_absent_keys() -> None:
+    missing = _st(rows=(("StringEquals", "nope", ("x",)),))
+    assert read_rules.readable_rows((missing,), SCHEMA, ["id"]) == ex.AlwaysFalse()
+    negated = _st(rows=(("StringNotEquals", "nope", ("x",)),), columns=(("StringEquals", ("id",)),))
+    assert read_rules.readable_rows((negated,), SCHEMA, ["id"]) == ex.AlwaysTrue()
+
+
+def test_column_rules_narrow_the_readable_columns() -> None:
+    deny_secret = _st(deny=True, columns=(("StringEquals", ("secret",)),))
+    assert read_rules.readable_columns((deny_secret,), SCHEMA) == ["id", "region", "day"]
+    only_like = _st(columns=(("StringLike", ("re*", "i?")),))
+    assert read_rules.readable_columns((only_like,), SCHEMA) == ["id", "region"]
+    prefix = _st(rows=(("StringLike", "region", ("e*",)),))
+    assert read_rules.readable_rows((prefix,), SCHEMA, ["id"]) == ex.StartsWith("region", "e")
+
+
+def test_the_planner_refuses_hidden_columns_and_scans_with_no_readable_rows() -> None:
+    from chalicelib.errors import Forbidden
+
+    md = SimpleNamespace(current_snapshot=lambda: None, schema=lambda: SCHEMA, schemas=[SCHEMA])
+    deny_secret = (_st(deny=True, columns=(("StringEquals", ("secret",)),)),)
+    with pytest.raises(Forbidden, match="secret"):
+        planner.prepare(md, planner.Scan(select=("id", "secret")), deny_secret)
+    with pytest.raises(Forbidden, match="secret"):
+        planner.prepare(md, planner.Scan(filter={"type": "is-null", "term": "secret"}), deny_secret)
+    assert planner.prepare(md, planner.Scan(select=("id",)), deny_secret).limited is False
+    nothing = (_st(rows=(("StringEquals", "nope", ("x",)),)),)
+    with pytest.raises(Forbidden, match="no column"):
+        planner.prepare(md, planner.Scan(), nothing)
+
+
+def test_policies_yield_the_read_statements_that_apply() -> None:
+    wh = "wh1"
+    table = arns.table(wh, ("ns",), "t")
+    doc = {
+        "Statement": [
+            {"Effect": "Allow", "Action": "s3tables:GetTable", "Resource": "*"},
+            {
+                "Effect": "Allow",
+                "Action": "s3tables:GetTableData",
+                "Resource": f"arn:aws:s3tables:::bucket/{wh}/table/ns/t",
+                "Condition": {"StringEquals": {"s3tables:partition/region": "eu", "s3tables:namespace": "ns"}},
+            },
+            {
+                "Effect": "Allow",
+                "Action": "s3tables:GetTableData",
+                "Resource": "*",
+                "Condition": {"StringEquals": {"s3tables:namespace": "other"}},
+            },
+        ]
+    }
+    policy.validate(doc)
+    found = policy.read_statements((doc,), table, {"s3tables:namespace": "ns", "s3tables:tableName": "t"})
+    assert found == (ReadStatement(False, (("StringEquals", "region", ("eu",)),), None),)
+    star = {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+    assert not read_rules.restricted(policy.read_statements((doc, star), table, {"s3tables:namespace": "ns"}))
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        {"Action": "s3tables:GetTable", "Condition": {"StringEquals": {"s3tables:partition/region": "eu"}}},
+        {
+            "Action": ["s3tables:GetTableData", "s3tables:GetTable"],
+            "Condition": {"StringEquals": {"s3tables:column": "a"}},
+        },
+        {"Action": "s3tables:GetTableData", "Condition": {"StringLike": {"s3tables:partition/region": "e?"}}},
+        {"Action": "s3tables:GetTableData", "Condition": {"NumericEquals": {"s3tables:partition/id": "x"}}},
+        {"Action": "s3tables:GetTableData", "Condition": {"NumericEquals": {"s3tables:namespace": "1"}}},
+        {"Action": "s3tables:GetTableData", "Condition": {"StringEquals": {"s3tables:partition/*": "1"}}},
+        {"Action": "s3tables:GetTableData", "Condition": {"StringEquals": {"s3tables:partition/id": []}}},
+    ],
+)
+def test_read_conditions_are_validated(statement: dict[str, Any]) -> None:
+    with pytest.raises(BadRequest):
+        policy.validate({"Statement": [{"Effect": "Allow", "Resource": "*", **statement}]})
+
+
+# ---- delete files, by the spec's rules --------------------------------------------------------------------
+
+SPEC = PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "region"), spec_id=0)
+UNPART = PartitionSpec(spec_id=1)
+
+
+def _entry(path: str, seq: int, kind: int = 0, spec_id: int = 0, region: str | None = "eu", **more: Any) -> Any:
+    df = DataFile.from_args(
+        content=DataFileContent(kind),
+        file_path=path,
+        file_format=FileFormat.PARQUET,
+        partition=Record(region) if spec_id == 0 else Record(),
+        record_count=1,
+        file_size_in_bytes=1,
+        **more,
+    )
+    df.spec_id = spec_id
+    return ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=1, sequence_number=seq, data_file=df)
+
+
+def test_delete_files_match_by_sequence_partition_and_referenced_file() -> None:
+    md = SimpleNamespace(
+        specs=lambda: {0: SPEC, 1: UNPART if UNPART.is_unpartitioned() else UNPARTITIONED_PARTITION_SPEC}
+    )
+    index = planner._Deletes(SimpleNamespace(metadata=md))  # type: ignore[arg-type]
+    pos_old = _entry("pos-old", 1, kind=1)
+    pos_same = _entry("pos-same", 5, kind=1)
+    eq_same = _entry("eq-same", 5, kind=2, equality_ids=[1])
+    eq_new = _entry("eq-new", 6, kind=2, equality_ids=[1])
+    other_part = _entry("pos-us", 9, kind=1, region="us")
+    global_eq = _entry("eq-global", 7, kind=2, spec_id=1, equality_ids=[1])
+    path = 2147483546
+    scoped = _entry("pos-file", 9, kind=1, lower_bounds={path: b"data-b"}, upper_bounds={path: b"data-b"})
+    for e in (pos_old, pos_same, eq_same, eq_new, other_part, global_eq, scoped):
+        index.add(e)
+    data = _entry("data-a", 5)
+    assert {d.file_path for d in index.matching(data)} == {"pos-same", "eq-new", "eq-global"}
+    assert {d.file_path for d in index.matching(_entry("data-b", 5))} == {"pos-same", "eq-new", "eq-global", "pos-file"}
