@@ -32,6 +32,7 @@ BENCHES = (
     "full_listing",
     "glue_listing",
     "audit",
+    "planning",
 )
 
 
@@ -102,7 +103,12 @@ def main() -> None:
     lines = out["compare"].splitlines()
     head = next((i for i, line in enumerate(lines) if "SqlCatalog" in line and line.rstrip().endswith("ratio")), None)
     print("\n" + "\n".join(lines[head:] if head is not None else ["(bench_compare printed no table)"]))
-    tables = (("lambda", "the built package"), ("costs", "per operation, warm"), ("full_listing", "full listing"))
+    tables = (
+        ("lambda", "the built package"),
+        ("costs", "per operation, warm"),
+        ("full_listing", "full listing"),
+        ("planning", "table:"),
+    )
     for name, marker in tables:
         lines = out[name].splitlines()
         start = next((i for i, line in enumerate(lines) if line.startswith(marker)), None)
