@@ -117,6 +117,34 @@ def test_pyiceberg_scenario_through_the_zip(lam, wh, s3, s3_endpoint):
     assert all(s["init-ms"] for s in stats.values())  # each function started from the zip, init measured
 
 
+def test_server_side_planning_through_the_zip(lam, wh, s3_endpoint):
+    """The tables function plans from the package (no PyArrow there: manifests are read with
+    PyIceberg's Avro reader), and PyIceberg reads through the plan."""
+    import pyarrow as pa
+    from pyiceberg.catalog.rest import RestCatalog
+    from pyiceberg.expressions import GreaterThan
+
+    from tests.conftest import sigv4_props
+
+    url = f"{lam.url}/_iceberg"
+    writer = rest_catalog(url, wh, s3_endpoint)
+    writer.create_namespace("plans")
+    table = writer.create_table("plans.t", pa.schema([("id", pa.int64())]))
+    for start in (0, 10):
+        table.append(pa.table({"id": pa.array(range(start, start + 5), pa.int64())}))
+    files = {
+        "s3.endpoint": s3_endpoint,
+        "s3.access-key-id": KEYS["AWS_ACCESS_KEY_ID"],
+        "s3.secret-access-key": KEYS["AWS_SECRET_ACCESS_KEY"],
+        "s3.region": REGION,
+    }
+    server = RestCatalog("srv", uri=url, warehouse=wh, **sigv4_props(), **files, **{"scan-planning-mode": "server"})
+    assert server.supports_server_side_planning()
+    scan = server.load_table("plans.t").scan(row_filter=GreaterThan("id", 7))
+    assert len(list(scan.plan_files())) == 1  # bounds prune the first file on the server
+    assert sorted(scan.to_arrow()["id"].to_pylist()) == [10, 11, 12, 13, 14]
+
+
 def test_spark_through_the_function_url(lam, wh):
     from spark_jobs.session import JobSettings, build_session
 
