@@ -68,6 +68,10 @@ def _no_read_rule(resource: Any, condition: dict[str, str]) -> tuple[Any, ...]:
     return ()
 
 
+def _no_limits(resource: Any) -> bool:
+    return False
+
+
 Check = tuple[str, Any, dict[str, str], bool]  # action, resource (auth.arns.Resource), conditions, partial
 
 
@@ -97,6 +101,8 @@ class RequestContext:
     denied: Callable[[str, Any, dict[str, str]], bool] = _nothing_denied
     # The caller's s3tables:GetTableData statements on a table (core.model.ReadRule; () for root).
     read_rule: Callable[[Any, dict[str, str]], tuple[Any, ...]] = _no_read_rule
+    # Whether some table of a set may have the caller's reads limited (GetConfig's planning mode).
+    may_limit_reads: Callable[[Any], bool] = _no_limits
 
     def json(self) -> Any:
         """The parsed body, parsed once (the authorizer and the handler both read it)."""

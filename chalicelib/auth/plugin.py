@@ -116,6 +116,7 @@ class PolicyAuthorizer:
         req.visible = allowed
         req.denied = denied
         req.read_rule = read_rule
+        req.may_limit_reads = lambda tables: policy.may_limit_reads(docs_for(tables), tables)
         if req.action in OPEN_TO_AUTHENTICATED:
             return
         for action, resource, cond, partial in req.checks(req):

@@ -334,6 +334,25 @@ def read_statements(
     return tuple(out)
 
 
+def may_limit_reads(policies: Policies, tables: Resource) -> bool:
+    """Whether some table of the set may have its reads limited for this caller: a GetTableData
+    statement with row or column conditions, or a Deny of it, that may apply to some member."""
+    for doc in policies:
+        for st in statements(doc):
+            if "Action" in st and not _action_matches(_list(st["Action"]), READ_ACTION):
+                continue
+            if "NotAction" in st and _action_matches(_list(st["NotAction"]), READ_ACTION):
+                continue
+            keys = [k.lower() for tests in (st.get("Condition") or {}).values() for k in tests]
+            limits = any(k.startswith(ROW_KEY) or k == COLUMN_KEY for k in keys)
+            if not (limits or st.get("Effect") == "Deny"):
+                continue
+            if "Resource" in st and not _some(_list(st["Resource"]), tables):
+                continue
+            return True
+    return False
+
+
 # ---- resource policies: who they name ------------------------------------------------------------
 
 

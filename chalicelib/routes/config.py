@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.auth.resources import bucket_arn
+from chalicelib.auth.resources import bucket_arn, table_arn
 from chalicelib.core.catalog import warehouses
 from chalicelib.core.context import get_context
 from chalicelib.errors import BadRequest
@@ -72,6 +72,10 @@ def _config(req: RequestContext, warehouse: str | None) -> tuple[int, dict[str, 
     if req.visible("GetWarehouse", bucket_arn(check_warehouse(warehouse)), {}):
         warehouses.require(ctx, warehouse)
     overrides = {"prefix": warehouse}
+    if req.may_limit_reads(table_arn(check_warehouse(warehouse))):
+        # Some table's reads are limited for this caller: its clients must plan on the server
+        # (PyIceberg reads the mode from the catalog's properties; Java from each table's config).
+        overrides["scan-planning-mode"] = "server"
     from chalicelib.core.catalog.service import lifetime_iso
     from chalicelib.names import namespace_separator
 
