@@ -268,3 +268,17 @@ def test_delete_files_match_by_sequence_partition_and_referenced_file() -> None:
     data = _entry("data-a", 5)
     assert {d.file_path for d in index.matching(data)} == {"pos-same", "eq-new", "eq-global"}
     assert {d.file_path for d in index.matching(_entry("data-b", 5))} == {"pos-same", "eq-new", "eq-global", "pos-file"}
+
+
+def test_config_asks_for_server_planning_only_where_reads_may_be_limited() -> None:
+    tables = arns.table("wh1")  # every table of the bucket
+
+    def doc(effect: str, resource: str, condition: dict[str, Any] | None = None) -> dict[str, Any]:
+        st = {"Effect": effect, "Action": "s3tables:GetTableData", "Resource": resource}
+        return {"Statement": [dict(st, Condition=condition) if condition else st]}
+
+    eu = {"StringEquals": {"s3tables:partition/region": "eu"}}
+    assert policy.may_limit_reads((doc("Allow", "arn:aws:s3tables:::bucket/wh1/table/ns/t", eu),), tables)
+    assert policy.may_limit_reads((doc("Deny", "*"),), tables)
+    assert not policy.may_limit_reads((doc("Allow", "arn:aws:s3tables:::bucket/wh2/table/ns/t", eu),), tables)
+    assert not policy.may_limit_reads(({"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]},), tables)
