@@ -14,6 +14,7 @@ table and nothing else.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterator
 from functools import lru_cache
@@ -494,9 +495,11 @@ def _validate_read_condition(where: str, st: dict[str, Any], operator: str, key:
     for v in values:
         if operator in NUMERIC:
             try:
-                float(v)
+                finite = math.isfinite(float(v))
             except ValueError:
-                raise BadRequest(f"Invalid policy {where}: {operator} needs numbers, not {v[:40]!r}") from None
+                finite = False
+            if not finite:
+                raise BadRequest(f"Invalid policy {where}: {operator} needs finite numbers, not {v[:40]!r}")
         if "Like" in operator and lowered.startswith(ROW_KEY):
             if "?" in v or "*" in v[:-1]:
                 raise BadRequest(

@@ -99,8 +99,9 @@ def _check_planned(
         return
     raise Forbidden(
         f"Access denied: {who}'s policy limits which rows of {'.'.join(ns)}.{name} it may read "
-        "(s3tables:GetTableData), so it reads only the data and delete files of its own scan plans: plan the "
-        "scan on the server (scan-planning-mode=server; POST .../plan). This file is not in one"
+        "(s3tables:GetTableData), so it reads only the data and delete files its own scan plans gave it: plan "
+        "the scan on the server (scan-planning-mode=server; POST .../plan). This file is in none of them, or it "
+        "holds rows or columns the caller may not read (files are read whole)"
     )
 
 

@@ -77,10 +77,10 @@ def _parse(raw: Any, schema: Any, counter: list[int], depth: int) -> Any:
         }[kind]
         if value is None:
             raise BadRequest(f"Invalid filter: {kind} needs a literal that is not null")
-        return cls(name, value)
+        return cls(name, _typed(name, value, schema))
     if kind in _SET:
         name = _term(raw.get("child", raw.get("term")), schema)
-        values = _literals(raw.get("values"))
+        values = [_typed(name, v, schema) for v in _literals(raw.get("values"))]
         return ex.In(name, values) if kind == "in" else ex.NotIn(name, values)
     raise BadRequest(f"Invalid filter: unknown expression type {kind[:40]!r}")
 
@@ -110,6 +110,24 @@ def _term(node: Any, schema: Any) -> str:
         if node.get("type") in ("transform", "apply"):
             raise NotSupported("Filters on transforms or functions are not supported: filter on columns")
     raise BadRequest("Invalid filter: a term must be a column name or a reference object")
+
+
+def _typed(name: str, value: Any, schema: Any) -> Any:
+    """Binary and fixed values travel as hex (the spec's single-value form): bytes for PyIceberg."""
+    from pyiceberg import types as t
+
+    if not isinstance(value, str) or schema is None:
+        return value
+    try:
+        kind = schema.find_type(name, case_sensitive=False)
+    except ValueError:
+        return value  # binding reports the unknown column
+    if isinstance(kind, (t.BinaryType, t.FixedType)):
+        try:
+            return bytes.fromhex(value)
+        except ValueError:
+            raise BadRequest(f"Invalid filter: {name[:60]} takes hex, not {value[:40]!r}") from None
+    return value
 
 
 def _literal(node: Any) -> Any:

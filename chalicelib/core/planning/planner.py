@@ -113,20 +113,28 @@ class Prepared:
     """A scan resolved against one metadata file: the snapshot, schema, filters and manifests."""
 
     metadata: Any
-    schema: Any
+    schema: Any  # the scan's (the snapshot's with use-snapshot-schema): the filter's names
     snapshot: Any
     row_filter: Any  # unbound
-    allowed: Any  # the caller's readable rows, unbound (AlwaysTrue: every row)
+    # The caller's readable rows in the scan's columns (what may be planned) and in every column
+    # (what its signer may then serve: a file is read whole), unbound against the current schema,
+    # which is what policies name. AlwaysTrue: every row.
+    allowed: Any
+    allowed_whole: Any
     stats_ids: set[int]
-    appended: set[int] | None  # an incremental scan: the append snapshots it covers
+    appended: list[int] | None  # an incremental scan: the append snapshots it covers, oldest first
     case_sensitive: bool
     _evaluators: dict[tuple[str, int], Any] = field(default_factory=dict)
+
+    @property
+    def policy_schema(self) -> Any:
+        return self.metadata.schema()
 
     @property
     def limited(self) -> bool:
         from pyiceberg.expressions import AlwaysTrue
 
-        return not isinstance(self.allowed, AlwaysTrue)
+        return not (isinstance(self.allowed, AlwaysTrue) and isinstance(self.allowed_whole, AlwaysTrue))
 
 
 def _snapshot(metadata: Any, snapshot_id: int) -> Any:
@@ -136,18 +144,19 @@ def _snapshot(metadata: Any, snapshot_id: int) -> Any:
     return found
 
 
-def _appends(metadata: Any, start: int | None, end: Any) -> set[int]:
-    """The append snapshots after start (exclusive) up to end (inclusive), start an ancestor of end."""
-    out: set[int] = set()
+def _appends(metadata: Any, start: int | None, end: Any) -> list[int]:
+    """The append snapshots after start (exclusive) up to end (inclusive), oldest first; start must
+    be an ancestor of end."""
+    out: list[int] = []
     current = end
     while current is not None and current.snapshot_id != start:
-        if current.summary is None or current.summary.operation.value == "append":
-            out.add(current.snapshot_id)
+        if current.summary is not None and current.summary.operation.value == "append":
+            out.append(current.snapshot_id)
         parent = current.parent_snapshot_id
         current = metadata.snapshot_by_id(parent) if parent is not None else None
     if start is not None and current is None:
         raise BadRequest(f"Invalid scan request: snapshot {start} is not an ancestor of snapshot {end.snapshot_id}")
-    return out
+    return out[::-1]
 
 
 def prepare(metadata: Any, scan: Scan, rule: Any) -> Prepared:
@@ -171,15 +180,17 @@ def prepare(metadata: Any, scan: Scan, rule: Any) -> Prepared:
     row_filter = expressions.parse(scan.filter, schema)
     try:
         bind(schema, row_filter, scan.case_sensitive)
-    except (ValueError, TypeError) as exc:
+    except Exception as exc:  # noqa: BLE001 - PyIceberg raises ValueError, TypeError, ... for bad literals
         raise BadRequest(f"Invalid filter: {str(exc)[:300]}") from None
     for name in (scan.select or ()) + (scan.stats_fields or ()):
         try:
             schema.find_field(name, scan.case_sensitive)
         except ValueError:
             raise BadRequest(f"Invalid scan request: no field {name[:100]!r} in the table's schema") from None
-    columns = _projection(scan, schema, rule, row_filter)
-    allowed = read_rules.readable_rows(rule, schema, columns)
+    current = metadata.schema()
+    columns = _projection(scan, schema, current, rule, row_filter)
+    allowed = read_rules.readable_rows(rule, current, columns)
+    whole = read_rules.readable_rows(rule, current, [f.name for f in current.fields])
     if isinstance(allowed, AlwaysFalse) and read_rules.restricted(rule):
         raise Forbidden(
             f"Access denied: the caller's policy lets it read no rows of {', '.join(sorted(columns)[:10])} "
@@ -188,21 +199,38 @@ def prepare(metadata: Any, scan: Scan, rule: Any) -> Prepared:
     stats_ids = {schema.find_field(n, scan.case_sensitive).field_id for n in scan.stats_fields or ()}
     if read_rules.restricted(rule):
         # Bounds are values: only for columns the caller may read in every planned file (all of them).
-        stats_ids = {i for i in stats_ids if schema.find_column_name(i).split(".")[0] in columns}
-    return Prepared(metadata, schema, snapshot, row_filter, allowed, stats_ids, appended, scan.case_sensitive)
+        stats_ids = {i for i in stats_ids if _top_name(schema, i, current) in columns}
+    return Prepared(metadata, schema, snapshot, row_filter, allowed, whole, stats_ids, appended, scan.case_sensitive)
 
 
-def _projection(scan: Scan, schema: Any, rule: Any, row_filter: Any) -> list[str]:
-    """The top-level columns the scan reads: its select (else every column the caller may read), and
-    those its filter and stats-fields name. A restricted caller naming a column it may not read: 403."""
+def _top_name(schema: Any, field_id: int, current: Any) -> str:
+    """The current name of the top-level column holding a field of `schema` (policies name columns
+    as they are now; a column dropped since keeps its old name, which no rule can allow)."""
+    parents = schema._lazy_id_to_parent
+    while field_id in parents:
+        field_id = parents[field_id]
+    try:
+        return str(current.find_field(field_id).name)
+    except ValueError:
+        return str(schema.find_field(field_id).name)
+
+
+def _projection(scan: Scan, schema: Any, current: Any, rule: Any, row_filter: Any) -> list[str]:
+    """The top-level columns the scan reads, by their current names: its select (else every column
+    the caller may read), and those its filter and stats-fields name, resolved by field id. A
+    restricted caller naming a column it may not read: 403."""
     if not read_rules.restricted(rule):
         return []
-    readable = read_rules.readable_columns(rule, schema)
-    wanted = set(n.split(".")[0] for n in scan.select) if scan.select is not None else set(readable)
-    wanted |= {n.split(".")[0] for n in expressions.referenced_columns(row_filter)}
-    wanted |= {n.split(".")[0] for n in scan.stats_fields or ()}
-    top = {f.name.lower(): f.name for f in schema.fields}
-    names = {top.get(n.lower(), n) for n in wanted} or set(readable)  # select []: rows of every column
+    from pyiceberg.expressions.visitors import bind, extract_field_ids
+
+    readable = read_rules.readable_columns(rule, current)
+    cs = scan.case_sensitive
+    named = [schema.find_field(n, cs).field_id for n in (scan.select or ()) + (scan.stats_fields or ())]
+    named += sorted(extract_field_ids(bind(schema, row_filter, cs)))
+    names = {_top_name(schema, i, current) for i in named}
+    if scan.select is None:
+        names |= set(readable)
+    names = names or set(readable)  # select []: rows of every column
     if not names:
         raise Forbidden(
             "Access denied: the caller's policy lets it read no column of this table (s3tables:GetTableData)"
@@ -217,9 +245,21 @@ def _projection(scan: Scan, schema: Any, rule: Any, row_filter: Any) -> list[str
 
 
 def manifest_files(ctx: Context, prepared: Prepared) -> list[Any]:
+    """The manifests to consider, in a fixed order (a later call re-derives the same list): the
+    snapshot's, or for an incremental scan each append snapshot's own (the manifests it added, read
+    from its own manifest list, as Iceberg Java and PyIceberg do)."""
     if prepared.snapshot is None:
         return []
-    return manifests.manifest_list(ctx, prepared.snapshot.manifest_list)
+    if prepared.appended is None:
+        return manifests.manifest_list(ctx, prepared.snapshot.manifest_list)
+    out, seen = [], set()
+    for snapshot_id in prepared.appended:
+        snapshot = prepared.metadata.snapshot_by_id(snapshot_id)
+        for m in manifests.manifest_list(ctx, snapshot.manifest_list):
+            if m.added_snapshot_id == snapshot_id and m.manifest_path not in seen:
+                seen.add(m.manifest_path)
+                out.append(m)
+    return out
 
 
 def _evaluator(prepared: Prepared, kind: str, spec_id: int) -> Any:
@@ -227,10 +267,8 @@ def _evaluator(prepared: Prepared, kind: str, spec_id: int) -> Any:
     found = prepared._evaluators.get(key)
     if found is not None:
         return found
-    from pyiceberg.expressions import And
     from pyiceberg.expressions.visitors import (
         _InclusiveMetricsEvaluator,
-        _StrictMetricsEvaluator,
         expression_evaluator,
         inclusive_projection,
         manifest_evaluator,
@@ -240,25 +278,70 @@ def _evaluator(prepared: Prepared, kind: str, spec_id: int) -> Any:
     from pyiceberg.schema import Schema
 
     md, schema, cs = prepared.metadata, prepared.schema, prepared.case_sensitive
-    spec = md.specs()[spec_id] if kind not in ("metrics", "strict-metrics") else None
-    pruning = And(prepared.row_filter, prepared.allowed)
-    if kind == "manifest":
-        found = manifest_evaluator(spec, schema, inclusive_projection(schema, spec, cs)(pruning), cs)
-    elif kind == "partition":
-        partition_schema = Schema(*spec.partition_type(schema).fields)
-        found = expression_evaluator(partition_schema, inclusive_projection(schema, spec, cs)(pruning), cs)
-    elif kind == "strict-partition":
-        partition_schema = Schema(*spec.partition_type(schema).fields)
-        projected = strict_projection(schema, spec, False)(prepared.allowed)
-        found = expression_evaluator(partition_schema, projected, False)
-    elif kind == "metrics":
-        found = _InclusiveMetricsEvaluator(schema, prepared.row_filter, cs, False).eval
-    elif kind == "strict-metrics":
-        found = _StrictMetricsEvaluator(schema, prepared.allowed, False, False).eval
-    else:  # residual
-        found = residual_evaluator_of(spec=spec, expr=prepared.row_filter, case_sensitive=cs, schema=schema)
+    policy = prepared.policy_schema
+    spec = md.specs().get(spec_id)
+    whole = kind.endswith("-whole")
+    rows = prepared.allowed_whole if whole else prepared.allowed
+    try:
+        if kind == "manifest":
+            found = manifest_evaluator(spec, schema, inclusive_projection(schema, spec, cs)(prepared.row_filter), cs)
+        elif kind == "manifest-policy":
+            found = manifest_evaluator(spec, policy, inclusive_projection(policy, spec, False)(rows), False)
+        elif kind == "partition":
+            partition_schema = Schema(*spec.partition_type(schema).fields)
+            found = expression_evaluator(
+                partition_schema, inclusive_projection(schema, spec, cs)(prepared.row_filter), cs
+            )
+        elif kind == "partition-policy":
+            partition_schema = Schema(*spec.partition_type(policy).fields)
+            found = expression_evaluator(partition_schema, inclusive_projection(policy, spec, False)(rows), False)
+        elif kind.startswith("strict-partition"):
+            partition_schema = Schema(*spec.partition_type(policy).fields)
+            found = expression_evaluator(partition_schema, strict_projection(policy, spec, False)(rows), False)
+        elif kind == "metrics":
+            found = _InclusiveMetricsEvaluator(schema, prepared.row_filter, cs, False).eval
+        elif kind.startswith("strict-metrics"):
+            found = _strict_metrics(policy, rows)
+        else:  # residual
+            found = residual_evaluator_of(spec=spec, expr=prepared.row_filter, case_sensitive=cs, schema=schema)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        # A spec over a column the current schema lacks: its files are judged by bounds only, and
+        # pruning on the caller's rows is skipped (the strict checks still decide).
+        if kind.startswith("strict"):
+            found = _never
+        elif kind in ("manifest-policy", "partition-policy"):
+            found = _always
+        else:
+            raise
     prepared._evaluators[key] = found
     return found
+
+
+def _never(_: Any) -> bool:
+    return False
+
+
+def _always(_: Any) -> bool:
+    return True
+
+
+def _strict_metrics(schema: Any, rows: Any) -> Any:
+    """PyIceberg's strict metrics, trusted only where the file counts its nulls (and, for floating
+    point columns, its NaNs): PyIceberg reads a missing count as zero."""
+    from pyiceberg import types as t
+    from pyiceberg.expressions.visitors import _StrictMetricsEvaluator, bind, extract_field_ids
+
+    evaluate = _StrictMetricsEvaluator(schema, rows, False, False).eval
+    ids = extract_field_ids(bind(schema, rows, False))
+    floats = {i for i in ids if isinstance(schema.find_type(i), (t.FloatType, t.DoubleType))}
+
+    def check(df: Any) -> bool:
+        nulls, nans = df.null_value_counts or {}, df.nan_value_counts or {}
+        if any(i not in nulls for i in ids) or any(i not in nans for i in floats):
+            return False
+        return bool(evaluate(df))
+
+    return check
 
 
 def kept_manifests(prepared: Prepared, files: list[Any]) -> tuple[list[int], list[int]]:
@@ -269,9 +352,10 @@ def kept_manifests(prepared: Prepared, files: list[Any]) -> tuple[list[int], lis
     for i, m in enumerate(files):
         if not _evaluator(prepared, "manifest", m.partition_spec_id)(m):
             continue
+        if prepared.limited and not _evaluator(prepared, "manifest-policy", m.partition_spec_id)(m):
+            continue
         if m.content == ManifestContent.DATA:
-            if prepared.appended is None or m.added_snapshot_id in prepared.appended:
-                data.append(i)
+            data.append(i)
         elif prepared.appended is None:
             deletes.append(i)
     if data:
@@ -360,13 +444,17 @@ def _passes(prepared: Prepared, entry: Any) -> bool:
     return bool(_evaluator(prepared, "metrics", 0)(df))
 
 
-def _readable(prepared: Prepared, df: Any) -> bool:
-    """Every row of the file is one the caller may read: by partition, else by exact column bounds."""
-    if not prepared.limited:
+def _readable(prepared: Prepared, df: Any, whole: bool = False) -> bool:
+    """Every row of the file is one the caller may read (in the scan's columns, or whole: in every
+    column): by partition, else by exact column bounds."""
+    from pyiceberg.expressions import AlwaysTrue
+
+    if isinstance(prepared.allowed_whole if whole else prepared.allowed, AlwaysTrue):
         return True
-    if _evaluator(prepared, "strict-partition", df.spec_id)(df.partition):
+    suffix = "-whole" if whole else ""
+    if _evaluator(prepared, "strict-partition" + suffix, df.spec_id)(df.partition):
         return True
-    return bool(_evaluator(prepared, "strict-metrics", 0)(df))
+    return bool(_evaluator(prepared, "strict-metrics" + suffix, 0)(df))
 
 
 @dataclass
@@ -375,7 +463,7 @@ class Chunk:
 
     delete_files: list[dict[str, Any]]
     file_scan_tasks: list[dict[str, Any]]
-    paths: list[str]
+    paths: list[str]  # the files its signer may serve a limited caller: whole files it may read
     withheld: int  # data files left out because some of their rows are not the caller's to read
 
 
@@ -408,13 +496,15 @@ def plan_group(ctx: Context, prepared: Prepared, files: list[Any], data: list[in
             if not _readable(prepared, df):
                 withheld += 1
                 continue
+            grant = _readable(prepared, df, whole=True)
             refs = []
             for d in index.matching(entry) if prepared.appended is None else ():
                 if d.file_path not in positions:
                     positions[d.file_path] = len(delete_files)
                     delete_files.append(content.content_file(d, partition_types[d.spec_id], set(), {}))
-                    paths.append(d.file_path)
                 refs.append(positions[d.file_path])
+                if grant:
+                    paths.append(d.file_path)
             residual = _evaluator(prepared, "residual", df.spec_id).residual_for(df.partition)
             task: dict[str, Any] = {
                 "data-file": content.content_file(df, partition_types[df.spec_id], prepared.stats_ids, types),
@@ -423,5 +513,6 @@ def plan_group(ctx: Context, prepared: Prepared, files: list[Any], data: list[in
             if refs:
                 task["delete-file-references"] = sorted(refs)
             tasks.append(task)
-            paths.append(df.file_path)
+            if grant:
+                paths.append(df.file_path)
     return Chunk(delete_files, tasks, paths, withheld)

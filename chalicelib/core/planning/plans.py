@@ -26,7 +26,8 @@ from chalicelib.errors import BadRequest, PlanNotFound, PlanTaskNotFound
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 PLAN_ID = re.compile(r"\d{13}-[0-9a-f]{24}")
-TASK = re.compile(r"(\d{13}-[0-9a-f]{24})\.(\d{1,6})")
+TASK = re.compile(r"(\d{13}-[0-9a-f]{24})\.(\d{1,6})(?:\.(\d{1,6}))?")  # plan, group[, page]
+GRANT_TTL_S = 5.0  # how long a signer trusts the plans it read (a cancel elsewhere: within this)
 
 
 def ttl_ms() -> int:
@@ -40,6 +41,12 @@ def sync_ms() -> int:
 
 def poll_ms() -> int:
     return env_int("CATALOG_PLAN_POLL_MS", 10_000)
+
+
+def page_bytes() -> int:
+    """At most this much task JSON per answer (a function's response is at most 6 MB); a group's
+    tasks beyond it are sent in pages, each naming the next as a plan task."""
+    return max(1, env_int("CATALOG_PLAN_PAGE_BYTES", 4_000_000))
 
 
 def task_files() -> int:
@@ -189,20 +196,56 @@ def _answer(
     if with_id:
         out["plan-id"] = record["plan-id"]
     count = len(record["groups"])
-    if count == 1:  # one group: its tasks in the answer
+    if count == 1:  # one group: its tasks in the answer, or its first page and the next as a task
         chunk = chunks[0] if chunks else None
         if chunk is not None:
-            out["delete-files"], out["file-scan-tasks"] = chunk.delete_files, chunk.file_scan_tasks
+            stored = {"delete-files": chunk.delete_files, "file-scan-tasks": chunk.file_scan_tasks}
         else:
             stored = _read_chunk(ctx, table, record, 0)
-            out["delete-files"], out["file-scan-tasks"] = stored["delete-files"], stored["file-scan-tasks"]
+        out.update(_page(stored, record["plan-id"], 0, 0))
     elif count == 0:
-        out["delete-files"], out["file-scan-tasks"] = [], []
+        out["file-scan-tasks"] = []
     else:
         out["plan-tasks"] = [f"{record['plan-id']}.{n}" for n in range(count)]
-    if not out.get("delete-files"):
-        out.pop("delete-files", None)
     return out
+
+
+def _page(stored: dict[str, Any], plan_id: str, group: int, page: int) -> dict[str, Any]:
+    """Page `page` of a group's tasks (pages cut at page_bytes() of task JSON, at least one task
+    each), with just the delete files it references, and the next page as a plan task."""
+    tasks, deletes = stored["file-scan-tasks"], stored["delete-files"]
+    pages: list[tuple[int, int]] = []
+    start, size, limit = 0, 0, page_bytes()
+    for i, task in enumerate(tasks):
+        n = len(json.dumps(task)) + 2  # as the answer is written (with spaces)
+        if i > start and size + n > limit:
+            pages.append((start, i))
+            start, size = i, 0
+        size += n
+    pages.append((start, len(tasks)))
+    if page >= len(pages):
+        raise PlanTaskNotFound(f"No plan task {plan_id}.{group}.{page}")
+    first, last = pages[page]
+    chosen = tasks[first:last]
+    if len(pages) == 1:
+        out: dict[str, Any] = {"file-scan-tasks": chosen}
+        if deletes:
+            out["delete-files"] = deletes
+        return out
+    used = sorted({r for t in chosen for r in t.get("delete-file-references", ())})
+    renumber = {old: new for new, old in enumerate(used)}
+    out = {"file-scan-tasks": [_renumbered(t, renumber) for t in chosen]}
+    if used:
+        out["delete-files"] = [deletes[i] for i in used]
+    if page + 1 < len(pages):
+        out["plan-tasks"] = [f"{plan_id}.{group}.{page + 1}"]
+    return out
+
+
+def _renumbered(task: dict[str, Any], renumber: dict[int, int]) -> dict[str, Any]:
+    if "delete-file-references" not in task:
+        return task
+    return dict(task, **{"delete-file-references": [renumber[r] for r in task["delete-file-references"]]})
 
 
 def _read_chunk(ctx: Context, table: Table, record: dict[str, Any], n: int) -> dict[str, Any]:
@@ -226,6 +269,8 @@ def _load(ctx: Context, table: Table, reader: str, plan_id: str) -> tuple[dict[s
 def fetch(ctx: Context, table: Table, reader: str, plan_id: str, rule: Any) -> dict[str, Any]:
     """fetchPlanningResult: the plan's state, after advancing it for up to CATALOG_PLAN_POLL_MS."""
     record, etag = _load(ctx, table, reader, plan_id)
+    if record["status"] == "completed" and read_rules.fingerprint(rule) != record["rule"]:
+        raise PlanNotFound(f"Scan plan {plan_id} was made under another read policy of this caller: plan again")
     deadline = time.monotonic() + poll_ms() / 1000
     while record["status"] == "submitted":
         if record["metadata-location"] != table.metadata_location:
@@ -293,22 +338,21 @@ def tasks(ctx: Context, table: Table, reader: str, token: Any, rule: Any) -> dic
         record, _ = _load(ctx, table, reader, found[1])
     except PlanNotFound:
         raise PlanTaskNotFound(f"No plan task {token[:80]!r} of this caller on this table") from None
-    n = int(found[2])
+    n, page = int(found[2]), int(found[3] or 0)
     if record["status"] != "completed" or n >= len(record["groups"]):
         raise PlanTaskNotFound(f"No plan task {token[:80]!r}: its plan is {record['status']}")
     if read_rules.fingerprint(rule) != record["rule"]:
         raise PlanTaskNotFound(f"Plan task {token[:80]!r} was planned under another policy: plan again")
-    stored = _read_chunk(ctx, table, record, n)
-    out = {"file-scan-tasks": stored["file-scan-tasks"]}
-    if stored["delete-files"]:
-        out["delete-files"] = stored["delete-files"]
-    return out
+    return _page(_read_chunk(ctx, table, record, n), record["plan-id"], n, page)
 
 
 # ---- the signer's question: may this restricted reader read this object? --------------------------
 
 _grants_lock = threading.Lock()
-_grants: dict[tuple[str, str], dict[str, tuple[int, str, frozenset[str]]]] = {}
+# Per (table, reader): when its plans were last read, and each live plan's (expiry, rule, objects).
+_grants: dict[tuple[str, str], tuple[float, dict[str, tuple[int, str, frozenset[str]]]]] = {}
+_chunks: dict[str, frozenset[str]] = {}  # a group's granted objects, by key (immutable content)
+RETRY_MISS_S = 1.0  # a refused object sends the signer back to S3 at most this often
 
 
 def _forget(table_key: str, reader_key: str) -> None:
@@ -317,36 +361,68 @@ def _forget(table_key: str, reader_key: str) -> None:
 
 
 def granted(ctx: Context, bucket: str, location: str, reader: str, rule: Any, obj: str) -> bool:
-    """Whether a live plan of this reader, made under its current rule, planned the object (bucket/key)."""
+    """Whether a live plan of this reader (not cancelled or failed, made under its current rule)
+    planned the object (bucket/key) as one it may read whole. What the signer read is trusted for
+    GRANT_TTL_S; an object not found sends it back to S3 (at most once a second)."""
     table_key, reader_key = digest(location.rstrip("/")), digest(reader)
     fp = read_rules.fingerprint(rule)
-    now = _now_ms()
-
-    def hit() -> bool:
-        with _grants_lock:
-            chunks = _grants.get((table_key, reader_key), {})
-            return any(exp > now and rfp == fp and obj in paths for exp, rfp, paths in chunks.values())
-
-    if hit():
-        return True
-    prefix = keys.plans_prefix(table_key, reader_key)
-    listed = [k for k in ctx.storage.list_keys(bucket, prefix) if "/tasks/" in k]
     with _grants_lock:
-        known = dict(_grants.get((table_key, reader_key), {}))
-    fresh: dict[str, tuple[int, str, frozenset[str]]] = {k: v for k, v in known.items() if k in set(listed)}
-    for key in listed:
-        if key in fresh or int(key[len(prefix) : len(prefix) + 13]) < now:
-            continue
-        try:
-            doc = json.loads(ctx.storage.get(bucket, key).body)
-        except ObjectNotFound:
-            continue
-        fresh[key] = (int(doc.get("expires-ms", 0)), str(doc.get("rule", "")), frozenset(doc.get("paths") or ()))
+        read_at, plans = _grants.get((table_key, reader_key), (0.0, {}))
+    age = time.monotonic() - read_at
+    if age < GRANT_TTL_S and _holds(plans, fp, obj):
+        return True
+    if age < RETRY_MISS_S:
+        return False
+    plans = _read_plans(ctx, bucket, table_key, reader_key)
     with _grants_lock:
         if len(_grants) > 1000:
             _grants.clear()
-        _grants[(table_key, reader_key)] = fresh
-    return hit()
+        _grants[(table_key, reader_key)] = (time.monotonic(), plans)
+    return _holds(plans, fp, obj)
+
+
+def _holds(plans: dict[str, tuple[int, str, frozenset[str]]], fp: str, obj: str) -> bool:
+    now = _now_ms()
+    return any(exp > now and rfp == fp and obj in objects for exp, rfp, objects in plans.values())
+
+
+def _read_plans(
+    ctx: Context, bucket: str, table_key: str, reader_key: str
+) -> dict[str, tuple[int, str, frozenset[str]]]:
+    prefix = keys.plans_prefix(table_key, reader_key)
+    now = _now_ms()
+    by_plan: dict[str, list[str]] = {}
+    for key in ctx.storage.list_keys(bucket, prefix):
+        plan_id = key[len(prefix) :].split("/", 1)[0]
+        if PLAN_ID.fullmatch(plan_id) and int(plan_id[:13]) > now:
+            by_plan.setdefault(plan_id, []).append(key)
+    out: dict[str, tuple[int, str, frozenset[str]]] = {}
+    for plan_id, found in by_plan.items():
+        record_key = prefix + plan_id + "/plan.json"
+        if record_key not in found:
+            continue  # being made, or its record is gone: nothing it planned counts yet
+        try:
+            record = json.loads(ctx.storage.get(bucket, record_key).body)
+        except ObjectNotFound:
+            continue
+        if record.get("status") not in ("submitted", "completed"):
+            continue  # cancelled or failed: its objects grant nothing, even one a racing poll wrote
+        objects: set[str] = set()
+        for key in found:
+            if "/tasks/" not in key:
+                continue
+            cached = _chunks.get(key)
+            if cached is None:
+                try:
+                    cached = frozenset(json.loads(ctx.storage.get(bucket, key).body).get("paths") or ())
+                except ObjectNotFound:
+                    continue
+                if len(_chunks) > 10_000:
+                    _chunks.clear()
+                _chunks[key] = cached
+            objects |= cached
+        out[plan_id] = (int(record.get("expires-ms", 0)), str(record.get("rule", "")), frozenset(objects))
+    return out
 
 
 def expire(ctx: Context, bucket: str) -> int:

@@ -58,7 +58,22 @@ def _field(schema: Any, column: str) -> Any:
         return None
 
 
-def _predicate(operator: str, column: str, values: tuple[str, ...], schema: Any) -> Any:
+def _predicate(operator: str, column: str, values: tuple[str, ...], schema: Any, deny: bool) -> Any:
+    """One condition as a predicate. One that cannot apply to the column's type (a number on a
+    string column, a value of the wrong type) fails closed: it grants nothing in an Allow and
+    covers every row in a Deny."""
+    from pyiceberg import expressions as ex
+    from pyiceberg.expressions.visitors import bind
+
+    try:
+        found = _build(operator, column, values, schema)
+        bind(schema, found, False)
+    except Exception:  # noqa: BLE001 - PyIceberg raises ValueError, TypeError, ... for what cannot bind
+        return ex.AlwaysTrue() if deny else ex.AlwaysFalse()
+    return found
+
+
+def _build(operator: str, column: str, values: tuple[str, ...], schema: Any) -> Any:
     from pyiceberg import expressions as ex
 
     field = _field(schema, column)
@@ -100,7 +115,8 @@ def _number(text: str) -> int | float:
     try:
         return int(text)
     except ValueError:
-        return float(text)
+        value = float(text)
+        return int(value) if value.is_integer() else value
 
 
 def _rows(st: ReadStatement, schema: Any) -> Any:
@@ -108,7 +124,7 @@ def _rows(st: ReadStatement, schema: Any) -> Any:
 
     out: Any = ex.AlwaysTrue()
     for operator, column, values in st.rows:
-        out = ex.And(out, _predicate(operator, column, values, schema))
+        out = ex.And(out, _predicate(operator, column, values, schema, st.deny))
     return out
 
 
@@ -120,6 +136,7 @@ def readable_rows(rule: ReadRule, schema: Any, columns: list[str]) -> Any:
         return ex.AlwaysTrue()
     any_allow = any(not st.deny for st in rule)
     out: Any = ex.AlwaysTrue()
+    seen: list[Any] = []
     for column in columns:
         allow: Any = ex.AlwaysFalse() if any_allow else ex.AlwaysTrue()
         deny: Any = ex.AlwaysFalse()
@@ -130,7 +147,10 @@ def readable_rows(rule: ReadRule, schema: Any, columns: list[str]) -> Any:
                 deny = ex.Or(deny, _rows(st, schema))
             else:
                 allow = ex.Or(allow, _rows(st, schema))
-        out = ex.And(out, ex.And(allow, ex.Not(deny)))
+        rows = ex.And(allow, ex.Not(deny))
+        if rows not in seen:  # columns under the same statements add nothing
+            seen.append(rows)
+            out = ex.And(out, rows)
     return out
 
 
