@@ -146,6 +146,25 @@ def main() -> None:
                 )
             finally:
                 cold.stop()
+        # A user limited to region = 'eu' by policy: the same plans, with the strict checks per file.
+        from tests.authutil import make_user
+
+        arn = f"arn:aws:s3tables:::bucket/{wh}/table/bench/t"
+        eu = {"StringEquals": {"s3tables:partition/region": "eu"}}
+        policies = {
+            "get": {"Statement": [{"Effect": "Allow", "Action": "s3tables:GetTable", "Resource": arn}]},
+            "eu": {
+                "Statement": [{"Effect": "Allow", "Action": "s3tables:GetTableData", "Resource": arn, "Condition": eu}]
+            },
+        }
+        _, key, secret = make_user(http, stack.url, policies)
+        limited = catalog_admin.session(key, secret)
+        base = f"{stack.url}/v1/{wh}/namespaces/bench/tables/t"
+        runs = [_full_plan(limited, base, {}) for _ in range(4)]
+        print(
+            f"limited to region = 'eu', whole table: {runs[-1][2]} files; warm "
+            f"{statistics.median(r[0] for r in runs[1:]):.0f} ms / {runs[-1][1]} S3 requests"
+        )
         from pyiceberg.expressions import AlwaysTrue
 
         client = []
