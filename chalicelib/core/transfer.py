@@ -31,7 +31,7 @@ FORMAT = "s3-iceberg-catalog/export-1"
 # read with it could name a table whose pointer it missed; the copy's first full listing scans.
 # Event sinks and positions: a copy sending the same queues its whole history again would surprise;
 # its sinks are created anew.
-SKIPPED = (keys.TXN_PREFIX, keys.PURGES_PREFIX, keys.LISTING_PREFIX, keys.EVENTS_PREFIX)
+SKIPPED = (keys.TXN_PREFIX, keys.PURGES_PREFIX, keys.LISTING_PREFIX, keys.EVENTS_PREFIX, keys.PLANS_PREFIX)
 
 
 def export(ctx: Context, warehouse: str) -> dict[str, Any]:
