@@ -284,3 +284,22 @@ def test_config_asks_for_server_planning_only_where_reads_may_be_limited() -> No
     assert policy.may_limit_reads((doc("Deny", "*"),), tables)
     assert not policy.may_limit_reads((doc("Allow", "arn:aws:s3tables:::bucket/wh2/table/ns/t", eu),), tables)
     assert not policy.may_limit_reads(({"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]},), tables)
+
+
+def test_the_sweeper_deletes_expired_plans_only(core) -> None:
+    import time as _time
+
+    from chalicelib import keys
+    from chalicelib.core.planning import plans
+
+    bucket = f"plans-{int(_time.time() * 1000) % 10**9}"
+    core.storage.create_bucket(bucket)
+    old = f"{int(_time.time() * 1000) - 1000:013d}-{'a' * 24}"
+    live = f"{int(_time.time() * 1000) + 600_000:013d}-{'b' * 24}"
+    made = []
+    for plan_id in (old, live):
+        made += [keys.plan_record("t" * 32, "r" * 32, plan_id), keys.plan_chunk("t" * 32, "r" * 32, plan_id, 0)]
+    for key in made:
+        core.storage.put(bucket, key, b"{}")
+    assert plans.expire(core, bucket) == 2
+    assert sorted(core.storage.list_keys(bucket, keys.PLANS_PREFIX)) == sorted(k for k in made if live in k)
