@@ -135,6 +135,15 @@ def _st(deny: bool = False, rows: tuple = (), columns: tuple | None = None) -> R
     return ReadStatement(deny, rows, columns)
 
 
+def _cols(*schemas: Schema) -> read_rules.Columns:
+    """A table's columns: its schemas, the last one current."""
+    schemas = schemas or (SCHEMA,)
+    return read_rules.Columns(SimpleNamespace(schema=lambda: schemas[-1], schemas=list(schemas)))
+
+
+ID, REGION, SECRET, DAY = 1, 2, 3, 4
+
+
 def test_a_rule_with_no_limits_is_unrestricted() -> None:
     assert not read_rules.restricted(())
     assert not read_rules.restricted((_st(), _st(rows=(("StringEquals", "region", ("eu",)),))))
@@ -145,7 +154,7 @@ def test_rows_are_the_union_of_allows_minus_the_denies() -> None:
     eu = _st(rows=(("StringEquals", "region", ("eu",)),))
     us = _st(rows=(("StringEquals", "region", ("us", "sa")),))
     no_old = _st(deny=True, rows=(("NumericLessThan", "id", ("10",)),))
-    rows = read_rules.readable_rows((eu, us, no_old), SCHEMA, ["id"])
+    rows = read_rules.readable_rows((eu, us, no_old), _cols(), [ID])
     assert rows == ex.And(
         ex.Or(ex.EqualTo("region", "eu"), ex.In("region", ["us", "sa"])), ex.Not(ex.LessThan("id", 10))
     )
@@ -154,32 +163,61 @@ def test_rows_are_the_union_of_allows_minus_the_denies() -> None:
 
 def test_conditions_on_absent_columns_read_as_iam_reads_absent_keys() -> None:
     missing = _st(rows=(("StringEquals", "nope", ("x",)),))
-    assert read_rules.readable_rows((missing,), SCHEMA, ["id"]) == ex.AlwaysFalse()
+    assert read_rules.readable_rows((missing,), _cols(), [ID]) == ex.AlwaysFalse()
     negated = _st(rows=(("StringNotEquals", "nope", ("x",)),), columns=(("StringEquals", ("id",)),))
-    assert read_rules.readable_rows((negated,), SCHEMA, ["id"]) == ex.AlwaysTrue()
+    assert read_rules.readable_rows((negated,), _cols(), [ID]) == ex.AlwaysTrue()
 
 
 def test_column_rules_narrow_the_readable_columns() -> None:
     deny_secret = _st(deny=True, columns=(("StringEquals", ("secret",)),))
-    assert read_rules.readable_columns((deny_secret,), SCHEMA) == ["id", "region", "day"]
+    assert read_rules.readable_columns((deny_secret,), _cols()) == ["id", "region", "day"]
     only_like = _st(columns=(("StringLike", ("re*", "i?")),))
-    assert read_rules.readable_columns((only_like,), SCHEMA) == ["id", "region"]
+    assert read_rules.readable_columns((only_like,), _cols()) == ["id", "region"]
     prefix = _st(rows=(("StringLike", "region", ("e*",)),))
-    assert read_rules.readable_rows((prefix,), SCHEMA, ["id"]) == ex.StartsWith("region", "e")
+    assert read_rules.readable_rows((prefix,), _cols(), [ID]) == ex.StartsWith("region", "e")
+    on_a_number = _st(rows=(("StringLike", "id", ("1*",)),))
+    assert read_rules.readable_rows((on_a_number,), _cols(), [ID]) == ex.AlwaysFalse()  # fails closed
+
+
+def test_a_name_means_every_field_that_has_borne_it() -> None:
+    old = Schema(
+        t.NestedField(1, "id", t.LongType(), required=False),
+        t.NestedField(2, "area", t.StringType(), required=False),
+        t.NestedField(3, "secret", t.StringType(), required=False),
+    )
+    renamed = Schema(
+        t.NestedField(1, "id", t.LongType(), required=False),
+        t.NestedField(2, "region", t.StringType(), required=False),
+        t.NestedField(3, "notes", t.StringType(), required=False),
+        schema_id=1,
+    )
+    cols = _cols(old, renamed)
+    deny_area = _st(deny=True, rows=(("StringEquals", "area", ("us",)),))
+    assert read_rules.readable_rows((deny_area,), cols, [ID]) == ex.Not(ex.EqualTo("region", "us"))
+    deny_secret = _st(deny=True, columns=(("StringEquals", ("secret",)),))
+    assert read_rules.readable_columns((deny_secret,), cols) == ["id", "region"]  # "notes" was "secret"
+    allow_notes = _st(columns=(("StringEquals", ("notes", "id", "region")),))
+    assert read_rules.readable_columns((allow_notes,), cols) == ["id"]  # an Allow needs every name
 
 
 def test_the_planner_refuses_hidden_columns_and_scans_with_no_readable_rows() -> None:
     from chalicelib.errors import Forbidden
 
-    md = SimpleNamespace(current_snapshot=lambda: None, schema=lambda: SCHEMA, schemas=[SCHEMA])
+    md = SimpleNamespace(current_snapshot=lambda: None, schema=lambda: SCHEMA, schemas=[SCHEMA], partition_specs=[])
     deny_secret = (_st(deny=True, columns=(("StringEquals", ("secret",)),)),)
     with pytest.raises(Forbidden, match="secret"):
         planner.prepare(md, planner.Scan(select=("id", "secret")), deny_secret)
     with pytest.raises(Forbidden, match="secret"):
         planner.prepare(md, planner.Scan(filter={"type": "is-null", "term": "secret"}), deny_secret)
     narrowed = planner.prepare(md, planner.Scan(select=("id",)), deny_secret)
-    # Every row of id may be planned, but no file may be served whole: each holds secret too.
-    assert (narrowed.allowed, narrowed.allowed_whole) == (ex.AlwaysTrue(), ex.AlwaysFalse())
+    # Every row of id may be planned, but a file holding secret may not be served whole.
+    assert narrowed.allowed == ex.AlwaysTrue()
+    holds = SimpleNamespace(value_counts={ID: 1, SECRET: 1}, column_sizes=None, null_value_counts=None)
+    assert narrowed.whole(holds) == ex.AlwaysFalse()
+    no_metrics = SimpleNamespace(value_counts=None, column_sizes=None, null_value_counts=None)
+    assert narrowed.whole(no_metrics) == ex.AlwaysFalse()  # it may hold every column
+    only_id = SimpleNamespace(value_counts={ID: 1}, column_sizes=None, null_value_counts=None)
+    assert narrowed.whole(only_id) == ex.AlwaysTrue()
     nothing = (_st(rows=(("StringEquals", "nope", ("x",)),)),)
     with pytest.raises(Forbidden, match="no column"):
         planner.prepare(md, planner.Scan(), nothing)

@@ -116,7 +116,13 @@ class PolicyAuthorizer:
         req.visible = allowed
         req.denied = denied
         req.read_rule = read_rule
-        req.may_limit_reads = lambda tables: policy.may_limit_reads(docs_for(tables), tables)
+
+        def may_limit_reads(tables: Resource) -> bool:
+            docs = docs_for(tables)  # the bucket's policies; table policies are per table:
+            named = naming.get(tables.warehouse) or {}  # each may limit some table of the set
+            return policy.may_limit_reads(docs + tuple((named.get("tables") or {}).values()), tables)
+
+        req.may_limit_reads = may_limit_reads
         if req.action in OPEN_TO_AUTHENTICATED:
             return
         for action, resource, cond, partial in req.checks(req):

@@ -77,6 +77,8 @@ def _parse(raw: Any, schema: Any, counter: list[int], depth: int) -> Any:
         }[kind]
         if value is None:
             raise BadRequest(f"Invalid filter: {kind} needs a literal that is not null")
+        if kind in ("starts-with", "not-starts-with") and not _is_string(name, schema):
+            raise BadRequest(f"Invalid filter: {kind} applies to string columns, not {name[:60]}")
         return cls(name, _typed(name, value, schema))
     if kind in _SET:
         name = _term(raw.get("child", raw.get("term")), schema)
@@ -110,6 +112,15 @@ def _term(node: Any, schema: Any) -> str:
         if node.get("type") in ("transform", "apply"):
             raise NotSupported("Filters on transforms or functions are not supported: filter on columns")
     raise BadRequest("Invalid filter: a term must be a column name or a reference object")
+
+
+def _is_string(name: str, schema: Any) -> bool:
+    from pyiceberg import types as t
+
+    try:
+        return schema is None or isinstance(schema.find_type(name, case_sensitive=False), t.StringType)
+    except ValueError:
+        return True  # binding reports the unknown column
 
 
 def _typed(name: str, value: Any, schema: Any) -> Any:

@@ -116,15 +116,16 @@ class Prepared:
     schema: Any  # the scan's (the snapshot's with use-snapshot-schema): the filter's names
     snapshot: Any
     row_filter: Any  # unbound
-    # The caller's readable rows in the scan's columns (what may be planned) and in every column
-    # (what its signer may then serve: a file is read whole), unbound against the current schema,
-    # which is what policies name. AlwaysTrue: every row.
+    # The caller's readable rows in the scan's columns (what may be planned), unbound against the
+    # current schema, which is what policies name. AlwaysTrue: every row. What its signer may serve
+    # is decided per file: the rows readable in every column the file holds (files are read whole).
     allowed: Any
-    allowed_whole: Any
     stats_ids: set[int]
     appended: list[int] | None  # an incremental scan: the append snapshots it covers, oldest first
     case_sensitive: bool
-    _evaluators: dict[tuple[str, int], Any] = field(default_factory=dict)
+    rule: Any = ()
+    columns: Any = None  # read_rules.Columns
+    _evaluators: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
     @property
     def policy_schema(self) -> Any:
@@ -132,9 +133,17 @@ class Prepared:
 
     @property
     def limited(self) -> bool:
-        from pyiceberg.expressions import AlwaysTrue
+        return read_rules.restricted(self.rule)
 
-        return not (isinstance(self.allowed, AlwaysTrue) and isinstance(self.allowed_whole, AlwaysTrue))
+    def whole(self, df: Any) -> Any:
+        """The rows readable in every column the file holds: those its metrics name, else every
+        column the table has ever had (a dropped column may still be in the file)."""
+        held = set(df.value_counts or ()) | set(df.column_sizes or ()) | set(df.null_value_counts or ())
+        cols = self.columns
+        tops = {cols.top[i] for i in held if i in cols.top} if held else set(cols.top_ids)
+        if held and any(i not in cols.top for i in held):
+            tops = set(cols.top_ids)  # a field no schema names: judge the file by every column
+        return read_rules.readable_rows(self.rule, cols, sorted(tops))
 
 
 def _snapshot(metadata: Any, snapshot_id: int) -> Any:
@@ -187,61 +196,52 @@ def prepare(metadata: Any, scan: Scan, rule: Any) -> Prepared:
             schema.find_field(name, scan.case_sensitive)
         except ValueError:
             raise BadRequest(f"Invalid scan request: no field {name[:100]!r} in the table's schema") from None
-    current = metadata.schema()
-    columns = _projection(scan, schema, current, rule, row_filter)
-    allowed = read_rules.readable_rows(rule, current, columns)
-    whole = read_rules.readable_rows(rule, current, [f.name for f in current.fields])
+    cols = read_rules.Columns(metadata)
+    fields = _projection(scan, schema, metadata, cols, rule, row_filter)
+    allowed = read_rules.readable_rows(rule, cols, fields)
     if isinstance(allowed, AlwaysFalse) and read_rules.restricted(rule):
-        raise Forbidden(
-            f"Access denied: the caller's policy lets it read no rows of {', '.join(sorted(columns)[:10])} "
-            "in this table (s3tables:GetTableData)"
-        )
+        labels = ", ".join(cols.label(i) for i in fields[:10])
+        raise Forbidden(f"Access denied: the caller's policy lets it read no rows of {labels} (s3tables:GetTableData)")
     stats_ids = {schema.find_field(n, scan.case_sensitive).field_id for n in scan.stats_fields or ()}
     if read_rules.restricted(rule):
         # Bounds are values: only for columns the caller may read in every planned file (all of them).
-        stats_ids = {i for i in stats_ids if _top_name(schema, i, current) in columns}
-    return Prepared(metadata, schema, snapshot, row_filter, allowed, whole, stats_ids, appended, scan.case_sensitive)
+        stats_ids = {i for i in stats_ids if cols.top.get(i) in fields}
+    return Prepared(
+        metadata, schema, snapshot, row_filter, allowed, stats_ids, appended, scan.case_sensitive, rule, cols
+    )
 
 
-def _top_name(schema: Any, field_id: int, current: Any) -> str:
-    """The current name of the top-level column holding a field of `schema` (policies name columns
-    as they are now; a column dropped since keeps its old name, which no rule can allow)."""
-    parents = schema._lazy_id_to_parent
-    while field_id in parents:
-        field_id = parents[field_id]
-    try:
-        return str(current.find_field(field_id).name)
-    except ValueError:
-        return str(schema.find_field(field_id).name)
-
-
-def _projection(scan: Scan, schema: Any, current: Any, rule: Any, row_filter: Any) -> list[str]:
-    """The top-level columns the scan reads, by their current names: its select (else every column
-    the caller may read), and those its filter and stats-fields name, resolved by field id. A
-    restricted caller naming a column it may not read: 403."""
+def _projection(scan: Scan, schema: Any, metadata: Any, cols: Any, rule: Any, row_filter: Any) -> list[int]:
+    """The top-level fields (ids) a scan discloses: its select (else every column the caller may
+    read), those its filter and stats-fields name, and the source columns of every partition spec
+    (partition values and file names carry their values). A restricted caller naming a column it
+    may not read: 403."""
     if not read_rules.restricted(rule):
         return []
     from pyiceberg.expressions.visitors import bind, extract_field_ids
 
-    readable = read_rules.readable_columns(rule, current)
     cs = scan.case_sensitive
+    readable = set(read_rules.readable_columns(rule, cols))
     named = [schema.find_field(n, cs).field_id for n in (scan.select or ()) + (scan.stats_fields or ())]
     named += sorted(extract_field_ids(bind(schema, row_filter, cs)))
-    names = {_top_name(schema, i, current) for i in named}
     if scan.select is None:
-        names |= set(readable)
-    names = names or set(readable)  # select []: rows of every column
-    if not names:
-        raise Forbidden(
-            "Access denied: the caller's policy lets it read no column of this table (s3tables:GetTableData)"
-        )
-    hidden = sorted(names - set(readable))
+        named += [f.field_id for f in cols.current.fields if f.name in readable]
+    named += [pf.source_id for spec in metadata.partition_specs for pf in spec.fields]
+    fields = sorted({cols.top.get(i, i) for i in named})
+    if not fields:
+        if not readable:
+            raise Forbidden("Access denied: the caller's policy lets it read no column of this table (GetTableData)")
+        fields = [f.field_id for f in cols.current.fields if f.name in readable]  # select []: rows of every column
+    from pyiceberg.expressions import AlwaysFalse
+
+    hidden = [cols.label(i) for i in fields if isinstance(read_rules.readable_rows(rule, cols, [i]), AlwaysFalse)]
     if hidden:
         raise Forbidden(
-            f"Access denied: the caller may not read column(s) {', '.join(hidden[:10])} of this table "
-            "(s3tables:GetTableData); it may read: " + ", ".join(readable[:50])
+            f"Access denied: the caller may not read column(s) {', '.join(sorted(hidden)[:10])} of this table "
+            "(s3tables:GetTableData), which this scan would read or whose values partition the table; "
+            "it may read: " + ", ".join(sorted(readable)[:50])
         )
-    return sorted(names)
+    return fields
 
 
 def manifest_files(ctx: Context, prepared: Prepared) -> list[Any]:
@@ -262,8 +262,8 @@ def manifest_files(ctx: Context, prepared: Prepared) -> list[Any]:
     return out
 
 
-def _evaluator(prepared: Prepared, kind: str, spec_id: int) -> Any:
-    key = (kind, spec_id)
+def _evaluator(prepared: Prepared, kind: str, spec_id: int, rows: Any = None) -> Any:
+    key = (kind, spec_id, id(rows))  # rows: an expression kept by read_rules.Columns (stable identity)
     found = prepared._evaluators.get(key)
     if found is not None:
         return found
@@ -280,8 +280,7 @@ def _evaluator(prepared: Prepared, kind: str, spec_id: int) -> Any:
     md, schema, cs = prepared.metadata, prepared.schema, prepared.case_sensitive
     policy = prepared.policy_schema
     spec = md.specs().get(spec_id)
-    whole = kind.endswith("-whole")
-    rows = prepared.allowed_whole if whole else prepared.allowed
+    rows = rows if rows is not None else prepared.allowed
     try:
         if kind == "manifest":
             found = manifest_evaluator(spec, schema, inclusive_projection(schema, spec, cs)(prepared.row_filter), cs)
@@ -289,18 +288,14 @@ def _evaluator(prepared: Prepared, kind: str, spec_id: int) -> Any:
             found = manifest_evaluator(spec, policy, inclusive_projection(policy, spec, False)(rows), False)
         elif kind == "partition":
             partition_schema = Schema(*spec.partition_type(schema).fields)
-            found = expression_evaluator(
-                partition_schema, inclusive_projection(schema, spec, cs)(prepared.row_filter), cs
-            )
-        elif kind == "partition-policy":
-            partition_schema = Schema(*spec.partition_type(policy).fields)
-            found = expression_evaluator(partition_schema, inclusive_projection(policy, spec, False)(rows), False)
-        elif kind.startswith("strict-partition"):
+            projected = inclusive_projection(schema, spec, cs)(prepared.row_filter)
+            found = expression_evaluator(partition_schema, projected, cs)
+        elif kind == "strict-partition":
             partition_schema = Schema(*spec.partition_type(policy).fields)
             found = expression_evaluator(partition_schema, strict_projection(policy, spec, False)(rows), False)
         elif kind == "metrics":
             found = _InclusiveMetricsEvaluator(schema, prepared.row_filter, cs, False).eval
-        elif kind.startswith("strict-metrics"):
+        elif kind == "strict-metrics":
             found = _strict_metrics(policy, rows)
         else:  # residual
             found = residual_evaluator_of(spec=spec, expr=prepared.row_filter, case_sensitive=cs, schema=schema)
@@ -388,6 +383,10 @@ class _Deletes:
         self.by_path: dict[str, list[tuple[int, Any]]] = {}
         self.by_partition: dict[tuple[int, tuple[Any, ...]], list[tuple[int, Any]]] = {}
         self.global_eq: list[tuple[int, Any]] = []
+        self.unservable: set[str] = set()  # a file (a shared Puffin file) with an entry not servable
+
+    def servable(self, delete: Any) -> bool:
+        return delete.file_path not in self.unservable
 
     def add(self, entry: Any) -> None:
         df, seq = entry.data_file, entry.sequence_number or 0
@@ -444,17 +443,35 @@ def _passes(prepared: Prepared, entry: Any) -> bool:
     return bool(_evaluator(prepared, "metrics", 0)(df))
 
 
-def _readable(prepared: Prepared, df: Any, whole: bool = False) -> bool:
-    """Every row of the file is one the caller may read (in the scan's columns, or whole: in every
-    column): by partition, else by exact column bounds."""
-    from pyiceberg.expressions import AlwaysTrue
+def _readable(prepared: Prepared, df: Any, rows: Any = None) -> bool:
+    """Every row of the file is one the caller may read, in the scan's columns (rows None) or in
+    `rows`: by partition, else by exact column bounds."""
+    from pyiceberg.expressions import AlwaysFalse, AlwaysTrue
 
-    if isinstance(prepared.allowed_whole if whole else prepared.allowed, AlwaysTrue):
+    rows = prepared.allowed if rows is None else rows
+    if isinstance(rows, AlwaysTrue):
         return True
-    suffix = "-whole" if whole else ""
-    if _evaluator(prepared, "strict-partition" + suffix, df.spec_id)(df.partition):
+    if isinstance(rows, AlwaysFalse):
+        return False
+    if _evaluator(prepared, "strict-partition", df.spec_id, rows)(df.partition):
         return True
-    return bool(_evaluator(prepared, "strict-metrics" + suffix, 0)(df))
+    return bool(_evaluator(prepared, "strict-metrics", 0, rows)(df))
+
+
+def _servable(prepared: Prepared, df: Any) -> bool:
+    """The signer may serve the file whole: every row readable in every column it holds. A delete
+    file is judged by its partition alone (its bounds are of paths and positions, or of the
+    equality columns), so one outside a readable partition is never served."""
+    if not prepared.limited:
+        return True
+    rows = prepared.whole(df)
+    if int(df.content) != 0:
+        from pyiceberg.expressions import AlwaysTrue
+
+        if isinstance(rows, AlwaysTrue):
+            return True
+        return bool(_evaluator(prepared, "strict-partition", df.spec_id, rows)(df.partition))
+    return _readable(prepared, df, rows)
 
 
 @dataclass
@@ -474,6 +491,8 @@ def plan_group(ctx: Context, prepared: Prepared, files: list[Any], data: list[in
     if prepared.appended is None:
         for found in map_counted(lambda i: manifests.entries(ctx, files[i]), deletes):
             for entry in found:
+                if prepared.limited and not _servable(prepared, entry.data_file):
+                    index.unservable.add(entry.data_file.file_path)  # and so every vector it shares a file with
                 if _passes(prepared, entry):
                     index.add(entry)
     delete_files: list[dict[str, Any]] = []
@@ -496,9 +515,11 @@ def plan_group(ctx: Context, prepared: Prepared, files: list[Any], data: list[in
             if not _readable(prepared, df):
                 withheld += 1
                 continue
-            grant = _readable(prepared, df, whole=True)
+            matched = index.matching(entry) if prepared.appended is None else []
+            # Served only with all its deletes: a file read without them shows deleted rows.
+            grant = _servable(prepared, df) and all(index.servable(d) for d in matched)
             refs = []
-            for d in index.matching(entry) if prepared.appended is None else ():
+            for d in matched:
                 if d.file_path not in positions:
                     positions[d.file_path] = len(delete_files)
                     delete_files.append(content.content_file(d, partition_types[d.spec_id], set(), {}))

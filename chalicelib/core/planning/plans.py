@@ -351,8 +351,8 @@ def tasks(ctx: Context, table: Table, reader: str, token: Any, rule: Any) -> dic
 _grants_lock = threading.Lock()
 # Per (table, reader): when its plans were last read, and each live plan's (expiry, rule, objects).
 _grants: dict[tuple[str, str], tuple[float, dict[str, tuple[int, str, frozenset[str]]]]] = {}
-_chunks: dict[str, frozenset[str]] = {}  # a group's granted objects, by key (immutable content)
-RETRY_MISS_S = 1.0  # a refused object sends the signer back to S3 at most this often
+_chunks: dict[str, frozenset[str]] = {}  # a group's servable objects, by key (immutable content)
+_records: dict[tuple[str, str], dict[str, Any]] = {}  # plan records by (key, ETag)
 
 
 def _forget(table_key: str, reader_key: str) -> None:
@@ -362,17 +362,14 @@ def _forget(table_key: str, reader_key: str) -> None:
 
 def granted(ctx: Context, bucket: str, location: str, reader: str, rule: Any, obj: str) -> bool:
     """Whether a live plan of this reader (not cancelled or failed, made under its current rule)
-    planned the object (bucket/key) as one it may read whole. What the signer read is trusted for
-    GRANT_TTL_S; an object not found sends it back to S3 (at most once a second)."""
+    gave it the object (bucket/key) to read whole. What the signer read is trusted for
+    GRANT_TTL_S; an object not found sends it back to S3 (one LIST, and reads of what changed)."""
     table_key, reader_key = digest(location.rstrip("/")), digest(reader)
     fp = read_rules.fingerprint(rule)
     with _grants_lock:
         read_at, plans = _grants.get((table_key, reader_key), (0.0, {}))
-    age = time.monotonic() - read_at
-    if age < GRANT_TTL_S and _holds(plans, fp, obj):
+    if time.monotonic() - read_at < GRANT_TTL_S and _holds(plans, fp, obj):
         return True
-    if age < RETRY_MISS_S:
-        return False
     plans = _read_plans(ctx, bucket, table_key, reader_key)
     with _grants_lock:
         if len(_grants) > 1000:
@@ -391,20 +388,25 @@ def _read_plans(
 ) -> dict[str, tuple[int, str, frozenset[str]]]:
     prefix = keys.plans_prefix(table_key, reader_key)
     now = _now_ms()
-    by_plan: dict[str, list[str]] = {}
-    for key in ctx.storage.list_keys(bucket, prefix):
+    by_plan: dict[str, dict[str, str]] = {}
+    for key, etag in ctx.storage.list_entries(bucket, prefix):
         plan_id = key[len(prefix) :].split("/", 1)[0]
         if PLAN_ID.fullmatch(plan_id) and int(plan_id[:13]) > now:
-            by_plan.setdefault(plan_id, []).append(key)
+            by_plan.setdefault(plan_id, {})[key] = etag
     out: dict[str, tuple[int, str, frozenset[str]]] = {}
     for plan_id, found in by_plan.items():
         record_key = prefix + plan_id + "/plan.json"
         if record_key not in found:
             continue  # being made, or its record is gone: nothing it planned counts yet
-        try:
-            record = json.loads(ctx.storage.get(bucket, record_key).body)
-        except ObjectNotFound:
-            continue
+        record = _records.get((record_key, found[record_key]))
+        if record is None:
+            try:
+                record = json.loads(ctx.storage.get(bucket, record_key).body)
+            except ObjectNotFound:
+                continue
+            if len(_records) > 10_000:
+                _records.clear()
+            _records[(record_key, found[record_key])] = record
         if record.get("status") not in ("submitted", "completed"):
             continue  # cancelled or failed: its objects grant nothing, even one a racing poll wrote
         objects: set[str] = set()

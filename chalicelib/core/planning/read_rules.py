@@ -1,11 +1,16 @@
 """What rows of a table a caller may read, as an Iceberg expression over its columns.
 
 A read rule is the caller's `s3tables:GetTableData` statements (core.model.ReadStatement). For a
-column c, the readable rows are the union of the Allow statements that cover c (every row when no
+column, the readable rows are the union of the Allow statements that cover it (every row when no
 Allow statement names data reads at all: then GetTable alone governs reads), minus the rows of the
-Deny statements that cover c. A scan reads several columns: it may see the rows readable in all of
+Deny statements that cover it. A scan reads several columns: it may see the rows readable in all of
 them. Conditions become predicates as IAM reads them: a positive test on a column the table lacks
 never holds, a negated one always does.
+
+Policies name columns, and a table's writer can rename them, so a name means every field that has
+ever borne it, in any of the table's schemas: a Deny covers a field if any of its names matches,
+an Allow only if all of them do, and a row condition on a name holds for an Allow only if it holds
+for every current field that has borne the name (for a Deny, if it holds for any).
 """
 
 from __future__ import annotations
@@ -38,49 +43,87 @@ def fingerprint(rule: ReadRule) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=list).encode()).hexdigest()[:24]
 
 
+class Columns:
+    """A table's fields across all its schemas: every name each has borne, and its top-level field."""
+
+    def __init__(self, metadata: Any) -> None:
+        self.current = metadata.schema()
+        self.names: dict[int, set[str]] = {}
+        self.top: dict[int, int] = {}
+        for schema in [*metadata.schemas, self.current]:
+            parents = schema._lazy_id_to_parent
+            for name, field_id in schema._name_to_id.items():
+                self.names.setdefault(field_id, set()).add(name)
+                top = field_id
+                while top in parents:
+                    top = parents[top]
+                self.top[field_id] = top
+        self.top_ids = sorted({t for t in self.top.values()})
+        self._rows: dict[tuple[Any, ...], Any] = {}
+
+    def current_name(self, field_id: int) -> str | None:
+        found = self.current.find_column_name(field_id)
+        return str(found) if found else None
+
+    def label(self, field_id: int) -> str:
+        return self.current_name(field_id) or sorted(self.names.get(field_id, {str(field_id)}))[0]
+
+    def bearing(self, column: str) -> list[int]:
+        """The fields of the current schema that have ever been named `column` (case-insensitive)."""
+        wanted = column.lower()
+        return sorted(
+            i for i, names in self.names.items() if any(n.lower() == wanted for n in names) and self.current_name(i)
+        )
+
+
 @lru_cache(maxsize=512)
 def _pattern(text: str) -> re.Pattern[str]:
     return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in text), re.DOTALL)
 
 
-def _covers(st: ReadStatement, column: str) -> bool:
-    for operator, values in st.columns or ():
-        hit = any(_pattern(v).fullmatch(column) for v in values) if "Like" in operator else column in values
-        if hit == operator.startswith("StringNot"):
-            return False
-    return True
+def _passes(operator: str, values: tuple[str, ...], name: str) -> bool:
+    hit = any(_pattern(v).fullmatch(name) for v in values) if "Like" in operator else name in values
+    return hit != operator.startswith("StringNot")
 
 
-def _field(schema: Any, column: str) -> Any:
-    try:
-        return schema.find_field(column, case_sensitive=False)
-    except ValueError:
-        return None
+def _covers(st: ReadStatement, names: set[str]) -> bool:
+    """Whether the statement covers a top-level field with these names (all of them for an Allow,
+    any for a Deny: a rename widens no grant and escapes no denial)."""
+    if st.columns is None:
+        return True
+    tests = [all(_passes(op, values, n) for op, values in st.columns) for n in sorted(names)]
+    return any(tests) if st.deny else all(tests)
 
 
-def _predicate(operator: str, column: str, values: tuple[str, ...], schema: Any, deny: bool) -> Any:
-    """One condition as a predicate. One that cannot apply to the column's type (a number on a
-    string column, a value of the wrong type) fails closed: it grants nothing in an Allow and
-    covers every row in a Deny."""
+def _predicate(operator: str, column: str, values: tuple[str, ...], cols: Columns, deny: bool) -> Any:
+    """One row condition as a predicate over the fields that have borne the name. One that cannot
+    apply to a field's type (a number on a string column, a prefix on a number, a struct) fails
+    closed: it grants nothing in an Allow and covers every row in a Deny."""
     from pyiceberg import expressions as ex
     from pyiceberg.expressions.visitors import bind
 
-    try:
-        found = _build(operator, column, values, schema)
-        bind(schema, found, False)
-    except Exception:  # noqa: BLE001 - PyIceberg raises ValueError, TypeError, ... for what cannot bind
-        return ex.AlwaysTrue() if deny else ex.AlwaysFalse()
-    return found
+    fields = cols.bearing(column)
+    if not fields:
+        return ex.AlwaysTrue() if operator in NEGATED else ex.AlwaysFalse()
+    parts = []
+    for field_id in fields:
+        name = cols.current_name(field_id) or column
+        try:
+            found = _build(operator, name, values, cols.current.find_type(field_id))
+            bind(cols.current, found, True)
+        except Exception:  # noqa: BLE001 - PyIceberg raises ValueError, TypeError, ... for what cannot bind
+            found = ex.AlwaysTrue() if deny else ex.AlwaysFalse()
+        parts.append(found)
+    out = parts[0]
+    for part in parts[1:]:
+        out = ex.Or(out, part) if deny else ex.And(out, part)
+    return out
 
 
-def _build(operator: str, column: str, values: tuple[str, ...], schema: Any) -> Any:
+def _build(operator: str, name: str, values: tuple[str, ...], kind: Any) -> Any:
     from pyiceberg import expressions as ex
+    from pyiceberg import types as t
 
-    field = _field(schema, column)
-    negated = operator in NEGATED
-    if field is None:
-        return ex.AlwaysTrue() if negated else ex.AlwaysFalse()
-    name = schema.find_column_name(field.field_id)
     positive: Any
     if operator in ("StringEquals", "StringNotEquals"):
         positive = ex.In(name, list(values)) if len(values) > 1 else ex.EqualTo(name, values[0])
@@ -91,10 +134,14 @@ def _build(operator: str, column: str, values: tuple[str, ...], schema: Any) -> 
                 one: Any = ex.NotNull(name)
             elif "*" not in v and "?" not in v:
                 one = ex.EqualTo(name, v)
-            else:  # policy validation admits only a trailing *
+            elif isinstance(kind, t.StringType):  # policy validation admits only a trailing *
                 one = ex.StartsWith(name, v[:-1])
+            else:
+                raise TypeError(f"a prefix applies to strings, not {kind}")
             positive = ex.Or(positive, one)
     else:
+        if not isinstance(kind, (t.IntegerType, t.LongType, t.FloatType, t.DoubleType, t.DecimalType)):
+            raise TypeError(f"a number applies to numeric columns, not {kind}")
         numbers = [_number(v) for v in values]
         if operator in ("NumericEquals", "NumericNotEquals"):
             positive = ex.In(name, numbers) if len(numbers) > 1 else ex.EqualTo(name, numbers[0])
@@ -108,7 +155,7 @@ def _build(operator: str, column: str, values: tuple[str, ...], schema: Any) -> 
             positive = ex.AlwaysFalse()
             for n in numbers:
                 positive = ex.Or(positive, cls(name, n))
-    return ex.Not(positive) if negated else positive
+    return ex.Not(positive) if operator in NEGATED else positive
 
 
 def _number(text: str) -> int | float:
@@ -119,46 +166,52 @@ def _number(text: str) -> int | float:
         return int(value) if value.is_integer() else value
 
 
-def _rows(st: ReadStatement, schema: Any) -> Any:
+def _rows(st: ReadStatement, cols: Columns) -> Any:
     from pyiceberg import expressions as ex
 
     out: Any = ex.AlwaysTrue()
     for operator, column, values in st.rows:
-        out = ex.And(out, _predicate(operator, column, values, schema, st.deny))
+        out = ex.And(out, _predicate(operator, column, values, cols, st.deny))
     return out
 
 
-def readable_rows(rule: ReadRule, schema: Any, columns: list[str]) -> Any:
-    """The rows the caller may read in every one of `columns` (AlwaysTrue when unrestricted)."""
+def readable_rows(rule: ReadRule, cols: Columns, field_ids: list[int]) -> Any:
+    """The rows the caller may read in every one of these top-level fields (AlwaysTrue when unrestricted)."""
     from pyiceberg import expressions as ex
 
     if not restricted(rule):
         return ex.AlwaysTrue()
+    key = (rule, tuple(sorted(set(field_ids))))
+    if key in cols._rows:
+        return cols._rows[key]
     any_allow = any(not st.deny for st in rule)
     out: Any = ex.AlwaysTrue()
     seen: list[Any] = []
-    for column in columns:
+    for field_id in sorted(set(field_ids)):
+        names = cols.names.get(field_id, set())
         allow: Any = ex.AlwaysFalse() if any_allow else ex.AlwaysTrue()
         deny: Any = ex.AlwaysFalse()
         for st in rule:
-            if not _covers(st, column):
+            if not _covers(st, names):
                 continue
             if st.deny:
-                deny = ex.Or(deny, _rows(st, schema))
+                deny = ex.Or(deny, _rows(st, cols))
             else:
-                allow = ex.Or(allow, _rows(st, schema))
+                allow = ex.Or(allow, _rows(st, cols))
         rows = ex.And(allow, ex.Not(deny))
-        if rows not in seen:  # columns under the same statements add nothing
+        if rows not in seen:  # fields under the same statements add nothing
             seen.append(rows)
             out = ex.And(out, rows)
+    cols._rows[key] = out
     return out
 
 
-def readable_columns(rule: ReadRule, schema: Any) -> list[str]:
-    """The top-level columns of which the caller may read some rows (its projection when it names none)."""
+def readable_columns(rule: ReadRule, cols: Columns) -> list[str]:
+    """The current top-level columns of which the caller may read some rows (its projection when
+    it names none)."""
     from pyiceberg import expressions as ex
 
-    names = [f.name for f in schema.fields]
+    fields = [f for f in cols.current.fields]
     if not restricted(rule):
-        return names
-    return [n for n in names if not isinstance(readable_rows(rule, schema, [n]), ex.AlwaysFalse)]
+        return [f.name for f in fields]
+    return [f.name for f in fields if not isinstance(readable_rows(rule, cols, [f.field_id]), ex.AlwaysFalse)]
