@@ -31,15 +31,20 @@ def catalog_credentials() -> Any:
         return _credentials.get_frozen_credentials()
 
 
-def sign(method: str, uri: str, headers: dict[str, list[str]], region: str) -> dict[str, list[str]]:
+def sign(
+    method: str, uri: str, headers: dict[str, list[str]], region: str, also: tuple[str, ...] = ()
+) -> dict[str, list[str]]:
     """The headers to add to the request: Authorization, X-Amz-Date, and the session token and
-    payload hash when the client did not send them (never one it sent: PyIceberg appends, not sets)."""
+    payload hash when the client did not send them (never one it sent: PyIceberg appends, not sets).
+    `also` names headers to sign besides (Range, when only a byte range was granted)."""
     from botocore.auth import S3SigV4Auth
     from botocore.awsrequest import AWSRequest
 
     lower = {k.lower(): ", ".join(v) for k, v in headers.items()}
     to_sign = {
-        k: v for k, v in lower.items() if (k.startswith("x-amz-") and k not in _SET_BY_SIGNER) or k == "content-md5"
+        k: v
+        for k, v in lower.items()
+        if (k.startswith("x-amz-") and k not in _SET_BY_SIGNER) or k == "content-md5" or k in also
     }
     payload = lower.get("x-amz-content-sha256") or "UNSIGNED-PAYLOAD"
     to_sign["x-amz-content-sha256"] = payload

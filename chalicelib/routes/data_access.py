@@ -5,6 +5,7 @@ reads the table's pointer (cached a few seconds) and signs, importing no PyIcebe
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Any
@@ -81,28 +82,57 @@ def sign_request(req: RequestContext) -> tuple[int, dict[str, Any], dict[str, st
     creating = bool(req.query.get("staged"))  # the route checked CreateTable, the handler the grant
     if s3.writes and not (creating or delegation.may_write(req, wh, ns, name)):
         raise Forbidden(f"Access denied: {req.identity.name} may read this table, not write it (s3tables:UpdateTable)")
+    also: tuple[str, ...] = ()
     if not s3.writes and not creating:
-        _check_planned(req, ctx, wh, ns, name, location, s3.bucket, s3.key)
-    signed = data.sign(method, uri, headers, ctx.settings.region)
+        also = _check_planned(req, ctx, wh, ns, name, location, s3, headers)
+    signed = data.sign(method, uri, headers, ctx.settings.region, also)
     return 200, {"uri": uri, "headers": signed}, {"Cache-Control": "no-cache"}
 
 
 def _check_planned(
-    req: RequestContext, ctx: Any, wh: str, ns: tuple[str, ...], name: str, location: str, bucket: str, key: str
-) -> None:
-    """A caller whose read policy limits rows or columns reads only the files its own scan plans gave it."""
+    req: RequestContext,
+    ctx: Any,
+    wh: str,
+    ns: tuple[str, ...],
+    name: str,
+    location: str,
+    s3: Any,
+    headers: dict[str, list[str]],
+) -> tuple[str, ...]:
+    """A caller whose read policy limits rows or columns reads only what its own scan plans gave it:
+    whole files, or (a deletion vector in a Puffin file shared across partitions) a byte range, whose
+    Range header is then signed too (S3 checks it). Returns the headers to sign besides."""
     rule = delegation.read_rule(req, wh, ns, name)
     if not planning.restricted(rule):
-        return
+        return ()
     who = req.identity.name
-    if key and planning.granted(ctx, wh, location, who, rule, f"{bucket}/{key}"):
-        return
+    if s3.key:
+        whole, ranges = planning.granted(ctx, wh, location, who, rule, f"{s3.bucket}/{s3.key}")
+        if whole:
+            return ()
+        plain = not ({"partNumber", "versionId"} & set(s3.query))
+        if ranges and plain and s3.method == "HEAD":
+            return ()
+        if ranges and plain and _within(headers, ranges):
+            return ("range",)
     raise Forbidden(
         f"Access denied: {who}'s policy limits which rows of {'.'.join(ns)}.{name} it may read "
         "(s3tables:GetTableData), so it reads only the data and delete files its own scan plans gave it: plan "
         "the scan on the server (scan-planning-mode=server; POST .../plan). This file is in none of them, or it "
         "holds rows or columns the caller may not read (files are read whole)"
     )
+
+
+def _within(headers: dict[str, list[str]], ranges: list[tuple[int, int]]) -> bool:
+    """The request reads one byte range (`Range: bytes=a-b`) inside one of the granted ranges."""
+    found = [v for k, vs in headers.items() if k.lower() == "range" for v in vs]
+    if len(found) != 1:
+        return False
+    match = re.fullmatch(r"bytes=(\d{1,19})-(\d{1,19})", found[0].strip())
+    if match is None:
+        return False
+    first, last = int(match[1]), int(match[2])
+    return first <= last and any(start <= first and last <= end for start, end in ranges)
 
 
 @operation(bp, TABLE + "/credentials", "GET", "GetTableCredentials", checks=resources.table_read)

@@ -46,6 +46,9 @@ def tasks(
     return plans.tasks(ctx, _table(ctx, warehouse, ns, name), reader, token, rule)
 
 
-def granted(ctx: Context, warehouse: str, location: str, reader: str, rule: ReadRule, obj: str) -> bool:
-    """Whether one of the reader's live plans of the table at `location` gave it `obj` (bucket/key)."""
+def granted(
+    ctx: Context, warehouse: str, location: str, reader: str, rule: ReadRule, obj: str
+) -> tuple[bool, list[tuple[int, int]]]:
+    """What the reader's live plans of the table at `location` gave it of `obj` (bucket/key): all
+    of it, or byte ranges only."""
     return plans.granted(ctx, ctx.bucket_for(warehouse), location, reader, rule, obj)

@@ -16,7 +16,7 @@ from typing import Any
 
 from chalicelib.core.context import Context
 from chalicelib.core.planning import content, expressions, manifests, read_rules
-from chalicelib.core.planning.manifests import REFERENCED_DATA_FILE, v3_field
+from chalicelib.core.planning.manifests import CONTENT_OFFSET, CONTENT_SIZE, REFERENCED_DATA_FILE, v3_field
 from chalicelib.errors import BadRequest, Forbidden
 
 PATH_FIELD_ID = 2147483546  # file_path of a position delete file
@@ -388,6 +388,17 @@ class _Deletes:
     def servable(self, delete: Any) -> bool:
         return delete.file_path not in self.unservable
 
+    def grant(self, delete: Any) -> str | None:
+        """What of a delete file the caller may be served: the file, or (a deletion vector in a
+        Puffin file shared with vectors of other partitions) its own blob's byte range, or nothing.
+        A vector holds positions of the one data file it names, whose partition it carries."""
+        if self.servable(delete):
+            return str(delete.file_path)
+        offset, size = v3_field(delete, CONTENT_OFFSET), v3_field(delete, CONTENT_SIZE)
+        if offset is None or not size or not _servable(self.prepared, delete):
+            return None
+        return f"{delete.file_path}#bytes={offset}-{offset + size - 1}"
+
     def add(self, entry: Any) -> None:
         df, seq = entry.data_file, entry.sequence_number or 0
         key = (df.spec_id, _values(df.partition))
@@ -480,7 +491,7 @@ class Chunk:
 
     delete_files: list[dict[str, Any]]
     file_scan_tasks: list[dict[str, Any]]
-    paths: list[str]  # the files its signer may serve a limited caller: whole files it may read
+    paths: list[str]  # what its signer may serve a limited caller: whole files, or `path#bytes=a-b`
     withheld: int  # data files left out because some of their rows are not the caller's to read
 
 
@@ -517,15 +528,16 @@ def plan_group(ctx: Context, prepared: Prepared, files: list[Any], data: list[in
                 continue
             matched = index.matching(entry) if prepared.appended is None else []
             # Served only with all its deletes: a file read without them shows deleted rows.
-            grant = _servable(prepared, df) and all(index.servable(d) for d in matched)
+            grants = [index.grant(d) for d in matched] if prepared.limited else []
+            grant = _servable(prepared, df) and all(grants)
             refs = []
             for d in matched:
                 if d.file_path not in positions:
                     positions[d.file_path] = len(delete_files)
                     delete_files.append(content.content_file(d, partition_types[d.spec_id], set(), {}))
                 refs.append(positions[d.file_path])
-                if grant:
-                    paths.append(d.file_path)
+            if grant:
+                paths += [g for g in grants if g]
             residual = _evaluator(prepared, "residual", df.spec_id).residual_for(df.partition)
             task: dict[str, Any] = {
                 "data-file": content.content_file(df, partition_types[df.spec_id], prepared.stats_ids, types),

@@ -360,16 +360,19 @@ def _forget(table_key: str, reader_key: str) -> None:
         _grants.pop((table_key, reader_key), None)
 
 
-def granted(ctx: Context, bucket: str, location: str, reader: str, rule: Any, obj: str) -> bool:
-    """Whether a live plan of this reader (not cancelled or failed, made under its current rule)
-    gave it the object (bucket/key) to read whole. What the signer read is trusted for
-    GRANT_TTL_S; an object not found sends it back to S3 (one LIST, and reads of what changed)."""
+def granted(
+    ctx: Context, bucket: str, location: str, reader: str, rule: Any, obj: str
+) -> tuple[bool, list[tuple[int, int]]]:
+    """What live plans of this reader (not cancelled or failed, made under its current rule) gave
+    it of the object (bucket/key): all of it, or byte ranges (a deletion vector's blob in a shared
+    Puffin file). What the signer read is trusted for GRANT_TTL_S; an object not found sends it
+    back to S3 (one LIST, and reads of what changed)."""
     table_key, reader_key = digest(location.rstrip("/")), digest(reader)
     fp = read_rules.fingerprint(rule)
     with _grants_lock:
         read_at, plans = _grants.get((table_key, reader_key), (0.0, {}))
-    if time.monotonic() - read_at < GRANT_TTL_S and _holds(plans, fp, obj):
-        return True
+    if time.monotonic() - read_at < GRANT_TTL_S and _holds(plans, fp, obj)[0]:
+        return True, []
     plans = _read_plans(ctx, bucket, table_key, reader_key)
     with _grants_lock:
         if len(_grants) > 1000:
@@ -378,9 +381,19 @@ def granted(ctx: Context, bucket: str, location: str, reader: str, rule: Any, ob
     return _holds(plans, fp, obj)
 
 
-def _holds(plans: dict[str, tuple[int, str, frozenset[str]]], fp: str, obj: str) -> bool:
+def _holds(plans: dict[str, tuple[int, str, frozenset[str]]], fp: str, obj: str) -> tuple[bool, list[tuple[int, int]]]:
     now = _now_ms()
-    return any(exp > now and rfp == fp and obj in objects for exp, rfp, objects in plans.values())
+    live = [objects for exp, rfp, objects in plans.values() if exp > now and rfp == fp]
+    if any(obj in objects for objects in live):
+        return True, []
+    ranges = []
+    mark = obj + "#bytes="
+    for objects in live:
+        for entry in objects:
+            if entry.startswith(mark):
+                start, _, end = entry[len(mark) :].partition("-")
+                ranges.append((int(start), int(end)))
+    return False, ranges
 
 
 def _read_plans(
