@@ -472,7 +472,7 @@ def method_not_allowed(app: Chalice) -> None:
 def _to_response(result: Any) -> Response:
     status, body, *rest = result
     headers = {"Content-Type": "application/json", **(rest[0] if rest else {})}
-    if body is None:
+    if body is None or status in (204, 304):  # no body, ever: a keep-alive client would read it as the next answer
         text = ""
     elif isinstance(body, str):
         text = body

@@ -61,10 +61,10 @@ def create_sink(req: RequestContext) -> tuple[int, dict[str, Any]]:
 
 
 @operation(bp, SINKS + "/{sink}", "DELETE", "DeleteEventSink", iceberg=False, checks=_warehouse)
-def delete_sink(req: RequestContext) -> tuple[int, dict[str, Any]]:
+def delete_sink(req: RequestContext) -> tuple[int, None]:
     ctx, wh = warehouse_of(req)
     events.delete_sink(ctx, wh, _sink_name(req))
-    return 204, {}
+    return 204, None
 
 
 @operation(bp, SINKS + "/{sink}/replay", "POST", "CreateEventSink", iceberg=False, checks=_warehouse)
