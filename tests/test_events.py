@@ -422,3 +422,11 @@ def test_a_filtered_sink_is_not_told_the_other_end_of_a_rename(core):
     dispatcher.dispatch(core, wh, send=sink)
     assert [e["type"].rsplit(".", 1)[-1] for e in sink.got if e["subject"] == "pub.t"] == ["renamed"]
     assert "plan_q3" not in str(sink.got) and "secret" not in str(sink.got)
+
+
+def test_answers_without_content_carry_no_body() -> None:
+    """DeleteEventSink answered 204 with "{}": a keep-alive client read it as its next answer's start."""
+    from chalicelib.pipeline import _to_response
+
+    for result in ((204, {}), (204, None), (304, None, {"ETag": '"x"'})):
+        assert _to_response(result).body == ""
