@@ -309,6 +309,38 @@ def test_a_dropped_column_still_in_a_file_keeps_the_file_from_a_caller_denied_it
     assert _sign(url, env, user, "drop", next(iter(_files(got.json())))).status_code == 403
 
 
+def test_a_column_left_out_of_a_files_metrics_still_keeps_the_file_from_a_caller_denied_it(url, env):
+    """Metrics may leave a column out (a writer's metrics mode): they prove nothing about what a file holds."""
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.typedef import Record
+
+    table = env["root"].create_table("ns.nometrics", SCHEMA, partition_spec=SPEC)
+    columns = [_field("id", pa.int64(), 1), _field("region", pa.string(), 2), _field("secret", pa.string(), 3)]
+    body = _parquet([{"id": 1, "region": "eu", "secret": "HIDDEN"}], pa.schema(columns))
+    path = f"{table.metadata.location}/data/region=eu/quiet.parquet"
+    with table.io.new_output(path).create(overwrite=True) as out:
+        out.write(body)
+    quiet = DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=path,
+        file_format=FileFormat.PARQUET,
+        partition=Record("eu"),
+        record_count=1,
+        file_size_in_bytes=len(body),
+        column_sizes={1: 8, 2: 8},  # no word of column 3
+        value_counts={1: 1, 2: 1},
+        null_value_counts={1: 0, 2: 0},
+    )
+    with table.transaction() as tx:
+        with tx.update_snapshot().fast_append() as append:
+            append.append_data_file(quiet)
+    deny = {"Effect": "Deny", "Condition": {"StringEquals": {"s3tables:column": "secret"}}}
+    user = _user(env, url, "nometrics", EU, deny)
+    got = _plan(url, env, user, "nometrics", {"select": ["id"]})
+    assert got.status_code == 200 and _files(got.json()) == {path}
+    assert _sign(url, env, user, "nometrics", path).status_code == 403
+
+
 def _parquet(rows: list[dict[str, Any]], schema: pa.Schema) -> bytes:
     buf = io.BytesIO()
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), buf)

@@ -136,14 +136,9 @@ class Prepared:
         return read_rules.restricted(self.rule)
 
     def whole(self, df: Any) -> Any:
-        """The rows readable in every column the file holds: those its metrics name, else every
-        column the table has ever had (a dropped column may still be in the file)."""
-        held = set(df.value_counts or ()) | set(df.column_sizes or ()) | set(df.null_value_counts or ())
-        cols = self.columns
-        tops = {cols.top[i] for i in held if i in cols.top} if held else set(cols.top_ids)
-        if held and any(i not in cols.top for i in held):
-            tops = set(cols.top_ids)  # a field no schema names: judge the file by every column
-        return read_rules.readable_rows(self.rule, cols, sorted(tops))
+        """The rows readable in every column the file may hold: every column the table has ever had
+        (a dropped column stays in old files, and a file's metrics may leave any column out)."""
+        return read_rules.readable_rows(self.rule, self.columns, self.columns.top_ids)
 
 
 def _snapshot(metadata: Any, snapshot_id: int) -> Any:
