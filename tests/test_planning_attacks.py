@@ -540,3 +540,45 @@ def test_a_table_policy_deny_makes_config_ask_for_server_planning(url, env):
     time.sleep(5.2)  # CATALOG_RESOURCE_POLICY_TTL_S
     overrides = _session(user).get(config, params={"warehouse": env["wh"]}).json()["overrides"]
     assert overrides["scan-planning-mode"] == "server"
+
+
+# ---- the third review ------------------------------------------------------------------------------
+
+
+def test_a_limited_writer_cannot_erase_the_names_a_column_had(url, env):
+    from pyiceberg.catalog.rest import RestCatalog
+    from pyiceberg.table.update import RemoveSchemasUpdate
+
+    table = env["root"].create_table("ns.erase", SCHEMA, partition_spec=SPEC)
+    table.append(_rows("eu", 0, 2))
+    arn = f"arn:aws:s3tables:::bucket/{env['wh']}/table/ns/erase"
+    no_secret = allow(["s3tables:GetTableData"], arn, {"StringEquals": {"s3tables:column": "secret"}}, "Deny")
+    docs = {
+        "rw": allow(["s3tables:GetTable", "s3tables:UpdateTable"], arn),
+        "all": allow(["s3tables:GetTableData"], arn),
+    }
+    user = make_user(env["http"], url, {**docs, "nosecret": no_secret})
+    props = {"scan-planning-mode": "server", "header.X-Iceberg-Access-Delegation": "remote-signing"}
+    mine = RestCatalog("e", uri=url, warehouse=env["wh"], **sigv4_props(user[1], user[2]), **props)
+    with mine.load_table("ns.erase").update_schema() as update:
+        update.rename_column("secret", "notes")
+    renamed = mine.load_table("ns.erase")
+    with pytest.raises(Exception, match="(?i)forbidden|remove schemas"):
+        mine.commit_table(renamed, requirements=(), updates=(RemoveSchemasUpdate(schema_ids=[0]),))
+    assert _plan(url, env, user, "erase", {"select": ["notes"]}).status_code == 403
+    # Root may clean up old schemas (Iceberg Java's cleanExpiredMetadata); the policy then names what is left.
+    root_view = env["root"].load_table("ns.erase")
+    env["root"].commit_table(root_view, requirements=(), updates=(RemoveSchemasUpdate(schema_ids=[0]),))
+
+
+def test_a_table_whose_manifests_use_a_removed_spec_is_a_clear_error(url, env):
+    from pyiceberg.table.update import RemovePartitionSpecsUpdate
+
+    table = env["root"].create_table("ns.spec", SCHEMA, partition_spec=SPEC)
+    table.append(_rows("eu", 0, 2))
+    with table.update_spec() as update:
+        update.remove_field("region")
+    table = env["root"].load_table("ns.spec")
+    env["root"].commit_table(table, requirements=(), updates=(RemovePartitionSpecsUpdate(spec_ids=[0]),))
+    got = _plan(url, env, ROOT, "spec", {})
+    assert got.status_code == 422 and "partition spec 0" in got.json()["error"]["message"]

@@ -339,3 +339,25 @@ def test_the_sweeper_deletes_expired_plans_only(core) -> None:
         core.storage.put(bucket, key, b"{}")
     assert plans.expire(core, bucket) == 2
     assert sorted(core.storage.list_keys(bucket, keys.PLANS_PREFIX)) == sorted(k for k in made if live in k)
+
+
+def test_a_granted_range_is_one_plain_ascii_range_inside_a_grant() -> None:
+    from chalicelib.routes.data_access import _within
+
+    grants = [(100, 199)]
+    assert _within({"Range": ["bytes=100-150"]}, grants)
+    assert _within({"range": ["bytes=100-199"]}, grants)
+    for headers in (
+        {},
+        {"Range": ["bytes=100-200"]},
+        {"Range": ["bytes=99-150"]},
+        {"Range": ["bytes=0-1,100-150"]},
+        {"Range": ["bytes=-50"]},
+        {"Range": ["bytes=100-"]},
+        {"Range": ["bytes=150-100"]},
+        {"Range": ["bytes=１００-１５０"]},
+        {"Range": ["bytes=100-150\xa0"]},
+        {"Range": ["bytes=100-150"], "range": ["bytes=100-150"]},
+        {"Range": ["bytes=100-150", "bytes=100-150"]},
+    ):
+        assert not _within(headers, grants), headers

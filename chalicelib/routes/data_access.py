@@ -128,7 +128,7 @@ def _within(headers: dict[str, list[str]], ranges: list[tuple[int, int]]) -> boo
     found = [v for k, vs in headers.items() if k.lower() == "range" for v in vs]
     if len(found) != 1:
         return False
-    match = re.fullmatch(r"bytes=(\d{1,19})-(\d{1,19})", found[0].strip())
+    match = re.fullmatch(r"bytes=([0-9]{1,19})-([0-9]{1,19})", found[0].strip(" "), re.ASCII)
     if match is None:
         return False
     first, last = int(match[1]), int(match[2])

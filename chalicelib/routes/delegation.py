@@ -44,6 +44,25 @@ def refuse_vending_if_limited(req: RequestContext, wh: str, ns: tuple[str, ...],
         )
 
 
+# Updates that forget names columns had: read policies name columns by every name they have had in the
+# table's schemas (core/planning/read_rules.py), so a caller whose reads are limited may not erase that.
+FORGETTING = frozenset({"remove-schemas"})
+
+
+def refuse_forgetting(req: RequestContext, wh: str, changes: list[Any]) -> None:
+    """403 for a change that removes schemas from a table whose reads are limited for the caller."""
+    for change in changes:
+        actions = {getattr(u, "action", None) for u in change.updates}
+        if actions & FORGETTING and limited(req, wh, change.namespace, change.name):
+            from chalicelib.errors import Forbidden
+
+            raise Forbidden(
+                f"Access denied: {req.identity.name}'s reads of {'.'.join(change.namespace)}.{change.name} are "
+                "limited by policy (s3tables:GetTableData), whose column names cover every name a column has had "
+                "in the table's schemas: it may not remove schemas"
+            )
+
+
 def may_write(req: RequestContext, wh: str, ns: tuple[str, ...], name: str) -> bool:
     return req.visible("UpdateTable", table_arn(wh, ns, name), ns_context(ns, name))
 

@@ -118,6 +118,7 @@ def table_exists(req: RequestContext) -> tuple[int, None]:
 def commit_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     ctx, wh = warehouse_of(req)
     change = iceberg_io.parse_change(req.json(), namespace_of(req), _table_of(req))
+    delegation.refuse_forgetting(req, wh, [change])
     return iceberg_io.with_etag(tables.commit(ctx, wh, change), ctx.settings.client_config)
 
 

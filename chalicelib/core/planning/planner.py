@@ -17,7 +17,7 @@ from typing import Any
 from chalicelib.core.context import Context
 from chalicelib.core.planning import content, expressions, manifests, read_rules
 from chalicelib.core.planning.manifests import CONTENT_OFFSET, CONTENT_SIZE, REFERENCED_DATA_FILE, v3_field
-from chalicelib.errors import BadRequest, Forbidden
+from chalicelib.errors import BadRequest, Forbidden, UnprocessableEntity
 
 PATH_FIELD_ID = 2147483546  # file_path of a position delete file
 
@@ -339,6 +339,13 @@ def kept_manifests(prepared: Prepared, files: list[Any]) -> tuple[list[int], lis
     from pyiceberg.manifest import ManifestContent
 
     data, deletes = [], []
+    specs = prepared.metadata.specs()
+    for m in files:
+        if m.partition_spec_id not in specs:
+            raise UnprocessableEntity(
+                f"The table cannot be planned: manifest {m.manifest_path.rsplit('/', 1)[-1][:80]} uses partition "
+                f"spec {m.partition_spec_id}, which its metadata no longer has (removed while still in use)"
+            )
     for i, m in enumerate(files):
         if not _evaluator(prepared, "manifest", m.partition_spec_id)(m):
             continue
