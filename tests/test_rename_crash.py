@@ -119,3 +119,38 @@ def test_two_renames_of_one_table_to_one_name_keep_the_table(core, monkeypatch):
     )
     assert pointers.live(core, wh, ("a",), "t") is None
     assert_fsck_clean(core, wh)
+
+
+class _CommitFirst:
+    """The storage, where a writer's commit lands just before the first conditional write to `key`."""
+
+    def __init__(self, storage: object, key: str, commit: object) -> None:
+        self._storage, self._key, self._commit, self.raced = storage, key, commit, False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._storage, name)
+
+    def put_if_match(self, bucket: str, key: str, body: bytes, etag: str) -> str:
+        if key == self._key and not self.raced:
+            self.raced = True
+            self._commit()  # type: ignore[operator]
+        return self._storage.put_if_match(bucket, key, body, etag)  # type: ignore[attr-defined]
+
+
+def test_a_glue_rename_begun_while_a_writer_commits_retries_with_one_reservation(core):
+    """Regression: the retry claimed the name again with a new nonce and met its own first
+    reservation, answering "is being renamed or dropped" to the Glue client."""
+    from chalicelib import keys
+    from chalicelib.core import glue_renames
+
+    wh, location = _setup(core)
+    change = iceberg_io.parse_change(
+        {"requirements": [], "updates": [{"action": "set-properties", "updates": {"k": "v"}}]}, ("a",), "t"
+    )
+    racing = _CommitFirst(core.storage, keys.table_pointer(("a",), "t"), lambda: commits.commit(core, wh, change))
+    ctx = Context(core.settings, racing)
+    assert glue_renames.begin(ctx, wh, (("b",), "u"), location, {"Name": "u"}, lambda ns, name: None)
+    assert racing.raced
+    reserved = pointers.read(core, wh, ("b",), "u")
+    assert reserved is not None and reserved.state == "pending"
+    assert lookup.load(core, wh, ("a",), "t").metadata_location != location  # the writer's commit stands

@@ -65,15 +65,20 @@ def begin(
             pointers.remove_pointer(ctx, bucket, keys.table_pointer(*dst), held, started)
             raise Conflict(f"Namespace {'.'.join(dst[0])!r} is being deleted")
         marked = dict(src.data, **{INTENT: intent})
+        dst_key = keys.table_pointer(*dst)
         try:
             ctx.storage.put_if_match(bucket, src_key, dump(marked), src.etag)
             return True
         except (PreconditionFailed, ObjectNotFound):
-            return cas.AGAIN  # a commit landed first: check the metadata again
+            # A commit landed first. Our reservation goes (each attempt's carries its own nonce, so
+            # the next claim would take this one for another rename's), then check the metadata again.
+            pointers.remove_pointer(ctx, bucket, dst_key, held, started, reserve)
+            return cas.AGAIN
         except WriteInDoubt:
             now = pointers.read(ctx, warehouse, src_ns, src_name)
             if now is not None and pointer_record.glue_rename(now.data) == intent:
                 return True
+            pointers.remove_pointer(ctx, bucket, dst_key, held, started, reserve)
             return cas.AGAIN  # overwritten since: ours may be under it, so mark again
 
     return cas.retrying(attempt, f"Table {pointer_record.ident(src_ns, src_name)!r}")
