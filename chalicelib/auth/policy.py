@@ -299,6 +299,17 @@ def denied(
     return _decide(policies, action, resource, context, False, id_of) == "Deny"
 
 
+def _data_reads(policies: Policies) -> Iterator[dict[str, Any]]:
+    """The statements whose actions include s3tables:GetTableData."""
+    for doc in policies:
+        for st in statements(doc):
+            if "Action" in st and not _action_matches(_list(st["Action"]), READ_ACTION):
+                continue
+            if "NotAction" in st and _action_matches(_list(st["NotAction"]), READ_ACTION):
+                continue
+            yield st
+
+
 def read_statements(
     policies: Policies, resource: Resource, context: dict[str, str], id_of: IdOf | None = None
 ) -> tuple[Any, ...]:
@@ -308,49 +319,39 @@ def read_statements(
 
     names = _Names(resource, id_of)
     out = []
-    for doc in policies:
-        for st in statements(doc):
-            if "Action" in st and not _action_matches(_list(st["Action"]), READ_ACTION):
-                continue
-            if "NotAction" in st and _action_matches(_list(st["NotAction"]), READ_ACTION):
-                continue
-            deny = st.get("Effect") == "Deny"
-            if not _resource_applies(st, names, deny, False):
-                continue
-            plain: dict[str, dict[str, Any]] = {}
-            rows: list[tuple[str, str, tuple[str, ...]]] = []
-            columns: list[tuple[str, tuple[str, ...]]] = []
-            for operator, tests in (st.get("Condition") or {}).items():
-                for key, value in tests.items():
-                    lowered = key.lower()
-                    if lowered.startswith(ROW_KEY):
-                        rows.append((operator, key[len(ROW_KEY) :], tuple(_list(value))))
-                    elif lowered == COLUMN_KEY:
-                        columns.append((operator, tuple(_list(value))))
-                    else:
-                        plain.setdefault(operator, {})[key] = value
-            if not _condition_holds(plain, context, False):
-                continue
-            out.append(ReadStatement(deny, tuple(sorted(rows)), tuple(sorted(columns)) if columns else None))
+    for st in _data_reads(policies):
+        deny = st.get("Effect") == "Deny"
+        if not _resource_applies(st, names, deny, False):
+            continue
+        plain: dict[str, dict[str, Any]] = {}
+        rows: list[tuple[str, str, tuple[str, ...]]] = []
+        columns: list[tuple[str, tuple[str, ...]]] = []
+        for operator, tests in (st.get("Condition") or {}).items():
+            for key, value in tests.items():
+                lowered = key.lower()
+                if lowered.startswith(ROW_KEY):
+                    rows.append((operator, key[len(ROW_KEY) :], tuple(_list(value))))
+                elif lowered == COLUMN_KEY:
+                    columns.append((operator, tuple(_list(value))))
+                else:
+                    plain.setdefault(operator, {})[key] = value
+        if not _condition_holds(plain, context, False):
+            continue
+        out.append(ReadStatement(deny, tuple(sorted(rows)), tuple(sorted(columns)) if columns else None))
     return tuple(out)
 
 
 def may_limit_reads(policies: Policies, tables: Resource) -> bool:
     """Whether some table of the set may have its reads limited for this caller: a GetTableData
     statement with row or column conditions, or a Deny of it, that may apply to some member."""
-    for doc in policies:
-        for st in statements(doc):
-            if "Action" in st and not _action_matches(_list(st["Action"]), READ_ACTION):
-                continue
-            if "NotAction" in st and _action_matches(_list(st["NotAction"]), READ_ACTION):
-                continue
-            keys = [k.lower() for tests in (st.get("Condition") or {}).values() for k in tests]
-            limits = any(k.startswith(ROW_KEY) or k == COLUMN_KEY for k in keys)
-            if not (limits or st.get("Effect") == "Deny"):
-                continue
-            if "Resource" in st and not _some(_list(st["Resource"]), tables):
-                continue
-            return True
+    for st in _data_reads(policies):
+        keys = [k.lower() for tests in (st.get("Condition") or {}).values() for k in tests]
+        limits = any(k.startswith(ROW_KEY) or k == COLUMN_KEY for k in keys)
+        if not (limits or st.get("Effect") == "Deny"):
+            continue
+        if "Resource" in st and not _some(_list(st["Resource"]), tables):
+            continue
+        return True
     return False
 
 
