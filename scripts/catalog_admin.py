@@ -1,16 +1,24 @@
-"""catalog-admin: manage users, access keys and policies of the catalog (root credentials required).
+"""catalog-admin: the catalog's operator tool.
 
-    python scripts/catalog_admin.py create-user alice
-    python scripts/catalog_admin.py create-key alice
-    python scripts/catalog_admin.py put-policy alice readers policy.json
-    python scripts/catalog_admin.py get-user alice | list-users | delete-key alice KEY | delete-policy alice readers
-    python scripts/catalog_admin.py delete-user alice
-    python scripts/catalog_admin.py audit [--warehouse W [--table NS.T]] [--principal P] [--operation OP] [--limit N]
-    python scripts/catalog_admin.py trash W | undrop W DROP_ID [--to NS.T] | purge-dropped W DROP_ID
+Through the catalog's API (root credentials: CATALOG_ROOT_ACCESS_KEY and CATALOG_ROOT_SECRET_KEY;
+CATALOG_URL, default http://127.0.0.1:8181/_iceberg; requests SigV4-signed for s3tables):
+  users, access keys and policies  list-users, create-user, get-user, delete-user, create-key,
+                                   delete-key, put-policy, delete-policy
+  audit trail                      audit [--warehouse W [--table NS.T]] [--principal P] [--operation OP]
+  dropped tables                   trash W, undrop W DROP_ID [--to NS.T], purge-dropped W DROP_ID
+  change-event sinks               event-sinks W, add-event-sink W NAME KIND TARGET, remove-event-sink W NAME,
+                                   replay-events W NAME
 
-Settings: CATALOG_URL (default http://127.0.0.1:8181/_iceberg), CATALOG_ROOT_ACCESS_KEY,
-CATALOG_ROOT_SECRET_KEY, CATALOG_SIGNING_REGION (default us-east-1). Requests are SigV4-signed
-with signing name s3tables by botocore.
+Straight on S3, with the catalog's own settings (S3_ENDPOINT_URL, CATALOG_SYSTEM_BUCKET, AWS
+credentials and region; under `make run`: S3_ENDPOINT_URL=http://127.0.0.1:4566
+AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test, as its banner prints):
+  fsck W [--repair] [--json]       check a warehouse against the design's invariants
+  export W --to FILE, import FILE --warehouse W [--copy-data]
+  history W NS.T, rollback-table W NS.T METADATA_LOCATION
+  dispatch-events [--warehouse W] [--once | --every SECONDS]   send change events to the sinks
+
+Exit codes: 0 done; 1 refused or failed (the reason on stderr; fsck: violations found); 2 bad
+usage (fsck: unfinished work left for the sweeper).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -26,6 +35,11 @@ import requests
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
+
+# Run as `python scripts/catalog_admin.py`, the script's own folder is on the path, not the catalog's.
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
 
 class SigV4(requests.auth.AuthBase):
@@ -54,28 +68,37 @@ def session(access_key: str | None = None, secret_key: str | None = None) -> req
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="catalog-admin", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="catalog-admin",
+        description=__doc__.split("\n\n")[0],
+        epilog="\n\n".join(__doc__.split("\n\n")[1:]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--url", default=os.environ.get("CATALOG_URL", "http://127.0.0.1:8181/_iceberg"))
     sub = parser.add_subparsers(dest="cmd", required=True)
-    for name, args in {
-        "list-users": [],
-        "create-user": ["user"],
-        "get-user": ["user"],
-        "delete-user": ["user"],
-        "create-key": ["user"],
-        "delete-key": ["user", "key"],
-        "put-policy": ["user", "policy", "file"],
-        "delete-policy": ["user", "policy"],
+    for name, (args, what) in {
+        "list-users": ([], "list the users"),
+        "create-user": (["user"], "create a user (no access key, no policy)"),
+        "get-user": (["user"], "a user: its access key ids and policies"),
+        "delete-user": (["user"], "delete a user, its keys and policies (its tokens stop working)"),
+        "create-key": (["user"], "a new access key for a user (the secret is printed once)"),
+        "delete-key": (["user", "key"], "delete an access key"),
+        "put-policy": (["user", "policy", "file"], "attach or replace a named IAM policy read from a JSON file"),
+        "delete-policy": (["user", "policy"], "remove a named policy"),
     }.items():
-        cmd = sub.add_parser(name)
+        cmd = sub.add_parser(name, help=what)
         for arg in args:
             cmd.add_argument(arg)
     audit = sub.add_parser("audit", help="the audit trail: of a warehouse, or without --warehouse the system's")
     for opt in ("--warehouse", "--table", "--principal", "--operation"):
         audit.add_argument(opt)
     audit.add_argument("--limit", type=int, default=50)
-    for name in ("trash", "undrop", "purge-dropped"):
-        cmd = sub.add_parser(name)
+    for name, what in {
+        "trash": "a warehouse's dropped tables and views",
+        "undrop": "restore a dropped table or view",
+        "purge-dropped": "delete a dropped table or view now",
+    }.items():
+        cmd = sub.add_parser(name, help=what)
         cmd.add_argument("warehouse")
         if name != "trash":
             cmd.add_argument("drop_id")
@@ -117,13 +140,17 @@ def main(argv: list[str] | None = None) -> int:
     imp.add_argument(
         "--copy-data", action="store_true", help="copy the table files into the warehouse's bucket, rewriting paths"
     )
+    dispatch = sub.add_parser("dispatch-events", help="send change events to the warehouses' sinks (direct S3 access)")
+    dispatch.add_argument("--warehouse", action="append", help="only this warehouse (repeatable; default: all)")
+    when = dispatch.add_mutually_exclusive_group()
+    when.add_argument("--once", action="store_true", help="one pass, then exit (the default)")
+    when.add_argument("--every", type=float, metavar="SECONDS", help="a pass every SECONDS until interrupted")
+    dispatch.add_argument("--budget-seconds", type=float, default=50.0, help="time for one warehouse's pass")
     a = parser.parse_args(argv)
-    if a.cmd in ("export", "import"):
-        return _transfer(a)
-    if a.cmd == "fsck":
-        return _fsck(a)
-    if a.cmd in ("history", "rollback-table"):
-        return _rollback(a)
+    direct = {"export": _transfer, "import": _transfer, "fsck": _fsck, "history": _rollback}
+    direct.update({"rollback-table": _rollback, "dispatch-events": _dispatch})
+    if a.cmd in direct:
+        return _on_s3(direct[a.cmd], a)
     if not os.environ.get("CATALOG_ROOT_ACCESS_KEY") or not os.environ.get("CATALOG_ROOT_SECRET_KEY"):
         print("catalog-admin: set CATALOG_ROOT_ACCESS_KEY and CATALOG_ROOT_SECRET_KEY", file=sys.stderr)
         return 2
@@ -139,8 +166,12 @@ def main(argv: list[str] | None = None) -> int:
         "delete-policy": ("DELETE", f"{base}/{user}/policies/{quote(getattr(a, 'policy', ''), safe='')}", None),
     }
     if a.cmd == "put-policy":
-        with open(a.file, encoding="utf-8") as fh:
-            calls["put-policy"] = ("PUT", f"{base}/{user}/policies/{quote(a.policy, safe='')}", json.load(fh))
+        try:
+            with open(a.file, encoding="utf-8") as fh:
+                calls["put-policy"] = ("PUT", f"{base}/{user}/policies/{quote(a.policy, safe='')}", json.load(fh))
+        except (OSError, ValueError) as exc:
+            print(f"catalog-admin: cannot read the policy file {a.file}: {exc}", file=sys.stderr)
+            return 1
     if a.cmd == "audit":
         return _audit(a)
     if a.cmd in ("trash", "undrop", "purge-dropped"):
@@ -183,8 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"catalog-admin: cannot reach {a.url}: {type(exc).__name__}", file=sys.stderr)
         return 1
     if resp.content:
+        out = sys.stdout if resp.ok else sys.stderr  # an error answer is the reason, not a result
         try:
-            print(json.dumps(resp.json(), indent=2))
+            print(json.dumps(resp.json(), indent=2), file=out)
         except ValueError:  # a proxy or gateway error page
             print(f"HTTP {resp.status_code}: {resp.text[:500]}", file=sys.stderr)
     return 0 if resp.ok else 1
@@ -221,8 +253,30 @@ def _audit(a: argparse.Namespace) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _on_s3(command: Any, a: argparse.Namespace) -> int:
+    """Run a command that reads and writes S3 itself; S3 or catalog trouble is one line on stderr."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from chalicelib.errors import CatalogError
+    from chalicelib.storage import StorageUnavailable
+
+    try:
+        if getattr(a, "warehouse", None) and a.cmd != "import":  # a name, not a missing bucket's traceback
+            from chalicelib.core import warehouses
+
+            for name in a.warehouse if isinstance(a.warehouse, list) else [a.warehouse]:
+                warehouses.require(_core(), name)
+        return int(command(a))
+    except CatalogError as exc:
+        print(f"catalog-admin: {exc.message}", file=sys.stderr)
+    except StorageUnavailable as exc:
+        print(f"catalog-admin: S3 is unavailable or refused access: {exc}", file=sys.stderr)
+        print("  (the tool reads S3 with S3_ENDPOINT_URL, CATALOG_SYSTEM_BUCKET and AWS credentials)", file=sys.stderr)
+    except (BotoCoreError, ClientError) as exc:
+        print(f"catalog-admin: {exc}", file=sys.stderr)
+    except OSError as exc:  # the export or import file
+        print(f"catalog-admin: {exc}", file=sys.stderr)
+    return 1
 
 
 def _fsck(a: argparse.Namespace) -> int:
@@ -250,9 +304,6 @@ def _fsck(a: argparse.Namespace) -> int:
 def _core() -> Any:
     """The catalog's core on its own settings (S3_ENDPOINT_URL, CATALOG_SYSTEM_BUCKET, AWS keys):
     the operator's tools read and write S3 directly, as the functions do."""
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from chalicelib.core import audit
     from chalicelib.core.context import get_context
 
@@ -262,41 +313,58 @@ def _core() -> Any:
 
 def _rollback(a: argparse.Namespace) -> int:
     from chalicelib.core.tables import rollback
-    from chalicelib.errors import CatalogError
 
     ctx = _core()
     *levels, name = a.table.split(".")
-    try:
-        if a.cmd == "history":
-            print(json.dumps(rollback.history(ctx, a.warehouse, tuple(levels), name), indent=2))
-        else:
-            state = rollback.rollback(ctx, a.warehouse, tuple(levels), name, a.metadata_location)
-            print(json.dumps({"metadata-location": state.metadata_location, "restored-from": a.metadata_location}))
-    except CatalogError as exc:
-        print(f"catalog-admin: {exc}", file=sys.stderr)
-        return 1
+    if a.cmd == "history":
+        print(json.dumps(rollback.history(ctx, a.warehouse, tuple(levels), name), indent=2))
+    else:
+        state = rollback.rollback(ctx, a.warehouse, tuple(levels), name, a.metadata_location)
+        print(json.dumps({"metadata-location": state.metadata_location, "restored-from": a.metadata_location}))
     return 0
 
 
 def _transfer(a: argparse.Namespace) -> int:
     ctx = _core()
     from chalicelib.core import transfer
-    from chalicelib.errors import CatalogError
-    from chalicelib.storage import StorageUnavailable
 
-    try:
-        if a.cmd == "export":
-            text = json.dumps(transfer.export(ctx, a.warehouse))
-            if a.to == "-":
-                print(text)
-            else:
-                with open(a.to, "w", encoding="utf-8") as fh:
-                    fh.write(text)
-            return 0
-        with open(a.file, encoding="utf-8") as fh:
-            doc = json.load(fh)
-        print(json.dumps(transfer.import_(ctx, doc, a.warehouse, copy_data=a.copy_data)))
+    if a.cmd == "export":
+        text = json.dumps(transfer.export(ctx, a.warehouse))
+        if a.to == "-":
+            print(text)
+        else:
+            with open(a.to, "w", encoding="utf-8") as fh:
+                fh.write(text)
         return 0
-    except (CatalogError, StorageUnavailable) as exc:
-        print(f"catalog-admin: {exc}", file=sys.stderr)
-        return 1
+    with open(a.file, encoding="utf-8") as fh:
+        doc = json.load(fh)
+    print(json.dumps(transfer.import_(ctx, doc, a.warehouse, copy_data=a.copy_data)))
+    return 0
+
+
+def _dispatch(a: argparse.Namespace) -> int:
+    """What the scheduled dispatcher function does, from here: needed when no deployed dispatcher
+    watches the S3 the catalog uses (`make run` with S3_ENDPOINT_URL). One JSON report per pass."""
+    import time
+
+    from chalicelib import keys
+    from chalicelib.core.dispatcher import dispatch
+
+    ctx = _core()
+    while True:
+        names = a.warehouse or [
+            keys.warehouse_from_record(k)
+            for k in ctx.storage.list_keys(ctx.settings.system_bucket, keys.WAREHOUSES_PREFIX)
+        ]
+        report = {name: dispatch(ctx, name, a.budget_seconds) for name in names}
+        print(json.dumps(report, sort_keys=True), flush=True)
+        if not a.every:
+            return 1 if any("error" in r for r in report.values()) else 0
+        try:
+            time.sleep(a.every)
+        except KeyboardInterrupt:
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
