@@ -132,14 +132,14 @@ def test_a_failing_table_waits_then_parks_and_replays(core, monkeypatch):
 def test_sinks_are_checked_and_webhooks_signed(core):
     wh = _setup(core)
     with pytest.raises(BadRequest):
-        event_sinks.create(core, wh, "Bad Name", "sqs", "http://x/q")
+        event_sinks.create(core, wh, "Bad Name", "sqs", "http://x/000000000000/q")
     with pytest.raises(BadRequest):
         event_sinks.create(core, wh, "w", "webhook", "ftp://example.com/hook")
     with pytest.raises(BadRequest):
-        event_sinks.create(core, wh, "f", "sqs", "http://x/q", {"colour": ["red"]})
+        event_sinks.create(core, wh, "f", "sqs", "http://x/000000000000/q", {"colour": ["red"]})
     made = event_sinks.create(core, wh, "w", "webhook", "https://example.com/hook")
     with pytest.raises(Conflict):
-        event_sinks.create(core, wh, "w", "sqs", "http://x/q")
+        event_sinks.create(core, wh, "w", "sqs", "http://x/000000000000/q")
     secret = made["secret"]
     body = b'{"id":"1"}'
     header = event_senders.signature(secret, body, int(time.time()))
@@ -371,7 +371,7 @@ def test_a_redirected_webhook_is_not_delivered(core):
         server.shutdown()
     assert not event_senders.verify("k", b"{}", "t=1,v1=\u00e9")  # not ASCII: refused, not a TypeError
     with pytest.raises(BadRequest):
-        event_sinks.create(core, _setup(core), "abc\n", "sqs", "http://x/q")
+        event_sinks.create(core, _setup(core), "abc\n", "sqs", "http://x/000000000000/q")
 
 
 def test_a_warehouse_change_is_an_event_too(core):

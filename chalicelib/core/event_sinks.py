@@ -2,15 +2,19 @@
 
 A sink is one record (`keys.event_sink`), created with If-None-Match and audited like a namespace.
 Kinds: an SQS queue (its URL), an SNS topic (ARN), an EventBridge bus (name or ARN), and an HTTPS
-webhook whose requests carry an HMAC-SHA256 of the body with the sink's own secret.
+webhook whose requests carry an HMAC-SHA256 of the body with the sink's own secret. A target is
+checked against its kind (service, resource type, ARN shape, name rules), so a topic ARN never
+becomes a bus nor a queue ARN a topic; whether the resource exists is the dispatcher's to find out.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import secrets
 import uuid
-from typing import Any
+from typing import Any, NamedTuple
+from urllib.parse import SplitResult, urlsplit
 
 from chalicelib import keys
 from chalicelib.core import audit, warehouses
@@ -27,17 +31,139 @@ class SinkNotFound(NotFound):
     pass
 
 
+# What each kind's target is, said in every refusal.
+EXPECTED = {
+    "sqs": "an sqs target is a queue URL, https://sqs.<region>.amazonaws.com/<account-id>/<queue-name>",
+    "sns": "an sns target is a topic ARN, arn:aws:sns:<region>:<account-id>:<topic-name>",
+    "eventbridge": "an eventbridge target is an event bus name, or its ARN "
+    "arn:aws:events:<region>:<account-id>:event-bus/<bus-name>",
+    "webhook": "a webhook target is an https:// URL (http:// only to this machine, and only while the catalog "
+    "runs against a local emulator)",
+}
+# Partitions a sink may name, and the prefix of their regions' names ("" for aws: any other).
+PARTITIONS = {"aws": "", "aws-cn": "cn-", "aws-us-gov": "us-gov-"}
+REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]{1,2}")
+ACCOUNT = re.compile(r"[0-9]{12}")
+TOPIC = re.compile(r"[A-Za-z0-9_-]{1,256}")  # SNS's rule; a FIFO topic's name ends in .fifo
+QUEUE = re.compile(r"[A-Za-z0-9_-]{1,80}")  # SQS's rule; a FIFO queue's name ends in .fifo
+BUS = re.compile(r"[A-Za-z0-9._-]{1,256}")  # PutEvents' EventBusName (no partner buses)
+
+
+class _Arn(NamedTuple):
+    partition: str
+    service: str
+    region: str
+    account: str
+    resource: str
+
+
+def _refuse(kind: str, why: str) -> BadRequest:
+    return BadRequest(f"Invalid {kind} sink target: {why}; {EXPECTED[kind]}")
+
+
+def _fifo_name(name: str, rule: re.Pattern[str], limit: int) -> bool:
+    """SNS and SQS names: the rule's characters, and the .fifo suffix counted in the limit."""
+    return len(name) <= limit and rule.fullmatch(name.removesuffix(".fifo")) is not None
+
+
+def _arn(kind: str, target: str, service: str) -> _Arn:
+    """The parts of an ARN of `service` in a partition the catalog knows, with a region and an account."""
+    parts = target.split(":", 5)
+    if len(parts) != 6 or parts[0] != "arn":
+        raise _refuse(kind, "it is not an ARN (arn:<partition>:<service>:<region>:<account-id>:<resource>)")
+    arn = _Arn(*parts[1:])
+    if arn.partition not in PARTITIONS:
+        raise _refuse(kind, f"its partition is not one of {', '.join(PARTITIONS)}")
+    if arn.service != service:
+        raise _refuse(kind, f"it is an ARN of the {arn.service[:30]!r} service, not of {service!r}")
+    prefix = PARTITIONS[arn.partition]
+    others = [p for p in PARTITIONS.values() if p and p != prefix]
+    if not REGION.fullmatch(arn.region) or not arn.region.startswith(prefix) or arn.region.startswith(tuple(others)):
+        raise _refuse(kind, f"its region is not a region of the {arn.partition} partition")
+    if not ACCOUNT.fullmatch(arn.account):
+        raise _refuse(kind, "its account id is not 12 digits")
+    return arn
+
+
+def _sns(target: str) -> None:
+    if not target.startswith("arn:"):
+        raise _refuse("sns", "it is a URL, not an ARN" if "://" in target else "it is not an ARN")
+    if not _fifo_name(_arn("sns", target, "sns").resource, TOPIC, 256):
+        raise _refuse("sns", "a topic name is 1-256 letters, digits, '_' and '-' (a FIFO topic's ends in .fifo)")
+
+
+def _eventbridge(target: str) -> None:
+    if not target.startswith("arn:"):
+        if not BUS.fullmatch(target):
+            raise _refuse("eventbridge", "a bus name is 1-256 letters, digits, '.', '_' and '-'")
+        return
+    kind, _, name = _arn("eventbridge", target, "events").resource.partition("/")
+    if kind != "event-bus":
+        raise _refuse("eventbridge", f"it is the ARN of an EventBridge {kind[:30]!r}, not of an event bus")
+    if not BUS.fullmatch(name):
+        raise _refuse("eventbridge", "a bus name is 1-256 letters, digits, '.', '_' and '-'")
+
+
+def _url(kind: str, target: str, schemes: tuple[str, ...]) -> SplitResult:
+    """A URL of one of the schemes, with a host and nothing the sender would drop or misread."""
+    if target.startswith("arn:"):
+        raise _refuse(kind, "it is an ARN, not a URL")
+    url = urlsplit(target)
+    if url.scheme not in schemes or not url.netloc:
+        raise _refuse(kind, f"it is not an {' or '.join(s + '://' for s in schemes)} URL")
+    try:
+        url.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        raise _refuse(kind, "its port is not a number") from None
+    if not url.hostname:
+        raise _refuse(kind, "it has no host")
+    if url.username is not None or url.password is not None:
+        raise _refuse(kind, "credentials in the URL are never sent")
+    return url
+
+
+def _sqs(target: str) -> None:
+    """Any host (AWS's regional and VPC endpoints, an emulator's), http or https as before; the path
+    ends in the queue's account and name, as every queue URL does."""
+    url = _url("sqs", target, ("http", "https"))
+    if url.query or url.fragment:
+        raise _refuse("sqs", "a queue URL has no query or fragment")
+    *_, account, name = ["", "", *url.path.split("/")]
+    if not ACCOUNT.fullmatch(account) or not _fifo_name(name, QUEUE, 80):
+        raise _refuse(
+            "sqs", "its path does not end in /<12-digit account id>/<queue name of 1-80 letters, digits, '_', '-'>"
+        )
+
+
+def _local(ctx: Context, host: str) -> bool:
+    """This machine (or the emulator's own host): where a local stack's plain-HTTP receivers run."""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    if host == urlsplit(ctx.settings.s3_endpoint_url or "").hostname:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _webhook(ctx: Context, target: str) -> None:
+    url = _url("webhook", target, ("https", "http"))
+    emulated = ctx.settings.s3_endpoint_url is not None  # the local stack: plain HTTP receivers
+    if url.scheme == "http" and not (emulated and _local(ctx, url.hostname or "")):
+        raise _refuse("webhook", "it is a plain http:// URL")
+
+
 def _check_target(ctx: Context, kind: str, target: object) -> str:
-    if not isinstance(target, str) or not 1 <= len(target) <= 2048 or any(c.isspace() for c in target):
-        raise BadRequest("target must be a queue URL, a topic ARN, a bus name or ARN, or a webhook URL")
-    if kind == "sqs" and not re.match(r"^https?://", target):
-        raise BadRequest("An sqs sink's target is the queue URL")
-    if kind == "sns" and not target.startswith("arn:"):
-        raise BadRequest("An sns sink's target is the topic ARN")
+    """The target, if it is one of the sink's kind (its service, resource type and name rules)."""
+    if not isinstance(target, str) or not target:
+        raise _refuse(kind, "it is missing or not a string")
+    if len(target) > 2048 or any(c.isspace() or not c.isprintable() for c in target):
+        raise _refuse(kind, "it is over 2048 characters or holds spaces or control characters")
     if kind == "webhook":
-        emulated = ctx.settings.s3_endpoint_url is not None  # the local stack: plain HTTP receivers
-        if not (target.startswith("https://") or (emulated and target.startswith("http://"))):
-            raise BadRequest("A webhook URL must be https:// (http:// only against a local emulator)")
+        _webhook(ctx, target)
+    else:
+        {"sqs": _sqs, "sns": _sns, "eventbridge": _eventbridge}[kind](target)
     return target
 
 
@@ -64,12 +190,13 @@ def create(
         raise BadRequest("A sink name is 1-63 lowercase letters, digits and '-', starting with a letter or digit")
     if kind not in KINDS:
         raise BadRequest(f"kind must be one of {', '.join(KINDS)}")
+    target, filters = _check_target(ctx, kind, target), _check_filters(filters)  # before any S3 request
     warehouses.require_active(ctx, warehouse)
     record: dict[str, Any] = {
         "name": name,
         "kind": kind,
-        "target": _check_target(ctx, kind, target),
-        "filters": _check_filters(filters),
+        "target": target,
+        "filters": filters,
         "uuid": str(uuid.uuid4()),
         "created-ms": now_ms(),
     }

@@ -132,20 +132,34 @@ def tags(ctx: Context, wh: str, entry_id: str) -> Body:
     return doc
 
 
+MAX_TAGS = 50
+
+
 def check_tags(value: object) -> dict[str, str]:
+    """TagResource's rules; CreateTableBucket and CreateTable check their tags with it too."""
     if not isinstance(value, dict) or not value or not all(isinstance(v, str) for v in value.values()):
         raise BadRequest("tags must map tag keys to string values")
     for key, item in value.items():
         if not 1 <= len(key) <= 128 or len(item) > 256:
             raise BadRequest("Tag keys are 1-128 characters and values at most 256")
+    _check_count(value)  # more than 50 new ones fail whatever the resource holds
     return value
+
+
+def check_create_tags(value: object) -> dict[str, str]:
+    """A create's optional tags: none (absent or {}) or what TagResource accepts."""
+    return {} if value is None or value == {} else check_tags(value)
+
+
+def _check_count(tags: dict[str, str]) -> None:
+    if len(tags) > MAX_TAGS:
+        raise BadRequest(f"A resource has at most {MAX_TAGS} tags")
 
 
 def tag(ctx: Context, wh: str, entry_id: str, new: dict[str, str]) -> None:
     def add(doc: Body) -> Body:
         merged = {**doc, **new}
-        if len(merged) > 50:
-            raise BadRequest("A resource has at most 50 tags")
+        _check_count(merged)
         return merged
 
     side_data.change(ctx, ctx.bucket_for(wh), entry_id, "tags", add)

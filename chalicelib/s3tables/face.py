@@ -104,6 +104,22 @@ def _table_check(req: RequestContext) -> list[Check]:
     return [(req.action, table_arn(wh, ns, name), ns_context(ns, name), False)]
 
 
+def _tagging(req: RequestContext, resource: Any, cond: dict[str, str]) -> list[Check]:
+    """A create with tags needs TagResource on the new resource as well, as AWS documents."""
+    return [("TagResource", resource, cond, False)] if _json(req).get("tags") else []
+
+
+def _new_bucket_check(req: RequestContext) -> list[Check]:
+    resource = bucket_arn(str(_json(req).get("name")))
+    return [(req.action, resource, {}, False), *_tagging(req, resource, {})]
+
+
+def _new_table_check(req: RequestContext) -> list[Check]:
+    checks = _table_check(req)
+    _, resource, cond, _ = checks[0]
+    return [*checks, *_tagging(req, resource, cond)]
+
+
 def _tables_check(req: RequestContext) -> list[Check]:
     wh = _warehouse(req)
     ns = _ns(req.query["namespace"]) if req.query.get("namespace") else None
@@ -135,18 +151,16 @@ def _any(req: RequestContext) -> list[Check]:
 # ---- table buckets --------------------------------------------------------------------------
 
 
-@_op(
-    "/buckets",
-    "PUT",
-    "CreateTableBucket",
-    lambda req: [(req.action, bucket_arn(str(_json(req).get("name"))), {}, False)],
-)
+@_op("/buckets", "PUT", "CreateTableBucket", _new_bucket_check)
 def create_table_bucket(req: RequestContext) -> Result:
-    body = _json(req)
+    ctx, body = get_context(), _json(req)
+    tags = backend.check_create_tags(body.get("tags"))  # before the create: bad tags create nothing
     enc = body.get("encryptionConfiguration")
     if enc is not None and (not isinstance(enc, dict) or enc.get("sseAlgorithm") != "AES256"):
         raise BadRequest("Only encryptionConfiguration {sseAlgorithm: AES256} is supported (S3 default encryption)")
-    created = warehouses.create(get_context(), body.get("name"), False, {})
+    created = warehouses.create(ctx, body.get("name"), False, {})
+    if tags:
+        backend.tag(ctx, created.name, backend.BUCKET_ENTRY, tags)
     return _ok(200, {"arn": shapes.arn_of(created.name)})
 
 
@@ -236,15 +250,19 @@ def _token_out(wh: str, entry: TableEntry) -> Body:
     return {"tableARN": shapes.table_arn_of(wh, entry), "versionToken": backend.version_token(entry)}
 
 
-@_op("/tables/{tableBucketARN}/{namespace}", "PUT", "CreateTable", _table_check)
+@_op("/tables/{tableBucketARN}/{namespace}", "PUT", "CreateTable", _new_table_check)
 def create_table(req: RequestContext) -> Result:
     ctx, wh, ns, body = get_context(), _warehouse(req), _ns(req.param("namespace")), _json(req)
     if body.get("format") != "ICEBERG":
         raise BadRequest("format must be ICEBERG")
     name = check_table(body.get("name"))
+    tags = backend.check_create_tags(body.get("tags"))  # before the create: bad tags create nothing
     metadata = body.get("metadata")  # none: the client writes the first metadata file at warehouseLocation
     definition = None if metadata is None else shapes.definition(name, metadata)
-    return _ok(200, _token_out(wh, backend.create_table(ctx, wh, ns, name, definition)))
+    entry = backend.create_table(ctx, wh, ns, name, definition)
+    if tags:
+        backend.tag(ctx, wh, entry.entry_id, tags)
+    return _ok(200, _token_out(wh, entry))
 
 
 @_op("/get-table", "GET", "GetTable", _get_table_check)
