@@ -96,6 +96,9 @@ def start(port: int, data_dir: Path, prefer: str = "auto") -> LocalS3:
             SERVICES="s3,sts,secretsmanager,sqs,sns,events",
             DISABLE_EVENTS="1",
             SKIP_SSL_CERT_DOWNLOAD="1",
+            # Its own certificate: by default every LocalStack of the machine rewrites one shared file
+            # (/var/lib/localstack/cache) at start, and two starting at once read each other's half.
+            CUSTOM_SSL_CERT_PATH=str(data_dir / "server.test.pem"),
             LOCALSTACK_VOLUME_DIR=str(data_dir / "volume"),
             FILESYSTEM_ROOT=str(data_dir / "fs"),
             TMPDIR=str(data_dir / "tmp"),

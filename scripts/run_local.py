@@ -85,7 +85,13 @@ def main() -> int:
         # The dispatcher, as its scheduled function runs it, every second (the demo queue's sender).
         cmd = [sys.executable, "-m", "chalicelib.core.dispatcher", "--loop", "1"]
         helpers.append(subprocess.Popen(cmd, cwd=str(ROOT), env=env, stdout=subprocess.DEVNULL))
-    print(_banner(url, note, env, generated, _events_banner(url, queue, endpoint) if queue else ""), flush=True)
+    if queue:
+        events = _events_banner(url, queue, endpoint)
+    elif s3 is None:
+        events = _own_s3_events_banner(env)
+    else:
+        events = ""
+    print(_banner(url, note, env, generated, events), flush=True)
     server.wait()
     stop()
     return 0
@@ -132,12 +138,33 @@ Change events  every change of warehouse {DEMO_WAREHOUSE} goes to the SQS queue 
 """
 
 
+def _own_s3_events_banner(env: dict[str, str]) -> str:
+    return f"""
+Change events  not sent from here: with your own S3 (S3_ENDPOINT_URL) this command starts no
+  dispatcher, since the deployment that owns that S3 may run its own (the template's dispatcher
+  function, every minute). To deliver the events of the warehouses' sinks from this machine, run
+    {_operator_env(env)}.venv/bin/python scripts/catalog_admin.py dispatch-events --every 5
+  or pull them from the catalog: POST /v1/{DEMO_WAREHOUSE}/events (README, "Change events").
+"""
+
+
+def _operator_env(env: dict[str, str]) -> str:
+    """The settings the operator tools need to reach the catalog's S3 directly, as a command prefix."""
+    names = ["S3_ENDPOINT_URL", "CATALOG_SYSTEM_BUCKET", "CATALOG_BUCKET_PREFIX"]
+    if env.get("CATALOG_VEND_S3_CREDENTIALS") == "false":  # the local emulator: its keys are not secrets
+        names += ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
+    return "".join(f"{name}={env[name]} " for name in names if env.get(name))
+
+
 def _keys(env: dict[str, str]) -> str:
+    local = ""
+    if env.get("CATALOG_VEND_S3_CREDENTIALS") == "false":
+        local = "\n                (the local S3 itself takes any keys: the tools below use test/test)"
     if env.get("CATALOG_DATA_ACCESS_ROLE_ARN"):
         return (
             "none for REST clients: each table comes with STS credentials for its own prefix\n"
             "                (X-Iceberg-Access-Delegation: vended-credentials, PyIceberg's default), or ask for\n"
-            "                remote-signing and the catalog signs each S3 request after checking it"
+            "                remote-signing and the catalog signs each S3 request after checking it" + local
         )
     return "from your AWS environment (not vended to clients)"
 
@@ -167,9 +194,17 @@ Iceberg REST catalog is running.
   Browser       {url}/ui    (sign in with the root keys above, or a user's)
   Undrop        dropped tables stay 7 days: GET {url}/v1/{DEMO_WAREHOUSE}/trash, POST .../trash/<id>/restore
   Audit trail   GET {url}/v1/{DEMO_WAREHOUSE}/audit
-                or python scripts/catalog_admin.py audit --warehouse {DEMO_WAREHOUSE}
+                or .venv/bin/python scripts/catalog_admin.py audit --warehouse {DEMO_WAREHOUSE}
   Metrics       GET {url.rsplit("/_iceberg", 1)[0]}/metrics    (Prometheus text, root only; the log is
                 one JSON line per request, and EMF metric records as deployed functions write them)
+
+In another shell, the snippets of README.md and docs/ run as written after
+    export CATALOG_ROOT_ACCESS_KEY={key} CATALOG_ROOT_SECRET_KEY={secret}
+
+Operator tools  .venv/bin/python scripts/catalog_admin.py --help
+  users, policies, audit, trash and event sinks go through the catalog (the root keys above);
+  fsck, export, import, history, rollback-table and dispatch-events read and write S3 directly:
+    {_operator_env(env)}.venv/bin/python scripts/catalog_admin.py fsck {DEMO_WAREHOUSE}
 
 PyIceberg (pip install 'pyiceberg[pyarrow]'):
 
@@ -213,7 +248,6 @@ AWS Glue API   {glue}
 Engines that cannot sign: RestCatalog("local", uri="{url}", warehouse="{DEMO_WAREHOUSE}",
 credential="{key}:{secret}", **{{"oauth2-server-uri": "{url}/v1/oauth/tokens"}})
 exchanges the key for a bearer token.
-Users and policies: python scripts/catalog_admin.py --help (README, "Users and policies").
 {events}
 Ctrl-C stops the catalog and the local S3.
 """
