@@ -361,3 +361,28 @@ def test_a_granted_range_is_one_plain_ascii_range_inside_a_grant() -> None:
         {"Range": ["bytes=100-150", "bytes=100-150"]},
     ):
         assert not _within(headers, grants), headers
+
+
+@pytest.mark.parametrize(
+    ("deny", "operator", "value", "readable"),
+    [
+        (False, "StringNotEquals", "eu", {"eu": False, "us": True, None: True}),
+        (False, "StringNotLike", "e*", {"eu": False, "us": True, None: True}),
+        (False, "StringEquals", "eu", {"eu": True, "us": False, None: False}),
+        (False, "StringLike", "*", {"eu": True, "us": True, None: False}),
+        (True, "StringNotEquals", "eu", {"eu": True, "us": False, None: False}),
+        (True, "StringEquals", "eu", {"eu": False, "us": True, None: True}),
+    ],
+)
+def test_a_null_partition_value_meets_conditions_as_iam_meets_an_absent_key(
+    deny: bool, operator: str, value: str, readable: dict[str | None, bool]
+) -> None:
+    """README, "Read policies by partition": a file whose partition value is null passes a negated
+    test (StringNotEquals, StringNotLike) and fails a positive one (StringEquals, StringLike, even
+    `*`), as a missing key does in IAM; a Deny takes away exactly what the same Allow would grant."""
+    from pyiceberg.expressions.visitors import expression_evaluator, strict_projection
+
+    rows = read_rules.readable_rows((_st(deny=deny, rows=((operator, "region", (value,)),)),), _cols(), [ID])
+    partition = Schema(*SPEC.partition_type(SCHEMA).fields)
+    evaluate = expression_evaluator(partition, strict_projection(SCHEMA, SPEC, False)(rows), False)
+    assert {v: evaluate(Record(v)) for v in readable} == readable
