@@ -92,3 +92,61 @@ def test_busy_port_is_reported():
             timeout=60,
         )
     assert out.returncode == 2 and f"port {port} is already in use" in out.stderr and "CATALOG_PORT" in out.stderr
+
+
+def test_run_on_your_own_s3_says_how_events_are_delivered_and_that_command_delivers(s3_endpoint, tmp_path):
+    """With S3_ENDPOINT_URL no local S3 and no dispatcher start; the banner says so and prints the
+    command that delivers the events from this machine, which then does."""
+    import json
+    import uuid
+
+    import boto3
+
+    from scripts import catalog_admin
+
+    port = local_s3.free_port()
+    prefix = f"own{uuid.uuid4().hex[:6]}-"
+    own = dict(S3_ENDPOINT_URL=s3_endpoint, CATALOG_BUCKET_PREFIX=prefix, **local_s3.EMULATOR_ENV)
+    own["CATALOG_SYSTEM_BUCKET"] = f"{prefix}system"
+    proc = subprocess.Popen(
+        [sys.executable, "scripts/run_local.py"],
+        cwd=ROOT,
+        env=_env(CATALOG_PORT=str(port), **own),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    dispatcher = None
+    try:
+        lines: list[str] = []
+        while line := proc.stdout.readline():
+            lines.append(line)
+            if "Ctrl-C stops" in line:
+                break
+        out = "".join(lines)
+        assert "no local S3 started" in out and "not sent from here" in out, out
+        (command,) = [ln.strip() for ln in out.splitlines() if "dispatch-events --every" in ln]
+        assert command.startswith(f"S3_ENDPOINT_URL={s3_endpoint} CATALOG_SYSTEM_BUCKET={prefix}system"), command
+        assert "AWS_SECRET_ACCESS_KEY" not in command  # your own S3's keys are yours: not printed
+        key = out.split("CATALOG_ROOT_ACCESS_KEY=")[1].split()[0]
+        secret = out.split("CATALOG_ROOT_SECRET_KEY=")[1].split()[0]
+        url = f"http://127.0.0.1:{port}/_iceberg"
+        keys = {k.lower(): v for k, v in local_s3.EMULATOR_ENV.items() if k != "AWS_DEFAULT_REGION"}
+        sqs = boto3.client("sqs", endpoint_url=s3_endpoint, region_name="us-east-1", **keys)
+        queue = sqs.create_queue(QueueName=f"{prefix}events")["QueueUrl"]
+        http = catalog_admin.session(key, secret)
+        body = {"name": "own", "kind": "sqs", "target": queue}
+        assert http.post(f"{url}/v1/demo/event-sinks", json=body).status_code == 200
+        assert http.post(f"{url}/v1/demo/namespaces", json={"namespace": ["own_ns"]}).status_code == 200
+        assert not sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=2).get("Messages")  # nobody sends yet
+        dispatcher = subprocess.Popen(
+            ["bash", "-c", command], cwd=ROOT, env=_env(**local_s3.EMULATOR_ENV), start_new_session=True
+        )
+        got = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=20).get("Messages", [])
+        assert [json.loads(m["Body"])["subject"] for m in got] == ["own_ns"], got
+    finally:
+        for p in (proc, dispatcher):
+            if p is not None:
+                os.killpg(p.pid, signal.SIGTERM)
+                p.wait(timeout=30)
