@@ -26,7 +26,7 @@ class Settings:
     # Vended credentials: STS AssumeRole of this role with a per-table session policy.
     data_access_role_arn: str | None = None
     sts_endpoint_url: str | None = None
-    vended_ttl_s: int = 3600
+    vended_ttl_s: int = 3600  # the life reported to clients; STS is asked for at least 900 s (vending)
     remote_signing: bool = True
     public_url: str | None = None  # the catalog's base URL for signer URIs, if not the request's host
 
@@ -52,7 +52,17 @@ class Settings:
                 cfg["s3.secret-access-key"] = secret
                 if os.environ.get("AWS_SESSION_TOKEN"):
                     cfg["s3.session-token"] = os.environ["AWS_SESSION_TOKEN"]
-        ttl = int(os.environ.get("CATALOG_VENDED_CREDENTIALS_TTL_S", "3600"))
+        # 1 s to 43200 s (STS's maximum). Below STS's minimum of 900 s, STS is still asked for 900 s
+        # (it refuses less) and the catalog reports and caches the credentials by this shorter life:
+        # clients refresh that soon, but a key handed out stays valid until STS's own expiry.
+        ttl = min(max(int(os.environ.get("CATALOG_VENDED_CREDENTIALS_TTL_S", "3600")), 1), 43200)
+        if ttl < 900 and os.environ.get("CATALOG_DATA_ACCESS_ROLE_ARN"):
+            logging.getLogger("catalog").warning(
+                "CATALOG_VENDED_CREDENTIALS_TTL_S=%d: vended credentials are refreshed after %d s but stay "
+                "valid for 900 s (STS's minimum)",
+                ttl,
+                ttl,
+            )
         from chalicelib.names import namespace_separator
 
         namespace_separator()  # a separator no client could use fails here, not on first request
@@ -66,7 +76,7 @@ class Settings:
             client_config=cfg,
             data_access_role_arn=os.environ.get("CATALOG_DATA_ACCESS_ROLE_ARN") or None,
             sts_endpoint_url=os.environ.get("STS_ENDPOINT_URL") or endpoint,
-            vended_ttl_s=min(max(ttl, 900), 43200),  # STS's own bounds
+            vended_ttl_s=ttl,
             remote_signing=_flag("CATALOG_REMOTE_SIGNING", True),
             public_url=(os.environ.get("CATALOG_PUBLIC_URL") or "").rstrip("/") or None,
         )

@@ -495,9 +495,11 @@ def s3_client(endpoint_url: str | None, region: str) -> Any:
         max_pool_connections=64,
         s3={"addressing_style": "path"} if endpoint_url else {},
     )
-    client = aws.client("s3", endpoint_url=endpoint_url, config=cfg)
-    # The catalog reads no timestamp botocore parses (a listing's LastModified stays text: _epoch_ms).
-    client._endpoint._response_parser_factory.set_parser_defaults(timestamp_parser=str)
+    # Timestamps stay text on this client only (aws.client gives it a parser factory of its own):
+    # the catalog reads none but a listing's LastModified (_epoch_ms converts it), and parsing each
+    # GET's Last-Modified header would cost every read for nothing. Hooks registered on this client
+    # (the listing parser here, S3Storage's counter, faults) stay in its own copy of the emitter.
+    client = aws.client("s3", parser_defaults={"timestamp_parser": str}, endpoint_url=endpoint_url, config=cfg)
     client.meta.events.register("before-parse.s3.ListObjectsV2", _fast_listing)
     return client
 

@@ -8,6 +8,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from chalicelib.core.data_access import Grant, session_policy
@@ -15,9 +16,11 @@ from chalicelib.errors import BadRequest, ServiceUnavailable
 from chalicelib.settings import Settings
 
 _SESSION_NAME = re.compile(r"[^\w+=,.@-]")
-_lock = threading.Lock()
-_cache: dict[tuple[str, Grant], Credentials] = {}
-_clients: dict[str, Any] = {}
+STS_MIN_DURATION_S = 900  # STS refuses a shorter DurationSeconds
+# Iceberg Java (VendedCredentialsProvider, 1.10) asks for new credentials from 5 minutes before the
+# expiry it was given (the AWS SDK jitters the moment to between 5 and 1 minutes before): credentials
+# handed out with less than that left would send it straight back for more, on every S3 request.
+CLIENT_REFRESH_MARGIN_MS = 5 * 60 * 1000
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,17 @@ class Credentials:
     expires_at_ms: int | None  # None: static emulator keys
 
 
+@dataclass(frozen=True)
+class _Cached:
+    creds: Credentials
+    reuse_until_ms: int
+
+
+_lock = threading.Lock()
+_cache: dict[tuple[str, Grant], _Cached] = {}
+_clients: dict[str, Any] = {}
+
+
 def session_name(principal: str) -> str:
     return ("iceberg-" + _SESSION_NAME.sub("-", principal))[:64]
 
@@ -36,21 +50,33 @@ def available(settings: Settings) -> bool:
     return bool(settings.data_access_role_arn) or settings.vend_s3_credentials
 
 
+def reuse_until_ms(issued_ms: int, expires_ms: int) -> int:
+    """Until when cached credentials are handed out again: while more than half their life remains,
+    and, if they live longer than Iceberg Java's refresh margin, while more than that margin remains
+    (a client given credentials inside its margin would be back at once, and be given the same)."""
+    life = expires_ms - issued_ms
+    keep = life // 2
+    if life > CLIENT_REFRESH_MARGIN_MS:
+        keep = max(keep, CLIENT_REFRESH_MARGIN_MS)
+    return expires_ms - keep
+
+
 def vend(settings: Settings, grant: Grant, principal: str) -> Credentials:
-    """Credentials for the grant. Cached per principal and grant while more than half their life
-    remains, so a busy reader does not cost an STS call per load."""
+    """Credentials for the grant. Cached per principal and grant while fresh (reuse_until_ms), so a
+    busy reader does not cost an STS call per load, nor a refreshing client one per request."""
     if settings.data_access_role_arn:
         key = (principal, grant)
         now_ms = int(time.time() * 1000)
         with _lock:
             hit = _cache.get(key)
-        if hit is not None and hit.expires_at_ms and hit.expires_at_ms - now_ms > settings.vended_ttl_s * 500:
-            return hit
-        creds = _assume(settings, grant, principal)
+        if hit is not None and now_ms < hit.reuse_until_ms:
+            return hit.creds
+        creds = _assume(settings, grant, principal, now_ms)
+        assert creds.expires_at_ms is not None
         with _lock:
             if len(_cache) > 1000:
                 _cache.clear()
-            _cache[key] = creds
+            _cache[key] = _Cached(creds, reuse_until_ms(now_ms, creds.expires_at_ms))
         return creds
     if settings.vend_s3_credentials:  # an emulator's keys: only ever set with S3_ENDPOINT_URL
         from chalicelib.core.signer import catalog_credentials
@@ -63,9 +89,7 @@ def vend(settings: Settings, grant: Grant, principal: str) -> Credentials:
     )
 
 
-def _assume(settings: Settings, grant: Grant, principal: str) -> Credentials:
-    from botocore.exceptions import BotoCoreError, ClientError
-
+def _sts(settings: Settings) -> Any:
     with _lock:
         sts = _clients.get("sts")
         if sts is None:
@@ -76,18 +100,40 @@ def _assume(settings: Settings, grant: Grant, principal: str) -> Credentials:
             cfg = Config(connect_timeout=2, read_timeout=5, retries={"max_attempts": 3, "mode": "standard"})
             sts = aws.client("sts", endpoint_url=settings.sts_endpoint_url, region_name=settings.region, config=cfg)
             _clients["sts"] = sts
+        return sts
+
+
+def _assume(settings: Settings, grant: Grant, principal: str, issued_ms: int) -> Credentials:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from chalicelib.storage import note
+
+    sts = _sts(settings)
+    note("AssumeRole")  # the request's log line and metrics count STS calls
     try:
         out = sts.assume_role(
             RoleArn=settings.data_access_role_arn,
             RoleSessionName=session_name(principal),
             Policy=json.dumps(session_policy(grant), separators=(",", ":")),
-            DurationSeconds=settings.vended_ttl_s,
+            DurationSeconds=max(settings.vended_ttl_s, STS_MIN_DURATION_S),
         )["Credentials"]
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code", "Error")
         raise ServiceUnavailable(f"Could not vend credentials: STS AssumeRole failed ({code})") from None
     except BotoCoreError:
         raise ServiceUnavailable("Could not vend credentials: STS is unreachable") from None
-    expires = out["Expiration"]
-    expires_ms = int(expires.timestamp() * 1000) if hasattr(expires, "timestamp") else int(time.time() * 1000)
+    expires_ms = _epoch_ms(out["Expiration"])
+    if settings.vended_ttl_s < STS_MIN_DURATION_S:
+        # A life shorter than STS grants (settings.py): reported, so clients refresh that soon.
+        expires_ms = min(expires_ms, issued_ms + settings.vended_ttl_s * 1000)
     return Credentials(out["AccessKeyId"], out["SecretAccessKey"], out.get("SessionToken"), expires_ms)
+
+
+def _epoch_ms(stamp: Any) -> int:
+    """STS's Expiration in ms. botocore parses it to a datetime; text (a client whose parser keeps
+    timestamps as text) is parsed here, never replaced by "now"."""
+    if not isinstance(stamp, datetime):
+        from botocore.utils import parse_timestamp
+
+        stamp = parse_timestamp(str(stamp))
+    return int(stamp.timestamp() * 1000)
