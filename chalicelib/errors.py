@@ -139,3 +139,17 @@ class TableRecoveryInProgress(ServiceUnavailable):
 
 class UnprocessableEntity(CatalogError):
     pass
+
+
+class DamagedObject(UnprocessableEntity):
+    """A catalog object (pointer, record, metadata file) whose stored bytes are not what the catalog
+    wrote: not JSON, the wrong shape, or gone while referenced. Nothing was changed, and retrying
+    cannot help: the operator finds it with fsck. Listings and the sweeper skip it (core/damage.py).
+
+    An UnprocessableEntity so that every face answers a 4xx its clients do not retry or take for a
+    commit in doubt (Iceberg REST clients read a commit's 500 as CommitStateUnknown)."""
+
+    def __init__(self, message: str, key: str, reason: str) -> None:
+        super().__init__(message)
+        self.key = key  # the damaged object's S3 key
+        self.reason = reason

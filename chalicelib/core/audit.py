@@ -25,9 +25,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import parallel, pointer_record
+from chalicelib.core import damage, parallel, pointer_record
 from chalicelib.core.context import Context, dump, now_ms
-from chalicelib.errors import BadRequest
+from chalicelib.errors import BadRequest, DamagedObject
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
 CHUNK = 16  # entries per journal segment of a table (a pointer holds fewer than 2 * CHUNK + a batch)
@@ -187,8 +187,8 @@ def flush_records(ctx: Context, bucket: str, records_prefix: str, journal_prefix
 
     def one(key: str) -> int:
         try:
-            record = json.loads(ctx.storage.get(bucket, key).body)
-        except ObjectNotFound:
+            record = damage.parse(ctx.storage.get(bucket, key).body, bucket, key, "A catalog record")
+        except (ObjectNotFound, DamagedObject):  # damaged: skipped (logged), the others are journaled
             return 0
         if record.get(TAIL):
             write(ctx, bucket, journal_prefix, source_of(record), list(record[TAIL]), aligned=False)
@@ -234,9 +234,9 @@ def _tail_of(ctx: Context, bucket: str, key: str, etag: str) -> list[dict[str, A
     if cached is None:
         try:
             obj = ctx.storage.get(bucket, key)
-        except ObjectNotFound:
+            data = damage.parse(obj.body, bucket, key, "A catalog record")
+        except (ObjectNotFound, DamagedObject):  # damaged: no trail to read (logged); the others list on
             return []
-        data = json.loads(obj.body)
         if pointer_record.state(data) in ("pending", "moved"):  # not committed yet / the same as its destination's
             data = {}
         data = pointer_record.held_pointer(data)  # a trash record keeps the dropped pointer whole

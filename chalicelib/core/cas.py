@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 
+from chalicelib.core import damage
 from chalicelib.errors import Conflict, ServiceUnavailable
 from chalicelib.storage import COUNTER, ObjectNotFound, PreconditionFailed, WriteInDoubt
 
@@ -50,12 +51,10 @@ def dump(doc: Doc) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def read(ctx: Any, bucket: str, key: str) -> tuple[Doc | None, str | None]:
-    try:
-        obj = ctx.storage.get(bucket, key)
-    except ObjectNotFound:
-        return None, None
-    return json.loads(obj.body), obj.etag
+def read(ctx: Any, bucket: str, key: str, what: str = "A catalog document") -> tuple[Doc | None, str | None]:
+    """The document and its ETag, (None, None) if absent; DamagedObject (logged) if not a JSON object."""
+    found = damage.load(ctx, bucket, key, what)
+    return found if found is not None else (None, None)
 
 
 def update(
@@ -69,7 +68,7 @@ def update(
     claim's hot path: one request)."""
     started, lost, blind = time.monotonic(), 0, absent
     while True:
-        doc, etag = (None, None) if blind else read(ctx, bucket, key)
+        doc, etag = (None, None) if blind else read(ctx, bucket, key, what)
         new = change(None if doc is None else json.loads(json.dumps(doc)))
         if new is None or new == doc:
             return doc
@@ -82,7 +81,7 @@ def update(
         except (PreconditionFailed, ObjectNotFound):
             pass
         except WriteInDoubt:
-            if read(ctx, bucket, key)[0] == new:
+            if read(ctx, bucket, key, what)[0] == new:
                 return new
         if blind:  # the guess was wrong, not a race: read it now
             blind = False
@@ -107,7 +106,8 @@ def guarded_delete(
     out, or the second check sees their child. `remove` runs between the check and the delete."""
     original = ctx.storage.get(bucket, key)
     try:
-        etag = ctx.storage.put_if_match(bucket, key, dump(mark(json.loads(original.body))), original.etag)
+        doc = damage.parse(original.body, bucket, key, what)
+        etag = ctx.storage.put_if_match(bucket, key, dump(mark(doc)), original.etag)
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         raise Conflict(f"{what} changed concurrently; retry") from None
     found = blocker()
@@ -149,7 +149,7 @@ def claim(
             return str(ctx.storage.put_if_absent(bucket, key, body))
         except (PreconditionFailed, WriteInDoubt):
             pass
-        doc, etag = read(ctx, bucket, key)
+        doc, etag = read(ctx, bucket, key, what)
         verdict = judge(doc, etag) if doc is not None and etag is not None else None
         if isinstance(verdict, Ours):
             return verdict.etag

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, listing_marks, pointer_record
+from chalicelib.core import audit, damage, listing_marks, pointer_record
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.errors import TableRecoveryInProgress
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
@@ -30,11 +30,17 @@ def wait_ms() -> int:
 
 
 def read_record(ctx: Context, warehouse: str, txn_id: str) -> tuple[dict[str, Any], str] | None:
-    try:
-        obj = ctx.storage.get(ctx.bucket_for(warehouse), keys.txn_record(txn_id))
-    except ObjectNotFound:
-        return None
-    return json.loads(obj.body), obj.etag
+    """The transaction's record; None if absent; DamagedObject (logged) if it cannot be read."""
+    key, subject = keys.txn_record(txn_id), f"Transaction {txn_id!r}"
+    return damage.load(ctx, ctx.bucket_for(warehouse), key, subject, record_problem)
+
+
+def record_problem(doc: object) -> str | None:
+    """What makes a stored transaction record unusable (None: nothing)."""
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    missing = damage.required(doc, "state", "lease-until-ms")
+    return missing or damage.fields(doc, state=str, lease_until_ms=int)
 
 
 def abort_if_expired(ctx: Context, warehouse: str, txn_id: str) -> str:
@@ -102,7 +108,7 @@ def settle_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, data: d
             obj = ctx.storage.get(ctx.bucket_for(warehouse), keys.table_pointer(ns, name))
         except ObjectNotFound:
             return True
-        if pointer_record.claim_of(json.loads(obj.body)) != claim:
+        if claim_in(obj.body) != claim:
             return True
     settled = settled_pointer(data, state == "committed")
     creating = pointer_record.state(pointer_record.unclaimed(data)) == PENDING_CREATE
@@ -112,6 +118,16 @@ def settle_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, data: d
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         pass  # someone else settled it
     return True
+
+
+def claim_in(body: bytes) -> dict[str, Any] | None:
+    """The claim of a pointer's bytes, re-read to settle a race (damaged bytes hold none: the next
+    reader reports them)."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    return pointer_record.claim_of(doc) if isinstance(doc, dict) else None
 
 
 def recovery_error(ns: Namespace, name: str) -> TableRecoveryInProgress:

@@ -313,18 +313,24 @@ def _writing(grant: Grant, request: S3Request) -> S3Request:
 _locations: dict[str, str] = {}
 
 
+def _names_location(doc: object) -> str | None:
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    return None if isinstance(doc.get("location"), str) else "no 'location'"
+
+
 def table_location(ctx: Any, metadata_location: str) -> str:
     """The ``location`` of a metadata file (immutable, so cached by the file's own location)."""
-    import json
-
+    from chalicelib import keys
+    from chalicelib.core import damage
     from chalicelib.core import metadata as md
 
     hit = _locations.get(metadata_location)
     if hit is None:
-        doc = json.loads(md.read_metadata_raw(ctx, metadata_location))
-        hit = doc.get("location") if isinstance(doc, dict) else None
-        if not isinstance(hit, str):
-            raise BadRequest("The table's metadata names no location")
+        subject = damage.owner(metadata_location)
+        raw = md.table_metadata_raw(ctx, metadata_location, subject)
+        bucket, key = keys.split_s3_uri(metadata_location)
+        hit = str(damage.parse(raw, bucket, key, subject, _names_location)["location"])
         if len(_locations) > 10_000:
             _locations.clear()
         _locations[metadata_location] = hit

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import hive, namespaces, parallel, pointer_record, pointers
+from chalicelib.core import damage, hive, namespaces, parallel, pointer_record, pointers
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, env_int
-from chalicelib.errors import NotFound, ServiceUnavailable, TableNotFound, TableRecoveryInProgress
+from chalicelib.errors import DamagedObject, NotFound, ServiceUnavailable, TableNotFound, TableRecoveryInProgress
 from chalicelib.storage import COUNTER, ObjectNotFound, StorageUnavailable, WriteInDoubt
 
 Namespace = tuple[str, ...]
@@ -106,8 +106,17 @@ def get(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Entry:
 
 
 def metadata_json(ctx: Context, entry: Entry) -> dict[str, Any]:
-    """An Iceberg entry's metadata as plain JSON (no PyIceberg on read paths: cold starts)."""
-    return dict(json.loads(md.read_metadata_raw(ctx, str(entry.metadata_location))))
+    """An Iceberg entry's metadata as plain JSON (no PyIceberg on read paths: cold starts);
+    DamagedObject (logged) naming the table when the file is gone or is no JSON object."""
+    location, subject = str(entry.metadata_location), f"Table {pointer_record.ident(entry.namespace, entry.name)!r}"
+    raw = md.table_metadata_raw(ctx, location, subject)
+    return damage.parse(raw, *keys.split_s3_uri(location), subject, _metadata_problem)
+
+
+def _metadata_problem(doc: object) -> str | None:
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    return damage.required(doc, "format-version", "location")
 
 
 def all_namespaces(ctx: Context, warehouse: str) -> Iterator[Namespace]:
@@ -142,7 +151,15 @@ def _started(listing: Iterator[Listed]) -> Iterator[Listed]:
 
 
 def _resolve_many(ctx: Context, warehouse: str, ns: Namespace, items: list[tuple[str, str]]) -> list[Entry | None]:
-    return parallel.map_counted(lambda item: _read_kind(ctx, warehouse, ns, *item), items)
+    return parallel.map_counted(lambda item: _listed_kind(ctx, warehouse, ns, *item), items)
+
+
+def _listed_kind(ctx: Context, warehouse: str, ns: Namespace, name: str, kind: str) -> Entry | None:
+    """_read_kind() for a listing: a damaged entry is skipped (and logged where it was read)."""
+    try:
+        return _read_kind(ctx, warehouse, ns, name, kind)
+    except DamagedObject:
+        return None
 
 
 class _Shards:
@@ -168,10 +185,7 @@ class _Shards:
                 if (bucket, key) in self.items:
                     self.items.move_to_end((bucket, key))
             return dict(known[1]) if known else {}
-        try:
-            entries = json.loads(found.body).get("entries", {})
-        except ValueError:
-            return {}
+        entries = _shard_entries(found.body)
         self.keep(bucket, key, found.etag, entries, len(found.body))
         return dict(entries)
 
@@ -184,6 +198,19 @@ class _Shards:
             self.items[(bucket, key)] = (etag, entries, size)
             while self.held > self.max_bytes:
                 self.held -= self.items.popitem(last=False)[1][2]
+
+
+def _shard_entries(body: bytes) -> dict[str, Any]:
+    """A stored shard's entries; only a cache, so a damaged one (or entry) counts as empty: the
+    listing reads those entries again and saves the shard anew."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):
+        return {}
+    entries = doc.get("entries") if isinstance(doc, dict) else None
+    if not isinstance(entries, dict):
+        return {}
+    return {k: v for k, v in entries.items() if isinstance(v, dict) and "etag" in v and "p" in v}
 
 
 SHARDS = _Shards(env_int("CATALOG_VIEW_CACHE_MB", 64) * 1024 * 1024)
@@ -211,7 +238,10 @@ class _View:
             entry = fresh[(name, kind)]
             if entry is None:
                 continue
-            projection = self.project(entry)
+            try:
+                projection = self.project(entry)
+            except DamagedObject:
+                continue  # its metadata file cannot be read: skipped (logged), the others list on
             if entry.cacheable:
                 self.cached[key] = {"etag": entry.etag, "p": projection}
                 self.changed = True
@@ -248,7 +278,7 @@ def view_page(
     A listing (with ETags) drives it; only entries changed since the cached projection are read."""
     page = max(10, min(1000, limit + 1))  # a page's worth of keys per S3 listing, not always 1000
     steps: list[Callable[[], Any]] = [
-        lambda: namespaces.read_record(ctx, warehouse, ns),
+        lambda: namespaces.listed_record(ctx, warehouse, ns),
         lambda: _View(ctx, warehouse, ns, view, project),
         *[lambda listing=listing: _started(listing) for listing in _listings(ctx, warehouse, ns, start_after, page)],
     ]
@@ -323,6 +353,8 @@ def scan_views(
             return view_page(ctx, warehouse, ns, view, project, "", 10**9, lambda n: keep(ns, n))[0]
         except NotFound:
             return []  # deleted meanwhile
+        except DamagedObject:
+            return []  # reported where it was read; the other namespaces list on
 
     return [p for found in parallel.map_counted(one, spaces, pool="scans") for p in found]
 
@@ -342,8 +374,8 @@ def refresh(ctx: Context, warehouse: str, view: str, project: Projection, deadli
                 break
             try:
                 view_page(ctx, warehouse, ns, view, project, "", 10**9)
-            except NotFound:
-                continue  # deleted meanwhile
+            except (NotFound, DamagedObject):
+                continue  # deleted meanwhile, or damaged (reported where it was read)
             done += 1
     finally:
         COUNTER.deadline = saved

@@ -21,9 +21,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, claims, parallel, pointer_record
+from chalicelib.core import audit, claims, damage, namespaces, parallel, pointer_record, purges
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, now_ms
+from chalicelib.errors import DamagedObject
 from chalicelib.storage import ObjectNotFound
 
 VIOLATION, UNFINISHED, LEFTOVER = "violation", "unfinished", "leftover"
@@ -51,26 +52,51 @@ class Report:
 
 
 def _read(ctx: Context, bucket: str, key: str) -> dict[str, Any] | None:
+    """A document, or None when it is absent or damaged (for objects fsck does not judge)."""
+    found, _ = _judged(ctx, bucket, key, damage.is_object)
+    return found
+
+
+def _judged(ctx: Context, bucket: str, key: str, check: damage.Check) -> tuple[dict[str, Any] | None, str | None]:
+    """A stored document and what is wrong with it: (document, None), (None, None) when absent,
+    (None, reason) when damaged (then logged too, as every reader of it logs it)."""
     try:
-        return dict(json.loads(ctx.storage.get(bucket, key).body))
-    except (ObjectNotFound, ValueError):
-        return None
+        return damage.parse(ctx.storage.get(bucket, key).body, bucket, key, "A catalog object", check), None
+    except ObjectNotFound:
+        return None, None
+    except DamagedObject as exc:
+        return None, exc.reason
+
+
+def _judge_all(
+    ctx: Context, bucket: str, prefix: str, check: damage.Check, what: str, add: Any, kind: str = "unreadable-record"
+) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """Every readable document under prefix, and the keys of the damaged ones (each a finding)."""
+    found_keys = list(ctx.storage.list_keys(bucket, prefix))
+    judged = parallel.map_counted(lambda k: _judged(ctx, bucket, k, check), found_keys)
+    readable: dict[str, dict[str, Any]] = {}
+    damaged: set[str] = set()
+    for key, (doc, reason) in zip(found_keys, judged, strict=True):
+        if reason is not None:
+            add(Finding(VIOLATION, kind, f"{what} cannot be read: {reason}", [key]))
+            damaged.add(key)
+        elif doc is not None:
+            readable[key] = doc
+    return readable, damaged
 
 
 def check(ctx: Context, warehouse: str) -> Report:
     bucket = ctx.bucket_for(warehouse)
     report = Report(warehouse)
     add = report.findings.append
-    pointer_keys = list(ctx.storage.list_keys(bucket, keys.TABLES_PREFIX))
-    pointers = dict(zip(pointer_keys, parallel.map_counted(lambda k: _read(ctx, bucket, k), pointer_keys), strict=True))
-    report.checked["pointers"] = len(pointers)
+    pointers, damaged = _judge_all(
+        ctx, bucket, keys.TABLES_PREFIX, pointer_record.problem, "the pointer", add, "unreadable-pointer"
+    )
+    report.checked["pointers"] = len(pointers) + len(damaged)
     owners: dict[str, list[str]] = {}  # owner uuid -> pointer keys holding it
     locations: list[tuple[str, str]] = []
     records_with_seq: list[dict[str, Any]] = []
     for key, data in pointers.items():
-        if data is None:
-            add(Finding(VIOLATION, "unreadable-pointer", "the pointer is not JSON", [key]))
-            continue
         records_with_seq.append(data)
         _check_pointer(ctx, warehouse, key, data, add)
         state = pointer_record.state(data)
@@ -88,23 +114,28 @@ def check(ctx: Context, warehouse: str) -> Report:
     _check_uuids(ctx, bucket, owners, add, report)
     trash = _check_trash(ctx, bucket, add, report)
     records_with_seq += [pointer_record.held_pointer(r) for r in trash]
-    for key in ctx.storage.list_keys(bucket, keys.PURGES_PREFIX):
+    for key in _judge_all(ctx, bucket, keys.PURGES_PREFIX, purges.job_problem, "a purge job", add)[0]:
         add(Finding(UNFINISHED, "purge-job", "a purge is queued or cut short; the sweeper runs it", [key]))
-    claiming = {pointer_record.claim_txn(d) for d in pointers.values() if d and pointer_record.claimed(d)}
+    claiming: dict[str, list[str]] = {}  # transaction id -> the pointers it claims
+    for key, data in pointers.items():
+        if pointer_record.claimed(data):
+            claiming.setdefault(pointer_record.claim_txn(data), []).append(key)
     _check_transactions(ctx, bucket, claiming, add)
-    ns_keys = list(ctx.storage.list_keys(bucket, keys.NS_PREFIX))
-    ns_records = parallel.map_counted(lambda k: _read(ctx, bucket, k), ns_keys)
-    records_with_seq += [r for r in ns_records if r]
+    ns_records, _ = _judge_all(ctx, bucket, keys.NS_PREFIX, namespaces.record_problem, "a namespace record", add)
+    records_with_seq += list(ns_records.values())
     _check_journal(ctx, bucket, records_with_seq, add, report)
-    for key, record in zip(ns_keys, ns_records, strict=True):
-        if record:
-            _check_listing(ctx, warehouse, keys.namespace_from_record(key), str(record.get("uuid", "")), add, report)
+    for key, record in ns_records.items():
+        ns = keys.namespace_from_record(key)
+        _check_listing(ctx, warehouse, ns, str(record.get("uuid", "")), add, report, damaged)
     return report
 
 
-def _check_listing(ctx: Context, warehouse: str, ns: tuple[str, ...], ns_uuid: str, add: Any, report: Report) -> None:
+def _check_listing(
+    ctx: Context, warehouse: str, ns: tuple[str, ...], ns_uuid: str, add: Any, report: Report, damaged: set[str]
+) -> None:
     """The full-listing projection agrees with the pointers: a name the snapshot lists otherwise
-    than its pointer says must be marked (else full listings show a stale answer until a scan)."""
+    than its pointer says must be marked (else full listings show a stale answer until a scan).
+    A damaged pointer is reported as such, not again here."""
     from chalicelib.core.tables import projection
 
     bucket = ctx.bucket_for(warehouse)
@@ -121,6 +152,8 @@ def _check_listing(ctx: Context, warehouse: str, ns: tuple[str, ...], ns_uuid: s
     truth = parallel.map_counted(lambda n: projection.classify(ctx, warehouse, ns, n), names)
     report.checked["listed-names"] = report.checked.get("listed-names", 0) + len(names)
     for name, kind in zip(names, truth, strict=True):
+        if keys.table_pointer(ns, name) in damaged:
+            continue
         if listed.get(name) != kind and name not in marked:
             add(
                 Finding(
@@ -136,7 +169,10 @@ def _check_pointer(ctx: Context, warehouse: str, key: str, data: dict[str, Any],
     p = pointer_record.Pointer(data, "")
     state = pointer_record.state(data)
     if pointer_record.claimed(data):
-        found = claims.read_record(ctx, warehouse, pointer_record.claim_txn(data))
+        try:
+            found = claims.read_record(ctx, warehouse, pointer_record.claim_txn(data))
+        except DamagedObject:
+            return  # its transaction record's finding names this pointer
         txn = found[0] if found else None
         running = txn is not None and txn.get("state") == "pending" and now_ms() < int(txn.get("lease-until-ms", 0))
         if not running:
@@ -192,11 +228,13 @@ def _check_nesting(locations: list[tuple[str, str]], add: Any) -> None:
 
 
 def _check_uuids(ctx: Context, bucket: str, owners: dict[str, list[str]], add: Any, report: Report) -> None:
-    uuid_keys = list(ctx.storage.list_keys(bucket, keys.UUIDS_PREFIX))
-    records = dict(zip(uuid_keys, parallel.map_counted(lambda k: _read(ctx, bucket, k), uuid_keys), strict=True))
-    report.checked["uuid-records"] = len(records)
+    records, damaged_keys = _judge_all(ctx, bucket, keys.UUIDS_PREFIX, purges.uuid_problem, "a uuid record", add)
+    report.checked["uuid-records"] = len(records) + len(damaged_keys)
+    damaged = {k[len(keys.UUIDS_PREFIX) : -len(".json")] for k in damaged_keys}
     claimed = {k[len(keys.UUIDS_PREFIX) : -len(".json")]: r for k, r in records.items()}
     for uuid_, holders in owners.items():
+        if uuid_ in damaged:
+            continue  # reported as unreadable
         record = claimed.get(uuid_)
         if record is None or record.get("state") != "live":
             state = "no record" if record is None else f"a {record.get('state')!r} record"
@@ -214,12 +252,9 @@ def _check_uuids(ctx: Context, bucket: str, owners: dict[str, list[str]], add: A
 
 
 def _check_trash(ctx: Context, bucket: str, add: Any, report: Report) -> list[dict[str, Any]]:
-    trash_keys = list(ctx.storage.list_keys(bucket, keys.TRASH_PREFIX))
-    records = [r for r in parallel.map_counted(lambda k: _read(ctx, bucket, k), trash_keys)]
-    report.checked["trash-records"] = len(trash_keys)
-    for key, record in zip(trash_keys, records, strict=True):
-        if record is None:
-            continue
+    records, damaged = _judge_all(ctx, bucket, keys.TRASH_PREFIX, pointer_record.trash_problem, "a trash record", add)
+    report.checked["trash-records"] = len(records) + len(damaged)
+    for key, record in records.items():
         state = pointer_record.state(record)
         if state in ("moved", "purging"):
             add(Finding(UNFINISHED, f"trash-{state}", f"a trash record left {state}; the sweeper finishes it", [key]))
@@ -227,14 +262,20 @@ def _check_trash(ctx: Context, bucket: str, add: Any, report: Report) -> list[di
             add(
                 Finding(UNFINISHED, "trash-expired", "a dropped table past its retention; the sweeper purges it", [key])
             )
-    return [r for r in records if r is not None]
+    return list(records.values())
 
 
-def _check_transactions(ctx: Context, bucket: str, claiming: set[str], add: Any) -> None:
+def _check_transactions(ctx: Context, bucket: str, claiming: dict[str, list[str]], add: Any) -> None:
     """A pending transaction past its lease: its claims are the sweeper's to settle; one that died
-    before claiming anything is never read again (a leftover)."""
+    before claiming anything is never read again (a leftover). A damaged one names the pointers
+    it claims: no reader can settle them."""
     for key in ctx.storage.list_keys(bucket, keys.TXN_PREFIX):
-        record = _read(ctx, bucket, key)
+        record, reason = _judged(ctx, bucket, key, claims.record_problem)
+        if reason is not None:
+            held = claiming.get(key[len(keys.TXN_PREFIX) : -len(".json")], [])
+            message = f"a transaction record cannot be read: {reason}; it holds {len(held)} table(s)"
+            add(Finding(VIOLATION, "unreadable-record", message, [key, *held]))
+            continue
         if record and record.get("state") == "pending" and now_ms() >= int(record.get("lease-until-ms", 0)):
             if key[len(keys.TXN_PREFIX) : -len(".json")] in claiming:
                 add(Finding(UNFINISHED, "stale-transaction", "a pending transaction past its lease", [key]))

@@ -7,13 +7,12 @@ creators check the Hive record when the flag is set (namespaces.accepts_table).
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import cas, namespaces, pointer_record, versions
+from chalicelib.core import cas, damage, namespaces, pointer_record, versions
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.tables import listing
 from chalicelib.core.versioning import swap, version_of
@@ -31,11 +30,17 @@ class Entry:
 
 
 def read(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Entry | None:
-    try:
-        obj = ctx.storage.get(ctx.bucket_for(warehouse), keys.hive_table(ns, name))
-    except ObjectNotFound:
-        return None
-    return Entry(json.loads(obj.body), obj.etag)
+    """The table's record; None if absent; DamagedObject (logged) if it cannot be read."""
+    subject = f"Table {pointer_record.ident(ns, name)!r}"
+    found = damage.load(ctx, ctx.bucket_for(warehouse), keys.hive_table(ns, name), subject, record_problem)
+    return Entry(*found) if found is not None else None
+
+
+def record_problem(doc: object) -> str | None:
+    """What makes a stored Hive table record unusable (None: nothing)."""
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    return damage.fields(doc, version=int, id=str, glue=dict)
 
 
 def require(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Entry:

@@ -13,10 +13,11 @@ from collections import OrderedDict
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.core import damage
 from chalicelib.core.context import Context, env_int
 from chalicelib.errors import BadRequest, CommitFailed
 from chalicelib.names import check_properties
-from chalicelib.storage import StorageUnavailable, WriteInDoubt
+from chalicelib.storage import ObjectNotFound, StorageUnavailable, WriteInDoubt
 
 Namespace = tuple[str, ...]
 
@@ -78,6 +79,52 @@ def read_metadata_raw(ctx: Context, location: str) -> bytes:
     return raw
 
 
+def table_metadata_raw(ctx: Context, location: str, subject: str) -> bytes:
+    """The bytes of the metadata file a table's pointer names; DamagedObject (logged, naming
+    `subject`) when the file is gone."""
+    try:
+        return read_metadata_raw(ctx, location)
+    except ObjectNotFound:
+        raise damage.damaged(*keys.split_s3_uri(location), subject, "missing") from None
+
+
+_sound: set[str] = set()  # files checked to be JSON objects (immutable: once per process)
+
+
+def sound_metadata_raw(ctx: Context, location: str, subject: str) -> bytes:
+    """table_metadata_raw() of a file a reader embeds as it is: DamagedObject too when it is no
+    JSON object (parsed once per file and process)."""
+    raw = table_metadata_raw(ctx, location, subject)
+    if location not in _sound:
+        damage.parse(raw, *keys.split_s3_uri(location), subject)
+        if len(_sound) > 10_000:
+            _sound.clear()
+        _sound.add(location)
+    return raw
+
+
+def table_metadata(ctx: Context, location: str, subject: str) -> Any:
+    """metadata_at() of the file a table's pointer names; DamagedObject when it is gone or is not
+    table metadata (its pointer is sound: the table's history is what is lost)."""
+    hit = _parsed_hit(location)
+    if hit is not None:
+        return hit
+    raw = table_metadata_raw(ctx, location, subject)
+    try:
+        return _parse_and_keep(location, raw)
+    except Exception:  # noqa: BLE001 - whatever the parser makes of bad bytes (PyIceberg's ValidationError too)
+        reason = "not JSON" if not _is_json(raw) else "not valid table metadata"
+        raise damage.damaged(*keys.split_s3_uri(location), subject, reason) from None
+
+
+def _is_json(raw: bytes) -> bool:
+    try:
+        json.loads(raw)
+    except ValueError:
+        return False
+    return True
+
+
 def parse_metadata(raw: bytes) -> Any:
     from chalicelib.core import iceberg_types
 
@@ -86,12 +133,20 @@ def parse_metadata(raw: bytes) -> Any:
 
 def metadata_at(ctx: Context, location: str) -> Any:
     """Parsed metadata by location; parsing is the commit path's main CPU cost, and files are immutable."""
+    hit = _parsed_hit(location)
+    return hit if hit is not None else _parse_and_keep(location, read_metadata_raw(ctx, location))
+
+
+def _parsed_hit(location: str) -> Any:
     with _cache_lock:
         hit = _cache.get(location)
         if hit is not None and hit[1] is not None:
             _cache.move_to_end(location)
             return hit[1]
-    raw = read_metadata_raw(ctx, location)
+    return None
+
+
+def _parse_and_keep(location: str, raw: bytes) -> Any:
     parsed = parse_metadata(raw)
     _remember(location, raw, parsed)
     return parsed

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, cas, warehouses
+from chalicelib.core import audit, cas, damage, warehouses
 from chalicelib.core.context import Context, dump, is_deleting, now_ms
 from chalicelib.core.model import NamespaceInfo, PropertiesChange
 from chalicelib.core.paging import decode_token, encode_token, page
 from chalicelib.errors import (
     BadRequest,
     Conflict,
+    DamagedObject,
     NamespaceAlreadyExists,
     NamespaceNotEmpty,
     NamespaceNotFound,
@@ -32,13 +32,31 @@ def _pretty(ns: Namespace) -> str:
 
 
 def read_record(ctx: Context, warehouse: str, ns: Namespace) -> tuple[dict[str, Any], str]:
-    """The namespace record; a precise 404 (warehouse or namespace) when it is missing."""
+    """The namespace record; a precise 404 (warehouse or namespace) when it is missing, and
+    DamagedObject (logged) when it cannot be read."""
+    bucket, key = ctx.bucket_for(warehouse), keys.namespace_record(ns)
     try:
-        obj = ctx.storage.get(ctx.bucket_for(warehouse), keys.namespace_record(ns))
+        obj = ctx.storage.get(bucket, key)
     except ObjectNotFound:
         warehouses.read_record(ctx, warehouse)  # raises WarehouseNotFound if that is the cause
         raise NamespaceNotFound(f"Namespace {_pretty(ns)!r} does not exist") from None
-    return json.loads(obj.body), obj.etag
+    return damage.parse(obj.body, bucket, key, f"Namespace {_pretty(ns)!r}", record_problem), obj.etag
+
+
+def record_problem(doc: object) -> str | None:
+    """What makes a stored namespace record unusable (None: nothing)."""
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    return damage.fields(doc, properties=dict, state=str, uuid=str, created_ms=int)
+
+
+def listed_record(ctx: Context, warehouse: str, ns: Namespace) -> dict[str, Any]:
+    """The record for a listing of the namespace's tables: a damaged one lists them all the same
+    (it is reported where it is read, and listings need only that the namespace exists)."""
+    try:
+        return read_record(ctx, warehouse, ns)[0]
+    except DamagedObject:
+        return {}
 
 
 def require_active(ctx: Context, warehouse: str, ns: Namespace) -> dict[str, Any]:

@@ -16,8 +16,61 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core.context import now_ms, tombstone_lease_ms
+from chalicelib.core.damage import fields, required
 
 Namespace = tuple[str, ...]
+
+
+# Every state a stored pointer may hold ("pending-create": a table a transaction creates, claims.py).
+STATES = ("active", "staged", "pending", "moved", "dropped", "pending-create")
+
+
+def problem(data: object) -> str | None:
+    """What makes stored pointer bytes unusable (None: nothing): only what readers rely on, so a
+    pointer any version of the catalog wrote is never taken for damaged."""
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    state_ = data.get("state", "active")
+    if state_ not in STATES:
+        return f"unknown state {str(state_)[:40]!r}"
+    if data.get("kind", "table") not in ("table", "view"):
+        return "unknown kind"
+    wrong = _wrong_fields(data)
+    if wrong is not None:
+        return wrong
+    if state_ == "staged" or (state_ == "dropped" and data.get("location")):
+        return None if data.get("location") else "no 'location'"
+    if not data.get("metadata-location"):
+        return "no 'metadata-location'"
+    if state_ == "pending" and not isinstance(data.get("rename-from"), dict):
+        return "a pending pointer without 'rename-from'"
+    return None
+
+
+def _wrong_fields(data: dict[str, Any]) -> str | None:
+    """A field of the wrong type, or a claim without its transaction."""
+    wrong = fields(
+        data, metadata_location=str, location=str, table_uuid=str, version=int, since_ms=int, id=str, claim=dict
+    )
+    claim = data.get("claim")
+    if wrong is None and claim is not None and not (isinstance(claim.get("txn"), str) and claim.get("txn")):
+        return "a claim without its transaction"
+    return wrong
+
+
+def trash_problem(record: object) -> str | None:
+    """What makes a stored trash record unusable (None: nothing)."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    if record.get("state") not in ("dropped", "moved", "purging"):
+        return "unknown state"
+    missing = required(record, "drop-id", "namespace", "name", "dropped-ms", "pointer")
+    wrong = fields(record, drop_id=str, namespace=list, name=str, dropped_ms=int, keep_until_ms=int, pointer=dict)
+    if missing or wrong:
+        return missing or wrong
+    if not record["namespace"] or not all(isinstance(level, str) for level in record["namespace"]):
+        return "'namespace' is not a list of names"
+    return None
 
 
 def kind_of(data: dict[str, Any]) -> str:

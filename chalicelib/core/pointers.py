@@ -12,11 +12,12 @@ import json
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import claims, namespaces, pointer_record, trash_records, warehouses
+from chalicelib.core import claims, damage, namespaces, pointer_record, trash_records, warehouses
 from chalicelib.core.context import Context, dump, now_ms, tombstone_lease_ms
 from chalicelib.core.pointer_record import Pointer, ident, of_kind
 from chalicelib.errors import (
     CatalogError,
+    DamagedObject,
     ServiceUnavailable,
     TableNotFound,
     ViewNotFound,
@@ -44,13 +45,21 @@ def busy(ns: Namespace, name: str, lost: int) -> ServiceUnavailable:
 
 
 def read(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Pointer | None:
+    """The stored pointer; None if absent; DamagedObject (logged) if its bytes are not a pointer."""
+    bucket, key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
     try:
-        obj = ctx.storage.get(ctx.bucket_for(warehouse), keys.table_pointer(ns, name))
+        obj = ctx.storage.get(bucket, key)
     except BucketNotFound:
         raise warehouses.WarehouseNotFound(f"Warehouse {warehouse!r} does not exist") from None
     except ObjectNotFound:
         return None
-    return Pointer(json.loads(obj.body), obj.etag)
+    return Pointer(parse(obj.body, bucket, ns, name), obj.etag)
+
+
+def parse(body: bytes, bucket: str, ns: Namespace, name: str) -> dict[str, Any]:
+    """A pointer's stored bytes as its record, or DamagedObject naming the table (or view)."""
+    subject = f"Table or view {ident(ns, name)!r}"
+    return damage.parse(body, bucket, keys.table_pointer(ns, name), subject, pointer_record.problem)
 
 
 def remove_pointer(
@@ -71,9 +80,13 @@ def remove_pointer(
         if mine is not None:
             try:
                 now = json.loads(ctx.storage.get(bucket, key).body)
-            except ObjectNotFound:
+            except (ObjectNotFound, ValueError):  # ValueError: not ours, whatever it is
                 return False
-            if not pointer_record.is_ours(now, mine) or now.get("state") != mine.get("state"):
+            if (
+                not isinstance(now, dict)
+                or not pointer_record.is_ours(now, mine)
+                or now.get("state") != mine.get("state")
+            ):
                 return False
         if now_ms() - since_ms < tombstone_lease_ms() // 2:
             ctx.storage.delete(bucket, key)
@@ -119,25 +132,41 @@ def live(ctx: Context, warehouse: str, ns: Namespace, name: str, read_only: bool
     Never purges: a dropped table is finished by its dropper or by the sweeper."""
     p = read(ctx, warehouse, ns, name)
     if p is not None and pointer_record.claimed(p.data):  # held by a multi-table transaction
-        if read_only:
-            view = claims.committed_view(ctx, warehouse, p.data)
-            if view is not None:  # a table the transaction is creating does not exist yet
-                return None if pointer_record.state(view) == claims.PENDING_CREATE else Pointer(view, p.etag)
-        if not claims.settle_claim(ctx, warehouse, ns, name, p.data, p.etag):
-            raise claims.recovery_error(ns, name)
-        return live(ctx, warehouse, ns, name, read_only)
+        try:
+            return _claimed(ctx, warehouse, ns, name, p, read_only)
+        except DamagedObject as exc:
+            if not exc.key.startswith(keys.TXN_PREFIX):
+                raise
+            # Its transaction's record: name the table the caller asked for, too.
+            raise DamagedObject(
+                f"Table {ident(ns, name)!r} is held by a transaction: {exc.message}", exc.key, exc.reason
+            ) from None
     if p is None or p.state == "active":
         return p
     if p.state == "pending":
         return settle_pending(ctx, warehouse, ns, name, p)
     if p.state == "moved":
         target = pointer_record.moved_to(p.data)
-        dst = read(ctx, warehouse, *target) if target is not None else None
+        try:
+            dst = read(ctx, warehouse, *target) if target is not None else None
+        except DamagedObject:
+            dst = None  # the source is gone from its name whatever the destination holds
         if dst is not None and target is not None and dst.state == "pending":
             settle_pending(ctx, warehouse, *target, dst)
         elif dst is not None and pointer_record.same_table(dst.data, p.data):
             remove_pointer(ctx, ctx.bucket_for(warehouse), keys.table_pointer(ns, name), p.etag, p.since_ms)
     return None
+
+
+def _claimed(ctx: Context, warehouse: str, ns: Namespace, name: str, p: Pointer, read_only: bool) -> Pointer | None:
+    """live() of a pointer a transaction claims: its committed view, or settled once the transaction ended."""
+    if read_only:
+        view = claims.committed_view(ctx, warehouse, p.data)
+        if view is not None:  # a table the transaction is creating does not exist yet
+            return None if pointer_record.state(view) == claims.PENDING_CREATE else Pointer(view, p.etag)
+    if not claims.settle_claim(ctx, warehouse, ns, name, p.data, p.etag):
+        raise claims.recovery_error(ns, name)
+    return live(ctx, warehouse, ns, name, read_only)
 
 
 def not_found(ctx: Context, warehouse: str, ns: Namespace, name: str, kind: str = "table") -> CatalogError:

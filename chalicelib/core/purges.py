@@ -8,16 +8,15 @@ drop marks it "dropped", and a finished purge deletes it. Purge deletes nothing 
 
 from __future__ import annotations
 
-import json
 import re
 import time
 import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import cas, resource_policies
+from chalicelib.core import cas, damage, resource_policies
 from chalicelib.core.context import Context, dump, now_ms
-from chalicelib.errors import BadRequest, Conflict
+from chalicelib.errors import BadRequest, Conflict, DamagedObject
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 _LEVEL = r"[a-z0-9_]{1,250}"
@@ -63,23 +62,35 @@ def claim_uuid(ctx: Context, bucket: str, table_uuid: str, metadata_location: st
     return True
 
 
+def uuid_problem(doc: object) -> str | None:
+    """What makes a stored uuid record unusable (None: nothing)."""
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    return damage.required(doc, "state") or damage.fields(doc, state=str, metadata_location=str)
+
+
+def read_uuid_record(ctx: Context, bucket: str, table_uuid: str) -> tuple[dict[str, Any], str] | None:
+    """A uuid record and its ETag; None if absent; DamagedObject (logged) if it cannot be read."""
+    subject = f"The uuid record of table uuid {table_uuid}"
+    return damage.load(ctx, bucket, keys.uuid_record(table_uuid), subject, uuid_problem)
+
+
 def uuid_state(ctx: Context, bucket: str, table_uuid: str) -> str | None:
-    try:
-        return str(json.loads(ctx.storage.get(bucket, keys.uuid_record(table_uuid)).body).get("state"))
-    except ObjectNotFound:
-        return None
+    found = read_uuid_record(ctx, bucket, table_uuid)
+    return str(found[0]["state"]) if found is not None else None
 
 
 def set_uuid_state(ctx: Context, bucket: str, table_uuid: str, state: str) -> None:
-    """Mark a dropped table's uuid (best effort: the sweeper repeats it)."""
-    key = keys.uuid_record(table_uuid)
+    """Mark a dropped table's uuid (best effort: the sweeper repeats it). A damaged record stays as
+    it is (logged; fsck reports it): nothing can claim its uuid meanwhile."""
     try:
-        obj = ctx.storage.get(bucket, key)
-    except ObjectNotFound:
+        found = read_uuid_record(ctx, bucket, table_uuid)
+    except DamagedObject:
         return
-    record = dict(json.loads(obj.body), state=state)
+    if found is None:
+        return
     try:
-        ctx.storage.put_if_match(bucket, key, dump(record), obj.etag)
+        ctx.storage.put_if_match(bucket, keys.uuid_record(table_uuid), dump(dict(found[0], state=state)), found[1])
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         pass
 
@@ -99,11 +110,11 @@ def run(ctx: Context, bucket: str, table_uuid: str, budget_s: float) -> bool:
 
     A purge cut short (timeout, crash) resumes from the listing: deleted keys are gone from it.
     Returns True when the location is empty and the job is closed."""
-    try:
-        job = json.loads(ctx.storage.get(bucket, keys.purge_job(table_uuid)).body)
-    except ObjectNotFound:
+    subject = f"The purge job of table uuid {table_uuid}"
+    found = damage.load(ctx, bucket, keys.purge_job(table_uuid), subject, job_problem)
+    if found is None:
         return True
-    location = str(job["location"])
+    location = str(found[0]["location"])
     try:
         check_location(bucket, location, table_uuid)  # never delete outside a table's own prefix
     except BadRequest:
@@ -122,6 +133,13 @@ def run(ctx: Context, bucket: str, table_uuid: str, budget_s: float) -> bool:
     resource_policies.forget_table(ctx, bucket, table_uuid)
     ctx.storage.delete(bucket, keys.purge_job(table_uuid))
     return True
+
+
+def job_problem(doc: object) -> str | None:
+    """What makes a stored purge job unusable (None: nothing); a damaged job deletes nothing."""
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    return damage.required(doc, "location") or damage.fields(doc, location=str)
 
 
 def _take(it: Any, n: int) -> Any:

@@ -24,10 +24,10 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, drops, entries, pointer_record, pointers, purges, trash
+from chalicelib.core import audit, drops, entries, pointer_record, pointers, purges, trash, warehouses
 from chalicelib.core.context import Context, dump
 from chalicelib.core.tables import projection
-from chalicelib.errors import CatalogError
+from chalicelib.errors import CatalogError, DamagedObject
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
 log = logging.getLogger("catalog.sweeper")
@@ -56,6 +56,8 @@ def _sweep_pointer(ctx: Context, warehouse: str, key: str, claimed_uuids: set[st
         try:
             pointers.live(ctx, warehouse, ns, name)  # settles it once the transaction's lease ran out
             stats["claims-settled"] += 1
+        except DamagedObject:
+            raise  # its transaction's record: counted (and the sweep goes on) in sweep_warehouse
         except CatalogError:
             stats["claims-running"] += 1
         return
@@ -108,6 +110,8 @@ def sweep_warehouse(ctx: Context, warehouse: str, deadline: float, views: Views 
             return stats
         try:
             _sweep_pointer(ctx, warehouse, key, claimed, stats)
+        except DamagedObject:
+            stats["damaged"] += 1  # logged where it was read; fsck reports it; the others go on
         except (CatalogError, StorageUnavailable, WriteInDoubt) as exc:
             log.warning("sweeper: %s %s: %s", warehouse, key, exc)
             stats["errors"] += 1
@@ -120,7 +124,11 @@ def sweep_warehouse(ctx: Context, warehouse: str, deadline: float, views: Views 
         if left <= 0:
             stats["unfinished"] += 1
             return stats
-        done = purges.run(ctx, bucket, key[len(keys.PURGES_PREFIX) : -len(".json")], left)
+        try:
+            done = purges.run(ctx, bucket, key[len(keys.PURGES_PREFIX) : -len(".json")], left)
+        except DamagedObject:
+            stats["damaged"] += 1  # a damaged job deletes nothing; the others run
+            continue
         stats["purges-finished" if done else "purges-continuing"] += 1
     try:
         folded = projection.fold(ctx, warehouse, deadline)
@@ -177,9 +185,9 @@ def sweep(
             audit.flush_records(ctx, ctx.settings.system_bucket, prefix, keys.SYSTEM_AUDIT_PREFIX)
     for name in names:
         try:
-            record = json.loads(ctx.storage.get(ctx.settings.system_bucket, keys.warehouse_record(name)).body)
-        except ObjectNotFound:
-            continue
+            record, _ = warehouses.read_record(ctx, name)
+        except (warehouses.WarehouseNotFound, DamagedObject):
+            continue  # gone, or damaged (logged where it was read; the other warehouses are swept)
         if record.get("state") == "deleting":
             continue
         report[name] = dict(sweep_warehouse(ctx, name, deadline, views))
@@ -195,12 +203,13 @@ def _report(report: dict[str, Any]) -> None:
     for stats in report.values():
         totals.update(stats)
     errors, unfinished = totals.pop("errors", 0), totals.pop("unfinished", 0)
-    log.info("sweep", extra={"warehouses": len(report), "work": dict(totals), "errors": errors})
+    damaged = totals.pop("damaged", 0)  # objects skipped because they cannot be read
+    log.info("sweep", extra={"warehouses": len(report), "work": dict(totals), "errors": errors, "damaged": damaged})
     if telemetry.EMF:
         metrics = {
             "SweeperRuns": ("Count", 1.0),
             "SweeperWork": ("Count", float(sum(totals.values()))),
-            "SweeperErrors": ("Count", float(errors)),
+            "SweeperErrors": ("Count", float(errors + damaged)),
             "SweeperUnfinished": ("Count", float(unfinished)),
         }
         telemetry.emit(metrics, {"Face": "sweeper", "Operation": "Sweep"})

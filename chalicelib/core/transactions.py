@@ -14,7 +14,6 @@ pending -> wait briefly, then abort it once its lease has run out, or answer 503
 from __future__ import annotations
 
 import contextlib
-import json
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -115,7 +114,7 @@ def _prepare(ctx: Context, warehouse: str, change: TableChange) -> tuple[Namespa
     if p is None:  # a table this transaction creates (assert-create)
         p, meta_loc = _prepare_create(ctx, warehouse, ns, name, change)
     else:
-        base = md.metadata_at(ctx, p.metadata_location)
+        base = md.table_metadata(ctx, p.metadata_location, f"Table {pointer_record.ident(ns, name)!r}")
         new = md.apply(ctx, change, base, p.metadata_location, base.location)
         version = keys.metadata_version(p.metadata_location) + 1
         meta_loc = keys.metadata_file(new.location, version, str(uuid.uuid4()))
@@ -186,7 +185,7 @@ def _claim_all(ctx: Context, warehouse: str, txn_id: str, prepared: list[Any], c
                 obj = ctx.storage.get(bucket, key)
             except ObjectNotFound:
                 return False
-            if pointer_record.claim_of(json.loads(obj.body)) != pointer_record.claim_of(data):
+            if claims.claim_in(obj.body) != pointer_record.claim_of(data):
                 return False
             etag = obj.etag
         claimed.append((ns, name, data, etag, p.data))

@@ -9,7 +9,6 @@ destination. A purge CASes the record to "purging" first, so a restore and a pur
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from chalicelib import keys
@@ -27,7 +26,7 @@ from chalicelib.core import (
 )
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.paging import decode_token, encode_token
-from chalicelib.errors import CatalogError, Conflict, NotFound
+from chalicelib.errors import CatalogError, Conflict, DamagedObject, NotFound
 from chalicelib.names import check_namespace, check_table
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
@@ -90,23 +89,27 @@ def list_dropped(
     listed = listed[:size]
 
     def one(key: str) -> dict[str, Any] | None:
-        try:
-            return dict(json.loads(ctx.storage.get(bucket, key).body))
-        except ObjectNotFound:
-            return None
+        return _listed(ctx, bucket, key)
 
     records = parallel.map_counted(one, listed)
     items = [public(r) for r in records if r is not None and pointer_record.state(r) == "dropped" and keep_item(r)]
     return items, (encode_token(listed[-1]) if more and listed else None)
 
 
+def _listed(ctx: Context, bucket: str, key: str) -> dict[str, Any] | None:
+    """A trash record a listing names: None when gone meanwhile, or damaged (skipped, and logged)."""
+    try:
+        return trash_records.parse(ctx.storage.get(bucket, key).body, bucket, key)
+    except (ObjectNotFound, DamagedObject):
+        return None
+
+
 def find_by_uuid(ctx: Context, warehouse: str, table_uuid: str) -> dict[str, Any] | None:
     """The kept record of the dropped table that owns this uuid, if any (one read per kept table)."""
     bucket = ctx.bucket_for(warehouse)
     for key in ctx.storage.list_keys(bucket, keys.TRASH_PREFIX):
-        try:
-            record = json.loads(ctx.storage.get(bucket, key).body)
-        except ObjectNotFound:
+        record = _listed(ctx, bucket, key)
+        if record is None:
             continue
         dropped = pointer_record.state(record) == "dropped"
         if dropped and pointer_record.owner_uuid(record.get("pointer") or {}) == table_uuid:
@@ -198,7 +201,7 @@ def purge(ctx: Context, warehouse: str, drop_id: str, budget_s: float, expired_o
 
 def sweep(ctx: Context, warehouse: str, budget_s: float) -> dict[str, int]:
     """Purge what outlived its retention; finish interrupted restores and purges."""
-    stats = {"trash-purged": 0, "trash-kept": 0}
+    stats = {"trash-purged": 0, "trash-kept": 0, "damaged": 0}
     for key in list(ctx.storage.list_keys(ctx.bucket_for(warehouse), keys.TRASH_PREFIX)):
         drop_id = key[len(keys.TRASH_PREFIX) : -len(".json")]
         try:
@@ -206,6 +209,8 @@ def sweep(ctx: Context, warehouse: str, budget_s: float) -> dict[str, int]:
                 stats["trash-purged"] += 1
             else:
                 stats["trash-kept"] += 1
+        except DamagedObject:
+            stats["damaged"] += 1  # logged where it was read; fsck reports it
         except CatalogError:
             stats["trash-kept"] += 1
     return stats

@@ -3,11 +3,10 @@ and purge. Below pointers, which settle drops and restores with them; the trash 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import pointer_record, purges, warehouses
+from chalicelib.core import damage, pointer_record, purges, warehouses
 from chalicelib.core.context import Context, dump
 from chalicelib.errors import BadRequest, CatalogError, NotFound
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
@@ -33,12 +32,19 @@ def keep(ctx: Context, bucket: str, tomb: dict[str, Any]) -> None:
 def read(ctx: Context, warehouse: str, drop_id: str) -> tuple[dict[str, Any], str]:
     if not drop_id.isalnum() or len(drop_id) > 64:
         raise BadRequest("Invalid dropped-table id: expected the id a trash listing gives")
+    bucket, key = ctx.bucket_for(warehouse), keys.trash_record(drop_id)
     try:
-        obj = ctx.storage.get(ctx.bucket_for(warehouse), keys.trash_record(drop_id))
+        obj = ctx.storage.get(bucket, key)
     except ObjectNotFound:
         warehouses.read_record(ctx, warehouse)
         raise NotFound(f"No dropped table {drop_id!r} in warehouse {warehouse!r} (restored or purged)") from None
-    return json.loads(obj.body), obj.etag
+    return parse(obj.body, bucket, key), obj.etag
+
+
+def parse(body: bytes, bucket: str, key: str) -> dict[str, Any]:
+    """A trash record's stored bytes as the record, or DamagedObject (logged) naming its drop id."""
+    drop_id = key[len(keys.TRASH_PREFIX) : -len(".json")]
+    return damage.parse(body, bucket, key, f"Dropped table {drop_id!r}", pointer_record.trash_problem)
 
 
 def restored_here(ctx: Context, warehouse: str, ns: Namespace, name: str, dst: dict[str, Any]) -> bool:

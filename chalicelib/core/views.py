@@ -13,6 +13,7 @@ from chalicelib import keys
 from chalicelib.core import (
     audit,
     cas,
+    damage,
     listing_marks,
     name_claims,
     namespaces,
@@ -74,7 +75,8 @@ def load(ctx: Context, warehouse: str, ns: Namespace, name: str) -> TableState:
     p = pointer_record.of_kind(pointers.live(ctx, warehouse, ns, name, read_only=True), KIND)
     if p is None:
         raise pointers.not_found(ctx, warehouse, ns, name, KIND)
-    return TableState(p.metadata_location, md.read_metadata_raw(ctx, p.metadata_location))
+    subject = f"View {pointer_record.ident(ns, name)!r}"
+    return TableState(p.metadata_location, md.sound_metadata_raw(ctx, p.metadata_location, subject))
 
 
 def commit(ctx: Context, warehouse: str, ns: Namespace, name: str, requirements: object, updates: object) -> TableState:
@@ -83,8 +85,9 @@ def commit(ctx: Context, warehouse: str, ns: Namespace, name: str, requirements:
 
     def attempt() -> cas.Again | TableState:
         p = pointers.require(ctx, warehouse, ns, name, KIND)
-        base_raw = md.read_metadata_raw(ctx, p.metadata_location)
-        base = json.loads(base_raw)
+        subject = f"View {pointer_record.ident(ns, name)!r}"
+        base_raw = md.table_metadata_raw(ctx, p.metadata_location, subject)
+        base = damage.parse(base_raw, *keys.split_s3_uri(p.metadata_location), subject)
         view_metadata.check_requirements(base, requirements)
         new = view_metadata.apply(base, updates)
         if new == base:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, cas, listing_marks, resource_policies
+from chalicelib.core import audit, cas, damage, listing_marks, resource_policies
 from chalicelib.core.context import Context, dump, env_int, is_deleting, now_ms
 from chalicelib.core.model import WarehouseInfo
 from chalicelib.core.paging import decode_token, page
@@ -41,11 +41,19 @@ def _ensure_system_bucket(ctx: Context) -> None:
 def read_record(ctx: Context, warehouse: str) -> tuple[dict[str, Any], str]:
     if ctx.bucket_for(warehouse) == ctx.settings.system_bucket:
         raise WarehouseNotFound(f"Warehouse {warehouse!r} does not exist")
+    bucket, key = ctx.settings.system_bucket, keys.warehouse_record(warehouse)
     try:
-        obj: StoredObject = ctx.storage.get(ctx.settings.system_bucket, keys.warehouse_record(warehouse))
+        obj: StoredObject = ctx.storage.get(bucket, key)
     except ObjectNotFound:  # includes a missing system bucket: no warehouse was ever created
         raise WarehouseNotFound(f"Warehouse {warehouse!r} does not exist") from None
-    return json.loads(obj.body), obj.etag
+    return damage.parse(obj.body, bucket, key, f"Warehouse {warehouse!r}", record_problem), obj.etag
+
+
+def record_problem(doc: object) -> str | None:
+    """What makes a stored warehouse record unusable (None: nothing)."""
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    return damage.required(doc, "name", "bucket") or damage.fields(doc, properties=dict, state=str)
 
 
 def require_active(ctx: Context, warehouse: str) -> dict[str, Any]:

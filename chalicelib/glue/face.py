@@ -17,7 +17,7 @@ from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
 from chalicelib.core.catalog import glue, namespaces
 from chalicelib.core.context import Context, get_context
 from chalicelib.core.model import NamespaceInfo
-from chalicelib.errors import BadRequest, NamespaceNotEmpty, NotFound, TableNotFound
+from chalicelib.errors import BadRequest, DamagedObject, NamespaceNotEmpty, NotFound, TableNotFound
 from chalicelib.glue import backend, search, shapes
 from chalicelib.glue.errors import GLUE_FACE, JSON_11, EntityNotFound, UnknownOperation, error_detail
 from chalicelib.names import check_warehouse
@@ -270,6 +270,8 @@ def get_databases(ctx: Context, wh: str, body: Body, req: RequestContext) -> Bod
             out.append(_database_out(wh, namespaces.describe(ctx, wh, tuple(levels))))
         except NotFound:
             continue  # deleted since the listing
+        except DamagedObject:
+            continue  # its record cannot be read: skipped (the core logged it; fsck reports it)
     return {"DatabaseList": out, **_next(req, items[-1][0] if token and items else None, "dbs")}
 
 

@@ -15,11 +15,11 @@ __all__ = ["cancel", "fetch", "granted", "plan", "restricted", "tasks"]
 
 
 def _table(ctx: Context, warehouse: str, ns: Namespace, name: str) -> plans.Table:
-    from chalicelib.core.metadata import metadata_at
+    from chalicelib.core.metadata import table_metadata
     from chalicelib.core.tables.lookup import exists
 
     location = exists(ctx, warehouse, ns, name)
-    metadata = metadata_at(ctx, location)
+    metadata = table_metadata(ctx, location, f"Table {'.'.join((*ns, name))!r}")
     return plans.Table(ctx.bucket_for(warehouse), metadata.location, location, metadata)
 
 

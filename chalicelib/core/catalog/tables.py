@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from chalicelib.core import damage
+from chalicelib.core import metadata as md
 from chalicelib.core.context import Context
-from chalicelib.core.metadata import read_metadata_raw as read_metadata_raw
 from chalicelib.core.model import Namespace, TableState
 from chalicelib.core.pointer_record import TableEntry as TableEntry
 from chalicelib.core.tables import adopt
@@ -43,3 +44,9 @@ def swap_metadata_location(
     """Point a table at metadata its client wrote, compare-and-swap on its version or metadata location."""
     data, state = adopt.swap_metadata_location(ctx, warehouse, ns, name, new_location, **expected)
     return TableEntry.of(ns, name, data), state
+
+
+def read_metadata_raw(ctx: Context, location: str) -> bytes:
+    """The bytes of a table's current metadata file (just resolved by exists() or load());
+    DamagedObject naming the table when the file is gone."""
+    return md.table_metadata_raw(ctx, location, damage.owner(location))

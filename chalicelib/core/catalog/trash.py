@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from chalicelib.core import metadata as md
+from chalicelib.core.context import Context
 from chalicelib.core.drops import purge_budget_s as purge_budget_s
-from chalicelib.core.metadata import read_metadata_raw as read_metadata_raw
 from chalicelib.core.pointer_record import drop_id as drop_id
 from chalicelib.core.pointer_record import owner_uuid
 from chalicelib.core.trash import get as get
@@ -18,3 +19,8 @@ from chalicelib.core.trash import restore as restore
 def table_id(record: dict[str, Any]) -> str | None:
     """The dropped table's id (its owner uuid), as policies name it."""
     return owner_uuid(record.get("pointer") or {}) or None
+
+
+def read_metadata_raw(ctx: Context, location: str) -> bytes:
+    """A dropped table's kept metadata file; DamagedObject when it is gone or is no JSON object."""
+    return md.sound_metadata_raw(ctx, location, "A dropped table")

@@ -106,7 +106,7 @@ def _commit_batch(ctx: Context, warehouse: str, reqs: list[TableChange]) -> list
             for i in todo:
                 outcomes[i] = _without_table(ctx, warehouse, p, reqs[i])
             break
-        base = md.metadata_at(ctx, p.metadata_location)
+        base = md.table_metadata(ctx, p.metadata_location, f"Table {pointer_record.ident(ns, name)!r}")
         current, log_location, applied, changed = base, p.metadata_location, [], False
         restart = False
         for i in todo:

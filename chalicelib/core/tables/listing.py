@@ -14,6 +14,7 @@ from chalicelib.core.pointer_record import STAGED
 from chalicelib.core.pointers import live, read
 from chalicelib.errors import (
     BadRequest,
+    DamagedObject,
     TableRecoveryInProgress,
 )
 
@@ -38,8 +39,9 @@ def list_names(
     kind: str = "table",
     staged: bool = False,
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """One page of live tables; names a dead tombstone or a policy hides are skipped."""
-    record, _ = namespaces.read_record(ctx, warehouse, ns)
+    """One page of live tables; names a dead tombstone or a policy hides, and damaged pointers, are
+    skipped."""
+    record = namespaces.listed_record(ctx, warehouse, ns)
     variant = "view" if kind == "view" else "table+staged" if staged else "table"
     prefix = keys.tables_prefix(ns)
     start = decode_token(page_token, prefix)
@@ -129,8 +131,11 @@ def listed_flags(
             misses.append((i, key, name))
 
     def test(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
-        p = read(ctx, warehouse, ns, name)
-        flag = projection.classify_read(ctx, warehouse, ns, name, p) in WANTED[variant]
+        try:
+            p = read(ctx, warehouse, ns, name)
+            flag = projection.classify_read(ctx, warehouse, ns, name, p) in WANTED[variant]
+        except DamagedObject:
+            return False  # skipped (and logged), never cached: listed again once repaired
         if p is not None and projection.decided(p):
             if len(_listed) > 100_000:
                 _listed.clear()

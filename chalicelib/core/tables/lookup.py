@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 
 from chalicelib import keys
+from chalicelib.core import damage, pointer_record, pointers, purges
 from chalicelib.core import metadata as md
-from chalicelib.core import pointer_record, pointers
 from chalicelib.core.context import Context
 from chalicelib.core.model import TableState
 from chalicelib.core.pointer_record import TableEntry
 from chalicelib.errors import (
     CatalogError,
+    DamagedObject,
 )
-from chalicelib.storage import ObjectNotFound
 
 Namespace = tuple[str, ...]
 
 
 def load(ctx: Context, warehouse: str, ns: Namespace, name: str) -> TableState:
     location = exists(ctx, warehouse, ns, name)
-    return TableState(location, md.read_metadata_raw(ctx, location))
+    return TableState(location, md.table_metadata_raw(ctx, location, damage.owner(location)))
 
 
 def exists(ctx: Context, warehouse: str, ns: Namespace, name: str) -> str:
@@ -29,6 +28,7 @@ def exists(ctx: Context, warehouse: str, ns: Namespace, name: str) -> str:
     p = pointer_record.of_kind(pointers.live(ctx, warehouse, ns, name, read_only=True), "table")
     if p is None:
         raise pointers.not_found(ctx, warehouse, ns, name)
+    damage.owns(p.metadata_location, f"Table {pointer_record.ident(ns, name)!r}")  # for errors about the file
     return p.metadata_location
 
 
@@ -41,11 +41,12 @@ def find(ctx: Context, warehouse: str, table_uuid: str) -> tuple[Namespace, str]
         return None
     bucket = ctx.bucket_for(warehouse)
     try:
-        record = json.loads(ctx.storage.get(bucket, keys.uuid_record(table_uuid)).body)
-    except ObjectNotFound:
+        found = purges.read_uuid_record(ctx, bucket, table_uuid)
+    except DamagedObject:
+        found = ({"state": "live"}, "")  # it names no location to guess from: the scan below finds the table
+    if found is None or found[0].get("state") != "live":
         return None
-    if record.get("state") != "live":
-        return None
+    record = found[0]
 
     def holds(ns: Namespace, name: str) -> bool:
         try:

@@ -20,24 +20,27 @@ one still in flight may or may not show, as with any concurrent change.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import listing_marks, parallel, pointer_record
+from chalicelib.core import damage, listing_marks, parallel, pointer_record
 from chalicelib.core.context import Context, dump
 from chalicelib.core.pointer_record import STAGED, Pointer, kind_of
 from chalicelib.core.pointers import live, read
-from chalicelib.errors import ServiceUnavailable, TableRecoveryInProgress
+from chalicelib.errors import DamagedObject, ServiceUnavailable, TableRecoveryInProgress
 from chalicelib.storage import COUNTER, ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 Namespace = tuple[str, ...]
 
 
 def classify(ctx: Context, warehouse: str, ns: Namespace, name: str) -> str | None:
-    """What a name lists as: "table", "view", "staged", or None (not listed)."""
-    return classify_read(ctx, warehouse, ns, name, read(ctx, warehouse, ns, name))
+    """What a name lists as: "table", "view", "staged", or None (not listed: a damaged pointer too,
+    reported where it was read)."""
+    try:
+        return classify_read(ctx, warehouse, ns, name, read(ctx, warehouse, ns, name))
+    except DamagedObject:
+        return None
 
 
 def decided(p: Pointer) -> bool:
@@ -101,10 +104,22 @@ def _snapshot(
         obj = ctx.storage.get(bucket, keys.listing_snapshot(ns))
     except ObjectNotFound:
         return None, None
-    doc = json.loads(obj.body)
+    try:  # only a projection of the pointers: a damaged one is scanned again and replaced
+        doc = damage.parse(obj.body, bucket, keys.listing_snapshot(ns), "A listing snapshot", _snapshot_problem)
+    except DamagedObject:
+        return None, obj.etag
     if doc.get("namespace-uuid") != namespace_uuid:  # an earlier namespace of this name: scan again
         return None, obj.etag
     return dict(doc.get("names") or {}), obj.etag
+
+
+def _snapshot_problem(doc: object) -> str | None:
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    names = doc.get("names")
+    if names is not None and not (isinstance(names, dict) and all(isinstance(v, str) for v in names.values())):
+        return "'names' is not a map of names to kinds"
+    return None
 
 
 def _scan(ctx: Context, warehouse: str, ns: Namespace) -> dict[str, str]:
@@ -178,6 +193,8 @@ def fold(ctx: Context, warehouse: str, deadline: float) -> int:
                 ctx.storage.delete(bucket, keys.listing_snapshot(ns))
             ctx.storage.delete_many(bucket, old.get(ns_id, []))
             continue
+        except DamagedObject:
+            continue  # reported where it was read; the other namespaces fold on
         if ns_id not in old:
             continue
         if ns_id not in snapshots:

@@ -20,7 +20,7 @@ from chalicelib.storage import ObjectNotFound, PreconditionFailed
 def history(ctx: Context, warehouse: str, ns: Namespace, name: str) -> list[dict[str, Any]]:
     """The table's metadata files, newest first: the current one, then its metadata-log."""
     p = pointers.require(ctx, warehouse, ns, name)
-    meta = md.metadata_at(ctx, p.metadata_location)
+    meta = md.table_metadata(ctx, p.metadata_location, f"Table {pointer_record.ident(ns, name)!r}")
     files = [{"metadata-location": p.metadata_location, "timestamp-ms": meta.last_updated_ms, "current": True}]
     for e in reversed(meta.metadata_log):
         files.append({"metadata-location": e.metadata_file, "timestamp-ms": e.timestamp_ms, "current": False})
@@ -33,7 +33,7 @@ def rollback(ctx: Context, warehouse: str, ns: Namespace, name: str, target: str
     nothing applied) rather than be undone unseen: the operator looks at the history again."""
     bucket, key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
     p = pointers.require(ctx, warehouse, ns, name)
-    current = md.metadata_at(ctx, p.metadata_location)
+    current = md.table_metadata(ctx, p.metadata_location, f"Table {pointer_record.ident(ns, name)!r}")
     logged = {e.metadata_file for e in current.metadata_log}
     if target == p.metadata_location:
         raise BadRequest(f"{target!r} is already the table's current metadata")

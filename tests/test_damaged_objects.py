@@ -1,0 +1,391 @@
+"""One damaged object takes down only itself (issue 40): a catalog object whose stored bytes cannot
+be read (a table or view pointer, a namespace, trash, uuid or transaction record, a purge job, a
+metadata file) is skipped by every listing and by the sweeper, answers a specific error naming
+what the client addressed, is logged with its S3 key, and is reported by fsck. Objects are damaged
+the way an operator's slip or a bad copy would: overwritten in S3 behind the catalog's back."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from botocore.exceptions import ClientError
+from pyiceberg.exceptions import RESTError
+
+from chalicelib import keys
+from chalicelib.core import fsck, namespaces, pointer_record, sweeper, warehouses
+from chalicelib.core.context import Context
+from chalicelib.core.tables import create as creation
+from chalicelib.core.tables import lifecycle, listing, lookup
+from chalicelib.routes import iceberg_io
+from tests.conftest import catalog_process, lease_ms, rest_catalog
+from tests.crashutil import Crash, CrashAfter
+from tests.test_glue import glue_client
+from tests.test_s3tables import s3tables_client
+
+SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
+DAMAGED_TYPE = "DamagedObjectException"  # what the Iceberg REST face answers (422)
+
+
+def _truncated(valid: bytes) -> bytes:
+    return valid[: len(valid) // 2]
+
+
+def _without_metadata_location(valid: bytes) -> bytes:
+    data = json.loads(valid)
+    data.pop("metadata-location")
+    return json.dumps(data).encode()
+
+
+def _unknown_state(valid: bytes) -> bytes:
+    return json.dumps(dict(json.loads(valid), state=["active"])).encode()
+
+
+# Each kind of damage: the pointer's valid bytes -> what is stored instead.
+DAMAGE = {
+    "not-json": lambda valid: b"\x00\xffthis is not JSON{",
+    "empty-bytes": lambda valid: b"",
+    "truncated": _truncated,
+    "array": lambda valid: b"[]",
+    "scalar": lambda valid: b"42",
+    "empty-object": lambda valid: b"{}",
+    "no-metadata-location": _without_metadata_location,
+    "wrong-type-state": _unknown_state,
+}
+
+
+@pytest.fixture(scope="module")
+def served(
+    s3_endpoint: str, system_bucket: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Path]]:
+    """A catalog process of this module's own, for its log file."""
+    with catalog_process(s3_endpoint, system_bucket, tmp_path_factory.mktemp("damaged")) as started:
+        yield started
+
+
+def _new_warehouse(http: requests.Session, url: str, tables: tuple[str, ...] = ("a", "b", "c")) -> str:
+    wh = f"wh-dmg-{uuid.uuid4().hex[:10]}"
+    assert http.post(f"{url}/v1/warehouses", json={"name": wh}).status_code == 200
+    assert http.post(f"{url}/v1/{wh}/namespaces", json={"namespace": ["db"]}).status_code == 200
+    for name in tables:
+        resp = http.post(f"{url}/v1/{wh}/namespaces/db/tables", json={"name": name, "schema": SCHEMA})
+        assert resp.status_code == 200, resp.text
+    return wh
+
+
+def _damage(s3: Any, bucket: str, key: str, how: str) -> None:
+    valid = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    s3.put_object(Bucket=bucket, Key=key, Body=DAMAGE[how](valid))
+
+
+def _paged(http: requests.Session, url: str, what: str = "tables", size: int = 100) -> list[str]:
+    """Every name of namespace db, page by page."""
+    names: list[str] = []
+    token = ""
+    while True:
+        resp = http.get(f"{url}/namespaces/db/{what}", params={"pageToken": token, "pageSize": size})
+        assert resp.status_code == 200, resp.text
+        names += [i["name"] for i in resp.json()["identifiers"]]
+        token = resp.json().get("next-page-token") or ""
+        if not token:
+            return names
+
+
+def _assert_damaged_answer(resp: requests.Response, *named: str) -> None:
+    assert resp.status_code == 422, resp.text
+    error = resp.json()["error"]
+    assert error["type"] == DAMAGED_TYPE and error["code"] == 422
+    for text in named:
+        assert text in error["message"]
+    assert "Traceback" not in resp.text and 'File "' not in resp.text
+
+
+def _log_lines(log_path: Path, key: str) -> list[dict[str, Any]]:
+    lines = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
+    return [line for line in lines if line.get("key") == key]
+
+
+@pytest.mark.parametrize("how", sorted(DAMAGE))
+def test_a_damaged_table_pointer_takes_down_only_its_table(how, served, http, s3, s3_endpoint):
+    url, log_path = served
+    wh = _new_warehouse(http, url)
+    base = f"{url}/v1/{wh}"
+    key = keys.table_pointer(("db",), "b")
+    _damage(s3, wh, key, how)
+
+    # Every listing goes on without it: paged (one page, and one name a page), and unpaged.
+    assert _paged(http, base) == ["a", "c"]
+    assert _paged(http, base, size=1) == ["a", "c"]
+    catalog = rest_catalog(url, wh, s3_endpoint)
+    assert sorted(catalog.list_tables("db")) == [("db", "a"), ("db", "c")]
+    assert _paged(http, base) == ["a", "c"]  # and again, from what the listings kept
+
+    # Addressed, it answers what is wrong with it: 422, a type of its own, the table named.
+    _assert_damaged_answer(http.get(f"{base}/namespaces/db/tables/b"), "db.b", key)
+    commit = {"requirements": [], "updates": [{"action": "set-properties", "updates": {"x": "1"}}]}
+    _assert_damaged_answer(http.post(f"{base}/namespaces/db/tables/b", json=commit), "db.b")
+    _assert_damaged_answer(http.delete(f"{base}/namespaces/db/tables/b"), "db.b")
+    with pytest.raises(RESTError, match="db.b"):
+        catalog.load_table(("db", "b"))
+
+    # Its neighbours load and commit.
+    for name in ("a", "c"):
+        table = catalog.load_table(("db", name))
+        with table.transaction() as tx:
+            tx.set_properties(touched="yes")
+        assert catalog.load_table(("db", name)).properties["touched"] == "yes"
+    assert _log_lines(log_path, key), "no log line names the damaged key"
+
+
+def test_a_damaged_view_pointer_takes_down_only_its_view(served, http, s3):
+    url, log_path = served
+    wh = _new_warehouse(http, url, tables=("t",))
+    base = f"{url}/v1/{wh}"
+    version = {
+        "version-id": 1,
+        "schema-id": 0,
+        "timestamp-ms": 1700000000000,
+        "summary": {"engine-name": "test"},
+        "representations": [{"type": "sql", "sql": "SELECT 1 AS id", "dialect": "spark"}],
+        "default-namespace": ["db"],
+    }
+    for name in ("v1", "v2", "v3"):
+        body = {"name": name, "schema": dict(SCHEMA, **{"schema-id": 0}), "view-version": version, "properties": {}}
+        assert http.post(f"{base}/namespaces/db/views", json=body).status_code == 200
+    key = keys.table_pointer(("db",), "v2")
+    _damage(s3, wh, key, "not-json")
+    assert _paged(http, base, "views") == ["v1", "v3"]
+    unpaged = http.get(f"{base}/namespaces/db/views")
+    assert unpaged.status_code == 200, unpaged.text
+    assert [i["name"] for i in unpaged.json()["identifiers"]] == ["v1", "v3"]
+    assert _paged(http, base) == ["t"]
+    _assert_damaged_answer(http.get(f"{base}/namespaces/db/views/v2"), "db.v2")
+    assert http.get(f"{base}/namespaces/db/views/v1").status_code == 200
+    assert _log_lines(log_path, key)
+
+
+METADATA_DAMAGE = {"missing": None, "not-json": b"garbage", "array": b"[]", "no-location": b'{"format-version": 2}'}
+
+
+def test_a_damaged_metadata_file_takes_down_only_its_table(served, http, s3, s3_endpoint, system_bucket, tmp_path):
+    url, _ = served
+    damaged = [f"m_{how.replace('-', '_')}" for how in METADATA_DAMAGE]
+    wh = _new_warehouse(http, url, ("a", *damaged, "c"))
+    meta_keys = {}
+    for name, body in zip(damaged, METADATA_DAMAGE.values(), strict=True):
+        pointer = json.loads(s3.get_object(Bucket=wh, Key=keys.table_pointer(("db",), name))["Body"].read())
+        bucket, meta_keys[name] = keys.split_s3_uri(pointer["metadata-location"])
+        if body is None:
+            s3.delete_object(Bucket=bucket, Key=meta_keys[name])
+        else:
+            s3.put_object(Bucket=bucket, Key=meta_keys[name], Body=body)
+
+    # A process that has not cached the files (metadata files are immutable, so a warm one may
+    # serve its copy: nothing in S3 says a file changed).
+    with catalog_process(s3_endpoint, system_bucket, tmp_path) as (fresh, log_path):
+        base = f"{fresh}/v1/{wh}"
+        commit = {"requirements": [], "updates": [{"action": "set-properties", "updates": {"x": "1"}}]}
+        for name in damaged:
+            _assert_damaged_answer(http.get(f"{base}/namespaces/db/tables/{name}"), f"db.{name}", meta_keys[name])
+            _assert_damaged_answer(http.post(f"{base}/namespaces/db/tables/{name}", json=commit), f"db.{name}")
+            assert _log_lines(log_path, meta_keys[name]), name
+        # Its pointer is sound: Iceberg listings name it. Glue's, which show its columns, skip it.
+        assert _paged(http, base) == ["a", "c", *sorted(damaged)]
+        glue = glue_client(fresh, wh)
+        assert [t["Name"] for t in glue.get_tables(DatabaseName="db")["TableList"]] == ["a", "c"]
+        assert sorted(t["Name"] for t in glue.search_tables()["TableList"]) == ["a", "c"]
+        with pytest.raises(ClientError) as exc:
+            glue.get_table(DatabaseName="db", Name=damaged[0])
+        assert f"db.{damaged[0]}" in exc.value.response["Error"]["Message"]
+        catalog = rest_catalog(fresh, wh, s3_endpoint)
+        with catalog.load_table(("db", "a")).transaction() as tx:
+            tx.set_properties(touched="yes")
+
+
+def test_glue_and_s3_tables_listings_skip_a_damaged_pointer(served, http, s3):
+    url, _ = served
+    wh = _new_warehouse(http, url)
+    _damage(s3, wh, keys.table_pointer(("db",), "b"), "not-json")
+    _damage(s3, wh, keys.table_pointer(("db",), "c"), "array")
+    assert http.post(f"{url}/v1/{wh}/namespaces", json={"namespace": ["other"]}).status_code == 200
+    resp = http.post(f"{url}/v1/{wh}/namespaces/other/tables", json={"name": "d", "schema": SCHEMA})
+    assert resp.status_code == 200, resp.text
+
+    glue = glue_client(url, wh)
+    assert [t["Name"] for t in glue.get_tables(DatabaseName="db")["TableList"]] == ["a"]
+    assert [t["Name"] for t in glue.get_tables(DatabaseName="db", MaxResults=1)["TableList"]] == ["a"]
+    assert sorted(t["Name"] for t in glue.search_tables()["TableList"]) == ["a", "d"]
+    with pytest.raises(ClientError) as exc:
+        glue.get_table(DatabaseName="db", Name="b")
+    assert "db.b" in exc.value.response["Error"]["Message"]
+    assert glue.get_table(DatabaseName="db", Name="a")["Table"]["Name"] == "a"
+
+    st = s3tables_client(url)
+    arn = f"arn:aws:s3tables:us-east-1:000000000000:bucket/{wh}"
+    assert [t["name"] for t in st.list_tables(tableBucketARN=arn, namespace="db")["tables"]] == ["a"]
+    assert sorted(t["name"] for t in st.list_tables(tableBucketARN=arn)["tables"]) == ["a", "d"]
+    assert [t["name"] for t in st.list_tables(tableBucketARN=arn, namespace="db", maxTables=1)["tables"]] == ["a"]
+
+
+def test_a_damaged_namespace_record_takes_down_only_its_namespace(served, http, s3, s3_endpoint):
+    url, log_path = served
+    wh = _new_warehouse(http, url)
+    base = f"{url}/v1/{wh}"
+    assert http.post(f"{base}/namespaces", json={"namespace": ["other"]}).status_code == 200
+    resp = http.post(f"{base}/namespaces/other/tables", json={"name": "d", "schema": SCHEMA})
+    assert resp.status_code == 200, resp.text
+    key = keys.namespace_record(("db",))
+    s3.put_object(Bucket=wh, Key=key, Body=b"{truncated")
+
+    listed = http.get(f"{base}/namespaces", params={"pageToken": "", "pageSize": 10})
+    assert sorted(n[0] for n in listed.json()["namespaces"]) == ["db", "other"]  # keys only: it is there
+    _assert_damaged_answer(http.get(f"{base}/namespaces/db"), "db", key)
+    assert http.get(f"{base}/namespaces/other").status_code == 200
+    assert _log_lines(log_path, key)
+
+    glue = glue_client(url, wh)
+    assert [d["Name"] for d in glue.get_databases()["DatabaseList"]] == ["other"]
+    assert sorted(t["Name"] for t in glue.search_tables()["TableList"]) == ["a", "b", "c", "d"]
+    st = s3tables_client(url)
+    arn = f"arn:aws:s3tables:us-east-1:000000000000:bucket/{wh}"
+    assert sorted(t["name"] for t in st.list_tables(tableBucketARN=arn)["tables"]) == ["a", "b", "c", "d"]
+    catalog = rest_catalog(url, wh, s3_endpoint)
+    assert sorted(catalog.list_tables("other")) == [("other", "d")]
+    with catalog.load_table(("db", "a")).transaction() as tx:  # its tables do not read it
+        tx.set_properties(touched="yes")
+
+
+def test_the_trash_listing_skips_a_damaged_trash_record(served, http, s3):
+    url, log_path = served
+    wh = f"wh-dmg-{uuid.uuid4().hex[:10]}"
+    body = {"name": wh, "properties": {"dropped-table-retention-seconds": "3600"}}
+    assert http.post(f"{url}/v1/warehouses", json=body).status_code == 200
+    base = f"{url}/v1/{wh}"
+    assert http.post(f"{base}/namespaces", json={"namespace": ["db"]}).status_code == 200
+    for name in ("a", "b", "c"):
+        assert http.post(f"{base}/namespaces/db/tables", json={"name": name, "schema": SCHEMA}).status_code == 200
+        assert http.delete(f"{base}/namespaces/db/tables/{name}").status_code == 204
+    trash_keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=wh, Prefix=keys.TRASH_PREFIX)["Contents"])
+    assert len(trash_keys) == 3
+    s3.put_object(Bucket=wh, Key=trash_keys[1], Body=b'{"drop-id": 1}')
+    listed = http.get(f"{base}/trash")
+    assert listed.status_code == 200, listed.text
+    assert len(listed.json()["dropped"]) == 2
+    drop_id = trash_keys[1][len(keys.TRASH_PREFIX) : -len(".json")]
+    _assert_damaged_answer(http.get(f"{base}/trash/{drop_id}"), drop_id)
+    assert _log_lines(log_path, trash_keys[1])
+
+
+# ---- fsck and the sweeper, in-process ---------------------------------------------------------------
+
+
+class _Lines(logging.Handler):
+    """The catalog's log records, as they are emitted (a real handler on the "catalog" logger)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def keys(self) -> set[str]:
+        return {str(getattr(r, "key", "")) for r in self.records}
+
+
+@pytest.fixture()
+def lines() -> Iterator[_Lines]:
+    handler, logger = _Lines(), logging.getLogger("catalog")
+    logger.addHandler(handler)
+    old = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old)
+
+
+def _warehouse_with_unfinished_work(ctx: Context, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """Tables t0..t7 and u, and a dropper of "gone" that died after its tombstone (past its lease)."""
+    lease = lease_ms(800)
+    monkeypatch.setenv("CATALOG_TOMBSTONE_LEASE_MS", str(lease))
+    wh = f"wh-dmg-{uuid.uuid4().hex[:8]}"
+    warehouses.create(ctx, wh, False, {})
+    namespaces.create(ctx, wh, ["db"], {})
+    namespaces.create(ctx, wh, ["ns2"], {})
+    for name in [*(f"t{i}" for i in range(8)), "u", "gone"]:
+        creation.create(ctx, wh, ("db",), iceberg_io.parse_create({"name": name, "schema": SCHEMA}))
+    with pytest.raises(Crash):
+        lifecycle.drop(Context(ctx.settings, CrashAfter(ctx.storage, 1)), wh, ("db",), "gone", True)
+    time.sleep(lease / 1000 + 0.1)
+    return wh, keys.table_pointer(("db",), "gone")
+
+
+def test_fsck_reports_damaged_objects_and_repair_finishes_the_rest(core, monkeypatch, lines):
+    wh, tombstone = _warehouse_with_unfinished_work(core, monkeypatch)
+    bucket = core.bucket_for(wh)
+    damaged = {}
+    for i, how in enumerate(sorted(DAMAGE)):
+        key = keys.table_pointer(("db",), f"t{i}")
+        valid = core.storage.get(bucket, key).body
+        core.storage.put(bucket, key, DAMAGE[how](valid))
+        damaged[key] = how
+    ns_key = keys.namespace_record(("ns2",))
+    core.storage.put(bucket, ns_key, b"not json")
+    u = json.loads(core.storage.get(bucket, keys.table_pointer(("db",), "u")).body)
+    uuid_key = keys.uuid_record(pointer_record.owner_uuid(u))
+    core.storage.put(bucket, uuid_key, b"[1, 2")
+    purge_key = keys.purge_job(str(uuid.uuid4()))
+    core.storage.put(bucket, purge_key, b'{"queued-ms": 1}')
+
+    report = fsck.check(core, wh)
+    by_key = {k: f for f in report.findings for k in f.keys}
+    for key in damaged:
+        assert by_key[key].kind == "unreadable-pointer" and by_key[key].severity == fsck.VIOLATION, damaged[key]
+    for key in (ns_key, uuid_key, purge_key):
+        assert by_key[key].kind == "unreadable-record" and by_key[key].severity == fsck.VIOLATION
+    assert by_key[tombstone].kind == "stale-dropped"
+    json.dumps(report.as_json())  # the report stays JSON
+
+    stats = fsck.repair(core, wh)  # the sweeper's pass goes past every damaged object
+    assert stats["drops-finished"] == 1 and stats["damaged"] >= len(damaged) + 1
+    after = fsck.check(core, wh)
+    assert tombstone not in {k for f in after.findings for k in f.keys}
+    assert {k for f in after.of(fsck.VIOLATION) for k in f.keys} >= {*damaged, ns_key, uuid_key, purge_key}
+    assert lines.keys() >= {*damaged, ns_key, uuid_key, purge_key}
+
+    # The sweeper on a schedule goes on the same way; the other tables serve on.
+    report_all = sweeper.sweep(core, wh)
+    assert report_all[wh]["damaged"] >= len(damaged)
+    assert [t["name"] for t in listing.list_names(core, wh, ("db",), "", 100)[0]] == ["u"]
+    assert [t["name"] for t in listing.list_names(core, wh, ("db",), None, None)[0]] == ["u"]
+    assert lookup.load(core, wh, ("db",), "u").metadata_location == pointer_record.metadata_location(u)
+
+
+def test_a_damaged_transaction_record_is_reported_and_skipped(core, monkeypatch, lines):
+    wh, _ = _warehouse_with_unfinished_work(core, monkeypatch)
+    bucket = core.bucket_for(wh)
+    key = keys.table_pointer(("db",), "t0")
+    data = json.loads(core.storage.get(bucket, key).body)
+    txn = uuid.uuid4().hex
+    claimed = pointer_record.with_claim(data, txn, str(pointer_record.metadata_location(data)), {})
+    core.storage.put(bucket, key, json.dumps(claimed).encode())
+    core.storage.put(bucket, keys.txn_record(txn), b"\x00")
+
+    report = fsck.check(core, wh)
+    assert keys.txn_record(txn) in {k for f in report.findings if f.kind == "unreadable-record" for k in f.keys}
+    stats = fsck.repair(core, wh)
+    assert stats["drops-finished"] == 1 and stats["damaged"] >= 1
+    assert [t["name"] for t in listing.list_names(core, wh, ("db",), "", 100)[0]] == [
+        *(f"t{i}" for i in range(1, 8)),
+        "u",
+    ]
+    assert keys.txn_record(txn) in lines.keys()
