@@ -28,6 +28,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -115,6 +116,8 @@ def stack() -> Iterator[Stack]:
         lines.append(line)
         if "Ctrl-C stops" in line:
             break
+    # Keep reading: the catalog logs a line per request to this pipe, and a full pipe would stall it.
+    threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
     try:
         assert "Ctrl-C stops" in "".join(lines), "".join(lines)
         yield Stack(proc, "".join(lines), {k: v for k, v in ports.items() if k.split(":")[-1] != v.split(":")[-1]})

@@ -23,6 +23,14 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
+def _drain(proc: subprocess.Popen[str]) -> None:
+    """Keep reading after the banner: the catalog logs a line per request to this pipe, and a full
+    pipe would stall it."""
+    import threading
+
+    threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize("script", ["scripts/run_local.py", "scripts/run_lambda.py"])
 def test_run_prints_a_working_snippet(tmp_path, script):
     """`make run` (the source tree served) and `make run-lambda` (the built zip under awslambdaric)."""
@@ -48,6 +56,7 @@ def test_run_prints_a_working_snippet(tmp_path, script):
             if "Ctrl-C stops" in line:
                 break
         out = "".join(lines)
+        _drain(proc)
         assert f"http://127.0.0.1:{port}/_iceberg" in out and f"127.0.0.1:{s3_port}" in out, out
         start = out.index("    import pyarrow as pa")
         end = out.index("print(table.scan().to_arrow())", start) + len("print(table.scan().to_arrow())")
@@ -125,6 +134,7 @@ def test_run_on_your_own_s3_says_how_events_are_delivered_and_that_command_deliv
             if "Ctrl-C stops" in line:
                 break
         out = "".join(lines)
+        _drain(proc)
         assert "no local S3 started" in out and "not sent from here" in out, out
         (command,) = [ln.strip() for ln in out.splitlines() if "dispatch-events --every" in ln]
         assert command.startswith(f"S3_ENDPOINT_URL={s3_endpoint} CATALOG_SYSTEM_BUCKET={prefix}system"), command
