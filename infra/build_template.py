@@ -544,7 +544,7 @@ def _dashboard() -> dict[str, Any]:
                 y=12,
             ),
             widget("Sweeper", catalog("SweeperRuns", "SweeperWork", "SweeperErrors", "SweeperUnfinished"), x=12, y=12),
-            widget("Cold starts", catalog("ColdStarts"), y=18),
+            widget("Cold starts and STS calls for vended credentials", catalog("ColdStarts", "AssumeRole"), y=18),
             widget("Functions: errors and throttles", [[functions("Errors")], [functions("Throttles")]], x=12, y=18),
         ]
     }
