@@ -9,8 +9,8 @@ about 20 ms more. A session is not thread-safe, so clients are made under a lock
 What a client is customised with stays its own. botocore copies the session's event emitter and
 config into each client, but hands all of them the session's one response parser factory: parser
 settings made through one client (the S3 storage client's text timestamps) changed every client's
-parsing, so STS's Expiration came back as text and vended credentials expired as issued (issue
-40). Each client therefore gets a factory of its own, with the parser settings it asks for.
+parsing, so STS's Expiration came back as text and vended credentials expired as issued.
+Each client therefore gets a factory of its own, with the parser settings it asks for.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One damaged object takes down only itself (issue 40): a catalog object whose stored bytes cannot
+"""One damaged object takes down only itself: a catalog object whose stored bytes cannot
 be read (a table or view pointer, a namespace, trash, uuid or transaction record, a purge job, a
 metadata file) is skipped by every listing and by the sweeper, answers a specific error naming
 what the client addressed, is logged with its S3 key, and is reported by fsck. Objects are damaged

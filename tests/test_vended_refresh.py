@@ -253,7 +253,7 @@ def test_spark_reads_across_credential_refreshes(s3_endpoint, system_bucket, tmp
     a life of 5 minutes + 5 s each table's first refresh falls 5 to 245 s after its load; six tables
     read together make the first one come soon. Each refresh is one request and one AssumeRole (the
     catalog never hands out credentials inside Java's margin), then quiet until the next window.
-    Before issue 40 it was one request and one AssumeRole per S3 request."""
+    Before each client had its own parser it was one request and one AssumeRole per S3 request."""
     from dataclasses import replace
 
     from spark_jobs.session import JobSettings, build_session, spark_conf

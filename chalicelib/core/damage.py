@@ -1,4 +1,4 @@
-"""Catalog objects that cannot be read (issue 40): one damaged object takes down only itself.
+"""Catalog objects that cannot be read: one damaged object takes down only itself.
 
 An object whose bytes are not what the catalog wrote (not JSON, the wrong shape, or a metadata file
 gone while a pointer names it) is never a crash and never a generic 500:

@@ -36,7 +36,7 @@ ICEBERG_ERRORS: dict[type[e.CatalogError], tuple[int, str]] = {
     e.Conflict: (409, "ConflictException"),
     e.Gone: (410, "GoneException"),
     e.UnprocessableEntity: (422, "UnprocessableEntityException"),
-    # A stored object the catalog cannot read (issue 40): not 500, which a commit's client reads as
+    # A stored object the catalog cannot read: not 500, which a commit's client reads as
     # CommitStateUnknown, nor 503, which invites retries that cannot help; 422 ends the request
     # with a type of its own and a message naming the table, namespace or view.
     e.DamagedObject: (422, "DamagedObjectException"),
