@@ -1,4 +1,4 @@
-"""Event sink targets are checked per kind an SQS queue URL, an SNS topic ARN,
+"""Event sink targets are checked per kind: an SQS queue URL, an SNS topic ARN,
 an EventBridge bus name or ARN, an https:// webhook. A target of another kind, another service or a
 malformed one is refused with 400 in the ErrorModel shape, through the REST route and the admin
 CLI, and nothing is created."""

@@ -1,4 +1,4 @@
-"""S3 Tables create-time tags CreateTableBucket and CreateTable with `tags`
+"""S3 Tables create-time tags: CreateTableBucket and CreateTable with `tags`
 store them (ListTagsForResource by bucket and table ARN lists them), check them as TagResource
 does, need s3tables:TagResource as AWS documents, and a create refused for its tags creates nothing."""
 
