@@ -389,3 +389,102 @@ def test_a_damaged_transaction_record_is_reported_and_skipped(core, monkeypatch,
         "u",
     ]
     assert keys.txn_record(txn) in lines.keys()
+
+
+def _sqs(s3_endpoint: str) -> Any:
+    import boto3
+
+    return boto3.client("sqs", endpoint_url=s3_endpoint, region_name="us-east-1", **_EMULATOR_KEYS)
+
+
+_EMULATOR_KEYS = {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
+
+
+def test_a_damaged_journal_segment_loses_its_entries_only(served, http, s3, core):
+    """An audit journal segment that cannot be read: the trail and the event feed answer the other
+    entries, the log names its key, and fsck reports it."""
+    url, log_path = served
+    wh = _new_warehouse(http, url, tables=("t",))
+    base = f"{url}/v1/{wh}"
+    for i in range(20):  # with its create, 21 entries: a journal segment of 16 and a tail of 5
+        body = {"updates": [{"action": "set-properties", "updates": {f"p{i}": "x"}}]}
+        assert http.post(f"{base}/namespaces/db/tables/t", json=body).status_code == 200
+    bucket = core.bucket_for(wh)
+    listed = s3.list_objects_v2(Bucket=bucket, Prefix=keys.AUDIT_PREFIX)["Contents"]
+    segment = next(o["Key"] for o in listed if o["Key"].endswith("-0000000001-0000000016.json"))
+    _damage(s3, bucket, segment, "not-json")
+
+    trail = http.get(f"{base}/audit", params={"pageSize": 200})
+    assert trail.status_code == 200, trail.text
+    of_table = [e for e in trail.json()["entries"] if e.get("target", {}).get("name") == "t"]
+    assert len(of_table) == 5
+    assert _log_lines(log_path, segment)
+    feed = http.post(f"{base}/events", json={"page-size": 100})
+    assert feed.status_code == 200, feed.text
+    found = fsck.check(core, wh)
+    assert ("unreadable-record", [segment]) in [(f.kind, f.keys) for f in found.findings], found.findings
+
+
+def test_a_damaged_sink_or_position_stays_with_its_sink(served, http, s3, s3_endpoint, core):
+    """A sink record that cannot be read is left out of the list and of delivery, the other sinks
+    are served; a position that cannot be read sends everything again (at least once, same ids)."""
+    from chalicelib.core import dispatcher
+
+    url, _ = served
+    wh = _new_warehouse(http, url, tables=())
+    base = f"{url}/v1/{wh}"
+    for name in ("a", "b"):
+        queue = _sqs(s3_endpoint).create_queue(QueueName=f"dmg-{name}-{uuid.uuid4().hex[:6]}")["QueueUrl"]
+        assert http.post(f"{base}/event-sinks", json={"name": name, "kind": "sqs", "target": queue}).status_code == 200
+    for name in ("t1", "t2"):
+        assert http.post(f"{base}/namespaces/db/tables", json={"name": name, "schema": SCHEMA}).status_code == 200
+    bucket = core.bucket_for(wh)
+    _damage(s3, bucket, keys.event_sink("a"), "not-json")
+    listed = http.get(f"{base}/event-sinks")
+    assert listed.status_code == 200 and [s["name"] for s in listed.json()["sinks"]] == ["b"]
+    first = dispatcher.dispatch(core, wh, 30)
+    assert set(first) == {"b"} and first["b"]["sent"] >= 2, first  # both tables (at least)
+    _damage(s3, bucket, keys.event_cursor("b"), "truncated")
+    assert dispatcher.dispatch(core, wh, 30)["b"]["sent"] == first["b"]["sent"]
+    assert dispatcher.dispatch(core, wh, 30)["b"]["sent"] == 0  # the new position holds
+
+
+def test_the_admin_command_reports_damage_in_its_json_and_logs_keys_on_stderr(
+    served, http, s3, s3_endpoint, system_bucket
+):
+    """`fsck --json` stays one JSON document on stdout; the damaged object's key is a JSON log line on stderr."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    url, _ = served
+    wh = _new_warehouse(http, url)
+    bucket = wh
+    key = keys.table_pointer(("db",), "b")
+    _damage(s3, bucket, key, "not-json")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "S3_ENDPOINT_URL": s3_endpoint,
+        "CATALOG_SYSTEM_BUCKET": system_bucket,
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+    }
+    for repair in ([], ["--repair"]):
+        ran = subprocess.run(
+            [sys.executable, "scripts/catalog_admin.py", "fsck", wh, "--json", *repair],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert ran.returncode == 1, ran.stderr
+        report = json.loads(ran.stdout)
+        (finding,) = [f for f in report["findings"] if f["severity"] == "violation"]
+        assert finding["kind"] == "unreadable-pointer" and finding["keys"] == [key]
+        assert finding["message"] == "the pointer cannot be read: not JSON"
+        logged = [json.loads(ln) for ln in ran.stderr.splitlines() if ln.startswith("{")]
+        assert any(ln["key"] == key and ln["message"] == "damaged catalog object" for ln in logged), ran.stderr
+        if repair:
+            assert report["repaired"]["damaged"] == 1

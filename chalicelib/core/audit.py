@@ -218,10 +218,11 @@ def _segment(ctx: Context, bucket: str, key: str) -> list[dict[str, Any]]:
     cached = _segments.get((bucket, key))
     if cached is None:
         try:
-            doc = json.loads(ctx.storage.get(bucket, key).body)
-        except ObjectNotFound:
+            body = ctx.storage.get(bucket, key).body
+            doc = damage.parse(body, bucket, key, "An audit journal segment", segment_problem)
+        except (ObjectNotFound, DamagedObject):  # damaged: its entries are lost (logged; fsck says so)
             return []
-        cached = [dict(e, source=doc["source"]) for e in doc.get("entries", [])]
+        cached = [dict(e, source=doc["source"]) for e in doc["entries"]]
         with _cache_lock:
             if len(_segments) > 20_000:
                 _segments.clear()
@@ -257,6 +258,17 @@ def newest_in_segment(name: str) -> int:
 def tail_entries(ctx: Context, bucket: str, key: str, etag: str) -> list[dict[str, Any]]:
     """The committed entries a pointer or record still carries, each with its source."""
     return _tail_of(ctx, bucket, key, etag)
+
+
+def segment_problem(doc: Any) -> str | None:
+    """What is wrong with a journal segment's document (None: nothing)."""
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    if not isinstance(doc.get("source"), str) or not isinstance(doc.get("entries"), list):
+        return "no 'source' or 'entries'"
+    if not all(isinstance(e, dict) for e in doc["entries"]):
+        return "an entry is not a JSON object"
+    return None
 
 
 def segment_entries(ctx: Context, bucket: str, key: str) -> list[dict[str, Any]]:

@@ -26,8 +26,9 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, event_senders, event_sinks, events, parallel
+from chalicelib.core import audit, damage, event_senders, event_sinks, events, parallel
 from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.errors import DamagedObject
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
 log = logging.getLogger("catalog.dispatcher")
@@ -45,8 +46,11 @@ def _cursor(ctx: Context, bucket: str, sink: dict[str, Any]) -> tuple[dict[str, 
         obj = ctx.storage.get(bucket, keys.event_cursor(sink["name"]))
     except ObjectNotFound:
         return {"sink-uuid": sink["uuid"], "sources": {}, "etags": {}, "failing": {}}, None
-    doc = json.loads(obj.body)
-    if doc.get("sink-uuid") != sink["uuid"]:  # an earlier sink of that name: start afresh
+    try:
+        doc = damage.parse(obj.body, bucket, keys.event_cursor(sink["name"]), f"Event sink {sink['name']!r}'s position")
+    except DamagedObject:  # position unknown: send everything again (at least once; ids let consumers dedupe)
+        doc = {}
+    if doc.get("sink-uuid") != sink["uuid"]:  # an earlier sink of that name (or damaged): start afresh
         return {"sink-uuid": sink["uuid"], "sources": {}, "etags": {}, "failing": {}}, obj.etag
     return doc, obj.etag
 
@@ -140,9 +144,10 @@ def _segment_source(key: str, prefix: str = keys.AUDIT_PREFIX) -> str:
 
 def _warehouse_source(ctx: Context, warehouse: str) -> str | None:
     """The trail source of the warehouse's record (its changes: properties, retention)."""
+    bucket, key = ctx.settings.system_bucket, keys.warehouse_record(warehouse)
     try:
-        record = json.loads(ctx.storage.get(ctx.settings.system_bucket, keys.warehouse_record(warehouse)).body)
-    except ObjectNotFound:
+        record = damage.parse(ctx.storage.get(bucket, key).body, bucket, key, f"Warehouse {warehouse!r}")
+    except (ObjectNotFound, DamagedObject):
         return None
     return audit.source_of(record)
 
@@ -319,7 +324,7 @@ def dispatch(ctx: Context, warehouse: str, budget_s: float = 50.0, send: Sender 
     for sink in sinks:
         try:
             report[sink["name"]] = dispatch_sink(ctx, warehouse, sink, deadline, send)
-        except (StorageUnavailable, WriteInDoubt, ObjectNotFound) as exc:
+        except (StorageUnavailable, WriteInDoubt, ObjectNotFound, DamagedObject) as exc:
             log.warning("dispatcher: %s/%s: %s", warehouse, sink["name"], exc)
             report[sink["name"]] = {"error": str(exc)[:200]}
     return report
@@ -333,8 +338,11 @@ def replay(ctx: Context, warehouse: str, sink_name: str, send: Sender | None = N
     stats = {"replayed": 0, "still-failing": 0}
     for key in list(ctx.storage.list_keys(bucket, keys.dead_events_prefix(sink_name, sink["uuid"]))):
         try:
-            record = json.loads(ctx.storage.get(bucket, key).body)
-        except ObjectNotFound:
+            record = damage.parse(ctx.storage.get(bucket, key).body, bucket, key, "A parked event")
+        except (ObjectNotFound, DamagedObject):  # damaged: logged, left for the operator; the others go
+            continue
+        if not isinstance(record.get("event"), dict):
+            damage.damaged(bucket, key, "A parked event", "no 'event'")
             continue
         if send(sink, [record["event"]])[0] is None:
             ctx.storage.delete(bucket, key)

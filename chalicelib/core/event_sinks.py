@@ -19,7 +19,7 @@ from urllib.parse import SplitResult, urlsplit
 from chalicelib import keys
 from chalicelib.core import audit, warehouses
 from chalicelib.core.context import Context, dump, now_ms
-from chalicelib.errors import BadRequest, Conflict, NotFound
+from chalicelib.errors import BadRequest, Conflict, DamagedObject, NotFound
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 KINDS = ("sqs", "sns", "eventbridge", "webhook")
@@ -214,11 +214,21 @@ def create(
     return {k: v for k, v in record.items() if k not in (audit.TAIL, audit.SEQ)}
 
 
-def read(ctx: Context, warehouse: str, name: str) -> dict[str, Any]:
-    import json
+def _problem(doc: Any) -> str | None:
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    if not all(isinstance(doc.get(k), str) for k in ("name", "kind", "target", "uuid")):
+        return "no 'name', 'kind', 'target' or 'uuid'"
+    return None
 
+
+def read(ctx: Context, warehouse: str, name: str) -> dict[str, Any]:
+    """The sink's record; DamagedObject (logged) when it cannot be read."""
+    from chalicelib.core import damage
+
+    bucket, key = ctx.bucket_for(warehouse), keys.event_sink(name)
     try:
-        return dict(json.loads(ctx.storage.get(ctx.bucket_for(warehouse), keys.event_sink(name)).body))
+        return damage.parse(ctx.storage.get(bucket, key).body, bucket, key, f"Event sink {name!r}", _problem)
     except ObjectNotFound:
         raise SinkNotFound(f"Event sink {name!r} does not exist") from None
 
@@ -234,7 +244,7 @@ def all_of(ctx: Context, warehouse: str) -> list[dict[str, Any]]:
     for key in ctx.storage.list_keys(bucket, keys.EVENT_SINKS_PREFIX):
         try:
             out.append(read(ctx, warehouse, keys.sink_from_record(key)))
-        except SinkNotFound:
+        except (SinkNotFound, DamagedObject):  # damaged: logged and skipped; the other sinks go on
             continue
     return out
 

@@ -289,14 +289,17 @@ _SEGMENT = re.compile(r"^\d+-(?P<source>[0-9a-z]+)-(?P<first>\d{10})-(?P<last>\d
 def _check_journal(ctx: Context, bucket: str, records: list[dict[str, Any]], add: Any, report: Report) -> None:
     """Every entry a record has counted (1..its sequence) is journaled or still in its tail."""
     journaled: dict[str, set[int]] = {}
-    count = 0
-    for key in ctx.storage.list_keys(bucket, keys.AUDIT_PREFIX):
+    listed = ctx.storage.list_keys(bucket, keys.AUDIT_PREFIX)
+    segments = [k for k in listed if _SEGMENT.match(k[len(keys.AUDIT_PREFIX) :])]
+    judged = parallel.map_counted(lambda k: _judged(ctx, bucket, k, audit.segment_problem)[1], segments)
+    for key, reason in zip(segments, judged, strict=True):
         m = _SEGMENT.match(key[len(keys.AUDIT_PREFIX) :])
-        if m is None:
-            continue
-        count += 1
+        assert m is not None
+        if reason is not None:  # counted as journaled below: this finding, not a gap, says they are lost
+            message = f"an audit journal segment cannot be read: {reason}; its entries are lost to the trail"
+            add(Finding(VIOLATION, "unreadable-record", message, [key]))
         journaled.setdefault(m["source"], set()).update(range(int(m["first"]), int(m["last"]) + 1))
-    report.checked["journal-segments"] = count
+    report.checked["journal-segments"] = len(segments)
     seen: set[str] = set()
     for record in records:
         top = int(record.get(audit.SEQ, 0) or 0)
