@@ -353,7 +353,11 @@ def _transfer(a: argparse.Namespace) -> int:
                 fh.write(text)
         return 0
     with open(a.file, encoding="utf-8") as fh:
-        doc = json.load(fh)
+        try:
+            doc = json.load(fh)
+        except ValueError as exc:
+            print(f"catalog-admin: {a.file} is not an export (not JSON: {exc})", file=sys.stderr)
+            return 1
     print(json.dumps(transfer.import_(ctx, doc, a.warehouse, copy_data=a.copy_data)))
     return 0
 

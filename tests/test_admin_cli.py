@@ -150,6 +150,9 @@ def test_fsck_history_rollback_export_import(admin_env, catalog_url, http, tmp_p
     assert again.returncode == 1 and "Traceback" not in again.stderr
     missing = _run(["import", str(tmp_path / "none.json"), "--warehouse", "wh-none"], admin_env)
     assert missing.returncode == 1 and "No such file" in missing.stderr
+    (tmp_path / "bad.json").write_text("{not json")
+    bad = _run(["import", str(tmp_path / "bad.json"), "--warehouse", "wh-none"], admin_env)
+    assert bad.returncode == 1 and "is not an export" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_s3_subcommands_fail_with_one_line_not_a_traceback(admin_env):
