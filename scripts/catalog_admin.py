@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     dispatch.add_argument("--warehouse", action="append", help="only this warehouse (repeatable; default: all)")
     when = dispatch.add_mutually_exclusive_group()
     when.add_argument("--once", action="store_true", help="one pass, then exit (the default)")
-    when.add_argument("--every", type=float, metavar="SECONDS", help="a pass every SECONDS until interrupted")
+    when.add_argument("--every", type=_seconds, metavar="SECONDS", help="a pass every SECONDS until interrupted")
     dispatch.add_argument("--budget-seconds", type=float, default=50.0, help="time for one warehouse's pass")
     a = parser.parse_args(argv)
     direct = {"export": _transfer, "import": _transfer, "fsck": _fsck, "history": _rollback}
@@ -251,6 +251,13 @@ def _audit(a: argparse.Namespace) -> int:
             break
         params["pageToken"] = page["next-page-token"]
     return 0
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be a number of seconds above 0")
+    return value
 
 
 def _on_s3(command: Any, a: argparse.Namespace) -> int:
@@ -371,19 +378,26 @@ def _dispatch(a: argparse.Namespace) -> int:
     from chalicelib.core.dispatcher import dispatch
 
     ctx = _core()
-    while True:
-        names = a.warehouse or [
-            keys.warehouse_from_record(k)
-            for k in ctx.storage.list_keys(ctx.settings.system_bucket, keys.WAREHOUSES_PREFIX)
-        ]
-        report = {name: dispatch(ctx, name, a.budget_seconds) for name in names}
-        print(json.dumps(report, sort_keys=True), flush=True)
-        if not a.every:
-            return 1 if any("error" in r for r in report.values()) else 0
-        try:
+    try:
+        while True:
+            names = a.warehouse or [
+                keys.warehouse_from_record(k)
+                for k in ctx.storage.list_keys(ctx.settings.system_bucket, keys.WAREHOUSES_PREFIX)
+            ]
+            report = {name: dispatch(ctx, name, a.budget_seconds) for name in names}
+            print(json.dumps(report, sort_keys=True), flush=True)
+            if not a.every:
+                return 1 if any(_failed(r) for r in report.values()) else 0
             time.sleep(a.every)
-        except KeyboardInterrupt:
-            return 0
+    except KeyboardInterrupt:  # Ctrl-C: a pass cut short resends its unconfirmed events next time
+        return 0
+
+
+def _failed(report: dict[str, Any]) -> bool:
+    """A warehouse's pass failed, or one of its sinks' (dispatcher.dispatch's report shape)."""
+    if isinstance(report.get("error"), str):
+        return True
+    return any(isinstance(sink, dict) and ("error" in sink or sink.get("failed")) for sink in report.values())
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import uuid
@@ -206,6 +207,18 @@ def test_event_sinks_and_dispatch_events(admin_env, catalog_url, http, s3_endpoi
     assert set(report) == {wh} and "q" in report[wh]
     got = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=5).get("Messages", [])
     assert [json.loads(m["Body"])["type"] for m in got] == ["io.s3iceberg.catalog.namespace.created"]
+
+    # --every: a pass a second until interrupted (Ctrl-C ends it cleanly, exit 0).
+    assert http.post(f"{catalog_url}/v1/{wh}/namespaces", json={"namespace": ["db", "inner"]}).status_code == 200
+    cmd = [sys.executable, SCRIPT, "dispatch-events", "--warehouse", wh, "--every", "1"]
+    loop = subprocess.Popen(cmd, env=admin_env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    passes = [json.loads(loop.stdout.readline()) for _ in range(2)]  # type: ignore[union-attr]
+    loop.send_signal(signal.SIGINT)
+    assert loop.wait(timeout=30) == 0, loop.stderr.read()  # type: ignore[union-attr]
+    assert passes[0][wh]["q"]["sent"] == 1 and passes[1][wh]["q"]["sent"] == 0
+    got = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=5).get("Messages", [])
+    assert [json.loads(m["Body"])["subject"] for m in got] == ["db.inner"]
+    assert _run(["dispatch-events", "--every", "-1"], admin_env).returncode == 2
 
     replay = _run(["replay-events", wh, "q"], admin_env)
     assert replay.returncode == 0 and json.loads(replay.stdout) == {"replayed": 0, "still-failing": 0}

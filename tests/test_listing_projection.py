@@ -330,3 +330,31 @@ def test_fsck_finds_a_snapshot_that_disagrees_with_an_unmarked_pointer(core, mon
         lifecycle.drop(core, wh, ("a",), "t2", False)
     found = [f for f in fsck.check(core, wh).of(fsck.VIOLATION) if f.kind == "listing-disagrees"]
     assert [f.keys for f in found] == [[keys.listing_snapshot(("a",)), keys.table_pointer(("a",), "t2")]]
+
+
+def test_a_damaged_pointer_or_namespace_record_leaves_no_projection_behind(core, monkeypatch):
+    """A full listing that meets damage lists the rest but keeps nothing that forgets a name: once
+    the bytes are restored (which leaves no mark), the table lists again. A damaged namespace
+    record lists from a scan and leaves the namespace's snapshot as it was."""
+    wh = _setup(core, "a")
+    for name in ("t1", "t2", "t3"):
+        _create(core, wh, ("a",), name)
+    bucket, pointer = core.bucket_for(wh), keys.table_pointer(("a",), "t2")
+    good = core.storage.get(bucket, pointer).body
+    monkeypatch.setattr(listing_marks, "GRACE_MS", 0)  # every mark may be folded at once
+    core.storage.put(bucket, pointer, b"not json{")
+    assert _full(core, wh, ("a",)) == ["t1", "t3"]
+    assert _full(core, wh, ("a",)) == ["t1", "t3"]
+    core.storage.put(bucket, pointer, good)  # the operator restores it
+    time.sleep(0.01)  # marks fold when strictly older than the grace (0 here)
+    assert _full(core, wh, ("a",)) == ["t1", "t2", "t3"]
+    assert _marks(core, wh, ("a",)) == []  # folded now, with t2 in the snapshot
+
+    snapshot = core.storage.get(bucket, keys.listing_snapshot(("a",))).body
+    record = keys.namespace_record(("a",))
+    kept = core.storage.get(bucket, record).body
+    core.storage.put(bucket, record, b"[]")
+    assert _full(core, wh, ("a",)) == ["t1", "t2", "t3"]
+    assert core.storage.get(bucket, keys.listing_snapshot(("a",))).body == snapshot
+    core.storage.put(bucket, record, kept)
+    assert _full(core, wh, ("a",)) == ["t1", "t2", "t3"]

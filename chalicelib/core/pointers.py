@@ -150,7 +150,9 @@ def live(ctx: Context, warehouse: str, ns: Namespace, name: str, read_only: bool
         try:
             dst = read(ctx, warehouse, *target) if target is not None else None
         except DamagedObject:
-            dst = None  # the source is gone from its name whatever the destination holds
+            if not read_only:  # a writer would take the name while the rename may still need its source
+                raise
+            dst = None  # to a reader the source is gone from its name whatever the destination holds
         if dst is not None and target is not None and dst.state == "pending":
             settle_pending(ctx, warehouse, *target, dst)
         elif dst is not None and pointer_record.same_table(dst.data, p.data):

@@ -14,13 +14,18 @@ from chalicelib.errors import (
     CatalogError,
     DamagedObject,
 )
+from chalicelib.storage import ObjectNotFound
 
 Namespace = tuple[str, ...]
 
 
 def load(ctx: Context, warehouse: str, ns: Namespace, name: str) -> TableState:
     location = exists(ctx, warehouse, ns, name)
-    return TableState(location, md.table_metadata_raw(ctx, location, damage.owner(location)))
+    try:
+        return TableState(location, md.read_metadata_raw(ctx, location))
+    except ObjectNotFound:  # a drop with purge in between (404), or a commit (its new file); else damaged
+        again = exists(ctx, warehouse, ns, name)
+        return TableState(again, md.table_metadata_raw(ctx, again, damage.owner(again)))
 
 
 def exists(ctx: Context, warehouse: str, ns: Namespace, name: str) -> str:

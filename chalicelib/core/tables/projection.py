@@ -34,13 +34,17 @@ from chalicelib.storage import COUNTER, ObjectNotFound, PreconditionFailed, Writ
 Namespace = tuple[str, ...]
 
 
+DAMAGED = "damaged"  # a pointer that cannot be read: not listed, and no projection is kept around it
+
+
 def classify(ctx: Context, warehouse: str, ns: Namespace, name: str) -> str | None:
-    """What a name lists as: "table", "view", "staged", or None (not listed: a damaged pointer too,
-    reported where it was read)."""
+    """What a name lists as: "table", "view", "staged", None (not listed), or DAMAGED (not listed
+    either, reported where it was read; a projection must not forget the name, or restoring the
+    pointer's bytes, which leaves no mark, would not bring it back)."""
     try:
         return classify_read(ctx, warehouse, ns, name, read(ctx, warehouse, ns, name))
     except DamagedObject:
-        return None
+        return DAMAGED
 
 
 def decided(p: Pointer) -> bool:
@@ -71,10 +75,13 @@ def names(ctx: Context, warehouse: str, ns: Namespace, namespace_uuid: str) -> d
     """Every listed name of the namespace and what it lists as."""
     bucket = ctx.bucket_for(warehouse)
     marks = [(k, *_parse(k, ns)) for k in ctx.storage.list_keys(bucket, keys.listing_marks_prefix(ns))]
-    snapshot, etag = _snapshot(ctx, bucket, ns, namespace_uuid)
+    # No uuid: the namespace's record is damaged (namespaces.listed_record). Its tables list, from a
+    # scan, and nothing is kept or folded that a repaired record would have to undo.
+    snapshot, etag = _snapshot(ctx, bucket, ns, namespace_uuid) if namespace_uuid else (None, None)
     if snapshot is None:
         current = _scan(ctx, warehouse, ns)
-        etag = _keep(ctx, bucket, ns, namespace_uuid, current, etag)
+        if namespace_uuid and DAMAGED not in current.values():  # else scanned on each full listing
+            etag = _keep(ctx, bucket, ns, namespace_uuid, current, etag)
     else:
         current = dict(snapshot)
     started = int(time.time() * 1000)  # every read below comes after this
@@ -87,9 +94,10 @@ def names(ctx: Context, warehouse: str, ns: Namespace, namespace_uuid: str) -> d
         else:
             current[name] = found
     old = [k for k, _, ms in marks if started - ms > listing_marks.GRACE_MS]
-    if old and etag and _keep(ctx, bucket, ns, namespace_uuid, current, etag):
+    damaged = DAMAGED in current.values() or not namespace_uuid
+    if old and etag and not damaged and _keep(ctx, bucket, ns, namespace_uuid, current, etag):
         ctx.storage.delete_many(bucket, old)
-    return current
+    return {n: k for n, k in current.items() if k != DAMAGED} if damaged else current
 
 
 def _parse(key: str, ns: Namespace) -> tuple[str, int]:
@@ -138,7 +146,7 @@ def _scan(ctx: Context, warehouse: str, ns: Namespace) -> dict[str, str]:
             )
         batch = all_names[at : at + SCAN_BATCH]
         kinds = parallel.map_counted(lambda n: classify(ctx, warehouse, ns, n), batch)
-        out.update({n: k for n, k in zip(batch, kinds, strict=True) if k is not None})
+        out.update({n: k for n, k in zip(batch, kinds, strict=True) if k is not None})  # DAMAGED kept
     return out
 
 
