@@ -330,17 +330,11 @@ def test_bucket_and_table_policies_are_evaluated(st, http, catalog_url):
     st.delete_table_policy(tableBucketARN=arn, namespace="ns", name="closed")
 
 
-def test_aws_cli_s3tables(catalog_url, tmp_path):
-    """`aws s3tables --endpoint-url` (AWS CLI v1, pinned in .venv-awscli) runs the operations."""
+def aws_cli_env(tmp_path: Any) -> dict[str, str]:
+    """The AWS CLI's environment: root's keys, no config or credentials file of the machine's."""
     import os
-    import subprocess
 
-    from tests.conftest import ROOT
-
-    aws = ROOT / ".venv-awscli" / "bin" / "aws"
-    assert aws.exists(), "run `make awscli` (part of `make test`)"
-    endpoint = catalog_url.rsplit("/_iceberg", 1)[0] + "/_s3tables"
-    env = {
+    return {
         **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
         "AWS_ACCESS_KEY_ID": ROOT_KEY,
         "AWS_SECRET_ACCESS_KEY": ROOT_SECRET,
@@ -348,6 +342,18 @@ def test_aws_cli_s3tables(catalog_url, tmp_path):
         "AWS_CONFIG_FILE": str(tmp_path / "none"),
         "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
     }
+
+
+def test_aws_cli_s3tables(catalog_url, tmp_path):
+    """`aws s3tables --endpoint-url` (AWS CLI v1, pinned in .venv-awscli) runs the operations."""
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    aws = ROOT / ".venv-awscli" / "bin" / "aws"
+    assert aws.exists(), "run `make awscli` (part of `make test`)"
+    endpoint = catalog_url.rsplit("/_iceberg", 1)[0] + "/_s3tables"
+    env = aws_cli_env(tmp_path)
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         cmd = [str(aws), "s3tables", "--endpoint-url", endpoint, "--output", "json", *args]

@@ -132,21 +132,14 @@ def test_create_with_tags_needs_tag_resource(catalog_url, http, st, s3, system_b
 
 def test_aws_cli_creates_with_tags(catalog_url, tmp_path):
     """`aws s3tables create-table-bucket/create-table --tags` (AWS CLI v1's shorthand) keep the tags."""
-    import os
     import subprocess
 
-    from tests.conftest import REGION, ROOT, ROOT_KEY, ROOT_SECRET
+    from tests.conftest import ROOT
+    from tests.test_s3tables import aws_cli_env
 
     aws = ROOT / ".venv-awscli" / "bin" / "aws"
     assert aws.exists(), "run `make awscli` (part of `make test`)"
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
-        "AWS_ACCESS_KEY_ID": ROOT_KEY,
-        "AWS_SECRET_ACCESS_KEY": ROOT_SECRET,
-        "AWS_DEFAULT_REGION": REGION,
-        "AWS_CONFIG_FILE": str(tmp_path / "none"),
-        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
-    }
+    env = aws_cli_env(tmp_path)
     endpoint = catalog_url.rsplit("/_iceberg", 1)[0] + "/_s3tables"
 
     def cli(*args: str) -> Any:
