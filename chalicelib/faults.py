@@ -35,19 +35,11 @@ def install(client: Any) -> FaultInjector | None:
     return injector
 
 
-class _Raw:
-    def __init__(self, body: bytes) -> None:
-        self._body = body
-
-    def stream(self, **_: Any) -> Any:
-        yield self._body
-
-
 def _error(status: int, code: str, url: str) -> Any:
-    from botocore.awsrequest import AWSResponse
+    from chalicelib.awswire import Response
 
     body = f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}</Code><Message>injected</Message></Error>"
-    return AWSResponse(url, status, {"Content-Type": "application/xml"}, _Raw(body.encode()))
+    return Response(status, {"content-type": "application/xml"}, body.encode())
 
 
 class FaultInjector:
@@ -66,6 +58,9 @@ class FaultInjector:
         self._http: Any = None
 
     def _send_for_real(self, request: Any) -> Any:
+        transport = getattr(request, "transport", None)  # the catalog's S3 client (chalicelib/awswire.py)
+        if transport is not None and self._http is None:
+            return transport.send(request)
         from botocore.httpsession import URLLib3Session
 
         with self.lock:
@@ -74,7 +69,7 @@ class FaultInjector:
         return self._http.send(request)
 
     def __call__(self, request: Any, **_: Any) -> Any:
-        from botocore.exceptions import ConnectionClosedError
+        from chalicelib.awswire import AnswerLost
 
         conditional = request.method == "PUT" and ("If-Match" in request.headers or "If-None-Match" in request.headers)
         with self.lock:
@@ -97,10 +92,10 @@ class FaultInjector:
         if kind == "LostResponse":
             status = self._send_for_real(request).status_code  # S3 applies (or refuses) the write...
             log.info("fault injected: LostResponse (S3 answered %d)", status)
-            raise ConnectionClosedError(endpoint_url=request.url)  # ...and the answer never arrives
+            raise AnswerLost(f"injected: connection closed ({request.url})")  # ...and the answer never arrives
         log.info("fault injected: %s", kind)
         if kind == "SlowDown":
             return _error(503, "SlowDown", request.url)
         if kind == "ConnectionReset":  # cut before sending: nothing landed, but the caller cannot know
-            raise ConnectionClosedError(endpoint_url=request.url)
+            raise AnswerLost(f"injected: connection reset ({request.url})")
         return _error(409, "ConditionalRequestConflict", request.url)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -121,11 +122,14 @@ def sample(metric: str, value: float) -> None:
     COUNTER.samples.setdefault(metric, []).append(value)
 
 
-def _noted_retry(exc: Exception) -> None:
-    from botocore.exceptions import ClientError
+def _answer(exc: Exception) -> bool:
+    """Whether the exception is S3's answer (a ClientError, of botocore or of chalicelib.awswire)."""
+    return isinstance(getattr(exc, "response", None), dict) and "Error" in exc.response  # type: ignore[attr-defined]
 
+
+def _noted_retry(exc: Exception) -> None:
     note("S3Retries")
-    if isinstance(exc, ClientError):
+    if _answer(exc):
         code, status = _code(exc)
         if code in ("SlowDown", "Throttling", "ServiceUnavailable") or status == 503:
             note("S3Throttled")
@@ -156,16 +160,9 @@ def _code(exc: Any) -> tuple[str, int]:
 
 def classify(exc: Exception) -> str:
     """RETRY (not applied), AMBIGUOUS (may have been applied) or FINAL (an answer)."""
-    from botocore.exceptions import (
-        ClientError,
-        ConnectionError,
-        ConnectTimeoutError,
-        EndpointConnectionError,
-        HTTPClientError,
-        ReadTimeoutError,
-    )
+    from chalicelib.awswire import AnswerLost, NotSent
 
-    if isinstance(exc, ClientError):
+    if _answer(exc):
         code, status = _code(exc)
         if code == "NotImplemented" or status == 501:
             return FINAL
@@ -174,10 +171,16 @@ def classify(exc: Exception) -> str:
         if code in _AMBIGUOUS_CODES or status >= 500:
             return AMBIGUOUS
         return FINAL
-    if isinstance(exc, (ConnectTimeoutError, EndpointConnectionError)):
+    if isinstance(exc, NotSent):
         return RETRY  # never reached S3
-    if isinstance(exc, (ReadTimeoutError, ConnectionError, HTTPClientError)):
+    if isinstance(exc, AnswerLost):
         return AMBIGUOUS
+    found = sys.modules.get("botocore.exceptions")  # a botocore error exists only once botocore is loaded
+    if found is not None:  # (a test's hook on the client may raise one, as botocore's transport would)
+        if isinstance(exc, (found.ConnectTimeoutError, found.EndpointConnectionError)):
+            return RETRY
+        if isinstance(exc, (found.ReadTimeoutError, found.ConnectionError, found.HTTPClientError)):
+            return AMBIGUOUS
     return FINAL
 
 
@@ -203,9 +206,7 @@ class S3Storage:
 
     def _final(self, exc: Exception, bucket: str, key: str = "") -> Exception:
         """The port's exception for a final S3 answer."""
-        from botocore.exceptions import ClientError
-
-        if not isinstance(exc, ClientError):
+        if not _answer(exc):
             return StorageUnavailable(f"S3 request failed: {type(exc).__name__}")
         code, status = _code(exc)
         if code == "NoSuchBucket":
@@ -383,9 +384,23 @@ class S3Storage:
 
             config = TransferConfig(multipart_threshold=5 * 1024**3, use_threads=False)
             try:
-                managed_copy(self._s3, CopySource=source, Bucket=bucket, Key=key, ExtraArgs=extra, Config=config)
+                managed_copy(
+                    self._botocore_s3(), CopySource=source, Bucket=bucket, Key=key, ExtraArgs=extra, Config=config
+                )
             except Exception as failed:  # noqa: BLE001 - the port's exception for it
                 raise self._final(failed, bucket, key) from None
+
+    def _botocore_s3(self) -> Any:
+        """A botocore S3 client at the same endpoint, for boto3's managed multipart copy (a copy over
+        5 GB: rare, and never on a cold start's path)."""
+        from botocore.config import Config
+
+        from chalicelib import aws
+
+        endpoint = getattr(self._s3.meta, "endpoint_url", None)
+        custom = endpoint and not endpoint.startswith(f"https://s3.{self._region}.amazonaws.com")
+        cfg = Config(region_name=self._region, s3={"addressing_style": "path"} if custom else {})
+        return aws.client("s3", endpoint_url=endpoint if custom else None, config=cfg)
 
     def copied_from(self, bucket: str, key: str) -> str:
         """The source ETag a copy() wrote into the key's metadata ('' for an object it did not write)."""
@@ -483,48 +498,9 @@ def _epoch_ms(stamp: Any) -> int:
 
 
 def s3_client(endpoint_url: str | None, region: str) -> Any:
-    from botocore.config import Config
+    """The catalog's S3 client (chalicelib/awswire.py: the standard library, not botocore, whose
+    import alone would cost a cold start more than its budget). It never retries: S3Storage does,
+    knowing which writes may have landed."""
+    from chalicelib.awswire import S3Client
 
-    from chalicelib import aws
-
-    cfg = Config(
-        region_name=region,
-        retries={"total_max_attempts": 1},  # S3Storage retries, knowing which writes may have landed
-        connect_timeout=CONNECT_TIMEOUT_S,
-        read_timeout=READ_TIMEOUT_S,
-        max_pool_connections=64,
-        s3={"addressing_style": "path"} if endpoint_url else {},
-    )
-    # Timestamps stay text on this client only (aws.client gives it a parser factory of its own):
-    # the catalog reads none but a listing's LastModified (_epoch_ms converts it), and parsing each
-    # GET's Last-Modified header would cost every read for nothing. Hooks registered on this client
-    # (the listing parser here, S3Storage's counter, faults) stay in its own copy of the emitter.
-    client = aws.client("s3", parser_defaults={"timestamp_parser": str}, endpoint_url=endpoint_url, config=cfg)
-    client.meta.events.register("before-parse.s3.ListObjectsV2", _fast_listing)
-    return client
-
-
-def _fast_listing(response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_: Any) -> None:
-    """Parse a listing's Contents (Key, ETag and LastModified: all the catalog reads) with ElementTree, and
-    leave botocore only the rest: its generic parser costs ~0.3 ms per key, this ~0.01 ms."""
-    from xml.etree import ElementTree
-
-    if response_dict.get("status_code") != 200 or not response_dict.get("body"):
-        return
-    try:
-        root = ElementTree.fromstring(response_dict["body"])
-    except ElementTree.ParseError:
-        return  # botocore reports it
-    ns = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
-    items = root.findall(f"{ns}Contents")
-    customized_response_dict["Contents"] = [
-        {
-            "Key": item.findtext(f"{ns}Key") or "",
-            "ETag": item.findtext(f"{ns}ETag") or "",
-            "LastModified": item.findtext(f"{ns}LastModified") or "",
-        }
-        for item in items
-    ]
-    for item in items:
-        root.remove(item)
-    response_dict["body"] = ElementTree.tostring(root)
+    return S3Client(endpoint_url, region, CONNECT_TIMEOUT_S, READ_TIMEOUT_S)

@@ -1,14 +1,16 @@
 """Operations telemetry: one structured log line and one metrics record per request.
 
-- Logs: AWS Lambda Powertools' Logger owns the "catalog" logger, and every chalicelib logger is its
-  child, so every line (a request's, a warning's, the sweeper's) is one JSON object. While a
-  request runs, its lines carry its keys: request id (Lambda's), the caller's X-Request-Id and
+- Logs: the "catalog" logger writes one JSON object per line (Powertools' Logger shape: level,
+  location, message, timestamp, service, then the line's own fields), and every chalicelib logger
+  is its child, so every line (a request's, a warning's, the sweeper's) is JSON. While a request
+  runs, its lines carry its keys: request id (Lambda's), the caller's X-Request-Id and
   Idempotency-Key, principal, face and operation. Nothing secret is ever a field: no header, no
   query string, no body.
-- Metrics: the Embedded Metric Format (Powertools' EphemeralMetrics: one record per request, so
-  the local server's threads never mix two), namespace CATALOG_METRICS_NAMESPACE (IcebergCatalog),
-  dimension sets [Face, Operation, service] and [service] (what alarms watch). docs/operations.md
-  lists every metric.
+- Metrics: the Embedded Metric Format, one record per request (so the local server's threads never
+  mix two), namespace CATALOG_METRICS_NAMESPACE (IcebergCatalog), dimension sets
+  [Face, Operation, service] and [service] (what alarms watch). docs/operations.md lists every metric.
+- Both are written here with the standard library: AWS Lambda Powertools wrote the same shapes,
+  and its import (jmespath, gzip, its own logger machinery) cost every cold start ~80-160 ms.
 - The local server (chalicelib/devserver.py) also keeps them in a Prometheus registry
   (prometheus-client, a development dependency), served at GET /metrics to the root user.
 """
@@ -17,6 +19,8 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,14 +32,68 @@ _logger: Any = None
 _prometheus: Any = None  # the registry's metrics, once the local server enables them
 
 
-def logger() -> Any:
-    """The Powertools Logger behind logging.getLogger("catalog") and its children."""
+class _Keys(threading.local):
+    keys: dict[str, Any] = {}  # noqa: RUF012 - per thread: each thread's is replaced, never mutated
+
+
+class JsonLogger:
+    """The "catalog" logger's handler and the keys its lines carry (the calls of Powertools'
+    Logger the catalog made: info/warning/..., thread_safe_append_keys, thread_safe_clear_keys)."""
+
+    def __init__(self, service: str, level: str, stream: Any = None) -> None:
+        self.service = service
+        self._keys = _Keys()
+        self._log = logging.getLogger(service)
+        self._log.setLevel(level.upper())
+        handler = logging.StreamHandler(stream or sys.stdout)
+        handler.setFormatter(_JsonFormatter(self))
+        self._log.handlers = [handler]
+        self._log.propagate = False  # Lambda's root handler would print each line again
+
+    def thread_safe_append_keys(self, **keys: Any) -> None:
+        self._keys.keys = {**self._keys.keys, **keys}
+
+    def thread_safe_clear_keys(self) -> None:
+        self._keys.keys = {}
+
+    def __getattr__(self, name: str) -> Any:  # info, warning, error, exception, debug
+        return getattr(self._log, name)
+
+
+_RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+
+
+class _JsonFormatter(logging.Formatter):
+    def __init__(self, owner: JsonLogger) -> None:
+        super().__init__()
+        self.owner = owner
+
+    def format(self, record: logging.LogRecord) -> str:
+        import json
+        import time
+
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created))
+        line: dict[str, Any] = {
+            "level": record.levelname,
+            "location": f"{record.funcName}:{record.lineno}",
+            "message": record.getMessage(),
+            "timestamp": f"{stamp},{int(record.msecs):03d}{time.strftime('%z', time.localtime(record.created))}",
+            "service": self.owner.service,
+            **self.owner._keys.keys,
+        }
+        line.update({k: v for k, v in vars(record).items() if k not in _RECORD_FIELDS})
+        if record.exc_info and record.exc_info[0] is not None:
+            line["exception"] = self.formatException(record.exc_info)
+            line["exception_name"] = record.exc_info[0].__name__
+        return json.dumps(line, default=str, separators=(",", ":"))
+
+
+def logger(stream: Any = None, level: str | None = None) -> Any:
+    """The JSON logger behind logging.getLogger("catalog") and its children (made once: a later
+    call's stream and level apply only if it is the first)."""
     global _logger
     if _logger is None:
-        from aws_lambda_powertools import Logger
-
-        _logger = Logger(service=SERVICE, level=os.environ.get("CATALOG_LOG_LEVEL", "INFO"))
-        logging.getLogger(SERVICE).propagate = False  # Lambda's root handler would print each line again
+        _logger = JsonLogger(SERVICE, level or os.environ.get("CATALOG_LOG_LEVEL", "INFO"), stream)
     return _logger
 
 
@@ -128,19 +186,38 @@ def request_metrics(record: RequestRecord) -> dict[str, tuple[str, float]]:
 
 
 def emit(metrics: dict[str, tuple[str, float]], dimensions: dict[str, str], samples: Any = None) -> None:
-    """One EMF record: the metrics under `dimensions` (+ service), and under service alone."""
-    from aws_lambda_powertools.metrics import EphemeralMetrics
+    """One EMF record on stdout: the metrics under `dimensions` (+ service), and under service alone."""
+    import json
+    import time
 
-    emf = EphemeralMetrics(namespace=NAMESPACE, service=SERVICE)
-    for name, value in dimensions.items():
-        emf.add_dimension(name=name, value=value or "-")
-    emf.add_dimensions(service=SERVICE)
+    dims = {name: value or "-" for name, value in dimensions.items()}
+    values: dict[str, list[float]] = {}
+    units: dict[str, str] = {}
     for name, (unit, value) in metrics.items():
-        emf.add_metric(name=name, unit=unit, value=value)
-    for name, values in (samples or {}).items():
-        for value in values:
-            emf.add_metric(name=name, unit="Count", value=value)
-    emf.flush_metrics()
+        values.setdefault(name, []).append(value)
+        units[name] = unit
+    for name, sampled in (samples or {}).items():
+        values.setdefault(name, []).extend(sampled)
+        units.setdefault(name, "Count")
+    if not values:
+        return
+    record: dict[str, Any] = {
+        "_aws": {
+            "Timestamp": int(time.time() * 1000),
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": NAMESPACE,
+                    "Dimensions": [[*dims, "service"], ["service"]],
+                    "Metrics": [{"Name": name, "Unit": units[name]} for name in values],
+                }
+            ],
+        },
+        **dims,
+        "service": SERVICE,
+        **{name: v[0] if len(v) == 1 else v for name, v in values.items()},
+    }
+    sys.stdout.write(json.dumps(record, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
 
 
 # ---- the local server's Prometheus registry ------------------------------------------------------

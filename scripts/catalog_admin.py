@@ -322,16 +322,9 @@ def _core() -> Any:
 def _log_to_stderr() -> None:
     """The catalog's log lines (a damaged object's key, a sweeper warning) as JSON on stderr, where
     they do not mix with the command's output; warnings and errors unless CATALOG_LOG_LEVEL says."""
-    import logging
-
-    from aws_lambda_powertools import Logger
-
     from chalicelib import telemetry
 
-    if telemetry._logger is None:
-        level = os.environ.get("CATALOG_LOG_LEVEL", "WARNING")
-        telemetry._logger = Logger(service=telemetry.SERVICE, level=level, logger_handler=logging.StreamHandler())
-        logging.getLogger(telemetry.SERVICE).propagate = False
+    telemetry.logger(sys.stderr, os.environ.get("CATALOG_LOG_LEVEL", "WARNING"))
 
 
 def _rollback(a: argparse.Namespace) -> int:

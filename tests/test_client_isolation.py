@@ -1,10 +1,11 @@
 """Issue 40: every AWS client of a catalog process keeps its customisations to itself.
 
-The S3 storage client leaves timestamps as text (and parses listings itself); botocore's session
-gave one response parser factory to every client, so STS, Secrets Manager and the event senders
-read text too, and vended credentials expired the moment they were issued. Here every client the
-process makes is built through the catalog's own call sites, on one fresh session, the S3 storage
-client first, and each must parse the timestamps of its own answers.
+The S3 storage client left timestamps as text; botocore's session gave one response parser factory
+to every client, so STS, Secrets Manager and the event senders read text too, and vended
+credentials expired the moment they were issued. The storage port and the root secret's read now
+speak HTTP themselves (chalicelib/awswire.py); the botocore clients that remain are built here
+through the catalog's own call sites, on one fresh session, after the storage client has worked,
+and each must parse the timestamps of its own answers.
 """
 
 from __future__ import annotations
@@ -25,9 +26,8 @@ ROLE = "arn:aws:iam::000000000000:role/catalog-data-access"
 
 # Every module that builds a client through chalicelib.aws; a new one must be built below as well.
 CALL_SITES = {
-    "chalicelib/storage.py": "s3",
+    "chalicelib/storage.py": "s3",  # boto3's managed copy of an object over 5 GB only
     "chalicelib/core/vending.py": "sts",
-    "chalicelib/auth/identities.py": "secretsmanager",
     "chalicelib/core/event_senders.py": "sqs sns events",
     "chalicelib/nudge.py": "lambda",
 }
@@ -133,7 +133,9 @@ def test_no_client_reads_another_clients_timestamps_as_text(fresh_process, s3_en
     secret = f"iso-{uuid.uuid4().hex[:8]}"
     sm = boto3.client("secretsmanager", endpoint_url=s3_endpoint, region_name=REGION, **_keys())
     sm.create_secret(Name=secret, SecretString='{"access_key_id": "a", "secret_access_key": "b"}')
-    assert identities._read_root_secret(secret) == ("a", "b")
+    assert identities._read_root_secret(secret) == ("a", "b")  # over awswire: no botocore client
+    storage._botocore_s3()  # the managed copy's client
+    aws.client("secretsmanager", endpoint_url=s3_endpoint, region_name=REGION)  # a plain one
     for service in ("sqs", "sns", "events"):
         event_senders._client(service, REGION, s3_endpoint)
     nudge._invoke("catalog-dispatcher")

@@ -89,7 +89,7 @@ def test_unreachable_or_denied_s3_is_unavailable(bucket, s3_endpoint, monkeypatc
         dead.get(bucket, "")
 
 
-def test_retry_budget_fits_the_function_timeout():
+def test_retry_budget_fits_the_function_timeout(monkeypatch):
 
     from infra.build_template import merge_template
 
@@ -97,8 +97,21 @@ def test_retry_budget_fits_the_function_timeout():
     worst = storage.ATTEMPTS * (storage.CONNECT_TIMEOUT_S + storage.READ_TIMEOUT_S)
     worst += sum(storage.BACKOFF_S * 2**i for i in range(storage.ATTEMPTS))
     assert worst < timeout and pipeline.REQUEST_BUDGET_S < timeout
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
     client = s3_client(None, "us-east-1")
-    assert client.meta.config.retries["total_max_attempts"] == 1  # no hidden botocore retries
+    sent: list[str] = []
+
+    def slow_down(request: Any, **_: Any) -> Any:
+        from chalicelib.awswire import Response
+
+        sent.append(request.method)
+        return Response(503, {}, b"<Error><Code>SlowDown</Code><Message>x</Message></Error>")
+
+    client.meta.events.register("before-send.s3", slow_down)
+    with pytest.raises(Exception) as caught:
+        client.get_object(Bucket="b", Key="k")
+    assert sent == ["GET"] and caught.value.response["Error"]["Code"] == "SlowDown"  # no hidden retries
 
 
 def test_metadata_cache_is_bounded_in_bytes(monkeypatch):

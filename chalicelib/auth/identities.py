@@ -63,10 +63,11 @@ def root_credentials() -> tuple[str, str] | None:
 def _read_root_secret(secret_id: str) -> tuple[str, str] | None:
     global _root_from_secret
     if _root_from_secret is None:
-        from chalicelib import aws
+        from chalicelib import awswire
 
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
         try:
-            doc = json.loads(aws.client("secretsmanager").get_secret_value(SecretId=secret_id)["SecretString"])
+            doc = json.loads(awswire.get_secret_string(secret_id, region))
             _root_from_secret = (doc["access_key_id"], doc["secret_access_key"])
         except Exception:  # noqa: BLE001 - an unreachable or misconfigured secret is an outage, not a 500
             log.exception("could not read the root credentials secret")
