@@ -113,9 +113,11 @@ def sign(
     region: str,
     service: str,
     now: float | None = None,
+    query_string: str | None = None,
 ) -> dict[str, str]:
     """Headers with SigV4's added (x-amz-date, x-amz-security-token, authorization). `path` is the
-    request's path as sent (already URI-encoded); every header given is signed."""
+    request's path as sent (already URI-encoded); every header given is signed. `query_string`,
+    when given, is the canonical query already (a client's own encoding, as S3 reads it)."""
     key, secret, token = credentials
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
     out = Headers((k.lower(), v) for k, v in headers.items())
@@ -128,7 +130,7 @@ def sign(
         [
             method,
             path or "/",
-            canonical_query(query),
+            canonical_query(query) if query_string is None else query_string,
             "".join(f"{n}:{' '.join(str(out[n]).split())}\n" for n in names),
             ";".join(names),
             payload_hash,

@@ -159,3 +159,92 @@ def test_every_signed_request_stays_under_its_table(req: dict) -> None:
     for deleted in req["body"].split("<Key>")[1:]:
         name = deleted.split("</Key>", 1)[0]
         assert name.startswith(PREFIX) and not name.endswith(".metadata.json"), req
+
+
+# ---- the signature itself: as botocore's S3SigV4Auth makes it ------------------------------------
+
+sign_paths = st.lists(
+    st.sampled_from(["sales", "a%20b", "a%2Fb", "x.parquet", "%E2%82%AC", "a+b", "~t", "v1.metadata.json", ""]),
+    min_size=0,
+    max_size=4,
+)
+sign_hosts = st.sampled_from(
+    ["127.0.0.1:4566", "wh-lake.s3.us-east-1.amazonaws.com", "s3.amazonaws.com:443", "localhost:80", "[::1]:4566"]
+)
+sign_query = st.lists(
+    st.sampled_from(
+        [
+            ("uploadId", "u%2B1"),
+            ("partNumber", "2"),
+            ("uploads", ""),
+            ("x-id", "PutObject"),
+            ("versionId", "a%20b"),
+            ("list-type", "2"),
+            ("prefix", "sales%2F"),
+        ]
+    ),
+    max_size=3,
+    unique=True,
+)
+sign_headers = st.lists(
+    st.sampled_from(
+        [
+            ("x-amz-content-sha256", "UNSIGNED-PAYLOAD"),
+            ("X-Amz-Checksum-Crc32", "AAAAAA=="),
+            ("x-amz-meta-note", "  two  spaces "),
+            ("Content-MD5", "1B2M2Y8AsgTpgAmY7PhCfg=="),
+            ("Range", "bytes=0-10"),
+            ("User-Agent", "aws-sdk-java"),
+        ]
+    ),
+    max_size=4,
+    unique_by=lambda h: h[0].lower(),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    method=st.sampled_from(["GET", "HEAD", "PUT", "POST", "DELETE"]),
+    scheme=st.sampled_from(["http", "https"]),
+    host=sign_hosts,
+    path=sign_paths,
+    query=sign_query,
+    headers=sign_headers,
+    token=st.sampled_from([None, "session-token"]),
+    also=st.sampled_from([(), ("range",)]),
+)
+def test_the_signature_is_botocores(method, scheme, host, path, query, headers, token, also) -> None:
+    """The signer writes SigV4 itself (chalicelib/awswire.py); for every request it must produce
+    exactly the Authorization botocore's S3SigV4Auth produces for the same request and time."""
+    import calendar
+    import time
+    from unittest import mock
+
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    from chalicelib.core import signer
+
+    uri = f"{scheme}://{host}/" + "/".join(path) + ("?" + "&".join(f"{k}={v}" for k, v in query) if query else "")
+    sent = {k: [v] for k, v in headers}
+    with mock.patch.object(signer, "catalog_credentials", lambda: signer._Frozen("AKIDEXAMPLE", "secret", token)):
+        ours = signer.sign(method, uri, sent, "us-east-1", also)
+    lower = {k.lower(): v for k, v in headers}
+    to_sign = {k: v for k, v in lower.items() if k.startswith("x-amz-") or k == "content-md5" or k in also}
+    payload = lower.get("x-amz-content-sha256") or "UNSIGNED-PAYLOAD"
+    to_sign["x-amz-content-sha256"] = payload
+
+    class _ClientPayload(S3SigV4Auth):
+        def payload(self, request: object) -> str:
+            return payload
+
+    stamp = ours["X-Amz-Date"][0]
+    when = calendar.timegm(time.strptime(stamp, "%Y%m%dT%H%M%SZ"))
+    request = AWSRequest(method=method, url=uri, headers=to_sign)
+    frozen = __import__("datetime").datetime.fromtimestamp(when, __import__("datetime").UTC).replace(tzinfo=None)
+    with mock.patch("botocore.auth.get_current_datetime", lambda: frozen):
+        _ClientPayload(Credentials("AKIDEXAMPLE", "secret", token), "s3", "us-east-1").add_auth(request)
+    assert ours["Authorization"] == [request.headers["Authorization"]], uri
+    assert ours["X-Amz-Date"] == [request.headers["X-Amz-Date"]]
+    assert ours.get("X-Amz-Security-Token") == ([token] if token else None)
