@@ -518,7 +518,6 @@ def test_signatures_are_accepted_by_an_s3_that_verifies_them(monkeypatch):
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
         monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-        monkeypatch.setattr(signer, "_credentials", None)
         aws.reset()  # the process's session resolved its credentials before these were set
         monkeypatch.setattr(moto_settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)
         url = f"{endpoint}/wh-signed/ns/t/data/a.parquet"
