@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from unittest import mock
 
+import pytest
 import requests
 from botocore.auth import SigV4Auth, SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
@@ -200,3 +201,24 @@ def test_iceberg_java_latin1_bodies_signed_as_utf8(catalog_url, warehouse, http)
     body = json.dumps({"namespace": ["bearer"], "properties": {"c": "é"}}, ensure_ascii=False).encode("latin-1")
     r = requests.post(base, data=body, headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
     assert r.status_code == 200 and http.get(f"{base}/bearer").json()["properties"]["c"] == "é"
+
+
+@pytest.mark.parametrize(
+    "stamp",
+    [
+        "20261127T101500",
+        "2026-11-27T10:15:00Z",
+        "20261327T101500Z",
+        "20261127T246000Z",
+        "2026112７T101500Z",
+        "",
+        "x" * 16,
+    ],
+)
+def test_a_malformed_amz_date_is_refused(stamp):
+    from chalicelib.auth import sigv4
+    from chalicelib.errors import Unauthorized
+
+    with pytest.raises(Unauthorized, match="Malformed X-Amz-Date"):
+        sigv4._amz_date(stamp)
+    assert sigv4._amz_date("20261127T101500Z").isoformat() == "2026-11-27T10:15:00+00:00"

@@ -82,11 +82,28 @@ def parse(headers: Mapping[str, str], query: Mapping[str, str], services: tuple[
     )
 
 
-def check_time(parts: SignedParts, now: datetime | None = None) -> None:
+def _amz_date(text: str) -> datetime:
+    """YYYYMMDDTHHMMSSZ, strictly. Not datetime.strptime: its first call builds the locale's
+    regular expressions, ~30 ms of every function's first request."""
+    digits = text[:8] + text[9:15]
+    if len(text) != 16 or text[8] != "T" or text[15] != "Z" or not (digits.isascii() and digits.isdigit()):
+        raise Unauthorized("Malformed X-Amz-Date; expected YYYYMMDDTHHMMSSZ")
     try:
-        when = datetime.strptime(parts.amz_date, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+        return datetime(
+            int(text[0:4]),
+            int(text[4:6]),
+            int(text[6:8]),
+            int(text[9:11]),
+            int(text[11:13]),
+            int(text[13:15]),
+            tzinfo=UTC,
+        )
     except ValueError:
         raise Unauthorized("Malformed X-Amz-Date; expected YYYYMMDDTHHMMSSZ") from None
+
+
+def check_time(parts: SignedParts, now: datetime | None = None) -> None:
+    when = _amz_date(parts.amz_date)
     if parts.amz_date[:8] != parts.date:
         raise Unauthorized("The credential scope date does not match X-Amz-Date")
     now = now or datetime.now(UTC)
