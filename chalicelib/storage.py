@@ -1,6 +1,6 @@
 """The storage port (get / put-if-absent / put-if-match / list / delete) and its S3 adapter.
 
-The adapter owns every retry. botocore's own retries are off, because a retried conditional PUT
+The adapter owns every retry. Its S3 client (chalicelib/awswire.py) never retries, because a retried conditional PUT
 whose first attempt landed (response lost) meets its own write and gets 412: only the adapter knows
 that an earlier attempt may have landed. It then reads the key back: the bytes it sent mean the
 write landed (every body the catalog writes is unique or is exactly the desired state, see
