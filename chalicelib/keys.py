@@ -45,6 +45,12 @@ Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
                                            no other table may nest in or over one
     .catalog/locations/{location path}/@claim.json  the earlier one-claim-per-location layout, read
                                            once to seed a registry
+    .catalog/listing/{l1}.{l2}.../         a namespace's listing projection (core/tables/projection.py):
+        {name}/{ms:013d}-{nonce}           a mark (empty): a write at about ms may change how name lists
+        @{ns-uuid}                         (empty) the projection of that namespace (its uuid) is complete
+        @{ns-uuid}.{shard:02d}.json        a shard: the listed names whose crc32 falls in it, and kinds (CAS)
+        @{ns-uuid}.scan.json               how far the first scan of an earlier release's namespace got (CAS)
+    .catalog/listing/{l1}.{l2}....json     an earlier release's single listing snapshot, read once to migrate
     .catalog/views/{view}/{l1}.json        a cache of list projections (e.g. Glue Table shapes) by
                                            entry key and ETag; never authoritative: a listing's ETags
                                            tell which entries to read again. Plain PUT.
@@ -236,20 +242,59 @@ def location_registry(path: str) -> str:
 
 # ---- the listing projection (core/tables/projection.py) --------------------------------------
 LISTING_PREFIX = CATALOG_PREFIX + "listing/"
+PROJECTION_MARK = "@"  # no table name holds "@" (lowercase letters, digits and "_"), and marks hold a "/"
+LISTING_SHARDS = 16  # fixed: a name's shard is crc32(name) % 16 for every release that wrote it
 
 
 def listing_snapshot(namespace: Namespace) -> str:
-    """The names a namespace lists, as of the marks folded into it."""
+    """An earlier release's single snapshot of the names a namespace lists (migrated once, then removed)."""
     return f"{LISTING_PREFIX}{ns_id(namespace)}.json"
 
 
-def listing_marks_prefix(namespace: Namespace) -> str:
+def listing_prefix(namespace: Namespace) -> str:
+    """Everything of a namespace's listing projection: its marks, shards, completion and scan objects."""
     return f"{LISTING_PREFIX}{ns_id(namespace)}/"
+
+
+listing_marks_prefix = listing_prefix  # the marks live right under it (the name of earlier releases)
 
 
 def listing_mark(namespace: Namespace, name: str, ms: int, nonce: str) -> str:
     """A mark: a write at about `ms` may change whether `name` is listed (read it again)."""
-    return f"{listing_marks_prefix(namespace)}{name}/{ms:013d}-{nonce}"
+    return f"{listing_prefix(namespace)}{name}/{ms:013d}-{nonce}"
+
+
+def listing_complete(namespace: Namespace, ns_uuid: str) -> str:
+    """Present (empty) once the projection of the namespace with this uuid names every listed table."""
+    return f"{listing_prefix(namespace)}{PROJECTION_MARK}{ns_uuid}"
+
+
+def listing_shard(namespace: Namespace, ns_uuid: str, shard: int) -> str:
+    return f"{listing_prefix(namespace)}{PROJECTION_MARK}{ns_uuid}.{shard:02d}.json"
+
+
+def listing_scan(namespace: Namespace, ns_uuid: str) -> str:
+    return f"{listing_prefix(namespace)}{PROJECTION_MARK}{ns_uuid}.scan.json"
+
+
+def listing_object(namespace: Namespace, key: str) -> tuple[str, str, str]:
+    """What a key under listing_prefix(namespace) is: ("mark", name, ms), ("complete", uuid, ""),
+    ("shard", uuid, "07"), ("scan", uuid, "") or ("other", key, "")."""
+    rest = key[len(listing_prefix(namespace)) :]
+    if "/" in rest:
+        name, stamp = rest.rsplit("/", 1)
+        ms = stamp.split("-", 1)[0]
+        return ("mark", name, ms) if ms.isdigit() else ("other", key, "")
+    if not rest.startswith(PROJECTION_MARK):
+        return "other", key, ""
+    parts = rest[1:].split(".")
+    if len(parts) == 1 and parts[0]:
+        return "complete", parts[0], ""
+    if len(parts) == 3 and parts[2] == "json" and parts[1].isdigit():
+        return "shard", parts[0], parts[1]
+    if len(parts) == 3 and parts[1:] == ["scan", "json"]:
+        return "scan", parts[0], ""
+    return "other", key, ""
 
 
 def namespace_of_pointer(key: str) -> Namespace:

@@ -133,20 +133,16 @@ def check(ctx: Context, warehouse: str) -> Report:
 def _check_listing(
     ctx: Context, warehouse: str, ns: tuple[str, ...], ns_uuid: str, add: Any, report: Report, damaged: set[str]
 ) -> None:
-    """The full-listing projection agrees with the pointers: a name the snapshot lists otherwise
-    than its pointer says must be marked (else full listings show a stale answer until a scan).
+    """The full-listing projection agrees with the pointers: a name its shards list otherwise than
+    its pointer says must be marked (else full listings show a stale answer until a fold).
     A damaged pointer is reported as such, not again here."""
     from chalicelib.core.tables import projection
 
+    found = projection.stored(ctx, warehouse, ns, ns_uuid) if ns_uuid else None
+    if found is None:
+        return  # not complete yet (an earlier release's namespace): its first full listing completes it
+    listed, marked = found
     bucket = ctx.bucket_for(warehouse)
-    snap = _read(ctx, bucket, keys.listing_snapshot(ns))
-    if snap is None or snap.get("namespace-uuid") != ns_uuid:
-        return  # none yet (or an earlier namespace's): the first full listing scans
-    marked = {
-        k[len(keys.listing_marks_prefix(ns)) :].rsplit("/", 1)[0]
-        for k in ctx.storage.list_keys(bucket, keys.listing_marks_prefix(ns))
-    }
-    listed: dict[str, str] = dict(snap.get("names") or {})
     pointed = {keys.table_from_pointer(k) for k in ctx.storage.list_keys(bucket, keys.tables_prefix(ns))}
     names = sorted(set(listed) | pointed)
     truth = parallel.map_counted(lambda n: projection.classify(ctx, warehouse, ns, n), names)
@@ -155,12 +151,13 @@ def _check_listing(
         if keys.table_pointer(ns, name) in damaged:
             continue
         if listed.get(name) != kind and name not in marked:
+            shard = keys.listing_shard(ns, ns_uuid, projection.shard_of(name))
             add(
                 Finding(
                     VIOLATION,
                     "listing-disagrees",
                     f"full listings show {name!r} as {listed.get(name)}, its pointer as {kind}, and no mark says so",
-                    [keys.listing_snapshot(ns), keys.table_pointer(ns, name)],
+                    [shard, keys.table_pointer(ns, name)],
                 )
             )
 

@@ -1,6 +1,6 @@
 """Marks: before any write that may change whether a name is listed, a mark for that name.
 
-A full listing reads a namespace's snapshot of names and then reads again each name marked since
+A full listing reads a namespace's projection of names and then reads again each name marked since
 (core/tables/projection.py). For that to be exact, every pointer write that can change what a name
 lists as (a create, a drop, a rename's steps, a transaction's claim on a new table, a staged
 table's activation, a restore, a roll-forward by a reader or the sweeper) leaves its mark first.
@@ -10,6 +10,13 @@ and the writes that cannot change it (a commit of a live table) opt out with `sa
 A mark is one small object whose key holds the name and the time: listing the marks prefix tells
 which names to read again, with no GET. A mark that cannot be written stops the write it precedes
 (StorageUnavailable): a change the listing might miss is not made.
+
+A mark is a request's own until that request settles it: an operation that writes pointers runs in
+a `scope()` (projection.settles), which records the marks this thread writes, and once the
+operation is over (every write it made has landed or failed) the projection settles them: it
+records each marked name as its pointer now reads in the projection, then deletes the request's own
+marks (projection.py says why that is exact). A mark nobody settles (a crashed writer, a write made
+outside any scope) is folded after `GRACE_MS` by the next full listing or the sweeper.
 """
 
 from __future__ import annotations
@@ -20,16 +27,84 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.storage import WRITE_WATCHERS, PreconditionFailed, StorageUnavailable, WriteInDoubt
+from chalicelib.storage import COUNTER, WRITE_WATCHERS, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
-# A mark older than this is folded into the snapshot: any write it preceded has landed by then (a
+# A mark older than this is folded into the projection: any write it preceded has landed by then (a
 # request's writes, and a first listing's scan, end with its deadline, well inside this).
 GRACE_MS = int(os.environ.get("CATALOG_LISTING_GRACE_MS", "120000"))  # shorter in tests only
 
 _local = threading.local()
+
+# What this process knows of namespaces' projections (core/tables/projection.py): (bucket, namespace)
+# -> the uuid last seen (a guess: a settle checks it against the record it reads), and the
+# (bucket, namespace uuid) pairs whose projection is complete (it never becomes incomplete again,
+# except when a damaged shard is rebuilt).
+UUIDS: dict[tuple[str, tuple[str, ...]], str] = {}
+COMPLETE: set[tuple[str, str]] = set()
+
+
+def known(bucket: str, ns: tuple[str, ...], ns_uuid: str, complete: bool) -> None:
+    if len(UUIDS) > 100_000:
+        UUIDS.clear()
+    UUIDS[(bucket, ns)] = ns_uuid
+    if complete:
+        COMPLETE.add((bucket, ns_uuid))
+
+
+@dataclass
+class Scope:
+    """The marks one operation wrote (possibly from pool threads that joined it): (storage, bucket,
+    pointer key, mark key). `retries` is the request's S3 retry count when the scope opened: a
+    retried S3 call since then may be a write still in flight, and such a scope is left to the fold."""
+
+    marks: list[tuple[Any, str, str, str]] = field(default_factory=list)
+    retries: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, storage: Any, bucket: str, pointer: str, mark: str) -> None:
+        with self.lock:
+            self.marks.append((storage, bucket, pointer, mark))
+
+    def taken(self) -> list[tuple[Any, str, str, str]]:
+        with self.lock:
+            out, self.marks = self.marks, []
+            return out
+
+
+def current() -> Scope | None:
+    """The scope this thread's pointer writes are recorded in (None: they are left to the fold)."""
+    return getattr(_local, "scope", None)
+
+
+@contextlib.contextmanager
+def scope() -> Iterator[Scope]:
+    """Record the marks written inside (nested scopes share the outermost one, which the caller
+    settles when it is over)."""
+    outer = current()
+    if outer is not None:
+        yield outer
+        return
+    opened = Scope(retries=COUNTER.events.get("S3Retries", 0.0))
+    _local.scope = opened
+    try:
+        yield opened
+    finally:
+        _local.scope = None
+
+
+@contextlib.contextmanager
+def joined(shared: Scope | None) -> Iterator[None]:
+    """Inside a pool thread working for an operation: its marks are recorded in the operation's scope."""
+    before = current()
+    _local.scope = shared
+    try:
+        yield
+    finally:
+        _local.scope = before
 
 
 @contextlib.contextmanager
@@ -48,15 +123,17 @@ def before_pointer_write(storage: Any, bucket: str, key: str) -> None:
         return
     ns, name = keys.namespace_of_pointer(key), keys.table_from_pointer(key)
     for _ in range(3):
+        mark = keys.listing_mark(ns, name, int(time.time() * 1000), uuid.uuid4().hex[:12])
         try:  # a fresh nonce each time: a mark whose write is in doubt may not exist
-            storage.put_if_absent(
-                bucket, keys.listing_mark(ns, name, int(time.time() * 1000), uuid.uuid4().hex[:12]), b""
-            )
-            return
+            storage.put_if_absent(bucket, mark, b"")
         except PreconditionFailed:
-            return  # the key is ours alone: only our own earlier attempt can hold it
+            pass  # the key is ours alone: only our own earlier attempt can hold it
         except WriteInDoubt:
             continue
+        open_scope = current()
+        if open_scope is not None:
+            open_scope.add(storage, bucket, key, mark)
+        return
     raise StorageUnavailable("S3 could not record a listing mark; the change was not made")
 
 

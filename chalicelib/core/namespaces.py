@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, cas, damage, warehouses
+from chalicelib.core import audit, cas, damage, listing_marks, warehouses
 from chalicelib.core.context import Context, dump, is_deleting, now_ms
 from chalicelib.core.model import NamespaceInfo, PropertiesChange
 from chalicelib.core.paging import decode_token, encode_token, page
@@ -21,7 +21,7 @@ from chalicelib.errors import (
     UnprocessableEntity,
 )
 from chalicelib.names import check_namespace, check_properties
-from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed, WriteInDoubt
+from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
 Namespace = tuple[str, ...]
 MAX_PROPERTIES = 1000  # every namespace read loads them all
@@ -122,6 +122,7 @@ def create(ctx: Context, warehouse: str, namespace: object, properties: object) 
         "created-ms": now_ms(),
     }
     record, _ = audit.stamped(record, audit.entry("create-namespace", _target(ns), properties=props))
+    _start_listing(ctx, bucket, ns, str(record["uuid"]))
     try:
         ctx.storage.put_if_absent(bucket, keys.namespace_record(ns), dump(record))
     except (PreconditionFailed, WriteInDoubt):
@@ -136,6 +137,18 @@ def create(ctx: Context, warehouse: str, namespace: object, properties: object) 
         raise Conflict(f"The container of namespace {_pretty(ns)!r} is being deleted")
     audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, audit.source_of(record), record)
     return NamespaceInfo(tuple(ns), dict(props), str(record["uuid"]), int(record["created-ms"]))
+
+
+def _start_listing(ctx: Context, bucket: str, ns: Namespace, ns_uuid: str) -> None:
+    """The namespace's listing projection (core/tables/projection.py), complete and empty, written
+    before the record exists: its full listings never scan. Best effort: without it the first full
+    listing scans the (then few) pointers once; a failed create leaves a mark of a uuid no namespace
+    has, which the sweeper removes."""
+    try:
+        ctx.storage.put(bucket, keys.listing_complete(ns, ns_uuid), b"")
+    except (StorageUnavailable, WriteInDoubt, BucketNotFound):
+        return  # no bucket: the record's write says so
+    listing_marks.known(bucket, ns, ns_uuid, True)  # this process's settles need not ask
 
 
 def _target(ns: Namespace) -> dict[str, Any]:

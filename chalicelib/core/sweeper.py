@@ -100,6 +100,7 @@ def _sweep_pointer(ctx: Context, warehouse: str, key: str, claimed_uuids: set[st
 Views = dict[str, Callable[[Context, str], entries.Projection]]  # view name -> its projection, per warehouse
 
 
+@projection.settles  # the names its roll-forwards and removals changed go into the listing projections
 def sweep_warehouse(ctx: Context, warehouse: str, deadline: float, views: Views | None = None) -> Counter[str]:
     stats: Counter[str] = Counter()
     bucket = ctx.bucket_for(warehouse)

@@ -26,6 +26,7 @@ from chalicelib.core import (
 )
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.paging import decode_token, encode_token
+from chalicelib.core.tables.projection import settles
 from chalicelib.errors import CatalogError, Conflict, DamagedObject, NotFound
 from chalicelib.names import check_namespace, check_table
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
@@ -117,6 +118,7 @@ def find_by_uuid(ctx: Context, warehouse: str, table_uuid: str) -> dict[str, Any
     return None
 
 
+@settles  # the restored name goes into the listing projection at once
 def restore(
     ctx: Context, warehouse: str, drop_id: str, dst: tuple[Namespace, str] | None = None, via: str = "undrop"
 ) -> tuple[Namespace, str, str]:

@@ -27,6 +27,7 @@ from chalicelib.core.context import Context, dump
 from chalicelib.core.model import TableState
 from chalicelib.core.tables import adopt, lifecycle
 from chalicelib.core.tables import create as creation
+from chalicelib.core.tables.projection import settles
 from chalicelib.errors import BadRequest, CatalogError, CommitStateUnknown
 from chalicelib.names import check_properties, check_table
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
@@ -135,6 +136,7 @@ def rename(ctx: Context, warehouse: str, src: tuple[Namespace, str], dst: tuple[
     lifecycle.rename(ctx, warehouse, src, dst, kind=KIND)
 
 
+@settles  # the new name goes into the listing projection at once
 def register(ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: object) -> TableState:
     """A view of metadata written elsewhere, at a location this catalog could have chosen for it."""
     name = check_table(name)

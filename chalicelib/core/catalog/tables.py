@@ -1,5 +1,9 @@
 """Tables: list, load, create, commit, register, drop, rename; S3 Tables' staged tables and Glue's
-metadata swaps (core/tables/)."""
+metadata swaps (core/tables/).
+
+Every operation that may write a pointer settles its listing marks when it is over
+(`projection.settles`): the namespace's full listing then shows the change without reading it
+again. Creates, drops, renames and restores settle inside the core; the others here."""
 
 from __future__ import annotations
 
@@ -12,8 +16,8 @@ from chalicelib.core.model import Namespace, TableState
 from chalicelib.core.pointer_record import TableEntry as TableEntry
 from chalicelib.core.tables import adopt
 from chalicelib.core.tables.adopt import check_register_location as check_register_location
-from chalicelib.core.tables.adopt import register as register
-from chalicelib.core.tables.commit import commit as commit
+from chalicelib.core.tables.adopt import register as _register
+from chalicelib.core.tables.commit import commit as _commit
 from chalicelib.core.tables.commit import resolve_commit as resolve_commit
 from chalicelib.core.tables.create import create as create
 from chalicelib.core.tables.lifecycle import drop as drop
@@ -23,14 +27,21 @@ from chalicelib.core.tables.listing import list_names as list_names
 from chalicelib.core.tables.lookup import entry as entry
 from chalicelib.core.tables.lookup import exists as exists
 from chalicelib.core.tables.lookup import find as find
-from chalicelib.core.tables.lookup import load as load
+from chalicelib.core.tables.lookup import load as _load
+from chalicelib.core.tables.projection import settles
+
+register = settles(_register)
+commit = settles(_commit)  # a staged create's commit makes a name; a commit may roll others forward
+load = settles(_load)  # a reader may roll a rename or a transaction forward
 
 
+@settles
 def stage(ctx: Context, warehouse: str, ns: Namespace, name: str) -> TableEntry:
     """A table without metadata yet (S3 Tables): its name and a location the catalog chose."""
     return TableEntry.of(ns, name, adopt.stage(ctx, warehouse, ns, name))
 
 
+@settles
 def activate(
     ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: str, expected_version: int
 ) -> TableEntry:
@@ -38,6 +49,7 @@ def activate(
     return TableEntry.of(ns, name, adopt.activate(ctx, warehouse, ns, name, meta_loc, expected_version))
 
 
+@settles
 def swap_metadata_location(
     ctx: Context, warehouse: str, ns: Namespace, name: str, new_location: str | None, **expected: Any
 ) -> tuple[TableEntry, TableState]:

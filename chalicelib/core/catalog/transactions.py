@@ -2,5 +2,8 @@
 
 from __future__ import annotations
 
-from chalicelib.core.transactions import commit as commit
+from chalicelib.core.tables.projection import settles
+from chalicelib.core.transactions import commit as _commit
 from chalicelib.core.transactions import resolve as resolve
+
+commit = settles(_commit)  # the tables it creates go into their listing projections at once

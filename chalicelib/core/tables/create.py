@@ -11,6 +11,7 @@ from chalicelib.core import audit, name_claims, namespaces, pointer_record, poin
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context
 from chalicelib.core.model import NewTable, TableChange, TableState
+from chalicelib.core.tables.projection import settles
 from chalicelib.errors import (
     BadRequest,
     CatalogError,
@@ -74,6 +75,7 @@ def create_table(
     )
 
 
+@settles  # the new name goes into the namespace's listing projection at once
 def create_entry(
     ctx: Context,
     warehouse: str,

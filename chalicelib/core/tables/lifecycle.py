@@ -11,6 +11,7 @@ from chalicelib.core import audit, cas, drops, name_claims, namespaces, pointer_
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.pointer_record import Pointer, ident
 from chalicelib.core.tables import lookup
+from chalicelib.core.tables.projection import settles
 from chalicelib.core.versioning import version_of
 from chalicelib.errors import (
     CommitFailed,
@@ -33,6 +34,7 @@ def _tombstone(data: dict[str, Any], ns: Namespace, name: str, purge: bool, rete
     return audit.appended(tomb, [e])
 
 
+@settles  # the listing projection forgets the name at once
 def drop(
     ctx: Context,
     warehouse: str,
@@ -75,6 +77,7 @@ def drop(
     return cas.retrying(attempt, f"Table {pointer_record.ident(ns, name)!r}")
 
 
+@settles  # both names' listing projections follow at once
 def rename(
     ctx: Context,
     warehouse: str,
@@ -173,6 +176,7 @@ def _refresh(ctx: Context, bucket: str, key: str, held: pointer_record.Pointer, 
     raise Conflict(f"The reservation of {what!r} changed (its lease ran out?); retry the rename")
 
 
+@settles
 def drop_staged(ctx: Context, warehouse: str, ns: Namespace, name: str, expected_version: int | None = None) -> bool:
     """Drop a staged table (and whatever its client wrote at its location); False if it is not staged."""
     bucket, key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)

@@ -41,12 +41,12 @@ def list_names(
 ) -> tuple[list[dict[str, Any]], str | None]:
     """One page of live tables; names a dead tombstone or a policy hides, and damaged pointers, are
     skipped."""
-    record = namespaces.listed_record(ctx, warehouse, ns)
     variant = "view" if kind == "view" else "table+staged" if staged else "table"
     prefix = keys.tables_prefix(ns)
     start = decode_token(page_token, prefix)
     if page_size is None:  # everything in one answer (an Iceberg REST list without pageToken)
-        return _every_name(ctx, warehouse, ns, str(record.get("uuid", "")), start, keep, variant), None
+        return _every_name(ctx, warehouse, ns, start, keep, variant), None
+    namespaces.listed_record(ctx, warehouse, ns)
     size = page_size
     # One S3 page holds the whole answer when nothing is hidden: the page and one key to say "more".
     it = ctx.storage.list_entries(ctx.bucket_for(warehouse), prefix, start, min(1000, size + 1))
@@ -81,13 +81,20 @@ MAX_UNPAGED_BYTES = 5_500_000
 
 
 def _every_name(
-    ctx: Context, warehouse: str, ns: Namespace, ns_uuid: str, start: str, keep: Callable[[str], bool], variant: str
+    ctx: Context, warehouse: str, ns: Namespace, start: str, keep: Callable[[str], bool], variant: str
 ) -> list[dict[str, Any]]:
-    """From the namespace's listing projection: a few objects read, however many tables."""
+    """From the namespace's listing projection: a few objects read, however many tables. The
+    namespace record and the LIST of its projection are read at once (both after the listing began)."""
     from chalicelib.core.tables import projection
 
     wanted = WANTED[variant]
-    found = projection.names(ctx, warehouse, ns, ns_uuid)
+    bucket = ctx.bucket_for(warehouse)
+    steps: list[Callable[[], Any]] = [
+        lambda: namespaces.listed_record(ctx, warehouse, ns),
+        lambda: projection.list_prefix(ctx.storage, bucket, ns),
+    ]
+    record, listed = parallel.map_counted(lambda step: step(), steps)
+    found = projection.names(ctx, warehouse, ns, str(record.get("uuid", "")), listed)
     after = keys.table_from_pointer(start) + ".json" if start else ""
     chosen = sorted(f"{n}.json" for n, k in found.items() if k in wanted and f"{n}.json" > after)  # key order
     items = [{"namespace": list(ns), "name": n[: -len(".json")]} for n in chosen if keep(n[: -len(".json")])]
@@ -130,11 +137,14 @@ def listed_flags(
         if out[-1] is None:
             misses.append((i, key, name))
 
+    etags = {name: etag for _, etag, name in entries}
+
     def test(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
         try:
             p = read(ctx, warehouse, ns, name)
             flag = projection.classify_read(ctx, warehouse, ns, name, p) in WANTED[variant]
         except DamagedObject:
+            projection.suspect(ctx.storage, bucket, keys.table_pointer(ns, name), etags.get(name, ""))
             return False  # skipped (and logged), never cached: listed again once repaired
         if p is not None and projection.decided(p):
             if len(_listed) > 100_000:

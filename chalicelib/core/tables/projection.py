@@ -1,40 +1,111 @@
-"""A namespace's listed names, so that a full listing reads three objects, not one per table.
+"""A namespace's listed names, kept current as writes land, so that a full listing reads a few
+objects however many tables the namespace holds, right after any history.
 
-The snapshot (`keys.listing_snapshot`) maps each listed name to what it lists as: "table", "view"
-or "staged" (an S3 Tables table whose first metadata is not written yet). Marks
-(`core/listing_marks.py`) name what may have changed since. A full listing:
-1. lists the namespace's marks (one LIST; empty or short between folds);
-2. reads the snapshot (one GET). A namespace without one, or with one of an earlier namespace of
-   that name, is scanned once (every pointer read) and the result is kept as its snapshot;
-3. reads again every marked name (parallel GETs) and applies what it finds;
-4. folds: if some marks are older than `GRACE_MS`, it writes the merged names as the snapshot
-   (compare-and-swap on its ETag) and then deletes those marks.
+Objects (all under `keys.listing_prefix(ns)`, so one LIST returns every one of them):
+- **shards** `@{ns-uuid}.{i}.json`: the listed names whose `crc32(name) % 16 == i`, each with what
+  it lists as: "table", "view", "staged" (an S3 Tables table whose first metadata is not written
+  yet) or "damaged" (a pointer that cannot be read: listed nowhere, read again by every full
+  listing, so a repair that leaves no mark still shows). A shard is written only by
+  compare-and-swap on its ETag; an absent shard holds no name. Each write carries a fresh nonce,
+  so no two writes have the same ETag (no ABA).
+- **the completion mark** `@{ns-uuid}` (empty): the shards of the namespace with that uuid name
+  every listed table. A namespace created by this release writes it before its record exists, so
+  its projection is complete (and empty) from the start. The uuid in every key keeps the objects
+  of an earlier namespace of the same name apart; the sweeper removes them.
+- **marks** `{name}/{ms}-{nonce}` (core/listing_marks.py): every pointer write that may change how a
+  name lists writes one before it lands.
 
-Why the answer is exact: every write that can change a name's listing leaves its mark before it
-lands, and a mark is deleted only after a snapshot written more than `GRACE_MS` after the mark,
-from a read of the name made after every write the mark preceded had landed. The marks are listed
-before the snapshot is read, so a fold between the two shows in the snapshot. A change that
-finished before the listing started is therefore either in the snapshot or marked and read again;
-one still in flight may or may not show, as with any concurrent change.
+**Settle** (the writer's side, `settles`): an operation that writes pointers records the marks its
+thread wrote; when it is over, every write it made has landed or failed. Then, per namespace: read
+the namespace record (its uuid) and the names' shards, THEN read each marked pointer; a pointer
+whose bytes alone decide what it lists as (`decided`: no claim, no half-done rename) gives the
+name's new kind; compare-and-swap the shard with it; THEN delete the operation's own marks. A
+settle that loses its CAS reads again and retries (4 times), then leaves its marks.
+
+**Full listing** (`names`): read the namespace record and LIST the listing prefix (at once); read
+the namespace's shards (those the LIST shows, and only those whose ETag this process has not
+cached); read every marked name, and every "damaged" one, again; apply what was read. Marks older
+than `GRACE_MS` are folded: the shards they name are compare-and-swapped with the values just read,
+then those marks are deleted. So a warm listing is 2 S3 requests, a cold one 2 + 16, plus one GET
+per name marked at that moment (a write in flight, or a writer that crashed in the last 2 minutes).
+
+**Why the answer is exact.** Call the value a shard holds for a name its *entry*. Invariant: at any
+moment, for every name, either its entry is what its pointer lists as, or a mark for that name
+exists. It holds at creation (a new namespace has no pointer that lists; a namespace delete
+leaves none, and a creator that raced it backs out with a marked write, core/namespaces.py). It is
+kept because:
+1. A mark is written before the write it announces, so a change without an existing mark is never
+   unannounced.
+2. Entries are written only by CAS from reads made after the shard was read (settle, fold, scan),
+   so the successful CASes on one shard are ordered, and so are the pointer reads they carry: each
+   winner read its pointers after the previous winner's CAS, which came after that winner's reads.
+   An entry is therefore never replaced by one read earlier.
+3. A mark is deleted only after a CAS whose entry was read after every write the mark announced
+   had landed: by its own operation's settle (the operation is over; a settle is skipped when any
+   S3 call of the request was retried, since a retried write might still land), or by a fold once
+   it is older than `GRACE_MS` (a request's writes end with its deadline, well inside the grace).
+A listing lists the marks first and reads the shards after: a mark deleted before the LIST had its
+CAS land before the LIST, so the shard read shows it; a mark listed is read again after the LIST.
+Every change that finished before the listing began therefore shows; one in flight may or may not,
+as with a LIST of the pointers. A writer that crashes between its pointer write and its settle
+leaves its mark: every listing reads that name until a fold records it.
+
+**Earlier releases' namespaces** have no completion mark. Their first full listing (or the
+sweeper) completes the projection, settling nothing meanwhile (a settle that finds no completion
+mark leaves its marks, so an earlier release's snapshot stays exact modulo marks):
+- with the earlier release's snapshot (`keys.listing_snapshot`, uuid checked), the snapshot is
+  split into shards (CAS on what the LIST showed) and the completion mark written: no pointer read;
+- without one, the pointers are scanned in key order in batches, each batch's kinds written into
+  the shards by CAS (shards read before the batch's pointers), then the scan's position
+  (`@{uuid}.scan.json`, CAS) moved past it. Names at or before the position are complete, the
+  others are read by the scan. Near its request's deadline the scan answers 503 (Retry-After: 1)
+  with its progress kept; the next attempt resumes there, so a namespace of any size completes in
+  about `tables / (tables read per deadline)` attempts. The sweeper advances the same scans.
 """
 
 from __future__ import annotations
 
+import functools
+import json
+import logging
+import random
+import threading
 import time
-from typing import Any
+import uuid
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from chalicelib import keys
 from chalicelib.core import damage, listing_marks, parallel, pointer_record
 from chalicelib.core.context import Context, dump
 from chalicelib.core.pointer_record import STAGED, Pointer, kind_of
 from chalicelib.core.pointers import live, read
-from chalicelib.errors import DamagedObject, ServiceUnavailable, TableRecoveryInProgress
-from chalicelib.storage import COUNTER, ObjectNotFound, PreconditionFailed, WriteInDoubt
+from chalicelib.errors import (
+    CatalogError,
+    CommitStateUnknown,
+    DamagedObject,
+    InternalError,
+    ServiceUnavailable,
+    TableRecoveryInProgress,
+)
+from chalicelib.storage import COUNTER, ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
 Namespace = tuple[str, ...]
+log = logging.getLogger("catalog.listing")
+
+DAMAGED = "damaged"  # a pointer that cannot be read: not listed, and read again by every full listing
+KINDS = ("table", "view", "staged", DAMAGED)
+SHARDS = keys.LISTING_SHARDS
 
 
-DAMAGED = "damaged"  # a pointer that cannot be read: not listed, and no projection is kept around it
+def shard_of(name: str) -> int:
+    return zlib.crc32(name.encode()) % SHARDS
+
+
+# ---- what a pointer lists as ---------------------------------------------------------------------
 
 
 def classify(ctx: Context, warehouse: str, ns: Namespace, name: str) -> str | None:
@@ -53,14 +124,18 @@ def decided(p: Pointer) -> bool:
     return not pointer_record.claimed(p.data) and p.state != "pending"
 
 
+def _decided_kind(p: Pointer) -> str | None:
+    if p.state == "active":
+        return kind_of(p.data)
+    return "staged" if p.state == STAGED else None
+
+
 def classify_read(ctx: Context, warehouse: str, ns: Namespace, name: str, p: Pointer | None) -> str | None:
     """classify() of a pointer just read (the one rule for every listing, paged or full)."""
     if p is None:
         return None
     if decided(p):
-        if p.state == "active":
-            return kind_of(p.data)
-        return "staged" if p.state == STAGED else None
+        return _decided_kind(p)
     try:
         found = live(ctx, warehouse, ns, name, read_only=True)
     except TableRecoveryInProgress:
@@ -71,150 +146,735 @@ def classify_read(ctx: Context, warehouse: str, ns: Namespace, name: str, p: Poi
     return "staged" if again is not None and again.state == STAGED else None
 
 
-def names(ctx: Context, warehouse: str, ns: Namespace, namespace_uuid: str) -> dict[str, str]:
-    """Every listed name of the namespace and what it lists as."""
+# ---- the objects: one LIST, shards cached by ETag -------------------------------------------------
+
+
+@dataclass
+class Listed:
+    """One LIST of a namespace's listing prefix."""
+
+    marks: list[tuple[str, str, int]] = field(default_factory=list)  # (key, name, ms)
+    shards: dict[str, dict[int, str]] = field(default_factory=dict)  # ns uuid -> shard -> ETag
+    complete: set[str] = field(default_factory=set)  # ns uuids with a completion mark
+    scans: dict[str, str] = field(default_factory=dict)  # ns uuid -> ETag of its scan position
+    keys: list[str] = field(default_factory=list)  # every key listed
+
+    def uuids(self) -> set[str]:
+        return set(self.shards) | self.complete | set(self.scans)
+
+
+def list_prefix(storage: Any, bucket: str, ns: Namespace) -> Listed:
+    out = Listed()
+    for key, etag in storage.list_entries(bucket, keys.listing_prefix(ns)):
+        out.keys.append(key)
+        what, a, b = keys.listing_object(ns, key)
+        if what == "mark":
+            out.marks.append((key, a, int(b)))
+        elif what == "shard":
+            out.shards.setdefault(a, {})[int(b)] = etag
+        elif what == "complete":
+            out.complete.add(a)
+        elif what == "scan":
+            out.scans[a] = etag
+    return out
+
+
+Doc = dict[str, Any]
+Held = tuple[str, Doc]  # (ETag, shard document)
+BAD: Doc = {"names": {}, "bad": True}  # a damaged shard: treated as empty, never settled over
+
+
+class _Cache:
+    """Shards this process read or wrote: (bucket, key) -> (ETag, document), least recently used out
+    beyond `max_names` names, with when each was last known current. Documents are never changed in
+    place (readers share them)."""
+
+    def __init__(self, max_names: int) -> None:
+        self.max_names, self.held = max_names, 0
+        self.items: OrderedDict[tuple[str, str], tuple[str, Doc, float]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, bucket: str, key: str, within_s: float | None = None) -> Held | None:
+        """The shard held, if any (and if `within_s`: only if known current that recently)."""
+        with self.lock:
+            found = self.items.get((bucket, key))
+            if found is None or (within_s is not None and time.monotonic() - found[2] > within_s):
+                return None
+            self.items.move_to_end((bucket, key))
+            return found[0], found[1]
+
+    def keep(self, bucket: str, key: str, etag: str, doc: Doc) -> None:
+        if not etag or doc.get("bad"):
+            return
+        with self.lock:
+            old = self.items.pop((bucket, key), None)
+            self.held += len(doc["names"]) - (len(old[1]["names"]) if old else 0)
+            self.items[(bucket, key)] = (etag, doc, time.monotonic())
+            while self.held > self.max_names and self.items:
+                self.held -= len(self.items.popitem(last=False)[1][1]["names"])
+
+    def drop(self, bucket: str, key: str) -> None:
+        with self.lock:
+            old = self.items.pop((bucket, key), None)
+            if old is not None:
+                self.held -= len(old[1]["names"])
+
+
+CACHE = _Cache(2_000_000)  # about 200 MB at most; a 100,000-table namespace holds 100,000 names
+
+
+def _parse_shard(body: bytes, bucket: str, key: str, ns_uuid: str) -> Doc:
+    def problem(doc: object) -> str | None:
+        if not isinstance(doc, dict) or doc.get("namespace-uuid") != ns_uuid:
+            return "not a listing shard of this namespace"
+        names = doc.get("names")
+        if not isinstance(names, dict) or not all(v in KINDS for v in names.values()):
+            return "'names' is not a map of names to kinds"
+        return None
+
+    try:
+        return damage.parse(body, bucket, key, "A listing shard", problem)
+    except DamagedObject:
+        return BAD
+
+
+def read_shards(
+    storage: Any, bucket: str, ns: Namespace, ns_uuid: str, wanted: dict[int, str | None]
+) -> dict[int, Held]:
+    """The shards asked for (shard -> the ETag a LIST showed, or None: not known), read in parallel;
+    a shard whose listed ETag this process holds costs nothing. Absent shards are left out."""
+
+    def one(i: int) -> Held | None:
+        key, listed = keys.listing_shard(ns, ns_uuid, i), wanted[i]
+        held = CACHE.get(bucket, key)
+        if held is not None and listed is not None and held[0] == listed:
+            return held
+        try:
+            if held is not None:
+                found = storage.get_if_changed(bucket, key, held[0])
+                if found is None:
+                    CACHE.keep(bucket, key, *held)  # known current now
+                    return held
+            else:
+                found = storage.get(bucket, key)
+        except ObjectNotFound:
+            CACHE.drop(bucket, key)
+            return None
+        doc = _parse_shard(found.body, bucket, key, ns_uuid)
+        CACHE.keep(bucket, key, found.etag, doc)
+        return found.etag, doc
+
+    order = sorted(wanted)
+    return {i: h for i, h in zip(order, parallel.map_counted(one, order), strict=True) if h is not None}
+
+
+def _write_shard(
+    storage: Any, bucket: str, ns: Namespace, ns_uuid: str, i: int, names: dict[str, str], etag: str | None
+) -> str | None:
+    """Compare-and-swap shard i (create it when etag is None); its new ETag, or None when another
+    writer got there first (or the outcome is unknown: then nothing may rely on it)."""
+    key = keys.listing_shard(ns, ns_uuid, i)
+    doc = {"namespace-uuid": ns_uuid, "nonce": uuid.uuid4().hex[:12], "names": names}
+    try:
+        if etag is None:
+            new = storage.put_if_absent(bucket, key, dump(doc))
+        else:
+            new = storage.put_if_match(bucket, key, dump(doc), etag)
+    except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
+        CACHE.drop(bucket, key)
+        return None
+    CACHE.keep(bucket, key, new, doc)
+    return new
+
+
+def _merged(shards: dict[int, Held]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for _, doc in shards.values():
+        out.update(doc["names"])
+    return out
+
+
+# ---- settle: the writer keeps the projection current -----------------------------------------------
+
+F = TypeVar("F", bound=Callable[..., Any])
+SETTLE_ATTEMPTS = 4
+_UNDECIDED = "?"
+_UUIDS = listing_marks.UUIDS  # a guess only: checked against the record each time
+_COMPLETE = listing_marks.COMPLETE  # (bucket, ns uuid) seen complete
+
+
+def settles(fn: F) -> F:
+    """Run an operation that writes pointers, then settle the marks it wrote (best effort: an
+    unsettled mark is folded later). Nested operations settle once, at the outermost. Only an
+    operation that returned, or refused with a catalog error, settles: every write it made has
+    landed or failed. Anything else (S3 trouble, an outcome unknown, an unexpected error: as good
+    as a crash) leaves its marks to the fold."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if listing_marks.current() is not None:
+            return fn(*args, **kwargs)
+        with listing_marks.scope() as marks:
+            try:
+                out = fn(*args, **kwargs)
+            except CatalogError as exc:
+                if not isinstance(exc, (CommitStateUnknown, InternalError)):
+                    settle(marks)
+                raise
+            settle(marks)
+            return out
+
+    return run  # type: ignore[return-value]
+
+
+def settle(scope: listing_marks.Scope) -> int:
+    """Settle a scope's marks; how many were deleted. Never raises: what is left is folded later."""
+    taken = scope.taken()
+    if not taken or COUNTER.events.get("S3Retries", 0.0) > scope.retries:
+        return 0
+    groups: dict[tuple[str, Namespace], tuple[Any, dict[str, list[str]]]] = {}
+    for storage, bucket, pointer, mark in taken:
+        ns = keys.namespace_of_pointer(pointer)
+        group = groups.setdefault((bucket, ns), (storage, {}))[1]
+        group.setdefault(keys.table_from_pointer(pointer), []).append(mark)
+    done = 0
+    for (bucket, ns), (storage, marks) in groups.items():
+        try:
+            done += _settle_namespace(storage, bucket, ns, marks)
+        except Exception as exc:  # noqa: BLE001 - best effort: the marks stay, a fold records them
+            log.info("listing settle left to the fold", extra={"bucket": bucket, "reason": type(exc).__name__})
+    return done
+
+
+HOT_S = 1.0  # a shard this process wrote or read that recently is used as is (a failed CAS reads it)
+
+
+def _settle_namespace(storage: Any, bucket: str, ns: Namespace, marks: dict[str, list[str]]) -> int:
+    """Settle one namespace's marks: [record, shards] -> pointers -> CAS -> delete marks. When this
+    process knows the uuid and holds every shard concerned from the last second (a busy process),
+    the shards are not read again: [record, pointers] -> CAS -> delete; a stale one fails its CAS."""
+    pending, deleted = dict(marks), 0
+
+    def kinds_of(name: str) -> str | None:
+        return _pointer_kind(storage, bucket, ns, name)
+
+    for attempt in range(SETTLE_ATTEMPTS):
+        if attempt:
+            time.sleep(random.uniform(0.005, 0.025) * attempt)  # another settle of the same shard won
+        names = sorted(pending)
+        wanted = sorted({shard_of(n) for n in names})
+        hot = _hot(bucket, ns, wanted) if attempt == 0 else None
+        if hot is not None:
+            ns_uuid, shards = hot
+            found = parallel.map_counted(
+                lambda step: step(),
+                [lambda: _record_uuid(storage, bucket, ns), *[lambda n=n: kinds_of(n) for n in names]],
+            )
+            if found[0] != ns_uuid:
+                continue  # the namespace was made again: read everything
+            kinds = dict(zip(names, found[1:], strict=True))
+        else:
+            read_first = _settle_reads(storage, bucket, ns, wanted)
+            if read_first is None:
+                return deleted  # no namespace, a damaged record, or a projection not complete yet
+            ns_uuid, shards = read_first
+            kinds = dict(zip(names, parallel.map_counted(kinds_of, names), strict=True))
+        by_shard: dict[int, list[str]] = {}
+        for name in names:
+            if kinds[name] != _UNDECIDED:  # a claim or a half-done rename: its writer or a reader settles it
+                by_shard.setdefault(shard_of(name), []).append(name)
+        settled: list[str] = []
+        lost: list[str] = []
+        for i, group in by_shard.items():
+            etag, doc = shards.get(i, (None, {"names": {}}))
+            if doc.get("bad"):
+                continue  # a damaged shard: the next full listing rebuilds it
+            new = dict(doc["names"])
+            for name in group:
+                if kinds[name] is None:
+                    new.pop(name, None)
+                else:
+                    new[name] = str(kinds[name])
+            if _write_shard(storage, bucket, ns, ns_uuid, i, new, etag) is not None:
+                settled += group
+            else:
+                lost += group
+        gone = [m for name in settled for m in pending[name]]
+        if len(gone) == 1:
+            storage.delete(bucket, gone[0])  # a single DELETE: cheaper than a batch of one
+            deleted += 1
+        elif gone:
+            deleted += storage.delete_many(bucket, gone)
+        pending = {n: pending[n] for n in lost}
+        if not pending:
+            return deleted
+    return deleted
+
+
+def _hot(bucket: str, ns: Namespace, wanted: list[int]) -> tuple[str, dict[int, Held]] | None:
+    guess = _UUIDS.get((bucket, ns))
+    if not guess or (bucket, guess) not in _COMPLETE:
+        return None
+    shards: dict[int, Held] = {}
+    for i in wanted:
+        held = CACHE.get(bucket, keys.listing_shard(ns, guess, i), HOT_S)
+        if held is None:
+            return None
+        shards[i] = held
+    return guess, shards
+
+
+def _settle_reads(storage: Any, bucket: str, ns: Namespace, wanted: list[int]) -> tuple[str, dict[int, Held]] | None:
+    """The namespace's uuid (read now: after the operation's writes) and the wanted shards, when its
+    projection is complete. The shards of the uuid last seen are read beside the record (one flat
+    round of requests: no pool task waits on another of its pool)."""
+    guess = _UUIDS.get((bucket, ns))
+
+    def shard_steps(ns_uuid: str) -> list[Callable[[], Any]]:
+        steps: list[Callable[[], Any]] = [
+            lambda i=i: read_shards(storage, bucket, ns, ns_uuid, {i: None}).get(i) for i in wanted
+        ]
+        if (bucket, ns_uuid) not in _COMPLETE:
+            steps.append(lambda: _exists(storage, bucket, keys.listing_complete(ns, ns_uuid)))
+        return steps
+
+    steps: list[Callable[[], Any]] = [lambda: _record_uuid(storage, bucket, ns)]
+    if guess:
+        steps += shard_steps(guess)
+    found = parallel.map_counted(lambda step: step(), steps)
+    ns_uuid = found[0]
+    if not ns_uuid:
+        return None
+    if ns_uuid != guess:
+        listing_marks.known(bucket, ns, ns_uuid, False)
+        found = [ns_uuid, *parallel.map_counted(lambda step: step(), shard_steps(ns_uuid))]
+    if (bucket, ns_uuid) not in _COMPLETE:
+        if not found[-1]:
+            return None
+        _COMPLETE.add((bucket, ns_uuid))
+    shards = {i: h for i, h in zip(wanted, found[1 : 1 + len(wanted)], strict=True) if h is not None}
+    return ns_uuid, shards
+
+
+def _record_uuid(storage: Any, bucket: str, ns: Namespace) -> str:
+    try:
+        doc = json.loads(storage.get(bucket, keys.namespace_record(ns)).body)
+    except (ObjectNotFound, ValueError, RecursionError):
+        return ""
+    value = doc.get("uuid") if isinstance(doc, dict) else None
+    return value if isinstance(value, str) and doc.get("state") != "deleting" else ""
+
+
+def _exists(storage: Any, bucket: str, key: str) -> bool:
+    try:
+        storage.get(bucket, key)
+        return True
+    except ObjectNotFound:
+        return False
+
+
+def _pointer_kind(storage: Any, bucket: str, ns: Namespace, name: str) -> str | None:
+    from chalicelib.core.pointers import parse
+
+    try:
+        obj = storage.get(bucket, keys.table_pointer(ns, name))
+    except ObjectNotFound:
+        return None
+    try:
+        p = Pointer(parse(obj.body, bucket, ns, name), obj.etag)
+    except DamagedObject:
+        return DAMAGED
+    return _decided_kind(p) if decided(p) else _UNDECIDED
+
+
+# ---- the full listing ----------------------------------------------------------------------------------
+
+
+def names(
+    ctx: Context, warehouse: str, ns: Namespace, namespace_uuid: str, listed: Listed | None = None
+) -> dict[str, str]:
+    """Every listed name of the namespace and what it lists as. `listed`: a LIST of its listing
+    prefix made after the listing began (else one is made here)."""
     bucket = ctx.bucket_for(warehouse)
-    marks = [(k, *_parse(k, ns)) for k in ctx.storage.list_keys(bucket, keys.listing_marks_prefix(ns))]
-    # No uuid: the namespace's record is damaged (namespaces.listed_record). Its tables list, from a
-    # scan, and nothing is kept or folded that a repaired record would have to undo.
-    snapshot, etag = _snapshot(ctx, bucket, ns, namespace_uuid) if namespace_uuid else (None, None)
-    if snapshot is None:
-        current = _scan(ctx, warehouse, ns)
-        if namespace_uuid and DAMAGED not in current.values():  # else scanned on each full listing
-            etag = _keep(ctx, bucket, ns, namespace_uuid, current, etag)
-    else:
-        current = dict(snapshot)
+    if listed is None:
+        listed = list_prefix(ctx.storage, bucket, ns)
+    if not namespace_uuid:
+        # No uuid: the namespace's record is damaged (namespaces.listed_record). Its tables list, from
+        # a scan, and nothing is kept or folded that a repaired record would have to undo.
+        found = _scan_all(ctx, warehouse, ns)
+        return {n: k for n, k in found.items() if k != DAMAGED}
+    shards: dict[int, Held] | None = None
+    if namespace_uuid in listed.complete:
+        wanted: dict[int, str | None] = dict(listed.shards.get(namespace_uuid, {}))
+        shards = read_shards(ctx.storage, bucket, ns, namespace_uuid, wanted)
+        if any(doc.get("bad") for _, doc in shards.values()):
+            _reopen(ctx.storage, bucket, ns, namespace_uuid)
+            listed.complete.discard(namespace_uuid)
+            shards = None
+    if shards is None:
+        shards = _complete(ctx, warehouse, ns, namespace_uuid, listed)
+    current = _merged(shards)
     started = int(time.time() * 1000)  # every read below comes after this
-    marked = sorted({name for _, name, _ in marks})
-    for name, found in zip(
-        marked, parallel.map_counted(lambda n: classify(ctx, warehouse, ns, n), marked), strict=True
-    ):
-        if found is None:
+    marked = {name for _, name, _ in listed.marks}
+    again = sorted(marked | {n for n, k in current.items() if k == DAMAGED})
+    found = dict(zip(again, parallel.map_counted(lambda n: classify(ctx, warehouse, ns, n), again), strict=True))
+    for name, kind in found.items():
+        if kind is None:
             current.pop(name, None)
         else:
-            current[name] = found
-    old = [k for k, _, ms in marks if started - ms > listing_marks.GRACE_MS]
-    damaged = DAMAGED in current.values() or not namespace_uuid
-    if old and etag and not damaged and _keep(ctx, bucket, ns, namespace_uuid, current, etag):
-        ctx.storage.delete_many(bucket, old)
-    return {n: k for n, k in current.items() if k != DAMAGED} if damaged else current
+            current[name] = kind
+    old = [(k, n) for k, n, ms in listed.marks if started - ms > listing_marks.GRACE_MS]
+    if old:
+        _fold(ctx.storage, bucket, ns, namespace_uuid, shards, found, old)
+    return {n: k for n, k in current.items() if k != DAMAGED}
 
 
-def _parse(key: str, ns: Namespace) -> tuple[str, int]:
-    name, stamp = key[len(keys.listing_marks_prefix(ns)) :].rsplit("/", 1)
-    return name, int(stamp.split("-", 1)[0])
+def _fold(
+    storage: Any,
+    bucket: str,
+    ns: Namespace,
+    ns_uuid: str,
+    shards: dict[int, Held],
+    found: dict[str, str | None],
+    old: list[tuple[str, str]],
+) -> None:
+    """Record old marks' names as just read (those reads came after the shards were read), then
+    delete those marks: every write they announced has landed by now."""
+    by_shard: dict[int, set[str]] = {}
+    for _, name in old:
+        by_shard.setdefault(shard_of(name), set()).add(name)
+    written: set[str] = set()
+    for i, group in by_shard.items():
+        etag, doc = shards.get(i, (None, {"names": {}}))
+        new = dict(doc["names"])
+        for name in group:
+            kind = found.get(name)
+            if kind is None:
+                new.pop(name, None)
+            else:
+                new[name] = kind
+        # Written even when nothing changed: only a CAS proves no settle wrote in between.
+        if _write_shard(storage, bucket, ns, ns_uuid, i, new, etag) is not None:
+            written |= group
+    gone = [k for k, n in old if n in written]
+    if gone:
+        storage.delete_many(bucket, gone)
 
 
-def _snapshot(
-    ctx: Context, bucket: str, ns: Namespace, namespace_uuid: str
-) -> tuple[dict[str, str] | None, str | None]:
+def _reopen(storage: Any, bucket: str, ns: Namespace, ns_uuid: str) -> None:
+    """A damaged shard: the projection is scanned again (a scan position first, so no migration of an
+    earlier release's snapshot runs after marks have been settled), then completed anew."""
     try:
-        obj = ctx.storage.get(bucket, keys.listing_snapshot(ns))
+        storage.put(bucket, keys.listing_scan(ns, ns_uuid), dump({"namespace-uuid": ns_uuid, "after": ""}))
+    except WriteInDoubt:
+        pass
+    storage.delete(bucket, keys.listing_complete(ns, ns_uuid))
+    _COMPLETE.discard((bucket, ns_uuid))
+
+
+# ---- completing the projection of an earlier release's namespace ------------------------------------
+
+
+def _complete(ctx: Context, warehouse: str, ns: Namespace, ns_uuid: str, listed: Listed) -> dict[int, Held]:
+    """The shards of a namespace whose projection is not complete, once completed (migrated from an
+    earlier release's snapshot, or scanned); ServiceUnavailable near the deadline, progress kept."""
+    bucket = ctx.bucket_for(warehouse)
+    if ns_uuid not in listed.scans:
+        legacy = _legacy_snapshot(ctx.storage, bucket, ns, ns_uuid)
+        if legacy is not None:
+            migrated = _migrate(ctx.storage, bucket, ns, ns_uuid, legacy, listed.shards.get(ns_uuid, {}))
+            if migrated is not None:
+                return migrated
+    return _scan(ctx, warehouse, ns, ns_uuid, listed)
+
+
+def _legacy_snapshot(storage: Any, bucket: str, ns: Namespace, ns_uuid: str) -> dict[str, str] | None:
+    key = keys.listing_snapshot(ns)
+    try:
+        body = storage.get(bucket, key).body
     except ObjectNotFound:
-        return None, None
-    try:  # only a projection of the pointers: a damaged one is scanned again and replaced
-        doc = damage.parse(obj.body, bucket, keys.listing_snapshot(ns), "A listing snapshot", _snapshot_problem)
-    except DamagedObject:
-        return None, obj.etag
-    if doc.get("namespace-uuid") != namespace_uuid:  # an earlier namespace of this name: scan again
-        return None, obj.etag
-    return dict(doc.get("names") or {}), obj.etag
+        return None
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):
+        return None  # only a projection of the pointers: scanned instead
+    if not isinstance(doc, dict) or doc.get("namespace-uuid") != ns_uuid:
+        return None  # an earlier namespace of this name
+    found = doc.get("names") or {}
+    if not isinstance(found, dict) or not all(v in KINDS for v in found.values()):
+        return None
+    return {str(n): str(k) for n, k in found.items()}
 
 
-def _snapshot_problem(doc: object) -> str | None:
-    if not isinstance(doc, dict):
-        return "not a JSON object"
-    names = doc.get("names")
-    if names is not None and not (isinstance(names, dict) and all(isinstance(v, str) for v in names.values())):
-        return "'names' is not a map of names to kinds"
-    return None
+def _migrate(
+    storage: Any, bucket: str, ns: Namespace, ns_uuid: str, legacy: dict[str, str], etags: dict[int, str]
+) -> dict[int, Held] | None:
+    """An earlier release's snapshot, split into shards. Exact: no mark of this namespace has been
+    deleted since that snapshot was written, except by an earlier release's fold that rewrote it
+    (settles and folds leave marks alone until the completion mark exists)."""
+    parts: dict[int, dict[str, str]] = {}
+    for name, kind in legacy.items():
+        parts.setdefault(shard_of(name), {})[name] = kind
+    todo = sorted(set(parts) | set(etags))
+
+    def write(i: int) -> Held | None:
+        names = parts.get(i, {})
+        new = _write_shard(storage, bucket, ns, ns_uuid, i, names, etags.get(i))
+        return None if new is None else (new, {"namespace-uuid": ns_uuid, "names": names})
+
+    written = dict(zip(todo, parallel.map_counted(write, todo), strict=True))
+    if any(h is None for h in written.values()):
+        return None  # another migration or scan wrote first: scan (its writes are exact too)
+    storage.put(bucket, keys.listing_complete(ns, ns_uuid), b"")
+    _COMPLETE.add((bucket, ns_uuid))
+    return {i: h for i, h in written.items() if h is not None}
 
 
-def _scan(ctx: Context, warehouse: str, ns: Namespace) -> dict[str, str]:
-    """Every pointer of the namespace read once: the first full listing of a namespace."""
-    found_keys = list(ctx.storage.list_keys(ctx.bucket_for(warehouse), keys.tables_prefix(ns)))
-    all_names = [keys.table_from_pointer(k) for k in found_keys]
+SCAN_BATCH = 500
+SCAN_MARGIN_S = 2.0  # and 1.5 times the last batch's time: a batch ends before the deadline
+
+
+def _scan(ctx: Context, warehouse: str, ns: Namespace, ns_uuid: str, listed: Listed) -> dict[int, Held]:
+    """Scan the pointers from the scan position on, batch by batch, keeping the kinds in the shards and
+    then the position; at the end, the completion mark."""
+    storage, bucket = ctx.storage, ctx.bucket_for(warehouse)
+    after, position = _scan_position(storage, bucket, ns, ns_uuid, listed.scans.get(ns_uuid))
+    shards = read_shards(storage, bucket, ns, ns_uuid, dict(listed.shards.get(ns_uuid, {})))
+    shards = {i: (etag, doc if not doc.get("bad") else {"names": {}}) for i, (etag, doc) in shards.items()}
+    read_count, last_batch_s = 0, 0.0
+    pages = _pointer_names(storage, bucket, ns, after)
+    while True:
+        batch = list(_take(pages, SCAN_BATCH))
+        if not batch:
+            break
+        if COUNTER.deadline and time.monotonic() + max(SCAN_MARGIN_S, 1.5 * last_batch_s) > COUNTER.deadline:
+            raise ServiceUnavailable(
+                f"The first full listing of namespace {'.'.join(ns)!r} is being built ({read_count} tables read "
+                "in this request, progress kept); retry, or page with pageToken= (empty) and pageSize",
+                headers={"Retry-After": "1"},
+            )
+        began = time.monotonic()
+        shards = _scan_batch(ctx, warehouse, ns, ns_uuid, [n for _, n in batch], shards)
+        position = _advance(storage, bucket, ns, ns_uuid, batch[-1][0], position)
+        read_count += len(batch)
+        last_batch_s = time.monotonic() - began
+    storage.put(bucket, keys.listing_complete(ns, ns_uuid), b"")
+    _COMPLETE.add((bucket, ns_uuid))
+    try:
+        storage.delete(bucket, keys.listing_scan(ns, ns_uuid))
+    except StorageUnavailable:
+        pass  # the sweeper removes it
+    return shards
+
+
+def _scan_position(storage: Any, bucket: str, ns: Namespace, ns_uuid: str, etag: str | None) -> tuple[str, str]:
+    """(pointer key the scan goes on after, ETag of the position); written first when there is none,
+    so no migration runs beside a scan."""
+    key = keys.listing_scan(ns, ns_uuid)
+    if etag is None:
+        try:
+            return "", storage.put_if_absent(bucket, key, dump({"namespace-uuid": ns_uuid, "after": ""}))
+        except (PreconditionFailed, WriteInDoubt):
+            pass
+    try:
+        obj = storage.get(bucket, key)
+    except ObjectNotFound:
+        return "", storage.put_if_absent(bucket, key, dump({"namespace-uuid": ns_uuid, "after": ""}))
+    try:
+        doc = json.loads(obj.body)
+        after = str(doc.get("after") or "") if isinstance(doc, dict) else ""
+    except (ValueError, RecursionError):
+        after = ""  # damaged: scan from the start
+    return after, obj.etag
+
+
+def _pointer_names(storage: Any, bucket: str, ns: Namespace, after: str) -> Iterator[tuple[str, str]]:
+    for key in storage.list_keys(bucket, keys.tables_prefix(ns), after):
+        yield key, keys.table_from_pointer(key)
+
+
+def _take(it: Iterator[tuple[str, str]], n: int) -> Iterator[tuple[str, str]]:
+    for _ in range(n):
+        item = next(it, None)
+        if item is None:
+            return
+        yield item
+
+
+def _scan_batch(
+    ctx: Context, warehouse: str, ns: Namespace, ns_uuid: str, batch: list[str], shards: dict[int, Held]
+) -> dict[int, Held]:
+    """Classify a batch (its pointers read after the shards were) and CAS the kinds into the shards; a
+    shard another writer changed meanwhile is read again, and its names too."""
+    storage, bucket = ctx.storage, ctx.bucket_for(warehouse)
+    by_shard: dict[int, list[str]] = {}
+    for name in batch:
+        by_shard.setdefault(shard_of(name), []).append(name)
+    kinds = dict(zip(batch, parallel.map_counted(lambda n: classify(ctx, warehouse, ns, n), batch), strict=True))
+    shards = dict(shards)
+    for i, group in by_shard.items():
+        for attempt in range(4):
+            etag, doc = shards.get(i, (None, {"names": {}}))
+            new = dict(doc["names"])
+            for name in group:
+                if kinds[name] is None:
+                    new.pop(name, None)
+                else:
+                    new[name] = str(kinds[name])
+            written = _write_shard(storage, bucket, ns, ns_uuid, i, new, etag)
+            if written is not None:
+                shards[i] = (written, {"namespace-uuid": ns_uuid, "names": new})
+                break
+            if attempt == 3:
+                raise ServiceUnavailable(
+                    f"The listing of namespace {'.'.join(ns)!r} is being built by several requests; retry",
+                    headers={"Retry-After": "1"},
+                )
+            again = read_shards(storage, bucket, ns, ns_uuid, {i: None})
+            shards[i] = again.get(i, (None, {"names": {}}))
+            if shards[i][1].get("bad"):
+                shards[i] = (shards[i][0], {"names": {}})
+            kinds.update(
+                zip(group, parallel.map_counted(lambda n: classify(ctx, warehouse, ns, n), group), strict=True)
+            )
+    return shards
+
+
+def _advance(storage: Any, bucket: str, ns: Namespace, ns_uuid: str, after: str, etag: str) -> str:
+    """Move the scan position to `after` (never back); its new ETag."""
+    key = keys.listing_scan(ns, ns_uuid)
+    for _ in range(4):
+        try:
+            return storage.put_if_match(bucket, key, dump({"namespace-uuid": ns_uuid, "after": after}), etag)
+        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
+            theirs, etag = _scan_position(storage, bucket, ns, ns_uuid, None)
+            if theirs >= after:
+                return etag  # another scan got as far: the batches past ours are theirs to record
+    return etag
+
+
+def _scan_all(ctx: Context, warehouse: str, ns: Namespace) -> dict[str, str]:
+    """Every pointer of the namespace read (a namespace record without a uuid: nothing is kept)."""
+    all_names = [
+        keys.table_from_pointer(k) for k in ctx.storage.list_keys(ctx.bucket_for(warehouse), keys.tables_prefix(ns))
+    ]
     out: dict[str, str] = {}
     for at in range(0, len(all_names), SCAN_BATCH):
-        # A scan ends with its request's deadline, well inside the marks' grace, which the fold
-        # argument needs; a namespace too large for one request answers 503 and is scanned again.
         if COUNTER.deadline and time.monotonic() > COUNTER.deadline - SCAN_MARGIN_S:
             raise ServiceUnavailable(
-                f"Namespace has {len(all_names)} tables to scan for its first full listing; "
+                f"Namespace has {len(all_names)} tables to read and a damaged record; "
                 "page with pageToken= (empty) and pageSize",
                 headers={"Retry-After": "1"},
             )
         batch = all_names[at : at + SCAN_BATCH]
         kinds = parallel.map_counted(lambda n: classify(ctx, warehouse, ns, n), batch)
-        out.update({n: k for n, k in zip(batch, kinds, strict=True) if k is not None})  # DAMAGED kept
+        out.update({n: k for n, k in zip(batch, kinds, strict=True) if k is not None})
     return out
 
 
-SCAN_BATCH = 500
-SCAN_MARGIN_S = 5.0
+_SUSPECTED: set[tuple[str, str, str]] = set()
 
 
-def _keep(
-    ctx: Context, bucket: str, ns: Namespace, namespace_uuid: str, current: dict[str, str], etag: str | None
-) -> str | None:
-    """Write the snapshot (replacing the one of that ETag, or where there is none); its new ETag,
-    or None when another listing wrote it first (theirs is as good)."""
-    body: dict[str, Any] = {"namespace-uuid": namespace_uuid, "built-ms": int(time.time() * 1000), "names": current}
+def suspect(storage: Any, bucket: str, pointer: str, etag: str) -> None:
+    """A reader met a damaged pointer. Bytes written around the catalog (an operator's upload, a bug
+    elsewhere) left no mark, so the projection may still list the name: a mark makes every full
+    listing read it again (and skip it) until a fold records it as damaged. Once per pointer
+    version and process; best effort."""
+    if (bucket, pointer, etag) in _SUSPECTED:
+        return
     try:
-        if etag is None:
-            return ctx.storage.put_if_absent(bucket, keys.listing_snapshot(ns), dump(body))
-        return ctx.storage.put_if_match(bucket, keys.listing_snapshot(ns), dump(body), etag)
-    except (PreconditionFailed, WriteInDoubt, ObjectNotFound):  # ObjectNotFound: removed meanwhile
+        listing_marks.before_pointer_write(storage, bucket, pointer)
+    except (StorageUnavailable, WriteInDoubt):
+        return
+    if len(_SUSPECTED) > 10_000:
+        _SUSPECTED.clear()
+    _SUSPECTED.add((bucket, pointer, etag))
+
+
+# ---- for fsck and the sweeper ------------------------------------------------------------------------
+
+
+def stored(ctx: Context, warehouse: str, ns: Namespace, ns_uuid: str) -> tuple[dict[str, str], set[str]] | None:
+    """The complete projection's names and the names marked, or None when it is not complete."""
+    bucket = ctx.bucket_for(warehouse)
+    listed = list_prefix(ctx.storage, bucket, ns)
+    if ns_uuid not in listed.complete:
         return None
+    shards = read_shards(ctx.storage, bucket, ns, ns_uuid, dict(listed.shards.get(ns_uuid, {})))
+    return _merged(shards), {name for _, name, _ in listed.marks}
 
 
 def fold(ctx: Context, warehouse: str, deadline: float) -> int:
-    """The sweeper's turn. A namespace with a snapshot and marks past the grace is folded (one
-    listed only page by page would gather marks forever). One without a snapshot loses its old
-    marks: its first full listing scans anyway, inside a request's deadline. A deleted namespace
-    loses its snapshot, then its old marks (young ones may be a new namespace's of that name).
-    Returns how many namespaces it folded."""
+    """The sweeper's turn, per namespace:
+    - a deleted namespace loses its shards, completion and scan objects and its earlier release's
+      snapshot, then its marks older than the grace (young ones may be a new namespace's);
+    - an existing one loses the objects of earlier namespaces of its name (other uuids);
+    - a complete projection folds its old marks (one listed only page by page would gather them
+      forever) and loses its earlier release's snapshot and scan position;
+    - an incomplete one (an earlier release's namespace) is completed within the deadline: migrated
+      or scanned on from where its scan stopped.
+    Returns how many namespaces it folded or completed."""
     from chalicelib.core import namespaces
     from chalicelib.errors import NamespaceNotFound
 
-    bucket = ctx.bucket_for(warehouse)
+    storage, bucket = ctx.storage, ctx.bucket_for(warehouse)
     now = int(time.time() * 1000)
-    old: dict[str, list[str]] = {}
-    snapshots: set[str] = set()
-    for key in ctx.storage.list_keys(bucket, keys.LISTING_PREFIX):
+    spaces: dict[str, list[str]] = {}
+    written: dict[str, int] = {}  # key -> LastModified (ms)
+    for key, _, modified in storage.list_stamped(bucket, keys.LISTING_PREFIX):
+        written[key] = modified
         rest = key[len(keys.LISTING_PREFIX) :]
-        if "/" not in rest:
-            snapshots.add(rest[: -len(".json")])
-            continue
-        ns_id = rest.split("/", 1)[0]
-        if now - int(rest.rsplit("/", 1)[1].split("-", 1)[0]) > listing_marks.GRACE_MS:
-            old.setdefault(ns_id, []).append(key)
-    folded = 0
-    for ns_id in sorted(snapshots | set(old)):
+        ns_id = rest.split("/", 1)[0] if "/" in rest else rest[: -len(".json")]
+        spaces.setdefault(ns_id, []).append(key)
+    existing = {keys.ns_id(keys.namespace_from_record(k)) for k in storage.list_keys(bucket, keys.NS_PREFIX)}
+    for ns_id in existing:
+        spaces.setdefault(ns_id, [])
+    done = 0
+    for ns_id in sorted(spaces):
         if time.monotonic() >= deadline:
             break
-        ns = tuple(ns_id.split("."))
+        ns, found = tuple(ns_id.split(".")), spaces[ns_id]
+        legacy = keys.listing_snapshot(ns)
+        objects = [keys.listing_object(ns, k) + (k,) for k in found if k != legacy]
+        marks = [(k, int(ms)) for what, _, ms, k in objects if what == "mark"]
+        uuids = {u for what, u, _, _ in objects if what in ("shard", "complete", "scan")}
+        completed = {u for what, u, _, _ in objects if what == "complete"}
+        if ns_id in existing and not marks and legacy not in found and len(uuids) == 1 and uuids == completed:
+            continue  # one complete projection and nothing to fold: nothing to do
         try:
             record, _ = namespaces.read_record(ctx, warehouse, ns)
-        except NamespaceNotFound:  # its listing objects outlived it
-            if ns_id in snapshots:
-                ctx.storage.delete(bucket, keys.listing_snapshot(ns))
-            ctx.storage.delete_many(bucket, old.get(ns_id, []))
+        except NamespaceNotFound:  # its listing objects outlived it (young ones may be a new namespace's)
+            stale = [k for what, _, _, k in objects if what != "mark" and now - written[k] > listing_marks.GRACE_MS]
+            stale += [legacy] if legacy in found else []
+            stale += [k for k, ms in marks if now - ms > listing_marks.GRACE_MS]
+            storage.delete_many(bucket, stale)
             continue
         except DamagedObject:
             continue  # reported where it was read; the other namespaces fold on
-        if ns_id not in old:
+        ns_uuid = str(record.get("uuid", ""))
+        if not ns_uuid:
             continue
-        if ns_id not in snapshots:
-            ctx.storage.delete_many(bucket, old[ns_id])
-            continue
-        saved = COUNTER.deadline  # a scan (a snapshot of an earlier namespace) ends within a request's time
-        COUNTER.deadline = min(d for d in (saved, time.monotonic() + 20.0) if d)
+        earlier = [
+            k
+            for what, u, _, k in objects
+            if what in ("shard", "complete", "scan") and u != ns_uuid and now - written[k] > listing_marks.GRACE_MS
+        ]
+        if earlier:
+            storage.delete_many(bucket, earlier)
+        if ns_uuid in completed:
+            leftovers = [legacy] if legacy in found else []
+            leftovers += [k for what, u, _, k in objects if what == "scan" and u == ns_uuid]
+            if leftovers:
+                storage.delete_many(bucket, leftovers)
+            if not any(now - ms > listing_marks.GRACE_MS for _, ms in marks):
+                continue
+        saved = COUNTER.deadline  # a scan ends within the sweeper's time, its progress kept
+        COUNTER.deadline = min(d for d in (saved, deadline) if d)
         try:
-            names(ctx, warehouse, ns, str(record.get("uuid", "")))
-            folded += 1
+            names(ctx, warehouse, ns, ns_uuid)
+            done += 1
         except ServiceUnavailable:
-            pass  # too large to scan here: its first full listing asks its client to page
+            pass  # a large scan goes on at the next run (or the next full listing)
         finally:
             COUNTER.deadline = saved
-    return folded
+    return done
