@@ -1,9 +1,11 @@
 """Init-phase work: what a function (or the local server) would otherwise do in its first request.
 
 Lambda runs a function's init before its first request (with a full vCPU, and ahead of time under
-provisioned concurrency or SnapStart). A transaction always parses table changes with PyIceberg's
-models and always talks to S3, so the transactions function imports and builds both at init
-instead of in its first request.
+provisioned concurrency or SnapStart). Every function builds its S3 client and reads the root
+secret there, in a thread beside the handler's imports. Nothing heavier is done at init: a client
+waiting for a cold start pays for the init too, so the functions import PyIceberg only for a
+change that needs it (core/light.py applies property commits without it); the local server
+(chalicelib/devserver.py) builds PyIceberg's models at start instead of in its first create.
 """
 
 from __future__ import annotations
@@ -66,8 +68,10 @@ def transactions() -> None:
     from chalicelib.core.context import get_context
     from chalicelib.routes import iceberg_io
 
-    iceberg_io.parse_transaction(_SAMPLE)  # PyIceberg's update models, and their pydantic validators
-    get_context()  # the process's S3 client (botocore's S3 model is loaded once)
+    iceberg_io.parse_transaction(_SAMPLE)
+    from chalicelib.core import updates  # noqa: F401 - PyIceberg's update models, for the changes that need them
+
+    get_context()
 
 
 def tables() -> None:

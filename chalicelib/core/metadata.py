@@ -153,13 +153,16 @@ def _parse_and_keep(location: str, raw: bytes) -> Any:
 
 
 def write_metadata(ctx: Context, location: str, metadata: Any) -> bytes:
-    raw = dump_metadata(metadata)
+    from chalicelib.core.light import LightMetadata
+
+    light = isinstance(metadata, LightMetadata)
+    raw = metadata.dump() if light else dump_metadata(metadata)
     bucket, key = keys.split_s3_uri(location)
     try:
         ctx.storage.put_if_absent(bucket, key, raw)  # a fresh uuid name: only our own lost write can be there
     except WriteInDoubt:  # before any commit point: nothing names the file, so nothing was applied
         raise StorageUnavailable(f"S3 could not confirm the write of {key}") from None
-    _remember(location, raw, metadata)
+    _remember(location, raw, None if light else metadata)  # the cache keeps PyIceberg's models only
     return raw
 
 
@@ -325,7 +328,42 @@ def apply_create(ctx: Context, bucket: str, ns: tuple[str, ...], name: str, req:
     return apply(ctx, req, None, None, keys.table_location(bucket, ns, name, str(assigned.uuid)))
 
 
+def table_metadata_light(ctx: Context, location: str, subject: str) -> Any:
+    """The metadata a property commit builds on (core/light.py): light metadata when it can be,
+    else table_metadata()'s PyIceberg model."""
+    from chalicelib.core import light
+
+    found = light.metadata(table_metadata_raw(ctx, location, subject))
+    return found if found is not None else table_metadata(ctx, location, subject)
+
+
+def _apply_light(req: Any, base: Any, base_location: str | None, expected_location: str | None) -> Any:
+    from chalicelib.core import light
+
+    try:
+        new = light.apply(req, base, base_location)
+    except light.RequirementFailed as exc:
+        raise CommitFailed(str(exc)) from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BadRequest(f"Invalid update: {short(exc)}") from None
+    if new.location != expected_location:
+        raise BadRequest("Changing the table location is not allowed: the catalog manages table locations")
+    check_table_properties(new.properties)
+    for key, value in new.properties.items():
+        check_properties({key: value}, "table property")
+    return new
+
+
 def apply(ctx: Context, req: Any, base: Any, base_location: str | None, expected_location: str | None) -> Any:
+    """The change applied to the base: on light metadata when both are light (core/light.py), else
+    with PyIceberg's models (a light change is turned into them)."""
+    from chalicelib.core import light
+
+    if isinstance(base, light.LightMetadata):
+        if light.is_light(req):
+            return _apply_light(req, base, base_location, expected_location)
+        base = parse_metadata(base.dump())
+    req = light.heavy(req)
     from pydantic import ValidationError
     from pyiceberg.exceptions import CommitFailedException
     from pyiceberg.schema import Schema

@@ -12,6 +12,11 @@ from chalicelib.core.model import Namespace, TableChange
 def parse_change(ns: Namespace, name: str, requirements: Any, updates: Any) -> TableChange:
     """A commit's requirements and updates as PyIceberg's models (imported here, by the handlers
     that parse a change only: PyIceberg is a heavy import)."""
+    from chalicelib.core import light
+
+    found = light.parse_change(ns, name, requirements, updates)  # a property commit needs no PyIceberg
+    if found is not None:
+        return found
     from chalicelib.core.updates import parse_change as parse
 
     return parse(ns, name, requirements, updates)

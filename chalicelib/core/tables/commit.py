@@ -9,7 +9,7 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, cas, listing_marks, name_claims, pointer_record, pointers
+from chalicelib.core import audit, cas, light, listing_marks, name_claims, pointer_record, pointers
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump
 from chalicelib.core.model import TableChange, TableState
@@ -106,7 +106,11 @@ def _commit_batch(ctx: Context, warehouse: str, reqs: list[TableChange]) -> list
             for i in todo:
                 outcomes[i] = _without_table(ctx, warehouse, p, reqs[i])
             break
-        base = md.table_metadata(ctx, p.metadata_location, f"Table {pointer_record.ident(ns, name)!r}")
+        subject = f"Table {pointer_record.ident(ns, name)!r}"
+        if all(light.is_light(reqs[i]) for i in todo):  # property commits: no PyIceberg (core/light.py)
+            base = md.table_metadata_light(ctx, p.metadata_location, subject)
+        else:
+            base = md.table_metadata(ctx, p.metadata_location, subject)
         current, log_location, applied, changed = base, p.metadata_location, [], False
         restart = False
         for i in todo:
@@ -148,8 +152,6 @@ def _commit_batch(ctx: Context, warehouse: str, reqs: list[TableChange]) -> list
 
 def _without_table(ctx: Context, warehouse: str, p: pointer_record.Pointer | None, req: TableChange) -> Any:
     """The outcome of a commit to a name that holds no table: a create, or a 404/409."""
-    from pyiceberg.table.update import AssertCreate
-
     ns, name = req.namespace, req.name
     try:
         if p is not None:  # a view holds the name
@@ -158,7 +160,7 @@ def _without_table(ctx: Context, warehouse: str, p: pointer_record.Pointer | Non
                 if create.creates(req)
                 else pointers.not_found(ctx, warehouse, ns, name)
             )
-        if not any(isinstance(r, AssertCreate) for r in req.requirements):
+        if not any(getattr(r, "type", "") == "assert-create" for r in req.requirements):
             raise pointers.not_found(ctx, warehouse, ns, name)
         return create.create_from_commit(ctx, warehouse, ns, name, req)
     except CatalogError as exc:

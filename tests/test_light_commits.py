@@ -1,0 +1,163 @@
+"""Property commits without PyIceberg (chalicelib/core/light.py) build exactly what PyIceberg's
+update_table_metadata builds, judge requirements as PyIceberg does, and leave every other change
+to PyIceberg. Generated bases and changes, both paths, the same JSON (but for the clock)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chalicelib.core import light
+from chalicelib.core import metadata as md
+from chalicelib.core.catalog import commands
+from chalicelib.core.updates import parse_change as pyiceberg_parse
+from chalicelib.errors import BadRequest, CommitFailed
+
+TABLE_UUID = "9c12d441-03fe-4693-9a96-a0705ddf69c1"
+LOCATION = "s3://wh/ns/t-9c12d44103fe46939a96a0705ddf69c1"
+PROP_KEYS = ["a", "b", "write.metadata.previous-versions-max", "owner"]
+
+
+def _base(version: int, props: dict[str, str], log_len: int) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "format-version": version,
+        "table-uuid": TABLE_UUID,
+        "location": LOCATION,
+        "last-sequence-number": 0,
+        "last-updated-ms": 1_700_000_000_000,
+        "last-column-id": 1,
+        "current-schema-id": 0,
+        "schemas": [
+            {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
+        ],
+        "default-spec-id": 0,
+        "partition-specs": [{"spec-id": 0, "fields": []}],
+        "last-partition-id": 999,
+        "default-sort-order-id": 0,
+        "sort-orders": [{"order-id": 0, "fields": []}],
+        "properties": props,
+        "snapshots": [],
+        "snapshot-log": [],
+        "metadata-log": [
+            {"metadata-file": f"{LOCATION}/metadata/{i:05d}.json", "timestamp-ms": i} for i in range(log_len)
+        ],
+        "refs": {},
+        "statistics": [],
+        "partition-statistics": [],
+    }
+    if version == 3:
+        doc["next-row-id"] = 0
+    return md.parse_metadata(json.dumps(doc).encode())
+
+
+def _stored(version: int, props: dict[str, str], log_len: int) -> bytes:
+    """The base as the catalog stores it: written by PyIceberg's serializer."""
+    return md.dump_metadata(_base(version, props, log_len))
+
+
+updates = st.lists(
+    st.one_of(
+        st.fixed_dictionaries(
+            {
+                "action": st.just("set-properties"),
+                "updates": st.dictionaries(
+                    st.sampled_from(PROP_KEYS), st.sampled_from(["1", "2", "x", ""]), max_size=3
+                ),
+            }
+        ),
+        st.fixed_dictionaries(
+            {"action": st.just("remove-properties"), "removals": st.lists(st.sampled_from(PROP_KEYS), max_size=3)}
+        ),
+    ),
+    min_size=1,
+    max_size=3,
+)
+requirements = st.lists(
+    st.sampled_from(
+        [
+            {"type": "assert-table-uuid", "uuid": TABLE_UUID},
+            {"type": "assert-table-uuid", "uuid": TABLE_UUID.upper()},
+            {"type": "assert-table-uuid", "uuid": str(uuid.UUID(int=7))},
+            {"type": "assert-current-schema-id", "current-schema-id": 0},
+            {"type": "assert-current-schema-id", "current-schema-id": 1},
+            {"type": "assert-last-assigned-field-id", "last-assigned-field-id": 1},
+            {"type": "assert-last-assigned-field-id", "last-assigned-field-id": 2},
+            {"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": None},
+            {"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": 5},
+            {"type": "assert-ref-snapshot-id", "ref": "dev"},
+        ]
+    ),
+    max_size=2,
+)
+
+
+def _outcome(fn: Any) -> Any:
+    try:
+        out = fn()
+    except CommitFailed:
+        return "409"
+    except BadRequest:
+        return "400"
+    doc = json.loads(out.dump() if isinstance(out, light.LightMetadata) else md.dump_metadata(out))
+    doc["last-updated-ms"] = "changed" if doc["last-updated-ms"] != 1_700_000_000_000 else "same"
+    return doc
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    version=st.sampled_from([2, 3]),
+    props=st.dictionaries(st.sampled_from(PROP_KEYS), st.sampled_from(["1", "3", "v"]), max_size=3),
+    log_len=st.sampled_from([0, 1, 2, 3, 100]),
+    ups=updates,
+    reqs=requirements,
+)
+def test_a_property_commit_builds_what_pyiceberg_builds(version, props, log_len, ups, reqs) -> None:
+    raw = _stored(version, props, log_len)
+    change = commands.parse_change(("ns",), "t", reqs, ups)
+    assert light.is_light(change)  # no PyIceberg model was built for it
+    base = light.metadata(raw)
+    assert base is not None
+    prev = f"{LOCATION}/metadata/00009-x.metadata.json"
+    ours = _outcome(lambda: md.apply(None, change, base, prev, LOCATION))  # type: ignore[arg-type]
+    theirs = _outcome(
+        lambda: md.apply(None, pyiceberg_parse(("ns",), "t", reqs, ups), md.parse_metadata(raw), prev, LOCATION)  # type: ignore[arg-type]
+    )
+    assert ours == theirs
+
+
+@pytest.mark.parametrize(
+    ("reqs", "ups"),
+    [
+        ([], [{"action": "set-properties", "updates": {"a": 1}}]),  # not a string: PyIceberg converts or refuses
+        ([], [{"action": "set-properties", "updates": {"a": None}}]),
+        ([], [{"action": "set-location", "location": "s3://x"}]),
+        ([{"type": "assert-create"}], [{"action": "set-properties", "updates": {"a": "1"}}]),
+        ([{"type": "assert-table-uuid", "uuid": "not-a-uuid"}], [{"action": "set-properties", "updates": {"a": "1"}}]),
+        ([], [{"action": "set-properties", "updates": {"a": "1"}, "extra": 1}]),
+        ([], []),
+    ],
+)
+def test_anything_else_takes_pyicebergs_path(reqs, ups) -> None:
+    assert light.parse_change(("ns",), "t", reqs, ups) is None
+
+
+def test_metadata_pyiceberg_must_read_stays_with_pyiceberg() -> None:
+    v1 = json.loads(_stored(2, {}, 0))
+    v1["format-version"] = 1
+    assert light.metadata(json.dumps(v1).encode()) is None
+    keyed = json.loads(_stored(3, {}, 0))
+    keyed["encryption-keys"] = []
+    assert light.metadata(json.dumps(keyed).encode()) is None
+    assert light.metadata(b"not json") is None
+
+
+def test_a_light_change_meeting_pyiceberg_metadata_is_applied_by_pyiceberg() -> None:
+    change = commands.parse_change(("ns",), "t", [], [{"action": "set-properties", "updates": {"a": "1"}}])
+    base = md.parse_metadata(_stored(2, {}, 0))
+    new = md.apply(None, change, base, None, LOCATION)  # type: ignore[arg-type]
+    assert not isinstance(new, light.LightMetadata) and new.properties == {"a": "1"}
