@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -17,11 +21,12 @@ from chalicelib.core.tables import lifecycle, listing, lookup
 from chalicelib.errors import TableRecoveryInProgress
 from chalicelib.routes import iceberg_io
 from tests.conftest import lease_ms
-from tests.crashutil import Crash, CrashAfter, assert_fsck_clean, writes_of
+from tests.crashutil import WRITES, Crash, CrashAfter, assert_fsck_clean, writes_of
 from tests.txnutil import append_change
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
-TXN_WRITES = 8  # 2 metadata files, txn record, 2 claims, commit point, 2 roll-forwards
+# Rounds of parallel writes: (txn record, 2 metadata files), (2 claims), commit point, (2 roll-forwards).
+TXN_WRITES = 8
 COMMIT_POINT = 6
 TXN_LEASE_MS = lease_ms(400)
 
@@ -52,6 +57,17 @@ def _tags(ctx: Context, wh: str, t: str) -> list[str]:
     return [s["summary"].get("txn-tag") for s in json.loads(raw).get("snapshots", [])]
 
 
+def _assert_held(ctx: Context, wh: str, t: str) -> None:
+    """Table t is claimed by a transaction whose lease runs: readers see its last committed state at
+    once, writers are told to retry shortly."""
+    assert pointer_record.claimed(pointers.read(ctx, wh, ("tx",), t).data)
+    raw = lookup.load(ctx, wh, ("tx",), t).raw_metadata
+    assert [s["summary"]["txn-tag"] for s in json.loads(raw)["snapshots"]] == ["before"]
+    change = {"updates": [{"action": "set-properties", "updates": {"w": "1"}}]}  # a write: it must swap the pointer
+    with pytest.raises(TableRecoveryInProgress):
+        commits.commit(ctx, wh, iceberg_io.parse_change(change, ("tx",), t))
+
+
 def test_transaction_write_count(crash_ctx):
     wh = _setup(crash_ctx)
     assert writes_of(crash_ctx, lambda c: _txn(c, wh, _body(crash_ctx, wh, "x"))) == TXN_WRITES
@@ -66,12 +82,10 @@ def test_transaction_crash_points(crash_ctx, monkeypatch, crash_after):
     _txn(ctx, wh, _body(ctx, wh, "before"))
     with pytest.raises(Crash):
         _txn(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, _body(ctx, wh, "t"))
-    if 4 <= crash_after < COMMIT_POINT:  # a claim is held by a transaction whose lease runs: wait, says 503
-        claimed = "a" if crash_after == 4 else "b"  # claims go in table order
-        raw = lookup.load(ctx, wh, ("tx",), claimed).raw_metadata  # readers see the last committed state at once
-        assert [s["summary"]["txn-tag"] for s in json.loads(raw)["snapshots"]] == ["before"]
-        with pytest.raises(TableRecoveryInProgress):  # writers are told to retry shortly
-            commits.commit(ctx, wh, iceberg_io.parse_change({"updates": []}, ("tx",), claimed))
+    if 4 <= crash_after < COMMIT_POINT:  # claims are held by a transaction whose lease runs: wait, says 503
+        # The claims go out in one round: a crash there finds both sent (CrashAfter lets writes in flight land).
+        for claimed in ("a", "b"):
+            _assert_held(ctx, wh, claimed)
     time.sleep(TXN_LEASE_MS / 1000 + 0.05)  # the lease runs out; the next request aborts or rolls forward
     got = {t: _tags(ctx, wh, t) for t in ("a", "b")}
     expected = ["before", "t"] if crash_after >= COMMIT_POINT else ["before"]
@@ -84,6 +98,80 @@ def test_transaction_crash_points(crash_ctx, monkeypatch, crash_after):
         assert "claim" not in json.loads(raw)
     _txn(ctx, wh, _body(ctx, wh, "after"))  # and the tables keep working
     assert _tags(ctx, wh, "a")[-1] == "after"
+
+
+class CrashOn:
+    """Storage on which the writes `dies(key, n)` picks (n: the earlier writes to that key) never
+    land and raise Crash, and the others land: a crash in the middle of a round of parallel writes
+    may leave any part of the round, and each part is one test. `landed` lists the writes made."""
+
+    def __init__(self, inner: Any, dies: Callable[[str, int], bool]) -> None:
+        self.inner, self.dies, self.seen, self.landed = inner, dies, Counter(), []
+        self.lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name not in WRITES:
+            return attr
+
+        def write(bucket: str, key: Any, *rest: Any) -> Any:
+            with self.lock:
+                n, self.seen[str(key)] = self.seen[str(key)], self.seen[str(key)] + 1
+            if self.dies(str(key), n):
+                raise Crash(f"died before {name} {key}")
+            result = attr(bucket, key, *rest)
+            with self.lock:
+                self.landed.append((name, str(key)))
+            return result
+
+        return write
+
+
+def _pointer_write(t: str, n: int) -> Callable[[str, int], bool]:
+    return lambda key, seen: key == keys.table_pointer(("tx",), t) and seen == n
+
+
+# Which writes of a round never land; how many writes land in all (the crash ends the attempt with
+# its round); whether the transaction committed.
+PARTIAL_ROUNDS = {
+    "record-lost": (lambda key, n: key.startswith(keys.TXN_PREFIX), 2, False),
+    "metadata-lost": (lambda key, n: key.endswith(".metadata.json"), 1, False),
+    "metadata-of-a-lost": (lambda key, n: "/a-" in key and key.endswith(".metadata.json"), 2, False),
+    "claim-of-a-lost": (_pointer_write("a", 0), 4, False),
+    "claim-of-b-lost": (_pointer_write("b", 0), 4, False),
+    "roll-forward-of-a-lost": (_pointer_write("a", 1), 7, True),
+}
+
+
+@pytest.mark.parametrize("part", sorted(PARTIAL_ROUNDS))
+def test_transaction_crash_inside_a_round(crash_ctx, monkeypatch, part):
+    """The writes of a round go out in parallel, so a crash may leave any part of one: metadata
+    files without the record or the reverse (nothing names them), one claim of two (held until the
+    lease runs out, then rolled back), one roll-forward of two (the commit point was passed: the
+    next reader rolls the other forward at once). Both tables end old or both new."""
+    ctx = crash_ctx
+    monkeypatch.setenv("CATALOG_TXN_LEASE_MS", str(TXN_LEASE_MS))
+    monkeypatch.setenv("CATALOG_TXN_WAIT_MS", "0")
+    dies, landed, committed = PARTIAL_ROUNDS[part]
+    wh = _setup(ctx)
+    _txn(ctx, wh, _body(ctx, wh, "before"))
+    storage = CrashOn(ctx.storage, dies)
+    with pytest.raises(Crash):
+        _txn(Context(ctx.settings, storage), wh, _body(ctx, wh, "t"))
+    assert len(storage.landed) == landed, storage.landed  # nothing after the round that crashed
+    held = [t for t in ("a", "b") if pointer_record.claimed(pointers.read(ctx, wh, ("tx",), t).data)]
+    if not committed:
+        for t in held:
+            _assert_held(ctx, wh, t)
+        time.sleep(TXN_LEASE_MS / 1000 + 0.05)  # the lease runs out; the next request aborts
+    expected = ["before", "t"] if committed else ["before"]
+    assert {t: _tags(ctx, wh, t) for t in ("a", "b")} == {"a": expected, "b": expected}
+    time.sleep(TXN_LEASE_MS / 1000 + 0.05)
+    assert_fsck_clean(ctx, wh)
+    for t in ("a", "b"):
+        assert not pointer_record.claimed(pointers.read(ctx, wh, ("tx",), t).data)
+    _txn(ctx, wh, _body(ctx, wh, "after"))  # and the tables keep working
+    assert _tags(ctx, wh, "b")[-1] == "after"
 
 
 CREATE_TXN_WRITES = 9  # uuid claim, 2 metadata files, record, 2 claims, commit point, 2 roll-forwards

@@ -51,6 +51,34 @@ def test_load_and_commit_request_counts(http, catalog_url, warehouse, catalog, c
         )
 
 
+def test_transaction_request_counts(http, catalog_url, warehouse):
+    """A 2-table transaction: the tables' pointers (GETs, skipped once this process wrote them), then
+    three rounds of parallel writes and the commit point between them."""
+    base = f"{catalog_url}/v1/{warehouse}"
+    http.post(f"{base}/namespaces", json={"namespace": ["perftx"]})
+    for t in ("a", "b"):
+        assert http.post(f"{base}/namespaces/perftx/tables", json={"name": t, "schema": SCHEMA}).status_code == 200
+
+    def change(t: str, value: str) -> dict:
+        updates = [{"action": "set-properties", "updates": {"k": value}}]
+        return {"identifier": {"namespace": ["perftx"], "name": t}, "requirements": [], "updates": updates}
+
+    def transaction(value: str):
+        resp = http.post(f"{base}/transactions/commit", json={"table-changes": [change(t, value) for t in "ab"]})
+        assert resp.status_code == 204, resp.text
+        return resp
+
+    # 2 pointer GETs; txn record and 2 metadata PUTs; 2 claims; commit point; 2 roll-forwards
+    assert s3_requests(transaction("1")) == 10
+    # Was 10 warm as well, and its pointers grew by an audit entry per transaction without bound:
+    # the pointers this process rolled forward are known (no GET); their full audit chunks are
+    # journaled beside the metadata files, as single commits do (one PUT per table every 16 changes).
+    assert s3_requests(transaction("2")) == 8
+    # A single commit after a transaction starts from the pointer the transaction wrote.
+    commit = http.post(f"{base}/namespaces/perftx/tables/a", json={"updates": change("a", "3")["updates"]})
+    assert commit.status_code == 200 and s3_requests(commit) == 2
+
+
 def test_cold_load_reads_pointer_and_metadata(s3_endpoint, system_bucket, monkeypatch):
     """In a fresh process (empty metadata cache) a load is pointer GET + metadata GET."""
     from chalicelib.core import metadata as md

@@ -144,3 +144,60 @@ def test_aborted_transaction_create_leaves_no_table(http, two_tables, warehouse)
         f"{base}/transactions/commit", json={"table-changes": [create_change(warehouse, "tx", "ghost", new_uuid)]}
     )
     assert r.status_code == 204, r.text
+
+
+def test_transactions_keep_pointers_small_and_the_trail_whole(http, two_tables, s3, warehouse):
+    """A table written only by transactions journals its audit entries as single commits do: a full
+    chunk beside the metadata files, so its pointer stays small (it grew by an entry per transaction),
+    and warm transactions stay at 8 S3 requests (10 when both tables journal a chunk)."""
+    import json
+    from collections import Counter
+
+    from chalicelib.core.audit import CHUNK
+
+    base = two_tables
+    counts = []
+    for i in range(40):
+        changes = [
+            {
+                "identifier": {"namespace": ["tx"], "name": t},
+                "requirements": [],
+                "updates": [{"action": "set-properties", "updates": {f"p{i}": "1"}}],
+            }
+            for t in ("a", "b")
+        ]
+        resp = http.post(f"{base}/transactions/commit", json={"table-changes": changes})
+        assert resp.status_code == 204, resp.text
+        counts.append(int(resp.headers["X-Catalog-S3-Requests"]))
+    spills = (40 + 1) // CHUNK  # the create's entry is seq 1; transaction i (from 0) is seq i + 2
+    assert Counter(counts[1:]) == Counter({8: 39 - spills, 10: spills})
+    for t in ("a", "b"):
+        pointer = json.loads(s3.get_object(Bucket=warehouse, Key=f".catalog/tables/tx/{t}.json")["Body"].read())
+        assert len(pointer["audit"]) < 2 * CHUNK
+        entries = http.get(f"{base}/audit", params={"namespace": "tx", "table": t, "pageSize": 100}).json()["entries"]
+        assert [e["transaction-size"] for e in entries if e["op"] == "commit"] == [2] * 40
+
+
+def test_a_transaction_creating_a_table_settles_its_listing_marks(core):
+    """The claims and roll-forwards of a 2-table transaction run on a pool: the listing mark of the
+    table it creates is still the operation's own, settled when it ends (none is left to the fold)."""
+    import json
+
+    from chalicelib import keys
+    from chalicelib.core import namespaces, warehouses
+    from chalicelib.core.catalog import transactions
+    from chalicelib.core.tables import create as creation
+    from chalicelib.core.tables import listing, lookup
+    from chalicelib.routes import iceberg_io
+    from tests.txnutil import create_change
+
+    wh = f"wh-txm-{uuid.uuid4().hex[:8]}"
+    warehouses.create(core, wh, False, {})
+    namespaces.create(core, wh, ["m"], {})
+    creation.create(core, wh, ("m",), iceberg_io.parse_create({"name": "t", "schema": SCHEMA}))
+    raw = json.loads(lookup.load(core, wh, ("m",), "t").raw_metadata)
+    body = {"table-changes": [create_change(wh, "m", "new", str(uuid.uuid4())), append_change("m", "t", raw, "x")]}
+    transactions.commit(core, wh, iceberg_io.parse_transaction(body))
+    listed = core.storage.list_keys(core.bucket_for(wh), keys.listing_prefix(("m",)))
+    assert [k for k in listed if keys.listing_object(("m",), k)[0] == "mark"] == []
+    assert [t["name"] for t in listing.list_names(core, wh, ("m",), None, None)[0]] == ["new", "t"]
