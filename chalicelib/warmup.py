@@ -77,14 +77,17 @@ def transactions() -> None:
 def tables() -> None:
     """PyIceberg's metadata models and update dispatch, exercised once on an in-memory table."""
     from chalicelib.core import metadata
-    from chalicelib.routes import iceberg_io
 
     schema = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
-    new = iceberg_io.parse_create({"name": "warmup", "schema": schema})
+    from chalicelib.core.definitions import pyiceberg_new_table
+
+    new = pyiceberg_new_table({"name": "warmup", "schema": schema})  # PyIceberg's models, not core/light.py
     from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
     from pyiceberg.table.metadata import new_table_metadata
     from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 
     base = new_table_metadata(new.schema, UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, "s3://warmup/t", {})
-    change = iceberg_io.parse_change({"updates": [{"action": "set-properties", "updates": {"k": "v"}}]}, ("w",), "t")
+    from chalicelib.core.updates import parse_change
+
+    change = parse_change(("w",), "t", [], [{"action": "set-properties", "updates": {"k": "v"}}])
     metadata.dump_metadata(metadata.apply(None, change, base, None, base.location))  # type: ignore[arg-type]

@@ -161,3 +161,145 @@ def test_a_light_change_meeting_pyiceberg_metadata_is_applied_by_pyiceberg() -> 
     base = md.parse_metadata(_stored(2, {}, 0))
     new = md.apply(None, change, base, None, LOCATION)  # type: ignore[arg-type]
     assert not isinstance(new, light.LightMetadata) and new.properties == {"a": "1"}
+
+
+# ---- creates ---------------------------------------------------------------------------------------
+
+columns = st.lists(
+    st.fixed_dictionaries(
+        {
+            "id": st.integers(0, 50),
+            "name": st.sampled_from(["id", "name", "ts", "v", "Ünï", "a.b", "x y"]),
+            "type": st.sampled_from(sorted(light.PRIMITIVES)),
+            "required": st.booleans(),
+        },
+        optional={"doc": st.sampled_from(["", "a column"])},
+    ),
+    min_size=1,
+    max_size=5,
+    unique_by=(lambda f: f["name"], lambda f: f["id"]),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    fields=columns,
+    schema_id=st.sampled_from([None, 0, 4]),
+    props=st.dictionaries(
+        st.sampled_from(["format-version", "owner", "write.format.default"]),
+        st.sampled_from(["2", "3", "x"]),
+        max_size=2,
+    ),
+    spec=st.sampled_from([None, [], {"spec-id": 0, "fields": []}, {"fields": []}]),
+    order=st.sampled_from([None, {"order-id": 0, "fields": []}]),
+)
+def test_a_simple_create_builds_what_pyiceberg_builds(fields, schema_id, props, spec, order) -> None:
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+    from pyiceberg.table.metadata import new_table_metadata
+    from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+
+    from chalicelib.core import definitions
+
+    schema: dict[str, Any] = {"type": "struct", "fields": fields}
+    if schema_id is not None:
+        schema["schema-id"] = schema_id
+    body = {"name": "t", "schema": schema, "properties": props, "partition-spec": spec, "write-order": order}
+    new = definitions.new_table(body)
+    assert isinstance(new.schema, light.LightSchema)  # no PyIceberg model was built for it
+    version = props.get("format-version", "2")
+    ours = light.new_table_metadata(new.schema, LOCATION, dict(new.properties), TABLE_UUID)
+    if version not in ("2", "3"):
+        assert ours is None
+        return
+    heavy = definitions.pyiceberg_new_table(body)
+    theirs = new_table_metadata(
+        heavy.schema,
+        heavy.partition_spec or UNPARTITIONED_PARTITION_SPEC,
+        heavy.write_order or UNSORTED_SORT_ORDER,
+        LOCATION,
+        dict(heavy.properties),
+        uuid.UUID(TABLE_UUID),
+    )
+    if theirs.format_version >= 3:
+        theirs = md.with_defaults(theirs, heavy.schema)
+        if theirs.next_row_id is None:
+            theirs = theirs.model_copy(update={"next_row_id": 0})
+    a, b = json.loads(ours.dump()), json.loads(md.dump_metadata(theirs))
+    a.pop("last-updated-ms"), b.pop("last-updated-ms")
+    assert a == b
+    assert md.parse_metadata(ours.dump()).schema().as_struct() == theirs.schema().as_struct()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {
+            "name": "t",
+            "schema": {
+                "type": "struct",
+                "fields": [{"id": 1, "name": "d", "type": "decimal(9, 2)", "required": False}],
+            },
+        },
+        {
+            "name": "t",
+            "schema": {
+                "type": "struct",
+                "fields": [
+                    {
+                        "id": 1,
+                        "name": "n",
+                        "type": {"type": "list", "element-id": 2, "element": "int", "element-required": False},
+                        "required": False,
+                    }
+                ],
+            },
+        },
+        {
+            "name": "t",
+            "schema": {
+                "type": "struct",
+                "fields": [{"id": 1, "name": "a", "type": "int", "required": False, "initial-default": 1}],
+            },
+        },
+        {"name": "t", "schema": {"type": "struct", "fields": [{"id": 1, "name": "a", "type": "int"}]}},
+        {
+            "name": "t",
+            "schema": {
+                "type": "struct",
+                "fields": [{"id": 1, "name": "a", "type": "int", "required": True}],
+                "identifier-field-ids": [1],
+            },
+        },
+        {
+            "name": "t",
+            "schema": {
+                "type": "struct",
+                "fields": [
+                    {"id": 1, "name": "a", "type": "int", "required": False},
+                    {"id": 2, "name": "a", "type": "int", "required": False},
+                ],
+            },
+        },
+        {
+            "name": "t",
+            "schema": {"type": "struct", "fields": [{"id": 1, "name": "a", "type": "int", "required": False}]},
+            "partition-spec": {"fields": [{"source-id": 1, "field-id": 1000, "name": "a", "transform": "identity"}]},
+        },
+        {
+            "name": "t",
+            "schema": {"type": "struct", "fields": [{"id": 1, "name": "a", "type": "int", "required": False}]},
+            "stage-create": True,
+        },
+        {
+            "name": "t",
+            "schema": {"type": "struct", "fields": [{"id": 1, "name": "a", "type": "timestamp_ns", "required": False}]},
+        },
+        {
+            "name": "t",
+            "schema": {"type": "struct", "fields": [{"id": 1, "name": "a", "type": "int", "required": False}]},
+            "properties": {"k": 1},
+        },
+    ],
+)
+def test_any_other_create_takes_pyicebergs_path(body) -> None:
+    assert light.new_table(body) is None

@@ -11,6 +11,18 @@ from chalicelib.names import check_table
 
 def new_table(body: Any) -> NewTable:
     """A table definition in Iceberg's JSON (a REST CreateTableRequest; S3 Tables' metadata.iceberg)."""
+    from chalicelib.core import light
+
+    if isinstance(body, dict):
+        check_table(body.get("name"))
+        found = light.new_table(body)  # a flat, unpartitioned table needs no PyIceberg (core/light.py)
+        if found is not None:
+            return found
+    return pyiceberg_new_table(body)
+
+
+def pyiceberg_new_table(body: Any) -> NewTable:
+    """new_table() with PyIceberg's models, whatever the definition."""
     from pydantic import ValidationError
     from pyiceberg.catalog.rest import CreateTableRequest
 

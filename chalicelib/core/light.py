@@ -1,4 +1,4 @@
-"""Property commits without PyIceberg: the commonest change, applied to the stored metadata JSON.
+"""Property commits and simple creates without PyIceberg: the commonest changes, on the JSON itself.
 
 A commit of `set-properties` / `remove-properties` (Spark's ALTER TABLE ... SET TBLPROPERTIES,
 PyIceberg's `set_properties`, S3 Tables and Glue parameter changes) needs none of PyIceberg's 188
@@ -7,6 +7,10 @@ is parsed here, its requirements judged on the metadata's JSON, and the update a
 JSON exactly as PyIceberg's `update_table_metadata` applies it (same properties, same
 `metadata-log` entry and trimming by `write.metadata.previous-versions-max`, same
 `last-updated-ms` rule); tests/test_light_commits.py holds the two to the same output.
+
+A create of a flat table of primitive columns (unpartitioned, unsorted: most creates through S3
+Tables, Glue and first steps in PyIceberg) builds its first metadata the same way, as PyIceberg's
+`new_table_metadata` would.
 
 Anything else (another update or requirement, a value that is not a string, format version 1,
 whose defaults PyIceberg derives, encryption keys) takes PyIceberg's path, unchanged: `heavy()`
@@ -107,6 +111,10 @@ class LightMetadata:
     @property
     def properties(self) -> dict[str, str]:
         return dict(self.doc.get("properties") or {})
+
+    @property
+    def table_uuid(self) -> str:
+        return str(self.doc["table-uuid"])
 
     @property
     def format_version(self) -> int:
@@ -242,5 +250,133 @@ def apply(change: TableChange, base: LightMetadata, base_location: str | None) -
         if doc["last-updated-ms"] == base.doc["last-updated-ms"]:
             doc["last-updated-ms"] = int(time.time() * 1000)
     if doc.get("format-version") == 3 and doc.get("next-row-id") is None:
+        doc["next-row-id"] = 0
+    return LightMetadata(doc)
+
+
+# ---- creates ---------------------------------------------------------------------------------------
+
+# Types whose JSON PyIceberg writes back as it reads them (parameterised and v3-only types, nested
+# types and defaults take PyIceberg's path: it normalises and checks them).
+PRIMITIVES = frozenset(
+    {
+        "boolean",
+        "int",
+        "long",
+        "float",
+        "double",
+        "date",
+        "time",
+        "timestamp",
+        "timestamptz",
+        "string",
+        "uuid",
+        "binary",
+    }
+)
+CREATE_KEYS = frozenset({"name", "schema", "partition-spec", "write-order", "properties", "stage-create", "location"})
+
+
+@dataclass(frozen=True)
+class LightSchema:
+    """A flat schema of primitive columns, as the request gave it (ids are assigned at create)."""
+
+    fields: tuple[dict[str, Any], ...]
+    body: dict[str, Any] = field(compare=False, repr=False)  # the request, for PyIceberg if it must read it
+
+
+def _light_field(f: Any) -> bool:
+    return (
+        isinstance(f, dict)
+        and set(f) <= {"id", "name", "type", "required", "doc"}
+        and isinstance(f.get("id"), int)
+        and not isinstance(f.get("id"), bool)
+        and isinstance(f.get("name"), str)
+        and isinstance(f.get("type"), str)
+        and f["type"] in PRIMITIVES
+        and isinstance(f.get("required"), bool)
+        and isinstance(f.get("doc", ""), str)
+    )
+
+
+def _empty(value: Any, key: str) -> bool:
+    """No partition spec / sort order, in any of the ways clients say it."""
+    return (
+        value is None
+        or value == []
+        or (isinstance(value, dict) and value.get("fields") == [] and set(value) <= {"fields", key})
+    )
+
+
+def new_table(body: Any) -> Any:
+    """A CreateTableRequest as a NewTable with a LightSchema, or None when PyIceberg must read it: a
+    flat schema of primitive columns, unpartitioned, unsorted, string properties, not staged."""
+    from chalicelib.core.model import NewTable
+
+    if not isinstance(body, dict) or not set(body) <= CREATE_KEYS or body.get("location") or body.get("stage-create"):
+        return None
+    schema = body.get("schema")
+    if not isinstance(schema, dict) or not set(schema) <= {"type", "fields", "schema-id", "identifier-field-ids"}:
+        return None
+    fields = schema.get("fields")
+    if schema.get("type", "struct") != "struct" or schema.get("identifier-field-ids", []) != []:
+        return None
+    if not isinstance(fields, list) or not fields or not all(_light_field(f) for f in fields):
+        return None
+    if len({f["name"] for f in fields}) != len(fields) or len({f["id"] for f in fields}) != len(fields):
+        return None
+    if not isinstance(schema.get("schema-id", 0), int) or not _strings(body.get("properties") or {}):
+        return None
+    if not _empty(body.get("partition-spec"), "spec-id") or not _empty(body.get("write-order"), "order-id"):
+        return None
+    if not isinstance(body.get("name"), str):
+        return None
+    return NewTable(
+        name=body["name"], schema=LightSchema(tuple(fields), body), properties=dict(body.get("properties") or {})
+    )
+
+
+def new_table_metadata(
+    schema: LightSchema, location: str, properties: dict[str, str], table_uuid: str
+) -> LightMetadata | None:
+    """The first metadata of a table, as PyIceberg's new_table_metadata writes it (fresh field ids
+    from 1 in order; the format version taken out of the properties); None for format version 1."""
+    props = dict(properties)
+    version = props.pop("format-version", "2")
+    if version not in ("2", "3"):
+        return None
+    fields = [
+        {
+            "id": i,
+            "name": f["name"],
+            "type": f["type"],
+            "required": f["required"],
+            **({"doc": f["doc"]} if "doc" in f else {}),
+        }
+        for i, f in enumerate(schema.fields, start=1)
+    ]
+    doc: dict[str, Any] = {
+        "location": location,
+        "table-uuid": table_uuid,
+        "last-updated-ms": int(time.time() * 1000),
+        "last-column-id": len(fields),
+        "schemas": [{"type": "struct", "fields": fields, "schema-id": 0, "identifier-field-ids": []}],
+        "current-schema-id": 0,
+        "partition-specs": [{"spec-id": 0, "fields": []}],
+        "default-spec-id": 0,
+        "last-partition-id": 999,
+        "properties": props,
+        "snapshots": [],
+        "snapshot-log": [],
+        "metadata-log": [],
+        "sort-orders": [{"order-id": 0, "fields": []}],
+        "default-sort-order-id": 0,
+        "refs": {},
+        "statistics": [],
+        "partition-statistics": [],
+        "format-version": int(version),
+        "last-sequence-number": 0,
+    }
+    if version == "3":
         doc["next-row-id"] = 0
     return LightMetadata(doc)

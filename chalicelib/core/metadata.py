@@ -15,6 +15,7 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.core import damage
 from chalicelib.core.context import Context, env_int
+from chalicelib.core.validation import short, validation_summary  # noqa: F401 - the core's names for them
 from chalicelib.errors import BadRequest, CommitFailed
 from chalicelib.names import check_properties
 from chalicelib.storage import ObjectNotFound, StorageUnavailable, WriteInDoubt
@@ -244,22 +245,6 @@ def check_table_properties(props: dict[str, str]) -> None:
     for key in props:
         if key.startswith(FORBIDDEN_PROPERTY_PREFIXES):
             raise BadRequest(f"Table property {key!r} is not allowed: the catalog manages table locations")
-
-
-def short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    first = " ".join(line.strip() for line in text[:4] if line.strip())
-    return first[:400] or type(exc).__name__
-
-
-def validation_summary(exc: Any) -> str:
-    errs = exc.errors()
-    parts = []
-    for err in errs[:3]:
-        loc = ".".join(str(x) for x in err.get("loc", ()))
-        parts.append(f"{loc}: {err.get('msg')}")
-    more = f" (+{len(errs) - 3} more)" if len(errs) > 3 else ""
-    return "; ".join(parts) + more
 
 
 MAX_FORMAT_VERSION = 3

@@ -26,8 +26,8 @@ from pyiceberg.typedef import IcebergBaseModel
 
 from chalicelib.core import encryption
 from chalicelib.core.iceberg_types import prepared
-from chalicelib.core.metadata import validation_summary
 from chalicelib.core.model import Namespace, TableChange
+from chalicelib.core.validation import validation_summary
 from chalicelib.errors import BadRequest
 
 

@@ -7,7 +7,17 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, name_claims, namespaces, pointer_record, pointers, purges, warehouses
+from chalicelib.core import (
+    audit,
+    definitions,
+    light,
+    name_claims,
+    namespaces,
+    pointer_record,
+    pointers,
+    purges,
+    warehouses,
+)
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context
 from chalicelib.core.model import NewTable, TableChange, TableState
@@ -24,18 +34,26 @@ Namespace = tuple[str, ...]
 
 
 def create(ctx: Context, warehouse: str, ns: Namespace, new: NewTable) -> TableState:
-    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
-    from pyiceberg.table.metadata import new_table_metadata
-    from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
-
     name = check_table(new.name)
     props = check_properties(new.properties, "table property")
     md.check_table_properties(props)
     props = md.table_properties(warehouses.require_active(ctx, warehouse).get("properties", {}), props)
     md.check_table_properties(props)
+    table_uuid = uuid.uuid4()
+    location = keys.table_location(ctx.bucket_for(warehouse), ns, name, str(table_uuid))
+    lightweight = None
+    if isinstance(new.schema, light.LightSchema):  # no PyIceberg (core/light.py)
+        lightweight = light.new_table_metadata(new.schema, location, dict(props), str(table_uuid))
+        if lightweight is None:  # format version 1: PyIceberg derives its defaults
+            new = definitions.pyiceberg_new_table(new.schema.body)
+    if lightweight is not None:
+        namespaces.require_active(ctx, warehouse, ns)
+        return create_table(ctx, warehouse, ns, name, lightweight, purge_on_backout=True)
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+    from pyiceberg.table.metadata import new_table_metadata
+    from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+
     try:
-        table_uuid = uuid.uuid4()
-        location = keys.table_location(ctx.bucket_for(warehouse), ns, name, str(table_uuid))
         metadata = new_table_metadata(
             new.schema,
             new.partition_spec or UNPARTITIONED_PARTITION_SPEC,
