@@ -51,6 +51,8 @@ Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
         @{ns-uuid}.{shard:02d}.json        a shard: the listed names whose crc32 falls in it, and kinds (CAS)
         @{ns-uuid}.scan.json               how far the first scan of an earlier release's namespace got (CAS)
     .catalog/listing/{l1}.{l2}....json     an earlier release's single listing snapshot, read once to migrate
+    .catalog/views/entries/{l1}/{shard:02d}.json  what settles keep of new tables for Glue listings:
+                                           name -> pointer ETag, pointer, metadata summary (CAS)
     .catalog/views/{view}/{l1}.json        a cache of list projections (e.g. Glue Table shapes) by
                                            entry key and ETag; never authoritative: a listing's ETags
                                            tell which entries to read again. Plain PUT.
@@ -295,6 +297,19 @@ def listing_object(namespace: Namespace, key: str) -> tuple[str, str, str]:
     if len(parts) == 3 and parts[1:] == ["scan", "json"]:
         return "scan", parts[0], ""
     return "other", key, ""
+
+
+ENTRIES_VIEW_SHARDS = 32  # a name's shard is crc32(name) % 32
+
+
+def entries_view_prefix(namespace: Namespace) -> str:
+    """What the writers keep of a one-level namespace's new tables for the Glue face's listings
+    (core/entries.py): never authoritative, each entry checked against its pointer's listed ETag."""
+    return f"{CATALOG_PREFIX}views/entries/{ns_id(namespace)}/"
+
+
+def entries_view_shard(namespace: Namespace, shard: int) -> str:
+    return f"{entries_view_prefix(namespace)}{shard:02d}.json"
 
 
 def namespace_of_pointer(key: str) -> Namespace:

@@ -33,6 +33,7 @@ class Entry:
     data: dict[str, Any]
     etag: str = ""
     cacheable: bool = False  # its bytes alone decide what it is (no claim, rename or drop in flight)
+    metadata: dict[str, Any] | None = None  # its metadata's summary, when the writer kept one (no GET)
 
     @property
     def is_iceberg(self) -> bool:
@@ -108,6 +109,8 @@ def get(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Entry:
 def metadata_json(ctx: Context, entry: Entry) -> dict[str, Any]:
     """An Iceberg entry's metadata as plain JSON (no PyIceberg on read paths: cold starts);
     DamagedObject (logged) naming the table when the file is gone or is no JSON object."""
+    if entry.metadata is not None:
+        return entry.metadata
     location, subject = str(entry.metadata_location), f"Table {pointer_record.ident(entry.namespace, entry.name)!r}"
     raw = md.table_metadata_raw(ctx, location, subject)
     return damage.parse(raw, *keys.split_s3_uri(location), subject, _metadata_problem)
@@ -216,22 +219,88 @@ def _shard_entries(body: bytes) -> dict[str, Any]:
 SHARDS = _Shards(env_int("CATALOG_VIEW_CACHE_MB", 64) * 1024 * 1024)
 
 
-class _View:
-    """A namespace's cached projections: entry key -> (ETag, projection)."""
+class _Projected:
+    """Projections this process made from entries the writers kept: (view, bucket, key, ETag) ->
+    projection, least recently used out. Never stored: the stored view is the sweeper's to build."""
 
-    def __init__(self, ctx: Context, warehouse: str, ns: Namespace, view: str, project: Projection) -> None:
+    def __init__(self, max_items: int) -> None:
+        self.max_items = max_items
+        self.items: OrderedDict[tuple[str, str, str, str], dict[str, Any]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, str, str]) -> dict[str, Any] | None:
+        with self.lock:
+            found = self.items.get(key)
+            if found is not None:
+                self.items.move_to_end(key)
+            return found
+
+    def keep(self, key: tuple[str, str, str, str], projection: dict[str, Any]) -> None:
+        with self.lock:
+            self.items[key] = projection
+            while len(self.items) > self.max_items:
+                self.items.popitem(last=False)
+
+
+PROJECTED = _Projected(200_000)
+
+
+class _View:
+    """A namespace's cached projections: entry key -> (ETag, projection). Misses are looked up in the
+    entries the writers kept (`kept`: the entries view's shard keys and ETags a LIST showed), then
+    read."""
+
+    def __init__(
+        self, ctx: Context, warehouse: str, ns: Namespace, view: str, project: Projection, stored: dict[str, Any]
+    ) -> None:
         self.ctx, self.warehouse, self.ns, self.project = ctx, warehouse, ns, project
-        self.bucket, self.key = ctx.bucket_for(warehouse), keys.view_shard(view, ns)
-        self.cached: dict[str, Any] = SHARDS.read(ctx.storage, self.bucket, self.key)
+        self.bucket, self.key, self.view = ctx.bucket_for(warehouse), keys.view_shard(view, ns), view
+        self.cached: dict[str, Any] = stored  # SHARDS.read: a private copy
         self.changed = False
         self.seen: set[str] = set()
+        self.kept: dict[str, Any] | None = None  # listed and read at the first miss of an Iceberg entry
+
+    def _from_kept(self, misses: list[Listed]) -> dict[tuple[str, str], dict[str, Any]]:
+        """Projections of missed Iceberg entries the writers kept at the listed ETag (no GET). Their
+        shards are listed at the first such miss only: a page of a built view costs nothing more."""
+        from chalicelib.core.tables import projection
+
+        if len(self.ns) != 1 or not any(kind == "iceberg" for _, kind, _, _ in misses):
+            return {}
+        if self.kept is None:
+            listed = dict(self.ctx.storage.list_entries(self.bucket, keys.entries_view_prefix(self.ns)))
+            self.kept = projection.kept_entries(self.ctx.storage, self.bucket, listed) if listed else {}
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+        for name, kind, key, etag in misses:
+            found = self.kept.get(name) if kind == "iceberg" else None
+            if not isinstance(found, dict) or found.get("etag") != etag or not isinstance(found.get("d"), dict):
+                continue
+            memo = (self.view, self.bucket, key, etag)
+            done = PROJECTED.get(memo)
+            if done is None:
+                entry = Entry(self.ns, name, "iceberg", dict(found["d"]), etag, True, found.get("m"))
+                if pointer_record.kind_of(entry.data) != "table" or entry.data.get("state") != "active":
+                    continue
+                try:
+                    done = self.project(entry)
+                except DamagedObject:
+                    continue
+                PROJECTED.keep(memo, done)
+            out[(name, kind)] = done
+        return out
 
     def resolve(self, batch: list[Listed]) -> list[tuple[str, dict[str, Any]]]:
-        """Projections of the live entries in batch, in order; misses are read in parallel."""
-        misses = [(n, k) for n, k, key, etag in batch if self.cached.get(key, {}).get("etag") != etag]
+        """Projections of the live entries in batch, in order; misses are found in the entries the
+        writers kept, or read in parallel."""
+        missed = [item for item in batch if self.cached.get(item[2], {}).get("etag") != item[3]]
+        kept = self._from_kept(missed)
+        misses = [(n, k) for n, k, _, _ in missed if (n, k) not in kept]
         fresh = dict(zip(misses, _resolve_many(self.ctx, self.warehouse, self.ns, misses), strict=True))
         out: list[tuple[str, dict[str, Any]]] = []
         for name, kind, key, _ in batch:
+            if (name, kind) in kept:
+                out.append((name, kept[(name, kind)]))
+                continue
             if (name, kind) not in fresh:
                 out.append((name, self.cached[key]["p"]))
                 continue
@@ -277,12 +346,14 @@ def view_page(
 
     A listing (with ETags) drives it; only entries changed since the cached projection are read."""
     page = max(10, min(1000, limit + 1))  # a page's worth of keys per S3 listing, not always 1000
+    bucket = ctx.bucket_for(warehouse)
     steps: list[Callable[[], Any]] = [
         lambda: namespaces.listed_record(ctx, warehouse, ns),
-        lambda: _View(ctx, warehouse, ns, view, project),
+        lambda: SHARDS.read(ctx.storage, bucket, keys.view_shard(view, ns)),
         *[lambda listing=listing: _started(listing) for listing in _listings(ctx, warehouse, ns, start_after, page)],
     ]
-    _, cache, *started = parallel.map_counted(lambda step: step(), steps)  # one round trip, not four
+    _, stored, *started = parallel.map_counted(lambda step: step(), steps)  # one round trip, not four
+    cache = _View(ctx, warehouse, ns, view, project, stored)
     out: list[dict[str, Any]] = []
     names: set[str] = set()
 
@@ -362,8 +433,9 @@ def scan_views(
 def refresh(ctx: Context, warehouse: str, view: str, project: Projection, deadline: float) -> int:
     """The sweeper's pass: bring the view's stored shard of every database (one-level namespace) up
     to date, so a cold process's first listing reads one shard per database, not one object per
-    table. Requests still validate every entry by its ETag: this only makes them cheap. Returns the
-    number of databases brought up to date (a pass cut short by the deadline resumes next run)."""
+    table, and remove the entries the writers kept (the view holds them now). Requests still
+    validate every entry by its ETag: this only makes them cheap. Returns the number of databases
+    brought up to date (a pass cut short by the deadline resumes next run)."""
     done = 0
     saved, COUNTER.deadline = COUNTER.deadline, deadline + DEADLINE_MARGIN_S
     try:
@@ -372,10 +444,14 @@ def refresh(ctx: Context, warehouse: str, view: str, project: Projection, deadli
                 continue
             if time.monotonic() >= deadline:
                 break
+            kept = list(ctx.storage.list_keys(ctx.bucket_for(warehouse), keys.entries_view_prefix(ns)))
             try:
                 view_page(ctx, warehouse, ns, view, project, "", 10**9)
             except (NotFound, DamagedObject):
                 continue  # deleted meanwhile, or damaged (reported where it was read)
+            # The view now holds what the writers kept: their shards go (one written since loses its
+            # new entries, which pages then read and the next pass stores).
+            ctx.storage.delete_many(ctx.bucket_for(warehouse), kept)
             done += 1
     finally:
         COUNTER.deadline = saved

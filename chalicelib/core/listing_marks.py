@@ -64,6 +64,7 @@ class Scope:
     marks: list[tuple[Any, str, str, str]] = field(default_factory=list)
     retries: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    metadata: dict[str, bytes] = field(default_factory=dict)  # metadata files the operation wrote, by location
 
     def add(self, storage: Any, bucket: str, pointer: str, mark: str) -> None:
         with self.lock:
@@ -94,6 +95,15 @@ def scope() -> Iterator[Scope]:
         yield opened
     finally:
         _local.scope = None
+
+
+def wrote_metadata(location: str, raw: bytes) -> None:
+    """A table's metadata file this operation wrote: its settle keeps what the Glue face lists of the
+    table (core/entries.py) without reading the file again."""
+    open_scope = current()
+    if open_scope is not None:
+        with open_scope.lock:
+            open_scope.metadata[location] = raw
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ from chalicelib.core import (
     audit,
     definitions,
     light,
+    listing_marks,
     name_claims,
     namespaces,
     pointer_record,
@@ -111,6 +112,8 @@ def create_entry(
     meta_loc = keys.metadata_file(location, 0, str(uuid.uuid4()))
     claimed = purges.claim_uuid(ctx, bucket, entry_uuid, meta_loc)
     raw = write(meta_loc)
+    if fields.get("kind", "table") == "table":
+        listing_marks.wrote_metadata(meta_loc, raw)
     pointer = pointer_record.new_entry(meta_loc, entry_uuid, **fields)
     pointer = audit.appended(pointer, [audit.entry("create", audit.table_target(ns, name, pointer), after=meta_loc)])
     try:

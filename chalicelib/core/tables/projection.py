@@ -340,7 +340,7 @@ def settle(scope: listing_marks.Scope) -> int:
     done = 0
     for (bucket, ns), (storage, marks) in groups.items():
         try:
-            done += _settle_namespace(storage, bucket, ns, marks)
+            done += _settle_namespace(storage, bucket, ns, marks, scope.metadata)
         except Exception as exc:  # noqa: BLE001 - best effort: the marks stay, a fold records them
             log.info("listing settle left to the fold", extra={"bucket": bucket, "reason": type(exc).__name__})
     return done
@@ -349,13 +349,18 @@ def settle(scope: listing_marks.Scope) -> int:
 HOT_S = 1.0  # a shard this process wrote or read that recently is used as is (a failed CAS reads it)
 
 
-def _settle_namespace(storage: Any, bucket: str, ns: Namespace, marks: dict[str, list[str]]) -> int:
+def _settle_namespace(
+    storage: Any, bucket: str, ns: Namespace, marks: dict[str, list[str]], metadata: dict[str, bytes]
+) -> int:
     """Settle one namespace's marks: [record, shards] -> pointers -> CAS -> delete marks. When this
     process knows the uuid and holds every shard concerned from the last second (a busy process),
-    the shards are not read again: [record, pointers] -> CAS -> delete; a stale one fails its CAS."""
+    the shards are not read again: [record, pointers] -> CAS -> delete; a stale one fails its CAS.
+    A table whose metadata the operation wrote (a create) also goes into the Glue face's entries
+    view of a one-level namespace, read and written in the same rounds (`_entries_steps`)."""
     pending, deleted = dict(marks), 0
+    glue = len(ns) == 1 and bool(metadata)
 
-    def kinds_of(name: str) -> str | None:
+    def kinds_of(name: str) -> tuple[str | None, Pointer | None]:
         return _pointer_kind(storage, bucket, ns, name)
 
     for attempt in range(SETTLE_ATTEMPTS):
@@ -363,28 +368,29 @@ def _settle_namespace(storage: Any, bucket: str, ns: Namespace, marks: dict[str,
             time.sleep(random.uniform(0.005, 0.025) * attempt)  # another settle of the same shard won
         names = sorted(pending)
         wanted = sorted({shard_of(n) for n in names})
+        extra = _entries_reads(storage, bucket, ns, names) if glue and attempt == 0 else []
         hot = _hot(bucket, ns, wanted) if attempt == 0 else None
         if hot is not None:
             ns_uuid, shards = hot
             found = parallel.map_counted(
                 lambda step: step(),
-                [lambda: _record_uuid(storage, bucket, ns), *[lambda n=n: kinds_of(n) for n in names]],
+                [lambda: _record_uuid(storage, bucket, ns), *[lambda n=n: kinds_of(n) for n in names], *extra],
             )
             if found[0] != ns_uuid:
                 continue  # the namespace was made again: read everything
-            kinds = dict(zip(names, found[1:], strict=True))
+            read = dict(zip(names, found[1 : 1 + len(names)], strict=True))
         else:
-            read_first = _settle_reads(storage, bucket, ns, wanted)
+            read_first = _settle_reads(storage, bucket, ns, wanted, extra)
             if read_first is None:
                 return deleted  # no namespace, a damaged record, or a projection not complete yet
             ns_uuid, shards = read_first
-            kinds = dict(zip(names, parallel.map_counted(kinds_of, names), strict=True))
+            read = dict(zip(names, parallel.map_counted(kinds_of, names), strict=True))
+        kinds = {n: k for n, (k, _) in read.items()}
         by_shard: dict[int, list[str]] = {}
         for name in names:
             if kinds[name] != _UNDECIDED:  # a claim or a half-done rename: its writer or a reader settles it
                 by_shard.setdefault(shard_of(name), []).append(name)
-        settled: list[str] = []
-        lost: list[str] = []
+        writes: list[tuple[int, list[str], dict[str, str], str | None]] = []
         for i, group in by_shard.items():
             etag, doc = shards.get(i, (None, {"names": {}}))
             if doc.get("bad"):
@@ -395,10 +401,15 @@ def _settle_namespace(storage: Any, bucket: str, ns: Namespace, marks: dict[str,
                     new.pop(name, None)
                 else:
                     new[name] = str(kinds[name])
-            if _write_shard(storage, bucket, ns, ns_uuid, i, new, etag) is not None:
-                settled += group
-            else:
-                lost += group
+            writes.append((i, group, new, etag))
+        steps: list[Callable[[], Any]] = [
+            lambda w=w, u=ns_uuid: _write_shard(storage, bucket, ns, u, w[0], w[2], w[3]) for w in writes
+        ]
+        if glue and attempt == 0:
+            steps += _entries_writes(storage, bucket, ns, read, metadata)
+        outcomes = parallel.map_counted(lambda step: step(), steps)
+        settled = [n for (_, group, _, _), out in zip(writes, outcomes, strict=False) for n in group if out is not None]
+        lost = [n for (_, group, _, _), out in zip(writes, outcomes, strict=False) for n in group if out is None]
         gone = [m for name in settled for m in pending[name]]
         if len(gone) == 1:
             storage.delete(bucket, gone[0])  # a single DELETE: cheaper than a batch of one
@@ -409,6 +420,130 @@ def _settle_namespace(storage: Any, bucket: str, ns: Namespace, marks: dict[str,
         if not pending:
             return deleted
     return deleted
+
+
+# ---- the Glue face's entries view: kept by the settles of creates ------------------------------------
+
+ENTRIES = _Cache(1_000_000)  # entries shards this process read or wrote (each doc: {"names": entries})
+
+
+def entries_shard_of(name: str) -> int:
+    return zlib.crc32(name.encode()) % keys.ENTRIES_VIEW_SHARDS
+
+
+def _entries_reads(storage: Any, bucket: str, ns: Namespace, names: list[str]) -> list[Callable[[], Any]]:
+    """Read (into ENTRIES) the entries shards of these names that this process does not hold from
+    the last second, beside the settle's first round."""
+    wanted = sorted({entries_shard_of(n) for n in names})
+    keys_ = [keys.entries_view_shard(ns, i) for i in wanted]
+    return [lambda k=k: _read_entries(storage, bucket, k) for k in keys_ if ENTRIES.get(bucket, k, HOT_S) is None]
+
+
+_ABSENT: set[tuple[str, str]] = set()  # entries shards last found missing
+
+
+def _read_entries(storage: Any, bucket: str, key: str) -> Held | None:
+    held = ENTRIES.get(bucket, key)
+    try:
+        found = storage.get_if_changed(bucket, key, held[0]) if held else storage.get(bucket, key)
+    except ObjectNotFound:
+        ENTRIES.drop(bucket, key)
+        if len(_ABSENT) > 100_000:
+            _ABSENT.clear()
+        _ABSENT.add((bucket, key))
+        return None
+    _ABSENT.discard((bucket, key))
+    if found is None and held is not None:
+        ENTRIES.keep(bucket, key, *held)
+        return held
+    assert found is not None
+    try:
+        doc = json.loads(found.body)
+        entries = doc.get("entries") if isinstance(doc, dict) else None
+    except (ValueError, RecursionError):
+        entries = None
+    out = (found.etag, {"names": entries if isinstance(entries, dict) else {}})
+    ENTRIES.keep(bucket, key, *out)
+    return out
+
+
+def _entries_writes(
+    storage: Any,
+    bucket: str,
+    ns: Namespace,
+    read: dict[str, tuple[str | None, Pointer | None]],
+    metadata: dict[str, bytes],
+) -> list[Callable[[], Any]]:
+    """The entries of the tables whose metadata the operation wrote, as their pointers were just read."""
+    new: dict[int, dict[str, Any]] = {}
+    for name, (kind, p) in read.items():
+        location = pointer_record.metadata_location(p.data) if p is not None and kind == "table" else None
+        summary = _metadata_summary(metadata.get(location or ""))
+        if p is None or summary is None:
+            continue
+        data = {k: v for k, v in p.data.items() if k != "audit"}  # the audit tail: not listed by Glue
+        new.setdefault(entries_shard_of(name), {})[name] = {"etag": p.etag, "d": data, "m": summary}
+    return [lambda i=i, e=e: _write_entries(storage, bucket, keys.entries_view_shard(ns, i), e) for i, e in new.items()]
+
+
+def _metadata_summary(raw: bytes | None) -> dict[str, Any] | None:
+    """What the Glue face needs of a table's metadata: format, location, properties, current schema."""
+    if not raw:
+        return None
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    current = doc.get("current-schema-id", 0)
+    schemas = [s for s in doc.get("schemas") or [] if isinstance(s, dict) and s.get("schema-id") == current]
+    out = {k: doc[k] for k in ("format-version", "location", "properties", "current-schema-id") if k in doc}
+    if schemas:
+        out["schemas"] = schemas
+    elif "schema" in doc:
+        out["schema"] = doc["schema"]
+    return out
+
+
+def _write_entries(storage: Any, bucket: str, key: str, entries: dict[str, Any]) -> str | None:
+    """Add entries to a shard (compare-and-swap, read again and retried when another writer got
+    there first; given up after 3: the Glue face then reads those tables itself)."""
+    for _ in range(3):
+        held = ENTRIES.get(bucket, key)
+        if held is None and (bucket, key) not in _ABSENT:
+            held = _read_entries(storage, bucket, key)
+        merged = {**(held[1]["names"] if held else {}), **entries}
+        body = dump({"entries": merged, "nonce": uuid.uuid4().hex[:12]})
+        try:
+            if held is None:
+                etag = storage.put_if_absent(bucket, key, body)
+            else:
+                etag = storage.put_if_match(bucket, key, body, held[0])
+        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
+            ENTRIES.drop(bucket, key)
+            _ABSENT.discard((bucket, key))
+            continue
+        _ABSENT.discard((bucket, key))
+        ENTRIES.keep(bucket, key, etag, {"names": merged})
+        return etag
+    return None
+
+
+def kept_entries(storage: Any, bucket: str, listed: dict[str, str]) -> dict[str, Any]:
+    """name -> {"etag": pointer ETag, "d": pointer, "m": metadata summary}: the entries shards a LIST
+    showed (key -> ETag), read only where this process does not hold them at that ETag."""
+
+    def one(key: str) -> dict[str, Any]:
+        held = ENTRIES.get(bucket, key)
+        if held is None or held[0] != listed[key]:
+            held = _read_entries(storage, bucket, key)
+        return held[1]["names"] if held else {}
+
+    out: dict[str, Any] = {}
+    for found in parallel.map_counted(one, sorted(listed)):
+        out.update(found)
+    return out
 
 
 def _hot(bucket: str, ns: Namespace, wanted: list[int]) -> tuple[str, dict[int, Held]] | None:
@@ -424,7 +559,9 @@ def _hot(bucket: str, ns: Namespace, wanted: list[int]) -> tuple[str, dict[int, 
     return guess, shards
 
 
-def _settle_reads(storage: Any, bucket: str, ns: Namespace, wanted: list[int]) -> tuple[str, dict[int, Held]] | None:
+def _settle_reads(
+    storage: Any, bucket: str, ns: Namespace, wanted: list[int], extra: list[Callable[[], Any]]
+) -> tuple[str, dict[int, Held]] | None:
     """The namespace's uuid (read now: after the operation's writes) and the wanted shards, when its
     projection is complete. The shards of the uuid last seen are read beside the record (one flat
     round of requests: no pool task waits on another of its pool)."""
@@ -441,7 +578,7 @@ def _settle_reads(storage: Any, bucket: str, ns: Namespace, wanted: list[int]) -
     steps: list[Callable[[], Any]] = [lambda: _record_uuid(storage, bucket, ns)]
     if guess:
         steps += shard_steps(guess)
-    found = parallel.map_counted(lambda step: step(), steps)
+    found = parallel.map_counted(lambda step: step(), [*steps, *extra])[: len(steps)]
     ns_uuid = found[0]
     if not ns_uuid:
         return None
@@ -473,18 +610,20 @@ def _exists(storage: Any, bucket: str, key: str) -> bool:
         return False
 
 
-def _pointer_kind(storage: Any, bucket: str, ns: Namespace, name: str) -> str | None:
+def _pointer_kind(storage: Any, bucket: str, ns: Namespace, name: str) -> tuple[str | None, Pointer | None]:
+    """What a name lists as, from its pointer alone (_UNDECIDED when other objects decide), and the
+    pointer read."""
     from chalicelib.core.pointers import parse
 
     try:
         obj = storage.get(bucket, keys.table_pointer(ns, name))
     except ObjectNotFound:
-        return None
+        return None, None
     try:
         p = Pointer(parse(obj.body, bucket, ns, name), obj.etag)
     except DamagedObject:
-        return DAMAGED
-    return _decided_kind(p) if decided(p) else _UNDECIDED
+        return DAMAGED, None
+    return (_decided_kind(p) if decided(p) else _UNDECIDED), p
 
 
 # ---- the full listing ----------------------------------------------------------------------------------
