@@ -47,7 +47,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from chalicelib import keys
-from chalicelib.core import audit, cas, claims, listing_marks, parallel, pointer_record, pointers
+from chalicelib.core import audit, cas, claims, light, listing_marks, parallel, pointer_record, pointers
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.model import TableChange
@@ -171,7 +171,11 @@ def _prepare(ctx: Context, warehouse: str, change: TableChange, known: pointer_r
     if p is None:  # a table this transaction creates (assert-create)
         p, meta_loc, new = _prepare_create(ctx, warehouse, ns, name, change)
     else:
-        base = md.table_metadata(ctx, p.metadata_location, f"Table {pointer_record.ident(ns, name)!r}")
+        subject = f"Table {pointer_record.ident(ns, name)!r}"
+        if light.is_light(change):  # a property change: no PyIceberg models (core/light.py), as commits
+            base = md.table_metadata_light(ctx, p.metadata_location, subject)
+        else:
+            base = md.table_metadata(ctx, p.metadata_location, subject)
         new = md.apply(ctx, change, base, p.metadata_location, base.location)
         version = keys.metadata_version(p.metadata_location) + 1
         meta_loc = keys.metadata_file(new.location, version, str(uuid.uuid4()))
@@ -205,11 +209,9 @@ def _unhandled(outcomes: list[Any]) -> BaseException | None:
 def _prepare_create(ctx: Context, warehouse: str, ns: Namespace, name: str, req: TableChange) -> tuple[Any, str, Any]:
     """A create inside a transaction: validated like a staged create, its uuid claimed; its
     metadata is written with the others and its pointer is claimed later."""
-    from pyiceberg.table.update import AssertCreate
-
     from chalicelib.core import namespaces, purges
 
-    if not any(isinstance(r, AssertCreate) for r in req.requirements):
+    if not any(getattr(r, "type", "") == "assert-create" for r in req.requirements):
         raise pointers.not_found(ctx, warehouse, ns, name)
     namespaces.require_active(ctx, warehouse, ns)
     new = md.apply_create(ctx, ctx.bucket_for(warehouse), ns, name, req, "A create inside a transaction")
