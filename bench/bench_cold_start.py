@@ -2,6 +2,10 @@
 
 Run: .venv/bin/python bench/bench_cold_start.py     (starts its own local S3)
 Budget: < 300 ms of import per group handler.
+
+This is the handler's own share of a cold start, from the source tree, in process: no runtime start,
+no front door, no new connection. What a client waits for on a new instance is measured by
+bench/bench_lambda.py (through `make run-lambda`, from outside).
 """
 
 from __future__ import annotations

@@ -1,5 +1,10 @@
 """`make run-lambda`: build the deployment package, run it under the local Lambda runtime on the
-embedded S3, and print the Function URL to hand to clients (as `make run` prints its URL)."""
+embedded S3, and print the Function URL to hand to clients (as `make run` prints its URL).
+
+For benchmarks (bench/bench_lambda.py), RUN_LAMBDA_SIGNALS=1 adds two signals: SIGUSR1 ends every
+idle instance, so the next request of every function starts a new one (a cold start), then prints
+`recycled`; SIGUSR2 prints `emulator stats: <JSON>` (per function: invocations, cold starts, the
+init duration of each). Without it, nothing changes."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ import string
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "infra"))
@@ -98,9 +104,25 @@ def main() -> int:
         f"one Lambda function per route group under awslambdaric, behind a local HTTP API.\n"
         f"  Function URL  {url}    (hand this to clients)",
     )
+    if os.environ.get("RUN_LAMBDA_SIGNALS"):
+        _control(emulator)
     print(banner, flush=True)
     threading.Event().wait()
     return 0
+
+
+def _control(emulator: Any) -> None:
+    """RUN_LAMBDA_SIGNALS=1: SIGUSR1 makes every function cold again, SIGUSR2 prints the stats."""
+
+    def recycle(*_: object) -> None:
+        emulator.recycle()
+        print("recycled", flush=True)
+
+    def stats(*_: object) -> None:
+        print("emulator stats: " + json.dumps(emulator.stats()), flush=True)
+
+    signal.signal(signal.SIGUSR1, recycle)
+    signal.signal(signal.SIGUSR2, stats)
 
 
 if __name__ == "__main__":
