@@ -181,3 +181,17 @@ def test_token_exchange_refreshes_and_refuses_bad_subjects(catalog_url, http):
     assert http.delete(f"{catalog_url}/admin/users/{name}").status_code == 204
     revoked = swap(body["access_token"])
     assert revoked.status_code == 401 and revoked.json()["error"] == "invalid_grant"
+
+
+def test_a_new_deployments_first_write_may_be_a_user(s3_endpoint, tmp_path, s3):
+    """No warehouse yet, so no system bucket: creating a user makes it (it answered 500 before)."""
+    import uuid
+
+    from tests.conftest import catalog_process
+
+    system = f"catalog-system-{uuid.uuid4().hex[:8]}"
+    with catalog_process(s3_endpoint, system, tmp_path) as (url, _):
+        http = catalog_admin.session(ROOT_KEY, ROOT_SECRET)
+        name, akid, secret = make_user(http, url, {"all": allow(["s3tables:*"], "*")})
+        assert http.get(f"{url}/admin/users").json()
+        assert s3.head_bucket(Bucket=system)["ResponseMetadata"]["HTTPStatusCode"] == 200

@@ -20,7 +20,7 @@ from chalicelib import keys
 from chalicelib.core import audit, cas
 from chalicelib.core.context import Context, dump
 from chalicelib.errors import BadRequest, CatalogError, Conflict, NotFound, ServiceUnavailable
-from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
+from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 log = logging.getLogger("catalog.identities")
 ROOT = "root"
@@ -154,10 +154,16 @@ def create_user(ctx: Context, name: object) -> dict[str, Any]:
     user = check_user(name)
     record = {"name": user, "access-keys": [], "policies": {}, "created-at": _now(), "uuid": str(uuid.uuid4())}
     record, _ = audit.stamped(record, audit.entry("create-user", _target(user)))
-    try:
-        ctx.storage.put_if_absent(ctx.settings.system_bucket, keys.user_record(user), dump(record))
-    except (PreconditionFailed, WriteInDoubt):
-        raise Conflict(f"User {user!r} already exists") from None
+    for attempt in range(2):
+        try:
+            ctx.storage.put_if_absent(ctx.settings.system_bucket, keys.user_record(user), dump(record))
+            break
+        except (PreconditionFailed, WriteInDoubt):
+            raise Conflict(f"User {user!r} already exists") from None
+        except BucketNotFound:  # a deployment's first write may be a user, before any warehouse
+            if attempt:
+                raise
+            ctx.storage.create_bucket(ctx.settings.system_bucket)
     _journal(ctx, record)
     return public(record)
 
