@@ -169,8 +169,11 @@ def main() -> None:
         http.post(f"{stack.url}/v1/{wh}/namespaces", json={"namespace": ["big"]}).raise_for_status()
         seconds = fill(stack, wh, "big", names)
         create_reqs, create_ms = creates_cost(log)
-        print(f"filled {N} tables from {THREADS} clients in {seconds:.0f} s ({N / seconds:.0f}/s); a create: "
-              f"{create_reqs:.0f} S3 requests, {create_ms:.0f} ms (medians)", flush=True)
+        print(
+            f"filled {N} tables from {THREADS} clients in {seconds:.0f} s ({N / seconds:.0f}/s); a create: "
+            f"{create_reqs:.0f} S3 requests, {create_ms:.0f} ms (medians)",
+            flush=True,
+        )
         marks = s3.list_objects_v2(Bucket=bucket, Prefix=keys.listing_prefix(("big",)))
         left = sum(1 for o in marks.get("Contents", []) if "/" in o["Key"][len(keys.listing_prefix(("big",))) :])
         print(f"marks left after the fill (unsettled): {left}", flush=True)
@@ -183,7 +186,12 @@ def main() -> None:
             big_names = [f"t{i:06d}" for i in range(BIG)]
             started = time.perf_counter()
             with ThreadPoolExecutor(32) as pool:
-                list(pool.map(lambda n: s3.put_object(Bucket=bucket, Key=keys.table_pointer(("huge",), n), Body=body), big_names[1:]))
+                list(
+                    pool.map(
+                        lambda n: s3.put_object(Bucket=bucket, Key=keys.table_pointer(("huge",), n), Body=body),
+                        big_names[1:],
+                    )
+                )
             record = json.loads(s3.get_object(Bucket=bucket, Key=keys.namespace_record(("huge",)))["Body"].read())
             write_projection(s3, bucket, "huge", record["uuid"], big_names, 8)
             print(f"wrote {BIG} pointers and their projection in {time.perf_counter() - started:.0f} s", flush=True)
@@ -200,7 +208,9 @@ def main() -> None:
             requests_big = 0
             if BIG:
                 results[BIG] = time_listing(cat, "huge", BIG)
-                requests_big = int(http.get(f"{second.url}/v1/{wh}/namespaces/huge/tables").headers["X-Catalog-S3-Requests"])
+                requests_big = int(
+                    http.get(f"{second.url}/v1/{wh}/namespaces/huge/tables").headers["X-Catalog-S3-Requests"]
+                )
             peak = _peak_mb(catalog_proc.proc.pid)
         finally:
             catalog_proc.stop()
