@@ -242,7 +242,10 @@ class _Projected:
                 self.items.popitem(last=False)
 
 
-PROJECTED = _Projected(200_000)
+_HIVE_SEEN: set[tuple[str, Namespace]] = set()  # namespaces this process saw flagged as holding Hive tables
+
+
+PROJECTED = _Projected(60_000)  # a Glue table shape is about 2 KB in memory
 
 
 class _View:
@@ -251,29 +254,34 @@ class _View:
     read."""
 
     def __init__(
-        self, ctx: Context, warehouse: str, ns: Namespace, view: str, project: Projection, stored: dict[str, Any]
+        self,
+        ctx: Context,
+        warehouse: str,
+        ns: Namespace,
+        view: str,
+        project: Projection,
+        stored: dict[str, Any],
     ) -> None:
         self.ctx, self.warehouse, self.ns, self.project = ctx, warehouse, ns, project
         self.bucket, self.key, self.view = ctx.bucket_for(warehouse), keys.view_shard(view, ns), view
         self.cached: dict[str, Any] = stored  # SHARDS.read: a private copy
         self.changed = False
         self.seen: set[str] = set()
-        self.kept: dict[str, Any] | None = None  # listed and read at the first miss of an Iceberg entry
 
     def _from_kept(self, misses: list[Listed]) -> dict[tuple[str, str], dict[str, Any]]:
-        """Projections of missed Iceberg entries the writers kept at the listed ETag (no GET). Their
-        shards are listed at the first such miss only: a page of a built view costs nothing more."""
+        """Projections of missed Iceberg entries the writers kept at the listed ETag (no GET of the
+        table). The kept shards this process holds are looked in first; only those that do not have
+        a missed name at its listed ETag are asked for again (If-None-Match)."""
         from chalicelib.core.tables import projection
 
-        if len(self.ns) != 1 or not any(kind == "iceberg" for _, kind, _, _ in misses):
+        wanted = {name: etag for name, kind, _, etag in misses if kind == "iceberg"}
+        if len(self.ns) != 1 or not wanted:
             return {}
-        if self.kept is None:
-            listed = dict(self.ctx.storage.list_entries(self.bucket, keys.entries_view_prefix(self.ns)))
-            self.kept = projection.kept_entries(self.ctx.storage, self.bucket, listed) if listed else {}
+        kept = projection.kept_entries(self.ctx.storage, self.bucket, self.ns, wanted)
         out: dict[tuple[str, str], dict[str, Any]] = {}
         for name, kind, key, etag in misses:
-            found = self.kept.get(name) if kind == "iceberg" else None
-            if not isinstance(found, dict) or found.get("etag") != etag or not isinstance(found.get("d"), dict):
+            found = kept.get(name) if kind == "iceberg" else None
+            if found is None:
                 continue
             memo = (self.view, self.bucket, key, etag)
             done = PROJECTED.get(memo)
@@ -347,12 +355,22 @@ def view_page(
     A listing (with ETags) drives it; only entries changed since the cached projection are read."""
     page = max(10, min(1000, limit + 1))  # a page's worth of keys per S3 listing, not always 1000
     bucket = ctx.bucket_for(warehouse)
+    iceberg, hive = _listings(ctx, warehouse, ns, start_after, page)
+    # Hive records exist only in a namespace whose record says so: its creators flag the record
+    # before writing one. This process lists them at once where it saw the flag; elsewhere the
+    # record read beside the page tells (a LIST costs as much as a page in a large bucket).
+    flagged = (bucket, ns) in _HIVE_SEEN
     steps: list[Callable[[], Any]] = [
         lambda: namespaces.listed_record(ctx, warehouse, ns),
         lambda: SHARDS.read(ctx.storage, bucket, keys.view_shard(view, ns)),
-        *[lambda listing=listing: _started(listing) for listing in _listings(ctx, warehouse, ns, start_after, page)],
+        lambda: _started(iceberg),
+        *([lambda: _started(hive)] if flagged else []),
     ]
-    _, stored, *started = parallel.map_counted(lambda step: step(), steps)  # one round trip, not four
+    record, stored, *started = parallel.map_counted(lambda step: step(), steps)  # one round trip
+    if not flagged and (record.get("hive-tables") or not record):  # (a damaged record: listed anyway)
+        if record.get("hive-tables"):
+            _HIVE_SEEN.add((bucket, ns))
+        started.append(_started(hive))
     cache = _View(ctx, warehouse, ns, view, project, stored)
     out: list[dict[str, Any]] = []
     names: set[str] = set()

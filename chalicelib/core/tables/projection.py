@@ -20,7 +20,15 @@ thread wrote; when it is over, every write it made has landed or failed. Then, p
 the namespace record (its uuid) and the names' shards, THEN read each marked pointer; a pointer
 whose bytes alone decide what it lists as (`decided`: no claim, no half-done rename) gives the
 name's new kind; compare-and-swap the shard with it; THEN delete the operation's own marks. A
-settle that loses its CAS reads again and retries (4 times), then leaves its marks.
+settle that loses its CAS reads again and retries (4 times), then leaves its marks. A busy process
+that wrote or read the shard in the last second CASes on the version it holds (a version learned
+before the pointer read, as a GET would be; a stale one just fails its CAS). The pool threads
+working for the operation record their marks in its scope too (`listing_marks.joined`). The
+namespace's uuid is read after the operation's writes, so a table created into a namespace made
+again under the same name goes into the new namespace's shards. In a one-level namespace, a table
+whose metadata the operation wrote (a create) also goes into the Glue face's entries view
+(core/entries.py), read and written in the same rounds: never authoritative, each entry checked
+against its pointer's listed ETag.
 
 **Full listing** (`names`): read the namespace record and LIST the listing prefix (at once); read
 the namespace's shards (those the LIST shows, and only those whose ETag this process has not
@@ -48,7 +56,9 @@ A listing lists the marks first and reads the shards after: a mark deleted befor
 CAS land before the LIST, so the shard read shows it; a mark listed is read again after the LIST.
 Every change that finished before the listing began therefore shows; one in flight may or may not,
 as with a LIST of the pointers. A writer that crashes between its pointer write and its settle
-leaves its mark: every listing reads that name until a fold records it.
+leaves its mark: every listing reads that name until a fold records it. Bytes written around the
+catalog leave no mark: a paged listing that meets a damaged pointer marks it (`suspect`), and a
+damaged shard has its completion mark removed, so the namespace is scanned again.
 
 **Earlier releases' namespaces** have no completion mark. Their first full listing (or the
 sweeper) completes the projection, settling nothing meanwhile (a settle that finds no completion
@@ -220,7 +230,7 @@ class _Cache:
                 self.held -= len(old[1]["names"])
 
 
-CACHE = _Cache(2_000_000)  # about 200 MB at most; a 100,000-table namespace holds 100,000 names
+CACHE = _Cache(1_000_000)  # names: about 100 MB at most (a 100,000-table namespace holds 100,000)
 
 
 def _parse_shard(body: bytes, bucket: str, key: str, ns_uuid: str) -> Doc:
@@ -424,7 +434,7 @@ def _settle_namespace(
 
 # ---- the Glue face's entries view: kept by the settles of creates ------------------------------------
 
-ENTRIES = _Cache(1_000_000)  # entries shards this process read or wrote (each doc: {"names": entries})
+ENTRIES = _Cache(60_000)  # entries shards this process read or wrote (each doc: {"names": entries}), ~3 KB each
 
 
 def entries_shard_of(name: str) -> int:
@@ -530,19 +540,22 @@ def _write_entries(storage: Any, bucket: str, key: str, entries: dict[str, Any])
     return None
 
 
-def kept_entries(storage: Any, bucket: str, listed: dict[str, str]) -> dict[str, Any]:
-    """name -> {"etag": pointer ETag, "d": pointer, "m": metadata summary}: the entries shards a LIST
-    showed (key -> ETag), read only where this process does not hold them at that ETag."""
+def kept_entries(storage: Any, bucket: str, ns: Namespace, wanted: dict[str, str]) -> dict[str, Any]:
+    """The kept entries of these names at these pointer ETags: name -> {"etag", "d": pointer, "m":
+    metadata summary}. From the shards this process holds; a shard that misses one of them is asked
+    for again (a 304 when unchanged), in parallel. Names without one are left out."""
 
-    def one(key: str) -> dict[str, Any]:
-        held = ENTRIES.get(bucket, key)
-        if held is None or held[0] != listed[key]:
-            held = _read_entries(storage, bucket, key)
-        return held[1]["names"] if held else {}
+    def hit(name: str) -> dict[str, Any] | None:
+        held = ENTRIES.get(bucket, keys.entries_view_shard(ns, entries_shard_of(name)))
+        found = held[1]["names"].get(name) if held else None
+        ok = isinstance(found, dict) and found.get("etag") == wanted[name] and isinstance(found.get("d"), dict)
+        return found if ok else None
 
-    out: dict[str, Any] = {}
-    for found in parallel.map_counted(one, sorted(listed)):
-        out.update(found)
+    out = {name: found for name in wanted if (found := hit(name)) is not None}
+    again = sorted({entries_shard_of(n) for n in wanted if n not in out})
+    if again:
+        parallel.map_counted(lambda i: _read_entries(storage, bucket, keys.entries_view_shard(ns, i)), again)
+        out.update({name: found for name in wanted if name not in out and (found := hit(name)) is not None})
     return out
 
 
