@@ -1,208 +1,181 @@
-"""Benchmark: Glue GetTables and SearchTables over many tables (default 10,000 in 10 databases).
+"""Benchmark: Glue GetTables and SearchTables over a namespace just filled through the REST API.
 
-Run: .venv/bin/python bench/bench_glue_listing.py   (starts its own local S3 and catalog)
-Tables are seeded as the Glue face stores non-Iceberg tables (records written straight to S3,
-which is what thousands of CreateTable calls would leave). Then the sweeper's pass builds the
-stored list views, the catalog restarts (a cold process), and each figure is one request:
-- first read: the first GetTables page / SearchTables of the cold process;
-- warm: the same request again;
-- never built: the stored views deleted, a cold process (what a warehouse meets before the
-  sweeper's first pass; SearchTables then answers 503 and is retried by the client).
-S3 requests per request come from the catalog's log. It reports numbers; it asserts nothing.
+Run: .venv/bin/python bench/bench_glue_listing.py   (starts its own LocalStack and catalog)
+  BENCH_N=10000 tables, BENCH_THREADS=8 concurrent creators.
+
+The state measured is the one a Glue client meets right after a bulk load: BENCH_N Iceberg tables
+created through the Iceberg REST API by BENCH_THREADS clients at once, then at once (no sweep):
+- boto3's Glue `get_tables` paginator over every page (MaxResults 100), first in a new catalog
+  process, then again (warm): the whole pass, and per page;
+- `search_tables` (one request, MaxResults 100), first and warm;
+- beside them, PyIceberg's SqlCatalog (SQLite) listing the same names, and loading 100 tables
+  (what a page of whole table definitions asks of it).
+S3 requests per request come from the catalog's X-Catalog-S3-Requests header. It reports numbers; it asserts only that
+every table is listed.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
+import sqlite3
+import statistics
 import sys
 import tempfile
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
+import benchutil
 import boto3
+import catalog_admin
+import local_s3
+from bench_full_listing import fill
 from botocore.config import Config
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import catalog_admin  # noqa: E402
-import local_s3  # noqa: E402
-
 N = int(os.environ.get("BENCH_N", "10000"))
-DATABASES = int(os.environ.get("BENCH_DATABASES", "10"))
-KEY, SECRET = "ROOTBENCHKEY000001", uuid.uuid4().hex
+THREADS = int(os.environ.get("BENCH_THREADS", "8"))
 
 
 class Catalog:
-    """A catalog process and a Glue client on it; `last_s3()` is the S3 requests of its last request."""
+    """A catalog process on the stack's S3 and a Glue client on it."""
 
-    def __init__(self, env: dict[str, str], wh: str) -> None:
+    def __init__(self, stack: Any, wh: str) -> None:
         self.log = Path(tempfile.mkdtemp()) / "catalog.log"
-        self.proc = local_s3.start_catalog(env, self.log)
+        self.proc = local_s3.start_catalog(dict(stack.env or {}), self.log)
         base = self.proc.url.rsplit("/_iceberg", 1)[0]
         self.glue = boto3.client(
             "glue",
             endpoint_url=f"{base}/_glue/{wh}",
             region_name="us-east-1",
-            aws_access_key_id=KEY,
-            aws_secret_access_key=SECRET,
+            aws_access_key_id=stack.key,
+            aws_secret_access_key=stack.secret,
             config=Config(read_timeout=600, retries={"mode": "standard", "max_attempts": 20}),
         )
 
-    def last_s3(self) -> int:
-        time.sleep(0.05)  # the log line follows the response
-        lines = [json.loads(x) for x in self.log.read_text().splitlines() if x.startswith("{")]
-        return int(next(r["s3_requests"] for r in reversed(lines) if "s3_requests" in r))
 
-    def timed(self, label: str, fn: Any) -> Any:
-        started = time.perf_counter()
-        resp = fn(self.glue)
-        ms = (time.perf_counter() - started) * 1000
-        print(f"{label}: {ms:.0f} ms, {self.last_s3()} S3 requests ({len(resp['TableList'])} tables)")
-        return resp
+def s3_requests(resp: dict[str, Any]) -> int:
+    """The S3 requests the catalog made for a response (its X-Catalog-S3-Requests header)."""
+    return int(resp["ResponseMetadata"]["HTTPHeaders"].get("x-catalog-s3-requests", -1))
 
 
-def page(glue: Any, **token: str) -> Any:
-    return glue.get_tables(DatabaseName="db00", MaxResults=100, **token)
-
-
-def search(glue: Any) -> Any:
-    return glue.search_tables(MaxResults=100)
-
-
-def sweep(env: dict[str, str]) -> None:
-    """One run of the scheduled sweeper function, as its handler runs it."""
-    started = time.perf_counter()
-    out = (
-        subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "import json; from chalicelib.handlers.sweeper import handler; print(json.dumps(handler({}, None)))",
-            ],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        .stdout.strip()
-        .splitlines()[-1]
+def pass_of_pages(cat: Catalog, label: str) -> None:
+    started, pages, tables, reqs = time.perf_counter(), [], 0, []
+    token: dict[str, str] = {}
+    while True:
+        t0 = time.perf_counter()
+        resp = cat.glue.get_tables(DatabaseName="big", MaxResults=100, **token)
+        pages.append((time.perf_counter() - t0) * 1000)
+        reqs.append(s3_requests(resp))
+        tables += len(resp["TableList"])
+        if not resp.get("NextToken"):
+            break
+        token = {"NextToken": resp["NextToken"]}
+    total = time.perf_counter() - started
+    assert tables == N, (tables, N)
+    print(
+        f"GetTables, every page ({len(pages)} of 100), {label}: {total:.2f} s; a page: first {pages[0]:.0f} ms, "
+        f"median {statistics.median(pages):.0f} ms, max {max(pages):.0f} ms; S3 requests a page: "
+        f"median {statistics.median(reqs):.0f}, max {max(reqs)}",
+        flush=True,
     )
-    print(f"sweeper run (builds the views): {time.perf_counter() - started:.1f} s, {out}")
 
 
-def main() -> None:
-    s3_server = local_s3.start(local_s3.free_port(), Path(tempfile.mkdtemp()) / "s3")
-    env = local_s3.catalog_env(s3_server.endpoint, CATALOG_ROOT_ACCESS_KEY=KEY, CATALOG_ROOT_SECRET_KEY=SECRET)
-    wh = f"bench-{uuid.uuid4().hex[:8]}"
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=s3_server.endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-        config=Config(max_pool_connections=64),
+def search(cat: Catalog, label: str) -> None:
+    t0 = time.perf_counter()
+    resp = cat.glue.search_tables(MaxResults=100)
+    ms = (time.perf_counter() - t0) * 1000
+    reqs = s3_requests(resp)
+    print(
+        f"SearchTables over {N}, {label}: {ms:.0f} ms, {reqs} S3 requests ({len(resp['TableList'])} tables)", flush=True
     )
-    catalog = Catalog(env, wh)
-    try:
-        catalog_admin.session(KEY, SECRET).post(
-            f"{catalog.proc.url}/v1/warehouses", json={"name": wh}
-        ).raise_for_status()
-        per_db = N // DATABASES
-        for d in range(DATABASES):
-            catalog.glue.create_database(DatabaseInput={"Name": f"db{d:02d}"})
-        now = int(time.time() * 1000)
-
-        def seed(i: int) -> None:
-            d, t = divmod(i, per_db)
-            record = {
-                "version": 1,
-                "id": uuid.uuid4().hex,
-                "created-ms": now,
-                "updated-ms": now,
-                "glue": {
-                    "Name": f"t{t:05d}",
-                    "TableType": "EXTERNAL_TABLE",
-                    "Parameters": {"classification": "csv" if t % 10 else "parquet"},
-                    "StorageDescriptor": {
-                        "Columns": [{"Name": "id", "Type": "bigint"}],
-                        "Location": f"s3://{wh}/raw/{d}/{t}",
-                    },
-                },
-            }
-            s3.put_object(Bucket=wh, Key=f".catalog/hive/db{d:02d}/t{t:05d}.json", Body=json.dumps(record).encode())
-
-        started = time.perf_counter()
-        with ThreadPoolExecutor(32) as pool:
-            list(pool.map(seed, range(per_db * DATABASES)))
-        print(f"seeded {per_db * DATABASES} tables in {DATABASES} databases in {time.perf_counter() - started:.1f} s")
-        sweep(env)
-
-        for label, views in (("", True), (", views never built", False)):
-            catalog.proc.stop()
-            if not views:
-                stored = s3.list_objects_v2(Bucket=wh, Prefix=".catalog/views/").get("Contents", [])
-                for obj in stored:
-                    s3.delete_object(Bucket=wh, Key=obj["Key"])
-            catalog = Catalog(env, wh)
-            first = catalog.timed(f"GetTables page of 100 of {per_db}, first read{label}", page)
-            catalog.timed(f"GetTables page of 100, warm{label}", page)
-            catalog.timed(f"GetTables next page, warm{label}", lambda g, r=first: page(g, NextToken=r["NextToken"]))
-            catalog.timed(f"SearchTables over {per_db * DATABASES}, first read{label}", search)
-            catalog.timed(f"SearchTables, warm{label}", search)
-        catalog.timed(
-            "GetTables names only, warm",
-            lambda g: g.get_tables(DatabaseName="db00", AttributesToGet=["NAME"]),
-        )
-        catalog.timed(
-            "GetTables Expression t0001*, warm", lambda g: g.get_tables(DatabaseName="db00", Expression="t0001*")
-        )
-        catalog.timed(
-            "SearchTables Filters Name=t00042, warm",
-            lambda g: g.search_tables(Filters=[{"Key": "Name", "Value": "t00042"}]),
-        )
-        catalog.timed(
-            "SearchTables SearchText parquet, warm", lambda g: g.search_tables(SearchText="parquet", MaxResults=1000)
-        )
-        floor(s3_server.endpoint, wh)
-    finally:
-        catalog.proc.stop()
-        s3_server.stop()
 
 
-def floor(endpoint: str, wh: str) -> None:
-    """SearchTables' own S3 requests, made through the catalog's S3 adapter and nothing else (a LIST
-    of the databases, then each database's four reads at once, as the catalog makes them)."""
-    sys.path.insert(0, str(ROOT))
+def floor(stack: Any, wh: str) -> None:
+    """The LIST of the database's pointers alone (every GetTables pass and SearchTables make it,
+    to check each entry against its ETag), through the catalog's S3 adapter: their floor here."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
     from chalicelib import keys
     from chalicelib.storage import S3Storage, s3_client
 
-    storage = S3Storage(s3_client(endpoint, "us-east-1"), "us-east-1")
+    s3 = benchutil.s3_client(stack.s3.endpoint)
+    bucket = next(b["Name"] for b in s3.list_buckets()["Buckets"] if b["Name"].endswith(wh))
+    storage = S3Storage(s3_client(stack.s3.endpoint, "us-east-1"), "us-east-1")
+    times, pages = [], []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        found = list(storage.list_entries(bucket, keys.tables_prefix(("big",))))
+        times.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        list(islice(storage.list_entries(bucket, keys.tables_prefix(("big",)), found[len(found) // 2][0], 101), 101))
+        pages.append((time.perf_counter() - t0) * 1000)
+    print(
+        f"the LIST alone of the {len(found)} pointers (its floor here): {min(times):.0f} ms; "
+        f"of a page's 101: {min(pages):.0f} ms",
+        flush=True,
+    )
 
-    def reads(ns: tuple[str, ...]) -> list[Any]:
-        return [
-            lambda: storage.get(wh, keys.namespace_record(ns)),
-            lambda: storage.get(wh, keys.view_shard("glue", ns)),
-            lambda: list(storage.list_entries(wh, keys.tables_prefix(ns))),
-            lambda: list(storage.list_entries(wh, keys.hive_prefix(ns))),
-        ]
 
+def sql_catalog(names: list[str]) -> None:
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+
+    db = Path(tempfile.mkdtemp()) / "sql.db"
+    sql = SqlCatalog("sql", uri=f"sqlite:///{db}", warehouse=f"file://{db.parent}")
+    sql.create_namespace("big")
+    with sqlite3.connect(db) as con:
+        con.executemany(
+            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location, "
+            "previous_metadata_location) VALUES (?, ?, ?, ?, ?)",
+            [("sql", "big", n, "s3://x/m.json", None) for n in names[100:]],
+        )
+    schema = Schema(NestedField(1, "id", LongType(), required=False))
+    for n in names[:100]:
+        sql.create_table(f"big.{n}", schema)
     times = []
-    with ThreadPoolExecutor(64) as pool:
-        for _ in range(3):
-            started = time.perf_counter()
-            spaces = [keys.namespace_from_record(k) for k in storage.list_keys(wh, keys.NS_PREFIX)]
-            list(pool.map(lambda read: read(), [r for ns in spaces for r in reads(ns)]))
-            times.append((time.perf_counter() - started) * 1000)
-    print(f"SearchTables' 41 S3 requests alone, through the catalog's S3 adapter (its floor here): {min(times):.0f} ms")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        sql.list_tables("big")
+        times.append((time.perf_counter() - t0) * 1000)
+    t0 = time.perf_counter()
+    for n in names[:100]:
+        sql.load_table(f"big.{n}")
+    loads = (time.perf_counter() - t0) * 1000
+    print(
+        f"SqlCatalog (SQLite): list_tables of {len(names)}: {statistics.median(times):.0f} ms; "
+        f"load_table of 100 (a page of definitions): {loads:.0f} ms"
+    )
+
+
+def main() -> None:
+    with benchutil.stack() as stack:
+        http = catalog_admin.session(stack.key, stack.secret)
+        wh = f"glue{uuid.uuid4().hex[:8]}"
+        http.post(f"{stack.url}/v1/warehouses", json={"name": wh}).raise_for_status()
+        http.post(f"{stack.url}/v1/{wh}/namespaces", json={"namespace": ["big"]}).raise_for_status()
+        names = [f"t{i:06d}" for i in range(N)]
+        seconds = fill(stack, wh, "big", names)
+        print(f"filled {N} tables from {THREADS} clients through the REST API in {seconds:.0f} s", flush=True)
+        cat = Catalog(stack, wh)  # a new process: nothing cached
+        try:
+            pass_of_pages(cat, "first (new process)")
+            pass_of_pages(cat, "warm")
+            search(cat, "warm after the pages")
+        finally:
+            cat.proc.stop()
+        cat = Catalog(stack, wh)
+        try:
+            search(cat, "first (new process)")
+            search(cat, "warm")
+        finally:
+            cat.proc.stop()
+        floor(stack, wh)
+    sql_catalog(names)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -366,7 +366,8 @@ def _settle_namespace(
     process knows the uuid and holds every shard concerned from the last second (a busy process),
     the shards are not read again: [record, pointers] -> CAS -> delete; a stale one fails its CAS.
     A table whose metadata the operation wrote (a create) also goes into the Glue face's entries
-    view of a one-level namespace, read and written in the same rounds (`_entries_steps`)."""
+    view of a one-level namespace, read and written in the same rounds (`_entries_reads`,
+    `_entries_writes`)."""
     pending, deleted = dict(marks), 0
     glue = len(ns) == 1 and bool(metadata)
 
