@@ -199,6 +199,17 @@ class _Connection:
         self.sock = sock
         self.reader = sock.makefile("rb")
 
+    def usable(self) -> bool:
+        """A kept connection is usable if the server has not closed it: an idle socket that is
+        readable holds an EOF (or bytes nobody asked for)."""
+        import select
+
+        try:
+            readable, _, _ = select.select([self.sock], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return not readable
+
     def close(self) -> None:
         try:
             self.reader.close()
@@ -276,11 +287,16 @@ class Transport:
             self._tls = ssl.create_default_context(cafile=bundle) if bundle else ssl.create_default_context()
         return self._tls
 
-    def _connection(self, scheme: str, netloc: str) -> tuple[_Connection, bool]:
-        with self._lock:
-            idle = self._idle.get((scheme, netloc))
-            if idle:
-                return idle.pop(), True
+    def _connection(self, scheme: str, netloc: str, fresh: bool = False) -> tuple[_Connection, bool]:
+        while not fresh:
+            with self._lock:
+                idle = self._idle.get((scheme, netloc))
+                kept = idle.pop() if idle else None
+            if kept is None:
+                break
+            if kept.usable():
+                return kept, True
+            kept.close()  # the server closed it while it was idle (as urllib3 checks before reuse)
         parts = urlsplit(f"{scheme}://{netloc}")
         port = parts.port or (443 if scheme == "https" else 80)
         try:
@@ -301,7 +317,7 @@ class Transport:
         parts = urlsplit(request.url)
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         for attempt in range(2):
-            conn, reused = self._connection(parts.scheme, parts.netloc)
+            conn, reused = self._connection(parts.scheme, parts.netloc, fresh=attempt > 0)
             sent = False
             try:
                 conn.send(request.method, target, request.headers, request.body)
