@@ -286,10 +286,9 @@ def test_a_backed_out_create_is_created_then_dropped(core, monkeypatch):
         dispatcher.dispatch(core, wh, send=sink)  # a run reads the create in its window
         return False
 
-    monkeypatch.setattr(name_claims.namespaces, "accepts_table", refuses)
-    with pytest.raises(CatalogError):
+    with monkeypatch.context() as patched, pytest.raises(CatalogError):  # undoes this patch only
+        patched.setattr(name_claims.namespaces, "accepts_table", refuses)
         _create(core, wh, "t")
-    monkeypatch.undo()
     dispatcher.dispatch(core, wh, send=sink)
     got = [(e["type"].rsplit(".", 1)[-1], e["data"]["sequence"]) for e in sink.got if e["subject"] == "db.t"]
     assert got == [("created", 1), ("dropped", 2)]

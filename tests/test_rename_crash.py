@@ -92,8 +92,10 @@ def test_two_renames_of_one_table_to_one_name_keep_the_table(core, monkeypatch):
             a_done.wait(5)
         return real_settled(data)
 
-    monkeypatch.setattr(namespaces, "accepts_table", accepts)
-    monkeypatch.setattr(pointer_record, "settled", settled)
+    scope = monkeypatch.context()  # undone below by itself: the fixtures' settings (S3 keys) stay
+    patched = scope.__enter__()
+    patched.setattr(namespaces, "accepts_table", accepts)
+    patched.setattr(pointer_record, "settled", settled)
     results: dict[str, str] = {}
 
     def run(who: str) -> None:
@@ -112,7 +114,7 @@ def test_two_renames_of_one_table_to_one_name_keep_the_table(core, monkeypatch):
         th.start()
     for th in threads:
         th.join(20)
-    monkeypatch.undo()
+    scope.__exit__(None, None, None)
     assert sorted(results.values()).count("ok") == 1, results
     assert pointers.live(core, wh, ("b",), "u") is not None, list(
         core.storage.list_keys(core.bucket_for(wh), keys.TABLES_PREFIX)
