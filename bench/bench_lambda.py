@@ -1,7 +1,8 @@
 """Benchmark: cold starts as a client sees them, through `make run-lambda`.
 
-Run: .venv/bin/python bench/bench_lambda.py   (about 10 minutes on 2 cores; BENCH_COLD_RUNS rounds,
-default 3; BENCH_N warm requests per operation, default 30). It reports; it asserts nothing.
+Run: .venv/bin/python bench/bench_lambda.py   (about 20 minutes on a quiet 2-core machine, more on a
+busy one; BENCH_COLD_RUNS rounds, default 3; BENCH_N warm requests per operation, default 30). It
+reports; it asserts nothing.
 
 Cold = the wall time a client waits for the first request a function serves on a new instance: from
 just before the request is sent to the last byte of the answer, on a new connection, so it holds
@@ -268,7 +269,7 @@ def one_round(warm: bool) -> tuple[dict[str, Sample], dict[str, list[float]], st
         timings: dict[str, list[float]] = {}
         if warm:
             for op in OPERATIONS:
-                c.request(specs[op])  # a new instance (the last SIGUSR1 ended the one before)
+                c.request(specs[op])  # untimed: the last SIGUSR1 may have ended its instance
                 timings[op] = [c.request(specs[op]) for _ in range(N)]
         return cold, timings, code
     finally:
