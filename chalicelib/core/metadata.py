@@ -322,6 +322,16 @@ def table_metadata_light(ctx: Context, location: str, subject: str) -> Any:
     return found if found is not None else table_metadata(ctx, location, subject)
 
 
+def _checked(new: Any, expected_location: str | None) -> Any:
+    """What every applied change must leave: the catalog's location, valid table properties."""
+    if new.location != expected_location:
+        raise BadRequest("Changing the table location is not allowed: the catalog manages table locations")
+    check_table_properties(new.properties)
+    for key, value in new.properties.items():
+        check_properties({key: value}, "table property")
+    return new
+
+
 def _apply_light(req: Any, base: Any, base_location: str | None, expected_location: str | None) -> Any:
     from chalicelib.core import light
 
@@ -331,12 +341,7 @@ def _apply_light(req: Any, base: Any, base_location: str | None, expected_locati
         raise CommitFailed(str(exc)) from None
     except (ValueError, KeyError, TypeError) as exc:
         raise BadRequest(f"Invalid update: {short(exc)}") from None
-    if new.location != expected_location:
-        raise BadRequest("Changing the table location is not allowed: the catalog manages table locations")
-    check_table_properties(new.properties)
-    for key, value in new.properties.items():
-        check_properties({key: value}, "table property")
-    return new
+    return _checked(new, expected_location)
 
 
 def apply(ctx: Context, req: Any, base: Any, base_location: str | None, expected_location: str | None) -> Any:
@@ -381,12 +386,7 @@ def apply(ctx: Context, req: Any, base: Any, base_location: str | None, expected
         raise BadRequest(f"Invalid update: {validation_summary(exc)}") from None
     except (ValueError, KeyError, TypeError, NotImplementedError) as exc:
         raise BadRequest(f"Invalid update: {short(exc)}") from None
-    if new.location != expected_location:
-        raise BadRequest("Changing the table location is not allowed: the catalog manages table locations")
-    check_table_properties(new.properties)
-    for key, value in new.properties.items():
-        check_properties({key: value}, "table property")
-    return new
+    return _checked(new, expected_location)
 
 
 def _may_use_keys(req: Any, base: Any) -> bool:
