@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, damage, event_senders, event_sinks, events, parallel
+from chalicelib.core import audit, damage, event_sinks, events, parallel
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.errors import DamagedObject
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
@@ -81,8 +81,11 @@ def pending(
     bucket, system = ctx.bucket_for(warehouse), ctx.settings.system_bucket
     # The warehouse's own record and trail live in the system bucket (one source among users').
     own = keys.warehouse_record(warehouse)
-    listed = [(k, e) for p in RECORD_PREFIXES for k, e in ctx.storage.list_entries(bucket, p)]
-    listed += [(k, e) for k, e in ctx.storage.list_entries(system, own) if k == own]
+    # Independent reads go out at once (a cold feed's first page pays one round trip, not six).
+    reads: list[Callable[[], Any]] = [_lister(ctx, bucket, p) for p in RECORD_PREFIXES]
+    reads += [_lister(ctx, system, own), _source_reader(ctx, warehouse)]
+    *lists, own_listed, wh_source = parallel.map_counted(lambda read: read(), reads)
+    listed = [ke for found in lists for ke in found] + [(k, e) for k, e in own_listed if k == own]
     seen = cursor.get("etags", {})
     changed = [(k, e) for k, e in listed if seen.get(k) != e]
 
@@ -92,13 +95,14 @@ def pending(
     tails = parallel.map_counted(lambda ke: tail(*ke), changed)
     journal_ms = now_ms()
     after = int(cursor.get("journal-ms", 0)) - audit.skew_ms()
-    journal = [(bucket, k, m) for k, _, m in ctx.storage.list_stamped(bucket, keys.AUDIT_PREFIX)]
-    wh_source = _warehouse_source(ctx, warehouse)
+    journals: list[tuple[str, str]] = [(bucket, keys.AUDIT_PREFIX)]
+    if wh_source:
+        journals.append((system, keys.SYSTEM_AUDIT_PREFIX))
+    stamped = parallel.map_counted(lambda bp: list(ctx.storage.list_stamped(*bp)), journals)
+    journal = [(bucket, k, m) for k, _, m in stamped[0]]
     if wh_source:
         journal += [
-            (system, k, m)
-            for k, _, m in ctx.storage.list_stamped(system, keys.SYSTEM_AUDIT_PREFIX)
-            if _segment_source(k, keys.SYSTEM_AUDIT_PREFIX) == wh_source
+            (system, k, m) for k, _, m in stamped[1] if _segment_source(k, keys.SYSTEM_AUDIT_PREFIX) == wh_source
         ]
     fresh = [(b, k) for b, k, m in journal if m >= after and _newest_ms(b, k) >= since_ms - audit.skew_ms()]
     sent = cursor.get("sources", {})
@@ -140,6 +144,14 @@ def _prefix(bucket: str, warehouse_bucket: str) -> str:
 
 def _segment_source(key: str, prefix: str = keys.AUDIT_PREFIX) -> str:
     return key[len(prefix) : -len(".json")].rsplit("-", 3)[1]
+
+
+def _lister(ctx: Context, bucket: str, prefix: str) -> Callable[[], list[tuple[str, str]]]:
+    return lambda: list(ctx.storage.list_entries(bucket, prefix))
+
+
+def _source_reader(ctx: Context, warehouse: str) -> Callable[[], str | None]:
+    return lambda: _warehouse_source(ctx, warehouse)
 
 
 def _warehouse_source(ctx: Context, warehouse: str) -> str | None:
@@ -309,6 +321,9 @@ def _park(ctx: Context, bucket: str, sink: dict[str, Any], event: dict[str, Any]
 
 
 def _sender(ctx: Context) -> Sender:
+    # Imported here: its HTTP client (urllib.request, ~30 ms) is not on the pull feed's cold path.
+    from chalicelib.core import event_senders
+
     return lambda sink, batch: event_senders.send(sink, batch, ctx.settings.s3_endpoint_url)
 
 
