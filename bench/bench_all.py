@@ -1,6 +1,8 @@
 """Every benchmark in one run on one S3, and the figures of issues 15 and 29 against their goals.
 
-Run: .venv/bin/python bench/bench_all.py   (about 15 minutes; starts one LocalStack for all)
+Run: .venv/bin/python bench/bench_all.py   (about an hour; starts one LocalStack for all)
+  BENCH_ONLY=hot_paths,lists runs only those benches (the others' figures print as "?");
+  BENCH_ROOT=<a checkout> runs that checkout's benches and code (bench_before_after.py uses it).
 Each bench runs as it does alone (its output is kept in the log folder it prints); this prints the
 goal tables and the comparison with PyIceberg's SqlCatalog. It reports; it asserts nothing.
 """
@@ -15,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(os.environ.get("BENCH_ROOT") or Path(__file__).resolve().parent.parent)
 sys.path.insert(0, str(ROOT / "scripts"))
 import local_s3  # noqa: E402
 
@@ -45,9 +47,10 @@ def main() -> None:
     logs = Path(tempfile.mkdtemp(prefix="bench-"))
     s3 = local_s3.start(local_s3.free_port(), logs / "s3")
     env = dict(os.environ, BENCH_S3_ENDPOINT=s3.endpoint, BENCH_S3_KIND=s3.kind)
-    out: dict[str, str] = {}
+    only = [b for b in os.environ.get("BENCH_ONLY", "").split(",") if b]
+    out: dict[str, str] = dict.fromkeys(BENCHES, "")
     try:
-        for name in BENCHES:
+        for name in only or BENCHES:
             print(f"running bench_{name} ...", flush=True)
             run = subprocess.run(
                 [sys.executable, str(ROOT / "bench" / f"bench_{name}.py")],
