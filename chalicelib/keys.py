@@ -70,9 +70,10 @@ Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
     .catalog/plans/.../{plan-id}/tasks/{n:06d}.json   the planned tasks of group n (immutable): the
                                            files a restricted reader's signer may then sign
     .catalog/events/dead/{sink}/{sink-uuid}/{event-id}.json   an event that kept failing, kept for replay
-    .catalog/txns/{txn-id}.json            transaction record: state ("pending" | "committed" |
-                                           "aborted"), lease, and each table's old/new metadata.
-                                           Its pending -> committed swap is the commit point.
+    .catalog/txns/{txn-id}.json            transaction record, written once (If-None-Match):
+                                           "committed" with each table's old/new metadata (the
+                                           commit point), or "aborted" by whoever closes it after
+                                           its claims' lease; "pending" only from earlier versions.
     {l1}/{l2}/.../{t}-{uuid}/              table location, chosen by the catalog; it is unique
         metadata/{v:05d}-{uuid}.metadata.json   per table, so a rename never moves files and a
         data/...                                new table under an old name never shares them.

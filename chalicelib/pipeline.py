@@ -342,6 +342,7 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
         nudge.after_change()
     COUNTER.deadline = 0.0
     resp.headers["X-Catalog-S3-Requests"] = str(COUNTER.count)
+    resp.headers["X-Catalog-S3-Rounds"] = str(COUNTER.rounds)
     record.operation, record.status, record.error = ctx.action, resp.status_code, error
     record.latency_ms = (time.perf_counter() - started) * 1000
     record.s3_requests, record.events, record.samples = COUNTER.count, COUNTER.events, COUNTER.samples

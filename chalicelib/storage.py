@@ -85,10 +85,13 @@ COPY_OF = "copy-of"  # user metadata of an object copy() wrote: the source's ETa
 
 
 class RequestCounter(threading.local):
-    """Per thread (one catalog request per thread): S3 requests made, the request's deadline, and
-    what happened on the way (events: counts for the request's metrics, chalicelib/telemetry.py)."""
+    """Per thread (one catalog request per thread): S3 requests made, how many of them one after
+    another (rounds: requests overlapped by parallel.map_counted count as their longest chain),
+    the request's deadline, and what happened on the way (events: counts for the request's
+    metrics, chalicelib/telemetry.py)."""
 
     count = 0
+    rounds = 0
     deadline = 0.0  # time.monotonic() after which no retry starts; 0 = none
 
     def __init__(self) -> None:
@@ -96,7 +99,7 @@ class RequestCounter(threading.local):
         self.samples: dict[str, list[float]] = {}
 
     def reset(self) -> None:
-        self.count, self.events, self.samples = 0, {}, {}
+        self.count, self.rounds, self.events, self.samples = 0, 0, {}, {}
 
 
 COUNTER = RequestCounter()
@@ -199,6 +202,7 @@ class S3Storage:
     @staticmethod
     def _count(event_name: str = "", **_: Any) -> None:
         COUNTER.count += 1
+        COUNTER.rounds += 1
         if event_name.rsplit(".", 1)[-1].startswith(CLASS_A):
             note("S3ClassA")  # billed at the PUT/COPY/POST/LIST rate; the rest (GET, HEAD) at the GET rate
 

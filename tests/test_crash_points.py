@@ -25,9 +25,9 @@ from tests.crashutil import WRITES, Crash, CrashAfter, assert_fsck_clean, writes
 from tests.txnutil import append_change
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
-# Rounds of parallel writes: (txn record, 2 metadata files), (2 claims), commit point, (2 roll-forwards).
-TXN_WRITES = 8
-COMMIT_POINT = 6
+# Rounds of parallel writes: (2 metadata files, 2 claims), commit point (the record), (2 roll-forwards).
+TXN_WRITES = 7
+COMMIT_POINT = 5
 TXN_LEASE_MS = lease_ms(400)
 
 
@@ -82,8 +82,11 @@ def test_transaction_crash_points(crash_ctx, monkeypatch, crash_after):
     _txn(ctx, wh, _body(ctx, wh, "before"))
     with pytest.raises(Crash):
         _txn(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, _body(ctx, wh, "t"))
-    if 4 <= crash_after < COMMIT_POINT:  # claims are held by a transaction whose lease runs: wait, says 503
-        # The claims go out in one round: a crash there finds both sent (CrashAfter lets writes in flight land).
+    if crash_after < COMMIT_POINT:  # claims are held by a transaction whose lease runs: wait, says 503
+        # The claims go out in one round with the files: a crash there finds all four sent (CrashAfter
+        # lets writes in flight land), and no record: the lease in the claims says the owner may still
+        # commit, so readers see the old state and writers wait; once it runs out, a helper closes the
+        # record as aborted and rolls the claims back.
         for claimed in ("a", "b"):
             _assert_held(ctx, wh, claimed)
     time.sleep(TXN_LEASE_MS / 1000 + 0.05)  # the lease runs out; the next request aborts or rolls forward
@@ -134,21 +137,22 @@ def _pointer_write(t: str, n: int) -> Callable[[str, int], bool]:
 # Which writes of a round never land; how many writes land in all (the crash ends the attempt with
 # its round); whether the transaction committed.
 PARTIAL_ROUNDS = {
-    "record-lost": (lambda key, n: key.startswith(keys.TXN_PREFIX), 2, False),
-    "metadata-lost": (lambda key, n: key.endswith(".metadata.json"), 1, False),
-    "metadata-of-a-lost": (lambda key, n: "/a-" in key and key.endswith(".metadata.json"), 2, False),
-    "claim-of-a-lost": (_pointer_write("a", 0), 4, False),
-    "claim-of-b-lost": (_pointer_write("b", 0), 4, False),
-    "roll-forward-of-a-lost": (_pointer_write("a", 1), 7, True),
+    "record-lost": (lambda key, n: key.startswith(keys.TXN_PREFIX), 4, False),
+    "metadata-lost": (lambda key, n: key.endswith(".metadata.json"), 2, False),
+    "metadata-of-a-lost": (lambda key, n: "/a-" in key and key.endswith(".metadata.json"), 3, False),
+    "claim-of-a-lost": (_pointer_write("a", 0), 3, False),
+    "claim-of-b-lost": (_pointer_write("b", 0), 3, False),
+    "roll-forward-of-a-lost": (_pointer_write("a", 1), 6, True),
 }
 
 
 @pytest.mark.parametrize("part", sorted(PARTIAL_ROUNDS))
 def test_transaction_crash_inside_a_round(crash_ctx, monkeypatch, part):
-    """The writes of a round go out in parallel, so a crash may leave any part of one: metadata
-    files without the record or the reverse (nothing names them), one claim of two (held until the
-    lease runs out, then rolled back), one roll-forward of two (the commit point was passed: the
-    next reader rolls the other forward at once). Both tables end old or both new."""
+    """The writes of a round go out in parallel, so a crash may leave any part of one: claims
+    without the metadata files they name, or one of them (no record: read as the old state, held
+    until the lease runs out, then rolled back), one claim of two (the same), metadata files and
+    claims without the record, one roll-forward of two (the commit point was passed: the next
+    reader rolls the other forward at once). Both tables end old or both new."""
     ctx = crash_ctx
     monkeypatch.setenv("CATALOG_TXN_LEASE_MS", str(TXN_LEASE_MS))
     monkeypatch.setenv("CATALOG_TXN_WAIT_MS", "0")
@@ -174,8 +178,8 @@ def test_transaction_crash_inside_a_round(crash_ctx, monkeypatch, part):
     assert _tags(ctx, wh, "b")[-1] == "after"
 
 
-CREATE_TXN_WRITES = 9  # uuid claim, 2 metadata files, record, 2 claims, commit point, 2 roll-forwards
-CREATE_COMMIT_POINT = 7
+CREATE_TXN_WRITES = 8  # uuid claim, (2 metadata files, 2 claims), commit point (the record), 2 roll-forwards
+CREATE_COMMIT_POINT = 6
 
 
 def _create_body(ctx: Context, wh: str, table_uuid: str) -> dict:
@@ -274,3 +278,103 @@ def test_a_transaction_creating_a_taken_name_fails_at_once_and_leaves_nothing(cr
     assert not pointer_record.claimed(pointers.read(ctx, wh, ("tx",), "a").data)
     listed = [t["name"] for t in listing.list_names(ctx, wh, ("tx",), None, None)[0]]
     assert listed == ["a", "b"]
+
+
+class HelperFirst:
+    """Storage whose first transaction record write waits until the claims' lease has run out and
+    lets a reader meet a claim first: the reader closes the record as aborted and rolls its table back."""
+
+    def __init__(self, inner: Any, before: Callable[[], None]) -> None:
+        self.inner, self.before, self.done = inner, before, False
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name != "put_if_absent":
+            return attr
+
+        def write(bucket: str, key: str, body: bytes) -> Any:
+            if key.startswith(keys.TXN_PREFIX) and not self.done:
+                self.done = True
+                self.before()
+            return attr(bucket, key, body)
+
+        return write
+
+
+def test_a_helper_that_closes_the_record_first_wins(crash_ctx, monkeypatch):
+    """An owner whose lease ran out before its commit point: a reader meeting a claim writes the
+    record itself, "aborted" (If-None-Match), and rolls its table back; the owner's commit point
+    (If-None-Match on the same key) then fails, it undoes its other claim and runs again on fresh
+    reads. Exactly one of the two records landed: the tables change once, both together."""
+    ctx = crash_ctx
+    monkeypatch.setenv("CATALOG_TXN_LEASE_MS", str(TXN_LEASE_MS))
+    monkeypatch.setenv("CATALOG_TXN_WAIT_MS", "0")
+    wh = _setup(ctx)
+    _txn(ctx, wh, _body(ctx, wh, "before"))
+    met: list[str] = []
+
+    def helper() -> None:
+        time.sleep(TXN_LEASE_MS / 1000 + 0.05)
+        met.append(pointer_record.claim_txn(pointers.read(ctx, wh, ("tx",), "a").data))
+        assert _tags(ctx, wh, "a") == ["before"]  # the reader settles the expired claim: rolled back
+        assert not pointer_record.claimed(pointers.read(ctx, wh, ("tx",), "a").data)
+
+    _txn(Context(ctx.settings, HelperFirst(ctx.storage, helper)), wh, _body(ctx, wh, "t"))
+    assert met and met[0]
+    closed = json.loads(ctx.storage.get(wh, keys.txn_record(met[0])).body)
+    assert closed["state"] == "aborted"  # the helper's record; the owner's commit point never landed
+    assert {t: _tags(ctx, wh, t) for t in ("a", "b")} == {"a": ["before", "t"], "b": ["before", "t"]}
+    assert_fsck_clean(ctx, wh)
+
+
+def test_a_transaction_in_doubt_is_resolved_by_its_lease(crash_ctx, monkeypatch):
+    """An Idempotency-Key replay of a transaction whose commit point is in doubt: while the claims'
+    lease runs the owner may still commit, so it stays in doubt; after it, the replay writes the
+    record "aborted", and a commit point sent late can no longer land."""
+    from chalicelib.errors import CommitStateUnknown
+    from chalicelib.storage import PreconditionFailed
+
+    ctx = crash_ctx
+    monkeypatch.setenv("CATALOG_TXN_LEASE_MS", str(TXN_LEASE_MS))
+    monkeypatch.setenv("CATALOG_TXN_WAIT_MS", "0")
+    wh = _setup(ctx)
+    _txn(ctx, wh, _body(ctx, wh, "before"))
+    storage = CrashOn(ctx.storage, lambda key, n: key.startswith(keys.TXN_PREFIX))
+    with pytest.raises(Crash):
+        _txn(Context(ctx.settings, storage), wh, _body(ctx, wh, "t"))
+    claim = pointer_record.claim_of(pointers.read(ctx, wh, ("tx",), "a").data)
+    assert claim is not None and isinstance(claim["lease-until-ms"], int)
+    hint = {"kind": "transaction", "warehouse": wh, "txn": claim["txn"], "lease-until-ms": claim["lease-until-ms"]}
+    with pytest.raises(CommitStateUnknown):
+        transactions.resolve(ctx, hint)
+    time.sleep(TXN_LEASE_MS / 1000 + 0.05)
+    assert transactions.resolve(ctx, hint) is False
+    with pytest.raises(PreconditionFailed):  # the owner's commit point, sent late
+        ctx.storage.put_if_absent(wh, keys.txn_record(claim["txn"]), b'{"state": "committed"}')
+    assert {t: _tags(ctx, wh, t) for t in ("a", "b")} == {"a": ["before"], "b": ["before"]}
+    assert_fsck_clean(ctx, wh)
+
+
+@pytest.mark.parametrize("record", ["missing", "pending-expired"])
+def test_a_claim_made_before_its_record_was_written_first_still_settles(crash_ctx, record):
+    """Claims made by the earlier protocol (record written "pending" before the claims, no lease in
+    the claim) settle as they did: a missing record never committed, an expired pending one is
+    aborted by If-Match; either way the table reads and writes at its old state at once."""
+    ctx = crash_ctx
+    wh = _setup(ctx)
+    _txn(ctx, wh, _body(ctx, wh, "before"))
+    key = keys.table_pointer(("tx",), "a")
+    obj = ctx.storage.get(wh, key)
+    data = json.loads(obj.body)
+    txn = uuid.uuid4().hex
+    old_claim = {"txn": txn, "new-metadata-location": pointer_record.metadata_location(data), "audit": {}}
+    ctx.storage.put_if_match(wh, key, json.dumps(dict(data, claim=old_claim)).encode(), obj.etag)
+    if record == "pending-expired":
+        doc = {"id": txn, "state": "pending", "created-ms": 1, "lease-until-ms": 2, "tables": []}
+        ctx.storage.put_if_absent(wh, keys.txn_record(txn), json.dumps(doc).encode())
+    assert _tags(ctx, wh, "a") == ["before"]
+    _txn(ctx, wh, _body(ctx, wh, "after"))  # a writer settles it at once (no lease to wait for)
+    assert {t: _tags(ctx, wh, t) for t in ("a", "b")} == {"a": ["before", "after"], "b": ["before", "after"]}
+    if record == "pending-expired":
+        assert json.loads(ctx.storage.get(wh, keys.txn_record(txn)).body)["state"] == "aborted"
+    assert_fsck_clean(ctx, wh)

@@ -380,7 +380,7 @@ def test_a_damaged_transaction_record_is_reported_and_skipped(core, monkeypatch,
     key = keys.table_pointer(("db",), "t0")
     data = json.loads(core.storage.get(bucket, key).body)
     txn = uuid.uuid4().hex
-    claimed = pointer_record.with_claim(data, txn, str(pointer_record.metadata_location(data)), {})
+    claimed = pointer_record.with_claim(data, txn, str(pointer_record.metadata_location(data)), {}, 0)
     core.storage.put(bucket, key, json.dumps(claimed).encode())
     core.storage.put(bucket, keys.txn_record(txn), b"\x00")
 

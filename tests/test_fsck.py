@@ -71,7 +71,7 @@ def test_each_broken_state_is_found_with_its_keys(core):
     # A transaction claim whose transaction is gone.
     gone, gone_etag = cas.read(core, bucket, keys.table_pointer(("db",), "gone"))
     assert gone is not None and gone_etag is not None
-    claimed = pointer_record.with_claim(gone, uuid.uuid4().hex, str(pointer_record.metadata_location(gone)), {})
+    claimed = pointer_record.with_claim(gone, uuid.uuid4().hex, str(pointer_record.metadata_location(gone)), {}, 0)
     core.storage.put_if_match(bucket, keys.table_pointer(("db",), "gone"), cas.dump(claimed), gone_etag)
     # A gap in the audit journal: the namespace's second change is lost.
     ns_record, _ = namespaces.read_record(core, wh, ("db",))

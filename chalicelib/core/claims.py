@@ -43,11 +43,22 @@ def record_problem(doc: object) -> str | None:
     return missing or damage.fields(doc, state=str, lease_until_ms=int)
 
 
-def abort_if_expired(ctx: Context, warehouse: str, txn_id: str) -> str:
-    """The record's state, after aborting it if its lease has run out."""
+def abort_if_expired(ctx: Context, warehouse: str, txn_id: str, lease_until_ms: int | None = None) -> str:
+    """The record's state, after aborting the transaction if its lease has run out.
+
+    A transaction writes its record once, at its commit point (If-None-Match, state "committed"),
+    after its claims: a missing record is "pending" while the claims' lease (`lease_until_ms`)
+    runs, and after it a helper writes the record itself, "aborted", If-None-Match. Exactly one of
+    the two writes lands, so the owner cannot commit what a helper aborted. A claim without a lease
+    was made after its record (a pending record, aborted by If-Match): if that is missing, it never
+    committed."""
     found = read_record(ctx, warehouse, txn_id)
     if found is None:
-        return "aborted"  # claims are made only after the record exists; a missing one never committed
+        if lease_until_ms is None:
+            return "aborted"
+        if now_ms() < lease_until_ms:
+            return "pending"
+        return close(ctx, warehouse, txn_id, lease_until_ms)
     record, etag = found
     if record["state"] != "pending" or now_ms() < int(record["lease-until-ms"]):
         return str(record["state"])
@@ -58,6 +69,18 @@ def abort_if_expired(ctx: Context, warehouse: str, txn_id: str) -> str:
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         again = read_record(ctx, warehouse, txn_id)
         return str(again[0]["state"]) if again else "aborted"
+
+
+def close(ctx: Context, warehouse: str, txn_id: str, lease_until_ms: int) -> str:
+    """Write the record of a transaction that has none as "aborted" (If-None-Match), so that its
+    commit point can never land; the record's final state (a commit point that landed first wins)."""
+    record = {"id": txn_id, "state": "aborted", "created-ms": now_ms(), "lease-until-ms": lease_until_ms}
+    try:
+        ctx.storage.put_if_absent(ctx.bucket_for(warehouse), keys.txn_record(txn_id), dump(record))
+        return "aborted"
+    except (PreconditionFailed, WriteInDoubt):  # a record is there: its state is the answer
+        again = read_record(ctx, warehouse, txn_id)
+        return str(again[0]["state"]) if again else "pending"
 
 
 PENDING_CREATE = "pending-create"  # a pointer a transaction creates: absent until its commit point
@@ -88,7 +111,10 @@ def committed_view(ctx: Context, warehouse: str, data: dict[str, Any]) -> dict[s
     reads as the old state; readers never wait for writers.
     """
     found = read_record(ctx, warehouse, pointer_record.claim_txn(data))
-    if found is not None and found[0]["state"] == "pending" and now_ms() < int(found[0]["lease-until-ms"]):
+    if found is None:  # before its commit point; its lease says whether it may still commit
+        lease = pointer_record.claim_lease(data)
+        return pointer_record.unclaimed(data) if lease is not None and now_ms() < lease else None
+    if found[0]["state"] == "pending" and now_ms() < int(found[0]["lease-until-ms"]):
         return pointer_record.unclaimed(data)
     return None
 
@@ -98,7 +124,7 @@ def settle_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, data: d
     claim = pointer_record.claim_of(data)
     deadline = time.monotonic() + wait_ms() / 1000
     while True:
-        state = abort_if_expired(ctx, warehouse, pointer_record.claim_txn(data))
+        state = abort_if_expired(ctx, warehouse, pointer_record.claim_txn(data), pointer_record.claim_lease(data))
         if state != "pending":
             break
         if time.monotonic() >= deadline:

@@ -171,7 +171,10 @@ def _check_pointer(ctx: Context, warehouse: str, key: str, data: dict[str, Any],
         except DamagedObject:
             return  # its transaction record's finding names this pointer
         txn = found[0] if found else None
-        running = txn is not None and txn.get("state") == "pending" and now_ms() < int(txn.get("lease-until-ms", 0))
+        if txn is None:  # before its commit point (the record is written there): running while its lease runs
+            running = now_ms() < (pointer_record.claim_lease(data) or 0)
+        else:
+            running = txn.get("state") == "pending" and now_ms() < int(txn.get("lease-until-ms", 0))
         if not running:
             add(Finding(UNFINISHED, "stale-claim", "a transaction claim whose transaction ended or expired", [key]))
         return

@@ -35,16 +35,18 @@ def map_counted(fn: Callable[[T], R], items: Iterable[T], pool: str = "io") -> l
         return [fn(item) for item in items]
     deadline = COUNTER.deadline
 
-    def one(item: T) -> tuple[R, int, dict[str, float], dict[str, list[float]]]:
+    def one(item: T) -> tuple[R, tuple[int, int], dict[str, float], dict[str, list[float]]]:
         COUNTER.reset()
         COUNTER.deadline = deadline
         try:
-            return fn(item), COUNTER.count, COUNTER.events, COUNTER.samples
+            return fn(item), (COUNTER.count, COUNTER.rounds), COUNTER.events, COUNTER.samples
         finally:
             COUNTER.deadline = 0.0
 
-    results: list[tuple[Any, int, dict[str, float], dict[str, list[float]]]] = list(_pool(pool).map(one, items))
-    for _, n, events, samples in results:  # the request's S3 requests and events, wherever they ran
+    results: list[tuple[Any, tuple[int, int], dict[str, float], dict[str, list[float]]]]
+    results = list(_pool(pool).map(one, items))
+    COUNTER.rounds += max(rounds for _, (_, rounds), *_ in results)  # they overlapped: the longest chain
+    for _, (n, _), events, samples in results:  # the request's S3 requests and events, wherever they ran
         COUNTER.count += n
         for name, value in events.items():
             note(name, value)

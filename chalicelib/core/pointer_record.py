@@ -162,8 +162,18 @@ def claim_entry(data: dict[str, Any]) -> dict[str, Any] | None:
     return (claim_of(data) or {}).get("audit") or None
 
 
-def with_claim(data: dict[str, Any], txn: str, metadata_location: str, entry: dict[str, Any]) -> dict[str, Any]:
-    return dict(data, claim={"txn": txn, "new-metadata-location": metadata_location, "audit": entry})
+def claim_lease(data: dict[str, Any]) -> int | None:
+    """Until when (epoch ms) the claiming transaction may still commit before its record exists;
+    None for a claim made when the record was written before the claims (a missing one never committed)."""
+    value = (claim_of(data) or {}).get("lease-until-ms")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def with_claim(
+    data: dict[str, Any], txn: str, metadata_location: str, entry: dict[str, Any], lease_until_ms: int
+) -> dict[str, Any]:
+    claim = {"txn": txn, "new-metadata-location": metadata_location, "audit": entry, "lease-until-ms": lease_until_ms}
+    return dict(data, claim=claim)
 
 
 def unclaimed(data: dict[str, Any]) -> dict[str, Any]:

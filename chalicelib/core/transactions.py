@@ -3,15 +3,17 @@
 1. Judge: validate each table change against its current metadata (the pointer this process last
    wrote, when it knows one, else a GET; tables in parallel) and build its new metadata. Nothing is
    written yet, except the uuid claim of a table the transaction creates.
-2. Write, in one parallel round: the transaction record, state "pending" with a lease, and each
-   new metadata file (both If-None-Match on fresh keys), and the full audit chunks of the pointers.
-3. Claim each table pointer (If-Match on the ETag judged in 1; If-None-Match for a create): all at
-   once on a first attempt, one by one in table order after a lost race.
-4. Commit point: swap the record "pending" -> "committed" (If-Match).
-5. Roll forward: swap each claimed pointer to its new metadata (If-Match, in parallel). Anyone may do this.
+2. Write and claim, in one parallel round: each new metadata file (If-None-Match on a fresh key),
+   the full audit chunks of the pointers, and a claim on each table pointer (If-Match on the ETag
+   judged in 1; If-None-Match for a create) naming the transaction, its new metadata file and the
+   lease until which it may still commit. After a lost race the claims go one by one in table
+   order (still beside the files).
+3. Commit point: the transaction record, written once, "committed" (If-None-Match).
+4. Roll forward: swap each claimed pointer to its new metadata (If-Match, in parallel). Anyone may do this.
 
 Whoever meets a claim settles it from the record: committed -> roll forward, aborted -> roll back,
-pending -> wait briefly, then abort it once its lease has run out, or answer 503.
+none yet -> pending while the claim's lease runs; after it a helper writes the record itself,
+"aborted" (If-None-Match), and rolls back. Of that write and the commit point exactly one lands.
 
 Why each step is safe (crashes and lost responses included):
 
@@ -20,23 +22,25 @@ Why each step is safe (crashes and lost responses included):
   claim, and the attempt runs again on fresh reads. A change refused on a remembered pointer is
   judged again on fresh reads before it is answered.
 - Round 2 may land in any part (a crash; a write in doubt is resolved by the storage port, or
-  reported as not confirmed): metadata files under fresh names that no pointer names, and a
-  pending record that no claim names. No reader meets either; the record's lease runs out and
-  fsck counts it a leftover. On a failure we know of, the files are deleted and the record is
-  aborted. A journal chunk holds committed entries only, under a key that is a function of them,
-  so writing it again (or writing it for an attempt that then fails) changes nothing.
-- Claims need their record to exist (a claim whose record is missing reads as aborted): they are
-  sent only once round 2 has answered for all of it. The commit point needs every claim (and so
-  every metadata file): it is written only after step 3 answered for all of them.
+  reported as not confirmed): metadata files under fresh names that nothing names yet, and claims
+  that read as the table's old state (no record: nothing committed) and hold writers off until
+  the lease runs out. A claim may name a metadata file that never landed: only a committed
+  record makes anyone follow it, and the record is written after every file and claim answered.
+  On a failure we know of, the claims are rolled back and the files deleted; where a claim's
+  outcome is unknown the record is first written "aborted", so that helpers settle at once. A
+  journal chunk holds committed entries only, under a key that is a function of them, so writing
+  it again (or for an attempt that then fails) changes nothing.
 - Claims at once: each is a CAS of its own pointer and the commit point waits for all, so their
   order does not matter to safety. It matters to progress: two transactions that each won a claim
   the other needs both undo theirs and run again. So only a first attempt claims at once; after
   a lost race the transaction claims in table order, as everyone does then, and of two ordered
   claimers the one that loses the first table they share holds nothing the other needs.
+- The owner never writes "aborted" for a commit point it did not send: only it commits, so a
+  transaction whose commit point was never sent is aborted without a record.
 - A claim write in doubt is ours if the pointer carries our claim (it names our transaction); the
   commit point in doubt is the record's state (only we commit, only helpers abort).
 - A crash in the middle of a round (an exception the protocol does not handle) propagates at once,
-  with no further write: what landed is settled from the record, as after any crash.
+  with no further write: what landed is settled from the record, or its absence, as after any crash.
 """
 
 from __future__ import annotations
@@ -74,12 +78,21 @@ class Prepared(NamedTuple):
 
 
 class Claimed(NamedTuple):
-    """A pointer this transaction holds: the claimed record and its ETag."""
+    """A pointer this transaction holds: the claimed record, its ETag, and what the owner rolls it
+    forward from (the same record, less the audit entries journaled beside the claim)."""
 
     ns: Namespace
     name: str
     data: dict[str, Any]
     etag: str
+    source: dict[str, Any]
+
+
+class Txn(NamedTuple):
+    """One attempt's transaction: its id (and record key) and the lease its claims carry."""
+
+    id: str
+    lease_until_ms: int
 
 
 def _ordered(changes: list[TableChange]) -> list[TableChange]:
@@ -102,43 +115,50 @@ def commit(ctx: Context, warehouse: str, changes: list[TableChange]) -> None:
     def attempt() -> cas.Again | None:
         prepared = _judge_all(ctx, warehouse, changes, first[0])
         at_once, first[0] = first[0], False
-        txn_id = uuid.uuid4().hex
-        record = {
-            "id": txn_id,
-            "state": "pending",
-            "created-ms": now_ms(),
-            "lease-until-ms": now_ms() + claims.lease_ms(),
-            "tables": [
-                {
-                    "namespace": list(t.ns),
-                    "name": t.name,
-                    "old": pointer_record.metadata_location(t.pointer.data) if t.pointer.etag else None,
-                    "new": t.location,
-                }
-                for t in prepared
-            ],
-        }
-        txn_etag = _write_all(ctx, warehouse, txn_id, record, prepared)
+        txn = Txn(uuid.uuid4().hex, now_ms() + claims.lease_ms())
         claimed: list[Claimed] = []
         try:
-            ok = _claim_all(ctx, warehouse, txn_id, prepared, claimed, at_once)
-        except (StorageUnavailable, CatalogError):  # nothing committed: undo what we can, helpers do the rest
-            _roll_back(ctx, warehouse, txn_id, claimed, prepared)
+            ok = _write_and_claim(ctx, warehouse, txn, prepared, claimed, at_once)
+        except (StorageUnavailable, WriteInDoubt):  # a claim's outcome may be unknown: close the record
+            _roll_back(ctx, warehouse, txn, claimed, prepared, close=True)
+            raise
+        except CatalogError:  # every claim's outcome is known, and nothing committed
+            _roll_back(ctx, warehouse, txn, claimed, prepared, close=False)
             raise
         if ok:
-            record["state"] = "committed"
             try:
-                ok = _commit_point(ctx, warehouse, txn_id, record, txn_etag)
-            except StorageUnavailable:  # not sent, or refused: nothing committed
-                _roll_back(ctx, warehouse, txn_id, claimed, prepared)
+                ok = _commit_point(ctx, warehouse, txn, _record(txn, prepared))
+            except StorageUnavailable:  # not sent, or refused: nothing committed (closing tells which)
+                _roll_back(ctx, warehouse, txn, claimed, prepared, close=True)
                 raise
-        if not ok and _roll_back(ctx, warehouse, txn_id, claimed, prepared) != "committed":
+            if not ok and _roll_back(ctx, warehouse, txn, claimed, prepared, close=True) != "committed":
+                return cas.AGAIN
+        elif _roll_back(ctx, warehouse, txn, claimed, prepared, close=False) != "committed":
             return cas.AGAIN
         _roll_forward(ctx, bucket, claimed)
         note("Commits", len(changes))
         return None
 
     return cas.retrying(attempt, "The transaction")
+
+
+def _record(txn: Txn, prepared: list[Prepared]) -> dict[str, Any]:
+    """The transaction record, as its commit point writes it."""
+    return {
+        "id": txn.id,
+        "state": "committed",
+        "created-ms": now_ms(),
+        "lease-until-ms": txn.lease_until_ms,
+        "tables": [
+            {
+                "namespace": list(t.ns),
+                "name": t.name,
+                "old": pointer_record.metadata_location(t.pointer.data) if t.pointer.etag else None,
+                "new": t.location,
+            }
+            for t in prepared
+        ],
+    }
 
 
 def _judge_all(ctx: Context, warehouse: str, changes: list[TableChange], warm: bool) -> list[Prepared]:
@@ -149,7 +169,7 @@ def _judge_all(ctx: Context, warehouse: str, changes: list[TableChange], warm: b
 
     bucket = ctx.bucket_for(warehouse)
     # A remembered pointer is active and unclaimed (tables/commit.py keeps no other).
-    known = [commits._warm_pointer(bucket, keys.table_pointer(c.namespace, c.name)) if warm else None for c in changes]
+    known = [commits.warm_pointer(bucket, keys.table_pointer(c.namespace, c.name)) if warm else None for c in changes]
     outcomes = _in_parallel(lambda i: _prepare(ctx, warehouse, changes[i], known[i]), list(range(len(changes))))
     prepared = [o for o in outcomes if not isinstance(o, BaseException)]
     failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
@@ -221,125 +241,72 @@ def _prepare_create(ctx: Context, warehouse: str, ns: Namespace, name: str, req:
     return pointer_record.Pointer(pointer, ""), meta_loc, new
 
 
-def _write_all(ctx: Context, warehouse: str, txn_id: str, record: dict[str, Any], prepared: list[Prepared]) -> str:
-    """Round 2, in parallel: the pending record, every new metadata file, and the full audit chunks
-    of each table's pointer (as a single commit journals them beside its metadata file); the
-    record's ETag. A table whose chunks are journaled is claimed without them (prepared is updated
-    in place), so a pointer that only transactions write stays small.
-
-    Nothing written here is visible (no pointer names the files, no claim names the record; a
-    journal chunk holds committed entries only, and its key is a function of them, so writing it
-    again is harmless), so a failure undoes it and answers 503: the files are deleted, the record,
-    if it landed, is aborted (a crash instead leaves them as leftovers that no one reads). A chunk
-    that cannot be journaled stays in the pointer for a later commit, as with single commits."""
-    bucket, key = ctx.bucket_for(warehouse), keys.txn_record(txn_id)
-    spills = {i: audit.spillable(t.pointer.data) for i, t in enumerate(prepared) if t.pointer.etag}
-    spills = {i: chunks for i, chunks in spills.items() if chunks[0]}
-
-    def write(task: tuple[str, int]) -> str | None:
-        kind, i = task
-        if kind == "record":
-            return str(ctx.storage.put_if_absent(bucket, key, dump(record)))  # a fresh key
-        t = prepared[i]
-        if kind == "metadata":
-            md.write_metadata(ctx, t.location, t.metadata)
-        else:
-            audit.write(ctx, bucket, keys.AUDIT_PREFIX, audit.source_of(t.pointer.data), spills[i][0])
-        return None
-
-    tasks = [("record", -1)] + [("metadata", i) for i in range(len(prepared))] + [("spill", i) for i in spills]
-    outcomes = _in_parallel(write, tasks)
-    unhandled = _unhandled(outcomes)
-    if unhandled is not None:
-        raise unhandled
-    failed = None
-    for (kind, i), outcome in zip(tasks, outcomes, strict=True):
-        if kind == "metadata" and isinstance(outcome, BaseException):
-            failed = failed or outcome
-        elif kind == "spill" and not isinstance(outcome, BaseException):
-            prepared[i] = prepared[i]._replace(pointer=pointer_record.Pointer(spills[i][1], prepared[i].pointer.etag))
-    etag = outcomes[0]
-    if failed is None and not isinstance(etag, BaseException):
-        return str(etag)
-    if not isinstance(etag, BaseException):
-        _abort_unclaimed(ctx, bucket, key, record, etag)
-    _release(ctx, warehouse, prepared, written=True)
-    if failed is not None:
-        raise failed
-    if isinstance(etag, (StorageUnavailable, WriteInDoubt)):  # no claim names it: nothing was applied
-        raise StorageUnavailable("S3 could not confirm the transaction record")
-    raise etag
-
-
-def _abort_unclaimed(ctx: Context, bucket: str, key: str, record: dict[str, Any], etag: str) -> None:
-    """A pending record that no claim names and never will: marked aborted (only tidying)."""
-    with contextlib.suppress(*_HANDLED):
-        ctx.storage.put_if_match(bucket, key, dump(dict(record, state="aborted")), etag)
-
-
 class NameTaken(CommitFailed):
     """A table the transaction creates cannot take its name (another table, a staged or Glue table,
     a drop or rename in flight, or its namespace is being deleted): no retry can change that now."""
 
 
-def _claim_all(
-    ctx: Context, warehouse: str, txn_id: str, prepared: list[Prepared], claimed: list[Claimed], at_once: bool
+def _write_and_claim(
+    ctx: Context, warehouse: str, txn: Txn, prepared: list[Prepared], claimed: list[Claimed], at_once: bool
 ) -> bool:
-    """Claim every pointer: all in one parallel round (`at_once`), or one by one in table order,
-    stopping at the first that fails. False if one moved on since it was judged (a lost race: the
-    transaction runs again); NameTaken when a create's name is held. `claimed` gets every claim
-    that landed (in table order), whatever the answer, for the caller to undo."""
+    """Round 2, in parallel: every new metadata file, the full audit chunks of each table's pointer
+    (as a single commit journals them beside its metadata file), and the claims: each its own task
+    (`at_once`), or one task claiming in table order and stopping at the first that fails.
+
+    True when every file and claim landed. False if a pointer moved on since it was judged (a lost
+    race: the transaction runs again); NameTaken when a create's name is held; a failed write's
+    exception otherwise. `claimed` gets every claim that landed (in table order), whatever the
+    answer, for the caller to undo. A table whose chunks were journaled is rolled forward without
+    them, so a pointer that only transactions write stays small."""
     bucket = ctx.bucket_for(warehouse)
-    claims_of = []
-    for t in prepared:  # built here: the audit entries name this request's caller (a context variable)
-        before = pointer_record.metadata_location(t.pointer.data) if t.pointer.etag else None
-        target = audit.table_target(t.ns, t.name, t.pointer.data)
-        e = audit.entry("create" if not t.pointer.etag else "commit", target, before, t.location)
-        e["transaction"], e["transaction-size"] = txn_id, len(prepared)  # one event per table it changes
-        claims_of.append((t, pointer_record.with_claim(t.pointer.data, txn_id, t.location, e)))
+    spills = {i: audit.spillable(t.pointer.data) for i, t in enumerate(prepared) if t.pointer.etag}
+    spills = {i: chunks for i, chunks in spills.items() if chunks[0]}
+    bodies = [_claim_body(txn, t, len(prepared)) for t in prepared]
 
-    def claim(item: tuple[Prepared, dict[str, Any]]) -> Claimed | None:
-        t, data = item
-        key = keys.table_pointer(t.ns, t.name)
-        try:
-            if t.pointer.etag:
-                with listing_marks.same_names():  # a live table, claimed, still lists as one
-                    etag = ctx.storage.put_if_match(bucket, key, dump(data), t.pointer.etag)
-            else:  # a create claims the free name itself
-                etag = ctx.storage.put_if_absent(bucket, key, dump(data))
-        except (PreconditionFailed, ObjectNotFound):
-            if not t.pointer.etag:
-                raise NameTaken(
-                    f"Requirement failed: table {pointer_record.ident(t.ns, t.name)!r} already exists "
-                    "(or is being created, renamed or dropped)"
-                ) from None
-            return None
-        except WriteInDoubt:  # our claim landed if the pointer still carries it (the lease keeps helpers off)
-            try:
-                obj = ctx.storage.get(bucket, key)
-            except ObjectNotFound:
-                return None
-            if claims.claim_in(obj.body) != pointer_record.claim_of(data):
-                return None
-            etag = obj.etag
-        return Claimed(t.ns, t.name, data, etag)
+    def claim(i: int) -> Claimed | None:
+        return _claim(ctx, bucket, prepared[i], bodies[i])
 
-    if at_once:
-        outcomes = _in_parallel(claim, claims_of)
-    else:
+    def claim_in_order() -> list[Any]:
         outcomes = []
-        for item in claims_of:
-            outcomes.append(_outcome(claim, item))
+        for i in range(len(prepared)):
+            outcomes.append(_outcome(claim, i))
             if not isinstance(outcomes[-1], Claimed):
                 break
-    claimed.extend(o for o in outcomes if isinstance(o, Claimed))
-    unhandled = _unhandled(outcomes)
+        return outcomes
+
+    def write(task: tuple[str, int]) -> Any:
+        kind, i = task
+        if kind == "metadata":
+            return md.write_metadata(ctx, prepared[i].location, prepared[i].metadata)
+        if kind == "spill":
+            return audit.write(ctx, bucket, keys.AUDIT_PREFIX, audit.source_of(prepared[i].pointer.data), spills[i][0])
+        return claim(i) if kind == "claim" else claim_in_order()
+
+    claim_tasks = [("claim", i) for i in range(len(prepared))] if at_once else [("claims", -1)]
+    tasks = [("metadata", i) for i in range(len(prepared))] + [("spill", i) for i in spills] + claim_tasks
+    outcomes = _in_parallel(write, tasks)
+    claim_outcomes: list[Any] = []
+    for (kind, _), outcome in zip(tasks, outcomes, strict=True):
+        if kind == "claims" and isinstance(outcome, list):
+            claim_outcomes.extend(outcome)
+        elif kind in ("claim", "claims"):
+            claim_outcomes.append(outcome)
+    claimed.extend(o for o in claim_outcomes if isinstance(o, Claimed))
+    for (kind, i), outcome in zip(tasks, outcomes, strict=True):
+        if kind == "spill" and not isinstance(outcome, BaseException):  # roll forward without those entries
+            for n, c in enumerate(claimed):
+                if (c.ns, c.name) == (prepared[i].ns, prepared[i].name):
+                    claimed[n] = c._replace(source=dict(spills[i][1], claim=c.data["claim"]))
+    unhandled = _unhandled(outcomes + claim_outcomes)
     if unhandled is not None:
         raise unhandled
-    failures = [o for o in outcomes if isinstance(o, BaseException)]
+    failed_files = [
+        o for (kind, _), o in zip(tasks, outcomes, strict=True) if kind == "metadata" and isinstance(o, BaseException)
+    ]
+    failures = [o for o in claim_outcomes if isinstance(o, BaseException)]
     taken = next((o for o in failures if isinstance(o, NameTaken)), None)
-    if taken is not None or failures:
-        raise taken or failures[0]  # the caller undoes every claim that landed
+    if taken is not None or failures or failed_files:
+        raise taken or (failures + failed_files)[0]  # the caller undoes every claim that landed
     if len(claimed) < len(prepared):
         return False  # lost a race
     from chalicelib.core import namespaces
@@ -354,25 +321,61 @@ def _claim_all(
     return True
 
 
-def _commit_point(ctx: Context, warehouse: str, txn_id: str, record: dict[str, Any], etag: str) -> bool:
-    """Swap the record pending -> committed. Only we commit and only helpers abort, so after a
-    lost response the record's state is the answer."""
+def _claim_body(txn: Txn, t: Prepared, size: int) -> dict[str, Any]:
+    """The pointer claimed for the transaction, with the audit entry of its change (built here, in
+    the request's thread: it names this request's caller, a context variable)."""
+    before = pointer_record.metadata_location(t.pointer.data) if t.pointer.etag else None
+    target = audit.table_target(t.ns, t.name, t.pointer.data)
+    e = audit.entry("create" if not t.pointer.etag else "commit", target, before, t.location)
+    e["transaction"], e["transaction-size"] = txn.id, size  # one event per table it changes
+    return pointer_record.with_claim(t.pointer.data, txn.id, t.location, e, txn.lease_until_ms)
+
+
+def _claim(ctx: Context, bucket: str, t: Prepared, data: dict[str, Any]) -> Claimed | None:
+    """One claim: None if the pointer moved on since it was judged; NameTaken if a create's name is held."""
+    key = keys.table_pointer(t.ns, t.name)
     try:
-        ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.txn_record(txn_id), dump(record), etag)
-        return True
+        if t.pointer.etag:
+            with listing_marks.same_names():  # a live table, claimed, still lists as one
+                etag = ctx.storage.put_if_match(bucket, key, dump(data), t.pointer.etag)
+        else:  # a create claims the free name itself
+            etag = ctx.storage.put_if_absent(bucket, key, dump(data))
     except (PreconditionFailed, ObjectNotFound):
-        return False  # our lease ran out and a helper aborted us
+        if not t.pointer.etag:
+            raise NameTaken(
+                f"Requirement failed: table {pointer_record.ident(t.ns, t.name)!r} already exists "
+                "(or is being created, renamed or dropped)"
+            ) from None
+        return None
+    except WriteInDoubt:  # our claim landed if the pointer still carries it (the lease keeps helpers off)
+        try:
+            obj = ctx.storage.get(bucket, key)
+        except ObjectNotFound:
+            return None
+        if claims.claim_in(obj.body) != pointer_record.claim_of(data):
+            return None
+        etag = obj.etag
+    return Claimed(t.ns, t.name, data, etag, data)
+
+
+def _commit_point(ctx: Context, warehouse: str, txn: Txn, record: dict[str, Any]) -> bool:
+    """Write the record, "committed", If-None-Match: False if a helper wrote it "aborted" first
+    (our lease ran out). Only we commit and only helpers abort, so after a lost response the
+    record's state is the answer."""
+    try:
+        ctx.storage.put_if_absent(ctx.bucket_for(warehouse), keys.txn_record(txn.id), dump(record))
+        return True
+    except PreconditionFailed:
+        return False  # a helper closed it: aborted
     except WriteInDoubt:
         pass
     try:
-        found = claims.read_record(ctx, warehouse, txn_id)
+        found = claims.read_record(ctx, warehouse, txn.id)
     except StorageUnavailable:
         found = None
     if found is None or found[0]["state"] == "pending":
-        raise CommitStateUnknown(
-            "The transaction may or may not have been committed; reload the tables",
-            hint={"kind": "transaction", "warehouse": warehouse, "txn": txn_id},
-        )
+        hint = {"kind": "transaction", "warehouse": warehouse, "txn": txn.id, "lease-until-ms": txn.lease_until_ms}
+        raise CommitStateUnknown("The transaction may or may not have been committed; reload the tables", hint=hint)
     return found[0]["state"] == "committed"
 
 
@@ -385,14 +388,14 @@ def _roll_forward(ctx: Context, bucket: str, claimed: list[Claimed]) -> None:
     def settle(item: Claimed) -> None:
         creating = pointer_record.state(pointer_record.unclaimed(item.data)) == claims.PENDING_CREATE
         key = keys.table_pointer(item.ns, item.name)
-        settled = claims.settled_pointer(item.data, True)
+        settled = claims.settled_pointer(item.source, True)
         try:
             with contextlib.nullcontext() if creating else listing_marks.same_names():  # a live table stays one
                 etag = ctx.storage.put_if_match(bucket, key, dump(settled), item.etag)
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt, StorageUnavailable):
-            commits._remember(bucket, key, None)
+            commits.remember(bucket, key, None)
             return  # a reader rolled it forward already, or the next one will
-        commits._remember(bucket, key, pointer_record.Pointer(settled, etag))
+        commits.remember(bucket, key, pointer_record.Pointer(settled, etag))
 
     unexpected = next((o for o in _in_parallel(settle, claimed) if isinstance(o, BaseException)), None)
     if unexpected is not None:
@@ -400,9 +403,11 @@ def _roll_forward(ctx: Context, bucket: str, claimed: list[Claimed]) -> None:
 
 
 def resolve(ctx: Context, hint: dict[str, Any]) -> bool:
-    """For an Idempotency-Key replay of a transaction in doubt: True if it committed, False if not."""
+    """For an Idempotency-Key replay of a transaction in doubt: True if it committed, False if not
+    (once its lease has run out, a missing record is written "aborted", which settles it)."""
     warehouse, txn_id = str(hint["warehouse"]), str(hint["txn"])
-    state = claims.abort_if_expired(ctx, warehouse, txn_id)
+    lease = hint.get("lease-until-ms")
+    state = claims.abort_if_expired(ctx, warehouse, txn_id, lease if isinstance(lease, int) else None)
     if state == "pending":
         raise CommitStateUnknown("The transaction is still in doubt; retry later", hint=hint)
     return state == "committed"
@@ -420,30 +425,24 @@ def _release(ctx: Context, warehouse: str, prepared: list[Prepared], written: bo
             )
 
 
-def _roll_back(ctx: Context, warehouse: str, txn_id: str, claimed: list[Claimed], prepared: list[Prepared]) -> str:
-    """Abort our transaction and undo its claims; returns the record's final state. A record that
-    turns out committed is rolled forward instead, so a claim is never undone after the commit point."""
+def _roll_back(
+    ctx: Context, warehouse: str, txn: Txn, claimed: list[Claimed], prepared: list[Prepared], close: bool
+) -> str:
+    """Undo an attempt that did not commit; returns the record's final state. `close`: first write
+    the record "aborted" (If-None-Match), because a commit point was sent or a claim's outcome is
+    unknown. A record that turns out committed is rolled forward instead, so a claim is never
+    undone after the commit point. Without `close` no commit point was sent: only we commit, so
+    the transaction is aborted whatever helpers do."""
     from chalicelib.core.tables import commit as commits
 
     bucket = ctx.bucket_for(warehouse)
     for t in prepared:  # whatever happens next, a remembered pointer of these tables is stale
-        commits._remember(bucket, keys.table_pointer(t.ns, t.name), None)
-    state = "aborted"
-    found = claims.read_record(ctx, warehouse, txn_id)
-    if found is not None and found[0]["state"] == "pending":
-        record, etag = found
-        record["state"] = "aborted"
-        try:
-            ctx.storage.put_if_match(bucket, keys.txn_record(txn_id), dump(record), etag)
-        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
-            again = claims.read_record(ctx, warehouse, txn_id)
-            state = str(again[0]["state"]) if again else "aborted"
-    elif found is not None:
-        state = str(found[0]["state"])
+        commits.remember(bucket, keys.table_pointer(t.ns, t.name), None)
+    state = claims.close(ctx, warehouse, txn.id, txn.lease_until_ms) if close else "aborted"
     if state == "pending":
         return state  # unknown: helpers settle the claims once the lease runs out
     for c in claimed:
-        settled = claims.settled_pointer(c.data, state == "committed")
+        settled = claims.settled_pointer(c.source if state == "committed" else c.data, state == "committed")
         key = keys.table_pointer(c.ns, c.name)
         try:
             new_etag = ctx.storage.put_if_match(bucket, key, dump(settled), c.etag)

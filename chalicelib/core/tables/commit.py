@@ -56,11 +56,15 @@ def _landed(ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: st
 _warm: dict[tuple[str, str], pointer_record.Pointer] = {}
 
 
-def _warm_pointer(bucket: str, key: str) -> pointer_record.Pointer | None:
+def warm_pointer(bucket: str, key: str) -> pointer_record.Pointer | None:
+    """The pointer this process last wrote to the table (active, unclaimed), or None: a writer may
+    judge a change on it, because its write is If-Match on that ETag (commits and transactions)."""
     return _warm.get((bucket, key))
 
 
-def _remember(bucket: str, key: str, p: pointer_record.Pointer | None) -> None:
+def remember(bucket: str, key: str, p: pointer_record.Pointer | None) -> None:
+    """Keep the pointer a writer just wrote (None, or any pointer but an unclaimed active table's:
+    forget it) as the table's warm pointer."""
     if p is None or p.state != "active" or pointer_record.claimed(p.data) or pointer_record.kind_of(p.data) != "table":
         _warm.pop((bucket, key), None)
         return
@@ -87,7 +91,7 @@ def _commit_batch(ctx: Context, warehouse: str, reqs: list[TableChange]) -> list
     ns, name = reqs[0].namespace, reqs[0].name
     bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
     outcomes: dict[int, TableState | CatalogError] = {}
-    warm = _warm_pointer(bucket, ptr_key)
+    warm = warm_pointer(bucket, ptr_key)
     started, lost = time.monotonic(), 0
     while True:
         todo = [i for i in range(len(reqs)) if i not in outcomes]
@@ -101,7 +105,7 @@ def _commit_batch(ctx: Context, warehouse: str, reqs: list[TableChange]) -> list
             p, warm, from_cache = warm, None, True
         else:
             p, from_cache = pointers.live(ctx, warehouse, ns, name), False
-            _remember(bucket, ptr_key, p)
+            remember(bucket, ptr_key, p)
         if p is None or pointer_record.kind_of(p.data) != "table":
             for i in todo:
                 outcomes[i] = _without_table(ctx, warehouse, p, reqs[i])
@@ -195,17 +199,17 @@ def _write(
         with listing_marks.same_names():  # a live table stays one: its name lists as before
             etag = ctx.storage.put_if_match(bucket, ptr_key, dump(pointer), p.etag)
     except PreconditionFailed:
-        _remember(bucket, ptr_key, None)
+        remember(bucket, ptr_key, None)
         md.discard(ctx, meta_loc)  # lost the race: re-read and re-validate the requirements
         return None
     except ObjectNotFound:
-        _remember(bucket, ptr_key, None)
+        remember(bucket, ptr_key, None)
         md.discard(ctx, meta_loc)
         if from_cache:
             return None  # renamed or dropped since this process last saw it: read what is there now
         return pointers.not_found(ctx, warehouse, ns, name)
     except WriteInDoubt:
-        _remember(bucket, ptr_key, None)
+        remember(bucket, ptr_key, None)
         landed = _landed(ctx, warehouse, ns, name, meta_loc)
         if landed is None:
             hint = {"kind": "table-commit", "warehouse": warehouse, "namespace": list(ns), "name": name}
@@ -217,7 +221,7 @@ def _write(
             md.discard(ctx, meta_loc)
             return None
         return TableState(meta_loc, raw)
-    _remember(bucket, ptr_key, pointer_record.Pointer(pointer, etag))
+    remember(bucket, ptr_key, pointer_record.Pointer(pointer, etag))
     return TableState(meta_loc, raw)
 
 
@@ -227,7 +231,8 @@ def _summary(change: TableChange) -> dict[str, Any]:
     for u in change.updates:
         snap = getattr(u, "snapshot", None)
         if getattr(u, "action", "") == "add-snapshot" and snap is not None:
-            summary = snap.summary.model_dump() if snap.summary is not None else {}
+            found = snap.summary  # a dict from core/light.py, PyIceberg's Summary otherwise
+            summary = found if isinstance(found, dict) else found.model_dump() if found is not None else {}
             operation = summary.get("operation")
             snapshots.append(
                 {
