@@ -311,9 +311,9 @@ def test_remote_signing_behind_a_function_url_and_an_api_stage(s3_endpoint):
 
 
 def test_reads_answer_from_stored_bytes_without_pyiceberg(s3_endpoint):
-    """A cold tables function loads, lists and commits properties without importing PyIceberg or
-    pydantic (a load answers from the stored metadata bytes; core/light.py applies property
-    commits); the first commit of another kind imports them."""
+    """A cold tables function loads, lists, commits properties and appends without importing
+    PyIceberg or pydantic (a load answers from the stored metadata bytes; core/light.py applies
+    property commits and snapshots); the first commit of another kind imports them."""
     import subprocess
     import sys
 
@@ -334,11 +334,30 @@ def test_reads_answer_from_stored_bytes_without_pyiceberg(s3_endpoint):
         == 200
     )
     commit = json.dumps({"requirements": [], "updates": [{"action": "set-properties", "updates": {"k": "v"}}]})
+    snapshot = {
+        "snapshot-id": 7,
+        "sequence-number": 1,
+        "timestamp-ms": 1_700_000_000_000,
+        "manifest-list": "s3://elsewhere/snap-7.avro",
+        "summary": {"operation": "append", "added-records": "1"},
+        "schema-id": 0,
+    }
+    append = json.dumps(
+        {
+            "requirements": [{"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": None}],
+            "updates": [
+                {"action": "add-snapshot", "snapshot": snapshot},
+                {"action": "set-snapshot-ref", "ref-name": "main", "snapshot-id": 7, "type": "branch"},
+            ],
+        }
+    )
     upgrade = json.dumps({"requirements": [], "updates": [{"action": "upgrade-format-version", "format-version": 2}]})
     events = [
         v2_event("GET", f"/_iceberg/v1/{wh}/namespaces/n/tables/t"),
         v2_event("GET", f"/_iceberg/v1/{wh}/namespaces/n/tables"),
         v2_event("POST", f"/_iceberg/v1/{wh}/namespaces/n/tables/t", body=commit.encode()),
+        v2_event("POST", f"/_iceberg/v1/{wh}/namespaces/n/tables/t", body=append.encode()),
+        v2_event("GET", f"/_iceberg/v1/{wh}/namespaces/n/tables/t"),
         v2_event("POST", f"/_iceberg/v1/{wh}/namespaces/n/tables/t", body=upgrade.encode()),
     ]
     code = (
@@ -353,5 +372,5 @@ def test_reads_answer_from_stored_bytes_without_pyiceberg(s3_endpoint):
         [sys.executable, "-c", code], cwd=ROOT, input=json.dumps(events), capture_output=True, text=True, check=True
     )
     lines = [line for line in out.stdout.splitlines() if line[:3].isdigit()]
-    assert lines[:3] == ["200 -", "200 -", "200 -"] and lines[3].startswith("200 "), lines
-    assert {"pydantic", "pyiceberg"} <= set(lines[3].split()[1].split(",")), lines
+    assert lines[:5] == ["200 -"] * 5 and lines[5].startswith("200 "), lines
+    assert {"pydantic", "pyiceberg"} <= set(lines[5].split()[1].split(",")), lines

@@ -108,6 +108,20 @@ def _outcome(fn: Any) -> Any:
     return doc
 
 
+def _both_paths(raw: bytes, reqs: list[Any], ups: list[Any]) -> tuple[Any, Any]:
+    """The outcome of the change on the stored metadata, light and through PyIceberg."""
+    change = commands.parse_change(("ns",), "t", reqs, ups)
+    assert light.is_light(change)  # no PyIceberg model was built for it
+    base = light.metadata(raw)
+    assert base is not None
+    prev = f"{LOCATION}/metadata/00009-x.metadata.json"
+    ours = _outcome(lambda: md.apply(None, change, base, prev, LOCATION))  # type: ignore[arg-type]
+    theirs = _outcome(
+        lambda: md.apply(None, pyiceberg_parse(("ns",), "t", reqs, ups), md.parse_metadata(raw), prev, LOCATION)  # type: ignore[arg-type]
+    )
+    return ours, theirs
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     version=st.sampled_from([2, 3]),
@@ -118,15 +132,7 @@ def _outcome(fn: Any) -> Any:
 )
 def test_a_property_commit_builds_what_pyiceberg_builds(version, props, log_len, ups, reqs) -> None:
     raw = _stored(version, props, log_len)
-    change = commands.parse_change(("ns",), "t", reqs, ups)
-    assert light.is_light(change)  # no PyIceberg model was built for it
-    base = light.metadata(raw)
-    assert base is not None
-    prev = f"{LOCATION}/metadata/00009-x.metadata.json"
-    ours = _outcome(lambda: md.apply(None, change, base, prev, LOCATION))  # type: ignore[arg-type]
-    theirs = _outcome(
-        lambda: md.apply(None, pyiceberg_parse(("ns",), "t", reqs, ups), md.parse_metadata(raw), prev, LOCATION)  # type: ignore[arg-type]
-    )
+    ours, theirs = _both_paths(raw, reqs, ups)
     assert ours == theirs
 
 
@@ -161,6 +167,182 @@ def test_a_light_change_meeting_pyiceberg_metadata_is_applied_by_pyiceberg() -> 
     base = md.parse_metadata(_stored(2, {}, 0))
     new = md.apply(None, change, base, None, LOCATION)  # type: ignore[arg-type]
     assert not isinstance(new, light.LightMetadata) and new.properties == {"a": "1"}
+
+
+# ---- appends: add-snapshot and set-snapshot-ref ----------------------------------------------------
+
+T0 = 1_700_000_000_000  # the base's last-updated-ms; snapshot times are near it, the clock is far past it
+
+
+def _snapshot(sid: int, seq: int, parent: int | None, ts: int, v3: tuple[int | None, int | None] | None) -> dict:
+    snap: dict[str, Any] = {
+        "snapshot-id": sid,
+        "sequence-number": seq,
+        "timestamp-ms": ts,
+        "manifest-list": f"{LOCATION}/metadata/snap-{sid}.avro",
+        "summary": {"operation": "append", "added-records": "3"},
+        "schema-id": 0,
+    }
+    if parent is not None:
+        snap["parent-snapshot-id"] = parent
+    if v3 is not None:
+        first, rows = v3
+        if first is not None:
+            snap["first-row-id"] = first
+        if rows is not None:
+            snap["added-rows"] = rows
+    return snap
+
+
+def _base_with_history(version: int, history: int, refs: dict[str, dict[str, Any]]) -> bytes:
+    doc = json.loads(_stored(version, {}, 1))
+    doc["snapshots"] = [
+        _snapshot(i + 1, i + 1, i or None, T0 - 1000 + i, (i * 3, 3) if version == 3 else None) for i in range(history)
+    ]
+    doc["last-sequence-number"] = history
+    if version == 3:
+        doc["next-row-id"] = history * 3
+    if history:
+        doc["current-snapshot-id"] = history
+        doc["snapshot-log"] = [{"snapshot-id": i + 1, "timestamp-ms": T0 - 1000 + i} for i in range(history)]
+        doc["refs"] = {"main": {"snapshot-id": history, "type": "branch"}, **refs}
+    return md.dump_metadata(md.parse_metadata(json.dumps(doc).encode()))
+
+
+def _clockless(outcome: Any) -> Any:
+    """The outcome with the request's clock readings (far past T0) named, not valued."""
+    if not isinstance(outcome, dict):
+        return outcome
+    text = json.dumps(outcome)
+    for entry in outcome.get("snapshot-log", []):
+        if entry["timestamp-ms"] > T0 + 10_000:
+            text = text.replace(str(entry["timestamp-ms"]), '"now"')
+    return json.loads(text)
+
+
+snapshot_updates = st.lists(
+    st.one_of(
+        st.builds(
+            lambda sid, seq, parent, dt, v3: {
+                "action": "add-snapshot",
+                "snapshot": _snapshot(sid, seq, parent, T0 + dt, v3),
+            },
+            st.sampled_from([1, 2, 7, 8]),
+            st.sampled_from([0, 1, 2, 3, 9]),
+            st.sampled_from([None, 1, 2, 7]),
+            st.sampled_from([0, 5, -2000]),
+            st.one_of(st.none(), st.tuples(st.sampled_from([None, 0, 2, 6, 40]), st.sampled_from([None, 0, 5]))),
+        ),
+        st.builds(
+            lambda name, kind, sid: {"action": "set-snapshot-ref", "ref-name": name, "snapshot-id": sid, "type": kind},
+            st.sampled_from(["main", "dev", "v1"]),
+            st.sampled_from(["branch", "tag"]),
+            st.sampled_from([1, 2, 7, 8, 99]),
+        ),
+        st.just({"action": "set-properties", "updates": {"a": "1"}}),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@st.composite
+def appends(draw: Any, version: int, history: int) -> list[dict[str, Any]]:
+    """What writers send: a snapshot on the current one, the branch moved to it (each part varied
+    now and then: another parent, sequence number, row ids, ref, a second snapshot)."""
+    sid = draw(st.sampled_from([7, 7, 7, 8, 1]))
+    seq = draw(st.sampled_from([history + 1] * 4 + [history, 0]))
+    parent = draw(st.sampled_from([history or None, history or None, None, 5]))
+    rows = draw(st.sampled_from([(history * 3, 3)] * 4 + [(history * 3, None), (0, 2), (None, 3)]))
+    ups = [
+        {
+            "action": "add-snapshot",
+            "snapshot": _snapshot(sid, seq, parent, T0 + draw(st.sampled_from([5, 0])), rows if version == 3 else None),
+        }
+    ]
+    ref = draw(st.sampled_from(["main", "main", "dev"]))
+    ups.append(
+        {
+            "action": "set-snapshot-ref",
+            "ref-name": ref,
+            "snapshot-id": draw(st.sampled_from([sid] * 4 + [99])),
+            "type": "branch",
+        }
+    )
+    return ups + draw(st.sampled_from([[], [], []]) | snapshot_updates.filter(lambda u: len(u) <= 2))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    version=st.sampled_from([2, 3]),
+    history=st.sampled_from([0, 1, 2]),
+    refs=st.sampled_from(
+        [{}, {"dev": {"snapshot-id": 1, "type": "branch"}}, {"v1": {"snapshot-id": 1, "type": "tag"}}]
+    ),
+    data=st.data(),
+)
+def test_an_append_builds_what_pyiceberg_builds(version, history, refs, data) -> None:
+    ups = data.draw(st.one_of(appends(version, history), snapshot_updates))
+    on_current = [{"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": history or None}]
+    reqs = data.draw(st.sampled_from([[], on_current, on_current]) | requirements)
+    raw = _base_with_history(version, history, refs)
+    ours, theirs = _both_paths(raw, reqs, ups)
+    assert _clockless(ours) == _clockless(theirs)
+
+
+def test_an_append_pyiceberg_sends_is_light_and_lands_as_pyiceberg_would() -> None:
+    """The JSON PyIceberg 0.12's RestCatalog sends for a first append (its own models, dumped as it does)."""
+    from pyiceberg.table.refs import SnapshotRefType
+    from pyiceberg.table.snapshots import Operation, Snapshot, Summary
+    from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, SetSnapshotRefUpdate
+
+    snap = Snapshot(
+        snapshot_id=42,
+        sequence_number=1,
+        timestamp_ms=T0 + 5,
+        manifest_list=f"{LOCATION}/metadata/snap-42.avro",
+        summary=Summary(Operation.APPEND, **{"added-records": "3"}),
+        schema_id=0,
+    )
+    updates = [
+        json.loads(AddSnapshotUpdate(snapshot=snap).model_dump_json()),
+        json.loads(
+            SetSnapshotRefUpdate(ref_name="main", type=SnapshotRefType.BRANCH, snapshot_id=42).model_dump_json()
+        ),
+    ]
+    reqs = [json.loads(AssertRefSnapshotId(ref="main", snapshot_id=None).model_dump_json())]
+    change = commands.parse_change(("ns",), "t", reqs, updates)
+    assert light.is_light(change)
+    raw = _stored(2, {}, 0)
+    ours = md.apply(None, change, light.metadata(raw), None, LOCATION)  # type: ignore[arg-type]
+    assert json.loads(ours.dump())["current-snapshot-id"] == 42
+    theirs = md.apply(None, pyiceberg_parse(("ns",), "t", reqs, updates), md.parse_metadata(raw), None, LOCATION)  # type: ignore[arg-type]
+    assert json.loads(ours.dump()) == json.loads(md.dump_metadata(theirs))
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        {"action": "set-snapshot-ref", "ref-name": "main", "snapshot-id": 1, "type": "branch", "max-ref-age-ms": 5},
+        {"action": "set-snapshot-ref", "ref-name": "main", "snapshot-id": 1, "type": "other"},
+        {"action": "set-snapshot-ref", "ref-name": "main", "snapshot-id": "1", "type": "branch"},
+        {"action": "add-snapshot", "snapshot": dict(_snapshot(1, 1, None, T0, None), **{"key-id": "k"})},
+        {"action": "add-snapshot", "snapshot": dict(_snapshot(1, 1, None, T0, None), summary={"added-records": "3"})},
+        {"action": "add-snapshot", "snapshot": dict(_snapshot(1, 1, None, T0, None), summary={"operation": "x"})},
+        {
+            "action": "add-snapshot",
+            "snapshot": dict(_snapshot(1, 1, None, T0, None), summary={"operation": "append", "n": 3}),
+        },
+        {
+            "action": "add-snapshot",
+            "snapshot": {k: v for k, v in _snapshot(1, 1, None, T0, None).items() if k != "sequence-number"},
+        },
+        {"action": "add-snapshot", "snapshot": dict(_snapshot(1, 1, None, T0, None), **{"timestamp-ms": 1.5})},
+        {"action": "add-snapshot", "snapshot": dict(_snapshot(1, 1, None, T0, None), **{"snapshot-id": True})},
+    ],
+)
+def test_an_append_pyiceberg_must_check_takes_its_path(update) -> None:
+    assert light.parse_change(("ns",), "t", [], [update]) is None
 
 
 # ---- creates ---------------------------------------------------------------------------------------

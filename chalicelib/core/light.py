@@ -1,19 +1,22 @@
-"""Property commits and simple creates without PyIceberg: the commonest changes, on the JSON itself.
+"""Appends, property commits and simple creates without PyIceberg: the commonest changes, on the JSON.
 
-A commit of `set-properties` / `remove-properties` (Spark's ALTER TABLE ... SET TBLPROPERTIES,
-PyIceberg's `set_properties`, S3 Tables and Glue parameter changes) needs none of PyIceberg's 188
-models: their import and first build cost a cold commit ~600 ms of a 600 ms budget. Such a change
-is parsed here, its requirements judged on the metadata's JSON, and the update applied to that
-JSON exactly as PyIceberg's `update_table_metadata` applies it (same properties, same
-`metadata-log` entry and trimming by `write.metadata.previous-versions-max`, same
-`last-updated-ms` rule); tests/test_light_commits.py holds the two to the same output.
+A commit of `add-snapshot` / `set-snapshot-ref` (every append, overwrite or delete of PyIceberg,
+Spark and other Iceberg Java engines) or `set-properties` / `remove-properties` (ALTER TABLE ...
+SET TBLPROPERTIES, S3 Tables and Glue parameter changes) needs none of PyIceberg's 188 models:
+their import and first build cost a cold commit ~600 ms of a 600 ms budget. Such a change is parsed
+here, its requirements judged on the metadata's JSON, and the updates applied to that JSON exactly
+as PyIceberg's `update_table_metadata` applies them (same checks and messages, snapshots, refs,
+snapshot log, row lineage, `metadata-log` entry and trimming by
+`write.metadata.previous-versions-max`, `last-updated-ms` rule); tests/test_light_commits.py holds
+the two to the same output.
 
 A create of a flat table of primitive columns (unpartitioned, unsorted: most creates through S3
 Tables, Glue and first steps in PyIceberg) builds its first metadata the same way, as PyIceberg's
 `new_table_metadata` would.
 
-Anything else (another update or requirement, a value that is not a string, format version 1,
-whose defaults PyIceberg derives, encryption keys) takes PyIceberg's path, unchanged: `heavy()`
+Anything else (another update or requirement, a value that is not a string, a ref with retention
+settings, a snapshot naming an encryption key, format version 1, whose defaults PyIceberg derives,
+encryption keys) takes PyIceberg's path, unchanged: `heavy()`
 turns a light change back into PyIceberg's models when it meets one in a batch or a transaction.
 """
 
@@ -27,7 +30,22 @@ from typing import Any
 
 from chalicelib.core.model import Namespace, TableChange
 
-UPDATES = ("set-properties", "remove-properties")
+UPDATES = ("set-properties", "remove-properties", "add-snapshot", "set-snapshot-ref")
+SNAPSHOT_KEYS = frozenset(
+    {
+        "snapshot-id",
+        "parent-snapshot-id",
+        "sequence-number",
+        "timestamp-ms",
+        "manifest-list",
+        "summary",
+        "schema-id",
+        "first-row-id",
+        "added-rows",
+    }
+)
+SNAPSHOT_NEEDS = ("snapshot-id", "sequence-number", "timestamp-ms", "manifest-list", "summary")
+OPERATIONS = frozenset({"append", "replace", "overwrite", "delete"})
 REQUIREMENTS = (
     "assert-table-uuid",
     "assert-current-schema-id",
@@ -42,9 +60,34 @@ class RequirementFailed(Exception):
 
 
 @dataclass(frozen=True)
+class LightSnapshot:
+    """A snapshot as its JSON (null members left out, as PyIceberg writes it)."""
+
+    doc: dict[str, Any]
+
+    @property
+    def snapshot_id(self) -> int:
+        return int(self.doc["snapshot-id"])
+
+    @property
+    def parent_snapshot_id(self) -> int | None:
+        return self.doc.get("parent-snapshot-id")
+
+    @property
+    def summary(self) -> dict[str, str]:
+        return dict(self.doc.get("summary") or {})
+
+
+@dataclass(frozen=True)
 class LightUpdate:
     action: str
     raw: dict[str, Any] = field(compare=False)
+
+    @property
+    def snapshot(self) -> LightSnapshot | None:
+        """An add-snapshot's snapshot (None for other updates, as getattr on PyIceberg's finds none)."""
+        snap = self.raw.get("snapshot") if self.action == "add-snapshot" else None
+        return LightSnapshot({k: v for k, v in snap.items() if v is not None}) if snap is not None else None
 
     @property
     def updates(self) -> dict[str, str]:
@@ -100,9 +143,13 @@ class LightRequirement:
 
 @dataclass
 class LightMetadata:
-    """Table metadata as its JSON object: what a property commit reads and writes of it."""
+    """Table metadata as its JSON object: what a light commit reads and writes of it."""
 
     doc: dict[str, Any]
+
+    @property
+    def snapshots(self) -> list[LightSnapshot]:
+        return [LightSnapshot(s) for s in self.doc.get("snapshots") or []]
 
     @property
     def location(self) -> str:
@@ -128,8 +175,37 @@ def _strings(value: Any) -> bool:
     return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
 
 
+def _an_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _light_snapshot(s: Any) -> bool:
+    """A snapshot PyIceberg's model would write back as given: known members, ints, string summary."""
+    if not isinstance(s, dict) or not set(s) <= SNAPSHOT_KEYS or any(k not in s for k in SNAPSHOT_NEEDS):
+        return False
+    if not all(_an_int(s[k]) for k in ("snapshot-id", "sequence-number", "timestamp-ms")):
+        return False
+    if not all(
+        s.get(k) is None or _an_int(s[k]) for k in ("parent-snapshot-id", "schema-id", "first-row-id", "added-rows")
+    ):
+        return False
+    summary = s["summary"]
+    return isinstance(s["manifest-list"], str) and _strings(summary) and summary.get("operation") in OPERATIONS
+
+
 def _light_update(u: Any) -> LightUpdate | None:
     if not isinstance(u, dict) or u.get("action") not in UPDATES:
+        return None
+    if u["action"] == "add-snapshot":
+        return (
+            LightUpdate("add-snapshot", u)
+            if set(u) == {"action", "snapshot"} and _light_snapshot(u["snapshot"])
+            else None
+        )
+    if u["action"] == "set-snapshot-ref":
+        plain = set(u) == {"action", "ref-name", "snapshot-id", "type"}  # retention settings: PyIceberg checks them
+        if plain and isinstance(u["ref-name"], str) and _an_int(u["snapshot-id"]) and u["type"] in ("branch", "tag"):
+            return LightUpdate("set-snapshot-ref", u)
         return None
     if u["action"] == "set-properties" and set(u) <= {"action", "updates"} and _strings(u.get("updates")):
         return LightUpdate("set-properties", u)
@@ -148,9 +224,7 @@ def _light_requirement(r: Any) -> LightRequirement | None:
     if not isinstance(r, dict) or r.get("type") not in REQUIREMENTS:
         return None
     kind = r["type"]
-
-    def an_int(v: Any) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool)
+    an_int = _an_int
 
     if kind == "assert-table-uuid" and set(r) == {"type", "uuid"} and isinstance(r["uuid"], str):
         try:
@@ -220,24 +294,21 @@ def metadata(raw: bytes) -> LightMetadata | None:
 
 def apply(change: TableChange, base: LightMetadata, base_location: str | None) -> LightMetadata:
     """The change on the base, as PyIceberg's update_table_metadata applies it; RequirementFailed
-    when a requirement does not hold; ValueError for a bad previous-versions-max (as PyIceberg)."""
+    when a requirement does not hold; ValueError where PyIceberg raises one (same message)."""
     for requirement in change.requirements:
         requirement.validate(base)
     doc = dict(base.doc)
     changed = False
+    added: set[int] = set()
     for u in change.updates:
-        props = dict(doc.get("properties") or {})
-        if u.action == "set-properties":
-            if not u.updates:
+        if u.snapshot is not None:  # add-snapshot
+            _add_snapshot(doc, u.snapshot.doc)
+            added.add(u.snapshot.snapshot_id)
+        elif u.action == "set-snapshot-ref":
+            if not _set_ref(doc, u.raw, added):
                 continue
-            props.update(u.updates)
-        else:
-            present = [k for k in u.removals if k in props]  # the catalog's lenient remove (Iceberg Java's)
-            if not present:
-                continue
-            for k in present:
-                props.pop(k)
-        doc["properties"] = props
+        elif not _set_properties(doc, u):
+            continue
         changed = True
     if changed:
         if base_location:
@@ -248,10 +319,86 @@ def apply(change: TableChange, base: LightMetadata, base_location: str | None) -
                 log = log[len(log) - limit + 1 :]
             doc["metadata-log"] = [*log, {"metadata-file": base_location, "timestamp-ms": base.doc["last-updated-ms"]}]
         if doc["last-updated-ms"] == base.doc["last-updated-ms"]:
-            doc["last-updated-ms"] = int(time.time() * 1000)
+            doc["last-updated-ms"] = _now_ms()
     if doc.get("format-version") == 3 and doc.get("next-row-id") is None:
         doc["next-row-id"] = 0
     return LightMetadata(doc)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _set_properties(doc: dict[str, Any], u: LightUpdate) -> bool:
+    props = dict(doc.get("properties") or {})
+    if u.action == "set-properties":
+        if not u.updates:
+            return False
+        props.update(u.updates)
+    else:
+        present = [k for k in u.removals if k in props]  # the catalog's lenient remove (Iceberg Java's)
+        if not present:
+            return False
+        for k in present:
+            props.pop(k)
+    doc["properties"] = props
+    return True
+
+
+def _add_snapshot(doc: dict[str, Any], snap: dict[str, Any]) -> None:
+    """PyIceberg's AddSnapshotUpdate: its checks in its order, then the snapshot, sequence and row ids."""
+    version, snapshots = doc["format-version"], list(doc.get("snapshots") or [])
+    sid, seq, parent = snap["snapshot-id"], snap["sequence-number"], snap.get("parent-snapshot-id")
+    first, next_row_id = snap.get("first-row-id"), doc.get("next-row-id")
+    if not doc.get("schemas"):
+        raise ValueError("Attempting to add a snapshot before a schema is added")
+    if not doc.get("partition-specs"):
+        raise ValueError("Attempting to add a snapshot before a partition spec is added")
+    if not doc.get("sort-orders"):
+        raise ValueError("Attempting to add a snapshot before a sort order is added")
+    if any(s.get("snapshot-id") == sid for s in snapshots):
+        raise ValueError(f"Snapshot with id {sid} already exists")
+    if version == 2 and seq <= doc.get("last-sequence-number", 0) and parent is not None:
+        raise ValueError(
+            f"Cannot add snapshot with sequence number {seq} older than last sequence number "
+            f"{doc.get('last-sequence-number', 0)}"
+        )
+    if version >= 3 and first is None:
+        raise ValueError("Cannot add snapshot without first row id")
+    if version >= 3 and next_row_id is not None and first < next_row_id:
+        raise ValueError(
+            f"Cannot add a snapshot with first row id smaller than the table's next-row-id {first} < {next_row_id}"
+        )
+    doc["last-updated-ms"], doc["last-sequence-number"] = snap["timestamp-ms"], seq
+    doc["snapshots"] = [*snapshots, snap]
+    if version >= 3:
+        rows = snap.get("added-rows")
+        doc["next-row-id"] = next_row_id + rows if next_row_id is not None and rows is not None else None
+
+
+def _set_ref(doc: dict[str, Any], u: dict[str, Any], added: set[int]) -> bool:
+    """PyIceberg's SetSnapshotRefUpdate; False when the ref is already exactly that (no change)."""
+    name, sid = u["ref-name"], u["snapshot-id"]
+    ref = {"snapshot-id": sid, "type": u["type"]}
+    refs = dict(doc.get("refs") or {})
+    if refs.get(name) == ref:
+        return False
+    snap = next((s for s in doc.get("snapshots") or [] if s.get("snapshot-id") == sid), None)
+    if snap is None:
+        raise ValueError(f"Cannot set {name} to unknown snapshot {sid}")
+    if sid in added:
+        doc["last-updated-ms"] = snap["timestamp-ms"]
+    if name == "main":
+        doc["current-snapshot-id"] = sid
+        if sid not in added:
+            doc["last-updated-ms"] = _now_ms()
+        doc["snapshot-log"] = [
+            *(doc.get("snapshot-log") or []),
+            {"snapshot-id": sid, "timestamp-ms": doc["last-updated-ms"]},
+        ]
+    refs[name] = ref
+    doc["refs"] = refs
+    return True
 
 
 # ---- creates ---------------------------------------------------------------------------------------
