@@ -28,7 +28,7 @@ SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "
 # Rounds of parallel writes: (2 metadata files, 2 claims), commit point (the record), (2 roll-forwards).
 TXN_WRITES = 7
 COMMIT_POINT = 5
-TXN_LEASE_MS = lease_ms(400)
+TXN_LEASE_MS = lease_ms(1500)  # held checks run within it, on a loaded machine too
 
 
 def _txn(ctx: Context, wh: str, body: dict) -> None:
