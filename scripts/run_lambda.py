@@ -43,11 +43,11 @@ def main() -> int:
         return 2
     emulator = None
 
-    def stop(*_: object) -> None:
+    def stop(*_: object, code: int = 0) -> None:
         if emulator is not None:
             emulator.stop()
         s3.stop()
-        sys.exit(0)
+        sys.exit(code)
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
@@ -94,8 +94,9 @@ def main() -> int:
         url = f"{emulator.url}/_iceberg"
         run_local._ensure_warehouse(url, run_local.DEMO_WAREHOUSE, env)
     except Exception as exc:  # noqa: BLE001
-        print(f"error: the catalog did not start under the Lambda runtime: {exc}", file=sys.stderr)
-        stop()
+        reason = str(exc) or type(exc).__name__  # some exceptions carry no message
+        print(f"error: the catalog did not start under the Lambda runtime: {reason}", file=sys.stderr)
+        stop(code=1)
     note = f"LocalStack S3 on {s3.endpoint}" if s3.kind == "localstack" else f"moto S3 on {s3.endpoint}"
     banner = run_local._banner(url, note, env, not os.environ.get("CATALOG_ROOT_SECRET_KEY"))
     banner = banner.replace(
