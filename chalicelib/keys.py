@@ -52,7 +52,7 @@ Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
         @{ns-uuid}.scan.json               how far the first scan of an earlier release's namespace got (CAS)
     .catalog/listing/{l1}.{l2}....json     an earlier release's single listing snapshot, read once to migrate
     .catalog/views/entries/{l1}/{shard:02d}.json  what settles keep of new tables for Glue listings:
-                                           name -> pointer ETag, pointer, metadata summary (CAS)
+                                           name -> JSON text of its pointer ETag, pointer, metadata summary (CAS)
     .catalog/views/{view}/{l1}.json        a cache of list projections (e.g. Glue Table shapes) by
                                            entry key and ETag; never authoritative: a listing's ETags
                                            tell which entries to read again. Plain PUT.

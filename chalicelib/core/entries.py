@@ -220,15 +220,20 @@ SHARDS = _Shards(env_int("CATALOG_VIEW_CACHE_MB", 64) * 1024 * 1024)
 
 
 class _Projected:
-    """Projections this process made from entries the writers kept: (view, bucket, key, ETag) ->
-    projection, least recently used out. Never stored: the stored view is the sweeper's to build."""
+    """Projections this process made or read, the latest per entry: (view, bucket, key) -> (ETag,
+    projection), least recently used out. Never stored: the stored view is the sweeper's to build."""
 
     def __init__(self, max_items: int) -> None:
         self.max_items = max_items
-        self.items: OrderedDict[tuple[str, str, str, str], dict[str, Any]] = OrderedDict()
+        self.items: OrderedDict[tuple[str, str, str], tuple[str, dict[str, Any]]] = OrderedDict()
         self.lock = threading.Lock()
 
     def get(self, key: tuple[str, str, str, str]) -> dict[str, Any] | None:
+        """The projection of an entry at that ETag, if it is the one held."""
+        found = self.latest(key[:3])  # type: ignore[arg-type]
+        return found[1] if found is not None and found[0] == key[3] else None
+
+    def latest(self, key: tuple[str, str, str]) -> tuple[str, dict[str, Any]] | None:
         with self.lock:
             found = self.items.get(key)
             if found is not None:
@@ -237,7 +242,8 @@ class _Projected:
 
     def keep(self, key: tuple[str, str, str, str], projection: dict[str, Any]) -> None:
         with self.lock:
-            self.items[key] = projection
+            self.items[key[:3]] = (key[3], projection)  # type: ignore[index]
+            self.items.move_to_end(key[:3])  # type: ignore[arg-type]
             while len(self.items) > self.max_items:
                 self.items.popitem(last=False)
 
@@ -268,21 +274,23 @@ class _View:
         self.changed = False
         self.seen: set[str] = set()
 
-    def _from_kept(self, misses: list[Listed]) -> dict[tuple[str, str], dict[str, Any]]:
-        """Projections of missed Iceberg entries the writers kept at the listed ETag (no GET of the
-        table). The kept shards this process holds are looked in first; only those that do not have
-        a missed name at its listed ETag are asked for again (If-None-Match)."""
+    def _from_kept(self, misses: list[Listed]) -> dict[tuple[str, str], tuple[str, dict[str, Any]]]:
+        """(ETag, projection) of missed Iceberg entries the writers kept at the listed ETag (no GET of
+        the table; an empty listed ETag takes the kept one, whatever it is). The kept shards this
+        process holds are looked in first; only those that do not have a missed name at its listed
+        ETag are asked for again (If-None-Match)."""
         from chalicelib.core.tables import projection
 
-        wanted = {name: etag for name, kind, _, etag in misses if kind == "iceberg"}
+        wanted = {name: etag or None for name, kind, _, etag in misses if kind == "iceberg"}
         if len(self.ns) != 1 or not wanted:
             return {}
         kept = projection.kept_entries(self.ctx.storage, self.bucket, self.ns, wanted)
-        out: dict[tuple[str, str], dict[str, Any]] = {}
-        for name, kind, key, etag in misses:
+        out: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+        for name, kind, key, _ in misses:
             found = kept.get(name) if kind == "iceberg" else None
             if found is None:
                 continue
+            etag = str(found["etag"])
             memo = (self.view, self.bucket, key, etag)
             done = PROJECTED.get(memo)
             if done is None:
@@ -294,7 +302,7 @@ class _View:
                 except DamagedObject:
                     continue
                 PROJECTED.keep(memo, done)
-            out[(name, kind)] = done
+            out[(name, kind)] = (etag, done)
         return out
 
     def resolve(self, batch: list[Listed]) -> list[tuple[str, dict[str, Any]]]:
@@ -302,28 +310,58 @@ class _View:
         writers kept, or read in parallel."""
         missed = [item for item in batch if self.cached.get(item[2], {}).get("etag") != item[3]]
         kept = self._from_kept(missed)
-        misses = [(n, k) for n, k, _, _ in missed if (n, k) not in kept]
-        fresh = dict(zip(misses, _resolve_many(self.ctx, self.warehouse, self.ns, misses), strict=True))
+        misses = [(n, k, key) for n, k, key, _ in missed if (n, k) not in kept]
+        fresh = dict(zip([m[:2] for m in misses], self._read(misses), strict=True))
         out: list[tuple[str, dict[str, Any]]] = []
         for name, kind, key, _ in batch:
             if (name, kind) in kept:
-                out.append((name, kept[(name, kind)]))
-                continue
-            if (name, kind) not in fresh:
+                out.append((name, kept[(name, kind)][1]))
+            elif (name, kind) not in fresh:
                 out.append((name, self.cached[key]["p"]))
-                continue
-            entry = fresh[(name, kind)]
+            elif fresh[(name, kind)] is not None:
+                out.append((name, fresh[(name, kind)][1]))  # type: ignore[index]
+        return out
+
+    def _read(self, misses: list[tuple[str, str, str]]) -> list[tuple[str, dict[str, Any]] | None]:
+        """Read and project these entries (in parallel): (ETag, projection), None for one gone or
+        damaged (skipped, logged where it was read; the others list on). Those whose bytes alone
+        decide what they are go into the cache."""
+        out: list[tuple[str, dict[str, Any]] | None] = []
+        found = _resolve_many(self.ctx, self.warehouse, self.ns, [(n, k) for n, k, _ in misses])
+        for (_, _, key), entry in zip(misses, found, strict=True):
             if entry is None:
+                out.append(None)
                 continue
             try:
                 projection = self.project(entry)
             except DamagedObject:
-                continue  # its metadata file cannot be read: skipped (logged), the others list on
+                out.append(None)
+                continue
             if entry.cacheable:
                 self.cached[key] = {"etag": entry.etag, "p": projection}
                 self.changed = True
-            out.append((name, projection))
+                PROJECTED.keep((self.view, self.bucket, key, entry.etag), projection)
+            out.append((entry.etag, projection))
         return out
+
+    def known(self, tables: list[tuple[str, str]]) -> list[tuple[str, str, dict[str, Any]]]:
+        """(name, ETag, projection) of each listed Iceberg table (name, pointer key) as last read: the
+        newest of what this process, the stored view and the writers' kept entries hold of it; a
+        table none of them holds is read now. A commit since may not show (`current` reads a page
+        again): which tables there are is the projection's, exact."""
+        held: dict[str, tuple[str, dict[str, Any]]] = {}
+        for name, key in tables:
+            best = PROJECTED.latest((self.view, self.bucket, key))
+            stored = self.cached.get(key)
+            if stored is not None and (best is None or _stamp(stored["p"]) > _stamp(best[1])):
+                best = (str(stored["etag"]), stored["p"])
+            if best is not None:
+                held[name] = best
+        missed: list[Listed] = [(n, "iceberg", k, "") for n, k in tables if n not in held]
+        held.update({n: found for (n, _), found in self._from_kept(missed).items()})
+        misses = [(n, "iceberg", k) for n, k in tables if n not in held]
+        held.update({n: found for (n, _, _), found in zip(misses, self._read(misses), strict=True) if found})
+        return [(n, *held[n]) for n, _ in tables if n in held]
 
     def save(self, complete: bool = False) -> None:
         """Store the cache (best effort: it is never authoritative); a complete scan drops the gone."""
@@ -354,23 +392,8 @@ def view_page(
 
     A listing (with ETags) drives it; only entries changed since the cached projection are read."""
     page = max(10, min(1000, limit + 1))  # a page's worth of keys per S3 listing, not always 1000
-    bucket = ctx.bucket_for(warehouse)
     iceberg, hive = _listings(ctx, warehouse, ns, start_after, page)
-    # Hive records exist only in a namespace whose record says so: its creators flag the record
-    # before writing one. This process lists them at once where it saw the flag; elsewhere the
-    # record read beside the page tells (a LIST costs as much as a page in a large bucket).
-    flagged = (bucket, ns) in _HIVE_SEEN
-    steps: list[Callable[[], Any]] = [
-        lambda: namespaces.listed_record(ctx, warehouse, ns),
-        lambda: SHARDS.read(ctx.storage, bucket, keys.view_shard(view, ns)),
-        lambda: _started(iceberg),
-        *([lambda: _started(hive)] if flagged else []),
-    ]
-    record, stored, *started = parallel.map_counted(lambda step: step(), steps)  # one round trip
-    if not flagged and (record.get("hive-tables") or not record):  # (a damaged record: listed anyway)
-        if record.get("hive-tables"):
-            _HIVE_SEEN.add((bucket, ns))
-        started.append(_started(hive))
+    _, stored, started = _opening(ctx, warehouse, ns, view, hive, [lambda: _started(iceberg)])
     cache = _View(ctx, warehouse, ns, view, project, stored)
     out: list[dict[str, Any]] = []
     names: set[str] = set()
@@ -426,26 +449,158 @@ def _keep_progress(cache: _View) -> None:
 DEADLINE_MARGIN_S = 8.0
 
 
-def scan_views(
+def _opening(
+    ctx: Context, warehouse: str, ns: Namespace, view: str, hive: Iterator[Listed], steps: list[Callable[[], Any]]
+) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
+    """One round of requests at once: the namespace record, the stored view and `steps`. Returns the
+    record, the stored view, and the steps' results followed by the Hive listing (started) when the
+    namespace may hold Hive tables."""
+    bucket = ctx.bucket_for(warehouse)
+    # Hive records exist only in a namespace whose record says so: its creators flag the record
+    # before writing one. This process lists them at once where it saw the flag; elsewhere the
+    # record read beside the page tells (a LIST costs as much as a page in a large bucket).
+    flagged = (bucket, ns) in _HIVE_SEEN
+    first: list[Callable[[], Any]] = [
+        lambda: namespaces.listed_record(ctx, warehouse, ns),
+        lambda: SHARDS.read(ctx.storage, bucket, keys.view_shard(view, ns)),
+        *steps,
+        *([lambda: _started(hive)] if flagged else []),
+    ]
+    record, stored, *rest = parallel.map_counted(lambda step: step(), first)  # one round trip
+    if not flagged and (record.get("hive-tables") or not record):  # (a damaged record: listed anyway)
+        if record.get("hive-tables"):
+            _HIVE_SEEN.add((bucket, ns))
+        rest.append(_started(hive))
+    return record, stored, rest
+
+
+@dataclass
+class Found:
+    """A listed table's projection, as `search` found it."""
+
+    namespace: Namespace
+    name: str
+    projection: dict[str, Any]
+    etag: str | None  # the pointer ETag it was made from; None: from this request's own LIST (current)
+    position: int = 0  # its pointer's rank among the namespace's listed names (how close two are)
+    before: str = ""  # the pointer key of the listed name before it ("" for the first)
+
+
+def search(
     ctx: Context,
     warehouse: str,
     spaces: list[Namespace],
     view: str,
     project: Projection,
     keep: Callable[[Namespace, str], bool],
-) -> list[dict[str, Any]]:
-    """Every live entry's projection in several namespaces, the namespaces scanned in parallel (on
-    their own pool: each scan reads entries on the entry pool, and one pool for both could deadlock)."""
+) -> list[Found]:
+    """Every listed entry of several namespaces, with its projection as last read (`current` brings
+    a page of them up to date). Which tables there are is as fresh as a full listing: read from each
+    namespace's listing projection, which writers keep current, not from a LIST of every pointer.
+    The namespaces are scanned in parallel (on their own pool: each reads on the entry pool, and one
+    pool for both could deadlock)."""
 
-    def one(ns: Namespace) -> list[dict[str, Any]]:
+    def one(ns: Namespace) -> list[Found]:
         try:
-            return view_page(ctx, warehouse, ns, view, project, "", 10**9, lambda n: keep(ns, n))[0]
+            return _listed(ctx, warehouse, ns, view, project, lambda n: keep(ns, n))
         except NotFound:
             return []  # deleted meanwhile
         except DamagedObject:
             return []  # reported where it was read; the other namespaces list on
 
-    return [p for found in parallel.map_counted(one, spaces, pool="scans") for p in found]
+    return [f for found in parallel.map_counted(one, spaces, pool="scans") for f in found]
+
+
+def _listed(
+    ctx: Context, warehouse: str, ns: Namespace, view: str, project: Projection, keep: Callable[[str], bool]
+) -> list[Found]:
+    from chalicelib.core.tables import projection
+
+    bucket = ctx.bucket_for(warehouse)
+    _, hive = _listings(ctx, warehouse, ns, "", 1000)
+    record, stored, (listed, *hives) = _opening(
+        ctx, warehouse, ns, view, hive, [lambda: projection.list_prefix(ctx.storage, bucket, ns)]
+    )
+    kinds = projection.names(ctx, warehouse, ns, str(record.get("uuid", "")), listed)
+    order = sorted(f"{n}.json" for n in kinds)  # key order: how close two names' pointers lie
+    rank = {n[: -len(".json")]: i for i, n in enumerate(order)}
+    cache = _View(ctx, warehouse, ns, view, project, stored)
+    tables = [(n, keys.table_pointer(ns, n)) for n in sorted(rank, key=rank.__getitem__) if kinds[n] == "table"]
+    hive_items = list(heapq.merge(*hives))
+    cache.seen = {k for _, k in tables} | {item[2] for item in hive_items}
+    prefix = keys.tables_prefix(ns)
+
+    def found(name: str, projection: dict[str, Any], etag: str | None) -> Found:
+        at = rank.get(name, 0)
+        return Found(ns, name, projection, etag, at, f"{prefix}{order[at - 1]}" if at else "")
+
+    out = [found(n, p, etag) for n, etag, p in cache.known([t for t in tables if keep(t[0])])]
+    names = {f.name for f in out}
+    for name, p in cache.resolve([item for item in hive_items if keep(item[0])]):
+        if name not in names:  # a name briefly held by both kinds shows once
+            out.append(found(name, p, None))
+    cache.save(complete=True)
+    return out
+
+
+def current(ctx: Context, warehouse: str, view: str, project: Projection, page: list[Found]) -> list[dict[str, Any]]:
+    """The page's projections as their pointers are now: a table changed since its projection was
+    made is read again, one gone meanwhile is left out. A namespace's pointers are looked up with one
+    LIST over the page's names when they lie close together (a page in name order), else one GET each."""
+    by_ns: dict[Namespace, list[Found]] = {}
+    for f in page:
+        if f.etag is not None:
+            by_ns.setdefault(f.namespace, []).append(f)
+
+    def reread(ns: Namespace) -> dict[str, dict[str, Any] | None]:
+        now = _pointer_etags(ctx, warehouse, ns, by_ns[ns])
+        stale = [(f.name, "iceberg", keys.table_pointer(ns, f.name)) for f in by_ns[ns] if now.get(f.name) != f.etag]
+        there = [s for s in stale if now.get(s[0]) is not None]
+        found = _View(ctx, warehouse, ns, view, project, {})._read(there)
+        return {name: None for name, _, _ in stale} | {s[0]: got[1] for s, got in zip(there, found, strict=True) if got}
+
+    fresh = dict(zip(by_ns, parallel.map_counted(reread, list(by_ns), pool="scans"), strict=True))
+    out = []
+    for f in page:
+        changed = fresh.get(f.namespace, {})
+        p = changed.get(f.name) if f.name in changed and f.etag is not None else f.projection
+        if p is not None:
+            out.append(p)
+    return out
+
+
+LIST_IN_GETS = 10  # a LIST of up to 1,000 keys costs about as much as this many GETs
+
+
+def _pointer_etags(ctx: Context, warehouse: str, ns: Namespace, group: list[Found]) -> dict[str, str]:
+    """The current ETag of each named pointer (absent: no pointer)."""
+    bucket = ctx.bucket_for(warehouse)
+    group = sorted(group, key=lambda f: f.position)
+    span = group[-1].position - group[0].position + 1
+    if len(group) <= LIST_IN_GETS * -(-span // 1000):
+        wanted = [f.name for f in group]
+        etags = parallel.map_counted(lambda n: _etag(ctx, bucket, ns, n), wanted)
+        return {n: e for n, e in zip(wanted, etags, strict=True) if e}
+    prefix, last = keys.tables_prefix(ns), keys.table_pointer(ns, group[-1].name)
+    out: dict[str, str] = {}
+    for key, etag in ctx.storage.list_entries(bucket, prefix, group[0].before, min(1000, span + 1)):
+        if key > last:
+            break
+        out[key[len(prefix) : -len(".json")]] = etag
+    return out
+
+
+def _etag(ctx: Context, bucket: str, ns: Namespace, name: str) -> str:
+    try:
+        return ctx.storage.get(bucket, keys.table_pointer(ns, name)).etag
+    except ObjectNotFound:
+        return ""
+
+
+def _stamp(projection: dict[str, Any]) -> tuple[float, int]:
+    """Which of two projections of one entry is the newer (a table made again is newer too)."""
+    version = str(projection.get("VersionId") or "0")
+    return float(projection.get("UpdateTime") or 0.0), int(version) if version.isdigit() else 0
 
 
 def refresh(ctx: Context, warehouse: str, view: str, project: Projection, deadline: float) -> int:

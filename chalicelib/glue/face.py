@@ -7,6 +7,7 @@ action it needs and the resource it names, so one policy governs both faces.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 from collections.abc import Callable
@@ -502,18 +503,35 @@ def search_tables(ctx: Context, wh: str, body: Body, req: RequestContext) -> Bod
     def visible(ns: tuple[str, ...], name: str) -> bool:
         return _readable(req, wh, ns, name)
 
-    every = glue.scan_views(ctx, wh, spaces, "glue", shapes.projection(ctx, wh), visible)
-    found = [t for t in every if all(test(t) for test in tests)]
+    project = shapes.projection(ctx, wh)
+    every = glue.search(ctx, wh, spaces, "glue", project, visible)
+    found = [f for f in every if all(test(f.projection) for test in tests)]
 
-    def key(t: Body) -> list[object]:
+    def key(f: glue.Found) -> list[object]:
+        t = f.projection
         return [t.get(field) or "", t["DatabaseName"], t["Name"]]
 
     found.sort(key=key, reverse=descending)
-    keys = [json.dumps(key(t)) for t in found]
-    begin = keys.index(after) + 1 if after is not None and after in keys else 0
-    page = found[begin : begin + size]
+    begin = _after(found, key, after, descending)
+    candidates = found[begin : begin + size]
     more = begin + size < len(found)
-    return {"TableList": page, **_next(req, keys[begin + size - 1] if more else None, query)}
+    # Which tables there are is exact; the page's own definitions are read as they are now (one
+    # changed since it was last read may no longer match).
+    page = [t for t in glue.current(ctx, wh, "glue", project, candidates) if all(test(t) for test in tests)]
+    return {"TableList": page, **_next(req, json.dumps(key(candidates[-1])) if more else None, query)}
+
+
+def _after(found: list[glue.Found], key: Callable[[glue.Found], list[object]], after: str | None, desc: bool) -> int:
+    """Where the page after the token's sort key begins in found (sorted by key)."""
+    if after is None:
+        return 0
+    try:
+        mark = json.loads(after)
+        if desc:
+            return len(found) - bisect.bisect_left(found[::-1], mark, key=key)
+        return bisect.bisect_right(found, mark, key=key)
+    except (ValueError, TypeError):
+        return 0
 
 
 # ---- partition indexes and column statistics ------------------------------------------------------

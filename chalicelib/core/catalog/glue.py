@@ -3,7 +3,7 @@ Hive tables, table versions, and renames done as CreateTable + DeleteTable."""
 
 from __future__ import annotations
 
-from chalicelib.core.entries import Entry, all_namespaces, metadata_json, scan_views, view_page
+from chalicelib.core.entries import Entry, Found, all_namespaces, current, metadata_json, search, view_page
 from chalicelib.core.entries import get as get_entry
 from chalicelib.core.glue_renames import begin as _begin_rename
 from chalicelib.core.glue_renames import on_delete as _on_delete
@@ -23,9 +23,11 @@ on_delete = settles(_on_delete)
 
 __all__ = [
     "Entry",
+    "Found",
     "UuidInUse",
     "all_namespaces",
     "begin_rename",
+    "current",
     "create_hive",
     "delete_hive",
     "delete_version",
@@ -35,7 +37,7 @@ __all__ = [
     "listed_versions",
     "metadata_json",
     "on_delete",
-    "scan_views",
+    "search",
     "update_hive",
     "view_page",
 ]

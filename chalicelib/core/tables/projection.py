@@ -493,7 +493,9 @@ def _entries_writes(
         if p is None or summary is None:
             continue
         data = {k: v for k, v in p.data.items() if k != "audit"}  # the audit tail: not listed by Glue
-        new.setdefault(entries_shard_of(name), {})[name] = {"etag": p.etag, "d": data, "m": summary}
+        # Each entry is its own JSON text: a reader parses a shard fast and decodes only what it uses.
+        entry = json.dumps({"etag": p.etag, "d": data, "m": summary}, separators=(",", ":"))
+        new.setdefault(entries_shard_of(name), {})[name] = entry
     return [lambda i=i, e=e: _write_entries(storage, bucket, keys.entries_view_shard(ns, i), e) for i, e in new.items()]
 
 
@@ -541,15 +543,16 @@ def _write_entries(storage: Any, bucket: str, key: str, entries: dict[str, Any])
     return None
 
 
-def kept_entries(storage: Any, bucket: str, ns: Namespace, wanted: dict[str, str]) -> dict[str, Any]:
-    """The kept entries of these names at these pointer ETags: name -> {"etag", "d": pointer, "m":
-    metadata summary}. From the shards this process holds; a shard that misses one of them is asked
-    for again (a 304 when unchanged), in parallel. Names without one are left out."""
+def kept_entries(storage: Any, bucket: str, ns: Namespace, wanted: dict[str, str | None]) -> dict[str, Any]:
+    """The kept entries of these names at these pointer ETags (None: at any): name -> {"etag", "d":
+    pointer, "m": metadata summary}. From the shards this process holds; a shard that misses one of
+    them is asked for again (a 304 when unchanged), in parallel. Names without one are left out."""
 
     def hit(name: str) -> dict[str, Any] | None:
         held = ENTRIES.get(bucket, keys.entries_view_shard(ns, entries_shard_of(name)))
-        found = held[1]["names"].get(name) if held else None
-        ok = isinstance(found, dict) and found.get("etag") == wanted[name] and isinstance(found.get("d"), dict)
+        found = _entry(held[1]["names"].get(name)) if held else None
+        ok = isinstance(found, dict) and isinstance(found.get("d"), dict) and "etag" in found
+        ok = ok and (wanted[name] is None or found.get("etag") == wanted[name])
         return found if ok else None
 
     out = {name: found for name in wanted if (found := hit(name)) is not None}
@@ -558,6 +561,16 @@ def kept_entries(storage: Any, bucket: str, ns: Namespace, wanted: dict[str, str
         parallel.map_counted(lambda i: _read_entries(storage, bucket, keys.entries_view_shard(ns, i)), again)
         out.update({name: found for name in wanted if name not in out and (found := hit(name)) is not None})
     return out
+
+
+def _entry(stored: object) -> object:
+    """A kept entry: its own JSON text (an earlier release stored the object itself)."""
+    if not isinstance(stored, str):
+        return stored
+    try:
+        return json.loads(stored)
+    except (ValueError, RecursionError):
+        return None  # damaged: that table is read instead
 
 
 def _hot(bucket: str, ns: Namespace, wanted: list[int]) -> tuple[str, dict[int, Held]] | None:
