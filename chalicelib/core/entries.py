@@ -360,7 +360,11 @@ class _View:
         missed: list[Listed] = [(n, "iceberg", k, "") for n, k in tables if n not in held]
         held.update({n: found for (n, _), found in self._from_kept(missed).items()})
         misses = [(n, "iceberg", k) for n, k in tables if n not in held]
-        held.update({n: found for (n, _, _), found in zip(misses, self._read(misses), strict=True) if found})
+        for at in range(0, len(misses), BATCH):  # many unread tables: progress saved, as a first scan's
+            if at:
+                _keep_progress(self)
+            batch = misses[at : at + BATCH]
+            held.update({n: found for (n, _, _), found in zip(batch, self._read(batch), strict=True) if found})
         return [(n, *held[n]) for n, _ in tables if n in held]
 
     def save(self, complete: bool = False) -> None:
