@@ -25,8 +25,9 @@ from tests.crashutil import WRITES, Crash, CrashAfter, assert_fsck_clean, writes
 from tests.txnutil import append_change
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
-# Rounds of parallel writes: (2 metadata files, 2 claims), commit point (the record), (2 roll-forwards).
-TXN_WRITES = 7
+# Rounds of parallel writes: (2 metadata files, 2 claims), commit point (the record), where it answers:
+# the claims are rolled forward by the next writer (or the sweeper), read through their record meanwhile.
+TXN_WRITES = 5
 COMMIT_POINT = 5
 TXN_LEASE_MS = lease_ms(1500)  # held checks run within it, on a loaded machine too
 
@@ -142,7 +143,6 @@ PARTIAL_ROUNDS = {
     "metadata-of-a-lost": (lambda key, n: "/a-" in key and key.endswith(".metadata.json"), 3, False),
     "claim-of-a-lost": (_pointer_write("a", 0), 3, False),
     "claim-of-b-lost": (_pointer_write("b", 0), 3, False),
-    "roll-forward-of-a-lost": (_pointer_write("a", 1), 6, True),
 }
 
 
@@ -151,19 +151,20 @@ def test_transaction_crash_inside_a_round(crash_ctx, monkeypatch, part):
     """The writes of a round go out in parallel, so a crash may leave any part of one: claims
     without the metadata files they name, or one of them (no record: read as the old state, held
     until the lease runs out, then rolled back), one claim of two (the same), metadata files and
-    claims without the record, one roll-forward of two (the commit point was passed: the next
-    reader rolls the other forward at once). Both tables end old or both new."""
+    claims without the record. Both tables end old or both new."""
     ctx = crash_ctx
     monkeypatch.setenv("CATALOG_TXN_LEASE_MS", str(TXN_LEASE_MS))
     monkeypatch.setenv("CATALOG_TXN_WAIT_MS", "0")
     dies, landed, committed = PARTIAL_ROUNDS[part]
     wh = _setup(ctx)
-    _txn(ctx, wh, _body(ctx, wh, "before"))
+    _txn(ctx, wh, _body(ctx, wh, "before"))  # answered at its commit point: its claims stay, committed
+    before = pointer_record.claim_txn(pointers.read(ctx, wh, ("tx",), "a").data)
     storage = CrashOn(ctx.storage, dies)
     with pytest.raises(Crash):
         _txn(Context(ctx.settings, storage), wh, _body(ctx, wh, "t"))
     assert len(storage.landed) == landed, storage.landed  # nothing after the round that crashed
-    held = [t for t in ("a", "b") if pointer_record.claimed(pointers.read(ctx, wh, ("tx",), t).data)]
+    claimed = [pointers.read(ctx, wh, ("tx",), t).data for t in ("a", "b")]
+    held = [t for t, c in zip("ab", claimed, strict=True) if pointer_record.claim_txn(c) not in ("", before)]
     if not committed:
         for t in held:
             _assert_held(ctx, wh, t)
@@ -178,7 +179,57 @@ def test_transaction_crash_inside_a_round(crash_ctx, monkeypatch, part):
     assert _tags(ctx, wh, "b")[-1] == "after"
 
 
-CREATE_TXN_WRITES = 8  # uuid claim, (2 metadata files, 2 claims), commit point (the record), 2 roll-forwards
+@pytest.mark.parametrize("who", ["sweeper", "writer"])
+def test_a_roll_forward_cut_short_leaves_tables_that_read_and_write(crash_ctx, monkeypatch, who):
+    """A transaction answers at its commit point and leaves its claims, committed: the next writer
+    from another process (or the sweeper) rolls them forward (a commit or transaction writes over
+    them instead), and may die half-way through (a's
+    claim rolled forward, b's not). Both tables read at the transaction's state before and after,
+    a load paying one GET of the record; both keep taking commits and transactions, from this
+    process (its remembered committed views) and from others; the audit trail holds each entry once."""
+    from chalicelib.core import sweeper
+    from chalicelib.storage import COUNTER
+
+    ctx = crash_ctx
+    wh = _setup(ctx)
+    _txn(ctx, wh, _body(ctx, wh, "before"))
+    _txn(ctx, wh, _body(ctx, wh, "t"))  # warm: written over the first one's claims
+    mine = dict(commits._warm)
+    claims = [pointers.read(ctx, wh, ("tx",), t).data for t in ("a", "b")]
+    assert all(pointer_record.claimed(c) for c in claims) and len({pointer_record.claim_txn(c) for c in claims}) == 1
+    COUNTER.count = 0
+    assert _tags(ctx, wh, "b") == ["before", "t"]  # a reader follows the committed claim
+    assert COUNTER.count == 2  # the pointer, the record (the metadata file is cached); no write
+    monkeypatch.setattr(commits, "_warm", {})  # another process: it remembers no pointer
+    other = Context(ctx.settings, CrashOn(ctx.storage, _pointer_write("b", 0)))
+    with pytest.raises(Crash):
+        if who == "sweeper":
+            sweeper._sweep_pointer(other, wh, keys.table_pointer(("tx",), "a"), set(), Counter())
+            sweeper._sweep_pointer(other, wh, keys.table_pointer(("tx",), "b"), set(), Counter())
+        else:  # a writer that settles claims first (rename, drop, Glue and S3 Tables updates)
+            for t in ("a", "b"):
+                pointers.require(other, wh, ("tx",), t)
+    assert not pointer_record.claimed(pointers.read(ctx, wh, ("tx",), "a").data)
+    assert pointer_record.claimed(pointers.read(ctx, wh, ("tx",), "b").data)
+    assert {t: _tags(ctx, wh, t) for t in ("a", "b")} == {"a": ["before", "t"], "b": ["before", "t"]}
+    assert_fsck_clean(ctx, wh)  # the stale claim is the sweeper's: it rolls b forward
+    _txn(ctx, wh, _body(ctx, wh, "after"))  # another process's transaction
+    monkeypatch.setattr(commits, "_warm", mine)  # this process again: its remembered claims are stale
+    change = {"updates": [{"action": "set-properties", "updates": {"w": "1"}}]}
+    commits.commit(ctx, wh, iceberg_io.parse_change(change, ("tx",), "b"))  # costs a retry, not an update
+    _txn(ctx, wh, _body(ctx, wh, "last"))
+    assert {t: _tags(ctx, wh, t) for t in ("a", "b")} == {t: ["before", "t", "after", "last"] for t in ("a", "b")}
+    assert json.loads(lookup.load(ctx, wh, ("tx",), "b").raw_metadata)["properties"]["w"] == "1"
+    for t in ("a", "b"):
+        trail = audit.query(ctx, wh, keys.AUDIT_PREFIX, audit.table_tails(ctx, wh, (keys.TABLES_PREFIX,)), name=t)[0]
+        assert sorted(e["seq"] for e in trail) == list(range(1, len(trail) + 1))  # each once, none missing
+        assert len([e for e in trail if e.get("transaction")]) == 4
+    assert_fsck_clean(ctx, wh)
+
+
+# uuid claim, (2 metadata files, 2 claims), commit point (the record), the created table's roll-forward
+# (its listing mark is settled before the answer; the other table's claim is left to the next writer)
+CREATE_TXN_WRITES = 7
 CREATE_COMMIT_POINT = 6
 
 
@@ -363,6 +414,7 @@ def test_a_claim_made_before_its_record_was_written_first_still_settles(crash_ct
     ctx = crash_ctx
     wh = _setup(ctx)
     _txn(ctx, wh, _body(ctx, wh, "before"))
+    pointers.live(ctx, wh, ("tx",), "a")  # a writer's read rolls its committed claim forward
     key = keys.table_pointer(("tx",), "a")
     obj = ctx.storage.get(wh, key)
     data = json.loads(obj.body)

@@ -75,6 +75,26 @@ def test_the_feed_follows_the_trail(catalog_url, http):
     assert [e["operation"]["operation-type"] for e in spaces] == ["create-namespace"]
 
 
+def test_a_transaction_is_in_the_feed_at_its_commit_point(catalog_url, http):
+    """A transaction answers at its commit point and leaves its claims to the next writer: the feed
+    shows its changes at once (a committed claim's entry, as its roll-forward will journal it), and
+    not again once a commit writes over one of the claims."""
+    wh = _setup(http, catalog_url)
+    base = f"{catalog_url}/v1/{wh}"
+    url = f"{base}/events"
+    _, token = _all(http, url, {})
+    props = [{"action": "set-properties", "updates": {"tx": "1"}}]
+    changes = [
+        {"identifier": {"namespace": ["db"], "name": t}, "requirements": [], "updates": props} for t in ("t1", "t2")
+    ]
+    assert http.post(f"{base}/transactions/commit", json={"table-changes": changes}).status_code == 204
+    got, token = _all(http, url, {"continuation-token": token})
+    assert sorted(e["operation"]["identifier"]["name"] for e in got) == ["t1", "t2"]
+    assert http.post(f"{base}/namespaces/db/tables/t1", json={"updates": props}).status_code == 200
+    more, _ = _all(http, url, {"continuation-token": token})
+    assert [e["operation"]["identifier"]["name"] for e in more] == ["t1"]  # the commit; the transaction's not again
+
+
 def test_the_feed_applies_policies_and_refuses_bad_input(catalog_url, http):
     wh = _setup(http, catalog_url)
     url = f"{catalog_url}/v1/{wh}/events"

@@ -240,8 +240,13 @@ def _tail_of(ctx: Context, bucket: str, key: str, etag: str) -> list[dict[str, A
             return []
         if pointer_record.state(data) in ("pending", "moved"):  # not committed yet / the same as its destination's
             data = {}
+        final = True
+        if pointer_record.claimed(data):
+            data, final = as_settled(ctx, bucket, data)
         data = pointer_record.held_pointer(data)  # a trash record keeps the dropped pointer whole
         cached = (source_of(data), list(data.get(TAIL) or []))
+        if not final:  # the same bytes will carry the claim's entry once its transaction commits
+            return [dict(e, source=cached[0]) for e in cached[1]]
         with _cache_lock:
             if len(_tails) > 50_000:
                 _tails.clear()
@@ -258,6 +263,28 @@ def newest_in_segment(name: str) -> int:
 def tail_entries(ctx: Context, bucket: str, key: str, etag: str) -> list[dict[str, Any]]:
     """The committed entries a pointer or record still carries, each with its source."""
     return _tail_of(ctx, bucket, key, etag)
+
+
+def tail_final(bucket: str, key: str, etag: str) -> bool:
+    """Whether the tail read under this ETag holds for good (False for a claim whose transaction may
+    still commit: a feed reads such a pointer again, though its bytes did not change)."""
+    return (bucket, key, etag) in _tails
+
+
+def as_settled(ctx: Context, bucket: str, data: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """A claimed pointer's entries as its transaction leaves them: a committed claim's entry joins
+    the tail (with the seq its roll-forward gives it, whoever rolls forward), as readers follow a
+    committed claim before anyone rolls it forward; and whether that is final (a record is)."""
+    from chalicelib.core import claims  # claims builds on this module
+
+    try:
+        doc = json.loads(ctx.storage.get(bucket, keys.txn_record(pointer_record.claim_txn(data))).body)
+    except (ObjectNotFound, ValueError):  # no record yet (or unreadable: fsck reports it)
+        return data, False
+    state = doc.get("state") if isinstance(doc, dict) else None
+    if state == "committed":
+        return claims.settled_pointer(data, True), True
+    return data, state == "aborted"
 
 
 def segment_problem(doc: Any) -> str | None:

@@ -108,15 +108,31 @@ def committed_view(ctx: Context, warehouse: str, data: dict[str, Any]) -> dict[s
     """For readers: the pointer as of the last commit point, or None if the claim must be settled.
 
     Until its commit point a transaction has changed nothing, so a claim of a pending transaction
-    reads as the old state; readers never wait for writers.
+    reads as the old state; readers never wait for writers. After it the claim reads as its
+    roll-forward would write it: the owner answers at its commit point and leaves the roll-forward
+    to the next writer, so readers follow a committed claim (one GET of its record) and write nothing.
     """
     found = read_record(ctx, warehouse, pointer_record.claim_txn(data))
     if found is None:  # before its commit point; its lease says whether it may still commit
         lease = pointer_record.claim_lease(data)
         return pointer_record.unclaimed(data) if lease is not None and now_ms() < lease else None
+    if found[0]["state"] == "committed":
+        return settled_pointer(data, True)
     if found[0]["state"] == "pending" and now_ms() < int(found[0]["lease-until-ms"]):
         return pointer_record.unclaimed(data)
     return None
+
+
+def followed(ctx: Context, warehouse: str, data: dict[str, Any]) -> dict[str, Any] | None:
+    """For a writer whose one write is If-Match on the claimed pointer's ETag, with a body made from
+    the pointer it judged (commits, transactions): a claim of a committed transaction as its
+    roll-forward would write it, so that the writer's own write rolls it forward (one GET of the
+    record, no write of its own). None: settle it first (not committed, or a table it creates, whose
+    roll-forward changes how the name lists)."""
+    if pointer_record.state(pointer_record.unclaimed(data)) == PENDING_CREATE:
+        return None
+    found = read_record(ctx, warehouse, pointer_record.claim_txn(data))
+    return settled_pointer(data, True) if found is not None and found[0]["state"] == "committed" else None
 
 
 def settle_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, data: dict[str, Any], etag: str) -> bool:

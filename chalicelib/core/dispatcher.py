@@ -119,7 +119,9 @@ def pending(
         return last
 
     for (key, etag), entries in zip(changed, tails, strict=True):
-        read[key] = (etag, take(entries))
+        # a claim that may still commit is read again, though its ETag stays ("" matches none)
+        final = audit.tail_final(system if key == own else bucket, key, etag)
+        read[key] = (etag if final else "", take(entries))
     for entries in parallel.map_counted(lambda bk: audit.segment_entries(ctx, *bk), fresh):
         take(entries)
     gaps = {s for s, by_seq in found.items() if not _unbroken(int(sent.get(s, 0)), sorted(by_seq))}

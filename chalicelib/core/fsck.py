@@ -175,7 +175,10 @@ def _check_pointer(ctx: Context, warehouse: str, key: str, data: dict[str, Any],
             running = now_ms() < (pointer_record.claim_lease(data) or 0)
         else:
             running = txn.get("state") == "pending" and now_ms() < int(txn.get("lease-until-ms", 0))
-        if not running:
+        if txn is not None and txn.get("state") == "committed":  # answered at its commit point: left to others
+            what = "a committed transaction's claim, not rolled forward yet (its next writer or the sweeper does)"
+            add(Finding(UNFINISHED, "stale-claim", what, [key]))
+        elif not running:
             add(Finding(UNFINISHED, "stale-claim", "a transaction claim whose transaction ended or expired", [key]))
         return
     if state in ("pending", "moved", "dropped"):

@@ -126,13 +126,20 @@ def settle_pending(ctx: Context, warehouse: str, ns: Namespace, name: str, dst: 
     return settled
 
 
-def live(ctx: Context, warehouse: str, ns: Namespace, name: str, read_only: bool = False) -> Pointer | None:
+def live(
+    ctx: Context, warehouse: str, ns: Namespace, name: str, read_only: bool = False, follow: bool = False
+) -> Pointer | None:
     """The active pointer of a table, settling an interrupted rename on the way; None if absent.
+    `follow`: for commits and transactions, a committed transaction's claim is taken as its
+    roll-forward under the claim's ETag (`claims.followed`), for their write to roll it forward.
 
     Never purges: a dropped table is finished by its dropper or by the sweeper."""
     p = read(ctx, warehouse, ns, name)
     if p is not None and pointer_record.claimed(p.data):  # held by a multi-table transaction
         try:
+            view = claims.followed(ctx, warehouse, p.data) if follow and not read_only else None
+            if view is not None:
+                return Pointer(view, p.etag)
             return _claimed(ctx, warehouse, ns, name, p, read_only)
         except DamagedObject as exc:
             if not exc.key.startswith(keys.TXN_PREFIX):

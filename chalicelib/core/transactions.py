@@ -8,8 +8,13 @@
    judged in 1; If-None-Match for a create) naming the transaction, its new metadata file and the
    lease until which it may still commit. After a lost race the claims go one by one in table
    order (still beside the files).
-3. Commit point: the transaction record, written once, "committed" (If-None-Match).
-4. Roll forward: swap each claimed pointer to its new metadata (If-Match, in parallel). Anyone may do this.
+3. Commit point: the transaction record, written once, "committed" (If-None-Match). The client is
+   answered here.
+4. Roll forward: swap each claimed pointer to its new metadata (If-Match). Not on the request
+   path: this process remembers each claim's committed view, and its next write to the table
+   goes over the claim straight to its own state; so do other processes' commits and transactions,
+   after one GET of the record (pointers.live(follow=True)); other writers and the sweeper roll a
+   claim forward when they meet it, and readers follow it (one GET of the record).
 
 Whoever meets a claim settles it from the record: committed -> roll forward, aborted -> roll back,
 none yet -> pending while the claim's lease runs; after it a helper writes the record itself,
@@ -39,6 +44,12 @@ Why each step is safe (crashes and lost responses included):
   transaction whose commit point was never sent is aborted without a record.
 - A claim write in doubt is ours if the pointer carries our claim (it names our transaction); the
   commit point in doubt is the record's state (only we commit, only helpers abort).
+- Answering at the commit point: the record is final, so a claim under a committed record reads
+  as the new state to everyone (readers follow it, writers roll it forward first), and a crash
+  right after the commit point is the same as answering. A remembered committed view is judged
+  and written over with If-Match on the claim's ETag, which is that same object: the write
+  replaces the claim with what its roll-forward would be plus the new change, with the claim's
+  audit entry in the tail once (the same seq whoever rolls forward).
 - A crash in the middle of a round (an exception the protocol does not handle) propagates at once,
   with no further write: what landed is settled from the record, or its absence, as after any crash.
 """
@@ -135,7 +146,11 @@ def commit(ctx: Context, warehouse: str, changes: list[TableChange]) -> None:
                 return cas.AGAIN
         elif _roll_back(ctx, warehouse, txn, claimed, prepared, close=False) != "committed":
             return cas.AGAIN
-        _roll_forward(ctx, bucket, claimed)
+        # Answered now; a table the transaction creates is rolled forward first, so that its listing
+        # mark is settled by this operation (a claimed pointer lists only through its record).
+        creates = [c for c in claimed if _creating(c.data)]
+        _roll_forward(ctx, bucket, creates)
+        _remember_committed(bucket, [c for c in claimed if not _creating(c.data)])
         note("Commits", len(changes))
         return None
 
@@ -185,7 +200,7 @@ def _prepare(ctx: Context, warehouse: str, change: TableChange, known: pointer_r
     """Judge one change against its table (`known`: its remembered pointer) and build its new
     metadata (nothing is written, but a create's uuid claim)."""
     ns, name = change.namespace, change.name
-    p = known if known is not None else pointers.live(ctx, warehouse, ns, name)
+    p = known if known is not None else pointers.live(ctx, warehouse, ns, name, follow=True)
     if p is not None and pointer_record.kind_of(p.data) != "table":
         raise pointers.not_found(ctx, warehouse, ns, name)  # views are not in transactions
     if p is None:  # a table this transaction creates (assert-create)
@@ -379,18 +394,21 @@ def _commit_point(ctx: Context, warehouse: str, txn: Txn, record: dict[str, Any]
     return found[0]["state"] == "committed"
 
 
+def _creating(data: dict[str, Any]) -> bool:
+    return pointer_record.state(pointer_record.unclaimed(data)) == claims.PENDING_CREATE
+
+
 def _roll_forward(ctx: Context, bucket: str, claimed: list[Claimed]) -> None:
-    """After the commit point: every claimed pointer to its new metadata, in parallel (their order
-    does not matter now). A pointer written here is remembered, so the next commit or transaction
-    to the table in this process starts from it; anything unexpected still surfaces."""
+    """After the commit point: claimed pointers to their new metadata, in parallel (their order does
+    not matter now). A pointer written here is remembered, so the next commit or transaction to the
+    table in this process starts from it; anything unexpected still surfaces."""
     from chalicelib.core.tables import commit as commits
 
     def settle(item: Claimed) -> None:
-        creating = pointer_record.state(pointer_record.unclaimed(item.data)) == claims.PENDING_CREATE
         key = keys.table_pointer(item.ns, item.name)
         settled = claims.settled_pointer(item.source, True)
         try:
-            with contextlib.nullcontext() if creating else listing_marks.same_names():  # a live table stays one
+            with contextlib.nullcontext() if _creating(item.data) else listing_marks.same_names():
                 etag = ctx.storage.put_if_match(bucket, key, dump(settled), item.etag)
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt, StorageUnavailable):
             commits.remember(bucket, key, None)
@@ -400,6 +418,21 @@ def _roll_forward(ctx: Context, bucket: str, claimed: list[Claimed]) -> None:
     unexpected = next((o for o in _in_parallel(settle, claimed) if isinstance(o, BaseException)), None)
     if unexpected is not None:
         raise unexpected
+
+
+def _remember_committed(bucket: str, claimed: list[Claimed]) -> None:
+    """After the commit point, instead of rolling forward: remember each claimed pointer's committed
+    view (the pointer as its roll-forward would write it) under the claim's ETag, so the next commit
+    or transaction to the table in this process writes its own state over the claim (If-Match that
+    ETag) and rolls it forward on the way, at no extra request. The record is final, so the object
+    with that ETag means that view for good; a pointer that moved on since fails the If-Match and
+    costs a retry. Claims nobody writes over are rolled forward by the next writer of another kind
+    (`pointers.live`) or the sweeper; readers follow them meanwhile (`claims.committed_view`)."""
+    from chalicelib.core.tables import commit as commits
+
+    for c in claimed:
+        view = claims.settled_pointer(c.source, True)
+        commits.remember(bucket, keys.table_pointer(c.ns, c.name), pointer_record.Pointer(view, c.etag))
 
 
 def resolve(ctx: Context, hint: dict[str, Any]) -> bool:

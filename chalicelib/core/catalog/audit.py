@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core import pointers, warehouses
-from chalicelib.core.audit import TAIL, source_of
+from chalicelib.core import pointer_record, pointers, warehouses
+from chalicelib.core.audit import TAIL, as_settled, source_of
 from chalicelib.core.audit import query as query
 from chalicelib.core.audit import table_tails as table_tails
 from chalicelib.core.context import Context
@@ -17,8 +17,9 @@ def live_trail(ctx: Context, warehouse: str, ns: Namespace, name: str) -> tuple[
     p = pointers.read(ctx, warehouse, ns, name)
     if p is None or p.state != "active":
         return None
-    source = source_of(p.data)
-    return source, [dict(e, source=source) for e in p.data.get(TAIL) or []]
+    data = as_settled(ctx, ctx.bucket_for(warehouse), p.data)[0] if pointer_record.claimed(p.data) else p.data
+    source = source_of(data)
+    return source, [dict(e, source=source) for e in data.get(TAIL) or []]
 
 
 def require_warehouse(ctx: Context, warehouse: str) -> None:

@@ -52,13 +52,17 @@ def _landed(ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: st
 
 # The pointer each table had after this process's last commit to it: a commit starts from it and
 # skips its GET. The pointer CAS (If-Match on its ETag) rejects a stale one, and the commit then
-# reads the pointer and tries again, so the cache can cost a retry but never a lost update.
+# reads the pointer and tries again, so the cache can cost a retry but never a lost update. After
+# a transaction it is the committed view of the claim this process wrote, under the claim's ETag
+# (transactions._remember_committed): the next write replaces the claim with its roll-forward plus
+# its own change.
 _warm: dict[tuple[str, str], pointer_record.Pointer] = {}
 
 
 def warm_pointer(bucket: str, key: str) -> pointer_record.Pointer | None:
-    """The pointer this process last wrote to the table (active, unclaimed), or None: a writer may
-    judge a change on it, because its write is If-Match on that ETag (commits and transactions)."""
+    """The pointer this process last wrote to the table (active, unclaimed; or a claim of a
+    transaction it committed, as rolled forward), or None: a writer may judge a change on it,
+    because its write is If-Match on that ETag (commits and transactions)."""
     return _warm.get((bucket, key))
 
 
@@ -104,7 +108,7 @@ def _commit_batch(ctx: Context, warehouse: str, reqs: list[TableChange]) -> list
         if warm is not None:
             p, warm, from_cache = warm, None, True
         else:
-            p, from_cache = pointers.live(ctx, warehouse, ns, name), False
+            p, from_cache = pointers.live(ctx, warehouse, ns, name, follow=True), False
             remember(bucket, ptr_key, p)
         if p is None or pointer_record.kind_of(p.data) != "table":
             for i in todo:
