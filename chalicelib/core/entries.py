@@ -166,26 +166,36 @@ def _listed_kind(ctx: Context, warehouse: str, ns: Namespace, name: str, kind: s
 
 
 class _Shards:
-    """Stored view shards this process has read: (bucket, key) -> (ETag, entries, size). A later read
-    asks S3 for the shard only if its ETag changed (a 304 carries no body and needs no parsing).
-    Bounded by the bytes of the shards held, least recently used first out."""
+    """Stored view shards this process has read: (bucket, key) -> (ETag, entries, size, when read or
+    written). A later read asks S3 for the shard only if its ETag changed (a 304 carries no body and
+    needs no parsing), and not at all within CATALOG_VIEW_FRESH_MS of the last time this process
+    read or wrote it: the view only saves reads (every entry of it is checked against its pointer's
+    listed ETag), so one a little behind costs at most reads, never freshness. Bounded by the bytes
+    of the shards held, least recently used first out."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes, self.held = max_bytes, 0
-        self.items: OrderedDict[tuple[str, str], tuple[str, dict[str, Any], int]] = OrderedDict()
+        self.items: OrderedDict[tuple[str, str], tuple[str, dict[str, Any], int, float]] = OrderedDict()
         self.lock = threading.Lock()
 
     def read(self, storage: Any, bucket: str, key: str) -> dict[str, Any]:
         """A private copy of the shard's entries (callers add to it while others read it)."""
         with self.lock:
             known = self.items.get((bucket, key))
+        if known is not None and time.monotonic() - known[3] < env_int("CATALOG_VIEW_FRESH_MS", 5000) / 1000:
+            with self.lock:
+                if (bucket, key) in self.items:
+                    self.items.move_to_end((bucket, key))
+            return dict(known[1])
         try:
-            found = storage.get_if_changed(bucket, key, known[0]) if known else storage.get(bucket, key)
+            found = storage.get_if_changed(bucket, key, known[0]) if known and known[0] else storage.get(bucket, key)
         except ObjectNotFound:
+            self.keep(bucket, key, "", {}, 64)  # none yet (no sweep since a bulk load): known absent
             return {}
         if found is None:  # unchanged since we kept it
             with self.lock:
-                if (bucket, key) in self.items:
+                if self.items.get((bucket, key), (None,))[0] == known[0]:  # type: ignore[index]
+                    self.items[(bucket, key)] = (*known[:3], time.monotonic())  # type: ignore[index]
                     self.items.move_to_end((bucket, key))
             return dict(known[1]) if known else {}
         entries = _shard_entries(found.body)
@@ -193,12 +203,13 @@ class _Shards:
         return dict(entries)
 
     def keep(self, bucket: str, key: str, etag: str, entries: dict[str, Any], size: int) -> None:
-        if not etag or size > self.max_bytes:
+        """Hold a shard as read or written (etag "": found absent)."""
+        if size > self.max_bytes:
             return
         with self.lock:
             old = self.items.pop((bucket, key), None)
             self.held += size - (old[2] if old else 0)
-            self.items[(bucket, key)] = (etag, entries, size)
+            self.items[(bucket, key)] = (etag, entries, size, time.monotonic())
             while self.held > self.max_bytes:
                 self.held -= self.items.popitem(last=False)[1][2]
 

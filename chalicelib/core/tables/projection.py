@@ -84,7 +84,7 @@ import time
 import uuid
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -218,16 +218,22 @@ class _Cache:
             return
         with self.lock:
             old = self.items.pop((bucket, key), None)
-            self.held += len(doc["names"]) - (len(old[1]["names"]) if old else 0)
+            self.held += _count(doc) - (_count(old[1]) if old else 0)
             self.items[(bucket, key)] = (etag, doc, time.monotonic())
             while self.held > self.max_names and self.items:
-                self.held -= len(self.items.popitem(last=False)[1][1]["names"])
+                self.held -= _count(self.items.popitem(last=False)[1][1])
 
     def drop(self, bucket: str, key: str) -> None:
         with self.lock:
             old = self.items.pop((bucket, key), None)
             if old is not None:
-                self.held -= len(old[1]["names"])
+                self.held -= _count(old[1])
+
+
+def _count(doc: Doc) -> int:
+    """The names a held document counts for (a kept entries shard's without decoding it)."""
+    names = doc["names"]
+    return names.size if isinstance(names, _KeptNames) else len(names)
 
 
 CACHE = _Cache(1_000_000)  # names: about 100 MB at most (a 100,000-table namespace holds 100,000)
@@ -468,14 +474,72 @@ def _read_entries(storage: Any, bucket: str, key: str) -> Held | None:
         ENTRIES.keep(bucket, key, *held)
         return held
     assert found is not None
-    try:
-        doc = json.loads(found.body)
-        entries = doc.get("entries") if isinstance(doc, dict) else None
-    except (ValueError, RecursionError):
-        entries = None
-    out = (found.etag, {"names": entries if isinstance(entries, dict) else {}})
+    out = (found.etag, {"names": _KeptNames(found.body)})
     ENTRIES.keep(bucket, key, *out)
     return out
+
+
+class _KeptNames(Mapping[str, Any]):
+    """A kept entries shard's entries (name -> the entry's JSON text), decoded only as far as asked:
+    a page looks up its few names in each of the 32 shards (about 220 KB each at 10,000 tables),
+    and decoding a whole shard costs more than its GET. The shard's text is cut at `","` (only
+    between entries: inside an entry's text every quote is escaped) into name -> the entry's text
+    still encoded, and `get` decodes one entry; anything else decodes the whole shard (a damaged
+    one: empty, while `get` finds the entries before the damage)."""
+
+    HEAD = b'{"entries":{"'  # how the writers' dump() begins a shard with entries
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.decoded: dict[str, Any] | None = None
+        self.pieces: dict[bytes, bytes] | None = None
+
+    def _all(self) -> dict[str, Any]:
+        if self.decoded is None:
+            try:
+                doc = json.loads(self.body)
+                entries = doc.get("entries") if isinstance(doc, dict) else None
+            except (ValueError, RecursionError):
+                entries = None
+            self.decoded = entries if isinstance(entries, dict) else {}
+        return self.decoded
+
+    def _index(self) -> dict[bytes, bytes]:
+        """Each entry's key as written -> its value from its opening quote on (not yet decoded)."""
+        if self.pieces is None:
+            pieces: dict[bytes, bytes] = {}
+            if self.body.startswith(self.HEAD):
+                for piece in self.body[len(self.HEAD) :].split(b'","'):
+                    at = piece.find(b'":"')
+                    if at >= 0:
+                        pieces[piece[:at]] = piece[at + 2 :]  # a key given twice: the last, as json.loads
+            self.pieces = pieces
+        return self.pieces
+
+    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        if self.decoded is not None:
+            return self.decoded.get(name, default)
+        piece = self._index().get(json.dumps(name)[1:-1].encode())  # as the writers spell it (ASCII)
+        if piece is None:
+            return default
+        try:
+            return json.decoder.scanstring((piece + b'"').decode("utf-8", "replace"), 1)[0]  # (its quote cut)
+        except ValueError:
+            return default  # damaged there: that table is read instead
+
+    @property
+    def size(self) -> int:
+        """About how many entries (what the cache counts it for; fixed, unlike a decode)."""
+        return self.body.count(b'":"')
+
+    def __getitem__(self, name: str) -> Any:
+        return self._all()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
 
 
 def _entries_writes(
