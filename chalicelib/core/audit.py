@@ -31,8 +31,8 @@ from chalicelib.errors import BadRequest, DamagedObject
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
 CHUNK = 16  # entries per journal segment of a table (a pointer holds fewer than 2 * CHUNK + a batch)
-TAIL = "audit"
-SEQ = "audit-seq"
+TAIL = pointer_record.AUDIT_TAIL
+SEQ = pointer_record.AUDIT_SEQ
 _FAR = 10**13  # inverted times sort newest first
 MAX_PAGE = 200
 
@@ -92,13 +92,7 @@ def source_of(data: dict[str, Any]) -> str:
     return str(data.get("id") or data.get("table-uuid") or data.get("uuid") or "unknown").replace("-", "")
 
 
-def appended(data: dict[str, Any], entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """The pointer data with entries joined to its tail, numbered on from its last seq."""
-    tail, seq = list(data.get(TAIL) or []), int(data.get(SEQ, 0))
-    for e in entries:
-        seq += 1
-        tail.append(dict(e, seq=seq))
-    return {**data, TAIL: tail, SEQ: seq}
+appended = pointer_record.appended  # entries joined to a pointer's tail, numbered on from its last seq
 
 
 def spillable(data: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, damage, listing_marks, pointer_record
+from chalicelib.core import damage, listing_marks, pointer_record
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.errors import TableRecoveryInProgress
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
@@ -98,7 +98,7 @@ def settled_pointer(data: dict[str, Any], committed: bool) -> dict[str, Any]:
             settled = pointer_record.advanced(settled, new_location)
         entry = pointer_record.claim_entry(data)
         if entry:  # the owner's entry: whoever rolls forward writes the same one
-            settled = audit.appended(settled, [entry])
+            settled = pointer_record.appended(settled, [entry])
     elif pointer_record.state(settled) == PENDING_CREATE:
         settled = pointer_record.tombstone(settled, purge=False)
     return settled

@@ -12,6 +12,7 @@ transaction (claims.py), and the audit tail rides along (audit.TAIL)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -518,3 +519,18 @@ class TableEntry:
             created_ms=created_ms(data),
             updated_ms=updated_ms(data),
         )
+
+
+# The audit tail every pointer carries (core/audit.py owns its meaning; the fields live here so that
+# what rolls a pointer forward, claims.py, needs no import of audit).
+AUDIT_TAIL = "audit"
+AUDIT_SEQ = "audit-seq"
+
+
+def appended(data: dict[str, Any], entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The pointer data with entries joined to its tail, numbered on from its last seq."""
+    tail, seq = list(data.get(AUDIT_TAIL) or []), int(data.get(AUDIT_SEQ, 0))
+    for e in entries:
+        seq += 1
+        tail.append(dict(e, seq=seq))
+    return {**data, AUDIT_TAIL: tail, AUDIT_SEQ: seq}
