@@ -17,7 +17,6 @@ every table is listed.
 from __future__ import annotations
 
 import os
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -31,7 +30,7 @@ import benchutil
 import boto3
 import catalog_admin
 import local_s3
-from bench_full_listing import fill
+from bench_full_listing import fill, sql_catalog_of
 from botocore.config import Config
 
 N = int(os.environ.get("BENCH_N", "10000"))
@@ -120,19 +119,10 @@ def floor(stack: Any, wh: str) -> None:
 
 
 def sql_catalog(names: list[str]) -> None:
-    from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.schema import Schema
     from pyiceberg.types import LongType, NestedField
 
-    db = Path(tempfile.mkdtemp()) / "sql.db"
-    sql = SqlCatalog("sql", uri=f"sqlite:///{db}", warehouse=f"file://{db.parent}")
-    sql.create_namespace("big")
-    with sqlite3.connect(db) as con:
-        con.executemany(
-            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location, "
-            "previous_metadata_location) VALUES (?, ?, ?, ?, ?)",
-            [("sql", "big", n, "s3://x/m.json", None) for n in names[100:]],
-        )
+    sql = sql_catalog_of(names[100:])
     schema = Schema(NestedField(1, "id", LongType(), required=False))
     for n in names[:100]:
         sql.create_table(f"big.{n}", schema)
