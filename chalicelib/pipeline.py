@@ -28,9 +28,10 @@ from chalicelib.errors import (
     InternalError,
     MethodNotAllowed,
     ServiceUnavailable,
+    WarehouseNotFound,
 )
 from chalicelib.face import Face
-from chalicelib.storage import COUNTER, BucketUnavailable, StorageUnavailable, WriteInDoubt, note
+from chalicelib.storage import COUNTER, BucketNotFound, BucketUnavailable, StorageUnavailable, WriteInDoubt, note
 
 log = logging.getLogger("catalog")  # JSON lines (chalicelib/telemetry.py): one per request, and these
 telemetry.logger()
@@ -401,6 +402,9 @@ def _as_catalog_error(exc: Exception, method: str, path: str) -> CatalogError:
         return CommitStateUnknown("The outcome of the change is unknown; reload before retrying")
     if isinstance(exc, BucketUnavailable):
         return Conflict("The bucket name is taken by another account or not usable by the catalog")
+    if isinstance(exc, BucketNotFound):  # a path that reads a warehouse's bucket before its record
+        log.warning("bucket not found in %s %s: %s", method, path, exc)
+        return WarehouseNotFound(f"The warehouse's bucket {exc} does not exist: no such warehouse")
     if isinstance(exc, RecursionError):
         return BadRequest("The request is nested too deeply")
     log.exception("unhandled error in %s %s", method, path)

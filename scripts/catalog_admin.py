@@ -215,8 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if resp.content:
         out = sys.stdout if resp.ok else sys.stderr  # an error answer is the reason, not a result
-        try:
-            print(json.dumps(resp.json(), indent=2), file=out)
+        try:  # an error answer is one line (the ErrorModel JSON), a result reads as pretty JSON
+            print(json.dumps(resp.json(), indent=2 if resp.ok else None), file=out)
         except ValueError:  # a proxy or gateway error page
             print(f"HTTP {resp.status_code}: {resp.text[:500]}", file=sys.stderr)
     return 0 if resp.ok else 1
@@ -254,7 +254,10 @@ def _audit(a: argparse.Namespace) -> int:
 
 
 def _seconds(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not value > 0:
         raise argparse.ArgumentTypeError("must be a number of seconds above 0")
     return value
@@ -265,9 +268,17 @@ def _on_s3(command: Any, a: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
     from chalicelib.errors import CatalogError
-    from chalicelib.storage import StorageUnavailable
+    from chalicelib.storage import BucketNotFound, StorageUnavailable
 
     try:
+        system = _core().settings.system_bucket
+        if not _core().storage.bucket_exists(system):  # a typo would otherwise make a new catalog
+            print(
+                f"catalog-admin: the catalog's system bucket {system!r} does not exist on this S3 "
+                "(check CATALOG_SYSTEM_BUCKET and S3_ENDPOINT_URL)",
+                file=sys.stderr,
+            )
+            return 1
         if getattr(a, "warehouse", None) and a.cmd != "import":  # a name, not a missing bucket's traceback
             from chalicelib.core import warehouses
 
@@ -276,6 +287,10 @@ def _on_s3(command: Any, a: argparse.Namespace) -> int:
         return int(command(a))
     except CatalogError as exc:
         print(f"catalog-admin: {exc.message}", file=sys.stderr)
+    except BucketNotFound as exc:
+        print(
+            f"catalog-admin: a bucket does not exist on this S3: {exc} (check CATALOG_BUCKET_PREFIX)", file=sys.stderr
+        )
     except StorageUnavailable as exc:
         print(f"catalog-admin: S3 is unavailable or refused access: {exc}", file=sys.stderr)
         print("  (the tool reads S3 with S3_ENDPOINT_URL, CATALOG_SYSTEM_BUCKET and AWS credentials)", file=sys.stderr)

@@ -163,6 +163,25 @@ def test_s3_subcommands_fail_with_one_line_not_a_traceback(admin_env):
     nowhere = dict(admin_env, S3_ENDPOINT_URL="http://127.0.0.1:9", CATALOG_S3_ATTEMPTS="1")
     down = _run(["fsck", "demo"], nowhere)
     assert down.returncode == 1 and "S3_ENDPOINT_URL" in down.stderr and "Traceback" not in down.stderr
+    # A misnamed system bucket is refused before anything is read or made (import made a new catalog).
+    typo = _run(["dispatch-events", "--once"], dict(admin_env, CATALOG_SYSTEM_BUCKET="no-such-system-bucket-x"))
+    assert typo.returncode == 1 and "CATALOG_SYSTEM_BUCKET" in typo.stderr and "Traceback" not in typo.stderr
+    assert len(typo.stderr.strip().splitlines()) == 1
+    prefixed = _run(["fsck", "demo"], dict(admin_env, CATALOG_BUCKET_PREFIX="pfx-"))  # BucketNotFound: a traceback
+    assert prefixed.returncode == 1 and prefixed.stderr.startswith("catalog-admin: "), prefixed.stderr
+    assert "Traceback" not in prefixed.stderr
+    every = _run(["dispatch-events", "--every", "abc"], admin_env)
+    assert every.returncode == 2 and "'abc' is not a number of seconds" in every.stderr
+    assert "_seconds" not in every.stderr
+
+
+def test_api_subcommands_answer_an_unknown_warehouse_in_one_line(admin_env):
+    wh = f"wh-absent-{uuid.uuid4().hex[:6]}"
+    for args in (["trash", wh], ["event-sinks", wh], ["undrop", wh, "x"], ["audit", "--warehouse", wh]):
+        ran = _run(args, admin_env)
+        assert ran.returncode == 1 and not ran.stdout, (args, ran.stdout)
+        assert len(ran.stderr.strip().splitlines()) == 1, (args, ran.stderr)
+        assert "404" in ran.stderr and "Traceback" not in ran.stderr, (args, ran.stderr)
 
 
 def test_trash_undrop_purge_and_audit(admin_env, catalog_url, http):

@@ -386,6 +386,7 @@ def test_a_damaged_transaction_record_is_reported_and_skipped(core, monkeypatch,
 
     report = fsck.check(core, wh)
     assert keys.txn_record(txn) in {k for f in report.findings if f.kind == "unreadable-record" for k in f.keys}
+    assert "listing-disagrees" not in {f.kind for f in report.findings}  # its record's finding says it all
     stats = fsck.repair(core, wh)
     assert stats["drops-finished"] == 1 and stats["damaged"] >= 1
     assert [t["name"] for t in listing.list_names(core, wh, ("db",), "", 100)[0]] == [
@@ -485,10 +486,109 @@ def test_the_admin_command_reports_damage_in_its_json_and_logs_keys_on_stderr(
         )
         assert ran.returncode == 1, ran.stderr
         report = json.loads(ran.stdout)
-        (finding,) = [f for f in report["findings"] if f["severity"] == "violation"]
+        (finding,) = [f for f in report["findings"] if f["kind"] == "unreadable-pointer"]
+        (owner,) = [f for f in report["findings"] if f["kind"] == "uuid-owner-unknown"]  # never "leftover"
+        assert owner["severity"] == "violation" and not [f for f in report["findings"] if f["severity"] == "leftover"]
         assert finding["kind"] == "unreadable-pointer" and finding["keys"] == [key]
         assert finding["message"] == "the pointer cannot be read: not JSON"
         logged = [json.loads(ln) for ln in ran.stderr.splitlines() if ln.startswith("{")]
         assert any(ln["key"] == key and ln["message"] == "damaged catalog object" for ln in logged), ran.stderr
         if repair:
             assert report["repaired"]["damaged"] == 1
+
+
+def _signed_get(url: str, key: str, secret: str) -> requests.Response:
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    req = AWSRequest(method="GET", url=url)
+    SigV4Auth(Credentials(key, secret), "s3tables", "us-east-1").add_auth(req)
+    return requests.get(url, headers=dict(req.headers), timeout=30)
+
+
+@pytest.mark.parametrize("stored", [b"\x00\xffnot JSON", b'{"bucket": 5}', b'{"tables": {"x": {"Statement": 5}}}'])
+def test_damaged_resource_policies_refuse_other_callers_and_are_reported(stored, served, http, s3, core):
+    """Unreadable resource policies hold unknown Denies: a non-root caller's request to the warehouse
+    is refused with a 422 naming the key (never a 500, never an Allow by omission); the root still
+    serves; fsck reports it."""
+    from chalicelib.core import resource_policies
+    from tests.authutil import allow, make_user
+
+    url, log_path = served
+    wh = _new_warehouse(http, url, tables=("t",))
+    _, key, secret = make_user(http, url, {"all": allow(["s3tables:*"], "*")})
+    table_url = f"{url}/v1/{wh}/namespaces/db/tables/t"
+    assert _signed_get(table_url, key, secret).status_code == 200
+    bucket = core.bucket_for(wh)
+    s3.put_object(Bucket=bucket, Key=resource_policies.KEY, Body=stored)
+    deadline = time.monotonic() + 15  # the catalog keeps the policies for CATALOG_RESOURCE_POLICY_TTL_S
+    while (resp := _signed_get(table_url, key, secret)).status_code == 200 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    _assert_damaged_answer(resp, resource_policies.KEY)
+    assert _signed_get(f"{url}/v1/{wh}/namespaces/db/tables", key, secret).status_code == 422
+    assert http.get(table_url).status_code == 200  # the root's requests do not read policies
+    assert _log_lines(log_path, resource_policies.KEY)
+    found = [(f.kind, f.keys) for f in fsck.check(core, wh).findings]
+    assert ("unreadable-record", [resource_policies.KEY]) in found, found
+
+
+def test_a_pointer_naming_no_s3_object_is_damaged(served, http, s3, core):
+    """A pointer whose metadata-location is not an S3 object URI answers 422 on load and commit (it
+    answered 500), lists around, and fsck says what it is (it said "too large to read")."""
+    url, _ = served
+    wh = _new_warehouse(http, url, tables=("a", "b"))
+    key = keys.table_pointer(("db",), "a")
+    data = json.loads(s3.get_object(Bucket=wh, Key=key)["Body"].read())
+    for location in ("file:///etc/passwd", "s3://", "s3://bucket-only"):
+        s3.put_object(Bucket=wh, Key=key, Body=json.dumps({**data, "metadata-location": location}).encode())
+        base = f"{url}/v1/{wh}/namespaces/db/tables"
+        _assert_damaged_answer(http.get(f"{base}/a"), "db.a")
+        commit = {"updates": [{"action": "set-properties", "updates": {"k": "v"}}]}
+        _assert_damaged_answer(http.post(f"{base}/a", json=commit), "db.a")
+        assert http.post(f"{base}/b", json=commit).status_code == 200
+        assert _paged(http, f"{url}/v1/{wh}") == ["b"], location
+        found = {f.kind for f in fsck.check(core, wh).findings if key in f.keys}
+        assert found == {"unreadable-pointer"}, (location, found)  # it said "oversized-metadata"
+
+
+def test_fsck_reports_damaged_sinks_positions_and_caches_and_repair_removes_caches(served, http, s3, core):
+    """Event sink records and positions, Glue caches and listing shards are reported when damaged
+    (fsck said "clean"); a damaged sink can be removed; repair deletes damaged Glue caches, which
+    only save reads; a damaged pointer's live uuid is not offered as a leftover."""
+    url, _ = served
+    wh = _new_warehouse(http, url, tables=("a", "b", "c"))
+    base = f"{url}/v1/{wh}"
+    hook = {"name": "hook", "kind": "webhook", "target": "http://127.0.0.1:9/x"}
+    assert http.post(f"{base}/event-sinks", json=hook).status_code == 200
+    assert http.get(f"{base}/namespaces/db/tables").status_code == 200  # a full listing: its shards
+    bucket = core.bucket_for(wh)
+    kept = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=".catalog/views/")["Contents"]]
+    shards = [
+        o["Key"]
+        for o in s3.list_objects_v2(Bucket=bucket, Prefix=keys.LISTING_PREFIX)["Contents"]
+        if o["Key"].endswith(".json")
+    ]
+    assert kept and shards
+    cursor = keys.event_cursor("hook")
+    s3.put_object(Bucket=bucket, Key=cursor, Body=b"[")
+    for key in (keys.event_sink("hook"), kept[0], shards[0]):
+        _damage(s3, bucket, key, "not-json")
+    _damage(s3, bucket, keys.table_pointer(("db",), "c"), "not-json")
+
+    report = fsck.check(core, wh)
+    kinds = {k: f.kind for f in report.findings for k in f.keys}
+    assert kinds[keys.event_sink("hook")] == "unreadable-record"
+    assert kinds[cursor] == "unreadable-record"
+    assert kinds[kept[0]] == "unreadable-cache" and kinds[shards[0]] == "unreadable-cache"
+    assert "uuid-without-table" not in {f.kind for f in report.findings}
+    assert "uuid-owner-unknown" in {f.kind for f in report.findings}
+
+    assert http.delete(f"{base}/event-sinks/hook").status_code == 204  # a damaged sink can be removed
+    assert http.get(f"{base}/event-sinks").json()["sinks"] == []
+    stats = fsck.repair(core, wh)
+    assert stats["damaged-caches-removed"] == 1
+    assert kept[0] not in {k for f in fsck.check(core, wh).findings for k in f.keys}
+    names = [i["name"] for i in http.get(f"{base}/namespaces/db/tables").json()["identifiers"]]
+    assert names == ["a", "b"]  # the damaged shard is rebuilt by the listing, never trusted
+    assert shards[0] not in {k for f in fsck.check(core, wh).findings for k in f.keys}

@@ -181,7 +181,7 @@ def flush_records(ctx: Context, bucket: str, records_prefix: str, journal_prefix
 
     def one(key: str) -> int:
         try:
-            record = damage.parse(ctx.storage.get(bucket, key).body, bucket, key, "A catalog record")
+            record = damage.parse(ctx.storage.get(bucket, key).body, bucket, key, damage.subject_of(key))
         except (ObjectNotFound, DamagedObject):  # damaged: skipped (logged), the others are journaled
             return 0
         if record.get(TAIL):
@@ -229,7 +229,7 @@ def _tail_of(ctx: Context, bucket: str, key: str, etag: str) -> list[dict[str, A
     if cached is None:
         try:
             obj = ctx.storage.get(bucket, key)
-            data = damage.parse(obj.body, bucket, key, "A catalog record")
+            data = damage.parse(obj.body, bucket, key, damage.subject_of(key))
         except (ObjectNotFound, DamagedObject):  # damaged: no trail to read (logged); the others list on
             return []
         if pointer_record.state(data) in ("pending", "moved"):  # not committed yet / the same as its destination's

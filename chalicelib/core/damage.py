@@ -31,6 +31,21 @@ def is_object(doc: Any) -> str | None:
     return None if isinstance(doc, dict) else "not a JSON object"
 
 
+def subject_of(key: str) -> str:
+    """What a record key names, for a log line read without a request's context."""
+    from chalicelib import keys
+
+    if key.startswith(keys.TABLES_PREFIX):
+        return f"Table or view {'.'.join((*keys.namespace_of_pointer(key), keys.table_from_pointer(key)))}"
+    if key.startswith(keys.NS_PREFIX):
+        return f"Namespace {'.'.join(keys.namespace_from_record(key))}"
+    if key.startswith(keys.TRASH_PREFIX):
+        return "A dropped table or view's trash record"
+    if key.startswith(keys.WAREHOUSES_PREFIX):
+        return f"Warehouse {keys.warehouse_from_record(key)!r}"
+    return "A catalog record"
+
+
 def damaged(bucket: str, key: str, subject: str, reason: str) -> DamagedObject:
     """The error for a damaged object, and its log line."""
     log.error("damaged catalog object", extra={"bucket": bucket, "key": key, "object": subject, "reason": reason})

@@ -214,7 +214,7 @@ def create(
     return {k: v for k, v in record.items() if k not in (audit.TAIL, audit.SEQ)}
 
 
-def _problem(doc: Any) -> str | None:
+def record_problem(doc: Any) -> str | None:
     if not isinstance(doc, dict):
         return "not a JSON object"
     if not all(isinstance(doc.get(k), str) for k in ("name", "kind", "target", "uuid")):
@@ -228,7 +228,7 @@ def read(ctx: Context, warehouse: str, name: str) -> dict[str, Any]:
 
     bucket, key = ctx.bucket_for(warehouse), keys.event_sink(name)
     try:
-        return damage.parse(ctx.storage.get(bucket, key).body, bucket, key, f"Event sink {name!r}", _problem)
+        return damage.parse(ctx.storage.get(bucket, key).body, bucket, key, f"Event sink {name!r}", record_problem)
     except ObjectNotFound:
         raise SinkNotFound(f"Event sink {name!r} does not exist") from None
 
@@ -250,8 +250,13 @@ def all_of(ctx: Context, warehouse: str) -> list[dict[str, Any]]:
 
 
 def delete(ctx: Context, warehouse: str, name: str) -> None:
-    """Remove a sink, its cursor and its dead letters (audited after the delete, as records are)."""
-    record = read(ctx, warehouse, name)
+    """Remove a sink, its cursor and its dead letters (audited after the delete, as records are).
+    A damaged sink can be removed too: its entry then starts a journal source of its own, since
+    the record's own seq is lost with its bytes."""
+    try:
+        record = read(ctx, warehouse, name)
+    except DamagedObject:
+        record = {"name": name, "uuid": str(uuid.uuid4())}
     bucket = ctx.bucket_for(warehouse)
     ctx.storage.delete(bucket, keys.event_sink(name))
     ctx.storage.delete(bucket, keys.event_cursor(name))

@@ -28,6 +28,7 @@ from chalicelib.errors import DamagedObject
 from chalicelib.storage import ObjectNotFound
 
 VIOLATION, UNFINISHED, LEFTOVER = "violation", "unfinished", "leftover"
+GLUE_CACHES = keys.CATALOG_PREFIX + "views/"  # only caches: each entry is checked against its pointer
 
 
 @dataclass
@@ -57,11 +58,14 @@ def _read(ctx: Context, bucket: str, key: str) -> dict[str, Any] | None:
     return found
 
 
-def _judged(ctx: Context, bucket: str, key: str, check: damage.Check) -> tuple[dict[str, Any] | None, str | None]:
+def _judged(
+    ctx: Context, bucket: str, key: str, check: damage.Check, subject: str = ""
+) -> tuple[dict[str, Any] | None, str | None]:
     """A stored document and what is wrong with it: (document, None), (None, None) when absent,
     (None, reason) when damaged (then logged too, as every reader of it logs it)."""
     try:
-        return damage.parse(ctx.storage.get(bucket, key).body, bucket, key, "A catalog object", check), None
+        body = ctx.storage.get(bucket, key).body
+        return damage.parse(body, bucket, key, subject or damage.subject_of(key), check), None
     except ObjectNotFound:
         return None, None
     except DamagedObject as exc:
@@ -73,7 +77,9 @@ def _judge_all(
 ) -> tuple[dict[str, dict[str, Any]], set[str]]:
     """Every readable document under prefix, and the keys of the damaged ones (each a finding)."""
     found_keys = list(ctx.storage.list_keys(bucket, prefix))
-    judged = parallel.map_counted(lambda k: _judged(ctx, bucket, k, check), found_keys)
+    judged = parallel.map_counted(
+        lambda k: _judged(ctx, bucket, k, check, "" if "pointer" in what else what[:1].upper() + what[1:]), found_keys
+    )
     readable: dict[str, dict[str, Any]] = {}
     damaged: set[str] = set()
     for key, (doc, reason) in zip(found_keys, judged, strict=True):
@@ -111,7 +117,7 @@ def check(ctx: Context, warehouse: str) -> Report:
                 Finding(VIOLATION, "uuid-held-twice", f"table uuid {uuid_} is held by {len(holders)} pointers", holders)
             )
     _check_nesting(locations, add)
-    _check_uuids(ctx, bucket, owners, add, report)
+    _check_uuids(ctx, bucket, owners, add, report, sorted(damaged))
     trash = _check_trash(ctx, bucket, add, report)
     records_with_seq += [pointer_record.held_pointer(r) for r in trash]
     for key in _judge_all(ctx, bucket, keys.PURGES_PREFIX, purges.job_problem, "a purge job", add)[0]:
@@ -124,6 +130,7 @@ def check(ctx: Context, warehouse: str) -> Report:
     ns_records, _ = _judge_all(ctx, bucket, keys.NS_PREFIX, namespaces.record_problem, "a namespace record", add)
     records_with_seq += list(ns_records.values())
     _check_journal(ctx, bucket, records_with_seq, add, report)
+    _check_side_objects(ctx, bucket, add, report)
     for key, record in ns_records.items():
         ns = keys.namespace_from_record(key)
         _check_listing(ctx, warehouse, ns, str(record.get("uuid", "")), add, report, damaged)
@@ -148,8 +155,8 @@ def _check_listing(
     truth = parallel.map_counted(lambda n: projection.classify(ctx, warehouse, ns, n), names)
     report.checked["listed-names"] = report.checked.get("listed-names", 0) + len(names)
     for name, kind in zip(names, truth, strict=True):
-        if keys.table_pointer(ns, name) in damaged:
-            continue
+        if keys.table_pointer(ns, name) in damaged or kind == projection.DAMAGED:
+            continue  # reported where it is damaged (its pointer, or the transaction record holding it)
         if listed.get(name) != kind and name not in marked:
             shard = keys.listing_shard(ns, ns_uuid, projection.shard_of(name))
             add(
@@ -222,6 +229,48 @@ def _check_pointer(ctx: Context, warehouse: str, key: str, data: dict[str, Any],
         )
 
 
+def _check_side_objects(ctx: Context, bucket: str, add: Any, report: Report) -> None:
+    """Damaged objects beside the tables: the resource policies, event sinks and their positions
+    (reported as unreadable records), and the caches listings read around (unreadable caches)."""
+    from chalicelib.core import event_sinks, resource_policies
+
+    policies, reason = _judged(ctx, bucket, resource_policies.KEY, resource_policies.shape)
+    if reason is not None:
+        message = (
+            f"the warehouse's resource policies cannot be read: {reason}; every request to this warehouse "
+            "but the root's is refused until the object is restored (deleting it removes every bucket and "
+            "table policy)"
+        )
+        add(Finding(VIOLATION, "unreadable-record", message, [resource_policies.KEY]))
+    sinks, damaged_sinks = _judge_all(
+        ctx, bucket, keys.EVENT_SINKS_PREFIX, event_sinks.record_problem, "an event sink (it sends nothing)", add
+    )
+    report.checked["event-sinks"] = len(sinks) + len(damaged_sinks)
+    cursors = [k for k in ctx.storage.list_keys(bucket, keys.EVENTS_PREFIX + "cursors/") if k.endswith(".json")]
+    for key, (_, why) in zip(
+        cursors, parallel.map_counted(lambda k: _judged(ctx, bucket, k, damage.is_object), cursors), strict=True
+    ):
+        if why is not None:
+            message = f"an event sink's position cannot be read: {why}; the sink sends every event again"
+            add(Finding(VIOLATION, "unreadable-record", message, [key]))
+    caches = [
+        k
+        for prefix in (keys.CATALOG_PREFIX + "views/", keys.LISTING_PREFIX)
+        for k in ctx.storage.list_keys(bucket, prefix)
+        if k.endswith(".json")
+    ]
+    judged = parallel.map_counted(lambda k: _judged(ctx, bucket, k, damage.is_object)[1], caches)
+    report.checked["caches"] = len(caches)
+    for key, why in zip(caches, judged, strict=True):
+        if why is None:
+            continue
+        if key.startswith(GLUE_CACHES):
+            message = f"a Glue listing cache cannot be read: {why}; Glue listings read around it, repair removes it"
+        else:
+            message = f"a listing projection shard cannot be read: {why}; the next full listing rebuilds it"
+        add(Finding(VIOLATION, "unreadable-cache", message, [key]))
+
+
 def _check_nesting(locations: list[tuple[str, str]], add: Any) -> None:
     """No table's files lie inside another's (invariant 3): sorted, a nested one follows its parent."""
     ordered = sorted((loc.rstrip("/") + "/", key) for loc, key in locations if loc)
@@ -230,7 +279,12 @@ def _check_nesting(locations: list[tuple[str, str]], add: Any) -> None:
             add(Finding(VIOLATION, "nested-location", f"{inner} lies inside {outer}", [outer_key, inner_key]))
 
 
-def _check_uuids(ctx: Context, bucket: str, owners: dict[str, list[str]], add: Any, report: Report) -> None:
+def _check_uuids(
+    ctx: Context, bucket: str, owners: dict[str, list[str]], add: Any, report: Report, unreadable: list[str]
+) -> None:
+    """Every live table's uuid is claimed live; a live claim no readable pointer holds is an
+    abandoned create's, unless a damaged pointer may hold it (then deleting it would orphan that
+    table's files, so it is reported as unknown, never as a leftover)."""
     records, damaged_keys = _judge_all(ctx, bucket, keys.UUIDS_PREFIX, purges.uuid_problem, "a uuid record", add)
     report.checked["uuid-records"] = len(records) + len(damaged_keys)
     damaged = {k[len(keys.UUIDS_PREFIX) : -len(".json")] for k in damaged_keys}
@@ -243,7 +297,13 @@ def _check_uuids(ctx: Context, bucket: str, owners: dict[str, list[str]], add: A
             state = "no record" if record is None else f"a {record.get('state')!r} record"
             add(Finding(UNFINISHED, "uuid-unclaimed", f"live table uuid {uuid_} has {state}", holders))
     for uuid_, record in claimed.items():
-        if record is not None and record.get("state") == "live" and uuid_ not in owners:
+        if record is not None and record.get("state") == "live" and uuid_ not in owners and unreadable:
+            message = (
+                f"uuid {uuid_} is claimed live and no readable pointer holds it: it may be the table of "
+                f"one of the {len(unreadable)} damaged pointers; keep it until they are restored"
+            )
+            add(Finding(VIOLATION, "uuid-owner-unknown", message, [keys.uuid_record(uuid_)]))
+        elif record is not None and record.get("state") == "live" and uuid_ not in owners:
             add(
                 Finding(
                     LEFTOVER,
@@ -329,4 +389,12 @@ def repair(ctx: Context, warehouse: str, budget_s: float = 240.0) -> dict[str, A
     from chalicelib.core import sweeper
 
     deadline = time.monotonic() + budget_s
-    return dict(sweeper.sweep_warehouse(ctx, warehouse, deadline))
+    done = dict(sweeper.sweep_warehouse(ctx, warehouse, deadline))
+    bucket = ctx.bucket_for(warehouse)
+    caches = [k for k in ctx.storage.list_keys(bucket, GLUE_CACHES) if k.endswith(".json")]
+    judged = parallel.map_counted(lambda k: _judged(ctx, bucket, k, damage.is_object)[1], caches)
+    damaged = [k for k, why in zip(caches, judged, strict=True) if why is not None]
+    if damaged:  # nothing reads a cache as truth: a damaged one only costs log lines and reads
+        ctx.storage.delete_many(bucket, damaged)
+        done["damaged-caches-removed"] = len(damaged)
+    return done

@@ -43,15 +43,31 @@ def problem(data: object) -> str | None:
         return None if data.get("location") else "no 'location'"
     if not data.get("metadata-location"):
         return "no 'metadata-location'"
+    if not _s3_object(data["metadata-location"]):
+        return "'metadata-location' is not an S3 object URI"
     if state_ == "pending" and not isinstance(data.get("rename-from"), dict):
         return "a pending pointer without 'rename-from'"
     return None
 
 
+def _s3_object(uri: str) -> bool:
+    """What the catalog's reads can follow (keys.split_s3_uri): a bucket and a key."""
+    bucket, _, key = uri.partition("://")[2].partition("/")
+    return uri.startswith(("s3://", "s3a://", "s3n://")) and bool(bucket) and bool(key)
+
+
 def _wrong_fields(data: dict[str, Any]) -> str | None:
     """A field of the wrong type, or a claim without its transaction."""
     wrong = fields(
-        data, metadata_location=str, location=str, table_uuid=str, version=int, since_ms=int, id=str, claim=dict
+        data,
+        metadata_location=str,
+        previous_metadata_location=str,
+        location=str,
+        table_uuid=str,
+        version=int,
+        since_ms=int,
+        id=str,
+        claim=dict,
     )
     claim = data.get("claim")
     if wrong is None and claim is not None and not (isinstance(claim.get("txn"), str) and claim.get("txn")):

@@ -353,12 +353,32 @@ def _avro_files(
     return {k: _parsed(paths, k, lambda b=b: read_avro(b)) for k, b in fetched if b is not None}
 
 
+@dataclass
+class Copy:
+    """A copy planned and checked against the destination, nothing written yet (`prepare`)."""
+
+    paths: Paths
+    todo: Plan
+    source: dict[str, str]
+    done: set[str]
+
+
 def copy_tables(ctx: Context, src_bucket: str, dst_bucket: str) -> dict[str, int]:
     """Copy every table file of `src_bucket` (all but the catalog's own objects) to `dst_bucket`."""
+    return run(ctx, prepare(ctx, src_bucket, dst_bucket))
+
+
+def prepare(ctx: Context, src_bucket: str, dst_bucket: str) -> Copy:
+    """The plan, refused (Conflict) before anything is written: a file it cannot rewrite, or a
+    destination key holding other bytes. A destination bucket not made yet holds nothing."""
     paths = Paths(src_bucket, dst_bucket)
     try:
         todo, source = plan(ctx, paths)
-        present = {k: e for k, e in ctx.storage.list_entries(dst_bucket, "") if not k.startswith(keys.CATALOG_PREFIX)}
+        try:
+            listed = list(ctx.storage.list_entries(dst_bucket, ""))
+        except BucketNotFound:
+            listed = []  # an import creates the warehouse only once the plan holds
+        present = {k: e for k, e in listed if not k.startswith(keys.CATALOG_PREFIX)}
         done, clash = _already_there(ctx, paths, todo, source, present)
     except (BucketNotFound, StorageUnavailable) as exc:
         raise Conflict(f"Cannot read bucket {src_bucket!r} or {dst_bucket!r} to copy tables: {exc}") from None
@@ -367,6 +387,12 @@ def copy_tables(ctx: Context, src_bucket: str, dst_bucket: str) -> dict[str, int
             f"Bucket {dst_bucket!r} holds {len(clash)} other object(s) where table files would go "
             f"(e.g. {', '.join(sorted(clash)[:3])}): nothing was copied"
         )
+    return Copy(paths, todo, source, done)
+
+
+def run(ctx: Context, planned: Copy) -> dict[str, int]:
+    src_bucket, dst_bucket = planned.paths.src, planned.paths.dst
+    todo, source, done = planned.todo, planned.source, planned.done
 
     def copy(key: str) -> None:
         try:

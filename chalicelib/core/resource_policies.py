@@ -12,7 +12,6 @@ Every authorized request of a non-root caller reads it, so a process keeps it fo
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -20,12 +19,14 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib.auth.arns import Resource
-from chalicelib.auth.policy import without_denies
-from chalicelib.core import cas
+from chalicelib.auth.policy import validate, without_denies
+from chalicelib.core import cas, damage
 from chalicelib.core.context import Context
+from chalicelib.errors import BadRequest
 from chalicelib.storage import BucketNotFound, ObjectNotFound
 
 KEY = ".catalog/resource-policies.json"
+SUBJECT = "The warehouse's resource policies"
 Doc = dict[str, Any]
 _cache: dict[str, tuple[float, Doc]] = {}
 _lock = threading.Lock()
@@ -42,12 +43,30 @@ def read(ctx: Context, warehouse: str, fresh: bool = False) -> Doc:
     if hit is not None and not fresh and now - hit[0] < ttl_s():
         return hit[1]
     try:
-        doc = json.loads(ctx.storage.get(bucket, KEY).body)
-    except (ObjectNotFound, BucketNotFound):
-        doc = {}
+        found = damage.load(ctx, bucket, KEY, SUBJECT, shape)
+    except BucketNotFound:
+        found = None
+    doc = found[0] if found is not None else {}
     with _lock:
         _cache[bucket] = (now, doc)
     return doc
+
+
+def shape(doc: Any) -> str | None:
+    """What is wrong with a stored document: a damaged one fails every non-root request it could
+    govern (its Denies are unknown), never grants by being unreadable."""
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    tables = doc.get("tables") or {}
+    if not isinstance(tables, dict):
+        return "'tables' is not an object"
+    for where, policy in [("bucket", doc.get("bucket")), *((f"table {k}", v) for k, v in tables.items())]:
+        try:
+            if policy:
+                validate(policy, resource_policy=True)
+        except BadRequest as e:
+            return f"the {where} policy: {e}"
+    return None
 
 
 def forget(bucket: str) -> None:
@@ -61,7 +80,7 @@ def change(ctx: Context, warehouse: str, fn: Callable[[Doc], Doc]) -> None:
 
 
 def change_in(ctx: Context, bucket: str, fn: Callable[[Doc], Doc]) -> None:
-    cas.update(ctx, bucket, KEY, lambda doc: fn(doc or {}), "The resource policies")
+    cas.update(ctx, bucket, KEY, lambda doc: fn(_checked(bucket, doc or {})), SUBJECT)
     forget(bucket)
 
 
@@ -86,13 +105,20 @@ def forget_table(ctx: Context, bucket: str, table_id: str) -> None:
     """A purged table's policy goes with it (best effort: an id is never reused, so a leftover is
     inert, only untidy)."""
     try:
-        doc = json.loads(ctx.storage.get(bucket, KEY).body)
+        doc = damage.parse(ctx.storage.get(bucket, KEY).body, bucket, KEY, SUBJECT, shape)
         if table_id in (doc.get("tables") or {}):
             change_in(ctx, bucket, lambda d: {**d, "tables": _without(d.get("tables") or {}, table_id)})
     except (ObjectNotFound, BucketNotFound):
         return
     except Exception:  # noqa: BLE001 - tidying only
         return
+
+
+def _checked(bucket: str, doc: Doc) -> Doc:
+    reason = shape(doc)
+    if reason is not None:
+        raise damage.damaged(bucket, KEY, SUBJECT, reason)
+    return doc
 
 
 def _without(tables: dict[str, Doc], key: str) -> dict[str, Doc]:

@@ -7,20 +7,29 @@ not write (invariant 3: a location outside the warehouse's bucket is not the cat
 With `copy_data` the files come along into the new bucket (core/relocate.py) and every path in the
 catalog's objects follows them, so the copy owns its tables and outlives the source.
 
-Work in progress is not state: running transactions and queued purges are left out, and an
-export taken while writers run carries what each key held when read. Any pointer caught
-mid-protocol is settled by the importer's readers and sweeper, as after a crash."""
+Work in progress is not state: transaction records and queued purges are left out, and an
+export taken while writers run carries what each key held when read. A pointer a transaction
+claims is exported as its readers see it (claims.committed_view): rolled forward when the
+transaction's record says committed, as it was before the claim otherwise, since the copy has no
+record to settle it from. Any other pointer caught mid-protocol is settled by the importer's
+readers and sweeper, as after a crash.
+
+A damaged catalog object (bytes that are not UTF-8, a `.json` key that is not JSON, a pointer
+fsck calls unreadable) refuses the export, naming every such key: a copy missing it, or carrying
+it, would hide the damage. An import checks the whole file before it writes anything."""
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import TYPE_CHECKING, Any
 
 from chalicelib import keys
-from chalicelib.core import parallel, warehouses
-from chalicelib.core.context import Context
-from chalicelib.errors import Conflict
+from chalicelib.core import claims, damage, parallel, pointer_record, resource_policies, warehouses
+from chalicelib.core.context import Context, dump
+from chalicelib.errors import BadRequest, Conflict, DamagedObject
+from chalicelib.names import check_warehouse
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 if TYPE_CHECKING:
@@ -34,7 +43,27 @@ FORMAT = "s3-iceberg-catalog/export-1"
 SKIPPED = (keys.TXN_PREFIX, keys.PURGES_PREFIX, keys.LISTING_PREFIX, keys.EVENTS_PREFIX, keys.PLANS_PREFIX)
 
 
-def export(ctx: Context, warehouse: str) -> dict[str, Any]:
+class DamagedExport(DamagedObject):
+    """Catalog objects an export cannot carry; `damaged` maps each key to what is wrong with it."""
+
+    def __init__(self, warehouse: str, damaged: dict[str, str]) -> None:
+        listed = "; ".join(f"{k} ({r})" for k, r in sorted(damaged.items()))
+        super().__init__(
+            f"Warehouse {warehouse!r} holds {len(damaged)} damaged catalog object(s): {listed}. Nothing was "
+            f"exported; run `fsck {warehouse}` and repair or remove them first",
+            min(damaged),
+            "damaged",
+        )
+        self.damaged = damaged
+
+
+class InvalidExport(BadRequest):
+    """An import file that is not a whole, well-formed export; nothing was written."""
+
+
+def export(ctx: Context, warehouse: str, skip_damaged: bool = False) -> dict[str, Any]:
+    """The warehouse's export. Damaged objects refuse it (DamagedExport); with `skip_damaged` they
+    are left out and listed under "skipped-damaged"."""
     info = warehouses.get(ctx, warehouse)
     bucket = ctx.bucket_for(warehouse)
     listed = [
@@ -43,54 +72,102 @@ def export(ctx: Context, warehouse: str) -> dict[str, Any]:
         if not k.startswith(SKIPPED) and k != warehouses.OWNED_MARKER  # the marker is each bucket's own
     ]
 
-    def one(key: str) -> tuple[str, str] | None:
+    def one(key: str) -> tuple[str, str | None, str | None] | None:
+        """(key, body, None), or (key, None, what is wrong with it); None when gone."""
         try:
-            return key, ctx.storage.get(bucket, key).body.decode()
+            raw = ctx.storage.get(bucket, key).body
         except ObjectNotFound:
             return None  # gone since the listing (a settled reservation, a finished drop)
+        try:
+            body = raw.decode()
+        except UnicodeDecodeError:
+            return _damaged(bucket, key, "not UTF-8")
+        if not key.endswith(".json"):
+            return key, body, None
+        try:
+            doc = json.loads(body)
+        except (ValueError, RecursionError):
+            return _damaged(bucket, key, "not JSON" if body else "empty")
+        if not key.startswith(keys.TABLES_PREFIX):
+            return key, body, None
+        problem = pointer_record.problem(doc)
+        if problem is not None:
+            return _damaged(bucket, key, problem)
+        if not pointer_record.claimed(doc):
+            return key, body, None
+        try:
+            settled = _as_committed(ctx, warehouse, doc)
+        except DamagedObject as exc:  # no reader can settle the claim either
+            return _damaged(bucket, key, f"its transaction record {exc.key} is damaged")
+        return None if settled is None else (key, dump(settled).decode(), None)
 
-    objects = [o for o in parallel.map_counted(one, listed) if o is not None]
-    return {
+    found = [o for o in parallel.map_counted(one, listed) if o is not None]
+    damaged = {k: r for k, _, r in found if r is not None}
+    if damaged and not skip_damaged:
+        raise DamagedExport(warehouse, damaged)
+    out = {
         "format": FORMAT,
         "exported-at-ms": int(time.time() * 1000),
         "warehouse": {"name": info.name, "bucket": info.bucket, "properties": info.properties},
-        "objects": [{"key": k, "body": b} for k, b in objects],
+        "objects": [{"key": k, "body": b} for k, b, _ in found if b is not None],
     }
+    if damaged:
+        out["skipped-damaged"] = [{"key": k, "reason": r} for k, r in sorted(damaged.items())]
+    return out
+
+
+def _damaged(bucket: str, key: str, reason: str) -> tuple[str, None, str]:
+    damage.damaged(bucket, key, "A catalog object", reason)  # its log line, as every reader's
+    return key, None, reason
+
+
+def _as_committed(ctx: Context, warehouse: str, data: dict[str, Any]) -> dict[str, Any] | None:
+    """A claimed pointer as of its transaction's commit point: the copy holds no transaction record,
+    so a claim would be settled there from nothing (rolled back). Rolled forward when the record
+    says committed (claims.settled_pointer, as the sweeper writes it); otherwise as before the
+    claim, and a table the transaction was creating is left out (it does not exist yet)."""
+    found = claims.read_record(ctx, warehouse, pointer_record.claim_txn(data))
+    if found is not None and found[0]["state"] == "committed":
+        return claims.settled_pointer(data, True)
+    if pointer_record.state(pointer_record.unclaimed(data)) == claims.PENDING_CREATE:
+        return None
+    return claims.settled_pointer(data, False)
 
 
 def import_(ctx: Context, doc: dict[str, Any], warehouse: str, copy_data: bool = False) -> dict[str, int]:
-    """Bring an export into `warehouse` (created if absent). Refuses, writing nothing, when the
-    warehouse holds a table, view or namespace already. The catalog's objects are written last:
-    an import cut short shows no table, and running it again finishes it."""
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise Conflict(f"Not an export of this catalog (expected format {FORMAT})")
+    """Bring an export into `warehouse` (created if absent). Refuses, writing nothing, when the file
+    is not a whole export or the warehouse holds a table, view or namespace already. The catalog's
+    objects are written last: an import cut short shows no table, and running it again finishes it."""
+    source_name, source_bucket, properties, objects = _checked(doc)
+    check_warehouse(warehouse)
     bucket = ctx.bucket_for(warehouse)
-    properties = dict(doc["warehouse"].get("properties") or {})
-    paths = None
+    if copy_data and (not source_bucket or source_bucket == bucket):
+        raise Conflict(f"--copy-data needs the source bucket to differ from {bucket!r}")
+    try:
+        warehouses.get(ctx, warehouse)
+        exists = True
+    except warehouses.WarehouseNotFound:
+        exists = False
+    if exists:
+        for prefix in (keys.TABLES_PREFIX, keys.NS_PREFIX, keys.HIVE_PREFIX):
+            found = next(iter(ctx.storage.list_keys(bucket, prefix)), None)
+            if found is not None:
+                raise Conflict(f"Warehouse {warehouse!r} is not empty ({found}): import refuses to overwrite it")
+    objects = [
+        (k, _renamed_policies(b, source_name, warehouse) if k == resource_policies.KEY else b) for k, b in objects
+    ]
+    counts: dict[str, int] = {}
     if copy_data:
         from chalicelib.core import relocate
 
-        source = str(doc["warehouse"].get("bucket") or "")
-        if not source or source == bucket:
-            raise Conflict(f"--copy-data needs the source bucket to differ from {bucket!r}")
-        paths = relocate.Paths(source, bucket)
+        paths = relocate.Paths(source_bucket, bucket)
         properties = relocate.rewrite_strings(properties, paths)  # allowed-locations follow the files
-    try:
-        warehouses.get(ctx, warehouse)
-    except warehouses.WarehouseNotFound:
-        warehouses.create(ctx, warehouse, False, properties)
-    for prefix in (keys.TABLES_PREFIX, keys.NS_PREFIX, keys.HIVE_PREFIX):
-        found = next(iter(ctx.storage.list_keys(bucket, prefix)), None)
-        if found is not None:
-            raise Conflict(f"Warehouse {warehouse!r} is not empty ({found}): import refuses to overwrite it")
-    objects = [(str(o["key"]), str(o["body"])) for o in doc.get("objects", []) if not str(o["key"]).startswith(SKIPPED)]
-    for key, _ in objects:
-        if not key.startswith(keys.CATALOG_PREFIX) or ".." in key.split("/") or key == warehouses.OWNED_MARKER:
-            raise Conflict(f"The export names a key outside the catalog's own: {key[:200]!r}")
-    counts: dict[str, int] = {}
-    if paths is not None:
-        counts = relocate.copy_tables(ctx, paths.src, paths.dst)
+        planned = relocate.prepare(ctx, paths.src, paths.dst)  # its refusals come before any write
         objects = [(k, _relocated(b, paths)) for k, b in objects]
+    if not exists:
+        warehouses.create(ctx, warehouse, False, properties)
+    if copy_data:
+        counts = relocate.run(ctx, planned)
 
     def write(item: tuple[str, str]) -> int:
         key, body = item
@@ -102,6 +179,85 @@ def import_(ctx: Context, doc: dict[str, Any], warehouse: str, copy_data: bool =
 
     written = sum(parallel.map_counted(write, objects))
     return {"objects": len(objects), "written": written, **counts}
+
+
+def _checked(doc: Any) -> tuple[str, str, dict[str, str], list[tuple[str, str]]]:
+    """The export's source warehouse name and bucket, properties and objects (less the skipped
+    prefixes), or InvalidExport naming what is wrong: the whole file is judged before any write."""
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise InvalidExport(f"Not an export of this catalog (expected format {FORMAT!r})")
+    info = doc.get("warehouse")
+    if not isinstance(info, dict) or not isinstance(info.get("name"), str) or not info["name"]:
+        raise InvalidExport("The export has no 'warehouse' object with its 'name'")
+    if not isinstance(info.get("bucket", ""), str):
+        raise InvalidExport("The export's 'warehouse.bucket' is not a string")
+    props = info.get("properties") or {}
+    if not isinstance(props, dict) or not all(isinstance(v, str) for v in props.values()):
+        raise InvalidExport("The export's 'warehouse.properties' is not an object of strings")
+    listed = doc.get("objects")
+    if not isinstance(listed, list):
+        raise InvalidExport("The export has no 'objects' list")
+    problems: list[str] = []
+    objects: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for i, o in enumerate(listed):
+        key = o.get("key") if isinstance(o, dict) else None
+        body = o.get("body") if isinstance(o, dict) else None
+        if not isinstance(key, str) or not isinstance(body, str):
+            problems.append(f"objects[{i}] is not an object with a string 'key' and 'body'")
+            continue
+        problem = _object_problem(key, body, seen)
+        seen.add(key)
+        if problem is not None:
+            problems.append(f"objects[{i}] {key[:200]!r}: {problem}")
+        elif not key.startswith(SKIPPED):
+            objects.append((key, body))
+    if problems:
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise InvalidExport(f"The export is damaged, nothing was written: {'; '.join(problems[:5])}{more}")
+    return info["name"], str(info.get("bucket") or ""), dict(props), objects
+
+
+def _object_problem(key: str, body: str, seen: set[str]) -> str | None:
+    if not key.startswith(keys.CATALOG_PREFIX) or ".." in key.split("/") or key == warehouses.OWNED_MARKER:
+        return "a key outside the catalog's own"
+    if key in seen:
+        return "the key appears twice"
+    if not key.endswith(".json"):
+        return None
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):
+        return "the body is not JSON"
+    if key.startswith(keys.TABLES_PREFIX):
+        problem = pointer_record.problem(doc)
+        return None if problem is None else f"not a table pointer ({problem})"
+    return None
+
+
+def _arn_of(warehouse: str) -> re.Pattern[str]:
+    """A table bucket's ARN in any of its forms (auth/arns.py): the short one, or with region and
+    account; alone, or before `/table/...` or a wildcard."""
+    return re.compile(r"(arn:aws:s3tables:[^:\s]*:[^:\s]*:bucket/)" + re.escape(warehouse) + r"(?![A-Za-z0-9-])")
+
+
+def _renamed_policies(body: str, source: str, warehouse: str) -> str:
+    """The resource policies with every ARN of the source's bucket made one of the destination's:
+    left as they were, they would grant nothing in the copy."""
+    if source == warehouse:
+        return body
+    pattern = _arn_of(source)
+
+    def renamed(value: Any) -> Any:
+        if isinstance(value, str):
+            return pattern.sub(lambda m: m.group(1) + warehouse, value)
+        if isinstance(value, list):
+            return [renamed(v) for v in value]
+        if isinstance(value, dict):
+            return {k: renamed(v) for k, v in value.items()}
+        return value
+
+    return json.dumps(renamed(json.loads(body)), separators=(",", ":"))
 
 
 def _relocated(body: str, paths: relocate.Paths) -> str:

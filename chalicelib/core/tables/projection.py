@@ -1025,12 +1025,15 @@ def suspect(storage: Any, bucket: str, pointer: str, etag: str) -> None:
 
 
 def stored(ctx: Context, warehouse: str, ns: Namespace, ns_uuid: str) -> tuple[dict[str, str], set[str]] | None:
-    """The complete projection's names and the names marked, or None when it is not complete."""
+    """The complete projection's names and the names marked, or None when it is not complete (or
+    holds a damaged shard, which the next full listing rebuilds)."""
     bucket = ctx.bucket_for(warehouse)
     listed = list_prefix(ctx.storage, bucket, ns)
     if ns_uuid not in listed.complete:
         return None
     shards = read_shards(ctx.storage, bucket, ns, ns_uuid, dict(listed.shards.get(ns_uuid, {})))
+    if any(doc.get("bad") for _, doc in shards.values()):
+        return None
     return _merged(shards), {name for _, name, _ in listed.marks}
 
 
