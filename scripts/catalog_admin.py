@@ -134,6 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     export = sub.add_parser("export", help="a warehouse's catalog state to one JSON file (table files stay)")
     export.add_argument("warehouse")
     export.add_argument("--to", required=True, help="the file to write ('-': standard output)")
+    export.add_argument(
+        "--skip-damaged",
+        action="store_true",
+        help="export around objects that cannot be read (listed under skipped-damaged) instead of refusing",
+    )
     imp = sub.add_parser("import", help="an export into a warehouse (created if absent; refuses a non-empty one)")
     imp.add_argument("file")
     imp.add_argument("--warehouse", required=True)
@@ -360,7 +365,7 @@ def _transfer(a: argparse.Namespace) -> int:
     from chalicelib.core import transfer
 
     if a.cmd == "export":
-        text = json.dumps(transfer.export(ctx, a.warehouse))
+        text = json.dumps(transfer.export(ctx, a.warehouse, skip_damaged=a.skip_damaged))
         if a.to == "-":
             print(text)
         else:

@@ -117,6 +117,8 @@ def test_export_refuses_damaged_objects_naming_each(core, tmp_path, monkeypatch,
     doc = transfer.export(core, wh, skip_damaged=True)
     assert [o["key"] for o in doc["objects"]] == [".catalog/ns/db.json"]
     assert sorted(s["key"] for s in doc["skipped-damaged"]) == sorted(damaged)
+    assert catalog_admin.main(["export", wh, "--to", str(out), "--skip-damaged"]) == 0
+    assert json.loads(out.read_text())["objects"] == doc["objects"]
 
 
 def _valid(objects: list | None = None) -> dict:
