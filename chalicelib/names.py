@@ -29,6 +29,22 @@ def check_warehouse(name: object) -> str:
     return name
 
 
+# What S3 and S3 Tables keep for themselves in bucket names: a new warehouse (a table bucket) may not
+# take them (existing ones stay reachable).
+RESERVED_BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-", "aws")
+RESERVED_BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", "--x-s3", "--table-s3")
+
+
+def check_new_warehouse(name: object) -> str:
+    warehouse = check_warehouse(name)
+    if warehouse.startswith(RESERVED_BUCKET_PREFIXES) or warehouse.endswith(RESERVED_BUCKET_SUFFIXES):
+        raise BadRequest(
+            f"Invalid warehouse name {warehouse!r}: names starting with {', '.join(RESERVED_BUCKET_PREFIXES)} "
+            f"or ending with {', '.join(RESERVED_BUCKET_SUFFIXES)} are reserved by S3"
+        )
+    return warehouse
+
+
 def check_namespace(levels: object) -> tuple[str, ...]:
     if not isinstance(levels, (list, tuple)) or not levels:
         raise BadRequest("Invalid namespace: expected a non-empty array of names")

@@ -112,6 +112,7 @@ def test_the_feed_applies_policies_and_refuses_bad_input(catalog_url, http):
         ({"continuation-token": "../../x"}, 400),
         ({"continuation-token": uuid.uuid4().hex}, 410),
         ({"object-types": ["file"]}, 400),
+        ({"operation-types": ["nope"]}, 400),  # answered 200 and no events, where object-types answered 400
         ({"catalog-objects-by-name": "db"}, 400),
     ]:
         resp = http.post(url, json=body)

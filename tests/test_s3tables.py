@@ -522,6 +522,25 @@ def test_list_tables_pages_across_namespaces(st):
     with pytest.raises(ClientError) as exc:
         st.list_tables(tableBucketARN=arn, continuationToken="garbage")
     assert code(exc) == "BadRequestException"
+    # A token is for its own listing: another bucket's, namespace's or prefix's answered an empty page.
+    token = st.list_tables(tableBucketARN=arn, maxTables=1)["continuationToken"]
+    other = st.create_table_bucket(name=f"tb-{uuid.uuid4().hex[:10]}")["arn"]
+    st.create_namespace(tableBucketARN=other, namespace=["a"])
+    for wrong in (
+        {"tableBucketARN": other},
+        {"tableBucketARN": arn, "namespace": "c"},
+        {"tableBucketARN": arn, "prefix": "t"},
+    ):
+        with pytest.raises(ClientError) as exc:
+            st.list_tables(**wrong, continuationToken=token)
+        assert code(exc) == "BadRequestException" and "does not belong" in str(exc.value), wrong
+    ns_token = st.list_namespaces(tableBucketARN=arn, maxNamespaces=1)["continuationToken"]
+    with pytest.raises(ClientError) as exc:
+        st.list_namespaces(tableBucketARN=other, continuationToken=ns_token)
+    assert code(exc) == "BadRequestException"
+    with pytest.raises(ClientError) as exc:
+        st.list_tables(tableBucketARN=arn, continuationToken=ns_token)
+    assert code(exc) == "BadRequestException"
 
 
 def test_create_table_applies_partition_spec_write_order_and_properties(st, http, catalog_url):
@@ -564,3 +583,14 @@ def test_list_tokens_only_when_more_follow(st):
     )
     assert [n["namespace"] for n in first["namespaces"] + second["namespaces"]] == [["aa_1"], ["aa_2"]]
     assert "continuationToken" not in second  # two pages, no empty third
+
+
+@pytest.mark.parametrize("name", ["aws-reserved", "awsdata", "sthree-x", "amzn-s3-demo-x", "foo-s3alias"])
+def test_bucket_names_s3_keeps_for_itself_are_refused(name, st, http, catalog_url):
+    """S3's reserved bucket name prefixes and suffixes (they were created); nothing is made."""
+    with pytest.raises(ClientError) as exc:
+        st.create_table_bucket(name=name)
+    assert code(exc) == "BadRequestException" and "reserved" in str(exc.value)
+    resp = http.post(f"{catalog_url}/v1/warehouses", json={"name": name})
+    assert resp.status_code == 400 and "reserved" in resp.json()["error"]["message"]
+    assert name not in [b["name"] for b in st.list_table_buckets()["tableBuckets"]]

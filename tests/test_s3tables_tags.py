@@ -20,6 +20,9 @@ BAD_TAGS = {
     "key of 129": {"k" * 129: "v"},
     "value of 257": {"k": "v" * 257},
     "empty key": {"": "v"},
+    "aws: key": {"aws:x": "1"},  # AWS's own prefix (was accepted)
+    "control character in key": {"k\x00x": "v"},
+    "control character in value": {"k": "v\x07"},
 }
 
 
@@ -157,3 +160,11 @@ def test_aws_cli_creates_with_tags(catalog_url, tmp_path):
         "--tags", "owner=ana",
     )  # fmt: skip
     assert cli("list-tags-for-resource", "--resource-arn", table["tableARN"])["tags"] == {"owner": "ana"}
+
+
+def test_untag_refuses_awss_own_keys(st):
+    _, arn = _bucket(st, tags={"team": "data"})
+    with pytest.raises(ClientError) as exc:
+        st.untag_resource(resourceArn=arn, tagKeys=["aws:cloudformation:stack-name"])
+    assert code(exc) == "BadRequestException"
+    assert st.list_tags_for_resource(resourceArn=arn)["tags"] == {"team": "data"}

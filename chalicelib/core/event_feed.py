@@ -123,6 +123,8 @@ def check_request(body: object) -> dict[str, Any]:
     out["catalog-objects-by-name"] = names
     for bad in set(out.get("object-types") or []) - {"namespace", "table", "view"}:
         raise BadRequest(f"object-types: {bad!r} is not namespace, table or view")
+    for bad in sorted(set(out.get("operation-types") or []) - events.SPEC_OPERATION_TYPES):
+        raise BadRequest(f"operation-types: {bad[:80]!r} is no operation type of this catalog (such as update-table)")
     return out
 
 

@@ -108,7 +108,10 @@ def _url(kind: str, target: str, schemes: tuple[str, ...]) -> SplitResult:
     """A URL of one of the schemes, with a host and nothing the sender would drop or misread."""
     if target.startswith("arn:"):
         raise _refuse(kind, "it is an ARN, not a URL")
-    url = urlsplit(target)
+    try:
+        url = urlsplit(target)
+    except ValueError:  # an unclosed or invalid [IPv6] host
+        raise _refuse(kind, "its host is not a valid name or address") from None
     if url.scheme not in schemes or not url.netloc:
         raise _refuse(kind, f"it is not an {' or '.join(s + '://' for s in schemes)} URL")
     try:
@@ -160,6 +163,8 @@ def _check_target(ctx: Context, kind: str, target: object) -> str:
         raise _refuse(kind, "it is missing or not a string")
     if len(target) > 2048 or any(c.isspace() or not c.isprintable() for c in target):
         raise _refuse(kind, "it is over 2048 characters or holds spaces or control characters")
+    if not target.isascii():  # a sender writes the request line in ASCII: percent-encode the rest
+        raise _refuse(kind, "it holds characters that are not ASCII (percent-encode a path, punycode a host)")
     if kind == "webhook":
         _webhook(ctx, target)
     else:
@@ -176,10 +181,30 @@ def _check_filters(raw: object) -> dict[str, list[str]]:
     for key, values in raw.items():
         if not isinstance(values, list) or len(values) > 100:
             raise BadRequest(f"filters.{key} must be a list of at most 100 strings")
-        if not all(isinstance(v, str) and 0 < len(v) <= 512 for v in values):
-            raise BadRequest(f"filters.{key} must hold non-empty strings")
-        out[key] = list(values)
+        if not values or not all(isinstance(v, str) and 0 < len(v) <= 512 for v in values):
+            raise BadRequest(f"filters.{key} must hold non-empty strings (leave it out to match everything)")
+        out[key] = [_filter_value(key, v) for v in values]
     return out
+
+
+def _filter_value(key: str, value: str) -> str:
+    """A filter that can match something: a type as its suffix ("table.committed", patterns
+    allowed; the full CloudEvent type is taken too), a namespace of valid names."""
+    import fnmatch
+
+    from chalicelib import names
+    from chalicelib.core import events
+
+    if key == "types":
+        value = value.removeprefix(events.TYPE_PREFIX + ".")
+        if not any(fnmatch.fnmatchcase(t, value) for t in events.TYPE_SUFFIXES):
+            known = ", ".join(sorted(events.TYPE_SUFFIXES)[:6])
+            raise BadRequest(f"filters.types: {value[:80]!r} matches no event type (such as {known}, or table.*)")
+    elif key == "namespaces":
+        names.check_namespace(value.split("."))
+    elif key == "tables" and ("." not in value or not value.isascii() or any(c.isspace() for c in value)):
+        raise BadRequest(f"filters.tables: {value[:80]!r} is not a 'namespace.table' name or pattern")
+    return value
 
 
 def create(

@@ -32,6 +32,12 @@ VERBS = {
     "update-warehouse": "updated",
     "drop-warehouse": "dropped",
 }
+# What a sink's types filter can match: {kind}.{verb} of the changes above.
+TYPE_SUFFIXES = frozenset(
+    f"{kind}.{verb}"
+    for op, verb in VERBS.items()
+    for kind in ((op.rsplit("-", 1)[1],) if op.endswith(("-namespace", "-warehouse")) else ("table", "view"))
+)
 SCHEMA_UPDATES = {"add-schema", "set-current-schema"}
 SPEC_UPDATES = {"add-spec", "set-default-spec", "remove-partition-specs"}
 
@@ -167,6 +173,9 @@ _SPEC_OPS = {
     ("namespace", "drop-namespace"): "drop-namespace",
     ("warehouse", "update-warehouse"): "x-update-warehouse-properties",
 }
+
+
+SPEC_OPERATION_TYPES = frozenset(OPERATION_TYPES) | frozenset(_SPEC_OPS.values())
 
 
 def spec_kind(entry: dict[str, Any]) -> str:

@@ -21,7 +21,7 @@ from chalicelib.errors import (
     WarehouseNotEmpty,
     WarehouseNotFound,
 )
-from chalicelib.names import check_properties, check_warehouse
+from chalicelib.names import check_new_warehouse, check_properties, check_warehouse
 from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed, StoredObject, WriteInDoubt
 
 # Marks a bucket the catalog created, so a retried create (after a crash) may take it back.
@@ -64,7 +64,7 @@ def require_active(ctx: Context, warehouse: str) -> dict[str, Any]:
 
 
 def create(ctx: Context, name: object, upgrade_existing: bool, properties: object) -> WarehouseInfo:
-    warehouse = check_warehouse(name)
+    warehouse = check_new_warehouse(name)
     props = check_properties(properties)
     check_retention(props)
     check_table_defaults(props)

@@ -142,8 +142,30 @@ def check_tags(value: object) -> dict[str, str]:
     for key, item in value.items():
         if not 1 <= len(key) <= 128 or len(item) > 256:
             raise BadRequest("Tag keys are 1-128 characters and values at most 256")
+        check_tag_key(key)
+        if not _tag_text(item):
+            raise BadRequest(f"Tag value of {key[:128]!r}: {TAG_CHARACTERS}")
     _check_count(value)  # more than 50 new ones fail whatever the resource holds
     return value
+
+
+TAG_CHARACTERS = "letters, numbers, spaces and _ . : / = + - @ only"
+
+
+def _tag_text(text: str) -> bool:
+    """AWS's tag alphabet ([\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]*): no control characters."""
+    import unicodedata
+
+    return all(c in "_.:/=+-@" or unicodedata.category(c)[0] in "LZN" for c in text)
+
+
+def check_tag_key(key: str) -> str:
+    """A tag key a user may set or remove: "aws:" keys are AWS's own."""
+    if key.lower().startswith("aws:"):
+        raise BadRequest(f"Tag key {key[:128]!r}: the aws: prefix is reserved for AWS's own tags")
+    if not _tag_text(key):
+        raise BadRequest(f"Tag key {key[:128]!r}: {TAG_CHARACTERS}")
+    return key
 
 
 def check_create_tags(value: object) -> dict[str, str]:

@@ -58,13 +58,25 @@ def _page_size(req: RequestContext, key: str) -> int:
     return int(raw)
 
 
-def _continuation(req: RequestContext) -> str | None:
-    return req.unseal(req.query.get("continuationToken"), "continuationToken")
+def _continuation(req: RequestContext, listing: str) -> str | None:
+    """The position a continuationToken holds, if it was issued for this very listing (another
+    bucket's, namespace's or prefix's token would page through the wrong list without a word)."""
+    raw = req.unseal(req.query.get("continuationToken"), "continuationToken")
+    if raw is None:
+        return None
+    try:
+        issued_for, position = json.loads(raw)
+    except (ValueError, TypeError):
+        issued_for, position = None, None
+    if issued_for != listing or not isinstance(position, str):
+        raise BadRequest("Invalid continuationToken: it does not belong to this listing")
+    return position
 
 
-def _continue(req: RequestContext, position: str | None) -> Body:
-    """A continuationToken sealed for the caller: it may name what the caller cannot see."""
-    return {"continuationToken": req.seal(position)} if position else {}
+def _continue(req: RequestContext, listing: str, position: str | None) -> Body:
+    """A continuationToken sealed for the caller and this listing: it may name what the caller
+    cannot see."""
+    return {"continuationToken": req.seal(json.dumps([listing, position]))} if position else {}
 
 
 def _op(path: str, method: str, action: str, checks: Any) -> Any:
@@ -175,14 +187,15 @@ def list_table_buckets(req: RequestContext) -> Result:
     def keep(name: str) -> bool:
         return name.startswith(prefix) and req.visible("ListTableBuckets", bucket_arn(name), {})
 
-    names, token = warehouses.list_names(ctx, _continuation(req), size, keep)
+    listing = json.dumps(["buckets", prefix])
+    names, token = warehouses.list_names(ctx, _continuation(req, listing), size, keep)
     out = []
     for name in names:
         try:
             out.append(shapes.bucket_out(warehouses.get(ctx, name)))
         except NotFound:
             continue
-    return _ok(200, {"tableBuckets": out, **_continue(req, token)})
+    return _ok(200, {"tableBuckets": out, **_continue(req, listing, token)})
 
 
 @_op("/buckets/{tableBucketARN}", "GET", "GetTableBucket", _bucket_check)
@@ -217,14 +230,15 @@ def list_namespaces(req: RequestContext) -> Result:
     def keep(ns: tuple[str, ...]) -> bool:
         return ns[0].startswith(prefix) and req.visible("ListNamespaces", bucket_arn(wh), ns_context(ns))
 
-    items, token = namespaces.list_children(ctx, wh, (), _continuation(req), size, keep)
+    listing = json.dumps(["namespaces", wh, prefix])
+    items, token = namespaces.list_children(ctx, wh, (), _continuation(req, listing), size, keep)
     out = []
     for levels in items:
         try:
             out.append(shapes.namespace_out(namespaces.describe(ctx, wh, tuple(levels))))
         except NotFound:
             continue
-    return _ok(200, {"namespaces": out, **_continue(req, token)})
+    return _ok(200, {"namespaces": out, **_continue(req, listing, token)})
 
 
 @_op("/namespaces/{tableBucketARN}/{namespace}", "GET", "GetNamespace", _ns_check)
@@ -307,9 +321,10 @@ def list_tables(req: RequestContext) -> Result:
     ns_raw, prefix = req.query.get("namespace"), req.query.get("prefix", "")
     size = _page_size(req, "maxTables")
     resume_ns, resume_at = "", None
+    listing = json.dumps(["tables", wh, ns_raw, prefix])
     if req.query.get("continuationToken"):
         try:
-            resume_ns, resume_at = json.loads(_continuation(req) or "")
+            resume_ns, resume_at = json.loads(_continuation(req, listing) or "")
         except (ValueError, TypeError):
             raise BadRequest("Invalid continuationToken: it does not belong to this listing") from None
     out: list[Body] = []
@@ -317,7 +332,7 @@ def list_tables(req: RequestContext) -> Result:
         if ns[0] < resume_ns:
             continue
         if len(out) == size:  # full: the next call starts at this namespace
-            return _ok(200, {"tables": out, **_continue(req, json.dumps([ns[0], None]))})
+            return _ok(200, {"tables": out, **_continue(req, listing, json.dumps([ns[0], None]))})
 
         def keep(name: str, ns: tuple[str, ...] = ns) -> bool:
             return name.startswith(prefix) and req.visible("ListTables", table_arn(wh, ns, name), ns_context(ns, name))
@@ -331,7 +346,7 @@ def list_tables(req: RequestContext) -> Result:
                 continue
             out.append({k: v for k, v in shapes.table_out(wh, entry).items() if k in shapes.LISTED})
         if more:
-            return _ok(200, {"tables": out, **_continue(req, json.dumps([ns[0], more]))})
+            return _ok(200, {"tables": out, **_continue(req, listing, json.dumps([ns[0], more]))})
     return _ok(200, {"tables": out})
 
 
@@ -479,6 +494,8 @@ def untag_resource(req: RequestContext) -> Result:
     keys_ = req.multi_query.get("tagKeys") or []
     if not keys_:
         raise BadRequest("tagKeys is required")
+    for key in keys_:
+        backend.check_tag_key(key)
     backend.untag(*_tag_target(req), keys_)
     return _ok(204, None)
 
