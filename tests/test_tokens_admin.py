@@ -195,3 +195,33 @@ def test_a_new_deployments_first_write_may_be_a_user(s3_endpoint, tmp_path, s3):
         name, akid, secret = make_user(http, url, {"all": allow(["s3tables:*"], "*")})
         assert http.get(f"{url}/admin/users").json()
         assert s3.head_bucket(Bucket=system)["ResponseMetadata"]["HTTPStatusCode"] == 200
+
+
+def test_damaged_identity_records_authenticate_nobody_and_never_answer_500(
+    catalog_url, warehouse, http, s3, system_bucket
+):
+    """An access key, user or token record that cannot be read authenticates nobody (401, logged),
+    where it answered 500; the admin API names a damaged user (422) and can delete it."""
+    url = f"{catalog_url}/v1/{warehouse}/namespaces"
+    name, key, secret = make_user(http, catalog_url, {"all": FULL})
+    assert catalog_admin.session(key, secret).get(url).status_code == 200
+    user_key = f"iam/users/{name}.json"
+    valid = s3.get_object(Bucket=system_bucket, Key=user_key)["Body"].read()
+    for body in (b"\x00not json", json.dumps({**json.loads(valid), "policies": {"p": {"Statement": 5}}}).encode()):
+        s3.put_object(Bucket=system_bucket, Key=user_key, Body=body)
+        other, other_key, other_secret = make_user(http, catalog_url, {"all": FULL})  # not cached yet
+        s3.put_object(Bucket=system_bucket, Key=f"iam/users/{other}.json", Body=body)
+        resp = catalog_admin.session(other_key, other_secret).get(url)
+        assert resp.status_code == 401, resp.text
+        got = http.get(f"{catalog_url}/admin/users/{other}")
+        assert got.status_code == 422 and f"iam/users/{other}.json" in got.json()["error"]["message"], got.text
+        assert http.delete(f"{catalog_url}/admin/users/{other}").status_code == 204
+        assert http.get(f"{catalog_url}/admin/users/{other}").status_code == 404
+    _, key2, secret2 = make_user(http, catalog_url, {"all": FULL})
+    s3.put_object(Bucket=system_bucket, Key=f"iam/access-keys/{key2}.json", Body=b"[")
+    assert catalog_admin.session(key2, secret2).get(url).status_code == 401
+    for claims in (b"not json", json.dumps({"sub": name, "akid": key, "exp": "soon"}).encode()):
+        token = "ct2." + base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("=")
+        record = f"iam/tokens/{hashlib.sha256(token.encode()).hexdigest()}.json"
+        s3.put_object(Bucket=system_bucket, Key=record, Body=claims)
+        assert requests.get(url, headers={"Authorization": f"Bearer {token}"}).status_code == 401

@@ -12,6 +12,7 @@ import string
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -77,12 +78,47 @@ def _read_root_secret(secret_id: str) -> tuple[str, str] | None:
     return _root_from_secret
 
 
-def _read_json(ctx: Context, key: str) -> tuple[dict[str, Any], str] | None:
+def _read_json(
+    ctx: Context, key: str, check: Callable[[Any], str | None] | None = None
+) -> tuple[dict[str, Any], str] | None:
+    """A system record; None when absent, or damaged (then logged: a key whose record cannot be read
+    authenticates nobody, it never answers 500)."""
+    from chalicelib.core import damage
+    from chalicelib.errors import DamagedObject
+
     try:
         obj = ctx.storage.get(ctx.settings.system_bucket, key)
     except ObjectNotFound:
         return None
-    return json.loads(obj.body), obj.etag
+    try:
+        return damage.parse(
+            obj.body, ctx.settings.system_bucket, key, "An identity record", check or damage.is_object
+        ), obj.etag
+    except DamagedObject:
+        return None
+
+
+def _key_problem(doc: Any) -> str | None:
+    if not isinstance(doc, dict) or not isinstance(doc.get("user"), str) or not isinstance(doc.get("secret"), str):
+        return "not an access key record"
+    return None
+
+
+def _user_problem(doc: Any) -> str | None:
+    from chalicelib.auth.policy import validate
+    from chalicelib.errors import BadRequest
+
+    if not isinstance(doc, dict) or not isinstance(doc.get("access-keys", []), list):
+        return "not a user record"
+    policies = doc.get("policies", {})
+    if not isinstance(policies, dict):
+        return "'policies' is not an object"
+    for name, policy in policies.items():
+        try:
+            validate(policy)
+        except BadRequest as e:
+            return f"policy {str(name)[:80]!r}: {e}"
+    return None
 
 
 # Access keys read from S3 are kept this long, known and unknown alike, so a warm request reads no
@@ -122,11 +158,11 @@ def forget(user: str | None = None, access_key_id: str | None = None) -> None:
 
 
 def _lookup_stored(ctx: Context, access_key_id: str) -> tuple[str, Principal] | None:
-    found = _read_json(ctx, keys.access_key_record(access_key_id))
+    found = _read_json(ctx, keys.access_key_record(access_key_id), _key_problem)
     if found is None:
         return None
     record = found[0]
-    user = _read_json(ctx, keys.user_record(record["user"]))
+    user = _read_json(ctx, keys.user_record(record["user"]), _user_problem)
     if user is None or access_key_id not in user[0].get("access-keys", []):
         return None
     policies = tuple(user[0].get("policies", {}).values())
@@ -187,8 +223,16 @@ def public(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _user_record(ctx: Context, name: str) -> tuple[dict[str, Any], str] | None:
+    """A user's record for the admin API: a damaged one answers 422 naming its key (not "no such user")."""
+    from chalicelib.core import damage
+
+    key = keys.user_record(check_user(name))
+    return damage.load(ctx, ctx.settings.system_bucket, key, f"User {name!r}", _user_problem)
+
+
 def get_user(ctx: Context, name: str) -> dict[str, Any]:
-    found = _read_json(ctx, keys.user_record(check_user(name)))
+    found = _user_record(ctx, name)
     if found is None:
         raise NotFound(f"User {name!r} does not exist")
     return public(found[0])
@@ -217,7 +261,19 @@ def _update_user(ctx: Context, name: str, change: Any, op: str, **detail: Any) -
 
 
 def delete_user(ctx: Context, name: str) -> None:
-    found = _read_json(ctx, keys.user_record(check_user(name)))
+    """Delete a user, its keys and policies. A damaged record can be deleted too: its keys, which
+    cannot be read from it, stop working with it (a key authenticates only while its user lists it)."""
+    from chalicelib.errors import DamagedObject
+
+    try:
+        found = _user_record(ctx, name)
+    except DamagedObject:
+        ctx.storage.delete(ctx.settings.system_bucket, keys.user_record(name))
+        _journal(
+            ctx, *audit.stamped({"name": name, "uuid": str(uuid.uuid4())}, audit.entry("delete-user", _target(name)))
+        )
+        forget(user=name)
+        return
     if found is None:
         raise NotFound(f"User {name!r} does not exist")
     user, bucket = found[0], ctx.settings.system_bucket

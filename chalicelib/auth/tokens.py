@@ -48,12 +48,22 @@ def _claims(ctx: Context, token: str) -> dict[str, Any] | None:
     hit = _known.get(digest)
     if hit is not None and hit[0] > time.monotonic():
         return hit[1]
+    key = keys.token_record(digest)
     try:
-        claims = json.loads(ctx.storage.get(ctx.settings.system_bucket, keys.token_record(digest)).body)
+        claims = json.loads(ctx.storage.get(ctx.settings.system_bucket, key).body)
     except ObjectNotFound:
         claims = None
-    if not isinstance(claims, dict):
+    except ValueError:  # damaged: it authenticates nobody (logged; never a 500)
+        from chalicelib.core import damage
+
+        damage.damaged(ctx.settings.system_bucket, key, "A bearer token's record", "not JSON")
         claims = None
+    if (
+        not isinstance(claims, dict)
+        or not isinstance(claims.get("exp"), (int, float))
+        or isinstance(claims.get("exp"), bool)
+    ):
+        claims = None  # not a token record this catalog wrote: it authenticates nobody
     if len(_known) > 10_000:
         _known.clear()
     keep = _UNKNOWN_TTL_S if claims is None else max(0.0, float(claims.get("exp", 0)) - time.time())
