@@ -196,3 +196,53 @@ def test_a_page_costs_one_listing_not_one_per_table(catalog_url, http, s3_endpoi
             MaxResults=50, SortCriteria=[{"FieldName": "Name", "Sort": "DESC"}], NextToken=desc["NextToken"]
         )
         assert [t["Name"] for t in desc["TableList"] + more["TableList"]] == names[::-1]
+
+
+def test_a_search_by_database_pages_in_order_across_databases_and_what_the_caller_may_see(catalog_url, http):
+    """An unfiltered search sorted by database reads only as far as its page: its pages, across
+    databases, Hive tables made through Glue, hidden tables and a damaged one, name exactly what the
+    full search (the same request sorted by name, which scans every table) names."""
+    from tests.authutil import make_user
+
+    wh = _warehouse(http, catalog_url, [f"t{i:02d}" for i in range(5)], db="b_db")
+    for db, names in (("a_db", ["x1", "x2"]), ("c_db", ["t00", "t01", "z9"])):
+        assert http.post(f"{catalog_url}/v1/{wh}/namespaces", json={"namespace": [db]}).status_code == 200
+        for name in names:
+            _create(http, catalog_url, wh, db, name)
+    glue = glue_client(catalog_url, wh)
+    hive = {"Name": "h_csv", "StorageDescriptor": {"Location": f"s3://{wh}/ext/h", "Columns": []}}
+    glue.create_table(DatabaseName="b_db", TableInput=hive)
+
+    def paged(client: Any, size: int, **kwargs: Any) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        token: dict[str, str] = {}
+        while True:
+            resp = client.search_tables(MaxResults=size, **kwargs, **token)
+            assert len(resp["TableList"]) <= size
+            out += [(t["DatabaseName"], t["Name"]) for t in resp["TableList"]]
+            if not resp.get("NextToken"):
+                return out
+            token = {"NextToken": resp["NextToken"]}
+
+    expected = sorted([("a_db", "x1"), ("a_db", "x2"), ("b_db", "h_csv")] + [("b_db", f"t{i:02d}") for i in range(5)])
+    expected += [("c_db", "t00"), ("c_db", "t01"), ("c_db", "z9")]
+    by_name = [{"FieldName": "Name", "Sort": "ASC"}]  # another order: the path that scans every table
+    for size in (1, 3, 4, 100):
+        assert paged(glue, size) == expected, size
+        assert sorted(paged(glue, size, SortCriteria=by_name)) == expected, size
+    policy = {
+        "Statement": [
+            {"Effect": "Allow", "Action": ["glue:*"], "Resource": "*"},
+            {
+                "Effect": "Deny",
+                "Action": "s3tables:GetTable",
+                "Resource": "*",
+                "Condition": {"StringEquals": {"s3tables:namespace": "b_db"}},
+            },
+        ]
+    }
+    _, key, secret = make_user(http, catalog_url, {"read": policy})
+    reader = glue_client(catalog_url, wh, key, secret)
+    seen = [t for t in expected if t[0] != "b_db"]
+    for size in (1, 2, 100):
+        assert paged(reader, size) == seen and sorted(paged(reader, size, SortCriteria=by_name)) == seen, size

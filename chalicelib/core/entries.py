@@ -5,6 +5,7 @@ Iceberg entries are live pointers; Hive entries are hive records. Names are one 
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import json
@@ -526,9 +527,39 @@ def search(
     return [f for found in parallel.map_counted(one, spaces, pool="scans") for f in found]
 
 
-def _listed(
-    ctx: Context, warehouse: str, ns: Namespace, view: str, project: Projection, keep: Callable[[str], bool]
+def search_first(
+    ctx: Context,
+    warehouse: str,
+    spaces: list[Namespace],
+    view: str,
+    project: Projection,
+    keep: Callable[[Namespace, str], bool],
+    limit: int,
 ) -> list[Found]:
+    """search() in (namespace, name) order, only as far as the first `limit` entries `keep`
+    takes: a page of an unfiltered search by database reads and checks what it shows, not every
+    table of the warehouse."""
+    out: list[Found] = []
+    for ns in sorted(spaces):
+        try:
+            out += _listed(ctx, warehouse, ns, view, project, lambda n, ns=ns: keep(ns, n), limit - len(out))
+        except (NotFound, DamagedObject):
+            continue  # deleted meanwhile, or damaged (reported where it was read)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _listed(
+    ctx: Context,
+    warehouse: str,
+    ns: Namespace,
+    view: str,
+    project: Projection,
+    keep: Callable[[str], bool],
+    limit: int | None = None,
+) -> list[Found]:
+    """Every listed entry `keep` takes, in name order; with a limit, the first `limit` of them."""
     from chalicelib.core.tables import projection
 
     bucket = ctx.bucket_for(warehouse)
@@ -537,25 +568,47 @@ def _listed(
         ctx, warehouse, ns, view, hive, [lambda: projection.list_prefix(ctx.storage, bucket, ns)]
     )
     kinds = projection.names(ctx, warehouse, ns, str(record.get("uuid", "")), listed)
-    order = sorted(f"{n}.json" for n in kinds)  # key order: how close two names' pointers lie
-    rank = {n[: -len(".json")]: i for i, n in enumerate(order)}
+    # Name order is key order: "." sorts before every character a name may hold.
+    order = sorted(kinds)
     cache = _View(ctx, warehouse, ns, view, project, stored)
-    tables = [(n, keys.table_pointer(ns, n)) for n in sorted(rank, key=rank.__getitem__) if kinds[n] == "table"]
-    hive_items = list(heapq.merge(*hives))
-    cache.seen = {k for _, k in tables} | {item[2] for item in hive_items}
     prefix = keys.tables_prefix(ns)
+    tables = ((n, f"{prefix}{n}.json") for n in order if kinds[n] == "table")
+    hive_items = list(heapq.merge(*hives))
 
     def found(name: str, projection: dict[str, Any], etag: str | None) -> Found:
-        at = rank.get(name, 0)
-        return Found(ns, name, projection, etag, at, f"{prefix}{order[at - 1]}" if at else "")
+        at = bisect.bisect_left(order, name)  # its pointer's rank among the listed names
+        at = at if at < len(order) and order[at] == name else 0
+        return Found(ns, name, projection, etag, at, f"{prefix}{order[at - 1]}.json" if at else "")
 
-    out = [found(n, p, etag) for n, etag, p in cache.known([t for t in tables if keep(t[0])])]
+    iceberg_kept, cut = _first(tables, keep, limit)
+    hive_kept, hive_cut = _first(iter(hive_items), keep, limit)
+    out = [found(n, p, etag) for n, etag, p in cache.known(iceberg_kept)]
     names = {f.name for f in out}
-    for name, p in cache.resolve([item for item in hive_items if keep(item[0])]):
+    for name, p in cache.resolve(hive_kept):
         if name not in names:  # a name briefly held by both kinds shows once
             out.append(found(name, p, None))
-    cache.save(complete=True)
-    return out
+    if limit is None:  # a complete pass: what the stored view holds of gone tables goes
+        cache.seen = {f"{prefix}{n}.json" for n in order if kinds[n] == "table"} | {i[2] for i in hive_items}
+        cache.save(complete=True)
+    else:
+        cache.save()
+    if limit is None:
+        return out
+    if len(out) < limit and (cut or hive_cut):  # one taken was gone or damaged: the rest decides
+        out = _listed(ctx, warehouse, ns, view, project, keep)
+    return sorted(out, key=lambda f: f.name)[:limit]
+
+
+def _first(items: Iterator[Any], keep: Callable[[str], bool], limit: int | None) -> tuple[list[Any], bool]:
+    """The items (in name order) keep takes, up to limit (keep runs only as far as needed), and
+    whether it stopped before the end."""
+    out = []
+    for item in items:
+        if keep(item[0]):
+            out.append(item)
+            if limit is not None and len(out) >= limit:
+                return out, next(items, None) is not None
+    return out, False
 
 
 def current(ctx: Context, warehouse: str, view: str, project: Projection, page: list[Found]) -> list[dict[str, Any]]:

@@ -504,8 +504,14 @@ def search_tables(ctx: Context, wh: str, body: Body, req: RequestContext) -> Bod
         return _readable(req, wh, ns, name)
 
     project = shapes.projection(ctx, wh)
-    every = glue.search(ctx, wh, spaces, "glue", project, visible)
-    found = [f for f in every if all(test(f.projection) for test in tests)]
+    if not tests and field == "DatabaseName" and not descending:  # by database, then name: read a page only
+        mark = _mark(after)
+        found = glue.search_first(
+            ctx, wh, spaces, "glue", project, lambda ns, n: (ns[0], n) > mark and visible(ns, n), size + 1
+        )
+    else:
+        every = glue.search(ctx, wh, spaces, "glue", project, visible)
+        found = [f for f in every if all(test(f.projection) for test in tests)]
 
     def key(f: glue.Found) -> list[object]:
         t = f.projection
@@ -519,6 +525,15 @@ def search_tables(ctx: Context, wh: str, body: Body, req: RequestContext) -> Bod
     # changed since it was last read may no longer match).
     page = [t for t in glue.current(ctx, wh, "glue", project, candidates) if all(test(t) for test in tests)]
     return {"TableList": page, **_next(req, json.dumps(key(candidates[-1])) if more else None, query)}
+
+
+def _mark(after: str | None) -> tuple[str, str]:
+    """The (database, name) a token sorted by database stopped at (("", ""): the start)."""
+    try:
+        mark = json.loads(after) if after is not None else None
+        return (str(mark[1]), str(mark[2])) if isinstance(mark, list) and len(mark) == 3 else ("", "")
+    except ValueError:
+        return "", ""
 
 
 def _after(found: list[glue.Found], key: Callable[[glue.Found], list[object]], after: str | None, desc: bool) -> int:

@@ -3,7 +3,16 @@ Hive tables, table versions, and renames done as CreateTable + DeleteTable."""
 
 from __future__ import annotations
 
-from chalicelib.core.entries import Entry, Found, all_namespaces, current, metadata_json, search, view_page
+from chalicelib.core.entries import (
+    Entry,
+    Found,
+    all_namespaces,
+    current,
+    metadata_json,
+    search,
+    search_first,
+    view_page,
+)
 from chalicelib.core.entries import get as get_entry
 from chalicelib.core.glue_renames import begin as _begin_rename
 from chalicelib.core.glue_renames import on_delete as _on_delete
@@ -38,6 +47,7 @@ __all__ = [
     "metadata_json",
     "on_delete",
     "search",
+    "search_first",
     "update_hive",
     "view_page",
 ]
