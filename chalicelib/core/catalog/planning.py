@@ -3,19 +3,24 @@ fetchScanTasks) and the read policies it enforces (core/planning/)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chalicelib.core.context import Context
 from chalicelib.core.model import Namespace, ReadRule
-from chalicelib.core.planning import plans
-from chalicelib.core.planning.planner import parse_scan
 from chalicelib.core.planning.read_rules import restricted as restricted
+
+if TYPE_CHECKING:
+    from chalicelib.core.planning import plans
+
+# The planner and plan store import on a planning request only: every load of the tables function
+# (its cold start included) asks `restricted`, and nothing else of planning.
 
 __all__ = ["cancel", "fetch", "granted", "plan", "restricted", "tasks"]
 
 
 def _table(ctx: Context, warehouse: str, ns: Namespace, name: str) -> plans.Table:
     from chalicelib.core.metadata import table_metadata
+    from chalicelib.core.planning import plans
     from chalicelib.core.tables.lookup import exists
 
     location = exists(ctx, warehouse, ns, name)
@@ -26,6 +31,9 @@ def _table(ctx: Context, warehouse: str, ns: Namespace, name: str) -> plans.Tabl
 def plan(
     ctx: Context, warehouse: str, ns: Namespace, name: str, body: dict[str, Any], reader: str, rule: ReadRule
 ) -> dict[str, Any]:
+    from chalicelib.core.planning import plans
+    from chalicelib.core.planning.planner import parse_scan
+
     scan = parse_scan(body)
     return plans.create(ctx, _table(ctx, warehouse, ns, name), scan, reader, rule)
 
@@ -33,16 +41,22 @@ def plan(
 def fetch(
     ctx: Context, warehouse: str, ns: Namespace, name: str, plan_id: str, reader: str, rule: ReadRule
 ) -> dict[str, Any]:
+    from chalicelib.core.planning import plans
+
     return plans.fetch(ctx, _table(ctx, warehouse, ns, name), reader, plan_id, rule)
 
 
 def cancel(ctx: Context, warehouse: str, ns: Namespace, name: str, plan_id: str, reader: str) -> None:
+    from chalicelib.core.planning import plans
+
     plans.cancel(ctx, _table(ctx, warehouse, ns, name), reader, plan_id)
 
 
 def tasks(
     ctx: Context, warehouse: str, ns: Namespace, name: str, token: Any, reader: str, rule: ReadRule
 ) -> dict[str, Any]:
+    from chalicelib.core.planning import plans
+
     return plans.tasks(ctx, _table(ctx, warehouse, ns, name), reader, token, rule)
 
 
@@ -51,4 +65,6 @@ def granted(
 ) -> tuple[bool, list[tuple[int, int]]]:
     """What the reader's live plans of the table at `location` gave it of `obj` (bucket/key): all
     of it, or byte ranges only."""
+    from chalicelib.core.planning import plans
+
     return plans.granted(ctx, ctx.bucket_for(warehouse), location, reader, rule, obj)
