@@ -528,6 +528,11 @@ def test_damaged_resource_policies_refuse_other_callers_and_are_reported(stored,
     _assert_damaged_answer(resp, resource_policies.KEY)
     assert _signed_get(f"{url}/v1/{wh}/namespaces/db/tables", key, secret).status_code == 422
     assert http.get(table_url).status_code == 200  # the root's requests do not read policies
+    # Lists across warehouses go on without it (ListTableBuckets failed for every non-root caller).
+    other = _new_warehouse(http, url, tables=())
+    listed = _signed_get(f"{url}/v1/warehouses", key, secret)
+    assert listed.status_code == 200, listed.text
+    assert other in listed.json()["warehouses"] and wh not in listed.json()["warehouses"]
     assert _log_lines(log_path, resource_policies.KEY)
     found = [(f.kind, f.keys) for f in fsck.check(core, wh).findings]
     assert ("unreadable-record", [resource_policies.KEY]) in found, found

@@ -10,7 +10,7 @@ from chalicelib.auth import identities, policy, sign_tokens, sigv4, tokens
 from chalicelib.auth.arns import Resource
 from chalicelib.core import pointer_record
 from chalicelib.core.context import get_context
-from chalicelib.errors import BadRequest, CatalogError, Forbidden, Unauthorized
+from chalicelib.errors import BadRequest, CatalogError, DamagedObject, Forbidden, Unauthorized
 from chalicelib.names import check_warehouse
 from chalicelib.pipeline import AllowAnonymous, Pipeline, RequestContext
 
@@ -113,7 +113,15 @@ class PolicyAuthorizer:
         def read_rule(resource: Resource, cond: dict[str, str]) -> tuple[Any, ...]:
             return policy.read_statements(docs_for(resource), resource, cond, id_of)
 
-        req.visible = allowed
+        def visible(action: str, resource: Resource, cond: dict[str, str], partial: bool = False) -> bool:
+            """For a list's items: a warehouse whose resource policies cannot be read hides its
+            items (logged), and the list goes on; a request addressed to it answers 422 below."""
+            try:
+                return allowed(action, resource, cond, partial)
+            except DamagedObject:
+                return False
+
+        req.visible = visible
         req.denied = denied
         req.read_rule = read_rule
 
