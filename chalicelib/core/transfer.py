@@ -117,7 +117,7 @@ def export(ctx: Context, warehouse: str, skip_damaged: bool = False) -> dict[str
 
 
 def _damaged(bucket: str, key: str, reason: str) -> tuple[str, None, str]:
-    damage.damaged(bucket, key, "A catalog object", reason)  # its log line, as every reader's
+    damage.damaged(bucket, key, damage.subject_of(key), reason)  # its log line, as every reader's
     return key, None, reason
 
 
