@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from chalicelib import keys
 from chalicelib.core.context import now_ms, tombstone_lease_ms
 from chalicelib.core.damage import fields, required
 
@@ -52,8 +53,11 @@ def problem(data: object) -> str | None:
 
 def _s3_object(uri: str) -> bool:
     """What the catalog's reads can follow (keys.split_s3_uri): a bucket and a key."""
-    bucket, _, key = uri.partition("://")[2].partition("/")
-    return uri.startswith(("s3://", "s3a://", "s3n://")) and bool(bucket) and bool(key)
+    try:
+        bucket, key = keys.split_s3_uri(uri)
+    except ValueError:
+        return False
+    return bool(bucket) and bool(key)
 
 
 def _wrong_fields(data: dict[str, Any]) -> str | None:
