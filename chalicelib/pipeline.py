@@ -66,7 +66,13 @@ def _nothing_denied(action: str, resource: Any, condition: dict[str, str]) -> bo
 
 
 def _no_read_rule(resource: Any, condition: dict[str, str]) -> tuple[Any, ...]:
-    return ()
+    from chalicelib.core.model import EVERYTHING
+
+    return EVERYTHING
+
+
+def _writes_everything(resource: Any, condition: dict[str, str]) -> bool:
+    return True
 
 
 def _no_limits(resource: Any) -> bool:
@@ -100,8 +106,10 @@ class RequestContext:
     # routes filter with it; `denied` tells an explicit Deny from no grant.
     visible: Callable[..., bool] = _everything_visible
     denied: Callable[[str, Any, dict[str, str]], bool] = _nothing_denied
-    # The caller's s3tables:GetTableData statements on a table (core.model.ReadRule; () for root).
+    # The caller's s3tables:GetTableData statements on a table (core.model.ReadRule; every row for
+    # root), and whether it may write the table's data (core/data_actions.py says by which action).
     read_rule: Callable[[Any, dict[str, str]], tuple[Any, ...]] = _no_read_rule
+    may_write_data: Callable[[Any, dict[str, str]], bool] = _writes_everything
     # Whether some table of a set may have the caller's reads limited (GetConfig's planning mode).
     may_limit_reads: Callable[[Any], bool] = _no_limits
 

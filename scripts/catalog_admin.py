@@ -13,6 +13,8 @@ Straight on S3, with the catalog's own settings (S3_ENDPOINT_URL, CATALOG_SYSTEM
 credentials and region; under `make run`: S3_ENDPOINT_URL=http://127.0.0.1:4566
 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test, as its banner prints):
   fsck W [--repair] [--json]       check a warehouse against the design's invariants
+  policy-check W [--json]          whose table-data access changes when W's legacy-data-actions goes
+                                   off (GetTableData and PutTableData instead of GetTable and UpdateTable)
   export W --to FILE, import FILE --warehouse W [--copy-data]
   history W NS.T, rollback-table W NS.T METADATA_LOCATION
   dispatch-events [--warehouse W] [--once | --every SECONDS]   send change events to the sinks
@@ -110,6 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     fsck.add_argument("warehouse")
     fsck.add_argument("--repair", action="store_true", help="first do what the sweeper would (past-lease work only)")
     fsck.add_argument("--json", action="store_true")
+    check = sub.add_parser(
+        "policy-check",
+        help="which users' table-data access changes under AWS's data actions, and what to add (direct S3 access)",
+    )
+    check.add_argument("warehouse")
+    check.add_argument("--json", action="store_true")
     for name in ("history", "rollback-table"):
         cmd = sub.add_parser(name, help="a table's metadata files" if name == "history" else "undo commits (audited)")
         cmd.add_argument("warehouse")
@@ -152,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     when.add_argument("--every", type=_seconds, metavar="SECONDS", help="a pass every SECONDS until interrupted")
     dispatch.add_argument("--budget-seconds", type=float, default=50.0, help="time for one warehouse's pass")
     a = parser.parse_args(argv)
-    direct = {"export": _transfer, "import": _transfer, "fsck": _fsck, "history": _rollback}
+    direct = {"export": _transfer, "import": _transfer, "fsck": _fsck, "history": _rollback, "policy-check": _policy}
     direct.update({"rollback-table": _rollback, "dispatch-events": _dispatch})
     if a.cmd in direct:
         return _on_s3(direct[a.cmd], a)
@@ -326,6 +334,15 @@ def _fsck(a: argparse.Namespace) -> int:
         if not report.findings:
             print("  clean")
     return 1 if report.of(fsck.VIOLATION) else 2 if report.of(fsck.UNFINISHED) else 0
+
+
+def _policy(a: argparse.Namespace) -> int:
+    """Exit 0 whatever it finds: a report, for the operator to act on before turning the property off."""
+    from chalicelib.auth import policy_check
+
+    report = policy_check.check(_core(), a.warehouse)
+    print(json.dumps(report.as_json(), indent=2) if a.json else policy_check.render(report))
+    return 0
 
 
 def _core() -> Any:

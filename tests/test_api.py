@@ -44,7 +44,7 @@ def test_warehouse_lifecycle_and_alias(api, s3, system_bucket):
     created = api("POST", "/v1/buckets", json={"name": name, "properties": {"owner": "team"}})
     assert created.status_code == 200 and created.json()["name"] == name
     got = api("GET", f"/v1/warehouses/{name}").json()
-    assert got["bucket"] == name and got["properties"] == {"owner": "team"}
+    assert got["bucket"] == name and got["properties"] == {"owner": "team", "legacy-data-actions": "false"}
     uuid.UUID(got["uuid"])
     assert got["created-at"].endswith("Z")
     assert api("GET", f"/v1/buckets/{name}").json() == got

@@ -49,10 +49,10 @@ def lake(keyless_url, s3_endpoint):
     for name in ("a", "b"):
         root.create_table(f"ns.{name}", ROWS.schema).append(ROWS)
     tables = f"arn:aws:s3tables:::bucket/{wh}/table/ns/"
-    reader = make_user(http, keyless_url, {"read-a": allow(["s3tables:GetTable"], tables + "a")})
-    writer = make_user(
-        http, keyless_url, {"write-a": allow(["s3tables:GetTable", "s3tables:UpdateTable"], tables + "a")}
-    )
+    reads = ["s3tables:GetTable", "s3tables:GetTableData"]
+    reader = make_user(http, keyless_url, {"read-a": allow(reads, tables + "a")})
+    writes = [*reads, "s3tables:UpdateTable", "s3tables:PutTableData"]
+    writer = make_user(http, keyless_url, {"write-a": allow(writes, tables + "a")})
     return {"wh": wh, "root": root, "reader": reader, "writer": writer, "http": http}
 
 
@@ -464,18 +464,27 @@ def test_staged_table_is_signed_for_its_creator_only(keyless_url, lake, s3_endpo
 
     wh, reader = lake["wh"], lake["reader"]
     tables = f"arn:aws:s3tables:::bucket/{wh}/table/ns/"
-    creator = make_user(lake["http"], keyless_url, {"create": allow(["s3tables:CreateTable"], tables + "staged")})
-    http = catalog_admin.session(creator[1], creator[2])
-    created = http.post(
-        f"{keyless_url}/v1/{wh}/namespaces/ns/tables",
-        json={"name": "staged", "schema": {"type": "struct", "fields": []}, "stage-create": True},
-        headers={"X-Iceberg-Access-Delegation": "remote-signing"},
-    )
-    assert created.status_code == 200, created.text
-    endpoint = created.json()["config"]["s3.signer.endpoint"]
-    location = created.json()["metadata"]["location"]
+
+    def stage(actions: list[str]) -> tuple[Any, str, str, dict[str, Any]]:
+        creator = make_user(lake["http"], keyless_url, {"create": allow(actions, tables + "staged")})
+        http = catalog_admin.session(creator[1], creator[2])
+        created = http.post(
+            f"{keyless_url}/v1/{wh}/namespaces/ns/tables",
+            json={"name": "staged", "schema": {"type": "struct", "fields": []}, "stage-create": True},
+            headers={"X-Iceberg-Access-Delegation": "remote-signing"},
+        )
+        assert created.status_code == 200, created.text
+        endpoint = created.json()["config"]["s3.signer.endpoint"]
+        location = created.json()["metadata"]["location"]
+        body = {"method": "PUT", "uri": f"{s3_endpoint}/{location[5:]}/data/new.parquet", "headers": {}}
+        return http, endpoint, location, body
+
+    # Creating a table is not writing its data (s3tables:PutTableData), as in AWS.
+    http, endpoint, _, body = stage(["s3tables:CreateTable"])
+    refused = http.post(f"{keyless_url}/{endpoint}", json=body)
+    assert refused.status_code == 403 and "s3tables:PutTableData" in refused.text
+    http, endpoint, location, body = stage(["s3tables:CreateTable", "s3tables:PutTableData"])
     grant = parse_qs(urlsplit(endpoint).query)["staged"][0]
-    body = {"method": "PUT", "uri": f"{s3_endpoint}/{location[5:]}/data/new.parquet", "headers": {}}
     base = f"{keyless_url}/v1/{wh}/namespaces/ns/tables"
     signed = http.post(f"{keyless_url}/{endpoint}", json=body)
     assert signed.status_code == 200, signed.text

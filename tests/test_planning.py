@@ -86,6 +86,7 @@ def lake(planning_url, s3_endpoint):
             table.append(_rows(region, 100 * i + 10 * round_))
     arn = f"arn:aws:s3tables:::bucket/{wh}/table/ns/t"
     get = allow(["s3tables:GetTable"], arn)
+    reads = allow(["s3tables:GetTable", "s3tables:GetTableData"], arn)
     eu_only = allow(["s3tables:GetTableData"], arn, {"StringEquals": {"s3tables:partition/region": "eu"}})
     no_secret = allow(["s3tables:GetTableData"], arn, {"StringEquals": {"s3tables:column": "secret"}}, "Deny")
     return {
@@ -93,8 +94,8 @@ def lake(planning_url, s3_endpoint):
         "http": http,
         "root": root,
         "eu": make_user(http, planning_url, {"get": get, "eu": eu_only}),
-        "reader": make_user(http, planning_url, {"get": get}),
-        "nosecret": make_user(http, planning_url, {"get": get, "cols": no_secret}),
+        "reader": make_user(http, planning_url, {"get": reads}),
+        "nosecret": make_user(http, planning_url, {"get": reads, "cols": no_secret}),
         "arn": arn,
     }
 

@@ -145,9 +145,19 @@ ID, REGION, SECRET, DAY = 1, 2, 3, 4
 
 
 def test_a_rule_with_no_limits_is_unrestricted() -> None:
-    assert not read_rules.restricted(())
     assert not read_rules.restricted((_st(), _st(rows=(("StringEquals", "region", ("eu",)),))))
     assert read_rules.fingerprint((_st(),)) == ""
+
+
+def test_no_allow_reads_nothing_as_everywhere_in_iam() -> None:
+    """Adding an Allow never takes access away: no GetTableData Allow is no data, not all of it."""
+    assert read_rules.restricted(()) and not read_rules.reads_any(())
+    deny_secret = _st(deny=True, columns=(("StringEquals", ("secret",)),))
+    assert not read_rules.reads_any((deny_secret,))
+    assert read_rules.readable_rows((deny_secret,), _cols(), [ID]) == ex.AlwaysFalse()
+    assert read_rules.readable_columns((deny_secret,), _cols()) == []
+    assert read_rules.reads_any((_st(rows=(("StringEquals", "region", ("eu",)),)),))
+    assert not read_rules.reads_any((_st(), _st(deny=True)))  # a Deny of every row and column
 
 
 def test_rows_are_the_union_of_allows_minus_the_denies() -> None:
@@ -170,7 +180,7 @@ def test_conditions_on_absent_columns_read_as_iam_reads_absent_keys() -> None:
 
 def test_column_rules_narrow_the_readable_columns() -> None:
     deny_secret = _st(deny=True, columns=(("StringEquals", ("secret",)),))
-    assert read_rules.readable_columns((deny_secret,), _cols()) == ["id", "region", "day"]
+    assert read_rules.readable_columns((_st(), deny_secret), _cols()) == ["id", "region", "day"]
     only_like = _st(columns=(("StringLike", ("re*", "i?")),))
     assert read_rules.readable_columns((only_like,), _cols()) == ["id", "region"]
     prefix = _st(rows=(("StringLike", "region", ("e*",)),))
@@ -193,9 +203,9 @@ def test_a_name_means_every_field_that_has_borne_it() -> None:
     )
     cols = _cols(old, renamed)
     deny_area = _st(deny=True, rows=(("StringEquals", "area", ("us",)),))
-    assert read_rules.readable_rows((deny_area,), cols, [ID]) == ex.Not(ex.EqualTo("region", "us"))
+    assert read_rules.readable_rows((_st(), deny_area), cols, [ID]) == ex.Not(ex.EqualTo("region", "us"))
     deny_secret = _st(deny=True, columns=(("StringEquals", ("secret",)),))
-    assert read_rules.readable_columns((deny_secret,), cols) == ["id", "region"]  # "notes" was "secret"
+    assert read_rules.readable_columns((_st(), deny_secret), cols) == ["id", "region"]  # "notes" was "secret"
     allow_notes = _st(columns=(("StringEquals", ("notes", "id", "region")),))
     assert read_rules.readable_columns((allow_notes,), cols) == ["id"]  # an Allow needs every name
 
@@ -204,7 +214,7 @@ def test_the_planner_refuses_hidden_columns_and_scans_with_no_readable_rows() ->
     from chalicelib.errors import Forbidden
 
     md = SimpleNamespace(current_snapshot=lambda: None, schema=lambda: SCHEMA, schemas=[SCHEMA], partition_specs=[])
-    deny_secret = (_st(deny=True, columns=(("StringEquals", ("secret",)),)),)
+    deny_secret = (_st(), _st(deny=True, columns=(("StringEquals", ("secret",)),)))
     with pytest.raises(Forbidden, match="secret"):
         planner.prepare(md, planner.Scan(select=("id", "secret")), deny_secret)
     with pytest.raises(Forbidden, match="secret"):
@@ -382,7 +392,8 @@ def test_a_null_partition_value_meets_conditions_as_iam_meets_an_absent_key(
     `*`), as a missing key does in IAM; a Deny takes away exactly what the same Allow would grant."""
     from pyiceberg.expressions.visitors import expression_evaluator, strict_projection
 
-    rows = read_rules.readable_rows((_st(deny=deny, rows=((operator, "region", (value,)),)),), _cols(), [ID])
+    stated = _st(deny=deny, rows=((operator, "region", (value,)),))
+    rows = read_rules.readable_rows((_st(), stated) if deny else (stated,), _cols(), [ID])
     partition = Schema(*SPEC.partition_type(SCHEMA).fields)
     evaluate = expression_evaluator(partition, strict_projection(SCHEMA, SPEC, False)(rows), False)
     assert {v: evaluate(Record(v)) for v in readable} == readable

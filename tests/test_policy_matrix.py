@@ -119,6 +119,8 @@ FORMS: dict[str, Callable[[Bucket, str], dict[str, Any]]] = {
 }
 READ = ["s3tables:GetTable", "s3tables:GetTableMetadataLocation", "glue:GetTable"]
 WRITE = ["s3tables:UpdateTable", "s3tables:UpdateTableMetadataLocation", "glue:UpdateTable"]
+# Table data (issue 42): reading it takes GetTableData and writing it PutTableData, as in AWS.
+DATA = ["s3tables:GetTableData", "s3tables:PutTableData"]
 
 
 @pytest.fixture()
@@ -163,8 +165,6 @@ def read_probes(b: Bucket, u: User, ident: str) -> dict[str, bool]:
     return {
         "rest load": rest_status(u, "GET", table) == 403,
         "rest exists": rest_status(u, "HEAD", table) == 403,
-        "rest credentials": rest_status(u, "GET", table + "/credentials") == 403,
-        "rest sign": rest_status(u, "POST", table + "/sign", json=_sign_read(b, ns, name)) == 403,
         "glue GetTable": denied(lambda: u.glue.get_table(DatabaseName=ns, Name=name)),
         "s3tables GetTable by name": denied(lambda: u.st.get_table(**where)),
         "s3tables GetTable by ARN": denied(lambda: u.st.get_table(tableArn=b.arns[ident])),
@@ -172,12 +172,30 @@ def read_probes(b: Bucket, u: User, ident: str) -> dict[str, bool]:
     }
 
 
-def _sign_read(b: Bucket, ns: str, name: str) -> dict[str, Any]:
-    """A remote-signing request to read one of the table's own files."""
+def _sign(b: Bucket, ns: str, name: str, method: str = "GET") -> dict[str, Any]:
+    """A remote-signing request to read (or write) one of the table's own files."""
     location = b.root.get_table(tableBucketARN=b.arn, namespace=ns, name=name)["warehouseLocation"]
     bucket, _, prefix = location.removeprefix("s3://").partition("/")
     endpoint = b.root_rest.get(f"{b.url}/v1/config", params={"warehouse": b.name}).json()["defaults"]["s3.endpoint"]
-    return {"method": "GET", "uri": f"{endpoint}/{bucket}/{prefix}/metadata/x.json", "headers": {}}
+    key = f"{prefix}/metadata/x.json" if method == "GET" else f"{prefix}/data/x.parquet"
+    return {"method": method, "uri": f"{endpoint}/{bucket}/{key}", "headers": {}}
+
+
+def data_read_probes(b: Bucket, u: User, ident: str) -> dict[str, bool]:
+    """Whether each way of reading the table's data is refused."""
+    ns, name = ident.split(".")
+    table = b.rest(f"/namespaces/{ns}/tables/{name}")
+    return {
+        "rest credentials": rest_status(u, "GET", table + "/credentials") == 403,
+        "rest sign GET": rest_status(u, "POST", table + "/sign", json=_sign(b, ns, name)) == 403,
+        "rest plan": rest_status(u, "POST", table + "/plan", json={}) == 403,
+    }
+
+
+def data_write_probes(b: Bucket, u: User, ident: str) -> dict[str, bool]:
+    ns, name = ident.split(".")
+    table = b.rest(f"/namespaces/{ns}/tables/{name}")
+    return {"rest sign PUT": rest_status(u, "POST", table + "/sign", json=_sign(b, ns, name, "PUT")) == 403}
 
 
 def write_probes(b: Bucket, u: User, ident: str) -> dict[str, bool]:
@@ -244,6 +262,9 @@ def test_a_deny_holds_on_every_face_however_named(bucket, placed, place, form, a
     probes = read_probes if action in READ else write_probes
     expect(probes(bucket, user, "sales.secret"), True, case)
     expect(probes(bucket, user, "sales.orders"), False, case + " (orders)")
+    if action in READ:  # who may not see a table reads none of its data either
+        expect(data_read_probes(bucket, user, "sales.secret"), True, case)
+        expect(data_read_probes(bucket, user, "sales.orders"), False, case + " (orders)")
     if action in READ:  # a list of definitions hides what may not be read; a list of names does not
         seen = listings(bucket, user)
         for listing in ("glue GetTables", "glue SearchTables"):
@@ -274,6 +295,28 @@ def test_an_allow_grants_on_every_face_however_named(bucket, placed, place, form
     case = f"Allow {action} on sales.orders as {form} in the {place}, nothing else"
     expect(read_probes(bucket, user, "sales.orders"), False, case)
     expect(read_probes(bucket, user, "sales.secret"), True, case + " (secret)")
+    # Seeing a table is not reading its data, nor writing it (GetTableData, PutTableData).
+    expect(data_read_probes(bucket, user, "sales.orders"), True, case + " (its data)")
+    expect(data_write_probes(bucket, user, "sales.orders"), True, case + " (its data)")
+
+
+@pytest.mark.parametrize("place", ["identity", "bucket-policy", "table-policy"])
+@pytest.mark.parametrize("form", list(FORMS))
+@pytest.mark.parametrize("action", DATA)
+def test_data_actions_grant_and_deny_however_named(bucket, placed, place, form, action):
+    probes = data_read_probes if action == "s3tables:GetTableData" else data_write_probes
+    denied_user = placed(place, {"Effect": "Deny", "Action": action, **FORMS[form](bucket, "secret")})
+    case = f"Deny {action} on sales.secret as {form} in the {place}"
+    expect(probes(bucket, denied_user, "sales.secret"), True, case)
+    expect(read_probes(bucket, denied_user, "sales.secret"), False, case + " (the table is still seen)")
+    expect(probes(bucket, denied_user, "sales.orders"), False, case + " (orders)")
+    granted = {"Effect": "Allow", "Action": ["s3tables:GetTable", action], **FORMS[form](bucket, "orders")}
+    user = placed(place, granted, False, "orders")
+    case = f"Allow GetTable and {action} on sales.orders as {form} in the {place}, nothing else"
+    expect(probes(bucket, user, "sales.orders"), False, case)
+    expect(probes(bucket, user, "sales.secret"), True, case + " (secret)")
+    other = data_write_probes if probes is data_read_probes else data_read_probes
+    expect(other(bucket, user, "sales.orders"), True, case + " (the other data action)")
 
 
 def test_trash_and_audit_show_only_what_the_caller_may_read(http, bucket, catalog_url):

@@ -562,7 +562,8 @@ def test_spark_reads_and_writes_through_remote_signing_without_s3_keys(  # and r
         http, keyless_catalog, {"all": allow(["s3tables:*"], f"arn:aws:s3tables:::bucket/{wh}*")}
     )
     reads = allow(
-        ["s3tables:GetTable", "s3tables:ListTables", "s3tables:GetNamespace"], f"arn:aws:s3tables:::bucket/{wh}*"
+        ["s3tables:GetTable", "s3tables:GetTableData", "s3tables:ListTables", "s3tables:GetNamespace"],
+        f"arn:aws:s3tables:::bucket/{wh}*",
     )
     _, rkey, rsecret = make_user(http, keyless_catalog, {"read": reads})
     for name, key, secret, mode in (

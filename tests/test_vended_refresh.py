@@ -163,7 +163,8 @@ def _role_catalog(s3_endpoint: str, system_bucket: str, log_dir: Path, ttl: int 
         root.create_namespace("ns")
         root.create_table("ns.t", ROWS.schema).append(ROWS)
         reads = allow(
-            ["s3tables:GetTable", "s3tables:ListTables", "s3tables:GetNamespace"], f"arn:aws:s3tables:::bucket/{wh}*"
+            ["s3tables:GetTable", "s3tables:GetTableData", "s3tables:ListTables", "s3tables:GetNamespace"],
+            f"arn:aws:s3tables:::bucket/{wh}*",
         )
         name, key, secret = make_user(http, url, {"read": reads})
         yield {"url": url, "log": log_path, "wh": wh, "reader": (name, key, secret), "root": root}

@@ -110,8 +110,30 @@ class PolicyAuthorizer:
         def denied(action: str, resource: Resource, cond: dict[str, str]) -> bool:
             return policy.denied(docs_for(resource), action, resource, cond, id_of)
 
+        legacy: dict[str, bool] = {}
+
+        def legacy_data_actions(warehouse: str) -> bool:
+            """core/data_actions.py: GetTable reads data and UpdateTable writes it (earlier releases)."""
+            if warehouse not in legacy:
+                from chalicelib.core import data_actions
+
+                legacy[warehouse] = warehouse != "*" and data_actions.legacy(get_context(), warehouse)
+            return legacy[warehouse]
+
         def read_rule(resource: Resource, cond: dict[str, str]) -> tuple[Any, ...]:
-            return policy.read_statements(docs_for(resource), resource, cond, id_of)
+            rule = policy.read_statements(docs_for(resource), resource, cond, id_of)
+            if not any(not st.deny for st in rule) and legacy_data_actions(resource.warehouse):
+                from chalicelib.core.model import ALL_ROWS
+
+                if allowed("GetTable", resource, cond):
+                    return (ALL_ROWS, *rule)
+            return rule
+
+        def may_write_data(resource: Resource, cond: dict[str, str]) -> bool:
+            from chalicelib.core import data_actions
+
+            action = data_actions.LEGACY_WRITE if legacy_data_actions(resource.warehouse) else data_actions.WRITE
+            return allowed(action, resource, cond)
 
         def visible(action: str, resource: Resource, cond: dict[str, str], partial: bool = False) -> bool:
             """For a list's items: a warehouse whose resource policies cannot be read hides its
@@ -124,6 +146,7 @@ class PolicyAuthorizer:
         req.visible = visible
         req.denied = denied
         req.read_rule = read_rule
+        req.may_write_data = may_write_data
 
         def may_limit_reads(tables: Resource) -> bool:
             docs = docs_for(tables)  # the bucket's policies; table policies are per table:

@@ -26,7 +26,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from chalicelib import keys
-from chalicelib.core import claims, damage, parallel, pointer_record, resource_policies, warehouses
+from chalicelib.core import claims, damage, data_actions, parallel, pointer_record, resource_policies, warehouses
 from chalicelib.core.context import Context, dump
 from chalicelib.errors import BadRequest, Conflict, DamagedObject
 from chalicelib.names import check_warehouse
@@ -165,7 +165,8 @@ def import_(ctx: Context, doc: dict[str, Any], warehouse: str, copy_data: bool =
         planned = relocate.prepare(ctx, paths.src, paths.dst)  # its refusals come before any write
         objects = [(k, _relocated(b, paths)) for k, b in objects]
     if not exists:
-        warehouses.create(ctx, warehouse, False, properties)
+        # An earlier release's export has no legacy-data-actions: its policies keep the meaning they had.
+        warehouses.create(ctx, warehouse, False, {data_actions.PROPERTY: "true", **properties})
     if copy_data:
         counts = relocate.run(ctx, planned)
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, cas, damage, listing_marks, resource_policies
+from chalicelib.core import audit, cas, damage, data_actions, listing_marks, resource_policies
 from chalicelib.core.context import Context, dump, env_int, is_deleting, now_ms
 from chalicelib.core.model import WarehouseInfo
 from chalicelib.core.paging import decode_token, page
@@ -68,6 +68,8 @@ def create(ctx: Context, name: object, upgrade_existing: bool, properties: objec
     props = check_properties(properties)
     check_retention(props)
     check_table_defaults(props)
+    data_actions.check(props)
+    props.setdefault(data_actions.PROPERTY, "false")  # AWS's data actions (core/data_actions.py)
     bucket = ctx.bucket_for(warehouse)
     if bucket == ctx.settings.system_bucket:
         raise BadRequest(f"Invalid warehouse name {warehouse!r}: the name is reserved")
@@ -140,10 +142,13 @@ def update_properties(ctx: Context, name: str, updates: object, removals: object
     upd = check_properties(updates)
     check_retention(upd)
     check_table_defaults(upd)
+    data_actions.check(upd)
     if removals is None:
         removals = []
     if not isinstance(removals, list) or not all(isinstance(r, str) for r in removals):
         raise BadRequest("Invalid removals: expected an array of strings")
+    if data_actions.PROPERTY in removals:  # absent means an earlier release's warehouse: the old meaning
+        raise BadRequest(f"Warehouse property {data_actions.PROPERTY!r} cannot be removed: set it to 'true' or 'false'")
     sys_bucket, key = ctx.settings.system_bucket, keys.warehouse_record(warehouse)
     older: dict[str, Any] = {}
 
@@ -159,6 +164,7 @@ def update_properties(ctx: Context, name: str, updates: object, removals: object
         return stamped
 
     record = cas.update(ctx, sys_bucket, key, change, f"Warehouse {warehouse!r}") or {}
+    data_actions.forget(ctx, warehouse)
     audit.flush_record(ctx, sys_bucket, keys.SYSTEM_AUDIT_PREFIX, audit.source_of(record), record, older["entries"])
     return info(record)
 

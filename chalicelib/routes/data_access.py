@@ -71,7 +71,8 @@ def _sign_request(body: dict[str, Any]) -> tuple[str, str, dict[str, list[str]],
 
 @operation(bp, TABLE + "/sign", "POST", "SignRequest", checks=resources.sign)
 def sign_request(req: RequestContext) -> tuple[int, dict[str, Any], dict[str, str]]:
-    """Sign one S3 request if it stays inside the table: reads need GetTable, writes UpdateTable."""
+    """Sign one S3 request if it stays inside the table: reads need GetTableData, writes PutTableData
+    (GetTable and UpdateTable on a warehouse of the earlier meaning, core/data_actions.py)."""
     ctx, _ = warehouse_of(req)
     if not ctx.settings.remote_signing:
         raise Forbidden("Remote signing is turned off in this catalog (CATALOG_REMOTE_SIGNING)")
@@ -80,10 +81,19 @@ def sign_request(req: RequestContext) -> tuple[int, dict[str, Any], dict[str, st
     grant = data.Grant.of(location, write=True)
     s3 = data.check(grant, method, uri, headers, payload, ctx.settings.client_s3_endpoint)
     creating = bool(req.query.get("staged"))  # the route checked CreateTable, the handler the grant
+    if creating and not data.legacy_data_actions(ctx, wh) and not delegation.may_write(req, wh, ns, name):
+        # A table being created is written by its creator: its data is the creator's to write.
+        raise Forbidden(
+            f"Access denied: {req.identity.name} may create this table, not write its data (s3tables:PutTableData)"
+        )
     if s3.writes and not (creating or delegation.may_write(req, wh, ns, name)):
-        raise Forbidden(f"Access denied: {req.identity.name} may read this table, not write it (s3tables:UpdateTable)")
+        raise Forbidden(
+            f"Access denied: {req.identity.name} may not write the data of {'.'.join(ns)}.{name} "
+            f"({delegation.write_action(req, wh)})"
+        )
     also: tuple[str, ...] = ()
     if not s3.writes and not creating:
+        delegation.refuse_unreadable(req, wh, ns, name)
         also = _check_planned(req, ctx, wh, ns, name, location, s3, headers)
     signed = data.sign(method, uri, headers, ctx.settings.region, also)
     return 200, {"uri": uri, "headers": signed}, {"Cache-Control": "no-cache"}
@@ -140,5 +150,11 @@ def load_credentials(req: RequestContext) -> tuple[int, dict[str, Any]]:
     """Fresh vended credentials for the table (clients call it before theirs expire)."""
     ctx, _ = warehouse_of(req)
     wh, ns, name, location = _location(req)
+    if not delegation.may_read(req, wh, ns, name):
+        raise Forbidden(
+            f"Access denied: {req.identity.name} may not read the data of {'.'.join(ns)}.{name} "
+            f"({delegation.read_action(req, wh)}): credentials are vended to readers (a writer that may not "
+            "read signs its writes: X-Iceberg-Access-Delegation: remote-signing)"
+        )
     delegation.refuse_vending_if_limited(req, wh, ns, name)
     return 200, {"storage-credentials": delegation.credentials(req, ctx, wh, ns, name, location)}

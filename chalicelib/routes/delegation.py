@@ -33,6 +33,40 @@ def limited(req: RequestContext, wh: str, ns: tuple[str, ...], name: str) -> boo
     return restricted(read_rule(req, wh, ns, name))
 
 
+def may_read(req: RequestContext, wh: str, ns: tuple[str, ...], name: str) -> bool:
+    """Some of the table's data may be read (s3tables:GetTableData; GetTable on a legacy warehouse)."""
+    from chalicelib.core.catalog.planning import reads_any
+
+    return reads_any(read_rule(req, wh, ns, name))
+
+
+def read_action(req: RequestContext, wh: str) -> str:
+    """The action that reads the warehouse's table data, to name in a refusal."""
+    return "s3tables:GetTable" if _legacy(wh) else "s3tables:GetTableData"
+
+
+def write_action(req: RequestContext, wh: str) -> str:
+    """The action that writes the warehouse's table data, to name in a refusal."""
+    return "s3tables:UpdateTable" if _legacy(wh) else "s3tables:PutTableData"
+
+
+def _legacy(wh: str) -> bool:
+    from chalicelib.core.catalog import data
+    from chalicelib.core.context import get_context
+
+    return data.legacy_data_actions(get_context(), wh)
+
+
+def refuse_unreadable(req: RequestContext, wh: str, ns: tuple[str, ...], name: str) -> None:
+    if not may_read(req, wh, ns, name):
+        from chalicelib.errors import Forbidden
+
+        raise Forbidden(
+            f"Access denied: {req.identity.name} may not read the data of {'.'.join(ns)}.{name} "
+            f"({read_action(req, wh)})"
+        )
+
+
 def refuse_vending_if_limited(req: RequestContext, wh: str, ns: tuple[str, ...], name: str) -> None:
     if limited(req, wh, ns, name):
         from chalicelib.errors import Forbidden
@@ -64,7 +98,46 @@ def refuse_forgetting(req: RequestContext, wh: str, changes: list[Any]) -> None:
 
 
 def may_write(req: RequestContext, wh: str, ns: tuple[str, ...], name: str) -> bool:
-    return req.visible("UpdateTable", table_arn(wh, ns, name), ns_context(ns, name))
+    """The table's data may be written (s3tables:PutTableData; UpdateTable on a legacy warehouse)."""
+    from chalicelib.errors import DamagedObject
+
+    try:
+        return req.may_write_data(table_arn(wh, ns, name), ns_context(ns, name))
+    except DamagedObject:
+        return False
+
+
+def refuse_registering_unwritten(req: RequestContext, wh: str, ns: tuple[str, ...], name: str) -> None:
+    """Registering a metadata file brings its files into the table: writing the table's data."""
+    if not may_write(req, wh, ns, name) and not _legacy(wh):
+        from chalicelib.errors import Forbidden
+
+        raise Forbidden(
+            f"Access denied: {req.identity.name} may not write the data of {'.'.join(ns)}.{name} "
+            "(s3tables:PutTableData), so it may not register a metadata file as it"
+        )
+
+
+# Updates that bring files into a table: writing them is writing the table's data.
+BRINGING_FILES = frozenset({"add-snapshot", "append"})
+
+
+def refuse_unwritten_files(req: RequestContext, wh: str, changes: list[Any]) -> None:
+    """403 for a commit that adds a snapshot to a table whose data the caller may not write: its
+    files are data the caller could not have written through the catalog. (On a warehouse of the
+    earlier meaning, UpdateTable or CreateTable, which the route asked for, is all it takes.)"""
+    for change in changes:
+        actions = {getattr(u, "action", None) for u in change.updates}
+        if not actions & BRINGING_FILES or may_write(req, wh, change.namespace, change.name):
+            continue
+        if _legacy(wh):
+            return
+        from chalicelib.errors import Forbidden
+
+        raise Forbidden(
+            f"Access denied: {req.identity.name} may not write the data of {'.'.join(change.namespace)}."
+            f"{change.name} ({write_action(req, wh)}), so it may not add a snapshot to it"
+        )
 
 
 def base_url(req: RequestContext, ctx: Context) -> str:
@@ -90,7 +163,7 @@ def for_table(
     table (stage-create: no pointer yet) is signed for by a grant carried in its signer endpoint."""
     config = dict(ctx.settings.client_config)
     wanted = requested(req)
-    if not staged and limited(req, wh, ns, name):
+    if not staged and may_read(req, wh, ns, name) and limited(req, wh, ns, name):
         # Plans only (the spec's scan-planning-mode): its client must not plan by reading manifests,
         # which hold every file's partition and bounds, and vended keys could not be scoped to rows.
         config["scan-planning-mode"] = "server"
@@ -101,8 +174,11 @@ def for_table(
     if not location or not wanted:
         return config, None
     if "remote-signing" in wanted and ctx.settings.remote_signing:
+        # Also for a caller without data actions: its signer answers each request with why not.
         config.update(signing_config(req, ctx, wh, ns, name, location if staged else None))
         return config, None
+    if not may_read(req, wh, ns, name):
+        return config, None  # the table is seen, not its data: no credentials (a writer signs)
     if "vended-credentials" in wanted and data.vending_available(ctx.settings):
         creds = credentials(req, ctx, wh, ns, name, location)
         config.update(creds[0]["config"])
@@ -150,8 +226,9 @@ def signing_config(
 def credentials(
     req: RequestContext, ctx: Context, wh: str, ns: tuple[str, ...], name: str, location: str
 ) -> list[dict[str, Any]]:
-    """Spec `storage-credentials`: one prefix (the table's location), read-write if the caller may
-    UpdateTable, else read-only."""
+    """Spec `storage-credentials`: one prefix (the table's location), for a caller that may read its
+    data (GetTableData), read-write if it may also write it (PutTableData; core/data_actions.py).
+    Iceberg writers read metadata and manifests, so a caller that may only write signs instead."""
     grant = data.Grant.of(location, may_write(req, wh, ns, name))
     creds = data.vend(ctx.settings, grant, req.identity.name if req.identity else "anonymous")
     config = {

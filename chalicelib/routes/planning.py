@@ -1,6 +1,7 @@
 """Server-side scan planning routes of the Iceberg REST spec (planTableScan, fetchPlanningResult,
-cancelPlanning, fetchScanTasks). Planning reads the table, so each route asks for GetTable; the
-caller's s3tables:GetTableData statements then decide which files a plan may hold."""
+cancelPlanning, fetchScanTasks). Each route asks for GetTable; planning reads the table's data, so
+the caller's s3tables:GetTableData statements then decide whether it may plan and which files a plan
+may hold."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 
 from chalicelib.auth import resources
 from chalicelib.auth.resources import ns_context, table_arn
-from chalicelib.core.catalog import planning
+from chalicelib.core.catalog import data, planning
+from chalicelib.errors import Forbidden
 from chalicelib.names import check_table
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, namespace_of, warehouse_of
@@ -19,10 +21,18 @@ TABLE = PREFIX + "/namespaces/{namespace}/tables/{table}"
 
 
 def _target(req: RequestContext) -> tuple[Any, str, tuple[str, ...], str, str, tuple[Any, ...]]:
+    """A plan reads the table's data: without s3tables:GetTableData (GetTable on a warehouse of the
+    earlier meaning) the caller has nothing to plan."""
     ctx, wh = warehouse_of(req)
     ns, name = namespace_of(req), check_table(req.param("table"))
     reader = str(getattr(req.identity, "name", None) or "anonymous")
-    return ctx, wh, ns, name, reader, req.read_rule(table_arn(wh, ns, name), ns_context(ns, name))
+    rule = req.read_rule(table_arn(wh, ns, name), ns_context(ns, name))
+    if req.action != "CancelPlanning" and not planning.reads_any(rule):
+        raise Forbidden(
+            f"Access denied: {reader} may not read the data of {'.'.join(ns)}.{name} "
+            f"({'s3tables:GetTable' if data.legacy_data_actions(ctx, wh) else 's3tables:GetTableData'})"
+        )
+    return ctx, wh, ns, name, reader, rule
 
 
 @operation(bp, TABLE + "/plan", "POST", "PlanTableScan", checks=resources.table_read)

@@ -68,6 +68,7 @@ def register_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     ctx, wh = warehouse_of(req)
     name, location, overwrite = iceberg_io.parse_register(req.json())
     ns = namespace_of(req)
+    delegation.refuse_registering_unwritten(req, wh, ns, name)
 
     def may_restore(record: dict[str, Any]) -> None:  # registering a dropped table restores it
         from chalicelib.routes.trash import dropped_resource
@@ -119,6 +120,7 @@ def commit_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     ctx, wh = warehouse_of(req)
     change = iceberg_io.parse_change(req.json(), namespace_of(req), _table_of(req))
     delegation.refuse_forgetting(req, wh, [change])
+    delegation.refuse_unwritten_files(req, wh, [change])
     return iceberg_io.with_etag(tables.commit(ctx, wh, change), ctx.settings.client_config)
 
 

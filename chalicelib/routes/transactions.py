@@ -16,5 +16,6 @@ def commit_transaction(req: RequestContext) -> tuple[int, None]:
     ctx, wh = warehouse_of(req)
     changes = iceberg_io.parse_transaction(req.json())
     delegation.refuse_forgetting(req, wh, changes)
+    delegation.refuse_unwritten_files(req, wh, changes)
     transactions.commit(ctx, wh, changes)
     return 204, None

@@ -9,12 +9,22 @@ from chalicelib.auth.resources import bucket_arn
 from chalicelib.core.catalog import warehouses
 from chalicelib.core.context import get_context
 from chalicelib.core.paging import parse_bool
-from chalicelib.errors import BadRequest
+from chalicelib.errors import BadRequest, Forbidden
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import V1, paged, paging_of
 from chalicelib.routes.iceberg_errors import ICEBERG_FACE
 
 bp = RouteGroup(__name__, ICEBERG_FACE)
+
+
+def _root_only_meaning(req: RequestContext, props: object) -> None:
+    """What policies mean for table data (`legacy-data-actions`) is the operator's (root's) to set: a
+    user who may update a warehouse must not widen what every policy in it grants."""
+    if isinstance(props, dict) and warehouses.DATA_ACTIONS_PROPERTY in props:
+        if not getattr(req.identity, "is_root", True):
+            raise Forbidden(
+                f"Access denied: only root may set the warehouse property {warehouses.DATA_ACTIONS_PROPERTY!r}"
+            )
 
 
 def _create(req: RequestContext) -> tuple[int, dict[str, Any]]:
@@ -24,6 +34,7 @@ def _create(req: RequestContext) -> tuple[int, dict[str, Any]]:
     upgrade = body.get("upgrade-existing", False)
     if not isinstance(upgrade, bool):
         raise BadRequest("Invalid upgrade-existing: expected true or false")
+    _root_only_meaning(req, body.get("properties"))
     return 200, warehouses.create(get_context(), body.get("name"), upgrade, body.get("properties")).public()
 
 
@@ -48,6 +59,7 @@ def _delete(req: RequestContext) -> tuple[int, None]:
 
 def _update(req: RequestContext) -> tuple[int, dict[str, Any]]:
     body = req.json_object()
+    _root_only_meaning(req, body.get("updates"))
     changed = warehouses.update_properties(
         get_context(), req.param("warehouse"), body.get("updates"), body.get("removals")
     )

@@ -7,15 +7,16 @@ from typing import TYPE_CHECKING, Any
 
 from chalicelib.core.context import Context
 from chalicelib.core.model import Namespace, ReadRule
+from chalicelib.core.planning.read_rules import reads_any as reads_any
 from chalicelib.core.planning.read_rules import restricted as restricted
 
 if TYPE_CHECKING:
     from chalicelib.core.planning import plans
 
 # The planner and plan store import on a planning request only: every load of the tables function
-# (its cold start included) asks `restricted`, and nothing else of planning.
+# (its cold start included) asks `restricted` and `reads_any`, and nothing else of planning.
 
-__all__ = ["cancel", "fetch", "granted", "plan", "restricted", "tasks"]
+__all__ = ["cancel", "fetch", "granted", "plan", "reads_any", "restricted", "tasks"]
 
 
 def _table(ctx: Context, warehouse: str, ns: Namespace, name: str) -> plans.Table:

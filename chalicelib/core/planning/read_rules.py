@@ -1,11 +1,12 @@
 """What rows of a table a caller may read, as an Iceberg expression over its columns.
 
 A read rule is the caller's `s3tables:GetTableData` statements (core.model.ReadStatement). For a
-column, the readable rows are the union of the Allow statements that cover it (every row when no
-Allow statement names data reads at all: then GetTable alone governs reads), minus the rows of the
-Deny statements that cover it. A scan reads several columns: it may see the rows readable in all of
-them. Conditions become predicates as IAM reads them: a positive test on a column the table lacks
-never holds, a negated one always does.
+column, the readable rows are the union of the Allow statements that cover it (none: no row, as
+everywhere in IAM; a warehouse of the earlier meaning adds an unconditional Allow for a caller
+GetTable lets in, core/data_actions.py), minus the rows of the Deny statements that cover it. A
+scan reads several columns: it may see the rows readable in all of them. Conditions become
+predicates as IAM reads them: a positive test on a column the table lacks never holds, a negated
+one always does.
 
 Policies name columns, and a table's writer can rename them, so a name means every field that has
 ever borne it, in any of the table's schemas: a Deny covers a field if any of its names matches,
@@ -28,11 +29,17 @@ NEGATED = ("StringNotEquals", "StringNotLike", "NumericNotEquals")
 
 def restricted(rule: ReadRule) -> bool:
     """Whether the rule keeps the caller from some row or column (no schema needed)."""
-    if not rule:
-        return False
     if any(st.deny for st in rule):
         return True
     return not any(not st.rows and st.columns is None for st in rule)
+
+
+def reads_any(rule: ReadRule) -> bool:
+    """Whether the rule may let the caller read some data: an Allow, and no Deny of every row and
+    column (no schema needed; the planner decides which rows)."""
+    if any(st.deny and not st.rows and st.columns is None for st in rule):
+        return False
+    return any(not st.deny for st in rule)
 
 
 def fingerprint(rule: ReadRule) -> str:
@@ -184,12 +191,11 @@ def readable_rows(rule: ReadRule, cols: Columns, field_ids: list[int]) -> Any:
     key = (rule, tuple(sorted(set(field_ids))))
     if key in cols._rows:
         return cols._rows[key]
-    any_allow = any(not st.deny for st in rule)
     out: Any = ex.AlwaysTrue()
     seen: list[Any] = []
     for field_id in sorted(set(field_ids)):
         names = cols.names.get(field_id, set())
-        allow: Any = ex.AlwaysFalse() if any_allow else ex.AlwaysTrue()
+        allow: Any = ex.AlwaysFalse()
         deny: Any = ex.AlwaysFalse()
         for st in rule:
             if not _covers(st, names):

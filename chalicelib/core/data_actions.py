@@ -1,0 +1,77 @@
+"""Which actions govern a warehouse's table data: AWS S3 Tables' own, or this catalog's earlier meaning.
+
+AWS S3 Tables lets `s3tables:GetTable`/`GetTableMetadataLocation` see a table and asks
+`s3tables:GetTableData` to read its data and `s3tables:PutTableData` to write it. This catalog's
+earlier releases let GetTable read data and UpdateTable write it, with GetTableData statements only
+narrowing reads (so adding an Allow could take access away). The warehouse property
+`legacy-data-actions` chooses:
+
+- `"false"` (every warehouse this release creates): data reads need GetTableData (its row and
+  column conditions narrow them; no Allow, no data) and data writes need PutTableData, on every
+  path that reaches data: remote signing, vended credentials, scan planning, and commits that bring
+  in files (a new snapshot, a metadata file written by the client).
+- `"true"` (a warehouse created by an earlier release, whose record has no such property): the
+  earlier meaning, until the operator sets it to "false" (`catalog_admin.py policy-check W` shows
+  who would lose what first).
+
+The property is read from the warehouse record (one GET, kept `CATALOG_RESOURCE_POLICY_TTL_S`
+seconds like the resource policies: a change reaches every function within that).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+from chalicelib import keys
+from chalicelib.core.context import Context
+from chalicelib.errors import BadRequest
+from chalicelib.storage import ObjectNotFound
+
+PROPERTY = "legacy-data-actions"
+READ, WRITE = "GetTableData", "PutTableData"
+LEGACY_READ, LEGACY_WRITE = "GetTable", "UpdateTable"
+
+_lock = threading.Lock()
+_cache: dict[tuple[str, str], tuple[float, bool]] = {}  # (system bucket, warehouse)
+
+
+def check(props: dict[str, str]) -> None:
+    value = props.get(PROPERTY)
+    if value is not None and value not in ("true", "false"):
+        raise BadRequest(f"Invalid warehouse property {PROPERTY!r}: 'true' or 'false', not {value[:30]!r}")
+
+
+def of_record(record: dict[str, object]) -> bool:
+    """A record without the property was written by an earlier release: the earlier meaning."""
+    props = record.get("properties")
+    value = props.get(PROPERTY) if isinstance(props, dict) else None
+    return value != "false"
+
+
+def legacy(ctx: Context, warehouse: str) -> bool:
+    """Whether the warehouse keeps the earlier meaning (False when it cannot be read: the handler
+    answers for a missing or damaged warehouse, and the strict meaning grants the least)."""
+    now, key = time.monotonic(), (ctx.settings.system_bucket, warehouse)
+    with _lock:
+        hit = _cache.get(key)
+    if hit is not None and now - hit[0] < float(os.environ.get("CATALOG_RESOURCE_POLICY_TTL_S", "5")):
+        return hit[1]
+    try:
+        doc = json.loads(ctx.storage.get(ctx.settings.system_bucket, keys.warehouse_record(warehouse)).body)
+        found = of_record(doc) if isinstance(doc, dict) else False
+    except (ObjectNotFound, ValueError, RecursionError):
+        found = False
+    with _lock:
+        if len(_cache) > 10_000:
+            _cache.clear()
+        _cache[key] = (now, found)
+    return found
+
+
+def forget(ctx: Context, warehouse: str) -> None:
+    """This process changed the property: the next request reads it again."""
+    with _lock:
+        _cache.pop((ctx.settings.system_bucket, warehouse), None)
