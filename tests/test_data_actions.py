@@ -438,3 +438,84 @@ def test_an_aws_s3_tables_policy_set_works_unchanged(url, lake):
         assert 700 in lake.root.load_table("ns.t").scan().to_arrow()["id"].to_pylist()
     finally:
         st.delete_table_bucket_policy(tableBucketARN=bucket_arn)
+
+
+# ---- found by attacking it from outside -------------------------------------------------------------
+
+
+def test_a_staged_grant_signs_only_while_its_table_is_being_created(lake, s3_endpoint):
+    """A stage-create's signer grant writes the new table's files; once a table of that name exists,
+    the table's own rules hold (here: a Deny on GetTableData), whatever the grant says."""
+    tables = f"arn:aws:s3tables:::bucket/{lake.wh}/table/*"
+    actions = ["s3tables:GetTable", "s3tables:CreateTable", "s3tables:UpdateTable", "s3tables:PutTableData"]
+    no_reads = allow(["s3tables:GetTableData"], tables, effect="Deny")
+    user = lake.user(rw=allow(actions, tables), noread=no_reads)
+    http = catalog_admin.session(user[1], user[2])
+
+    def stage(name: str) -> tuple[str, str]:
+        staged = http.post(
+            f"{lake.url}/v1/{lake.wh}/namespaces/ns/tables",
+            json={"name": name, "schema": {"type": "struct", "fields": []}, "stage-create": True},
+            headers={"X-Iceberg-Access-Delegation": "remote-signing"},
+        )
+        assert staged.status_code == 200, staged.text
+        return staged.json()["config"]["s3.signer.endpoint"], staged.json()["metadata"]["location"]
+
+    endpoint, location = stage(f"a{uuid.uuid4().hex[:6]}")
+    own = {"method": "PUT", "uri": f"{s3_endpoint}/{location[5:]}/data/a.parquet", "headers": {}}
+    assert http.post(f"{lake.url}/{endpoint}", json=own).status_code == 200  # its own new table's files
+    name = f"b{uuid.uuid4().hex[:6]}"
+    endpoint, _ = stage(name)
+    # A table of that name now exists, with rows: the grant no longer reads anything the user may not.
+    lake.root.create_table(f"ns.{name}", SCHEMA, partition_spec=SPEC).append(_rows("eu", 0, 2))
+    path = next(iter(lake.root.load_table(f"ns.{name}").scan().plan_files())).file.file_path
+    read = {"method": "GET", "uri": f"{s3_endpoint}/{path[5:]}", "headers": {}}
+    refused = http.post(f"{lake.url}/{endpoint}", json=read)
+    assert refused.status_code == 403 and "s3tables:GetTableData" in refused.text, refused.text
+
+
+def test_a_bad_value_of_the_property_takes_the_meaning_that_grants_least():
+    from chalicelib.core import data_actions
+
+    assert data_actions.of_record({"properties": {}})  # an earlier release's record
+    assert data_actions.of_record({"properties": {"legacy-data-actions": "true"}})
+    for value in ("false", "maybe", "FALSE", " false", 5, None, "", "True"):
+        assert not data_actions.of_record({"properties": {"legacy-data-actions": value}}), value
+    for props in ("str", None, ["legacy-data-actions"]):
+        assert not data_actions.of_record({"properties": props}), props
+
+
+def test_a_warehouse_record_with_damaged_properties_is_refused_not_a_500(url, lake, s3, system_bucket):
+    from chalicelib import keys
+
+    wh = f"da-{uuid.uuid4().hex[:8]}"
+    assert lake.http.post(f"{url}/v1/warehouses", json={"name": wh}).status_code == 200
+    key = keys.warehouse_record(wh)
+    record = json.loads(s3.get_object(Bucket=system_bucket, Key=key)["Body"].read())
+    for damaged in ("str", None):
+        s3.put_object(Bucket=system_bucket, Key=key, Body=json.dumps(dict(record, properties=damaged)).encode())
+        resp = lake.http.post(f"{url}/v1/warehouses/{wh}/properties", json={"updates": {"k": "v"}})
+        assert resp.status_code == 422 and "damaged" in resp.text, (damaged, resp.status_code, resp.text)
+
+
+def test_glue_create_table_registers_a_clients_metadata_only_with_put_table_data(lake, s3):
+    from botocore.exceptions import ClientError
+
+    from tests.test_glue import glue_client, iceberg_input, write_metadata
+
+    tables = f"arn:aws:s3tables:::bucket/{lake.wh}/table/*"
+    base = ["s3tables:GetTable", "s3tables:GetTableData", "s3tables:CreateTable", "s3tables:UpdateTable"]
+    for actions, allowed in ((base, False), ([*base, "s3tables:PutTableData"], True)):
+        user = lake.user(p=allow(actions, tables))
+        glue = glue_client(lake.url, lake.wh, user[1], user[2])
+        name = f"g{uuid.uuid4().hex[:6]}"
+        meta = write_metadata(s3, lake.bucket, f"s3://{lake.bucket}/ext.db/{name}", 0, str(uuid.uuid4()))
+        try:
+            glue.create_table(DatabaseName="ns", TableInput=iceberg_input(name, meta))
+            created = True
+        except ClientError as exc:
+            assert exc.response["Error"]["Code"] == "AccessDeniedException", exc.response
+            assert "PutTableData" in exc.response["Error"]["Message"]
+            created = False
+        assert created == allowed, actions
+        assert (lake.http.head(f"{lake.url}/v1/{lake.wh}/namespaces/ns/tables/{name}").status_code == 204) == allowed

@@ -162,8 +162,11 @@ def render(report: Report) -> str:
         f"{report.warehouse}: {data_actions.PROPERTY}={'true' if report.legacy else 'false'}: {meaning}",
         f"  checked {report.users} users on {report.tables} tables, under both meanings",
     ]
+    if not report.legacy:
+        lines.append("  already AWS's meaning: each line below compares it with the earlier one, which setting the")
+        lines.append("  property back to true would restore")
     if not report.changes:
-        lines.append("  no user's data access changes")
+        lines.append("  no user's data access differs between the two meanings")
     for c in report.changes:
         shown = ", ".join(c.tables[:5]) + (f" and {len(c.tables) - 5} more" if len(c.tables) > 5 else "")
         lines.append(f"  user {c.user}: {c.kind} on {len(c.tables)} table(s): {shown}")

@@ -45,10 +45,15 @@ def check(props: dict[str, str]) -> None:
 
 
 def of_record(record: dict[str, object]) -> bool:
-    """A record without the property was written by an earlier release: the earlier meaning."""
+    """A record without the property was written by an earlier release: the earlier meaning. Any
+    value but "true" and "false" (a record written around the catalog) takes the meaning that
+    grants the least."""
     props = record.get("properties")
-    value = props.get(PROPERTY) if isinstance(props, dict) else None
-    return value != "false"
+    if not isinstance(props, dict):
+        return False
+    if PROPERTY not in props:
+        return True
+    return props[PROPERTY] == "true"
 
 
 def legacy(ctx: Context, warehouse: str) -> bool:

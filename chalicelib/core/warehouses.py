@@ -53,6 +53,8 @@ def record_problem(doc: object) -> str | None:
     """What makes a stored warehouse record unusable (None: nothing)."""
     if not isinstance(doc, dict):
         return "not a JSON object"
+    if "properties" in doc and not isinstance(doc["properties"], dict):  # null too: never written so
+        return "'properties' is not an object"
     return damage.required(doc, "name", "bucket") or damage.fields(doc, properties=dict, state=str)
 
 
@@ -155,9 +157,12 @@ def update_properties(ctx: Context, name: str, updates: object, removals: object
     def change(record: dict[str, Any] | None) -> dict[str, Any]:
         if record is None or ctx.bucket_for(warehouse) == sys_bucket:
             raise WarehouseNotFound(f"Warehouse {warehouse!r} does not exist")
+        problem = record_problem(record)
+        if problem:  # written around the catalog: answered as damaged, never rewritten here
+            raise damage.damaged(sys_bucket, key, f"Warehouse {warehouse!r}", problem)
         if is_deleting(record):
             raise Conflict(f"Warehouse {warehouse!r} is being deleted")
-        props = {k: v for k, v in record.get("properties", {}).items() if k not in removals}
+        props = {k: v for k, v in (record.get("properties") or {}).items() if k not in removals}
         props.update(upd)
         e = audit.entry("update-warehouse", _target(warehouse), updated=sorted(upd), removed=sorted(removals))
         stamped, older["entries"] = audit.stamped(dict(record, properties=props), e)

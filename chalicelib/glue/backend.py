@@ -11,7 +11,7 @@ from typing import Any
 from chalicelib.core.catalog import glue, side_data, tables
 from chalicelib.core.context import Context
 from chalicelib.core.model import Namespace
-from chalicelib.errors import AlreadyExists, BadRequest
+from chalicelib.errors import AlreadyExists, BadRequest, Forbidden
 from chalicelib.glue import shapes
 from chalicelib.glue.errors import EntityNotFound, LimitExceeded
 
@@ -23,9 +23,19 @@ MAX_INDEXES = 3
 # ---- tables -------------------------------------------------------------------------------------
 
 
-def create_table(ctx: Context, wh: str, ns: Namespace, table: Body, indexes: list[Body], may_rename: MayRename) -> None:
+def create_table(
+    ctx: Context,
+    wh: str,
+    ns: Namespace,
+    table: Body,
+    indexes: list[Body],
+    may_rename: MayRename,
+    may_bring_files: Callable[[], bool] = lambda: True,
+) -> None:
     """An Iceberg table from the metadata its client wrote (or the start of a Glue client's rename
-    of that table, glue_renames.py), or a Hive table; then its partition indexes."""
+    of that table, glue_renames.py), or a Hive table; then its partition indexes. Registering
+    metadata brings its files into the catalog: `may_bring_files` (PutTableData) says whether the
+    caller may; a rename moves a live table's own files and asks RenameTable instead."""
     name = table["Name"]
     if shapes.is_iceberg(table):
         location = table["Parameters"].get("metadata_location")
@@ -35,6 +45,13 @@ def create_table(ctx: Context, wh: str, ns: Namespace, table: Body, indexes: lis
                 "(in the warehouse bucket) and the catalog records it"
             )
         stored = shapes.stored(table, location)
+        if not may_bring_files():
+            if glue.begin_rename(ctx, wh, (ns, name), location, stored, may_rename):
+                return
+            raise Forbidden(
+                f"Access denied: the caller may not write the data of {'.'.join(ns)}.{name} "
+                "(s3tables:PutTableData), so it may not register a metadata file as it"
+            )
         try:
             tables.register(ctx, wh, ns, name, location, glue=stored)
         except glue.UuidInUse:

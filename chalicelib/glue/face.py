@@ -316,7 +316,14 @@ def create_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body
     if body.get("OpenTableFormatInput") is not None:
         raise BadRequest("OpenTableFormatInput is not supported: write the Iceberg metadata and pass metadata_location")
     indexes = backend.check_indexes(body.get("PartitionIndexes") or [], table)
-    backend.create_table(ctx, wh, ns, table, indexes, _may_rename(req, wh, (ns, table["Name"])))
+
+    def may_bring_files() -> bool:  # registering a client's metadata writes the table's data
+        from chalicelib.core.catalog.data import legacy_data_actions
+
+        arn, context = table_arn(wh, ns, table["Name"]), ns_context(ns, table["Name"])
+        return req.may_write_data(arn, context) or legacy_data_actions(ctx, wh)
+
+    backend.create_table(ctx, wh, ns, table, indexes, _may_rename(req, wh, (ns, table["Name"])), may_bring_files)
     return {}
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from chalicelib.auth import resources
 from chalicelib.core.catalog import data, planning, tables
-from chalicelib.errors import BadRequest, Forbidden, Unauthorized
+from chalicelib.errors import BadRequest, Forbidden, NotFound, Unauthorized
 from chalicelib.names import check_table
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, delegation, namespace_of, warehouse_of
@@ -26,7 +26,9 @@ _lock = threading.Lock()
 _pointers: dict[tuple[str, tuple[str, ...], str], tuple[float, str]] = {}
 
 
-def _location(req: RequestContext) -> tuple[str, tuple[str, ...], str, str]:
+def _location(req: RequestContext) -> tuple[str, tuple[str, ...], str, str, bool]:
+    """The table's warehouse, namespace, name and location, and whether it is still being created
+    (a staged table: no pointer yet)."""
     ctx, wh = warehouse_of(req)
     ns, name = namespace_of(req), check_table(req.param("table"))
     staged = req.query.get("staged")
@@ -40,7 +42,36 @@ def _location(req: RequestContext) -> tuple[str, tuple[str, ...], str, str]:
             location = sign_tokens.staged_location(staged, principal.token_key, principal.name, (wh, *ns, name))
         except Unauthorized:
             raise Forbidden("Invalid staged-table grant: it is another caller's, another table's or expired") from None
-        return wh, ns, name, location
+        if not _exists(ctx, wh, ns, name):
+            return wh, ns, name, location, True
+        # Created since (or another table of that name): the grant is spent; the table's own rules hold.
+    return (*_live_location(ctx, wh, ns, name), False)
+
+
+_absent: dict[tuple[str, tuple[str, ...], str], float] = {}
+
+
+def _exists(ctx: Any, wh: str, ns: tuple[str, ...], name: str) -> bool:
+    """Whether the table has a pointer (a staged table has none), kept as long as its location."""
+    key, now = (wh, ns, name), time.monotonic()
+    with _lock:
+        hit, gone = _pointers.get(key), _absent.get(key)
+    if hit is not None and now - hit[0] <= LOCATION_TTL_S:
+        return True
+    if gone is not None and now - gone <= LOCATION_TTL_S:
+        return False
+    try:
+        _live_location(ctx, wh, ns, name)
+        return True
+    except NotFound:
+        with _lock:
+            if len(_absent) > 10_000:
+                _absent.clear()
+            _absent[key] = now
+        return False
+
+
+def _live_location(ctx: Any, wh: str, ns: tuple[str, ...], name: str) -> tuple[str, tuple[str, ...], str, str]:
     key = (wh, ns, name)
     now = time.monotonic()
     with _lock:
@@ -77,10 +108,9 @@ def sign_request(req: RequestContext) -> tuple[int, dict[str, Any], dict[str, st
     if not ctx.settings.remote_signing:
         raise Forbidden("Remote signing is turned off in this catalog (CATALOG_REMOTE_SIGNING)")
     method, uri, headers, payload = _sign_request(req.json_object())
-    wh, ns, name, location = _location(req)
+    wh, ns, name, location, creating = _location(req)  # creating: the route checked CreateTable, here the grant
     grant = data.Grant.of(location, write=True)
     s3 = data.check(grant, method, uri, headers, payload, ctx.settings.client_s3_endpoint)
-    creating = bool(req.query.get("staged"))  # the route checked CreateTable, the handler the grant
     if creating and not data.legacy_data_actions(ctx, wh) and not delegation.may_write(req, wh, ns, name):
         # A table being created is written by its creator: its data is the creator's to write.
         raise Forbidden(
@@ -149,7 +179,7 @@ def _within(headers: dict[str, list[str]], ranges: list[tuple[int, int]]) -> boo
 def load_credentials(req: RequestContext) -> tuple[int, dict[str, Any]]:
     """Fresh vended credentials for the table (clients call it before theirs expire)."""
     ctx, _ = warehouse_of(req)
-    wh, ns, name, location = _location(req)
+    wh, ns, name, location, _ = _location(req)
     if not delegation.may_read(req, wh, ns, name):
         raise Forbidden(
             f"Access denied: {req.identity.name} may not read the data of {'.'.join(ns)}.{name} "
