@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt requirements-lock.txt | sha256sum | cut -c1-16)
 
-.PHONY: run run-lambda test test-fast lint format venv localstack awscli spark-classpath browser lambda-runtime clean
+.PHONY: run run-lambda test test-fast lint format venv localstack awscli spark-classpath browser lambda-runtime release clean
 
 $(STAMP):
 	rm -rf $(VENV)
@@ -59,6 +59,11 @@ test: venv localstack awscli browser lambda-runtime lint spark-classpath
 # a minute, nothing to start. `make test` runs them again on LocalStack, with everything else.
 test-fast: venv lint
 	CATALOG_TEST_TIER=fast $(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
+
+# The deployment package and template of this release, named by its version (infra/release.py):
+# dist/s3-iceberg-catalog-<version>.zip, .template.json and .sha256.
+release: venv
+	AWS_DEFAULT_REGION=us-east-1 $(VENV)/bin/python infra/release.py dist
 
 clean:
 	rm -rf $(VENV) .venv-localstack .venv-awscli .venv-lambda .localdata .pytest_cache .cache

@@ -152,13 +152,14 @@ class CatalogProcess:
         self.proc.wait(timeout=15)
 
 
-def start_catalog(env: dict[str, str], log_path: Path | None = None) -> CatalogProcess:
-    """Serve the catalog (python -m chalicelib.devserver) on a free port and wait until it answers."""
+def start_catalog(env: dict[str, str], log_path: Path | None = None, root: Path = ROOT) -> CatalogProcess:
+    """Serve the catalog (python -m chalicelib.devserver) on a free port and wait until it answers.
+    root: the source tree to serve (another release's, for the upgrade test)."""
     port = free_port()
     out = open(log_path, "wb") if log_path else subprocess.DEVNULL  # noqa: SIM115 - the child owns it
     proc = subprocess.Popen(
         [sys.executable, "-m", "chalicelib.devserver", "--port", str(port)],
-        cwd=str(ROOT),
+        cwd=str(root),
         env=env,
         stdout=out,
         stderr=subprocess.STDOUT,

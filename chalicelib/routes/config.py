@@ -12,6 +12,7 @@ from chalicelib.names import check_warehouse
 from chalicelib.pipeline import ROUTES, RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, V1
 from chalicelib.routes.iceberg_errors import ICEBERG_FACE
+from chalicelib.version import VERSION
 
 bp = RouteGroup(__name__, ICEBERG_FACE)
 
@@ -81,7 +82,11 @@ def _config(req: RequestContext, warehouse: str | None) -> tuple[int, dict[str, 
 
     return 200, {
         # Levels are joined by 0x1F in paths unless the deployment chose another (names contain neither).
-        "defaults": {**ctx.settings.client_config, "namespace-separator": namespace_separator()[0]},
+        "defaults": {
+            **ctx.settings.client_config,
+            "namespace-separator": namespace_separator()[0],
+            "catalog-version": VERSION,
+        },
         "overrides": overrides,
         "endpoints": list(ICEBERG_ENDPOINTS),
         "idempotency-key-lifetime": lifetime_iso(),
