@@ -47,6 +47,7 @@ run-lambda: venv localstack lambda-runtime
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 format: venv
 	$(VENV)/bin/ruff format .

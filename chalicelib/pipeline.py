@@ -18,7 +18,7 @@ from urllib.parse import unquote
 from chalice import Chalice, Response
 
 from chalicelib import telemetry
-from chalicelib.auth.sigv4 import latin1_as_utf8
+from chalicelib.encodings import latin1_as_utf8
 from chalicelib.errors import (
     BadRequest,
     CatalogError,
@@ -119,7 +119,7 @@ class RequestContext:
             if not self.raw_body:
                 raise BadRequest("A JSON request body is required")
             try:
-                # Not UTF-8: ISO-8859-1, as Iceberg Java up to 1.10 sends it (auth/sigv4.latin1_as_utf8).
+                # Not UTF-8: ISO-8859-1, as Iceberg Java up to 1.10 sends it (chalicelib/encodings.py).
                 parsed = json.loads(latin1_as_utf8(self.raw_body) or self.raw_body)
             except (ValueError, UnicodeDecodeError) as exc:
                 raise BadRequest(f"Malformed JSON body: {str(exc)[:200]}") from None
@@ -143,12 +143,12 @@ class RequestContext:
 
     def seal(self, position: str | None) -> str | None:
         """A list's next position as a token only this caller can read and use."""
-        from chalicelib.auth import sealed
+        from chalicelib import sealed
 
         return sealed.seal(getattr(self.identity, "token_key", None), position)
 
     def unseal(self, token: str | None, name: str = "pageToken") -> str | None:
-        from chalicelib.auth import sealed
+        from chalicelib import sealed
 
         return sealed.unseal(getattr(self.identity, "token_key", None), token, name)
 

@@ -1,10 +1,15 @@
-"""The shape of chalicelib/ (docs/design.md, "Structure"): no import cycle, counting imports inside
-functions too; no face imports another face; the pipeline and the core import no face."""
+"""The shape of chalicelib/ (docs/design.md, "Structure"): the import contracts of .importlinter (no
+import cycle, counting imports inside functions too; no face imports another face; the pipeline and
+the core import no face; faces reach the core through its catalog facade), and what a contract
+cannot say: every Catalog name a face calls exists, and the pointer record's fields live in one
+module."""
 
 from __future__ import annotations
 
 import ast
-from collections import defaultdict
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,114 +24,44 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module -> the chalicelib modules it imports, at the top or in any function."""
-    mods = _modules()
-    graph: dict[str, set[str]] = defaultdict(set)
-    for mod, path in mods.items():
-        package = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    base = ".".join(parts + ([base] if base else []))
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
-            else:
-                continue
-            graph[mod].update(t for t in targets if t in mods and t != mod)
-    return graph
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                found.append(sorted(comp))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return found
-
-
 def face_of(module: str) -> str | None:
     return next((f for f in FACES if module == f or module.startswith(f + ".")), None)
 
 
-def test_the_checker_finds_what_it_looks_for():
-    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    graph = import_graph()
-    assert "chalicelib.core.catalog.tables" in graph["chalicelib.routes.tables"]  # a top-level import
-    assert "chalicelib.core.encryption" in graph["chalicelib.core.metadata"]  # one inside a function
+def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    """import-linter over the tree at root, with its .importlinter (what `make lint` runs)."""
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "lint-imports"), "--no-cache"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
-def test_no_import_cycle():
-    assert cycles(import_graph()) == []
+def test_the_import_contracts_hold():
+    """.importlinter: no cycle at any depth, faces independent, the core and pipeline know no face,
+    faces reach the core through its catalog facade."""
+    out = _lint_imports(ROOT)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "4 kept, 0 broken" in out.stdout
 
 
-def test_no_face_imports_another_face_and_the_pipeline_and_core_import_none():
-    wrong = []
-    for mod, targets in import_graph().items():
-        for target in targets:
-            here, there = face_of(mod), face_of(target)
-            if there and here != there and (here or mod == "chalicelib.pipeline" or mod.startswith("chalicelib.core")):
-                wrong.append(f"{mod} -> {target}")
-    assert wrong == []
-
-
-# What a face may import of the core: the Catalog, and the types and request helpers it speaks in.
-FACE_MAY_IMPORT = (
-    "chalicelib.core.catalog",
-    "chalicelib.core.model",
-    "chalicelib.core.context",
-    "chalicelib.core.paging",
-)
-
-
-def test_faces_reach_the_core_only_through_the_catalog():
-    wrong = []
-    for mod, targets in import_graph().items():
-        if face_of(mod) is None:
-            continue
-        for target in targets:
-            if target.startswith("chalicelib.core") and not any(
-                target == m or target.startswith(m + ".") for m in FACE_MAY_IMPORT
-            ):
-                wrong.append(f"{mod} -> {target}")
-    assert wrong == []
-
-
-def test_the_catalog_is_below_every_face_and_knows_none():
-    graph = import_graph()
-    catalog = [m for m in graph if m.startswith("chalicelib.core.catalog")]
-    assert len(catalog) >= 8  # tables, views, namespaces, warehouses, trash, audit, transactions, ...
-    assert all(face_of(t) is None for m in catalog for t in graph[m])
+def test_the_contracts_catch_what_they_forbid(tmp_path):
+    """Each contract breaks on a tree that breaks it, imports inside functions included."""
+    shutil.copytree(ROOT / "chalicelib", tmp_path / "chalicelib", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
+    planted = {
+        "chalicelib/core/cas.py": "from chalicelib.routes import tables  # a core module knows a face",
+        "chalicelib/keys.py": "from chalicelib.core import cas  # keys -> core -> keys: a cycle",
+        "chalicelib/routes/tables.py": "from chalicelib.core import pointers  # a face past the facade",
+        "chalicelib/glue/shapes.py": "from chalicelib.s3tables import shapes  # a face knows a face",
+    }
+    for path, line in planted.items():
+        with (tmp_path / path).open("a") as f:
+            f.write(f"\n\ndef _planted() -> None:\n    {line}\n")
+    out = _lint_imports(tmp_path)
+    assert out.returncode != 0 and "0 kept, 4 broken" in out.stdout, out.stdout[-3000:]
 
 
 def test_every_catalog_name_a_face_uses_exists():

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from chalicelib.auth import policy, sealed, wildcard
+from chalicelib import sealed
+from chalicelib.auth import policy, wildcard
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
 from chalicelib.errors import BadRequest
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import quote
 
+from chalicelib.encodings import latin1_as_utf8
 from chalicelib.errors import Unauthorized
 
 ALGORITHM = "AWS4-HMAC-SHA256"
@@ -116,19 +117,6 @@ def check_time(parts: SignedParts, now: datetime | None = None) -> None:
             raise Unauthorized("The presigned request has expired")
     elif abs(age) > MAX_SKEW_S:
         raise Unauthorized("Request time is more than 15 minutes from the server time; check the clock")
-
-
-def latin1_as_utf8(body: bytes) -> bytes | None:
-    """A body that is not UTF-8, read as ISO-8859-1 and written as UTF-8 (None: it is UTF-8).
-    Iceberg Java up to 1.10 sends JSON in ISO-8859-1 but signs its UTF-8 bytes (apache/iceberg#17646):
-    a signature over the transcoded text proves the text, so Latin-1 names arrive intact."""
-    if body.isascii():  # nearly every body: no decode on the hot path
-        return None
-    try:
-        body.decode("utf-8")
-        return None
-    except UnicodeDecodeError:
-        return body.decode("latin-1").encode("utf-8")
 
 
 def _hint(headers: Mapping[str, str]) -> str:
