@@ -358,14 +358,15 @@ def test_register_of_a_dropped_table_restores_it(http, catalog_url, s3_endpoint)
     assert _dropped(http, catalog_url, wh) == []
     entries = http.get(f"{catalog_url}/v1/{wh}/audit", params={"operation": "undrop"}).json()["entries"]
     assert [(e["target"]["name"], e["detail"]["via"]) for e in entries] == [("t2", "register")]
-    # A user who may register (CreateTable) but not restore that dropped table is refused.
+    # A user who may register (CreateTable, and PutTableData: registering brings files in) but not
+    # restore that dropped table is refused.
     cat.drop_table("ns.t2")
     tables = f"arn:aws:s3tables:::bucket/{wh}/table/*"
     _, key, secret = make_user(
         http,
         catalog_url,
         {
-            "p": allow(["s3tables:CreateTable", "s3tables:GetTable"], tables),
+            "p": allow(["s3tables:CreateTable", "s3tables:GetTable", "s3tables:PutTableData"], tables),
             "no": allow(["s3tables:RestoreTable"], tables, effect="Deny"),
         },
     )
