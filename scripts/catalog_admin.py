@@ -317,7 +317,7 @@ def _on_s3(command: Any, a: argparse.Namespace) -> int:
 def _fsck(a: argparse.Namespace) -> int:
     """Exit 0: clean (leftovers listed); 1: violations; 2: unfinished work for the sweeper (--repair)."""
     ctx = _core()
-    from chalicelib.core import fsck
+    from chalicelib.core.admin import fsck
 
     repaired = fsck.repair(ctx, a.warehouse) if a.repair else None
     report = fsck.check(ctx, a.warehouse)
@@ -379,7 +379,7 @@ def _rollback(a: argparse.Namespace) -> int:
 
 def _transfer(a: argparse.Namespace) -> int:
     ctx = _core()
-    from chalicelib.core import transfer
+    from chalicelib.core.admin import transfer
 
     if a.cmd == "export":
         text = json.dumps(transfer.export(ctx, a.warehouse, skip_damaged=a.skip_damaged))

@@ -54,7 +54,7 @@ def loaded(state: Any) -> dict[str, Any]:
 def assert_fsck_clean(ctx: Context, warehouse: str) -> None:
     """fsck on the state a test leaves: no invariant is ever broken; work past its lease is only the
     sweeper's (after its pass nothing is left); a crashed create may leave a uuid claim (a leftover)."""
-    from chalicelib.core import fsck
+    from chalicelib.core.admin import fsck
 
     report = fsck.check(ctx, warehouse)
     assert report.of(fsck.VIOLATION) == [], report.of(fsck.VIOLATION)

@@ -9,7 +9,8 @@ import uuid
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import cas, fsck, namespaces, pointer_record, warehouses
+from chalicelib.core import cas, namespaces, pointer_record, warehouses
+from chalicelib.core.admin import fsck
 from chalicelib.core.context import Context
 from chalicelib.core.tables import commit as commits
 from chalicelib.core.tables import create as creation

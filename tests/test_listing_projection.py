@@ -258,7 +258,7 @@ def test_the_sweeper_folds_marks_completes_old_namespaces_and_clears_what_outliv
 def test_marks_in_doubt_are_written_again_and_exports_leave_the_projection_out(core, monkeypatch):
     """A mark whose write is in doubt may not exist: another is written (a fresh key). An export
     leaves the projection out (it is no snapshot in time), so the copy's first listing scans."""
-    from chalicelib.core import transfer
+    from chalicelib.core.admin import transfer
     from chalicelib.storage import WriteInDoubt
 
     wh = _setup(core, "a")
@@ -347,7 +347,7 @@ def test_a_full_listing_applies_the_callers_policies(catalog, warehouse, http, c
 
 
 def test_fsck_finds_a_snapshot_that_disagrees_with_an_unmarked_pointer(core, monkeypatch):
-    from chalicelib.core import fsck
+    from chalicelib.core.admin import fsck
 
     wh = _setup(core, "a")
     for name in ("t1", "t2", "t3"):

@@ -1,4 +1,4 @@
-"""The path rewrites of `import --copy-data` (core/relocate.py) on hand-built files: what moves, what
+"""The path rewrites of `import --copy-data` (core/admin/relocate.py) on hand-built files: what moves, what
 must not, and a clear refusal (never a traceback) for what it cannot rewrite. The end-to-end copy
 with Spark and PyIceberg is in tests/test_transfer.py."""
 
@@ -11,7 +11,7 @@ import json
 import fastavro
 import pytest
 
-from chalicelib.core import relocate
+from chalicelib.core.admin import relocate
 from chalicelib.errors import Conflict
 
 PATHS = relocate.Paths("wh-src", "wh-destination")

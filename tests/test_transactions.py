@@ -270,7 +270,8 @@ def test_rename_and_drop_of_tables_with_committed_claims(core):
     once; the dropped one leaves its name; this process's remembered claims cost a retry at most."""
     import json
 
-    from chalicelib.core import audit, fsck
+    from chalicelib.core import audit
+    from chalicelib.core.admin import fsck
     from chalicelib.core.tables import commit as commits
     from chalicelib.core.tables import lifecycle, listing, lookup
     from chalicelib.routes import iceberg_io

@@ -10,7 +10,7 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from chalicelib.core import fsck
+from chalicelib.core.admin import fsck
 from scripts import catalog_admin
 from tests.conftest import keys_under, rest_catalog
 
@@ -155,7 +155,7 @@ def test_import_copy_data_moves_every_file_and_path(catalog_url, http, s3, s3_en
         dst = f"wh-cpdst-longer-name-{uuid.uuid4().hex[:8]}"  # paths change length
         assert http.post(f"{catalog_url}/v1/warehouses", json={"name": dst}).status_code == 200
         dst_bucket = core.bucket_for(dst)
-        from chalicelib.core import relocate
+        from chalicelib.core.admin import relocate
 
         first_run = relocate.copy_tables(core, src_bucket, dst_bucket)
         assert first_run["files-already-there"] == 0
@@ -228,7 +228,7 @@ def test_copy_data_through_an_s3_that_fails_and_loses_answers(
 
     import fastavro
 
-    from chalicelib.core import transfer
+    from chalicelib.core.admin import transfer
     from chalicelib.core.context import Context
     from chalicelib.settings import Settings
     from chalicelib.storage import COUNTER

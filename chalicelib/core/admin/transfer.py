@@ -4,7 +4,7 @@ namespaces, table and view pointers, uuid claims, trash, the audit journal, reso
 Glue's entries and side data. By default table files stay where they are: imported pointers name
 the same metadata files, so the new warehouse reads the same tables and never purges files it did
 not write (invariant 3: a location outside the warehouse's bucket is not the catalog's to delete).
-With `copy_data` the files come along into the new bucket (core/relocate.py) and every path in the
+With `copy_data` the files come along into the new bucket (core/admin/relocate.py) and every path in the
 catalog's objects follows them, so the copy owns its tables and outlives the source.
 
 Work in progress is not state: transaction records and queued purges are left out, and an
@@ -33,7 +33,7 @@ from chalicelib.names import check_warehouse
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 if TYPE_CHECKING:
-    from chalicelib.core import relocate
+    from chalicelib.core.admin import relocate
 
 FORMAT = "s3-iceberg-catalog/export-1"
 # Work in progress, and the listing projection: an export is no snapshot in time, so a projection
@@ -158,7 +158,7 @@ def import_(ctx: Context, doc: dict[str, Any], warehouse: str, copy_data: bool =
     ]
     counts: dict[str, int] = {}
     if copy_data:
-        from chalicelib.core import relocate
+        from chalicelib.core.admin import relocate
 
         paths = relocate.Paths(source_bucket, bucket)
         properties = relocate.rewrite_strings(properties, paths)  # allowed-locations follow the files
@@ -262,7 +262,7 @@ def _renamed_policies(body: str, source: str, warehouse: str) -> str:
 
 
 def _relocated(body: str, paths: relocate.Paths) -> str:
-    from chalicelib.core import relocate
+    from chalicelib.core.admin import relocate
 
     try:
         doc = json.loads(body)
