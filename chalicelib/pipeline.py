@@ -107,7 +107,7 @@ class RequestContext:
     visible: Callable[..., bool] = _everything_visible
     denied: Callable[[str, Any, dict[str, str]], bool] = _nothing_denied
     # The caller's s3tables:GetTableData statements on a table (core.model.ReadRule; every row for
-    # root), and whether it may write the table's data (core/data_actions.py says by which action).
+    # root), and whether it may write the table's data (core/access/data_actions.py says by which action).
     read_rule: Callable[[Any, dict[str, str]], tuple[Any, ...]] = _no_read_rule
     may_write_data: Callable[[Any, dict[str, str]], bool] = _writes_everything
     # Whether some table of a set may have the caller's reads limited (GetConfig's planning mode).

@@ -113,7 +113,7 @@ NO_CONTROL_PLANE = {
 
 def _data_access_role() -> dict[str, Any]:
     """What vended credentials can ever reach (each session narrows it to one table's prefix)."""
-    from chalicelib.core.data_access import role_policy
+    from chalicelib.core.access.data_access import role_policy
 
     def sub(value: Any) -> Any:
         if isinstance(value, str) and value.startswith("arn:aws:s3:::"):

@@ -514,7 +514,7 @@ def test_damaged_resource_policies_refuse_other_callers_and_are_reported(stored,
     """Unreadable resource policies hold unknown Denies: a non-root caller's request to the warehouse
     is refused with a 422 naming the key (never a 500, never an Allow by omission); the root still
     serves; fsck reports it."""
-    from chalicelib.core import resource_policies
+    from chalicelib.core.access import resource_policies
     from tests.authutil import allow, make_user
 
     url, log_path = served

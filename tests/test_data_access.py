@@ -317,7 +317,7 @@ def test_config_advertises_signing_and_credentials(keyless_url, lake):
 
 
 def _role_and_session(location: str, write: bool) -> list[dict[str, Any]]:
-    from chalicelib.core.data_access import Grant, role_policy, session_policy
+    from chalicelib.core.access.data_access import Grant, role_policy, session_policy
 
     return [role_policy("wh-*"), session_policy(Grant.of(location, write))]
 
@@ -377,7 +377,7 @@ def test_generated_policies_are_valid_iam():
     a policy it must reject shows the check is live."""
     from parliament import analyze_policy_string
 
-    from chalicelib.core.data_access import Grant, bucket_policy, role_policy, session_policy
+    from chalicelib.core.access.data_access import Grant, bucket_policy, role_policy, session_policy
 
     docs = [
         session_policy(Grant.of("s3://wh-1/ns/a-1", True)),
@@ -393,7 +393,7 @@ def test_generated_policies_are_valid_iam():
 
 
 def test_bucket_policy_lets_only_the_catalog_write_the_control_plane():
-    from chalicelib.core.data_access import bucket_policy
+    from chalicelib.core.access.data_access import bucket_policy
     from tests.iam_eval import decide
 
     policy = bucket_policy("wh-1", ["arn:aws:iam::123456789012:role/catalog-prod-*"])
@@ -413,7 +413,7 @@ def test_new_warehouses_get_the_control_plane_policy(s3_endpoint, system_bucket,
         wh = f"wh-{uuid.uuid4().hex[:12]}"
         assert catalog_admin.session(*_root()).post(f"{url}/v1/warehouses", json={"name": wh}).status_code == 200
         stored = json.loads(s3.get_bucket_policy(Bucket=wh)["Policy"])
-    from chalicelib.core.data_access import bucket_policy
+    from chalicelib.core.access.data_access import bucket_policy
 
     assert stored["Statement"][0]["Condition"] == bucket_policy(wh, [writers])["Statement"][0]["Condition"]
     assert stored["Statement"][0]["Effect"] == "Deny"
@@ -505,7 +505,7 @@ def test_signatures_are_accepted_by_an_s3_that_verifies_them(monkeypatch):
     from moto.server import ThreadedMotoServer
 
     from chalicelib import aws
-    from chalicelib.core import signer
+    from chalicelib.core.access import signer
     from scripts import local_s3
     from tests.conftest import REGION
 

@@ -150,7 +150,7 @@ def test_non_root_requests_read_no_identity_when_warm(http, catalog_url, warehou
     root_load = s3_requests(http.get(f"{base}/ident/tables/t"))
     first = s3_requests(user.get(f"{base}/ident/tables/t"))
     # Access key record, user record, resource policies, the warehouse record (what its data actions
-    # mean, core/data_actions.py): once.
+    # mean, core/access/data_actions.py): once.
     assert first <= root_load + 4
     for _ in range(5):
         assert s3_requests(user.get(f"{base}/ident/tables/t")) == root_load

@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chalicelib.core import data_access
+from chalicelib.core.access import data_access
 from chalicelib.errors import BadRequest, Forbidden
 
 ENDPOINT = "http://127.0.0.1:4566"
@@ -224,7 +224,7 @@ def test_the_signature_is_botocores(method, scheme, host, path, query, headers, 
     from botocore.awsrequest import AWSRequest
     from botocore.credentials import Credentials
 
-    from chalicelib.core import signer
+    from chalicelib.core.access import signer
 
     uri = f"{scheme}://{host}/" + "/".join(path) + ("?" + "&".join(f"{k}={v}" for k, v in query) if query else "")
     sent = {k: [v] for k, v in headers}

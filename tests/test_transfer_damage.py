@@ -9,7 +9,8 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from chalicelib.core import pointer_record, resource_policies, warehouses
+from chalicelib.core import pointer_record, warehouses
+from chalicelib.core.access import resource_policies
 from chalicelib.core.admin import fsck, transfer
 from chalicelib.core.context import dump, now_ms
 from chalicelib.errors import BadRequest, DamagedObject

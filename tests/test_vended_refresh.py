@@ -46,7 +46,7 @@ def test_ttl_setting_allows_short_lives_for_tests(monkeypatch):
 def test_cached_credentials_are_reused_while_fresh_for_their_clients():
     """Half the life, and never inside the 5 minutes before expiry in which Iceberg Java refreshes
     (a cached answer that close to expiry would send it straight back), unless the life is shorter."""
-    from chalicelib.core.vending import reuse_until_ms
+    from chalicelib.core.access.vending import reuse_until_ms
 
     s = 1000
     assert reuse_until_ms(0, 3600 * s) == 1800 * s  # an hour: reused for 30 minutes
@@ -63,7 +63,7 @@ def test_cached_credentials_are_reused_while_fresh_for_their_clients():
 def sts_calls(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
     """A fresh botocore session whose S3 storage client comes first (as in a served catalog), and the
     AssumeRole calls of vending's STS client: each with its parameters and its parsed Credentials."""
-    from chalicelib.core import vending
+    from chalicelib.core.access import vending
     from chalicelib.storage import s3_client
 
     for key, value in KEYS.items():
@@ -114,8 +114,8 @@ def _settings(s3_endpoint: str, ttl: int) -> Any:
 
 
 def test_vended_credentials_expire_when_sts_says_and_are_reused(sts_calls, s3_endpoint):
-    from chalicelib.core.data_access import Grant
-    from chalicelib.core.vending import vend
+    from chalicelib.core.access.data_access import Grant
+    from chalicelib.core.access.vending import vend
 
     settings = _settings(s3_endpoint, 3600)
     grant = Grant.of("s3://wh-iso/ns/t-1", False)
@@ -131,8 +131,8 @@ def test_vended_credentials_expire_when_sts_says_and_are_reused(sts_calls, s3_en
 
 
 def test_a_ttl_below_stss_minimum_is_reported_and_cached_by_the_ttl(sts_calls, s3_endpoint):
-    from chalicelib.core.data_access import Grant
-    from chalicelib.core.vending import vend
+    from chalicelib.core.access.data_access import Grant
+    from chalicelib.core.access.vending import vend
 
     settings = _settings(s3_endpoint, 20)
     before = int(time.time() * 1000)

@@ -113,9 +113,9 @@ class PolicyAuthorizer:
         legacy: dict[str, bool] = {}
 
         def legacy_data_actions(warehouse: str) -> bool:
-            """core/data_actions.py: GetTable reads data and UpdateTable writes it (earlier releases)."""
+            """core/access/data_actions.py: GetTable reads data and UpdateTable writes it (earlier releases)."""
             if warehouse not in legacy:
-                from chalicelib.core import data_actions
+                from chalicelib.core.access import data_actions
 
                 legacy[warehouse] = warehouse != "*" and data_actions.legacy(get_context(), warehouse)
             return legacy[warehouse]
@@ -130,7 +130,7 @@ class PolicyAuthorizer:
             return rule
 
         def may_write_data(resource: Resource, cond: dict[str, str]) -> bool:
-            from chalicelib.core import data_actions
+            from chalicelib.core.access import data_actions
 
             action = data_actions.LEGACY_WRITE if legacy_data_actions(resource.warehouse) else data_actions.WRITE
             return allowed(action, resource, cond)
@@ -181,7 +181,7 @@ def _resource_policies(
     naming: dict[str, dict[str, Any]],
 ) -> tuple[dict[str, Any], ...]:
     """The table bucket and table policies (S3 Tables) that apply to this principal and resource."""
-    from chalicelib.core import resource_policies
+    from chalicelib.core.access import resource_policies
 
     if resource.warehouse == "*":
         return ()

@@ -1,5 +1,5 @@
 """`catalog_admin.py policy-check W`: who would read or write less (or more) table data once the
-warehouse stops giving data actions their earlier meaning (core/data_actions.py).
+warehouse stops giving data actions their earlier meaning (core/access/data_actions.py).
 
 Every user is evaluated on every table of the warehouse with the policies that apply to it (its
 own, the table bucket policy, the table's policy), twice: with the earlier meaning (GetTable reads
@@ -18,7 +18,8 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.auth import arns, identities, policy
 from chalicelib.auth.arns import Resource
-from chalicelib.core import data_actions, parallel, pointer_record, pointers, resource_policies, warehouses
+from chalicelib.core import parallel, pointer_record, pointers, warehouses
+from chalicelib.core.access import data_actions, resource_policies
 from chalicelib.core.context import Context
 from chalicelib.core.model import ALL_ROWS, Namespace
 from chalicelib.core.planning.read_rules import reads_any

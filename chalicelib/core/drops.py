@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import locations, pointer_record, purges, trash_records
+from chalicelib.core import pointer_record, purges, trash_records
+from chalicelib.core.access import locations
 from chalicelib.core.context import Context, env_int
 from chalicelib.core.pointer_record import Pointer, owner_uuid
 from chalicelib.core.pointers import remove_pointer

@@ -84,7 +84,7 @@ class ReadStatement:
     """A policy statement on reading a table's data (s3tables:GetTableData) that applies to the caller:
     Allow or Deny, its conditions on row values (operator, column, values) and on the column read
     (operator, values; None: every column). A caller with no Allow among them reads no data
-    (core/data_actions.py: a warehouse of the earlier meaning adds ALL_ROWS for GetTable)."""
+    (core/access/data_actions.py: a warehouse of the earlier meaning adds ALL_ROWS for GetTable)."""
 
     deny: bool
     rows: tuple[tuple[str, str, tuple[str, ...]], ...] = ()

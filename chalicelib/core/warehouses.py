@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, cas, damage, data_actions, listing_marks, resource_policies
+from chalicelib.core import audit, cas, damage, listing_marks
+from chalicelib.core.access import data_actions, resource_policies
 from chalicelib.core.context import Context, dump, env_int, is_deleting, now_ms
 from chalicelib.core.model import WarehouseInfo
 from chalicelib.core.paging import decode_token, page
@@ -71,7 +72,7 @@ def create(ctx: Context, name: object, upgrade_existing: bool, properties: objec
     check_retention(props)
     check_table_defaults(props)
     data_actions.check(props)
-    props.setdefault(data_actions.PROPERTY, "false")  # AWS's data actions (core/data_actions.py)
+    props.setdefault(data_actions.PROPERTY, "false")  # AWS's data actions (core/access/data_actions.py)
     bucket = ctx.bucket_for(warehouse)
     if bucket == ctx.settings.system_bucket:
         raise BadRequest(f"Invalid warehouse name {warehouse!r}: the name is reserved")
@@ -177,7 +178,7 @@ def update_properties(ctx: Context, name: str, updates: object, removals: object
 def _protect_control_plane(ctx: Context, bucket: str) -> None:
     """The bucket policy under which only the catalog's roles write pointers and metadata files
     (CATALOG_CONTROL_PLANE_PRINCIPALS, set by the template; unset on a local emulator)."""
-    from chalicelib.core.data_access import bucket_policy
+    from chalicelib.core.access.data_access import bucket_policy
 
     writers = [p.strip() for p in os.environ.get("CATALOG_CONTROL_PLANE_PRINCIPALS", "").split(",") if p.strip()]
     if writers:

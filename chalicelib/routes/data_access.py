@@ -103,7 +103,7 @@ def _sign_request(body: dict[str, Any]) -> tuple[str, str, dict[str, list[str]],
 @operation(bp, TABLE + "/sign", "POST", "SignRequest", checks=resources.sign)
 def sign_request(req: RequestContext) -> tuple[int, dict[str, Any], dict[str, str]]:
     """Sign one S3 request if it stays inside the table: reads need GetTableData, writes PutTableData
-    (GetTable and UpdateTable on a warehouse of the earlier meaning, core/data_actions.py)."""
+    (GetTable and UpdateTable on a warehouse of the earlier meaning, core/access/data_actions.py)."""
     ctx, _ = warehouse_of(req)
     if not ctx.settings.remote_signing:
         raise Forbidden("Remote signing is turned off in this catalog (CATALOG_REMOTE_SIGNING)")

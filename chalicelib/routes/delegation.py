@@ -227,7 +227,7 @@ def credentials(
     req: RequestContext, ctx: Context, wh: str, ns: tuple[str, ...], name: str, location: str
 ) -> list[dict[str, Any]]:
     """Spec `storage-credentials`: one prefix (the table's location), for a caller that may read its
-    data (GetTableData), read-write if it may also write it (PutTableData; core/data_actions.py).
+    data (GetTableData), read-write if it may also write it (PutTableData; core/access/data_actions.py).
     Iceberg writers read metadata and manifests, so a caller that may only write signs instead."""
     grant = data.Grant.of(location, may_write(req, wh, ns, name))
     creds = data.vend(ctx.settings, grant, req.identity.name if req.identity else "anonymous")

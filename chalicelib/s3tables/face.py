@@ -16,7 +16,7 @@ from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
 from chalicelib.core.catalog import namespaces, tables, warehouses
 from chalicelib.core.catalog.tables import TableEntry
 from chalicelib.core.context import Context, get_context
-from chalicelib.errors import BadRequest, NotFound
+from chalicelib.errors import BadRequest, DamagedObject, NotFound
 from chalicelib.names import check_namespace, check_table, check_warehouse
 from chalicelib.pipeline import Check, RequestContext, RouteGroup, operation
 from chalicelib.s3tables import backend, shapes
@@ -193,7 +193,7 @@ def list_table_buckets(req: RequestContext) -> Result:
     for name in names:
         try:
             out.append(shapes.bucket_out(warehouses.get(ctx, name)))
-        except NotFound:
+        except (NotFound, DamagedObject):  # gone meanwhile, or damaged (logged; GetTableBucket answers 422)
             continue
     return _ok(200, {"tableBuckets": out, **_continue(req, listing, token)})
 

@@ -26,7 +26,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from chalicelib import keys
-from chalicelib.core import claims, damage, data_actions, parallel, pointer_record, resource_policies, warehouses
+from chalicelib.core import claims, damage, parallel, pointer_record, warehouses
+from chalicelib.core.access import data_actions, resource_policies
 from chalicelib.core.context import Context, dump
 from chalicelib.errors import BadRequest, Conflict, DamagedObject
 from chalicelib.names import check_warehouse

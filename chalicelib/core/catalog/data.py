@@ -1,12 +1,12 @@
 """Data access without S3 keys: the grant a table's readers and writers get, remote signing and
-vended credentials (core/data_access.py, core/signer.py, core/vending.py)."""
+vended credentials (core/access/data_access.py, core/access/signer.py, core/access/vending.py)."""
 
 from __future__ import annotations
 
-from chalicelib.core.data_access import Grant, check, table_location
-from chalicelib.core.data_actions import legacy as legacy_data_actions
-from chalicelib.core.signer import sign
-from chalicelib.core.vending import available as vending_available
-from chalicelib.core.vending import vend
+from chalicelib.core.access.data_access import Grant, check, table_location
+from chalicelib.core.access.data_actions import legacy as legacy_data_actions
+from chalicelib.core.access.signer import sign
+from chalicelib.core.access.vending import available as vending_available
+from chalicelib.core.access.vending import vend
 
 __all__ = ["Grant", "check", "legacy_data_actions", "sign", "table_location", "vend", "vending_available"]

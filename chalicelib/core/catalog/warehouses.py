@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chalicelib.core.data_actions import PROPERTY as DATA_ACTIONS_PROPERTY  # noqa: F401 - re-exported
+from chalicelib.core.access.data_actions import PROPERTY as DATA_ACTIONS_PROPERTY  # noqa: F401 - re-exported
 from chalicelib.core.warehouses import create as create
 from chalicelib.core.warehouses import delete as delete
 from chalicelib.core.warehouses import get as get

@@ -3,7 +3,7 @@
 A read rule is the caller's `s3tables:GetTableData` statements (core.model.ReadStatement). For a
 column, the readable rows are the union of the Allow statements that cover it (none: no row, as
 everywhere in IAM; a warehouse of the earlier meaning adds an unconditional Allow for a caller
-GetTable lets in, core/data_actions.py), minus the rows of the Deny statements that cover it. A
+GetTable lets in, core/access/data_actions.py), minus the rows of the Deny statements that cover it. A
 scan reads several columns: it may see the rows readable in all of them. Conditions become
 predicates as IAM reads them: a positive test on a column the table lacks never holds, a negated
 one always does.

@@ -13,7 +13,6 @@ from chalicelib.core import (
     audit,
     cas,
     listing_marks,
-    locations,
     name_claims,
     namespaces,
     pointer_record,
@@ -23,6 +22,7 @@ from chalicelib.core import (
     warehouses,
 )
 from chalicelib.core import metadata as md
+from chalicelib.core.access import locations
 from chalicelib.core.context import Context, dump
 from chalicelib.core.model import TableState
 from chalicelib.core.pointer_record import entry_id

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from chalicelib.core.data_access import Grant, session_policy
+from chalicelib.core.access.data_access import Grant, session_policy
 from chalicelib.errors import BadRequest, ServiceUnavailable
 from chalicelib.settings import Settings
 
@@ -79,7 +79,7 @@ def vend(settings: Settings, grant: Grant, principal: str) -> Credentials:
             _cache[key] = _Cached(creds, reuse_until_ms(now_ms, creds.expires_at_ms))
         return creds
     if settings.vend_s3_credentials:  # an emulator's keys: only ever set with S3_ENDPOINT_URL
-        from chalicelib.core.signer import catalog_credentials
+        from chalicelib.core.access.signer import catalog_credentials
 
         c = catalog_credentials()
         return Credentials(c.access_key, c.secret_key, c.token, None)
