@@ -157,7 +157,12 @@ def main(argv: list[str] | None = None) -> int:
     dispatch.add_argument("--warehouse", action="append", help="only this warehouse (repeatable; default: all)")
     when = dispatch.add_mutually_exclusive_group()
     when.add_argument("--once", action="store_true", help="one pass, then exit (the default)")
-    when.add_argument("--every", type=_seconds, metavar="SECONDS", help="a pass every SECONDS until interrupted")
+    when.add_argument(
+        "--every",
+        type=_seconds,
+        metavar="SECONDS",
+        help="a pass every SECONDS until Ctrl-C (which lets the pass under way finish; a second one stops at once)",
+    )
     dispatch.add_argument("--budget-seconds", type=float, default=50.0, help="time for one warehouse's pass")
     a = parser.parse_args(argv)
     direct = {"export": _transfer, "import": _transfer, "fsck": _fsck, "history": _rollback, "policy-check": _policy}
@@ -402,12 +407,23 @@ def _transfer(a: argparse.Namespace) -> int:
 def _dispatch(a: argparse.Namespace) -> int:
     """What the scheduled dispatcher function does, from here: needed when no deployed dispatcher
     watches the S3 the catalog uses (`make run` with S3_ENDPOINT_URL). One JSON report per pass."""
-    import time
+    import signal
+    import threading
 
     from chalicelib import keys
     from chalicelib.core.dispatcher import dispatch
 
     ctx = _core()
+    stop = threading.Event()
+
+    def on_interrupt(signum: int, frame: Any) -> None:
+        """Ctrl-C ends the loop after the pass under way (its pool threads finish their requests); a
+        second one stops at once."""
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, on_interrupt) if a.every else None
     try:
         while True:
             names = a.warehouse or [
@@ -418,9 +434,13 @@ def _dispatch(a: argparse.Namespace) -> int:
             print(json.dumps(report, sort_keys=True), flush=True)
             if not a.every:
                 return 1 if any(_failed(r) for r in report.values()) else 0
-            time.sleep(a.every)
-    except KeyboardInterrupt:  # Ctrl-C: a pass cut short resends its unconfirmed events next time
+            if stop.wait(a.every):
+                return 0
+    except KeyboardInterrupt:  # a pass cut short resends its unconfirmed events next time
         return 0
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _failed(report: dict[str, Any]) -> bool:
