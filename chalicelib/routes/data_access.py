@@ -179,7 +179,9 @@ def _within(headers: dict[str, list[str]], ranges: list[tuple[int, int]]) -> boo
 def load_credentials(req: RequestContext) -> tuple[int, dict[str, Any]]:
     """Fresh vended credentials for the table (clients call it before theirs expire)."""
     ctx, _ = warehouse_of(req)
-    wh, ns, name, location, _ = _location(req)
+    wh, ns, name, location, creating = _location(req)
+    if creating:  # a staged table holds only what its creator writes (the route asked CreateTable)
+        return 200, {"storage-credentials": delegation.credentials(req, ctx, wh, ns, name, location)}
     if not delegation.may_read(req, wh, ns, name):
         raise Forbidden(
             f"Access denied: {req.identity.name} may not read the data of {'.'.join(ns)}.{name} "

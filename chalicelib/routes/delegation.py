@@ -161,9 +161,13 @@ def for_table(
 ) -> tuple[dict[str, str], list[dict[str, Any]] | None]:
     """(config, storage-credentials) for a loaded or created table, as the client asked. A staged
     table (stage-create: no pointer yet) is signed for by a grant carried in its signer endpoint."""
+    from chalicelib.core.catalog.planning import reads_any, restricted
+
     config = dict(ctx.settings.client_config)
     wanted = requested(req)
-    if not staged and may_read(req, wh, ns, name) and limited(req, wh, ns, name):
+    rule = () if staged else read_rule(req, wh, ns, name)  # asked once: the policy walk is per request
+    reads = staged or reads_any(rule)  # a staged table holds only what its creator writes
+    if reads and not staged and restricted(rule):
         # Plans only (the spec's scan-planning-mode): its client must not plan by reading manifests,
         # which hold every file's partition and bounds, and vended keys could not be scoped to rows.
         config["scan-planning-mode"] = "server"
@@ -177,7 +181,7 @@ def for_table(
         # Also for a caller without data actions: its signer answers each request with why not.
         config.update(signing_config(req, ctx, wh, ns, name, location if staged else None))
         return config, None
-    if not may_read(req, wh, ns, name):
+    if not reads:
         return config, None  # the table is seen, not its data: no credentials (a writer signs)
     if "vended-credentials" in wanted and data.vending_available(ctx.settings):
         creds = credentials(req, ctx, wh, ns, name, location)
