@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import audit, namespaces, pointer_record, pointers, transactions, warehouses
+from chalicelib.core import audit, namespaces, pointer_record, pointers, settle, transactions, warehouses
 from chalicelib.core.context import Context
 from chalicelib.core.tables import commit as commits
 from chalicelib.core.tables import create as creation
@@ -208,7 +208,7 @@ def test_a_roll_forward_cut_short_leaves_tables_that_read_and_write(crash_ctx, m
             sweeper._sweep_pointer(other, wh, keys.table_pointer(("tx",), "b"), set(), Counter())
         else:  # a writer that settles claims first (rename, drop, Glue and S3 Tables updates)
             for t in ("a", "b"):
-                pointers.require(other, wh, ("tx",), t)
+                settle.require(other, wh, ("tx",), t)
     assert not pointer_record.claimed(pointers.read(ctx, wh, ("tx",), "a").data)
     assert pointer_record.claimed(pointers.read(ctx, wh, ("tx",), "b").data)
     assert {t: _tags(ctx, wh, t) for t in ("a", "b")} == {"a": ["before", "t"], "b": ["before", "t"]}
@@ -259,10 +259,10 @@ def test_transaction_with_a_create_crash_points(crash_ctx, monkeypatch, crash_af
     with pytest.raises(Crash):
         _txn(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, body)
     if crash_after < CREATE_COMMIT_POINT:  # not committed: nobody sees the new table yet
-        assert pointers.live(ctx, wh, ("tx",), "fresh", read_only=True) is None
+        assert settle.live(ctx, wh, ("tx",), "fresh", read_only=True) is None
     time.sleep(TXN_LEASE_MS / 1000 + 0.05)  # the lease runs out; the next request aborts or rolls forward
     committed = crash_after >= CREATE_COMMIT_POINT
-    assert (pointers.live(ctx, wh, ("tx",), "fresh") is not None) == committed
+    assert (settle.live(ctx, wh, ("tx",), "fresh") is not None) == committed
     assert _tags(ctx, wh, "a") == (["t"] if committed else [])
     listed = [t["name"] for t in listing.list_names(ctx, wh, ("tx",), None, None)[0]]
     assert listed == (["a", "b", "fresh"] if committed else ["a", "b"])
@@ -291,7 +291,7 @@ def test_drop_crash_points(crash_ctx, crash_after, monkeypatch):
     ctx.storage.put(wh, table_prefix + "data/file-1.parquet", b"rows")
     with pytest.raises(Crash):
         lifecycle.drop(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, ("tx",), "a", True)
-    assert pointers.live(ctx, wh, ("tx",), "a") is None  # dropped at once, for every reader
+    assert settle.live(ctx, wh, ("tx",), "a") is None  # dropped at once, for every reader
     if crash_after < 6:  # readers never purge: the files wait for the sweeper
         assert list(ctx.storage.list_keys(wh, table_prefix)) != []
     time.sleep(DROP_LEASE_MS / 1000 + 0.1)  # the dropper's lease runs out
@@ -416,7 +416,7 @@ def test_a_claim_made_before_its_record_was_written_first_still_settles(crash_ct
     ctx = crash_ctx
     wh = _setup(ctx)
     _txn(ctx, wh, _body(ctx, wh, "before"))
-    pointers.live(ctx, wh, ("tx",), "a")  # a writer's read rolls its committed claim forward
+    settle.live(ctx, wh, ("tx",), "a")  # a writer's read rolls its committed claim forward
     key = keys.table_pointer(("tx",), "a")
     obj = ctx.storage.get(wh, key)
     data = json.loads(obj.body)

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from chalicelib.core import namespaces, pointers, warehouses
+from chalicelib.core import namespaces, pointers, settle, warehouses
 from chalicelib.core.context import Context
 from chalicelib.core.tables import commit as commits
 from chalicelib.core.tables import create as creation
@@ -46,15 +46,15 @@ def test_crash_after_each_write(ctx, crash_after):
         lifecycle.rename(
             Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, *iceberg_io.parse_rename(RENAME)
         )
-    src = pointers.live(ctx, wh, ("a",), "t")
-    dst = pointers.live(ctx, wh, ("b",), "u")
+    src = settle.live(ctx, wh, ("a",), "t")
+    dst = settle.live(ctx, wh, ("b",), "u")
     # Exactly one name is live, always with the same metadata: never both, never neither.
     assert (src is None) != (dst is None)
     assert (src or dst).metadata_location == location
     if crash_after == 1:  # before the commit point: the rename did not happen ...
         assert dst is None
         lifecycle.rename(ctx, wh, *iceberg_io.parse_rename(RENAME))  # ... and retrying it succeeds at once
-    assert pointers.live(ctx, wh, ("a",), "t") is None
+    assert settle.live(ctx, wh, ("a",), "t") is None
     assert listing.list_names(ctx, wh, ("a",), None, None)[0] == []  # settling removed the tombstone
     assert lookup.load(ctx, wh, ("b",), "u").metadata_location == location
     listed = [t["name"] for t in listing.list_names(ctx, wh, ("b",), None, None)[0]]
@@ -116,10 +116,10 @@ def test_two_renames_of_one_table_to_one_name_keep_the_table(core, monkeypatch):
         th.join(20)
     scope.__exit__(None, None, None)
     assert sorted(results.values()).count("ok") == 1, results
-    assert pointers.live(core, wh, ("b",), "u") is not None, list(
+    assert settle.live(core, wh, ("b",), "u") is not None, list(
         core.storage.list_keys(core.bucket_for(wh), keys.TABLES_PREFIX)
     )
-    assert pointers.live(core, wh, ("a",), "t") is None
+    assert settle.live(core, wh, ("a",), "t") is None
     assert_fsck_clean(core, wh)
 
 

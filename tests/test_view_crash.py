@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import namespaces, pointer_record, pointers, sweeper, views, warehouses
+from chalicelib.core import namespaces, pointer_record, settle, sweeper, views, warehouses
 from chalicelib.core.context import Context
 from chalicelib.errors import ViewNotFound
 from tests.conftest import lease_ms
@@ -113,8 +113,8 @@ def test_rename_crash_points(crash_ctx, crash_after):
         views.rename(
             Context(crash_ctx.settings, CrashAfter(crash_ctx.storage, crash_after)), wh, (("a",), "v"), (("b",), "w")
         )
-    src = pointer_record.of_kind(pointers.live(crash_ctx, wh, ("a",), "v"), "view")
-    dst = pointer_record.of_kind(pointers.live(crash_ctx, wh, ("b",), "w"), "view")
+    src = pointer_record.of_kind(settle.live(crash_ctx, wh, ("a",), "v"), "view")
+    dst = pointer_record.of_kind(settle.live(crash_ctx, wh, ("b",), "w"), "view")
     assert (src is None) != (dst is None)  # exactly one name is the view
     if src is not None:
         views.rename(crash_ctx, wh, (("a",), "v"), (("b",), "w"))

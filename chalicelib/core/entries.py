@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import damage, hive, namespaces, parallel, pointer_record, pointers
+from chalicelib.core import damage, hive, namespaces, parallel, pointer_record, pointers, settle
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, env_int
 from chalicelib.errors import DamagedObject, NotFound, ServiceUnavailable, TableNotFound, TableRecoveryInProgress
@@ -88,7 +88,7 @@ def _read_kind(ctx: Context, warehouse: str, ns: Namespace, name: str, kind: str
 
 def _read(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Entry | None:
     try:
-        p = pointers.live(ctx, warehouse, ns, name, read_only=True)
+        p = settle.live(ctx, warehouse, ns, name, read_only=True)
     except TableRecoveryInProgress:
         p = pointers.read(ctx, warehouse, ns, name)  # a running transaction: the last committed state
         if p is not None:

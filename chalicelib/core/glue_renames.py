@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import cas, name_claims, namespaces, pointer_record, pointers
+from chalicelib.core import cas, name_claims, namespaces, pointer_record, pointers, settle
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump, now_ms, tombstone_lease_ms
 from chalicelib.core.tables import lifecycle, lookup
@@ -57,7 +57,7 @@ def begin(
     intent = {"to": _ref(*dst), "until-ms": started + tombstone_lease_ms()}
 
     def attempt() -> cas.Again | bool:
-        src = pointers.require(ctx, warehouse, src_ns, src_name)
+        src = settle.require(ctx, warehouse, src_ns, src_name)
         base = dict(pointer_record.without_glue_rename(src.data), glue=glue, **{INTENT: intent})
         reserve = pointer_record.pending(base, started, source=(src_ns, src_name))
         held = name_claims.claim_name(ctx, warehouse, dst[0], dst[1], reserve)  # TableAlreadyExists if taken

@@ -10,7 +10,8 @@ from chalicelib.core import audit, cas, namespaces, pointer_record
 from chalicelib.core.context import Context, dump
 from chalicelib.core.drops import settle_drop
 from chalicelib.core.pointer_record import STAGED, Pointer, ident, kind_of
-from chalicelib.core.pointers import live, read
+from chalicelib.core.pointers import read
+from chalicelib.core.settle import live
 from chalicelib.errors import (
     CatalogError,
     Conflict,

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, drops, entries, pointer_record, pointers, purges, trash, warehouses
+from chalicelib.core import audit, entries, pointer_record, pointers, purges, settle, trash, warehouses
 from chalicelib.core.context import Context, dump
 from chalicelib.core.tables import projection
 from chalicelib.errors import CatalogError, DamagedObject
@@ -54,7 +54,7 @@ def _sweep_pointer(ctx: Context, warehouse: str, key: str, claimed_uuids: set[st
         return
     if pointer_record.claimed(p.data):
         try:
-            pointers.live(ctx, warehouse, ns, name)  # settles it once the transaction's lease ran out
+            settle.live(ctx, warehouse, ns, name)  # settles it once the transaction's lease ran out
             stats["claims-settled"] += 1
         except DamagedObject:
             raise  # its transaction's record: counted (and the sweep goes on) in sweep_warehouse
@@ -78,23 +78,9 @@ def _sweep_pointer(ctx: Context, warehouse: str, key: str, claimed_uuids: set[st
     fenced = _fence(ctx, bucket, key, p)
     if fenced is None:
         return
-    if fenced.state == "dropped":
-        drops.settle_drop(ctx, bucket, fenced, remove=True, ns=ns, name=name)
-        stats["drops-finished"] += 1
-    elif fenced.state == "pending":
-        if pointers.settle_pending(ctx, warehouse, ns, name, fenced) is None:
-            pointers.remove_pointer(ctx, bucket, key, fenced.etag, fenced.since_ms)
-            stats["reservations-removed"] += 1
-        else:
-            stats["renames-finished"] += 1
-    elif fenced.state == "moved":
-        target = pointer_record.moved_to(fenced.data)
-        dst = pointers.read(ctx, warehouse, *target) if target is not None else None
-        if dst is not None and target is not None and dst.state == "pending":
-            pointers.settle_pending(ctx, warehouse, *target, dst)  # activates it, removes us
-        else:
-            pointers.remove_pointer(ctx, bucket, key, fenced.etag, fenced.since_ms)
-        stats["renames-finished"] += 1
+    done = settle.stale(ctx, warehouse, ns, name, fenced)
+    if done:
+        stats[done] += 1
 
 
 Views = dict[str, Callable[[Context, str], entries.Projection]]  # view name -> its projection, per warehouse

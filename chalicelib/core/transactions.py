@@ -13,7 +13,7 @@
 4. Roll forward: swap each claimed pointer to its new metadata (If-Match). Not on the request
    path: this process remembers each claim's committed view, and its next write to the table
    goes over the claim straight to its own state; so do other processes' commits and transactions,
-   after one GET of the record (pointers.live(follow=True)); other writers and the sweeper roll a
+   after one GET of the record (settle.live(follow=True)); other writers and the sweeper roll a
    claim forward when they meet it, and readers follow it (one GET of the record).
 
 Whoever meets a claim settles it from the record: committed -> roll forward, aborted -> roll back,
@@ -62,7 +62,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from chalicelib import keys
-from chalicelib.core import audit, cas, claims, light, listing_marks, parallel, pointer_record, pointers
+from chalicelib.core import audit, cas, claims, light, listing_marks, parallel, pointer_record, pointers, settle
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.model import TableChange
@@ -200,7 +200,7 @@ def _prepare(ctx: Context, warehouse: str, change: TableChange, known: pointer_r
     """Judge one change against its table (`known`: its remembered pointer) and build its new
     metadata (nothing is written, but a create's uuid claim)."""
     ns, name = change.namespace, change.name
-    p = known if known is not None else pointers.live(ctx, warehouse, ns, name, follow=True)
+    p = known if known is not None else settle.live(ctx, warehouse, ns, name, follow=True)
     if p is not None and pointer_record.kind_of(p.data) != "table":
         raise pointers.not_found(ctx, warehouse, ns, name)  # views are not in transactions
     if p is None:  # a table this transaction creates (assert-create)
@@ -427,7 +427,7 @@ def _remember_committed(bucket: str, claimed: list[Claimed]) -> None:
     ETag) and rolls it forward on the way, at no extra request. The record is final, so the object
     with that ETag means that view for good; a pointer that moved on since fails the If-Match and
     costs a retry. Claims nobody writes over are rolled forward by the next writer of another kind
-    (`pointers.live`) or the sweeper; readers follow them meanwhile (`claims.committed_view`)."""
+    (`settle.live`) or the sweeper; readers follow them meanwhile (`claims.committed_view`)."""
     from chalicelib.core.tables import commit as commits
 
     for c in claimed:

@@ -21,6 +21,7 @@ from chalicelib.core import (
     pointer_record,
     pointers,
     purges,
+    settle,
     trash_records,
     warehouses,
 )
@@ -157,7 +158,7 @@ def restore(
         if now != moved:
             pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started)
             raise Conflict(f"Dropped table {drop_id!r} changed concurrently; list the trash") from None
-    settled = pointers.live(ctx, warehouse, ns, name)  # activates the reservation, removes the record
+    settled = settle.live(ctx, warehouse, ns, name)  # activates the reservation, removes the record
     return ns, name, str(settled.metadata_location if settled else pointer_record.metadata_location(original))
 
 
@@ -168,7 +169,7 @@ def purge(ctx: Context, warehouse: str, drop_id: str, budget_s: float, expired_o
     record, etag = trash_records.read(ctx, warehouse, drop_id)
     target = pointer_record.moved_to(record)
     if pointer_record.state(record) == "moved" and target is not None:
-        live = pointers.live(ctx, warehouse, *target)  # activates a reservation still pending
+        live = settle.live(ctx, warehouse, *target)  # activates a reservation still pending
         uuid_ = pointer_record.owner_uuid(pointer_record.kept_pointer(record))
         if live is not None and uuid_ and pointer_record.owner_uuid(live.data) == uuid_:
             purges.set_uuid_state(ctx, bucket, uuid_, "live")  # a restorer that died after activating

@@ -20,6 +20,7 @@ from chalicelib.core import (
     pointer_record,
     pointers,
     purges,
+    settle,
     view_metadata,
 )
 from chalicelib.core import metadata as md
@@ -64,7 +65,7 @@ def create(
     bucket, view_uuid = ctx.bucket_for(warehouse), str(uuid.uuid4())
     view_location = keys.table_location(bucket, ns, name, view_uuid)
     view = view_metadata.new(view_uuid, view_location, schema, version, props)
-    existing = pointers.live(ctx, warehouse, ns, name)
+    existing = settle.live(ctx, warehouse, ns, name)
     if existing is not None:  # the common conflict costs no write
         raise name_claims.already_exists(ns, name, existing.data)
     write = lambda meta_loc: _write(ctx, meta_loc, view)  # noqa: E731
@@ -73,7 +74,7 @@ def create(
 
 def load(ctx: Context, warehouse: str, ns: Namespace, name: str) -> TableState:
     """Readers never wait for writers (read_only), as for tables."""
-    p = pointer_record.of_kind(pointers.live(ctx, warehouse, ns, name, read_only=True), KIND)
+    p = pointer_record.of_kind(settle.live(ctx, warehouse, ns, name, read_only=True), KIND)
     if p is None:
         raise pointers.not_found(ctx, warehouse, ns, name, KIND)
     subject = f"View {pointer_record.ident(ns, name)!r}"
@@ -85,7 +86,7 @@ def commit(ctx: Context, warehouse: str, ns: Namespace, name: str, requirements:
     bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
 
     def attempt() -> cas.Again | TableState:
-        p = pointers.require(ctx, warehouse, ns, name, KIND)
+        p = settle.require(ctx, warehouse, ns, name, KIND)
         subject = f"View {pointer_record.ident(ns, name)!r}"
         base_raw = md.table_metadata_raw(ctx, p.metadata_location, subject)
         base = damage.parse(base_raw, *keys.split_s3_uri(p.metadata_location), subject)
@@ -154,7 +155,7 @@ def register(ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: o
     purges.check_location(bucket, view["location"], view_uuid)
     if not meta_loc.startswith(str(view["location"]).rstrip("/") + "/metadata/"):
         raise BadRequest("The metadata file must be in its view's own <location>/metadata/ folder")
-    existing = pointers.live(ctx, warehouse, ns, name)
+    existing = settle.live(ctx, warehouse, ns, name)
     if existing is not None:
         raise name_claims.already_exists(ns, name, existing.data)
     pointer = pointer_record.new_entry(meta_loc, view_uuid, kind=KIND)

@@ -18,6 +18,7 @@ from chalicelib.core import (
     pointer_record,
     pointers,
     purges,
+    settle,
     versions,
     warehouses,
 )
@@ -107,7 +108,7 @@ def register(
             if pointer_record.same_table(now.data, pointer) and now.data.get("glue") == glue:
                 return TableState(meta_loc, raw)  # a client's retry of a create that landed
     if overwrite:
-        current = pointers.live(ctx, warehouse, ns, name)
+        current = settle.live(ctx, warehouse, ns, name)
         if current is not None and pointer_record.kind_of(current.data) != "table":
             raise name_claims.already_exists(ns, name, current.data)
         if current is not None:
@@ -189,7 +190,7 @@ def swap_metadata_location(
     bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
 
     def attempt() -> cas.Again | tuple[dict[str, Any], TableState]:
-        p = pointers.require(ctx, warehouse, ns, name)
+        p = settle.require(ctx, warehouse, ns, name)
         current, version = p.metadata_location, version_of(p.data)
         target = new_location or current
         if expected_version is not None and expected_version != version:
@@ -241,7 +242,7 @@ def stage(ctx: Context, warehouse: str, ns: Namespace, name: str) -> dict[str, A
     the first metadata file written there (activate). The location's uuid claim keeps it its own."""
     name = check_table(name)
     namespaces.require_active(ctx, warehouse, ns)
-    existing = pointers.live(ctx, warehouse, ns, name)
+    existing = settle.live(ctx, warehouse, ns, name)
     if existing is not None:
         raise name_claims.already_exists(ns, name, existing.data)
     bucket, location_uuid = ctx.bucket_for(warehouse), str(uuid.uuid4())
@@ -267,7 +268,7 @@ def activate(
     def attempt() -> cas.Again | dict[str, Any]:
         p = lookup.staged(ctx, warehouse, ns, name)
         if p is None:
-            now = pointers.live(ctx, warehouse, ns, name)
+            now = settle.live(ctx, warehouse, ns, name)
             if (
                 now is not None
                 and pointer_record.metadata_location(now.data) == meta_loc

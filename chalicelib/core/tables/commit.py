@@ -9,7 +9,7 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, cas, light, listing_marks, name_claims, pointer_record, pointers
+from chalicelib.core import audit, cas, light, listing_marks, name_claims, pointer_record, pointers, settle
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump
 from chalicelib.core.model import TableChange, TableState
@@ -105,47 +105,27 @@ def _commit_batch(ctx: Context, warehouse: str, reqs: list[TableChange]) -> list
         # them); the first retry is immediate, as a lost race with a stale warm pointer costs one.
         if lost > 1 and not cas.contention_pause(lost, started):
             break
+        # Settle: the table as it is (settle.live rolls forward what others left half done).
         if warm is not None:
             p, warm, from_cache = warm, None, True
         else:
-            p, from_cache = pointers.live(ctx, warehouse, ns, name, follow=True), False
+            p, from_cache = settle.live(ctx, warehouse, ns, name, follow=True), False
             remember(bucket, ptr_key, p)
         if p is None or pointer_record.kind_of(p.data) != "table":
             for i in todo:
                 outcomes[i] = _without_table(ctx, warehouse, p, reqs[i])
             break
-        subject = f"Table {pointer_record.ident(ns, name)!r}"
-        if all(light.is_light(reqs[i]) for i in todo):  # property commits: no PyIceberg (core/light.py)
-            base = md.table_metadata_light(ctx, p.metadata_location, subject)
-        else:
-            base = md.table_metadata(ctx, p.metadata_location, subject)
-        current, log_location, applied, changed = base, p.metadata_location, [], False
-        restart = False
-        for i in todo:
-            try:
-                after = md.apply(ctx, reqs[i], current, log_location, base.location)
-            except CommitFailed as exc:
-                if from_cache:
-                    restart = True  # judged against a pointer that may be stale: read it, then judge
-                    break
-                if current is base and _already_applied(reqs[i], base):  # a retry of a commit that landed
-                    outcomes[i] = TableState(p.metadata_location, md.read_metadata_raw(ctx, p.metadata_location))
-                else:
-                    outcomes[i] = exc
-                continue
-            except CatalogError as exc:
-                outcomes[i] = exc
-                continue
-            applied.append(i)
-            if reqs[i].updates:
-                current, log_location, changed = after, None, True
-        if restart:
-            continue
-        if not changed:
+        # Judge: each commit's requirements against the table as the ones before it leave it.
+        judged = _judge(ctx, p, from_cache, reqs, todo, outcomes)
+        if judged is None:
+            continue  # judged on a cached pointer that may be stale: settle again, then judge
+        new, applied = judged
+        if new is None:
             for i in applied:
                 outcomes[i] = TableState(p.metadata_location, md.read_metadata_raw(ctx, p.metadata_location))
             continue
-        landed = _write(ctx, warehouse, ns, name, p, current, from_cache, [reqs[i] for i in applied if reqs[i].updates])
+        # Write: the new metadata, and the pointer CAS (None: lost the race, settle again).
+        landed = _write(ctx, warehouse, ns, name, p, new, from_cache, [reqs[i] for i in applied if reqs[i].updates])
         if isinstance(landed, TableState | CatalogError):
             for i in applied:
                 outcomes[i] = landed
@@ -156,6 +136,43 @@ def _commit_batch(ctx: Context, warehouse: str, reqs: list[TableChange]) -> list
     sample("GroupCommitBatchSize", len(reqs))
     note("Commits", sum(isinstance(o, TableState) for o in outcomes.values()))
     return [outcomes[i] for i in range(len(reqs))]
+
+
+def _judge(
+    ctx: Context,
+    p: pointer_record.Pointer,
+    from_cache: bool,
+    reqs: list[TableChange],
+    todo: list[int],
+    outcomes: dict[int, TableState | CatalogError],
+) -> tuple[Any, list[int]] | None:
+    """Apply the commits `todo` in order to the table's metadata: the metadata they make (None if
+    none changed anything) and the ones applied; the others get their outcome (a 409, or success
+    for a retry that already landed). None: a requirement failed on a cached pointer."""
+    subject = f"Table {pointer_record.ident(reqs[0].namespace, reqs[0].name)!r}"
+    if all(light.is_light(reqs[i]) for i in todo):  # property commits: no PyIceberg (core/light.py)
+        base = md.table_metadata_light(ctx, p.metadata_location, subject)
+    else:
+        base = md.table_metadata(ctx, p.metadata_location, subject)
+    current, log_location, applied, changed = base, p.metadata_location, [], False
+    for i in todo:
+        try:
+            after = md.apply(ctx, reqs[i], current, log_location, base.location)
+        except CommitFailed as exc:
+            if from_cache:
+                return None
+            if current is base and _already_applied(reqs[i], base):  # a retry of a commit that landed
+                outcomes[i] = TableState(p.metadata_location, md.read_metadata_raw(ctx, p.metadata_location))
+            else:
+                outcomes[i] = exc
+            continue
+        except CatalogError as exc:
+            outcomes[i] = exc
+            continue
+        applied.append(i)
+        if reqs[i].updates:
+            current, log_location, changed = after, None, True
+    return (current if changed else None), applied
 
 
 def _without_table(ctx: Context, warehouse: str, p: pointer_record.Pointer | None, req: TableChange) -> Any:

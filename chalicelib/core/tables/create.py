@@ -15,8 +15,8 @@ from chalicelib.core import (
     name_claims,
     namespaces,
     pointer_record,
-    pointers,
     purges,
+    settle,
     warehouses,
 )
 from chalicelib.core import metadata as md
@@ -71,7 +71,7 @@ def create(ctx: Context, warehouse: str, ns: Namespace, new: NewTable) -> TableS
         raise BadRequest(f"Invalid create-table request: {md.short(exc)}") from None
     namespaces.require_active(ctx, warehouse, ns)
     if new.stage_create:
-        existing = pointers.live(ctx, warehouse, ns, name)
+        existing = settle.live(ctx, warehouse, ns, name)
         if existing is not None:
             raise name_claims.already_exists(ns, name, existing.data)
         return TableState(None, md.dump_metadata(metadata))

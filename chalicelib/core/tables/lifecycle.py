@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, cas, drops, name_claims, namespaces, pointer_record, pointers
+from chalicelib.core import audit, cas, drops, name_claims, namespaces, pointer_record, pointers, settle
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.pointer_record import Pointer, ident
 from chalicelib.core.tables import lookup
@@ -52,7 +52,7 @@ def drop(
     retention = trash.retention_ms(ctx, warehouse)
 
     def attempt() -> cas.Again | None:
-        p = pointers.require(ctx, warehouse, ns, name, kind)
+        p = settle.require(ctx, warehouse, ns, name, kind)
         _check_version(p, ns, name, expected_version)  # on the pointer the tombstone replaces: one CAS
         if purge and pointer_record.client_location(p.data):
             raise PurgeNotSupported(
@@ -102,7 +102,7 @@ def rename(
 
     def attempt() -> cas.Again | None:
         nonlocal reservation
-        src = pointers.require(ctx, warehouse, src_ns, src_name, kind)
+        src = settle.require(ctx, warehouse, src_ns, src_name, kind)
         _check_version(src, src_ns, src_name, expected_version)  # the `moved` CAS replaces this pointer
         namespaces.require_active(ctx, warehouse, dst_ns)
         started = now_ms()

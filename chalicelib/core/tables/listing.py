@@ -11,7 +11,8 @@ from chalicelib.core import namespaces, parallel, pointer_record
 from chalicelib.core.context import Context
 from chalicelib.core.paging import decode_token, encode_token
 from chalicelib.core.pointer_record import STAGED
-from chalicelib.core.pointers import live, read
+from chalicelib.core.pointers import read
+from chalicelib.core.settle import live
 from chalicelib.errors import (
     BadRequest,
     DamagedObject,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from chalicelib import keys
-from chalicelib.core import damage, pointer_record, pointers, purges
+from chalicelib.core import damage, pointer_record, pointers, purges, settle
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context
 from chalicelib.core.model import TableState
@@ -30,7 +30,7 @@ def load(ctx: Context, warehouse: str, ns: Namespace, name: str) -> TableState:
 
 def exists(ctx: Context, warehouse: str, ns: Namespace, name: str) -> str:
     """The current metadata location, for readers (they never wait for a running transaction)."""
-    p = pointer_record.of_kind(pointers.live(ctx, warehouse, ns, name, read_only=True), "table")
+    p = pointer_record.of_kind(settle.live(ctx, warehouse, ns, name, read_only=True), "table")
     if p is None:
         raise pointers.not_found(ctx, warehouse, ns, name)
     damage.owns(p.metadata_location, f"Table {pointer_record.ident(ns, name)!r}")  # for errors about the file
@@ -55,7 +55,7 @@ def find(ctx: Context, warehouse: str, table_uuid: str) -> tuple[Namespace, str]
 
     def holds(ns: Namespace, name: str) -> bool:
         try:
-            p = pointers.live(ctx, warehouse, ns, name, read_only=True) or staged(ctx, warehouse, ns, name)
+            p = settle.live(ctx, warehouse, ns, name, read_only=True) or staged(ctx, warehouse, ns, name)
         except CatalogError:
             return False
         return p is not None and pointer_record.owner_uuid(p.data) == table_uuid
@@ -83,7 +83,7 @@ def staged(ctx: Context, warehouse: str, ns: Namespace, name: str) -> pointer_re
 def entry(ctx: Context, warehouse: str, ns: Namespace, name: str, staged_too: bool = True) -> TableEntry:
     """A live table's entry (a staged one too, unless staged_too is False): for faces that show
     a table's id, version and times."""
-    p = pointer_record.of_kind(pointers.live(ctx, warehouse, ns, name, read_only=True), "table")
+    p = pointer_record.of_kind(settle.live(ctx, warehouse, ns, name, read_only=True), "table")
     if p is None and staged_too:
         p = staged(ctx, warehouse, ns, name)
     if p is None:

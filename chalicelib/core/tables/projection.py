@@ -92,7 +92,8 @@ from chalicelib import keys
 from chalicelib.core import damage, listing_marks, parallel, pointer_record
 from chalicelib.core.context import Context, dump
 from chalicelib.core.pointer_record import STAGED, Pointer, kind_of
-from chalicelib.core.pointers import live, read
+from chalicelib.core.pointers import read
+from chalicelib.core.settle import live
 from chalicelib.errors import (
     CatalogError,
     CommitStateUnknown,

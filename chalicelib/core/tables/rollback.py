@@ -9,7 +9,7 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, listing_marks, pointer_record, pointers
+from chalicelib.core import audit, listing_marks, pointer_record, settle
 from chalicelib.core import metadata as md
 from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.model import Namespace, TableState
@@ -19,7 +19,7 @@ from chalicelib.storage import ObjectNotFound, PreconditionFailed
 
 def history(ctx: Context, warehouse: str, ns: Namespace, name: str) -> list[dict[str, Any]]:
     """The table's metadata files, newest first: the current one, then its metadata-log."""
-    p = pointers.require(ctx, warehouse, ns, name)
+    p = settle.require(ctx, warehouse, ns, name)
     meta = md.table_metadata(ctx, p.metadata_location, f"Table {pointer_record.ident(ns, name)!r}")
     files = [{"metadata-location": p.metadata_location, "timestamp-ms": meta.last_updated_ms, "current": True}]
     for e in reversed(meta.metadata_log):
@@ -32,7 +32,7 @@ def rollback(ctx: Context, warehouse: str, ns: Namespace, name: str, target: str
     as a new metadata file, with one pointer CAS. A commit landing meanwhile makes it fail (409,
     nothing applied) rather than be undone unseen: the operator looks at the history again."""
     bucket, key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
-    p = pointers.require(ctx, warehouse, ns, name)
+    p = settle.require(ctx, warehouse, ns, name)
     current = md.table_metadata(ctx, p.metadata_location, f"Table {pointer_record.ident(ns, name)!r}")
     logged = {e.metadata_file for e in current.metadata_log}
     if target == p.metadata_location:
