@@ -57,13 +57,18 @@ format: venv
 docs: venv
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
+# One pytest worker per core (pytest-xdist; TEST_WORKERS=1 for one process): each worker has its
+# own local S3 and catalog, and a module's tests stay on one worker (tests/conftest.py).
+TEST_WORKERS ?= auto
+XDIST = -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+
 test: venv localstack awscli browser lambda-runtime lint docs spark-classpath
-	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The core's protocol, crash-point and policy tests on an S3 in memory (infra/memory_s3.py): about
 # a minute, nothing to start. `make test` runs them again on LocalStack, with everything else.
 test-fast: venv lint
-	CATALOG_TEST_TIER=fast $(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
+	CATALOG_TEST_TIER=fast $(VENV)/bin/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # The deployment package and template of this release, named by its version (infra/release.py):
 # dist/s3-iceberg-catalog-<version>.zip, .template.json and .sha256.

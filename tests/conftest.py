@@ -164,13 +164,30 @@ def core_storage(request: pytest.FixtureRequest, system_bucket: str) -> tuple[An
     return S3Storage(s3_client(endpoint, REGION), REGION), endpoint
 
 
+# Under pytest-xdist (`make test` runs `-n auto --dist loadgroup`), a module's tests stay on one
+# worker (its module fixtures start once) and these modules share a worker, one after the other:
+# they start the two-command stack, whose local S3 keeps its files in the tree (.localdata).
+SAME_WORKER = {"test_docs.py": "the-local-stack", "test_run_command.py": "the-local-stack"}
+# The longest modules go first, so no worker is left with one of them when the others are done
+# (measured on a 2-core machine; the rest keep their order).
+LONGEST_FIRST = (
+    "test_docs.py",
+    "test_run_command.py",
+    "test_spark.py",
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not FAST:
-        return
-    slow = [i for i in items if "s3_endpoint" in getattr(i, "fixturenames", ()) or i.get_closest_marker("full")]
-    if slow:
-        config.hook.pytest_deselected(items=slow)
-        items[:] = [i for i in items if i not in set(slow)]
+    if FAST:
+        slow = [i for i in items if "s3_endpoint" in getattr(i, "fixturenames", ()) or i.get_closest_marker("full")]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [i for i in items if i not in set(slow)]
+    rank = {name: n for n, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda i: rank.get(i.path.name, len(rank)))  # stable: each module keeps its order
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(SAME_WORKER.get(item.path.name, item.path.name)))
 
 
 @pytest.fixture()

@@ -11,6 +11,9 @@ import pytest
 
 from tests.conftest import ROOT
 
+# `chalice package` and cfn-lint as subprocesses: a minute of builds, left to `make test`.
+pytestmark = pytest.mark.full
+
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import boto3
+import pytest
 from moto import mock_aws
 
 from spark_jobs import entry, schedule
@@ -70,6 +71,7 @@ def test_cloud_schedule_template_submits_maintenance():
     assert "--secret-access-key" not in payload and "CATALOG_SECRET_ACCESS_KEY" not in payload
 
 
+@pytest.mark.full  # cfn-lint as a subprocess
 def test_cloud_schedule_template_passes_cfn_lint():
     path = ROOT / "infra" / "schedule" / "maintenance-schedule.json"
     lint = subprocess.run([str(ROOT / ".venv" / "bin" / "cfn-lint"), str(path)], capture_output=True, text=True)
