@@ -144,7 +144,7 @@ class UnprocessableEntity(CatalogError):
 class DamagedObject(UnprocessableEntity):
     """A catalog object (pointer, record, metadata file) whose stored bytes are not what the catalog
     wrote: not JSON, the wrong shape, or gone while referenced. Nothing was changed, and retrying
-    cannot help: the operator finds it with fsck. Listings and the sweeper skip it (core/damage.py).
+    cannot help: the operator finds it with fsck. Listings and the sweeper skip it (core/primitives/damage.py).
 
     An UnprocessableEntity so that every face answers a 4xx its clients do not retry or take for a
     commit in doubt (Iceberg REST clients read a commit's 500 as CommitStateUnknown)."""

@@ -59,7 +59,7 @@ Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
     .catalog/trash/{drop-id}.json          a dropped table or view kept for the warehouse's retention:
                                            its pointer, name, state ("dropped" | "moved" | "purging")
     .catalog/audit/{10^13 - last-ms:013d}-{source}-{first seq:010d}-{last seq:010d}.json
-                                           an immutable audit journal segment (core/audit.py); the
+                                           an immutable audit journal segment (core/primitives/audit.py); the
                                            source is a table's entry id or a namespace record's uuid
     .catalog/events/sinks/{sink}.json      a change-event sink: kind, target, filters, start (CAS)
     .catalog/events/cursors/{sink}.json    what the sink has been sent: last seq per trail source
@@ -321,7 +321,7 @@ def view_shard(view: str, namespace: Namespace) -> str:
     return f"{CATALOG_PREFIX}views/{view}/{ns_id(namespace)}.json"
 
 
-# ---- audit journal (core/audit.py) and the trash of dropped tables (core/trash.py) -----------
+# ---- audit journal (core/primitives/audit.py) and the trash of dropped tables (core/trash.py) -----------
 AUDIT_PREFIX = CATALOG_PREFIX + "audit/"  # warehouse bucket: tables, views, namespaces, trash
 SYSTEM_AUDIT_PREFIX = "audit/"  # system bucket: warehouses, users, access keys, policies
 TRASH_PREFIX = CATALOG_PREFIX + "trash/"

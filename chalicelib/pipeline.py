@@ -387,7 +387,7 @@ def _log_refused(ctx: RequestContext, err: CatalogError, status: int) -> None:
 
 def _set_actor(ctx: RequestContext, req: Any) -> None:
     """Who is asking, for the audit entries of the changes this request makes."""
-    from chalicelib.core import audit
+    from chalicelib.core.primitives import audit
 
     who = getattr(ctx.identity, "name", None) or "anonymous"
     request_id = str((req.context or {}).get("requestId", "") or "")
@@ -435,8 +435,8 @@ def _idempotency_begin(ctx: RequestContext) -> Any:
         return None
     import hashlib
 
-    from chalicelib.core import idempotency
-    from chalicelib.core.context import get_context
+    from chalicelib.core.primitives import idempotency
+    from chalicelib.core.primitives.context import get_context
 
     principal = str(getattr(ctx.identity, "name", "anonymous"))
     fingerprint = hashlib.sha256(
@@ -452,8 +452,8 @@ def _idempotency_begin(ctx: RequestContext) -> Any:
 
 
 def _idempotency_finish(slot: Any, resp: Response, hint: dict[str, Any] | None, transient: bool = False) -> None:
-    from chalicelib.core import idempotency
-    from chalicelib.core.context import get_context
+    from chalicelib.core.primitives import idempotency
+    from chalicelib.core.primitives.context import get_context
 
     body = resp.body if isinstance(resp.body, str) else json.dumps(resp.body)
     headers = {k: v for k, v in resp.headers.items() if k.lower() in ("content-type", "etag", "retry-after")}

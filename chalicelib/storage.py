@@ -105,7 +105,7 @@ class RequestCounter(threading.local):
 COUNTER = RequestCounter()
 
 # Callbacks run before any write or delete of a key under their prefix, with (storage, bucket, key):
-# what must be recorded before such a write lands (core/listing_marks.py). An exception stops the write.
+# what must be recorded before such a write lands (core/primitives/listing_marks.py). An exception stops the write.
 WRITE_WATCHERS: list[tuple[str, Callable[[Any, str, str], None]]] = []
 
 

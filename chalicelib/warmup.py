@@ -55,7 +55,7 @@ def _after_restore() -> None:
 def _shared() -> None:
     try:
         from chalicelib.auth.identities import root_credentials
-        from chalicelib.core.context import get_context
+        from chalicelib.core.primitives.context import get_context
 
         get_context()
         root_credentials()
@@ -65,7 +65,7 @@ def _shared() -> None:
 
 def transactions() -> None:
     from chalicelib.core import metadata, transactions  # noqa: F401 - imported for their import cost
-    from chalicelib.core.context import get_context
+    from chalicelib.core.primitives.context import get_context
     from chalicelib.routes import iceberg_io
 
     iceberg_io.parse_transaction(_SAMPLE)

@@ -33,7 +33,7 @@ OBJECT_RW = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
 # Identities are read by every function (authentication) and written only by the auth function.
 IAM_READ = (["s3:GetObject"], [SYSTEM + "/iam/users/*", SYSTEM + "/iam/access-keys/*", SYSTEM + "/iam/tokens/*"])
 IDEMPOTENCY = (OBJECT_RW, [SYSTEM + "/idempotency/*"])
-# The system audit trail (core/audit.py): warehouse and identity changes journal there.
+# The system audit trail (core/primitives/audit.py): warehouse and identity changes journal there.
 SYSTEM_AUDIT = (["s3:GetObject", "s3:PutObject"], [SYSTEM + "/audit/*"])
 S3_ACCESS: dict[str, list[tuple[list[str], list[str]]]] = {
     "config": [IAM_READ, (["s3:GetObject"], [SYSTEM + "/warehouses/*"])],

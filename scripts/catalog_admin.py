@@ -353,8 +353,8 @@ def _policy(a: argparse.Namespace) -> int:
 def _core() -> Any:
     """The catalog's core on its own settings (S3_ENDPOINT_URL, CATALOG_SYSTEM_BUCKET, AWS keys):
     the operator's tools read and write S3 directly, as the functions do."""
-    from chalicelib.core import audit
-    from chalicelib.core.context import get_context
+    from chalicelib.core.primitives import audit
+    from chalicelib.core.primitives.context import get_context
 
     _log_to_stderr()
     audit.set_actor("catalog-admin", "admin-cli", "")

@@ -193,7 +193,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture()
 def core(request: pytest.FixtureRequest, system_bucket: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The domain core on the served catalog's S3 and system bucket (the sweeper runs on a schedule)."""
-    from chalicelib.core.context import Context
+    from chalicelib.core.primitives.context import Context
     from chalicelib.settings import Settings
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEYS["AWS_ACCESS_KEY_ID"])
@@ -235,7 +235,7 @@ def keys_under(s3: Any, bucket: str, prefix: str = "") -> list[str]:
 def crash_ctx(request, system_bucket, monkeypatch):
     """The domain core in-process against the session's S3 (for crash-point tests); once with a
     clean S3 and once with an S3 that loses the responses of 30% of the conditional writes."""
-    from chalicelib.core.context import Context
+    from chalicelib.core.primitives.context import Context
     from chalicelib.settings import Settings
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")

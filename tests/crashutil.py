@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core.context import Context
+from chalicelib.core.primitives.context import Context
 from chalicelib.storage import S3Storage
 
 WRITES = ("put", "put_if_absent", "put_if_match", "delete", "delete_if_match", "delete_many")

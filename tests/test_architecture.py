@@ -52,7 +52,7 @@ def test_the_contracts_catch_what_they_forbid(tmp_path):
     shutil.copytree(ROOT / "chalicelib", tmp_path / "chalicelib", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
     planted = {
-        "chalicelib/core/cas.py": "from chalicelib.routes import tables  # a core module knows a face",
+        "chalicelib/core/primitives/cas.py": "from chalicelib.routes import tables  # a core module knows a face",
         "chalicelib/keys.py": "from chalicelib.core import cas  # keys -> core -> keys: a cycle",
         "chalicelib/routes/tables.py": "from chalicelib.core import pointers  # a face past the facade",
         "chalicelib/glue/shapes.py": "from chalicelib.s3tables import shapes  # a face knows a face",
@@ -93,7 +93,7 @@ def test_every_catalog_name_a_face_uses_exists():
     assert missing == []
 
 
-# Fields only the pointer record and the trash record have: named in core/pointer_record.py alone.
+# Fields only the pointer record and the trash record have: named in core/primitives/pointer_record.py alone.
 POINTER_ONLY_FIELDS = {
     "moved-to",
     "rename-from",
@@ -131,7 +131,7 @@ def test_the_pointer_record_fields_are_named_in_one_module():
     found = {
         mod: sorted(_string_literals(path) & POINTER_ONLY_FIELDS)
         for mod, path in _modules().items()
-        if mod != "chalicelib.core.pointer_record"
+        if mod != "chalicelib.core.primitives.pointer_record"
     }
     assert {mod: fields for mod, fields in found.items() if fields} == {}
-    assert POINTER_ONLY_FIELDS <= _string_literals(_modules()["chalicelib.core.pointer_record"])
+    assert POINTER_ONLY_FIELDS <= _string_literals(_modules()["chalicelib.core.primitives.pointer_record"])

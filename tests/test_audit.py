@@ -185,7 +185,7 @@ def test_every_kind_of_change_is_recorded_and_filtered(catalog_url, http, s3_end
 
 def test_trail_needs_no_extra_request_on_commit(catalog_url, http):
     """Warm commits stay at 2 S3 requests; one in CHUNK journals a chunk beside its metadata file."""
-    from chalicelib.core.audit import CHUNK
+    from chalicelib.core.primitives.audit import CHUNK
 
     wh = f"wh-{uuid.uuid4().hex[:10]}"
     base = f"{catalog_url}/v1/{wh}"

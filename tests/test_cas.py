@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from chalicelib import storage
-from chalicelib.core import cas
+from chalicelib.core.primitives import cas
 from chalicelib.errors import Conflict, ServiceUnavailable
 
 

@@ -10,9 +10,10 @@ import pytest
 from botocore.exceptions import ConnectionClosedError
 
 from chalicelib import keys, pipeline, storage
-from chalicelib.core import idempotency, namespaces, warehouses
 from chalicelib.core import metadata as md
-from chalicelib.core.context import Context
+from chalicelib.core import namespaces, warehouses
+from chalicelib.core.primitives import idempotency
+from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import commit as commits
 from chalicelib.core.tables import create as creation
 from chalicelib.core.tables import lookup
@@ -176,7 +177,7 @@ def test_in_doubt_idempotency_record_is_kept_and_resolved(crash_ctx):
     idempotency.finish(crash_ctx, slot, 500, "{}", {}, hint)  # the answer was lost in doubt
     again = idempotency.begin(crash_ctx, "root", key, "fp")
     assert isinstance(again, idempotency.Slot) and again.hint == hint  # kept, not deleted
-    from chalicelib.core.context import set_context
+    from chalicelib.core.primitives.context import set_context
 
     set_context(crash_ctx)
     try:
@@ -224,7 +225,7 @@ def test_transient_conflicts_are_not_replayed(crash_ctx):
     """A 409 "changed concurrently; retry" is no answer: the key is released, and the retry runs."""
     from chalice import Response
 
-    from chalicelib.core.context import set_context
+    from chalicelib.core.primitives.context import set_context
 
     warehouses._ensure_system_bucket(crash_ctx)
     key = str(uuid.uuid4())
@@ -240,7 +241,7 @@ def test_transient_conflicts_are_not_replayed(crash_ctx):
     assert isinstance(idempotency.begin(crash_ctx, "root", key, "fp"), idempotency.Stored)
 
 
-OLD_ATTEMPTS = 4  # the bound the pointer protocols had before one retry policy (core/cas.py)
+OLD_ATTEMPTS = 4  # the bound the pointer protocols had before one retry policy (core/primitives/cas.py)
 
 
 class RivalWins:
@@ -283,7 +284,7 @@ def test_a_requirement_less_commit_outlasts_rivals_past_the_attempt_bound(core):
 def test_a_commit_that_loses_every_race_until_its_deadline_is_a_503_not_applied(core):
     import time
 
-    from chalicelib.core import cas
+    from chalicelib.core.primitives import cas
     from chalicelib.errors import ServiceUnavailable
 
     wh, _ = _table(core)

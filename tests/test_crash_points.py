@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import audit, namespaces, pointer_record, pointers, settle, transactions, warehouses
-from chalicelib.core.context import Context
+from chalicelib.core import namespaces, pointers, settle, transactions, warehouses
+from chalicelib.core.primitives import audit, pointer_record
+from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import commit as commits
 from chalicelib.core.tables import create as creation
 from chalicelib.core.tables import lifecycle, listing, lookup

@@ -21,9 +21,10 @@ from botocore.exceptions import ClientError
 from pyiceberg.exceptions import RESTError
 
 from chalicelib import keys
-from chalicelib.core import namespaces, pointer_record, sweeper, warehouses
+from chalicelib.core import namespaces, sweeper, warehouses
 from chalicelib.core.admin import fsck
-from chalicelib.core.context import Context
+from chalicelib.core.primitives import pointer_record
+from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import create as creation
 from chalicelib.core.tables import lifecycle, listing, lookup
 from chalicelib.routes import iceberg_io

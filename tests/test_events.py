@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from chalicelib.core import audit, dispatcher, event_senders, event_sinks, namespaces, warehouses
-from chalicelib.core.context import Context
+from chalicelib.core import dispatcher, event_senders, event_sinks, namespaces, warehouses
+from chalicelib.core.primitives import audit
+from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import commit as commits
 from chalicelib.core.tables import create as creation
 from chalicelib.core.tables import lifecycle
@@ -308,7 +309,7 @@ def test_a_warehouse_without_its_bucket_stops_no_other(core, monkeypatch):
         return real(ctx, warehouse)
 
     monkeypatch.setattr(event_sinks, "all_of", all_of)
-    monkeypatch.setattr("chalicelib.core.context.get_context", lambda: core)
+    monkeypatch.setattr("chalicelib.core.primitives.context.get_context", lambda: core)
     monkeypatch.setattr(dispatcher, "_sender", lambda ctx: sink)
     report = handler.handler({}, None)
     assert "error" in report[bad] and report[wh]["s"]["sent"] >= 1

@@ -9,9 +9,10 @@ import uuid
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import cas, namespaces, pointer_record, warehouses
+from chalicelib.core import namespaces, warehouses
 from chalicelib.core.admin import fsck
-from chalicelib.core.context import Context
+from chalicelib.core.primitives import cas, pointer_record
+from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import commit as commits
 from chalicelib.core.tables import create as creation
 from chalicelib.core.tables import lifecycle, lookup
@@ -123,7 +124,7 @@ def test_cli_exit_codes(core, monkeypatch, capsys):
     from scripts import catalog_admin
 
     wh = _healthy(core)
-    monkeypatch.setattr("chalicelib.core.context.get_context", lambda: core)
+    monkeypatch.setattr("chalicelib.core.primitives.context.get_context", lambda: core)
     assert catalog_admin.main(["fsck", wh]) == 0
     assert "clean" in capsys.readouterr().out
     bucket = core.bucket_for(wh)
@@ -137,8 +138,8 @@ def test_cli_exit_codes(core, monkeypatch, capsys):
 def test_rollback_restores_an_earlier_state_as_a_new_version(core, monkeypatch, capsys):
     """rollback-table: the table's state at an earlier file of its history comes back as a new
     metadata version (the history still chains: fsck stays clean), audited, and commits go on."""
-    from chalicelib.core import audit
     from chalicelib.core.catalog.audit import live_trail
+    from chalicelib.core.primitives import audit
     from chalicelib.core.tables import rollback
     from chalicelib.errors import BadRequest
     from scripts import catalog_admin
@@ -147,7 +148,7 @@ def test_rollback_restores_an_earlier_state_as_a_new_version(core, monkeypatch, 
     history = rollback.history(core, wh, ("db",), "t")
     assert history[0]["current"] and len(history) == 21  # create + 20 commits
     target = history[-3]["metadata-location"]  # after the second commit: p0 and p1 set
-    monkeypatch.setattr("chalicelib.core.context.get_context", lambda: core)
+    monkeypatch.setattr("chalicelib.core.primitives.context.get_context", lambda: core)
     assert catalog_admin.main(["rollback-table", wh, "db.t", target]) == 0
     restored = json.loads(lookup.load(core, wh, ("db",), "t").raw_metadata)
     assert set(restored["properties"]) >= {"p0", "p1"} and "p2" not in restored["properties"]

@@ -174,7 +174,7 @@ def test_a_kept_entries_shard_is_decoded_only_for_the_names_asked():
     an entry's own JSON, the shard's nonce); a damaged shard yields nothing where it is damaged."""
     import json
 
-    from chalicelib.core.context import dump
+    from chalicelib.core.primitives.context import dump
     from chalicelib.core.tables.projection import _KeptNames
 
     def entry(i: int) -> str:

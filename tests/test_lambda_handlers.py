@@ -14,7 +14,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from chalicelib.core import context as catalog_context
+from chalicelib.core.primitives import context as catalog_context
 from tests.conftest import KEYS, REGION, ROOT_KEY, ROOT_SECRET
 
 URL_HOST = "abcdefgh12345.lambda-url.us-east-1.on.aws"

@@ -18,8 +18,9 @@ import pyarrow as pa
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import listing_marks, namespaces, warehouses
-from chalicelib.core.context import Context
+from chalicelib.core import namespaces, warehouses
+from chalicelib.core.primitives import listing_marks
+from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import commit as commits
 from chalicelib.core.tables import create as creation
 from chalicelib.core.tables import lifecycle, listing, projection

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from chalicelib.core import parallel
+from chalicelib.core.primitives import parallel
 from chalicelib.storage import COUNTER
 
 

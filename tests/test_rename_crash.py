@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from chalicelib.core import namespaces, pointers, settle, warehouses
-from chalicelib.core.context import Context
+from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import commit as commits
 from chalicelib.core.tables import create as creation
 from chalicelib.core.tables import lifecycle, listing, lookup
@@ -74,7 +74,7 @@ def test_two_renames_of_one_table_to_one_name_keep_the_table(core, monkeypatch):
     import threading
 
     from chalicelib import keys
-    from chalicelib.core import pointer_record
+    from chalicelib.core.primitives import pointer_record
 
     wh, _ = _setup(core)
     a_reserved, b_moved, a_done = threading.Event(), threading.Event(), threading.Event()

@@ -112,7 +112,7 @@ def test_cold_load_reads_pointer_and_metadata(s3_endpoint, system_bucket, monkey
     """In a fresh process (empty metadata cache) a load is pointer GET + metadata GET."""
     from chalicelib.core import metadata as md
     from chalicelib.core import namespaces, warehouses
-    from chalicelib.core.context import Context
+    from chalicelib.core.primitives.context import Context
     from chalicelib.routes import iceberg_io
     from chalicelib.settings import Settings
     from chalicelib.storage import COUNTER, S3Storage, s3_client

@@ -8,8 +8,9 @@ import uuid
 
 import pytest
 
-from chalicelib.core import namespaces, pointer_record, pointers, settle, warehouses
-from chalicelib.core.context import Context
+from chalicelib.core import namespaces, pointers, settle, warehouses
+from chalicelib.core.primitives import pointer_record
+from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import create as creation
 from chalicelib.core.tables import lifecycle, lookup
 from chalicelib.routes import iceberg_io

@@ -13,7 +13,7 @@ import pytest
 from chalicelib import keys
 from chalicelib.core import namespaces, purges, sweeper, warehouses
 from chalicelib.core.catalog import namespaces as catalog_namespaces
-from chalicelib.core.context import Context
+from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import create as creation
 from chalicelib.core.tables import lifecycle, listing, lookup
 from chalicelib.errors import TableNotFound

@@ -155,7 +155,7 @@ def test_transactions_keep_pointers_small_and_the_trail_whole(http, two_tables, 
     import json
     from collections import Counter
 
-    from chalicelib.core.audit import CHUNK
+    from chalicelib.core.primitives.audit import CHUNK
 
     base = two_tables
     counts, rounds = [], []
@@ -212,8 +212,9 @@ def _committed_unrolled(core: object, ns: str) -> str:
     tagged "x") that answered at its commit point: both pointers still carry its claim."""
     import json
 
-    from chalicelib.core import namespaces, pointer_record, pointers, warehouses
+    from chalicelib.core import namespaces, pointers, warehouses
     from chalicelib.core.catalog import transactions
+    from chalicelib.core.primitives import pointer_record
     from chalicelib.core.tables import create as creation
     from chalicelib.core.tables import lookup
     from chalicelib.routes import iceberg_io
@@ -238,7 +239,8 @@ def test_another_process_sees_a_transaction_at_its_answer(core, monkeypatch):
     import json
 
     from chalicelib.core import metadata as md
-    from chalicelib.core import pointer_record, pointers
+    from chalicelib.core import pointers
+    from chalicelib.core.primitives import pointer_record
     from chalicelib.core.tables import commit as commits
     from chalicelib.core.tables import listing, lookup
     from chalicelib.routes import iceberg_io
@@ -270,8 +272,8 @@ def test_rename_and_drop_of_tables_with_committed_claims(core):
     once; the dropped one leaves its name; this process's remembered claims cost a retry at most."""
     import json
 
-    from chalicelib.core import audit
     from chalicelib.core.admin import fsck
+    from chalicelib.core.primitives import audit
     from chalicelib.core.tables import commit as commits
     from chalicelib.core.tables import lifecycle, listing, lookup
     from chalicelib.routes import iceberg_io

@@ -29,7 +29,7 @@ def test_export_then_import_reads_identically(catalog_url, http, s3_endpoint, co
                 pa.table({"id": [batch * 10 + i for i in range(rows)], "region": ["eu"] * rows}, schema=schema)
             )
 
-    monkeypatch.setattr("chalicelib.core.context.get_context", lambda: core)
+    monkeypatch.setattr("chalicelib.core.primitives.context.get_context", lambda: core)
     dump = tmp_path / "export.json"
     assert catalog_admin.main(["export", src, "--to", str(dump)]) == 0
     dst = f"wh-imp-{uuid.uuid4().hex[:8]}"
@@ -136,7 +136,7 @@ def test_import_copy_data_moves_every_file_and_path(catalog_url, http, s3, s3_en
         py_schema = pa.schema([("id", pa.int64())])
         py.create_table("lake.plain", schema=py_schema).append(pa.table({"id": [7, 8]}, schema=py_schema))
 
-        monkeypatch.setattr("chalicelib.core.context.get_context", lambda: core)
+        monkeypatch.setattr("chalicelib.core.primitives.context.get_context", lambda: core)
         dump = tmp_path / "export.json"
         assert catalog_admin.main(["export", src, "--to", str(dump)]) == 0
         src_bucket = core.bucket_for(src)
@@ -229,7 +229,7 @@ def test_copy_data_through_an_s3_that_fails_and_loses_answers(
     import fastavro
 
     from chalicelib.core.admin import transfer
-    from chalicelib.core.context import Context
+    from chalicelib.core.primitives.context import Context
     from chalicelib.settings import Settings
     from chalicelib.storage import COUNTER
     from tests.conftest import core_storage

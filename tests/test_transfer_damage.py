@@ -9,10 +9,11 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from chalicelib.core import pointer_record, warehouses
+from chalicelib.core import warehouses
 from chalicelib.core.access import resource_policies
 from chalicelib.core.admin import fsck, transfer
-from chalicelib.core.context import dump, now_ms
+from chalicelib.core.primitives import pointer_record
+from chalicelib.core.primitives.context import dump, now_ms
 from chalicelib.errors import BadRequest, DamagedObject
 from scripts import catalog_admin
 from tests.authutil import make_user
@@ -56,7 +57,7 @@ def test_export_carries_a_committed_transaction_not_rolled_forward(
     held = [json.loads(s3.get_object(Bucket=bucket, Key=k)["Body"].read()) for k in pointer_keys]
     assert all(pointer_record.claimed(p) for p in held)  # left to the next writer: what this test is about
 
-    monkeypatch.setattr("chalicelib.core.context.get_context", lambda: core)
+    monkeypatch.setattr("chalicelib.core.primitives.context.get_context", lambda: core)
     dump_file = tmp_path / "export.json"
     assert catalog_admin.main(["export", src, "--to", str(dump_file)]) == 0
     expected = {n: cat.load_table(f"db.{n}") for n in ("a", "b")}
@@ -105,7 +106,7 @@ def test_export_refuses_damaged_objects_naming_each(core, tmp_path, monkeypatch,
     for key, body in damaged.items():
         core.storage.put(bucket, key, body)
 
-    monkeypatch.setattr("chalicelib.core.context.get_context", lambda: core)
+    monkeypatch.setattr("chalicelib.core.primitives.context.get_context", lambda: core)
     out = tmp_path / "export.json"
     capsys.readouterr()
     assert catalog_admin.main(["export", wh, "--to", str(out)]) == 1
@@ -161,7 +162,7 @@ def test_import_of_a_malformed_file_is_one_line_and_writes_nothing(case, core, t
         transfer.import_(core, doc, wh)
     path = tmp_path / "export.json"
     path.write_text(json.dumps(doc))
-    monkeypatch.setattr("chalicelib.core.context.get_context", lambda: core)
+    monkeypatch.setattr("chalicelib.core.primitives.context.get_context", lambda: core)
     capsys.readouterr()
     assert catalog_admin.main(["import", str(path), "--warehouse", wh]) == 1
     err = capsys.readouterr().err
@@ -200,7 +201,7 @@ def test_imported_resource_policies_name_the_new_bucket(catalog_url, http, s3_en
     user = catalog_admin.session(akid, secret)
     assert user.get(f"{catalog_url}/v1/{src}/namespaces/db/tables/t").status_code == 200
 
-    monkeypatch.setattr("chalicelib.core.context.get_context", lambda: core)
+    monkeypatch.setattr("chalicelib.core.primitives.context.get_context", lambda: core)
     dump_file = tmp_path / "export.json"
     assert catalog_admin.main(["export", src, "--to", str(dump_file)]) == 0
     for copy_data in (False, True):

@@ -14,7 +14,7 @@ import pytest
 
 from chalicelib import keys
 from chalicelib.core import namespaces, sweeper, trash, warehouses
-from chalicelib.core.context import Context
+from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import create as creation
 from chalicelib.core.tables import lifecycle, lookup
 from chalicelib.errors import CatalogError

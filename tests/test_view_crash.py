@@ -9,8 +9,9 @@ import uuid
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import namespaces, pointer_record, settle, sweeper, views, warehouses
-from chalicelib.core.context import Context
+from chalicelib.core import namespaces, settle, sweeper, views, warehouses
+from chalicelib.core.primitives import pointer_record
+from chalicelib.core.primitives.context import Context
 from chalicelib.errors import ViewNotFound
 from tests.conftest import lease_ms
 from tests.crashutil import Crash, CrashAfter, assert_fsck_clean, writes_of

@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, cas
-from chalicelib.core.context import Context, dump
+from chalicelib.core.primitives import audit, cas
+from chalicelib.core.primitives.context import Context, dump
 from chalicelib.errors import BadRequest, CatalogError, Conflict, NotFound, ServiceUnavailable
 from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed, WriteInDoubt
 
@@ -83,7 +83,7 @@ def _read_json(
 ) -> tuple[dict[str, Any], str] | None:
     """A system record; None when absent, or damaged (then logged: a key whose record cannot be read
     authenticates nobody, it never answers 500)."""
-    from chalicelib.core import damage
+    from chalicelib.core.primitives import damage
     from chalicelib.errors import DamagedObject
 
     try:
@@ -225,7 +225,7 @@ def public(record: dict[str, Any]) -> dict[str, Any]:
 
 def _user_record(ctx: Context, name: str) -> tuple[dict[str, Any], str] | None:
     """A user's record for the admin API: a damaged one answers 422 naming its key (not "no such user")."""
-    from chalicelib.core import damage
+    from chalicelib.core.primitives import damage
 
     key = keys.user_record(check_user(name))
     return damage.load(ctx, ctx.settings.system_bucket, key, f"User {name!r}", _user_problem)

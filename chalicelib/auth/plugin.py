@@ -8,8 +8,8 @@ from typing import Any
 
 from chalicelib.auth import identities, policy, sign_tokens, sigv4, tokens
 from chalicelib.auth.arns import Resource
-from chalicelib.core import pointer_record
-from chalicelib.core.context import get_context
+from chalicelib.core.primitives import pointer_record
+from chalicelib.core.primitives.context import get_context
 from chalicelib.errors import BadRequest, CatalogError, DamagedObject, Forbidden, Unauthorized
 from chalicelib.names import check_warehouse
 from chalicelib.pipeline import AllowAnonymous, Pipeline, RequestContext

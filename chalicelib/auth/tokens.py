@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core.context import Context, dump
+from chalicelib.core.primitives.context import Context, dump
 from chalicelib.errors import Unauthorized
 from chalicelib.storage import ObjectNotFound
 
@@ -54,7 +54,7 @@ def _claims(ctx: Context, token: str) -> dict[str, Any] | None:
     except ObjectNotFound:
         claims = None
     except ValueError:  # damaged: it authenticates nobody (logged; never a 500)
-        from chalicelib.core import damage
+        from chalicelib.core.primitives import damage
 
         damage.damaged(ctx.settings.system_bucket, key, "A bearer token's record", "not JSON")
         claims = None

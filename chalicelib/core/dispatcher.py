@@ -26,8 +26,9 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, damage, event_sinks, events, parallel
-from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.core import event_sinks, events
+from chalicelib.core.primitives import audit, damage, parallel
+from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.errors import DamagedObject
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
@@ -378,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-seconds", type=float, default=50.0)
     args = parser.parse_args(argv)
     from chalicelib import telemetry
-    from chalicelib.core.context import get_context
+    from chalicelib.core.primitives.context import get_context
 
     telemetry.logger()
     ctx = get_context()

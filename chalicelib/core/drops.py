@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import pointer_record, purges, trash_records
+from chalicelib.core import purges, trash_records
 from chalicelib.core.access import locations
-from chalicelib.core.context import Context, env_int
-from chalicelib.core.pointer_record import Pointer, owner_uuid
 from chalicelib.core.pointers import remove_pointer
+from chalicelib.core.primitives import pointer_record
+from chalicelib.core.primitives.context import Context, env_int
+from chalicelib.core.primitives.pointer_record import Pointer, owner_uuid
 from chalicelib.errors import (
     BadRequest,
 )
@@ -41,7 +42,7 @@ def settle_drop(ctx: Context, bucket: str, tomb: Pointer, remove: bool, ns: Name
     """Finish a drop: queue the purge (or release the uuid), remove the tombstone, purge for a while.
 
     Idempotent: the dropper runs it, and the sweeper runs it again for an abandoned tombstone."""
-    from chalicelib.core import audit
+    from chalicelib.core.primitives import audit
 
     if pointer_record.kept_until_ms(tomb.data):  # a warehouse with retention: into the trash, files kept
         try:

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import damage, hive, namespaces, parallel, pointer_record, pointers, settle
+from chalicelib.core import hive, namespaces, pointers, settle
 from chalicelib.core import metadata as md
-from chalicelib.core.context import Context, env_int
+from chalicelib.core.primitives import damage, parallel, pointer_record
+from chalicelib.core.primitives.context import Context, env_int
 from chalicelib.errors import DamagedObject, NotFound, ServiceUnavailable, TableNotFound, TableRecoveryInProgress
 from chalicelib.storage import COUNTER, ObjectNotFound, StorageUnavailable, WriteInDoubt
 

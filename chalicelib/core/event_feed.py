@@ -20,7 +20,7 @@ from typing import Any
 
 from chalicelib import keys
 from chalicelib.core import dispatcher, events
-from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.errors import BadRequest, Gone
 from chalicelib.storage import ObjectNotFound
 

@@ -17,8 +17,9 @@ from typing import Any, NamedTuple
 from urllib.parse import SplitResult, urlsplit
 
 from chalicelib import keys
-from chalicelib.core import audit, warehouses
-from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.core import warehouses
+from chalicelib.core.primitives import audit
+from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.errors import BadRequest, Conflict, DamagedObject, NotFound
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
@@ -249,7 +250,7 @@ def record_problem(doc: Any) -> str | None:
 
 def read(ctx: Context, warehouse: str, name: str) -> dict[str, Any]:
     """The sink's record; DamagedObject (logged) when it cannot be read."""
-    from chalicelib.core import damage
+    from chalicelib.core.primitives import damage
 
     bucket, key = ctx.bucket_for(warehouse), keys.event_sink(name)
     try:

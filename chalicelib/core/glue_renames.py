@@ -21,9 +21,10 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import cas, name_claims, namespaces, pointer_record, pointers, settle
 from chalicelib.core import metadata as md
-from chalicelib.core.context import Context, dump, now_ms, tombstone_lease_ms
+from chalicelib.core import name_claims, namespaces, pointers, settle
+from chalicelib.core.primitives import cas, pointer_record
+from chalicelib.core.primitives.context import Context, dump, now_ms, tombstone_lease_ms
 from chalicelib.core.tables import lifecycle, lookup
 from chalicelib.errors import Conflict
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt

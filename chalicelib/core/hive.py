@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import cas, damage, namespaces, pointer_record, versions
-from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.core import namespaces
+from chalicelib.core.primitives import cas, damage, pointer_record, versions
+from chalicelib.core.primitives.context import Context, dump, now_ms
+from chalicelib.core.primitives.versioning import swap, version_of
 from chalicelib.core.tables import listing
-from chalicelib.core.versioning import swap, version_of
 from chalicelib.errors import CommitFailed, Conflict, TableAlreadyExists, TableNotFound
 from chalicelib.names import check_table
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt

@@ -13,8 +13,8 @@ from collections import OrderedDict
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import damage
-from chalicelib.core.context import Context, env_int
+from chalicelib.core.primitives import damage
+from chalicelib.core.primitives.context import Context, env_int
 from chalicelib.core.validation import short, validation_summary  # noqa: F401 - the core's names for them
 from chalicelib.errors import BadRequest, CommitFailed
 from chalicelib.names import check_properties

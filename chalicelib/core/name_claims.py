@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, cas, namespaces, pointer_record
-from chalicelib.core.context import Context, dump
+from chalicelib.core import namespaces
 from chalicelib.core.drops import settle_drop
-from chalicelib.core.pointer_record import STAGED, Pointer, ident, kind_of
 from chalicelib.core.pointers import read
+from chalicelib.core.primitives import audit, cas, pointer_record
+from chalicelib.core.primitives.context import Context, dump
+from chalicelib.core.primitives.pointer_record import STAGED, Pointer, ident, kind_of
 from chalicelib.core.settle import live
 from chalicelib.errors import (
     CatalogError,

@@ -7,10 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, cas, damage, listing_marks, warehouses
-from chalicelib.core.context import Context, dump, is_deleting, now_ms
+from chalicelib.core import warehouses
 from chalicelib.core.model import NamespaceInfo, PropertiesChange
 from chalicelib.core.paging import decode_token, encode_token, page
+from chalicelib.core.primitives import audit, cas, damage, listing_marks
+from chalicelib.core.primitives.context import Context, dump, is_deleting, now_ms
 from chalicelib.errors import (
     BadRequest,
     Conflict,

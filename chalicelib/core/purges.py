@@ -14,9 +14,9 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import cas, damage
 from chalicelib.core.access import resource_policies
-from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.core.primitives import cas, damage
+from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.errors import BadRequest, Conflict, DamagedObject
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import cas
-from chalicelib.core.context import Context
+from chalicelib.core.primitives import cas
+from chalicelib.core.primitives.context import Context
 from chalicelib.storage import ObjectNotFound
 
 

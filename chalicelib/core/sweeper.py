@@ -24,8 +24,9 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, entries, pointer_record, pointers, purges, settle, trash, warehouses
-from chalicelib.core.context import Context, dump
+from chalicelib.core import entries, pointers, purges, settle, trash, warehouses
+from chalicelib.core.primitives import audit, pointer_record
+from chalicelib.core.primitives.context import Context, dump
 from chalicelib.core.tables import projection
 from chalicelib.errors import CatalogError, DamagedObject
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
@@ -146,7 +147,7 @@ def sweep_warehouse(ctx: Context, warehouse: str, deadline: float, views: Views 
 
 def _expire_feed_positions(ctx: Context, bucket: str) -> int:
     """Events-feed positions unused for CATALOG_EVENT_POSITION_DAYS (7): their token answers 410."""
-    from chalicelib.core.context import env_int
+    from chalicelib.core.primitives.context import env_int
 
     cutoff = (time.time() - env_int("CATALOG_EVENT_POSITION_DAYS", 7) * 86400) * 1000
     old = [k for k, _, modified in ctx.storage.list_stamped(bucket, keys.EVENT_FEEDS_PREFIX) if modified < cutoff]
@@ -208,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-seconds", type=float, default=240.0)
     args = parser.parse_args(argv)
     from chalicelib import telemetry
-    from chalicelib.core.context import get_context
+    from chalicelib.core.primitives.context import get_context
 
     telemetry.logger()  # JSON lines, as in the functions
     print(json.dumps(sweep(get_context(), args.warehouse, args.budget_seconds), sort_keys=True))

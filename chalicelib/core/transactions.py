@@ -62,10 +62,11 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from chalicelib import keys
-from chalicelib.core import audit, cas, claims, light, listing_marks, parallel, pointer_record, pointers, settle
+from chalicelib.core import light, pointers, settle
 from chalicelib.core import metadata as md
-from chalicelib.core.context import Context, dump, now_ms
 from chalicelib.core.model import TableChange
+from chalicelib.core.primitives import audit, cas, claims, listing_marks, parallel, pointer_record
+from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.errors import BadRequest, CatalogError, CommitFailed, CommitStateUnknown
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt, note
 

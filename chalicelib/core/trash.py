@@ -12,21 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import (
-    audit,
-    drops,
-    name_claims,
-    namespaces,
-    parallel,
-    pointer_record,
-    pointers,
-    purges,
-    settle,
-    trash_records,
-    warehouses,
-)
-from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.core import drops, name_claims, namespaces, pointers, purges, settle, trash_records, warehouses
 from chalicelib.core.paging import decode_token, encode_token
+from chalicelib.core.primitives import audit, parallel, pointer_record
+from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.core.tables.projection import settles
 from chalicelib.errors import CatalogError, Conflict, DamagedObject, NotFound
 from chalicelib.names import check_namespace, check_table

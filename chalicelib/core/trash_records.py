@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import damage, pointer_record, purges, warehouses
-from chalicelib.core.context import Context, dump
+from chalicelib.core import purges, warehouses
+from chalicelib.core.primitives import damage, pointer_record
+from chalicelib.core.primitives.context import Context, dump
 from chalicelib.errors import BadRequest, CatalogError, NotFound
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 

@@ -10,22 +10,11 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import (
-    audit,
-    cas,
-    damage,
-    listing_marks,
-    name_claims,
-    namespaces,
-    pointer_record,
-    pointers,
-    purges,
-    settle,
-    view_metadata,
-)
 from chalicelib.core import metadata as md
-from chalicelib.core.context import Context, dump
+from chalicelib.core import name_claims, namespaces, pointers, purges, settle, view_metadata
 from chalicelib.core.model import TableState
+from chalicelib.core.primitives import audit, cas, damage, listing_marks, pointer_record
+from chalicelib.core.primitives.context import Context, dump
 from chalicelib.core.tables import adopt, lifecycle
 from chalicelib.core.tables import create as creation
 from chalicelib.core.tables.projection import settles

@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, cas, damage, listing_marks
 from chalicelib.core.access import data_actions, resource_policies
-from chalicelib.core.context import Context, dump, env_int, is_deleting, now_ms
 from chalicelib.core.model import WarehouseInfo
 from chalicelib.core.paging import decode_token, page
+from chalicelib.core.primitives import audit, cas, damage, listing_marks
+from chalicelib.core.primitives.context import Context, dump, env_int, is_deleting, now_ms
 from chalicelib.errors import (
     BadRequest,
     Conflict,

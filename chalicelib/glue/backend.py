@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib.core.catalog import glue, side_data, tables
-from chalicelib.core.context import Context
 from chalicelib.core.model import Namespace
+from chalicelib.core.primitives.context import Context
 from chalicelib.errors import AlreadyExists, BadRequest, Forbidden
 from chalicelib.glue import shapes
 from chalicelib.glue.errors import EntityNotFound, LimitExceeded

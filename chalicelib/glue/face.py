@@ -16,8 +16,8 @@ from typing import Any
 
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
 from chalicelib.core.catalog import glue, namespaces
-from chalicelib.core.context import Context, get_context
 from chalicelib.core.model import NamespaceInfo
+from chalicelib.core.primitives.context import Context, get_context
 from chalicelib.errors import BadRequest, DamagedObject, NamespaceNotEmpty, NotFound, TableNotFound
 from chalicelib.glue import backend, search, shapes
 from chalicelib.glue.errors import GLUE_FACE, JSON_11, EntityNotFound, UnknownOperation, error_detail

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib.core.catalog.glue import Entry, metadata_json
-from chalicelib.core.context import Context
+from chalicelib.core.primitives.context import Context
 from chalicelib.errors import BadRequest
 from chalicelib.glue.expression import Expression, compile_expression
 from chalicelib.names import check_namespace, check_table

@@ -5,8 +5,8 @@ from typing import Any
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from chalicelib import keys
-    from chalicelib.core.context import get_context
     from chalicelib.core.dispatcher import dispatch
+    from chalicelib.core.primitives.context import get_context
 
     ctx = get_context()
     remaining_ms = context.get_remaining_time_in_millis() if context is not None else 60_000

@@ -4,7 +4,7 @@ from typing import Any
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    from chalicelib.core.context import get_context
+    from chalicelib.core.primitives.context import get_context
     from chalicelib.core.sweeper import sweep
     from chalicelib.glue.shapes import projection
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from chalicelib.core.context import Context, get_context
+from chalicelib.core.primitives.context import Context, get_context
 from chalicelib.names import check_warehouse, parse_namespace_path
 from chalicelib.pipeline import RequestContext
 

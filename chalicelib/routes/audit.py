@@ -1,4 +1,4 @@
-"""The audit trail of a warehouse (tables, views, namespaces, the trash); see core/audit.py."""
+"""The audit trail of a warehouse (tables, views, namespaces, the trash); see core/primitives/audit.py."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 
 from chalicelib.auth import identities, tokens
-from chalicelib.core.context import get_context
+from chalicelib.core.primitives.context import get_context
 from chalicelib.errors import BadRequest, CatalogError
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import V1

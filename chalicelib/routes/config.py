@@ -6,7 +6,7 @@ from typing import Any
 
 from chalicelib.auth.resources import bucket_arn, table_arn
 from chalicelib.core.catalog import warehouses
-from chalicelib.core.context import get_context
+from chalicelib.core.primitives.context import get_context
 from chalicelib.errors import BadRequest
 from chalicelib.names import check_warehouse
 from chalicelib.pipeline import ROUTES, RequestContext, RouteGroup, operation

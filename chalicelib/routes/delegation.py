@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 from chalicelib.auth.resources import ns_context, table_arn
 from chalicelib.core.catalog import data
-from chalicelib.core.context import Context
+from chalicelib.core.primitives.context import Context
 from chalicelib.pipeline import RequestContext
 
 log = logging.getLogger("catalog.delegation")
@@ -52,7 +52,7 @@ def write_action(req: RequestContext, wh: str) -> str:
 
 def _legacy(wh: str) -> bool:
     from chalicelib.core.catalog import data
-    from chalicelib.core.context import get_context
+    from chalicelib.core.primitives.context import get_context
 
     return data.legacy_data_actions(get_context(), wh)
 

@@ -66,7 +66,7 @@ def render(exc: e.CatalogError, head: bool = False) -> Response:
 def resolve_in_doubt(hint: dict[str, Any]) -> Any:
     """A replay of a request whose commit was in doubt: its success if it landed, else None (run it)."""
     from chalicelib.core.catalog import tables
-    from chalicelib.core.context import get_context
+    from chalicelib.core.primitives.context import get_context
 
     ctx = get_context()
     if hint.get("kind") == "table-commit":

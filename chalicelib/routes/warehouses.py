@@ -7,8 +7,8 @@ from typing import Any
 from chalicelib.auth import resources
 from chalicelib.auth.resources import bucket_arn
 from chalicelib.core.catalog import warehouses
-from chalicelib.core.context import get_context
 from chalicelib.core.paging import parse_bool
+from chalicelib.core.primitives.context import get_context
 from chalicelib.errors import BadRequest, Forbidden
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import V1, paged, paging_of

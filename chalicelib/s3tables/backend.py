@@ -10,8 +10,8 @@ from typing import Any
 
 from chalicelib.core.catalog import commands, side_data, tables, warehouses
 from chalicelib.core.catalog.tables import TableEntry
-from chalicelib.core.context import Context
 from chalicelib.core.model import Namespace
+from chalicelib.core.primitives.context import Context
 from chalicelib.errors import BadRequest, CommitFailed, NotFound
 
 Body = dict[str, Any]

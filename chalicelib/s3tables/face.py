@@ -15,7 +15,7 @@ from chalicelib.auth import arns
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
 from chalicelib.core.catalog import namespaces, tables, warehouses
 from chalicelib.core.catalog.tables import TableEntry
-from chalicelib.core.context import Context, get_context
+from chalicelib.core.primitives.context import Context, get_context
 from chalicelib.errors import BadRequest, DamagedObject, NotFound
 from chalicelib.names import check_namespace, check_table, check_warehouse
 from chalicelib.pipeline import Check, RequestContext, RouteGroup, operation

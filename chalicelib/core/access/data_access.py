@@ -322,8 +322,8 @@ def _names_location(doc: object) -> str | None:
 def table_location(ctx: Any, metadata_location: str) -> str:
     """The ``location`` of a metadata file (immutable, so cached by the file's own location)."""
     from chalicelib import keys
-    from chalicelib.core import damage
     from chalicelib.core import metadata as md
+    from chalicelib.core.primitives import damage
 
     hit = _locations.get(metadata_location)
     if hit is None:

@@ -26,7 +26,7 @@ import threading
 import time
 
 from chalicelib import keys
-from chalicelib.core.context import Context
+from chalicelib.core.primitives.context import Context
 from chalicelib.errors import BadRequest
 from chalicelib.storage import ObjectNotFound
 

@@ -19,8 +19,8 @@ import re
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import cas
-from chalicelib.core.context import Context
+from chalicelib.core.primitives import cas
+from chalicelib.core.primitives.context import Context
 from chalicelib.errors import BadRequest, ServiceUnavailable
 from chalicelib.names import MAX_NAMESPACE_LEVELS
 from chalicelib.storage import ObjectNotFound, StorageUnavailable

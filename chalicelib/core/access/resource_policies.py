@@ -20,8 +20,8 @@ from typing import Any
 
 from chalicelib.auth.arns import Resource
 from chalicelib.auth.policy import validate, without_denies
-from chalicelib.core import cas, damage
-from chalicelib.core.context import Context
+from chalicelib.core.primitives import cas, damage
+from chalicelib.core.primitives.context import Context
 from chalicelib.errors import BadRequest
 from chalicelib.storage import BucketNotFound, ObjectNotFound
 

@@ -21,9 +21,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, claims, damage, namespaces, parallel, pointer_record, purges
 from chalicelib.core import metadata as md
-from chalicelib.core.context import Context, now_ms
+from chalicelib.core import namespaces, purges
+from chalicelib.core.primitives import audit, claims, damage, parallel, pointer_record
+from chalicelib.core.primitives.context import Context, now_ms
 from chalicelib.errors import DamagedObject
 from chalicelib.storage import ObjectNotFound
 

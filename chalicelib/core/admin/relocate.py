@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from chalicelib import keys
-from chalicelib.core import parallel
-from chalicelib.core.context import Context
+from chalicelib.core.primitives import parallel
+from chalicelib.core.primitives.context import Context
 from chalicelib.errors import Conflict
 from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 

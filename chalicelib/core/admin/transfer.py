@@ -26,9 +26,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from chalicelib import keys
-from chalicelib.core import claims, damage, parallel, pointer_record, warehouses
+from chalicelib.core import warehouses
 from chalicelib.core.access import data_actions, resource_policies
-from chalicelib.core.context import Context, dump
+from chalicelib.core.primitives import claims, damage, parallel, pointer_record
+from chalicelib.core.primitives.context import Context, dump
 from chalicelib.errors import BadRequest, Conflict, DamagedObject
 from chalicelib.names import check_warehouse
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt

@@ -1,15 +1,16 @@
-"""The audit trail: who changed what (core/audit.py)."""
+"""The audit trail: who changed what (core/primitives/audit.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core import pointer_record, pointers, warehouses
-from chalicelib.core.audit import TAIL, as_settled, source_of
-from chalicelib.core.audit import query as query
-from chalicelib.core.audit import table_tails as table_tails
-from chalicelib.core.context import Context
+from chalicelib.core import pointers, warehouses
 from chalicelib.core.model import Namespace
+from chalicelib.core.primitives import pointer_record
+from chalicelib.core.primitives.audit import TAIL, as_settled, source_of
+from chalicelib.core.primitives.audit import query as query
+from chalicelib.core.primitives.audit import table_tails as table_tails
+from chalicelib.core.primitives.context import Context
 
 
 def live_trail(ctx: Context, warehouse: str, ns: Namespace, name: str) -> tuple[str, list[dict[str, Any]]] | None:

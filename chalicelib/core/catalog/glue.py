@@ -19,12 +19,12 @@ from chalicelib.core.glue_renames import on_delete as _on_delete
 from chalicelib.core.hive import create as create_hive
 from chalicelib.core.hive import delete as delete_hive
 from chalicelib.core.hive import update as update_hive
+from chalicelib.core.primitives.versions import delete as delete_version
+from chalicelib.core.primitives.versions import delete_all as delete_versions
+from chalicelib.core.primitives.versions import get as get_version
+from chalicelib.core.primitives.versions import listed as listed_versions
 from chalicelib.core.purges import UuidInUse
 from chalicelib.core.tables.projection import settles
-from chalicelib.core.versions import delete as delete_version
-from chalicelib.core.versions import delete_all as delete_versions
-from chalicelib.core.versions import get as get_version
-from chalicelib.core.versions import listed as listed_versions
 
 # A Glue client's rename writes pointers: its names go into their listing projections at once.
 begin_rename = settles(_begin_rename)

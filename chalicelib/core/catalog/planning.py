@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from chalicelib.core.context import Context
 from chalicelib.core.model import Namespace, ReadRule
 from chalicelib.core.planning.read_rules import reads_any as reads_any
 from chalicelib.core.planning.read_rules import restricted as restricted
+from chalicelib.core.primitives.context import Context
 
 if TYPE_CHECKING:
     from chalicelib.core.planning import plans

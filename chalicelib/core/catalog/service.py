@@ -2,4 +2,4 @@
 
 from __future__ import annotations
 
-from chalicelib.core.idempotency import lifetime_iso as lifetime_iso
+from chalicelib.core.primitives.idempotency import lifetime_iso as lifetime_iso

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core import damage
 from chalicelib.core import metadata as md
-from chalicelib.core.context import Context
 from chalicelib.core.model import Namespace, TableState
-from chalicelib.core.pointer_record import TableEntry as TableEntry
+from chalicelib.core.primitives import damage
+from chalicelib.core.primitives.context import Context
+from chalicelib.core.primitives.pointer_record import TableEntry as TableEntry
 from chalicelib.core.tables import adopt
 from chalicelib.core.tables.adopt import check_register_location as check_register_location
 from chalicelib.core.tables.adopt import register as _register

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.core import metadata as md
-from chalicelib.core.context import Context
 from chalicelib.core.drops import purge_budget_s as purge_budget_s
-from chalicelib.core.pointer_record import drop_id as drop_id
-from chalicelib.core.pointer_record import owner_uuid
+from chalicelib.core.primitives.context import Context
+from chalicelib.core.primitives.pointer_record import drop_id as drop_id
+from chalicelib.core.primitives.pointer_record import owner_uuid
 from chalicelib.core.trash import get as get
 from chalicelib.core.trash import list_dropped as list_dropped
 from chalicelib.core.trash import public as public

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core.context import Context, env_int
+from chalicelib.core.primitives.context import Context, env_int
 from chalicelib.errors import BadRequest
 
 PARSED_WEIGHT = 6  # parsed entries cost several times their Avro bytes

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.core.context import Context
 from chalicelib.core.planning import content, expressions, manifests, read_rules
 from chalicelib.core.planning.manifests import CONTENT_OFFSET, CONTENT_SIZE, REFERENCED_DATA_FILE, v3_field
+from chalicelib.core.primitives.context import Context
 from chalicelib.errors import BadRequest, Forbidden, UnprocessableEntity
 
 PATH_FIELD_ID = 2147483546  # file_path of a position delete file
@@ -498,7 +498,7 @@ class Chunk:
 
 
 def plan_group(ctx: Context, prepared: Prepared, files: list[Any], data: list[int], deletes: list[int]) -> Chunk:
-    from chalicelib.core.parallel import map_counted
+    from chalicelib.core.primitives.parallel import map_counted
 
     index = _Deletes(prepared)
     if prepared.appended is None:

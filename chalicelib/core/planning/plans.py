@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core.context import Context, env_int
 from chalicelib.core.planning import planner, read_rules
+from chalicelib.core.primitives.context import Context, env_int
 from chalicelib.errors import BadRequest, PlanNotFound, PlanTaskNotFound
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
@@ -148,7 +148,7 @@ def _plan_groups(
 
 
 def _write_chunks(ctx: Context, table: Table, record: dict[str, Any], chunks: list[planner.Chunk]) -> None:
-    from chalicelib.core.parallel import map_counted
+    from chalicelib.core.primitives.parallel import map_counted
 
     reader = digest(record["reader"])
     restricted = bool(record["rule"])

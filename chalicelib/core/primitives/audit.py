@@ -25,8 +25,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import damage, parallel, pointer_record
-from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.core.primitives import damage, parallel, pointer_record
+from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.errors import BadRequest, DamagedObject
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
@@ -269,7 +269,7 @@ def as_settled(ctx: Context, bucket: str, data: dict[str, Any]) -> tuple[dict[st
     """A claimed pointer's entries as its transaction leaves them: a committed claim's entry joins
     the tail (with the seq its roll-forward gives it, whoever rolls forward), as readers follow a
     committed claim before anyone rolls it forward; and whether that is final (a record is)."""
-    from chalicelib.core import claims  # claims builds on this module
+    from chalicelib.core.primitives import claims  # claims builds on this module
 
     try:
         doc = json.loads(ctx.storage.get(bucket, keys.txn_record(pointer_record.claim_txn(data))).body)
@@ -335,7 +335,7 @@ class Tails:
 
 
 def skew_ms() -> int:
-    from chalicelib.core.context import env_int
+    from chalicelib.core.primitives.context import env_int
 
     return env_int("CATALOG_AUDIT_SKEW_MS", 30_000)
 

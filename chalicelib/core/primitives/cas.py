@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 
-from chalicelib.core import damage
+from chalicelib.core.primitives import damage
 from chalicelib.errors import Conflict, ServiceUnavailable
 from chalicelib.storage import COUNTER, ObjectNotFound, PreconditionFailed, WriteInDoubt
 

@@ -13,8 +13,8 @@ import time
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import damage, listing_marks, pointer_record
-from chalicelib.core.context import Context, dump, now_ms
+from chalicelib.core.primitives import damage, listing_marks, pointer_record
+from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.errors import TableRecoveryInProgress
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import cas
-from chalicelib.core.context import Context, dump
+from chalicelib.core.primitives import cas
+from chalicelib.core.primitives.context import Context, dump
 from chalicelib.errors import BadRequest, Conflict, UnprocessableEntity
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 

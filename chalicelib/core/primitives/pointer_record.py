@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core.context import now_ms, tombstone_lease_ms
-from chalicelib.core.damage import fields, required
+from chalicelib.core.primitives.context import now_ms, tombstone_lease_ms
+from chalicelib.core.primitives.damage import fields, required
 
 Namespace = tuple[str, ...]
 
@@ -541,7 +541,7 @@ class TableEntry:
         )
 
 
-# The audit tail every pointer carries (core/audit.py owns its meaning; the fields live here so that
+# The audit tail every pointer carries (core/primitives/audit.py owns its meaning; the fields live here so that
 # what rolls a pointer forward, claims.py, needs no import of audit).
 AUDIT_TAIL = "audit"
 AUDIT_SEQ = "audit-seq"

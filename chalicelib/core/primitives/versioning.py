@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from chalicelib.core import pointer_record
-from chalicelib.core.context import Context, dump
+from chalicelib.core.primitives import pointer_record
+from chalicelib.core.primitives.context import Context, dump
 from chalicelib.errors import CommitStateUnknown
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 

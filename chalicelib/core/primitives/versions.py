@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core.context import Context, dump
+from chalicelib.core.primitives.context import Context, dump
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 

@@ -9,26 +9,15 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import (
-    audit,
-    cas,
-    listing_marks,
-    name_claims,
-    namespaces,
-    pointer_record,
-    pointers,
-    purges,
-    settle,
-    versions,
-    warehouses,
-)
 from chalicelib.core import metadata as md
+from chalicelib.core import name_claims, namespaces, pointers, purges, settle, warehouses
 from chalicelib.core.access import locations
-from chalicelib.core.context import Context, dump
 from chalicelib.core.model import TableState
-from chalicelib.core.pointer_record import entry_id
+from chalicelib.core.primitives import audit, cas, listing_marks, pointer_record, versions
+from chalicelib.core.primitives.context import Context, dump
+from chalicelib.core.primitives.pointer_record import entry_id
+from chalicelib.core.primitives.versioning import swap, version_of
 from chalicelib.core.tables import lookup
-from chalicelib.core.versioning import swap, version_of
 from chalicelib.errors import (
     BadRequest,
     CatalogError,

@@ -9,10 +9,11 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, cas, light, listing_marks, name_claims, pointer_record, pointers, settle
+from chalicelib.core import light, name_claims, pointers, settle
 from chalicelib.core import metadata as md
-from chalicelib.core.context import Context, dump
 from chalicelib.core.model import TableChange, TableState
+from chalicelib.core.primitives import audit, cas, listing_marks, pointer_record
+from chalicelib.core.primitives.context import Context, dump
 from chalicelib.core.tables import create
 from chalicelib.errors import (
     CatalogError,
@@ -79,7 +80,7 @@ def remember(bucket: str, key: str, p: pointer_record.Pointer | None) -> None:
 
 def commit(ctx: Context, warehouse: str, req: TableChange) -> TableState:
     """Apply one commit; concurrent commits to the table in this process share a batch and a CAS."""
-    from chalicelib.core import group_commit
+    from chalicelib.core.primitives import group_commit
 
     key = (ctx.bucket_for(warehouse), keys.table_pointer(req.namespace, req.name))
     req = dataclasses.replace(req, actor=req.actor or audit.actor())  # the batch runs in another thread

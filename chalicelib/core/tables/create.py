@@ -7,21 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import (
-    audit,
-    definitions,
-    light,
-    listing_marks,
-    name_claims,
-    namespaces,
-    pointer_record,
-    purges,
-    settle,
-    warehouses,
-)
+from chalicelib.core import definitions, light, name_claims, namespaces, purges, settle, warehouses
 from chalicelib.core import metadata as md
-from chalicelib.core.context import Context
 from chalicelib.core.model import NewTable, TableChange, TableState
+from chalicelib.core.primitives import audit, listing_marks, pointer_record
+from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables.projection import settles
 from chalicelib.errors import (
     BadRequest,

@@ -7,12 +7,13 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import audit, cas, drops, name_claims, namespaces, pointer_record, pointers, settle
-from chalicelib.core.context import Context, dump, now_ms
-from chalicelib.core.pointer_record import Pointer, ident
+from chalicelib.core import drops, name_claims, namespaces, pointers, settle
+from chalicelib.core.primitives import audit, cas, pointer_record
+from chalicelib.core.primitives.context import Context, dump, now_ms
+from chalicelib.core.primitives.pointer_record import Pointer, ident
+from chalicelib.core.primitives.versioning import version_of
 from chalicelib.core.tables import lookup
 from chalicelib.core.tables.projection import settles
-from chalicelib.core.versioning import version_of
 from chalicelib.errors import (
     CommitFailed,
     CommitStateUnknown,

@@ -7,11 +7,12 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import namespaces, parallel, pointer_record
-from chalicelib.core.context import Context
+from chalicelib.core import namespaces
 from chalicelib.core.paging import decode_token, encode_token
-from chalicelib.core.pointer_record import STAGED
 from chalicelib.core.pointers import read
+from chalicelib.core.primitives import parallel, pointer_record
+from chalicelib.core.primitives.context import Context
+from chalicelib.core.primitives.pointer_record import STAGED
 from chalicelib.core.settle import live
 from chalicelib.errors import (
     BadRequest,

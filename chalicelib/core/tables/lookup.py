@@ -5,11 +5,12 @@ from __future__ import annotations
 import uuid
 
 from chalicelib import keys
-from chalicelib.core import damage, pointer_record, pointers, purges, settle
 from chalicelib.core import metadata as md
-from chalicelib.core.context import Context
+from chalicelib.core import pointers, purges, settle
 from chalicelib.core.model import TableState
-from chalicelib.core.pointer_record import TableEntry
+from chalicelib.core.primitives import damage, pointer_record
+from chalicelib.core.primitives.context import Context
+from chalicelib.core.primitives.pointer_record import TableEntry
 from chalicelib.errors import (
     CatalogError,
     DamagedObject,

@@ -12,7 +12,7 @@ Objects (all under `keys.listing_prefix(ns)`, so one LIST returns every one of t
   every listed table. A namespace created by this release writes it before its record exists, so
   its projection is complete (and empty) from the start. The uuid in every key keeps the objects
   of an earlier namespace of the same name apart; the sweeper removes them.
-- **marks** `{name}/{ms}-{nonce}` (core/listing_marks.py): every pointer write that may change how a
+- **marks** `{name}/{ms}-{nonce}` (core/primitives/listing_marks.py): every pointer write that may change how a
   name lists writes one before it lands.
 
 **Settle** (the writer's side, `settles`): an operation that writes pointers records the marks its
@@ -89,10 +89,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from chalicelib import keys
-from chalicelib.core import damage, listing_marks, parallel, pointer_record
-from chalicelib.core.context import Context, dump
-from chalicelib.core.pointer_record import STAGED, Pointer, kind_of
 from chalicelib.core.pointers import read
+from chalicelib.core.primitives import damage, listing_marks, parallel, pointer_record
+from chalicelib.core.primitives.context import Context, dump
+from chalicelib.core.primitives.pointer_record import STAGED, Pointer, kind_of
 from chalicelib.core.settle import live
 from chalicelib.errors import (
     CatalogError,
