@@ -4,7 +4,7 @@ Lambda runs a function's init before its first request (with a full vCPU, and ah
 provisioned concurrency or SnapStart). Every function builds its S3 client and reads the root
 secret there, in a thread beside the handler's imports. Nothing heavier is done at init: a client
 waiting for a cold start pays for the init too, so the functions import PyIceberg only for a
-change that needs it (core/light.py applies property commits without it); the local server
+change that needs it (core/iceberg/light.py applies property commits without it); the local server
 (chalicelib/devserver.py) builds PyIceberg's models at start instead of in its first create.
 """
 
@@ -64,30 +64,30 @@ def _shared() -> None:
 
 
 def transactions() -> None:
-    from chalicelib.core import metadata, transactions  # noqa: F401 - imported for their import cost
+    from chalicelib.core.iceberg import metadata  # noqa: F401 - imported for their import cost
     from chalicelib.core.primitives.context import get_context
     from chalicelib.routes import iceberg_io
 
     iceberg_io.parse_transaction(_SAMPLE)
-    from chalicelib.core import updates  # noqa: F401 - PyIceberg's update models, for the changes that need them
+    from chalicelib.core.iceberg import updates  # noqa: F401 - PyIceberg's update models, for the changes that need them
 
     get_context()
 
 
 def tables() -> None:
     """PyIceberg's metadata models and update dispatch, exercised once on an in-memory table."""
-    from chalicelib.core import metadata
+    from chalicelib.core.iceberg import metadata
 
     schema = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
-    from chalicelib.core.definitions import pyiceberg_new_table
+    from chalicelib.core.iceberg.definitions import pyiceberg_new_table
 
-    new = pyiceberg_new_table({"name": "warmup", "schema": schema})  # PyIceberg's models, not core/light.py
+    new = pyiceberg_new_table({"name": "warmup", "schema": schema})  # PyIceberg's models, not core/iceberg/light.py
     from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
     from pyiceberg.table.metadata import new_table_metadata
     from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 
     base = new_table_metadata(new.schema, UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, "s3://warmup/t", {})
-    from chalicelib.core.updates import parse_change
+    from chalicelib.core.iceberg.updates import parse_change
 
     change = parse_change(("w",), "t", [], [{"action": "set-properties", "updates": {"k": "v"}}])
     metadata.dump_metadata(metadata.apply(None, change, base, None, base.location))  # type: ignore[arg-type]

@@ -10,8 +10,8 @@ import pytest
 from botocore.exceptions import ConnectionClosedError
 
 from chalicelib import keys, pipeline, storage
-from chalicelib.core import metadata as md
 from chalicelib.core import namespaces, warehouses
+from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.primitives import idempotency
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import commit as commits

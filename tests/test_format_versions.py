@@ -266,7 +266,7 @@ def test_v3_types(http, catalog_url, warehouse):
 
 
 def test_variant_metadata_round_trips_from_its_file(http, catalog_url, warehouse, s3):
-    from chalicelib.core import metadata as md
+    from chalicelib.core.iceberg import metadata as md
 
     base = f"{catalog_url}/v1/{warehouse}/namespaces"
     assert http.post(base, json={"namespace": ["rt"]}).status_code == 200

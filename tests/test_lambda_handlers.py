@@ -312,7 +312,7 @@ def test_remote_signing_behind_a_function_url_and_an_api_stage(s3_endpoint):
 
 def test_reads_answer_from_stored_bytes_without_pyiceberg(s3_endpoint):
     """A cold tables function loads, lists, commits properties and appends without importing
-    PyIceberg or pydantic (a load answers from the stored metadata bytes; core/light.py applies
+    PyIceberg or pydantic (a load answers from the stored metadata bytes; core/iceberg/light.py applies
     property commits and snapshots); the first commit of another kind imports them."""
     import subprocess
     import sys

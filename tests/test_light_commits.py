@@ -1,4 +1,4 @@
-"""Property commits without PyIceberg (chalicelib/core/light.py) build exactly what PyIceberg's
+"""Property commits without PyIceberg (chalicelib/core/iceberg/light.py) build exactly what PyIceberg's
 update_table_metadata builds, judge requirements as PyIceberg does, and leave every other change
 to PyIceberg. Generated bases and changes, both paths, the same JSON (but for the clock)."""
 
@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chalicelib.core import light
-from chalicelib.core import metadata as md
 from chalicelib.core.catalog import commands
-from chalicelib.core.updates import parse_change as pyiceberg_parse
+from chalicelib.core.iceberg import light
+from chalicelib.core.iceberg import metadata as md
+from chalicelib.core.iceberg.updates import parse_change as pyiceberg_parse
 from chalicelib.errors import BadRequest, CommitFailed
 
 TABLE_UUID = "9c12d441-03fe-4693-9a96-a0705ddf69c1"
@@ -380,7 +380,7 @@ def test_a_simple_create_builds_what_pyiceberg_builds(fields, schema_id, props, 
     from pyiceberg.table.metadata import new_table_metadata
     from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 
-    from chalicelib.core import definitions
+    from chalicelib.core.iceberg import definitions
 
     schema: dict[str, Any] = {"type": "struct", "fields": fields}
     if schema_id is not None:

@@ -238,8 +238,8 @@ def test_another_process_sees_a_transaction_at_its_answer(core, monkeypatch):
     agree; its commit writes over the claim (its roll-forward plus the change) and lands on top."""
     import json
 
-    from chalicelib.core import metadata as md
     from chalicelib.core import pointers
+    from chalicelib.core.iceberg import metadata as md
     from chalicelib.core.primitives import pointer_record
     from chalicelib.core.tables import commit as commits
     from chalicelib.core.tables import listing, lookup

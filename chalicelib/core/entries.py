@@ -18,7 +18,7 @@ from typing import Any
 
 from chalicelib import keys
 from chalicelib.core import hive, namespaces, pointers, settle
-from chalicelib.core import metadata as md
+from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.primitives import damage, parallel, pointer_record
 from chalicelib.core.primitives.context import Context, env_int
 from chalicelib.errors import DamagedObject, NotFound, ServiceUnavailable, TableNotFound, TableRecoveryInProgress

@@ -62,8 +62,9 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from chalicelib import keys
-from chalicelib.core import light, pointers, settle
-from chalicelib.core import metadata as md
+from chalicelib.core import pointers, settle
+from chalicelib.core.iceberg import light
+from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import TableChange
 from chalicelib.core.primitives import audit, cas, claims, listing_marks, parallel, pointer_record
 from chalicelib.core.primitives.context import Context, dump, now_ms
@@ -208,7 +209,7 @@ def _prepare(ctx: Context, warehouse: str, change: TableChange, known: pointer_r
         p, meta_loc, new = _prepare_create(ctx, warehouse, ns, name, change)
     else:
         subject = f"Table {pointer_record.ident(ns, name)!r}"
-        if light.is_light(change):  # a property change: no PyIceberg models (core/light.py), as commits
+        if light.is_light(change):  # a property change: no PyIceberg models (core/iceberg/light.py), as commits
             base = md.table_metadata_light(ctx, p.metadata_location, subject)
         else:
             base = md.table_metadata(ctx, p.metadata_location, subject)

@@ -10,8 +10,9 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import metadata as md
-from chalicelib.core import name_claims, namespaces, pointers, purges, settle, view_metadata
+from chalicelib.core import name_claims, namespaces, pointers, purges, settle
+from chalicelib.core.iceberg import metadata as md
+from chalicelib.core.iceberg import view_metadata
 from chalicelib.core.model import TableState
 from chalicelib.core.primitives import audit, cas, damage, listing_marks, pointer_record
 from chalicelib.core.primitives.context import Context, dump

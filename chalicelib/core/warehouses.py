@@ -123,7 +123,7 @@ def check_table_defaults(props: dict[str, str]) -> None:
     """Refuse at put what every later create would refuse: `table-default.*`/`table-override.*` of a
     property the catalog manages (table paths) or a format version it cannot make, and an
     `allowed-locations` that is not a list of s3:// prefixes."""
-    from chalicelib.core.metadata import check_table_properties
+    from chalicelib.core.iceberg.metadata import check_table_properties
 
     for key, value in props.items():
         for kind in ("table-default.", "table-override."):

@@ -322,7 +322,7 @@ def _names_location(doc: object) -> str | None:
 def table_location(ctx: Any, metadata_location: str) -> str:
     """The ``location`` of a metadata file (immutable, so cached by the file's own location)."""
     from chalicelib import keys
-    from chalicelib.core import metadata as md
+    from chalicelib.core.iceberg import metadata as md
     from chalicelib.core.primitives import damage
 
     hit = _locations.get(metadata_location)

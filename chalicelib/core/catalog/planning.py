@@ -20,7 +20,7 @@ __all__ = ["cancel", "fetch", "granted", "plan", "reads_any", "restricted", "tas
 
 
 def _table(ctx: Context, warehouse: str, ns: Namespace, name: str) -> plans.Table:
-    from chalicelib.core.metadata import table_metadata
+    from chalicelib.core.iceberg.metadata import table_metadata
     from chalicelib.core.planning import plans
     from chalicelib.core.tables.lookup import exists
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core import metadata as md
+from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import Namespace, TableState
 from chalicelib.core.primitives import damage
 from chalicelib.core.primitives.context import Context

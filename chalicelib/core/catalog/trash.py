@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core import metadata as md
 from chalicelib.core.drops import purge_budget_s as purge_budget_s
+from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.primitives.pointer_record import drop_id as drop_id
 from chalicelib.core.primitives.pointer_record import owner_uuid

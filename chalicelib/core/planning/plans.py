@@ -298,7 +298,7 @@ def _record_key(table: Table, record: dict[str, Any]) -> str:
 
 
 def _table_at(ctx: Context, table: Table, metadata_location: str) -> Table:
-    from chalicelib.core.metadata import metadata_at
+    from chalicelib.core.iceberg.metadata import metadata_at
 
     return Table(table.bucket, table.location, metadata_location, metadata_at(ctx, metadata_location))
 

@@ -9,8 +9,9 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import light, name_claims, pointers, settle
-from chalicelib.core import metadata as md
+from chalicelib.core import name_claims, pointers, settle
+from chalicelib.core.iceberg import light
+from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import TableChange, TableState
 from chalicelib.core.primitives import audit, cas, listing_marks, pointer_record
 from chalicelib.core.primitives.context import Context, dump
@@ -151,7 +152,7 @@ def _judge(
     none changed anything) and the ones applied; the others get their outcome (a 409, or success
     for a retry that already landed). None: a requirement failed on a cached pointer."""
     subject = f"Table {pointer_record.ident(reqs[0].namespace, reqs[0].name)!r}"
-    if all(light.is_light(reqs[i]) for i in todo):  # property commits: no PyIceberg (core/light.py)
+    if all(light.is_light(reqs[i]) for i in todo):  # property commits: no PyIceberg (core/iceberg/light.py)
         base = md.table_metadata_light(ctx, p.metadata_location, subject)
     else:
         base = md.table_metadata(ctx, p.metadata_location, subject)
@@ -253,7 +254,7 @@ def _summary(change: TableChange) -> dict[str, Any]:
     for u in change.updates:
         snap = getattr(u, "snapshot", None)
         if getattr(u, "action", "") == "add-snapshot" and snap is not None:
-            found = snap.summary  # a dict from core/light.py, PyIceberg's Summary otherwise
+            found = snap.summary  # a dict from core/iceberg/light.py, PyIceberg's Summary otherwise
             summary = found if isinstance(found, dict) else found.model_dump() if found is not None else {}
             operation = summary.get("operation")
             snapshots.append(

@@ -7,8 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import definitions, light, name_claims, namespaces, purges, settle, warehouses
-from chalicelib.core import metadata as md
+from chalicelib.core import name_claims, namespaces, purges, settle, warehouses
+from chalicelib.core.iceberg import definitions, light
+from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import NewTable, TableChange, TableState
 from chalicelib.core.primitives import audit, listing_marks, pointer_record
 from chalicelib.core.primitives.context import Context
@@ -33,7 +34,7 @@ def create(ctx: Context, warehouse: str, ns: Namespace, new: NewTable) -> TableS
     table_uuid = uuid.uuid4()
     location = keys.table_location(ctx.bucket_for(warehouse), ns, name, str(table_uuid))
     lightweight = None
-    if isinstance(new.schema, light.LightSchema):  # no PyIceberg (core/light.py)
+    if isinstance(new.schema, light.LightSchema):  # no PyIceberg (core/iceberg/light.py)
         lightweight = light.new_table_metadata(new.schema, location, dict(props), str(table_uuid))
         if lightweight is None:  # format version 1: PyIceberg derives its defaults
             new = definitions.pyiceberg_new_table(new.schema.body)

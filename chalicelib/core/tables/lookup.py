@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 
 from chalicelib import keys
-from chalicelib.core import metadata as md
 from chalicelib.core import pointers, purges, settle
+from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import TableState
 from chalicelib.core.primitives import damage, pointer_record
 from chalicelib.core.primitives.context import Context

@@ -9,8 +9,8 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import metadata as md
 from chalicelib.core import settle
+from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import Namespace, TableState
 from chalicelib.core.primitives import audit, listing_marks, pointer_record
 from chalicelib.core.primitives.context import Context, dump, now_ms

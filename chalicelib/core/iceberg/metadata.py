@@ -13,9 +13,9 @@ from collections import OrderedDict
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.core.iceberg.validation import short, validation_summary  # noqa: F401 - the core's names for them
 from chalicelib.core.primitives import damage
 from chalicelib.core.primitives.context import Context, env_int
-from chalicelib.core.validation import short, validation_summary  # noqa: F401 - the core's names for them
 from chalicelib.errors import BadRequest, CommitFailed
 from chalicelib.names import check_properties
 from chalicelib.storage import ObjectNotFound, StorageUnavailable, WriteInDoubt
@@ -127,7 +127,7 @@ def _is_json(raw: bytes) -> bool:
 
 
 def parse_metadata(raw: bytes) -> Any:
-    from chalicelib.core import iceberg_types
+    from chalicelib.core.iceberg import iceberg_types
 
     return iceberg_types.parse_metadata(raw)
 
@@ -154,7 +154,7 @@ def _parse_and_keep(location: str, raw: bytes) -> Any:
 
 
 def write_metadata(ctx: Context, location: str, metadata: Any) -> bytes:
-    from chalicelib.core.light import LightMetadata
+    from chalicelib.core.iceberg.light import LightMetadata
 
     light = isinstance(metadata, LightMetadata)
     raw = metadata.dump() if light else dump_metadata(metadata)
@@ -314,9 +314,9 @@ def apply_create(ctx: Context, bucket: str, ns: tuple[str, ...], name: str, req:
 
 
 def table_metadata_light(ctx: Context, location: str, subject: str) -> Any:
-    """The metadata a property commit builds on (core/light.py): light metadata when it can be,
+    """The metadata a property commit builds on (core/iceberg/light.py): light metadata when it can be,
     else table_metadata()'s PyIceberg model."""
-    from chalicelib.core import light
+    from chalicelib.core.iceberg import light
 
     found = light.metadata(table_metadata_raw(ctx, location, subject))
     return found if found is not None else table_metadata(ctx, location, subject)
@@ -333,7 +333,7 @@ def _checked(new: Any, expected_location: str | None) -> Any:
 
 
 def _apply_light(req: Any, base: Any, base_location: str | None, expected_location: str | None) -> Any:
-    from chalicelib.core import light
+    from chalicelib.core.iceberg import light
 
     try:
         new = light.apply(req, base, base_location)
@@ -345,9 +345,9 @@ def _apply_light(req: Any, base: Any, base_location: str | None, expected_locati
 
 
 def apply(ctx: Context, req: Any, base: Any, base_location: str | None, expected_location: str | None) -> Any:
-    """The change applied to the base: on light metadata when both are light (core/light.py), else
+    """The change applied to the base: on light metadata when both are light (core/iceberg/light.py), else
     with PyIceberg's models (a light change is turned into them)."""
-    from chalicelib.core import light
+    from chalicelib.core.iceberg import light
 
     if isinstance(base, light.LightMetadata):
         if light.is_light(req):
@@ -377,7 +377,7 @@ def apply(ctx: Context, req: Any, base: Any, base_location: str | None, expected
         else:
             new = _apply_updates(base, list(req.updates), base_location)
         if _may_use_keys(req, base):
-            from chalicelib.core import encryption
+            from chalicelib.core.iceberg import encryption
 
             encryption.check(new)
     except CommitFailedException as exc:

@@ -1,7 +1,7 @@
 """Error messages of refused input: one short line out of an exception, and pydantic's findings.
 
-Its own module so that what parses input (core/updates.py, core/definitions.py) and what applies it
-(core/metadata.py) share them without importing each other.
+Its own module so that what parses input (core/iceberg/updates.py, core/iceberg/definitions.py) and what applies it
+(core/iceberg/metadata.py) share them without importing each other.
 """
 
 from __future__ import annotations

@@ -241,8 +241,8 @@ def validated(view: View) -> View:
     from pydantic import ValidationError
     from pyiceberg.view.metadata import ViewMetadata
 
-    from chalicelib.core.iceberg_types import prepared
-    from chalicelib.core.metadata import validation_summary
+    from chalicelib.core.iceberg.iceberg_types import prepared
+    from chalicelib.core.iceberg.metadata import validation_summary
 
     try:
         ViewMetadata.model_validate(prepared(view))

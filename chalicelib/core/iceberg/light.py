@@ -263,7 +263,7 @@ def heavy(change: TableChange) -> TableChange:
     """The same change as PyIceberg's models (a light change met by PyIceberg's path)."""
     if not any(isinstance(x, LightUpdate | LightRequirement) for x in (*change.updates, *change.requirements)):
         return change
-    from chalicelib.core.updates import parse_change as parse
+    from chalicelib.core.iceberg.updates import parse_change as parse
 
     reqs = [r.raw if isinstance(r, LightRequirement) else r for r in change.requirements]
     ups = [u.raw if isinstance(u, LightUpdate) else u for u in change.updates]

@@ -11,11 +11,11 @@ from chalicelib.names import check_table
 
 def new_table(body: Any) -> NewTable:
     """A table definition in Iceberg's JSON (a REST CreateTableRequest; S3 Tables' metadata.iceberg)."""
-    from chalicelib.core import light
+    from chalicelib.core.iceberg import light
 
     if isinstance(body, dict):
         check_table(body.get("name"))
-        found = light.new_table(body)  # a flat, unpartitioned table needs no PyIceberg (core/light.py)
+        found = light.new_table(body)  # a flat, unpartitioned table needs no PyIceberg (core/iceberg/light.py)
         if found is not None:
             return found
     return pyiceberg_new_table(body)
@@ -26,8 +26,8 @@ def pyiceberg_new_table(body: Any) -> NewTable:
     from pydantic import ValidationError
     from pyiceberg.catalog.rest import CreateTableRequest
 
-    from chalicelib.core.iceberg_types import prepared
-    from chalicelib.core.metadata import short, validation_summary
+    from chalicelib.core.iceberg.iceberg_types import prepared
+    from chalicelib.core.iceberg.metadata import short, validation_summary
 
     if not isinstance(body, dict):
         raise BadRequest("Invalid create-table request: expected a JSON object")

@@ -90,7 +90,7 @@ def parse_metadata(raw: bytes) -> Any:
     if extension:
         data = _walk(data)
     if keyed and isinstance(data, dict) and data.get("format-version") == 3:
-        from chalicelib.core import encryption
+        from chalicelib.core.iceberg import encryption
 
         return encryption.parse_v3(data)
     if keyed and isinstance(data, dict) and data.get("encryption-keys"):

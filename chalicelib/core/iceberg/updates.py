@@ -24,10 +24,10 @@ from pyiceberg.table.update import (
 )
 from pyiceberg.typedef import IcebergBaseModel
 
-from chalicelib.core import encryption
-from chalicelib.core.iceberg_types import prepared
+from chalicelib.core.iceberg import encryption
+from chalicelib.core.iceberg.iceberg_types import prepared
+from chalicelib.core.iceberg.validation import validation_summary
 from chalicelib.core.model import Namespace, TableChange
-from chalicelib.core.validation import validation_summary
 from chalicelib.errors import BadRequest
 
 
