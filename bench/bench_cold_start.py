@@ -73,7 +73,7 @@ def main() -> None:
     try:
         sys.path.insert(0, str(ROOT))
         os.environ.update({k: v for k, v in env.items() if k.startswith(("S3_", "AWS_", "CATALOG_"))})
-        from chalicelib.core import namespaces, warehouses
+        from chalicelib.core.containers import namespaces, warehouses
         from chalicelib.core.primitives.context import get_context
         from chalicelib.core.tables import create as creation
         from chalicelib.routes import iceberg_io

@@ -298,7 +298,7 @@ def _on_s3(command: Any, a: argparse.Namespace) -> int:
             )
             return 1
         if getattr(a, "warehouse", None) and a.cmd != "import":  # a name, not a missing bucket's traceback
-            from chalicelib.core import warehouses
+            from chalicelib.core.containers import warehouses
 
             for name in a.warehouse if isinstance(a.warehouse, list) else [a.warehouse]:
                 warehouses.require(_core(), name)

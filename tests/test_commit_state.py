@@ -10,7 +10,7 @@ import pytest
 from botocore.exceptions import ConnectionClosedError
 
 from chalicelib import keys, pipeline, storage
-from chalicelib.core import namespaces, warehouses
+from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.primitives import idempotency
 from chalicelib.core.primitives.context import Context

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import namespaces, pointers, settle, transactions, warehouses
+from chalicelib.core import pointers, settle, transactions
+from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.primitives import audit, pointer_record
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import commit as commits

@@ -21,8 +21,9 @@ from botocore.exceptions import ClientError
 from pyiceberg.exceptions import RESTError
 
 from chalicelib import keys
-from chalicelib.core import namespaces, sweeper, warehouses
+from chalicelib.core import sweeper
 from chalicelib.core.admin import fsck
+from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.primitives import pointer_record
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import create as creation

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from chalicelib.core import dispatcher, event_senders, event_sinks, namespaces, warehouses
+from chalicelib.core import dispatcher, event_senders, event_sinks
+from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.primitives import audit
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import commit as commits

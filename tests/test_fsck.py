@@ -9,8 +9,8 @@ import uuid
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import namespaces, warehouses
 from chalicelib.core.admin import fsck
+from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.primitives import cas, pointer_record
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import commit as commits

@@ -105,8 +105,9 @@ def test_a_just_filled_database_lists_through_glue_without_reading_tables(
 def test_the_sweeper_folds_the_kept_entries_into_its_view(core, monkeypatch):
     """After the sweeper's pass the stored view holds every table and the kept entries are gone: a
     page then reads the view, and nothing else per table."""
-    from chalicelib.core import namespaces, sweeper, warehouses
+    from chalicelib.core import sweeper
     from chalicelib.core.catalog import glue as glue_catalog
+    from chalicelib.core.containers import namespaces, warehouses
     from chalicelib.glue import shapes
     from tests.test_listing_projection import _create
 
@@ -129,8 +130,9 @@ def test_a_warm_page_skips_the_view_it_read_moments_ago_and_stays_fresh(core, mo
     (one S3 request fewer); every entry is still checked against its pointer's listed ETag, so a
     table created, dropped or committed to since shows at once, and a view replaced meanwhile (even
     by damaged bytes) changes nothing until it is read again."""
-    from chalicelib.core import namespaces, sweeper, warehouses
+    from chalicelib.core import sweeper
     from chalicelib.core.catalog import glue as glue_catalog
+    from chalicelib.core.containers import namespaces, warehouses
     from chalicelib.core.tables import lifecycle
     from chalicelib.glue import shapes
     from chalicelib.storage import COUNTER

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import namespaces, warehouses
+from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.primitives import listing_marks
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import commit as commits

@@ -6,7 +6,8 @@ import uuid
 
 import pytest
 
-from chalicelib.core import namespaces, pointers, settle, warehouses
+from chalicelib.core import pointers, settle
+from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import commit as commits
 from chalicelib.core.tables import create as creation

@@ -110,7 +110,7 @@ def test_transaction_request_counts(http, catalog_url, warehouse, s3):
 
 def test_cold_load_reads_pointer_and_metadata(s3_endpoint, system_bucket, monkeypatch):
     """In a fresh process (empty metadata cache) a load is pointer GET + metadata GET."""
-    from chalicelib.core import namespaces, warehouses
+    from chalicelib.core.containers import namespaces, warehouses
     from chalicelib.core.iceberg import metadata as md
     from chalicelib.core.primitives.context import Context
     from chalicelib.routes import iceberg_io

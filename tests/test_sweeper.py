@@ -11,8 +11,9 @@ import uuid
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import namespaces, purges, sweeper, warehouses
+from chalicelib.core import purges, sweeper
 from chalicelib.core.catalog import namespaces as catalog_namespaces
+from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import create as creation
 from chalicelib.core.tables import lifecycle, listing, lookup

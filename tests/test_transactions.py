@@ -188,8 +188,8 @@ def test_a_transaction_creating_a_table_settles_its_listing_marks(core):
     import json
 
     from chalicelib import keys
-    from chalicelib.core import namespaces, warehouses
     from chalicelib.core.catalog import transactions
+    from chalicelib.core.containers import namespaces, warehouses
     from chalicelib.core.tables import create as creation
     from chalicelib.core.tables import listing, lookup
     from chalicelib.routes import iceberg_io
@@ -212,8 +212,9 @@ def _committed_unrolled(core: object, ns: str) -> str:
     tagged "x") that answered at its commit point: both pointers still carry its claim."""
     import json
 
-    from chalicelib.core import namespaces, pointers, warehouses
+    from chalicelib.core import pointers
     from chalicelib.core.catalog import transactions
+    from chalicelib.core.containers import namespaces, warehouses
     from chalicelib.core.primitives import pointer_record
     from chalicelib.core.tables import create as creation
     from chalicelib.core.tables import lookup

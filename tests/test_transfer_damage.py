@@ -9,9 +9,9 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from chalicelib.core import warehouses
 from chalicelib.core.access import resource_policies
 from chalicelib.core.admin import fsck, transfer
+from chalicelib.core.containers import warehouses
 from chalicelib.core.primitives import pointer_record
 from chalicelib.core.primitives.context import dump, now_ms
 from chalicelib.errors import BadRequest, DamagedObject

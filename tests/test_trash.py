@@ -13,7 +13,8 @@ import pyarrow as pa
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import namespaces, sweeper, trash, warehouses
+from chalicelib.core import sweeper, trash
+from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import create as creation
 from chalicelib.core.tables import lifecycle, lookup

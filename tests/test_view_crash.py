@@ -9,7 +9,8 @@ import uuid
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import namespaces, settle, sweeper, views, warehouses
+from chalicelib.core import settle, sweeper, views
+from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.primitives import pointer_record
 from chalicelib.core.primitives.context import Context
 from chalicelib.errors import ViewNotFound

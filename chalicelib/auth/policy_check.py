@@ -18,8 +18,9 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.auth import arns, identities, policy
 from chalicelib.auth.arns import Resource
-from chalicelib.core import pointers, warehouses
+from chalicelib.core import pointers
 from chalicelib.core.access import data_actions, resource_policies
+from chalicelib.core.containers import warehouses
 from chalicelib.core.model import ALL_ROWS, Namespace
 from chalicelib.core.planning.read_rules import reads_any
 from chalicelib.core.primitives import parallel, pointer_record

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from urllib.parse import SplitResult, urlsplit
 
 from chalicelib import keys
-from chalicelib.core import warehouses
+from chalicelib.core.containers import warehouses
 from chalicelib.core.primitives import audit
 from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.errors import BadRequest, Conflict, DamagedObject, NotFound

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import namespaces
+from chalicelib.core.containers import namespaces
 from chalicelib.core.primitives import cas, damage, pointer_record, versions
 from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.core.primitives.versioning import swap, version_of

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import namespaces
+from chalicelib.core.containers import namespaces
 from chalicelib.core.drops import settle_drop
 from chalicelib.core.pointers import read
 from chalicelib.core.primitives import audit, cas, pointer_record

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import namespaces, warehouses
+from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.primitives import damage, pointer_record
 from chalicelib.core.primitives.context import Context, now_ms, tombstone_lease_ms
 from chalicelib.core.primitives.pointer_record import Pointer, ident

@@ -24,7 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import entries, pointers, purges, settle, trash, warehouses
+from chalicelib.core import entries, pointers, purges, settle, trash
+from chalicelib.core.containers import warehouses
 from chalicelib.core.primitives import audit, pointer_record
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.core.tables import projection

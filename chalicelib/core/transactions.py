@@ -246,7 +246,8 @@ def _unhandled(outcomes: list[Any]) -> BaseException | None:
 def _prepare_create(ctx: Context, warehouse: str, ns: Namespace, name: str, req: TableChange) -> tuple[Any, str, Any]:
     """A create inside a transaction: validated like a staged create, its uuid claimed; its
     metadata is written with the others and its pointer is claimed later."""
-    from chalicelib.core import namespaces, purges
+    from chalicelib.core import purges
+    from chalicelib.core.containers import namespaces
 
     if not any(getattr(r, "type", "") == "assert-create" for r in req.requirements):
         raise pointers.not_found(ctx, warehouse, ns, name)
@@ -326,7 +327,7 @@ def _write_and_claim(
         raise taken or (failures + failed_files)[0]  # the caller undoes every claim that landed
     if len(claimed) < len(prepared):
         return False  # lost a race
-    from chalicelib.core import namespaces
+    from chalicelib.core.containers import namespaces
 
     # Claim, then check, as single creates do: a namespace delete sees the claim or we see its mark.
     for t in prepared:

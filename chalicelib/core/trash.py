@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import drops, name_claims, namespaces, pointers, purges, settle, trash_records, warehouses
+from chalicelib.core import drops, name_claims, pointers, purges, settle, trash_records
+from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.paging import decode_token, encode_token
 from chalicelib.core.primitives import audit, parallel, pointer_record
 from chalicelib.core.primitives.context import Context, dump, now_ms

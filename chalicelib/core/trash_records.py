@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import purges, warehouses
+from chalicelib.core import purges
+from chalicelib.core.containers import warehouses
 from chalicelib.core.primitives import damage, pointer_record
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.errors import BadRequest, CatalogError, NotFound

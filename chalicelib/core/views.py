@@ -10,7 +10,8 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import name_claims, namespaces, pointers, purges, settle
+from chalicelib.core import name_claims, pointers, purges, settle
+from chalicelib.core.containers import namespaces
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.iceberg import view_metadata
 from chalicelib.core.model import TableState

@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import namespaces, purges
+from chalicelib.core import purges
+from chalicelib.core.containers import namespaces
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.primitives import audit, claims, damage, parallel, pointer_record
 from chalicelib.core.primitives.context import Context, now_ms

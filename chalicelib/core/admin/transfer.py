@@ -26,8 +26,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from chalicelib import keys
-from chalicelib.core import warehouses
 from chalicelib.core.access import data_actions, resource_policies
+from chalicelib.core.containers import warehouses
 from chalicelib.core.primitives import claims, damage, parallel, pointer_record
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.errors import BadRequest, Conflict, DamagedObject

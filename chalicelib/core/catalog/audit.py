@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core import pointers, warehouses
+from chalicelib.core import pointers
+from chalicelib.core.containers import warehouses
 from chalicelib.core.model import Namespace
 from chalicelib.core.primitives import pointer_record
 from chalicelib.core.primitives.audit import TAIL, as_settled, source_of

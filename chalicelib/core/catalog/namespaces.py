@@ -1,15 +1,15 @@
-"""Namespaces: create, get, list, update properties, drop (core/namespaces.py; a drop asks the
+"""Namespaces: create, get, list, update properties, drop (core/containers/namespaces.py; a drop asks the
 table pointers whether the namespace is empty)."""
 
 from __future__ import annotations
 
-from chalicelib.core import namespaces
+from chalicelib.core.containers import namespaces
+from chalicelib.core.containers.namespaces import create as create
+from chalicelib.core.containers.namespaces import describe as describe
+from chalicelib.core.containers.namespaces import list_children as list_children
+from chalicelib.core.containers.namespaces import page_token_after as page_token_after
+from chalicelib.core.containers.namespaces import update_properties as update_properties
 from chalicelib.core.model import Namespace
-from chalicelib.core.namespaces import create as create
-from chalicelib.core.namespaces import describe as describe
-from chalicelib.core.namespaces import list_children as list_children
-from chalicelib.core.namespaces import page_token_after as page_token_after
-from chalicelib.core.namespaces import update_properties as update_properties
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import listing
 

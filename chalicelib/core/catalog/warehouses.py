@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from chalicelib.core.access.data_actions import PROPERTY as DATA_ACTIONS_PROPERTY  # noqa: F401 - re-exported
-from chalicelib.core.warehouses import create as create
-from chalicelib.core.warehouses import delete as delete
-from chalicelib.core.warehouses import get as get
-from chalicelib.core.warehouses import list_names as list_names
-from chalicelib.core.warehouses import require as require
-from chalicelib.core.warehouses import update_properties as update_properties
+from chalicelib.core.containers.warehouses import create as create
+from chalicelib.core.containers.warehouses import delete as delete
+from chalicelib.core.containers.warehouses import get as get
+from chalicelib.core.containers.warehouses import list_names as list_names
+from chalicelib.core.containers.warehouses import require as require
+from chalicelib.core.containers.warehouses import update_properties as update_properties

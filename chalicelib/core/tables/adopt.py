@@ -9,8 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import name_claims, namespaces, pointers, purges, settle, warehouses
+from chalicelib.core import name_claims, pointers, purges, settle
 from chalicelib.core.access import locations
+from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import TableState
 from chalicelib.core.primitives import audit, cas, listing_marks, pointer_record, versions

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import name_claims, namespaces, purges, settle, warehouses
+from chalicelib.core import name_claims, purges, settle
+from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.iceberg import definitions, light
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import NewTable, TableChange, TableState

@@ -7,7 +7,8 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import drops, name_claims, namespaces, pointers, settle
+from chalicelib.core import drops, name_claims, pointers, settle
+from chalicelib.core.containers import namespaces
 from chalicelib.core.primitives import audit, cas, pointer_record
 from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.core.primitives.pointer_record import Pointer, ident

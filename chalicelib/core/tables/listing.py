@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import namespaces
+from chalicelib.core.containers import namespaces
 from chalicelib.core.paging import decode_token, encode_token
 from chalicelib.core.pointers import read
 from chalicelib.core.primitives import parallel, pointer_record

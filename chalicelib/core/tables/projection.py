@@ -40,7 +40,7 @@ per name marked at that moment (a write in flight, or a writer that crashed in t
 **Why the answer is exact.** Call the value a shard holds for a name its *entry*. Invariant: at any
 moment, for every name, either its entry is what its pointer lists as, or a mark for that name
 exists. It holds at creation (a new namespace has no pointer that lists; a namespace delete
-leaves none, and a creator that raced it backs out with a marked write, core/namespaces.py). It is
+leaves none, and a creator that raced it backs out with a marked write, core/containers/namespaces.py). It is
 kept because:
 1. A mark is written before the write it announces, so a change without an existing mark is never
    unannounced.
@@ -1048,7 +1048,7 @@ def fold(ctx: Context, warehouse: str, deadline: float) -> int:
     - an incomplete one (an earlier release's namespace) is completed within the deadline: migrated
       or scanned on from where its scan stopped.
     Returns how many namespaces it folded or completed."""
-    from chalicelib.core import namespaces
+    from chalicelib.core.containers import namespaces
     from chalicelib.errors import NamespaceNotFound
 
     storage, bucket = ctx.storage, ctx.bucket_for(warehouse)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import warehouses
+from chalicelib.core.containers import warehouses
 from chalicelib.core.model import NamespaceInfo, PropertiesChange
 from chalicelib.core.paging import decode_token, encode_token, page
 from chalicelib.core.primitives import audit, cas, damage, listing_marks
