@@ -31,7 +31,7 @@ Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
     .catalog/resource-policies.json        S3 Tables table bucket and table policies (CAS)
     .catalog/uuids/{table-uuid}.json       claim of a table uuid, and so of its location: state
                                            "live" | "dropped" (files kept) | "purging"; deleted
-                                           when the purge is done (core/purges.py)
+                                           when the purge is done (core/settling/purges.py)
     .catalog/purges/{table-uuid}.json      purge job: the location still to empty; the dropper
                                            starts it, the sweeper finishes it
     .catalog/hive/{l1}/{t}.json            a non-Iceberg (Hive-style) table stored through Glue:

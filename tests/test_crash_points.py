@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import pointers, settle, transactions
+from chalicelib.core import transactions
 from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.primitives import audit, pointer_record
 from chalicelib.core.primitives.context import Context
+from chalicelib.core.settling import pointers, settle
 from chalicelib.core.tables import commit as commits
 from chalicelib.core.tables import create as creation
 from chalicelib.core.tables import lifecycle, listing, lookup

@@ -221,8 +221,8 @@ def test_a_failure_is_never_overtaken_by_a_later_event_of_its_table(core, monkey
 
 
 def test_glue_and_s3tables_commits_are_events(core):
-    from chalicelib.core import pointers
     from chalicelib.core.catalog import tables as catalog_tables
+    from chalicelib.core.settling import pointers
 
     wh, sink = _sink(core)
     _create(core, wh, "t")
@@ -279,7 +279,7 @@ def test_entries_journaled_late_are_waited_for_in_order(core, monkeypatch):
 
 
 def test_a_backed_out_create_is_created_then_dropped(core, monkeypatch):
-    from chalicelib.core import name_claims
+    from chalicelib.core.settling import name_claims
     from chalicelib.errors import CatalogError
 
     wh, sink = _sink(core)

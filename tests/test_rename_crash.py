@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 
-from chalicelib.core import pointers, settle
 from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.primitives.context import Context
+from chalicelib.core.settling import pointers, settle
 from chalicelib.core.tables import commit as commits
 from chalicelib.core.tables import create as creation
 from chalicelib.core.tables import lifecycle, listing, lookup

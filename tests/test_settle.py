@@ -1,4 +1,4 @@
-"""Settling a pointer (core/settle.py): its transitions are the ones docs/design.md shows, every
+"""Settling a pointer (core/settling/settle.py): its transitions are the ones docs/design.md shows, every
 state has its rules, and the sweeper's rule finishes what a rename's writer left."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import uuid
 
 import pytest
 
-from chalicelib.core import pointers, settle
 from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.primitives import pointer_record
 from chalicelib.core.primitives.context import Context
+from chalicelib.core.settling import pointers, settle
 from chalicelib.core.tables import create as creation
 from chalicelib.core.tables import lifecycle, lookup
 from chalicelib.routes import iceberg_io
@@ -32,7 +32,8 @@ def test_every_state_has_its_rules_and_every_rule_exists() -> None:
     assert states == {*pointer_record.STATES, "claim"}
     for t in settle.TRANSITIONS:
         module, function = t.rule.split(".")
-        assert callable(getattr(importlib.import_module(f"chalicelib.core.{module}"), function)), t.rule
+        package = "settling" if module in ("settle", "drops") else "primitives"  # claims
+        assert callable(getattr(importlib.import_module(f"chalicelib.core.{package}.{module}"), function)), t.rule
     # A stale pointer of each state a writer leaves is the sweeper's to finish.
     assert {t.state for t in settle.TRANSITIONS if "sweeper" in t.by} >= {"pending", "moved", "dropped", "claim"}
 

@@ -11,10 +11,11 @@ import uuid
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import purges, sweeper
+from chalicelib.core import sweeper
 from chalicelib.core.catalog import namespaces as catalog_namespaces
 from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.primitives.context import Context
+from chalicelib.core.settling import purges
 from chalicelib.core.tables import create as creation
 from chalicelib.core.tables import lifecycle, listing, lookup
 from chalicelib.errors import TableNotFound

@@ -212,10 +212,10 @@ def _committed_unrolled(core: object, ns: str) -> str:
     tagged "x") that answered at its commit point: both pointers still carry its claim."""
     import json
 
-    from chalicelib.core import pointers
     from chalicelib.core.catalog import transactions
     from chalicelib.core.containers import namespaces, warehouses
     from chalicelib.core.primitives import pointer_record
+    from chalicelib.core.settling import pointers
     from chalicelib.core.tables import create as creation
     from chalicelib.core.tables import lookup
     from chalicelib.routes import iceberg_io
@@ -239,9 +239,9 @@ def test_another_process_sees_a_transaction_at_its_answer(core, monkeypatch):
     agree; its commit writes over the claim (its roll-forward plus the change) and lands on top."""
     import json
 
-    from chalicelib.core import pointers
     from chalicelib.core.iceberg import metadata as md
     from chalicelib.core.primitives import pointer_record
+    from chalicelib.core.settling import pointers
     from chalicelib.core.tables import commit as commits
     from chalicelib.core.tables import listing, lookup
     from chalicelib.routes import iceberg_io

@@ -162,7 +162,7 @@ class PolicyAuthorizer:
 
 
 def _table_id(resource: Resource) -> str | None:
-    from chalicelib.core import pointers
+    from chalicelib.core.settling import pointers
 
     assert resource.namespace is not None and resource.name is not None
     try:

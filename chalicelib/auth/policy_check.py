@@ -18,13 +18,13 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.auth import arns, identities, policy
 from chalicelib.auth.arns import Resource
-from chalicelib.core import pointers
 from chalicelib.core.access import data_actions, resource_policies
 from chalicelib.core.containers import warehouses
 from chalicelib.core.model import ALL_ROWS, Namespace
 from chalicelib.core.planning.read_rules import reads_any
 from chalicelib.core.primitives import parallel, pointer_record
 from chalicelib.core.primitives.context import Context
+from chalicelib.core.settling import pointers
 from chalicelib.errors import DamagedObject
 
 Source = str  # "user policy NAME", "table bucket policy", "table policy NS.T"

@@ -21,11 +21,11 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import name_claims, pointers, settle
 from chalicelib.core.containers import namespaces
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.primitives import cas, pointer_record
 from chalicelib.core.primitives.context import Context, dump, now_ms, tombstone_lease_ms
+from chalicelib.core.settling import name_claims, pointers, settle
 from chalicelib.core.tables import lifecycle, lookup
 from chalicelib.errors import Conflict
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt

@@ -62,12 +62,12 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from chalicelib import keys
-from chalicelib.core import pointers, settle
 from chalicelib.core.iceberg import light
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import TableChange
 from chalicelib.core.primitives import audit, cas, claims, listing_marks, parallel, pointer_record
 from chalicelib.core.primitives.context import Context, dump, now_ms
+from chalicelib.core.settling import pointers, settle
 from chalicelib.errors import BadRequest, CatalogError, CommitFailed, CommitStateUnknown
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt, note
 
@@ -246,8 +246,8 @@ def _unhandled(outcomes: list[Any]) -> BaseException | None:
 def _prepare_create(ctx: Context, warehouse: str, ns: Namespace, name: str, req: TableChange) -> tuple[Any, str, Any]:
     """A create inside a transaction: validated like a staged create, its uuid claimed; its
     metadata is written with the others and its pointer is claimed later."""
-    from chalicelib.core import purges
     from chalicelib.core.containers import namespaces
+    from chalicelib.core.settling import purges
 
     if not any(getattr(r, "type", "") == "assert-create" for r in req.requirements):
         raise pointers.not_found(ctx, warehouse, ns, name)

@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import drops, name_claims, pointers, purges, settle, trash_records
 from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.paging import decode_token, encode_token
 from chalicelib.core.primitives import audit, parallel, pointer_record
 from chalicelib.core.primitives.context import Context, dump, now_ms
+from chalicelib.core.settling import drops, name_claims, pointers, purges, settle, trash_records
 from chalicelib.core.tables.projection import settles
 from chalicelib.errors import CatalogError, Conflict, DamagedObject, NotFound
 from chalicelib.names import check_namespace, check_table

@@ -10,13 +10,13 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import name_claims, pointers, purges, settle
 from chalicelib.core.containers import namespaces
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.iceberg import view_metadata
 from chalicelib.core.model import TableState
 from chalicelib.core.primitives import audit, cas, damage, listing_marks, pointer_record
 from chalicelib.core.primitives.context import Context, dump
+from chalicelib.core.settling import name_claims, pointers, purges, settle
 from chalicelib.core.tables import adopt, lifecycle
 from chalicelib.core.tables import create as creation
 from chalicelib.core.tables.projection import settles

@@ -21,11 +21,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import purges
 from chalicelib.core.containers import namespaces
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.primitives import audit, claims, damage, parallel, pointer_record
 from chalicelib.core.primitives.context import Context, now_ms
+from chalicelib.core.settling import purges
 from chalicelib.errors import DamagedObject
 from chalicelib.storage import ObjectNotFound
 

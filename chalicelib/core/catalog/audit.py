@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core import pointers
 from chalicelib.core.containers import warehouses
 from chalicelib.core.model import Namespace
 from chalicelib.core.primitives import pointer_record
@@ -12,6 +11,7 @@ from chalicelib.core.primitives.audit import TAIL, as_settled, source_of
 from chalicelib.core.primitives.audit import query as query
 from chalicelib.core.primitives.audit import table_tails as table_tails
 from chalicelib.core.primitives.context import Context
+from chalicelib.core.settling import pointers
 
 
 def live_trail(ctx: Context, warehouse: str, ns: Namespace, name: str) -> tuple[str, list[dict[str, Any]]] | None:

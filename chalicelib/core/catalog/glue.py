@@ -23,7 +23,7 @@ from chalicelib.core.primitives.versions import delete as delete_version
 from chalicelib.core.primitives.versions import delete_all as delete_versions
 from chalicelib.core.primitives.versions import get as get_version
 from chalicelib.core.primitives.versions import listed as listed_versions
-from chalicelib.core.purges import UuidInUse
+from chalicelib.core.settling.purges import UuidInUse
 from chalicelib.core.tables.projection import settles
 
 # A Glue client's rename writes pointers: its names go into their listing projections at once.

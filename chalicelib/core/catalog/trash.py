@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core.drops import purge_budget_s as purge_budget_s
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.primitives.pointer_record import drop_id as drop_id
 from chalicelib.core.primitives.pointer_record import owner_uuid
+from chalicelib.core.settling.drops import purge_budget_s as purge_budget_s
 from chalicelib.core.trash import get as get
 from chalicelib.core.trash import list_dropped as list_dropped
 from chalicelib.core.trash import public as public

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import name_claims, pointers, purges, settle
 from chalicelib.core.access import locations
 from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.iceberg import metadata as md
@@ -18,6 +17,7 @@ from chalicelib.core.primitives import audit, cas, listing_marks, pointer_record
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.core.primitives.pointer_record import entry_id
 from chalicelib.core.primitives.versioning import swap, version_of
+from chalicelib.core.settling import name_claims, pointers, purges, settle
 from chalicelib.core.tables import lookup
 from chalicelib.errors import (
     BadRequest,

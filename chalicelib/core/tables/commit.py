@@ -9,12 +9,12 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import name_claims, pointers, settle
 from chalicelib.core.iceberg import light
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import TableChange, TableState
 from chalicelib.core.primitives import audit, cas, listing_marks, pointer_record
 from chalicelib.core.primitives.context import Context, dump
+from chalicelib.core.settling import name_claims, pointers, settle
 from chalicelib.core.tables import create
 from chalicelib.errors import (
     CatalogError,

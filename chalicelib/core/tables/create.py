@@ -7,13 +7,13 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import name_claims, purges, settle
 from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.iceberg import definitions, light
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import NewTable, TableChange, TableState
 from chalicelib.core.primitives import audit, listing_marks, pointer_record
 from chalicelib.core.primitives.context import Context
+from chalicelib.core.settling import name_claims, purges, settle
 from chalicelib.core.tables.projection import settles
 from chalicelib.errors import (
     BadRequest,

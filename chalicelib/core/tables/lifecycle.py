@@ -7,12 +7,12 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import drops, name_claims, pointers, settle
 from chalicelib.core.containers import namespaces
 from chalicelib.core.primitives import audit, cas, pointer_record
 from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.core.primitives.pointer_record import Pointer, ident
 from chalicelib.core.primitives.versioning import version_of
+from chalicelib.core.settling import drops, name_claims, pointers, settle
 from chalicelib.core.tables import lookup
 from chalicelib.core.tables.projection import settles
 from chalicelib.errors import (

@@ -9,11 +9,11 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.core.containers import namespaces
 from chalicelib.core.paging import decode_token, encode_token
-from chalicelib.core.pointers import read
 from chalicelib.core.primitives import parallel, pointer_record
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.primitives.pointer_record import STAGED
-from chalicelib.core.settle import live
+from chalicelib.core.settling.pointers import read
+from chalicelib.core.settling.settle import live
 from chalicelib.errors import (
     BadRequest,
     DamagedObject,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import uuid
 
 from chalicelib import keys
-from chalicelib.core import pointers, purges, settle
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import TableState
 from chalicelib.core.primitives import damage, pointer_record
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.primitives.pointer_record import TableEntry
+from chalicelib.core.settling import pointers, purges, settle
 from chalicelib.errors import (
     CatalogError,
     DamagedObject,

@@ -89,11 +89,11 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from chalicelib import keys
-from chalicelib.core.pointers import read
 from chalicelib.core.primitives import damage, listing_marks, parallel, pointer_record
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.core.primitives.pointer_record import STAGED, Pointer, kind_of
-from chalicelib.core.settle import live
+from chalicelib.core.settling.pointers import read
+from chalicelib.core.settling.settle import live
 from chalicelib.errors import (
     CatalogError,
     CommitStateUnknown,
@@ -705,7 +705,7 @@ def _exists(storage: Any, bucket: str, key: str) -> bool:
 def _pointer_kind(storage: Any, bucket: str, ns: Namespace, name: str) -> tuple[str | None, Pointer | None]:
     """What a name lists as, from its pointer alone (_UNDECIDED when other objects decide), and the
     pointer read."""
-    from chalicelib.core.pointers import parse
+    from chalicelib.core.settling.pointers import parse
 
     try:
         obj = storage.get(bucket, keys.table_pointer(ns, name))

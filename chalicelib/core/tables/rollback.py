@@ -9,11 +9,11 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import settle
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import Namespace, TableState
 from chalicelib.core.primitives import audit, listing_marks, pointer_record
 from chalicelib.core.primitives.context import Context, dump, now_ms
+from chalicelib.core.settling import settle
 from chalicelib.errors import BadRequest, CommitFailed
 from chalicelib.storage import ObjectNotFound, PreconditionFailed
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from chalicelib import keys
-from chalicelib.core import drops, trash_records
-from chalicelib.core.pointers import not_found, read, remove_pointer
 from chalicelib.core.primitives import claims, pointer_record
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.core.primitives.pointer_record import Pointer, of_kind
+from chalicelib.core.settling import drops, trash_records
+from chalicelib.core.settling.pointers import not_found, read, remove_pointer
 from chalicelib.errors import DamagedObject
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 

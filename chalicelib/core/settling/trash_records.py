@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import purges
 from chalicelib.core.containers import warehouses
 from chalicelib.core.primitives import damage, pointer_record
 from chalicelib.core.primitives.context import Context, dump
+from chalicelib.core.settling import purges
 from chalicelib.errors import BadRequest, CatalogError, NotFound
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 

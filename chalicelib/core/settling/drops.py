@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import purges, trash_records
 from chalicelib.core.access import locations
-from chalicelib.core.pointers import remove_pointer
 from chalicelib.core.primitives import pointer_record
 from chalicelib.core.primitives.context import Context, env_int
 from chalicelib.core.primitives.pointer_record import Pointer, owner_uuid
+from chalicelib.core.settling import purges, trash_records
+from chalicelib.core.settling.pointers import remove_pointer
 from chalicelib.errors import (
     BadRequest,
 )

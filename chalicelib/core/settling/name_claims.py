@@ -7,12 +7,12 @@ from typing import Any
 
 from chalicelib import keys
 from chalicelib.core.containers import namespaces
-from chalicelib.core.drops import settle_drop
-from chalicelib.core.pointers import read
 from chalicelib.core.primitives import audit, cas, pointer_record
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.core.primitives.pointer_record import STAGED, Pointer, ident, kind_of
-from chalicelib.core.settle import live
+from chalicelib.core.settling.drops import settle_drop
+from chalicelib.core.settling.pointers import read
+from chalicelib.core.settling.settle import live
 from chalicelib.errors import (
     CatalogError,
     Conflict,
