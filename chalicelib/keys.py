@@ -305,7 +305,7 @@ ENTRIES_VIEW_SHARDS = 32  # a name's shard is crc32(name) % 32
 
 def entries_view_prefix(namespace: Namespace) -> str:
     """What the writers keep of a one-level namespace's new tables for the Glue face's listings
-    (core/entries.py): never authoritative, each entry checked against its pointer's listed ETag."""
+    (core/tables/entries.py): never authoritative, each entry checked against its pointer's listed ETag."""
     return f"{CATALOG_PREFIX}views/entries/{ns_id(namespace)}/"
 
 
@@ -321,7 +321,7 @@ def view_shard(view: str, namespace: Namespace) -> str:
     return f"{CATALOG_PREFIX}views/{view}/{ns_id(namespace)}.json"
 
 
-# ---- audit journal (core/primitives/audit.py) and the trash of dropped tables (core/trash.py) -----------
+# ---- audit journal (core/primitives/audit.py) and the trash of dropped tables (core/tables/trash.py) -----------
 AUDIT_PREFIX = CATALOG_PREFIX + "audit/"  # warehouse bucket: tables, views, namespaces, trash
 SYSTEM_AUDIT_PREFIX = "audit/"  # system bucket: warehouses, users, access keys, policies
 TRASH_PREFIX = CATALOG_PREFIX + "trash/"

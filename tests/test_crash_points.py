@@ -13,14 +13,13 @@ from typing import Any
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import transactions
 from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.primitives import audit, pointer_record
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.settling import pointers, settle
 from chalicelib.core.tables import commit as commits
 from chalicelib.core.tables import create as creation
-from chalicelib.core.tables import lifecycle, listing, lookup
+from chalicelib.core.tables import lifecycle, listing, lookup, transactions
 from chalicelib.errors import TableRecoveryInProgress
 from chalicelib.routes import iceberg_io
 from tests.conftest import lease_ms
@@ -313,8 +312,7 @@ def test_a_transaction_creating_a_taken_name_fails_at_once_and_leaves_nothing(cr
     """No retry can free a name a staged S3 Tables table or a Glue (Hive) table holds: the
     transaction answers 409 on its first attempt, and nothing of it stays (no claim on the other
     table, no new table, the held name untouched), instead of retrying until its deadline."""
-    from chalicelib.core import hive
-    from chalicelib.core.tables import adopt
+    from chalicelib.core.tables import adopt, hive
     from chalicelib.errors import CommitFailed
 
     ctx = crash_ctx

@@ -1,5 +1,5 @@
 """Glue GetTables and SearchTables right after a bulk load through the Iceberg REST API: the
-writers keep what the Glue face lists of each new table (core/entries.py, projection.py's settle),
+writers keep what the Glue face lists of each new table (core/tables/entries.py, projection.py's settle),
 so no page reads a pointer or a metadata file, in the process that served the creates and in a new
 one; the answers stay as fresh as their LIST (a commit since shows), and the sweeper folds the kept
 entries into its stored view."""

@@ -134,7 +134,7 @@ def test_a_namespace_created_again_lists_no_ghost(core, monkeypatch):
 
 
 def test_views_and_tables_list_apart(core):
-    from chalicelib.core import views
+    from chalicelib.core.tables import views
 
     wh = _setup(core, "a")
     _create(core, wh, ("a",), "t")
@@ -286,7 +286,7 @@ def test_marks_in_doubt_are_written_again_and_exports_leave_the_projection_out(c
 def test_transactions_mark_only_the_tables_they_create(core):
     """A transaction's claims on live tables leave no mark (those still list as tables); a table
     it creates is marked, and lists once the transaction commits."""
-    from chalicelib.core import transactions
+    from chalicelib.core.tables import transactions
     from tests.txnutil import create_change
 
     wh = _setup(core, "a")
@@ -636,7 +636,7 @@ def test_a_create_settles_in_a_few_s3_requests(core):
     """What the settle adds to a create: the namespace record and the shard (at once), the pointer,
     the shard's CAS, the mark's DELETE; in a busy process the shard it holds is not read again. In a
     one-level namespace (a Glue database) the new table's entry for Glue listings is read and
-    written in the same rounds (core/entries.py): two more requests, no more round trips."""
+    written in the same rounds (core/tables/entries.py): two more requests, no more round trips."""
     wh = _setup(core, "a")
     namespaces.create(core, wh, ["a", "b"], {})
     for ns, extra in ((("a", "b"), 0), (("a",), 2)):

@@ -144,7 +144,7 @@ def test_a_glue_rename_begun_while_a_writer_commits_retries_with_one_reservation
     """Regression: the retry claimed the name again with a new nonce and met its own first
     reservation, answering "is being renamed or dropped" to the Glue client."""
     from chalicelib import keys
-    from chalicelib.core import glue_renames
+    from chalicelib.core.tables import glue_renames
 
     wh, location = _setup(core)
     change = iceberg_io.parse_change(

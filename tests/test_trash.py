@@ -13,11 +13,11 @@ import pyarrow as pa
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import sweeper, trash
+from chalicelib.core import sweeper
 from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import create as creation
-from chalicelib.core.tables import lifecycle, lookup
+from chalicelib.core.tables import lifecycle, lookup, trash
 from chalicelib.errors import CatalogError
 from chalicelib.routes import iceberg_io
 from tests.authutil import allow, make_user

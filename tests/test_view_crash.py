@@ -9,11 +9,12 @@ import uuid
 import pytest
 
 from chalicelib import keys
-from chalicelib.core import sweeper, views
+from chalicelib.core import sweeper
 from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.primitives import pointer_record
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.settling import settle
+from chalicelib.core.tables import views
 from chalicelib.errors import ViewNotFound
 from tests.conftest import lease_ms
 from tests.crashutil import Crash, CrashAfter, assert_fsck_clean, writes_of

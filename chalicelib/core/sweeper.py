@@ -24,12 +24,11 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import entries, trash
 from chalicelib.core.containers import warehouses
 from chalicelib.core.primitives import audit, pointer_record
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.core.settling import pointers, purges, settle
-from chalicelib.core.tables import projection
+from chalicelib.core.tables import entries, projection, trash
 from chalicelib.errors import CatalogError, DamagedObject
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 

@@ -1,4 +1,4 @@
-"""Dropped tables and views: list, inspect, restore (undrop) and purge; see core/trash.py.
+"""Dropped tables and views: list, inspect, restore (undrop) and purge; see core/tables/trash.py.
 
 Each route first asks for its action on the warehouse's tables (partial: some table may allow it),
 then, once the record names the dropped table, for the action on that table itself."""

@@ -3,7 +3,12 @@ Hive tables, table versions, and renames done as CreateTable + DeleteTable."""
 
 from __future__ import annotations
 
-from chalicelib.core.entries import (
+from chalicelib.core.primitives.versions import delete as delete_version
+from chalicelib.core.primitives.versions import delete_all as delete_versions
+from chalicelib.core.primitives.versions import get as get_version
+from chalicelib.core.primitives.versions import listed as listed_versions
+from chalicelib.core.settling.purges import UuidInUse
+from chalicelib.core.tables.entries import (
     Entry,
     Found,
     all_namespaces,
@@ -13,17 +18,12 @@ from chalicelib.core.entries import (
     search_first,
     view_page,
 )
-from chalicelib.core.entries import get as get_entry
-from chalicelib.core.glue_renames import begin as _begin_rename
-from chalicelib.core.glue_renames import on_delete as _on_delete
-from chalicelib.core.hive import create as create_hive
-from chalicelib.core.hive import delete as delete_hive
-from chalicelib.core.hive import update as update_hive
-from chalicelib.core.primitives.versions import delete as delete_version
-from chalicelib.core.primitives.versions import delete_all as delete_versions
-from chalicelib.core.primitives.versions import get as get_version
-from chalicelib.core.primitives.versions import listed as listed_versions
-from chalicelib.core.settling.purges import UuidInUse
+from chalicelib.core.tables.entries import get as get_entry
+from chalicelib.core.tables.glue_renames import begin as _begin_rename
+from chalicelib.core.tables.glue_renames import on_delete as _on_delete
+from chalicelib.core.tables.hive import create as create_hive
+from chalicelib.core.tables.hive import delete as delete_hive
+from chalicelib.core.tables.hive import update as update_hive
 from chalicelib.core.tables.projection import settles
 
 # A Glue client's rename writes pointers: its names go into their listing projections at once.

@@ -1,4 +1,4 @@
-"""Dropped tables kept by a warehouse's retention: list, get, restore, purge (core/trash.py)."""
+"""Dropped tables kept by a warehouse's retention: list, get, restore, purge (core/tables/trash.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from chalicelib.core.primitives.context import Context
 from chalicelib.core.primitives.pointer_record import drop_id as drop_id
 from chalicelib.core.primitives.pointer_record import owner_uuid
 from chalicelib.core.settling.drops import purge_budget_s as purge_budget_s
-from chalicelib.core.trash import get as get
-from chalicelib.core.trash import list_dropped as list_dropped
-from chalicelib.core.trash import public as public
-from chalicelib.core.trash import purge as purge
-from chalicelib.core.trash import restore as restore
+from chalicelib.core.tables.trash import get as get
+from chalicelib.core.tables.trash import list_dropped as list_dropped
+from chalicelib.core.tables.trash import public as public
+from chalicelib.core.tables.trash import purge as purge
+from chalicelib.core.tables.trash import restore as restore
 
 
 def table_id(record: dict[str, Any]) -> str | None:

@@ -99,7 +99,7 @@ def scope() -> Iterator[Scope]:
 
 def wrote_metadata(location: str, raw: bytes) -> None:
     """A table's metadata file this operation wrote: its settle keeps what the Glue face lists of the
-    table (core/entries.py) without reading the file again."""
+    table (core/tables/entries.py) without reading the file again."""
     open_scope = current()
     if open_scope is not None:
         with open_scope.lock:

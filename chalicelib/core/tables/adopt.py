@@ -149,7 +149,7 @@ def _register_trashed(
 ) -> TableState:
     """Register of a dropped table's metadata: restore it from the trash (same files, same trail), at
     the metadata file asked for if it is another of the table's own."""
-    from chalicelib.core import trash
+    from chalicelib.core.tables import trash
 
     record = trash.find_by_uuid(ctx, warehouse, table_uuid)
     if record is None:

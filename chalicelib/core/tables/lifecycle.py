@@ -48,7 +48,7 @@ def drop(
 ) -> None:
     """Drop a table (or view): invisible at once and its name free; with the warehouse's retention
     its files and pointer go to the trash (trash.py), without it they are purged (or kept) now."""
-    from chalicelib.core import trash
+    from chalicelib.core.tables import trash
 
     bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
     retention = trash.retention_ms(ctx, warehouse)

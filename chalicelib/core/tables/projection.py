@@ -27,7 +27,7 @@ working for the operation record their marks in its scope too (`listing_marks.jo
 namespace's uuid is read after the operation's writes, so a table created into a namespace made
 again under the same name goes into the new namespace's shards. In a one-level namespace, a table
 whose metadata the operation wrote (a create) also goes into the Glue face's entries view
-(core/entries.py), read and written in the same rounds: never authoritative, each entry checked
+(core/tables/entries.py), read and written in the same rounds: never authoritative, each entry checked
 against its pointer's listed ETag.
 
 **Full listing** (`names`): read the namespace record and LIST the listing prefix (at once); read

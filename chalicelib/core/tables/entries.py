@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import hive
 from chalicelib.core.containers import namespaces
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.primitives import damage, parallel, pointer_record
 from chalicelib.core.primitives.context import Context, env_int
 from chalicelib.core.settling import pointers, settle
+from chalicelib.core.tables import hive
 from chalicelib.errors import DamagedObject, NotFound, ServiceUnavailable, TableNotFound, TableRecoveryInProgress
 from chalicelib.storage import COUNTER, ObjectNotFound, StorageUnavailable, WriteInDoubt
 
