@@ -331,7 +331,7 @@ def trash_record(drop_id: str) -> str:
     return f"{TRASH_PREFIX}{drop_id}.json"
 
 
-# ---- change events (core/events.py, core/dispatcher.py) -----------------------------------------
+# ---- change events (core/changes/events.py, core/changes/dispatcher.py) -----------------------------------------
 EVENTS_PREFIX = CATALOG_PREFIX + "events/"
 EVENT_SINKS_PREFIX = EVENTS_PREFIX + "sinks/"
 

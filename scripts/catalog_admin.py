@@ -411,7 +411,7 @@ def _dispatch(a: argparse.Namespace) -> int:
     import threading
 
     from chalicelib import keys
-    from chalicelib.core.dispatcher import dispatch
+    from chalicelib.core.changes.dispatcher import dispatch
 
     ctx = _core()
     stop = threading.Event()

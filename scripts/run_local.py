@@ -83,7 +83,7 @@ def main() -> int:
         except Exception as exc:  # noqa: BLE001 - the catalog runs without it
             print(f"note: no demo event sink ({str(exc)[:200]})", file=sys.stderr)
         # The dispatcher, as its scheduled function runs it, every second (the demo queue's sender).
-        cmd = [sys.executable, "-m", "chalicelib.core.dispatcher", "--loop", "1"]
+        cmd = [sys.executable, "-m", "chalicelib.core.changes.dispatcher", "--loop", "1"]
         helpers.append(subprocess.Popen(cmd, cwd=str(ROOT), env=env, stdout=subprocess.DEVNULL))
     if queue:
         events = _events_banner(url, queue, endpoint)

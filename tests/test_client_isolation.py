@@ -28,7 +28,7 @@ ROLE = "arn:aws:iam::000000000000:role/catalog-data-access"
 CALL_SITES = {
     "chalicelib/storage.py": "s3",  # boto3's managed copy of an object over 5 GB only
     "chalicelib/core/access/vending.py": "sts",
-    "chalicelib/core/event_senders.py": "sqs sns events",
+    "chalicelib/core/changes/event_senders.py": "sqs sns events",
     "chalicelib/nudge.py": "lambda",
 }
 
@@ -74,8 +74,8 @@ SNS_NUMBERS = (
 def fresh_process(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, Any]]]:
     """A new botocore session (as a new process has) and a record of every client made through it."""
     from chalicelib.auth import identities
-    from chalicelib.core import event_senders
     from chalicelib.core.access import vending
+    from chalicelib.core.changes import event_senders
 
     for key, value in KEYS.items():
         monkeypatch.setenv(key, value)
@@ -112,9 +112,9 @@ def fresh_process(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator
 def test_no_client_reads_another_clients_timestamps_as_text(fresh_process, s3_endpoint):
     from chalicelib import nudge
     from chalicelib.auth import identities
-    from chalicelib.core import event_senders
     from chalicelib.core.access import vending
     from chalicelib.core.access.data_access import Grant
+    from chalicelib.core.changes import event_senders
     from chalicelib.settings import Settings
     from chalicelib.storage import COUNTER, S3Storage, s3_client
 

@@ -437,7 +437,7 @@ def test_a_damaged_journal_segment_loses_its_entries_only(served, http, s3, core
 def test_a_damaged_sink_or_position_stays_with_its_sink(served, http, s3, s3_endpoint, core):
     """A sink record that cannot be read is left out of the list and of delivery, the other sinks
     are served; a position that cannot be read sends everything again (at least once, same ids)."""
-    from chalicelib.core import dispatcher
+    from chalicelib.core.changes import dispatcher
 
     url, _ = served
     wh = _new_warehouse(http, url, tables=())

@@ -1,4 +1,4 @@
-"""Change events from the audit trail (core/events.py, core/dispatcher.py): one event per committed
+"""Change events from the audit trail (core/changes/events.py, core/changes/dispatcher.py): one event per committed
 change, in order per table, ids stable across redeliveries; filters; failures park and replay."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from chalicelib.core import dispatcher, event_senders, event_sinks
+from chalicelib.core.changes import dispatcher, event_senders, event_sinks
 from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.primitives import audit
 from chalicelib.core.primitives.context import Context
@@ -318,7 +318,7 @@ def test_a_warehouse_without_its_bucket_stops_no_other(core, monkeypatch):
 
 
 def test_a_rename_event_needs_both_ends_readable(core):
-    from chalicelib.core import event_feed
+    from chalicelib.core.changes import event_feed
     from chalicelib.core.tables import lifecycle as tables_lifecycle
     from chalicelib.routes.audit import _reader
 
@@ -384,7 +384,7 @@ def test_a_warehouse_change_is_an_event_too(core):
     again = Recorder()
     dispatcher.dispatch(core, wh, send=again)
     assert again.got == []  # once
-    from chalicelib.core import event_feed
+    from chalicelib.core.changes import event_feed
 
     page, _ = event_feed.page(core, wh, None, 100, 0, lambda e: True)
     ops = [e["operation"]["operation-type"] for e in page]

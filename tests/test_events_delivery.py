@@ -16,7 +16,7 @@ from typing import Any
 
 import boto3
 
-from chalicelib.core import event_sinks
+from chalicelib.core.changes import event_sinks
 from scripts import catalog_admin, local_s3
 from tests.conftest import REGION, ROOT, ROOT_KEY, ROOT_SECRET
 
@@ -112,7 +112,7 @@ def test_every_committed_change_reaches_the_queue_in_order(s3_endpoint, system_b
         denv = dict(env, CATALOG_FAULT_SLOW_ANSWER_MS="100")  # kills land between sends and cursor writes
 
         def start_dispatcher() -> subprocess.Popen[bytes]:
-            cmd = [sys.executable, "-m", "chalicelib.core.dispatcher", "--warehouse", wh, "--loop", "0.2"]
+            cmd = [sys.executable, "-m", "chalicelib.core.changes.dispatcher", "--warehouse", wh, "--loop", "0.2"]
             return subprocess.Popen(cmd, cwd=ROOT, env=denv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
         threads = [threading.Thread(target=writer, args=(w,)) for w in range(WRITERS)]
@@ -136,7 +136,7 @@ def test_every_committed_change_reaches_the_queue_in_order(s3_endpoint, system_b
         assert len(acked) >= WRITERS * COMMITS // 2 and len(refused) == WRITERS * (COMMITS // 4)
         assert sent > 0  # the dispatcher was sending when it was killed
         # A last dispatcher, behind the same lossy S3, drains what is left.
-        cmd = [sys.executable, "-m", "chalicelib.core.dispatcher", "--warehouse", wh]
+        cmd = [sys.executable, "-m", "chalicelib.core.changes.dispatcher", "--warehouse", wh]
         for _ in range(3):
             subprocess.run(cmd, cwd=ROOT, env=denv, check=False, capture_output=True, timeout=120)
         got = _drain(sqs, queue)
@@ -169,7 +169,7 @@ def test_every_committed_change_reaches_the_queue_in_order(s3_endpoint, system_b
 
 def test_sns_and_eventbridge_sinks_deliver(s3_endpoint, core, http, catalog_url):
     """An SNS topic and an EventBridge bus (each routed on to an SQS queue) get the same events."""
-    from chalicelib.core import dispatcher
+    from chalicelib.core.changes import dispatcher
 
     clients = {"endpoint_url": s3_endpoint, "region_name": REGION, "aws_access_key_id": "test"}
     clients["aws_secret_access_key"] = "test"

@@ -10,7 +10,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from chalicelib.core import dispatcher, event_senders
+from chalicelib.core.changes import dispatcher, event_senders
 from scripts import catalog_admin
 from tests.authutil import allow, make_user
 

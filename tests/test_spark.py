@@ -675,7 +675,7 @@ def test_commit_events_in_a_queue_drive_maintenance(spark, settings, spark_wh, s
     table after 3 commits that add data (and not count its own compaction)."""
     import boto3
 
-    from chalicelib.core import dispatcher, event_sinks
+    from chalicelib.core.changes import dispatcher, event_sinks
     from spark_jobs import on_events
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")

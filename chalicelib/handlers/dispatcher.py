@@ -1,11 +1,11 @@
-"""Lambda handler of the change-event dispatcher (no HTTP routes): see chalicelib/core/dispatcher.py."""
+"""Lambda handler of the change-event dispatcher (no HTTP routes): see chalicelib/core/changes/dispatcher.py."""
 
 from typing import Any
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from chalicelib import keys
-    from chalicelib.core.dispatcher import dispatch
+    from chalicelib.core.changes.dispatcher import dispatch
     from chalicelib.core.primitives.context import get_context
 
     ctx = get_context()

@@ -1,5 +1,5 @@
 """Change events on the Iceberg REST face: the pull feed (`POST /v1/{prefix}/events`, the REST
-events proposal) and a warehouse's event sinks (core/events.py, core/dispatcher.py)."""
+events proposal) and a warehouse's event sinks (core/changes/events.py, core/changes/dispatcher.py)."""
 
 from __future__ import annotations
 

@@ -234,8 +234,8 @@ def _check_pointer(ctx: Context, warehouse: str, key: str, data: dict[str, Any],
 def _check_side_objects(ctx: Context, bucket: str, add: Any, report: Report) -> None:
     """Damaged objects beside the tables: the resource policies, event sinks and their positions
     (reported as unreadable records), and the caches listings read around (unreadable caches)."""
-    from chalicelib.core import event_sinks
     from chalicelib.core.access import resource_policies
+    from chalicelib.core.changes import event_sinks
 
     policies, reason = _judged(ctx, bucket, resource_policies.KEY, resource_policies.shape)
     if reason is not None:

@@ -1,17 +1,17 @@
-"""Change events: the pull feed and the sinks the dispatcher sends to (core/events.py)."""
+"""Change events: the pull feed and the sinks the dispatcher sends to (core/changes/events.py)."""
 
 from __future__ import annotations
 
-from chalicelib.core.dispatcher import replay as replay
-from chalicelib.core.event_feed import check_request as check_request
-from chalicelib.core.event_feed import matches as matches
-from chalicelib.core.event_feed import page as page
-from chalicelib.core.event_sinks import NAME as SINK_NAME
-from chalicelib.core.event_sinks import all_of as all_sinks
-from chalicelib.core.event_sinks import create as create_sink
-from chalicelib.core.event_sinks import delete as delete_sink
-from chalicelib.core.event_sinks import public as public_sink
-from chalicelib.core.event_sinks import read as read_sink
+from chalicelib.core.changes.dispatcher import replay as replay
+from chalicelib.core.changes.event_feed import check_request as check_request
+from chalicelib.core.changes.event_feed import matches as matches
+from chalicelib.core.changes.event_feed import page as page
+from chalicelib.core.changes.event_sinks import NAME as SINK_NAME
+from chalicelib.core.changes.event_sinks import all_of as all_sinks
+from chalicelib.core.changes.event_sinks import create as create_sink
+from chalicelib.core.changes.event_sinks import delete as delete_sink
+from chalicelib.core.changes.event_sinks import public as public_sink
+from chalicelib.core.changes.event_sinks import read as read_sink
 
 __all__ = [
     "SINK_NAME",

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import event_sinks, events
+from chalicelib.core.changes import event_sinks, events
 from chalicelib.core.primitives import audit, damage, parallel
 from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.errors import DamagedObject
@@ -325,7 +325,7 @@ def _park(ctx: Context, bucket: str, sink: dict[str, Any], event: dict[str, Any]
 
 def _sender(ctx: Context) -> Sender:
     # Imported here: its HTTP client (urllib.request, ~30 ms) is not on the pull feed's cold path.
-    from chalicelib.core import event_senders
+    from chalicelib.core.changes import event_senders
 
     return lambda sink, batch: event_senders.send(sink, batch, ctx.settings.s3_endpoint_url)
 

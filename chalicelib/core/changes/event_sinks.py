@@ -194,7 +194,7 @@ def _filter_value(key: str, value: str) -> str:
     import fnmatch
 
     from chalicelib import names
-    from chalicelib.core import events
+    from chalicelib.core.changes import events
 
     if key == "types":
         value = value.removeprefix(events.TYPE_PREFIX + ".")

@@ -2,7 +2,7 @@
 
 A continuation token names a stored position (`keys.event_feed`): the last seq read of each trail
 source, the ETags of objects read to the end, and when the journal was last listed: the
-dispatcher's cursor (core/dispatcher.py), kept per token instead of per sink. A page reads what
+dispatcher's cursor (core/changes/dispatcher.py), kept per token instead of per sink. A page reads what
 changed since that position, takes up to `page-size` events (each table's in seq order, tables
 merged by time) and stores the position after them under a new token; a page with nothing new
 answers the same token, writing nothing. Entries the caller may not read, or that the request
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core import dispatcher, events
+from chalicelib.core.changes import dispatcher, events
 from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.errors import BadRequest, Gone
 from chalicelib.storage import ObjectNotFound
