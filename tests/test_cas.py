@@ -1,4 +1,4 @@
-"""core/cas.update, the one read-change-swap loop: no change lost among many writers on an S3 that
+"""core/primitives/cas.update, the one read-change-swap loop: no change lost among many writers on an S3 that
 loses answers, refusals write nothing, and a change that loses every race is a 503, not applied."""
 
 from __future__ import annotations

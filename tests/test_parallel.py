@@ -1,4 +1,4 @@
-"""core/parallel.map_counted: work on the shared pools counts for the request and keeps its deadline."""
+"""core/primitives/parallel.map_counted: work on the shared pools counts for the request and keeps its deadline."""
 
 from __future__ import annotations
 

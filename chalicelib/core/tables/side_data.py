@@ -1,7 +1,7 @@
 """Per-table documents beside the pointer (Glue partition indexes, column statistics).
 
 They live outside the pointer, so changing them never bumps the table version or fails a commit.
-Each is one JSON object, changed with core/cas.update.
+Each is one JSON object, changed with core/primitives/cas.update.
 """
 
 from __future__ import annotations
