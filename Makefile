@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt requirements-lock.txt | sha256sum | cut -c1-16)
 
-.PHONY: run run-lambda test test-fast lint format docs venv localstack awscli spark-classpath browser lambda-runtime release clean
+.PHONY: run run-lambda test test-fast setup lint format docs venv localstack awscli spark-classpath browser lambda-runtime release clean
 
 $(STAMP):
 	rm -rf $(VENV)
@@ -57,12 +57,18 @@ format: venv
 docs: venv
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
-# One pytest worker per core (pytest-xdist; TEST_WORKERS=1 for one process): each worker has its
-# own local S3 and catalog, and a module's tests stay on one worker (tests/conftest.py).
-TEST_WORKERS ?= auto
-XDIST = -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+# pytest-xdist workers: one more than the machine has cores (the tests wait on S3, processes and
+# engines about half of the time); TEST_WORKERS=1 runs one. Each worker has its own local S3 and
+# catalog, and a module's tests stay on one worker (tests/conftest.py).
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
+XDIST = -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
-test: venv localstack awscli browser lambda-runtime lint docs spark-classpath
+# What the tests need installed. The five do not depend on each other, so they install side by
+# side (on a fresh machine: minutes of downloads and unpacking, overlapped).
+setup:
+	$(MAKE) --no-print-directory -j 5 --output-sync=target venv localstack awscli browser lambda-runtime
+
+test: setup lint docs spark-classpath
 	$(VENV)/bin/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The core's protocol, crash-point and policy tests on an S3 in memory (infra/memory_s3.py): about

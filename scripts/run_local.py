@@ -8,6 +8,7 @@ import signal
 import string
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -61,12 +62,17 @@ def main() -> int:
 
     helpers: list[subprocess.Popen[bytes]] = []
 
-    def stop(*_: object) -> None:
+    def stop(*_: object, status: int = 0) -> None:
         for proc in [server, *helpers]:
             proc.terminate()
+        for proc in [server, *helpers]:  # gone, with their ports, before this command returns
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
         if s3 is not None:
             s3.stop()
-        sys.exit(0)
+        sys.exit(status)
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
@@ -75,7 +81,7 @@ def main() -> int:
         _ensure_warehouse(url, DEMO_WAREHOUSE, env)
     except Exception as exc:  # noqa: BLE001
         print(f"error: the catalog did not start: {exc}", file=sys.stderr)
-        stop()
+        stop(status=1)
     queue = None
     if s3 is not None and s3.kind == "localstack":
         try:
@@ -101,7 +107,14 @@ def _ensure_warehouse(url: str, name: str, env: dict[str, str]) -> None:
     import catalog_admin
 
     http = catalog_admin.session(env["CATALOG_ROOT_ACCESS_KEY"], env["CATALOG_ROOT_SECRET_KEY"])
-    resp = http.post(f"{url}/v1/warehouses", json={"name": name}, timeout=30)
+    # A local S3 that has just answered its health check may still throttle for a moment on a busy
+    # machine: a 503 says nothing was changed and to retry, so the start retries it for a while.
+    deadline = time.monotonic() + 60
+    while True:
+        resp = http.post(f"{url}/v1/warehouses", json={"name": name}, timeout=30)
+        if resp.status_code != 503 or time.monotonic() > deadline:
+            break
+        time.sleep(float(resp.headers.get("Retry-After", "1")))
     if resp.status_code not in (200, 409):
         raise RuntimeError(f"creating warehouse {name!r} failed: {resp.status_code} {resp.text[:200]}")
 

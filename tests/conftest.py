@@ -163,20 +163,52 @@ def core_storage(request: pytest.FixtureRequest, system_bucket: str) -> tuple[An
     return S3Storage(s3_client(endpoint, REGION), REGION), endpoint
 
 
-# Under pytest-xdist (`make test` runs `-n auto --dist loadgroup`), a module's tests stay on one
-# worker (its module fixtures start once) and these modules share a worker, one after the other:
-# they start the two-command stack, whose local S3 keeps its files in the tree (.localdata).
-SAME_WORKER = {"test_docs.py": "the-local-stack", "test_run_command.py": "the-local-stack"}
-# The longest modules go first, so no worker is left with one of them when the others are done
-# (measured on a 2-core machine; the rest keep their order).
+# Under pytest-xdist (`make test` runs `-n auto --dist loadscope`), a module's tests stay on one
+# worker (its module fixtures start once), and these modules share a worker, one after the other:
+# the first ones keep state in the tree (the two-command stack's local S3 in .localdata, Chalice's
+# package cache in .chalice/deployments), the others each run a Spark driver (two at once on two
+# cores would each take twice as long).
+SAME_WORKER = {
+    **dict.fromkeys(
+        ("test_docs.py", "test_run_command.py", "test_infra.py", "test_lambda_local.py", "test_release.py"),
+        "the-tree",
+    ),
+    **dict.fromkeys(("test_spark.py", "test_vended_refresh.py", "test_transfer.py"), "spark"),
+}
+# The longest groups go first, so no worker is left with one of them when the others are done
+# (measured on a 2-core machine); the rest keep their order.
 LONGEST_FIRST = (
-    "test_docs.py",
-    "test_run_command.py",
-    "test_spark.py",
+    "the-tree",
+    "spark",
+    "test_crash_points.py",
+    "test_contention.py",
+    "test_policy_matrix.py",
+    "test_concurrency.py",
+    "test_api.py",
+    "test_trash.py",
+    "test_s3tables.py",
+    "test_listing_projection.py",
+    "test_admin_cli.py",
+    "test_damaged_objects.py",
 )
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def _group(nodeid: str) -> str:
+    name = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    return SAME_WORKER.get(name, name)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's loadscope, with a module's tests (or a SAME_WORKER group's) as the unit sent to a worker."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _group(nodeid)
+
+    return ByGroup(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if FAST:
         slow = [i for i in items if "s3_endpoint" in getattr(i, "fixturenames", ()) or i.get_closest_marker("full")]
@@ -184,9 +216,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             config.hook.pytest_deselected(items=slow)
             items[:] = [i for i in items if i not in set(slow)]
     rank = {name: n for n, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda i: rank.get(i.path.name, len(rank)))  # stable: each module keeps its order
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(SAME_WORKER.get(item.path.name, item.path.name)))
+    items.sort(key=lambda i: rank.get(_group(i.nodeid), len(rank)))  # stable: each module keeps its order
 
 
 @pytest.fixture()

@@ -124,7 +124,7 @@ def test_import_copy_data_moves_every_file_and_path(catalog_url, http, s3, s3_en
         )
         spark.sql("INSERT INTO src.lake.dv VALUES (1, 'a'), (2, 'b'), (3, 'c')")
         spark.sql("DELETE FROM src.lake.dv WHERE id = 2")  # a deletion vector (Puffin)
-        spark.sql("CALL src.system.compute_table_stats(table => 'lake.events')")  # a Puffin statistics file
+        spark.sql("CALL src.system.compute_table_stats(table => 'src.lake.events')")  # a Puffin statistics file
         spark.sql("CREATE VIEW src.lake.recent AS SELECT id FROM src.lake.events WHERE id > 3")
         expected = {
             t: sorted(tuple(r) for r in spark.sql(f"SELECT * FROM src.lake.{t}").collect()) for t in ("events", "dv")
