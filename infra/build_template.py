@@ -14,6 +14,7 @@ memory, timeout, reserved concurrency and the root-credentials secret (never its
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -572,22 +573,29 @@ def build(out_dir: Path, python: str = "3.11", arch: str = "x86_64") -> Path:
     shutil.rmtree(pkg, ignore_errors=True)
     env = dict(os.environ, AWS_DEFAULT_REGION=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
     chalice = Path(sys.executable).parent / "chalice"
-    subprocess.run(
-        [
-            str(chalice),
-            "--project-dir",
-            str(ROOT),
-            "package",
-            "--stage",
-            "dev",
-            "--merge-template",
-            str(merge),
-            str(pkg),
-        ],
-        check=True,
-        env=env,
-        cwd=ROOT,
-    )
+    # `chalice package` keeps its dependency zip in the project's .chalice/deployments, written in
+    # place: two builds of one checkout at once (make run-lambda beside make release, or two test
+    # workers) would read each other's half-written zip. One at a time, then.
+    lock_path = ROOT / ".chalice" / "deployments" / ".package.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run(
+            [
+                str(chalice),
+                "--project-dir",
+                str(ROOT),
+                "package",
+                "--stage",
+                "dev",
+                "--merge-template",
+                str(merge),
+                str(pkg),
+            ],
+            check=True,
+            env=env,
+            cwd=ROOT,
+        )
     template = target(tidy(json.loads((pkg / "sam.json").read_text())), python, arch)
     (out_dir / "template.json").write_text(json.dumps(template, indent=1))
     optimize_package(pkg / "deployment.zip", out_dir / "deployment.zip", python, arch)

@@ -72,6 +72,12 @@ class LocalS3:
             self.moto.stop()
 
 
+def data_dir(port: int) -> Path:
+    """The local S3's files in the checkout, one folder per port: two stacks side by side (`make
+    run` and `make run-lambda`, or two test modules) never share one."""
+    return ROOT / ".localdata" / f"s3-{port}"
+
+
 def start(port: int, data_dir: Path, prefer: str = "auto") -> LocalS3:
     """Start LocalStack (Python 3.13 venv) or, failing that, moto; raise PortInUse clearly.
 
@@ -174,7 +180,8 @@ def clean(data_dir: Path) -> None:
 
 
 if __name__ == "__main__":  # manual use: python scripts/local_s3.py [port]
-    s3 = start(int(sys.argv[1]) if len(sys.argv) > 1 else 4566, ROOT / ".localdata")
+    port = int(sys.argv[1]) if len(sys.argv) > 1 else 4566
+    s3 = start(port, data_dir(port))
     print(f"{s3.kind} S3 on {s3.endpoint}; Ctrl-C to stop")
     try:
         while True:

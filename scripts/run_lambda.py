@@ -37,7 +37,7 @@ def main() -> int:
         print(f"error: port {port} is already in use; set CATALOG_PORT=<port>", file=sys.stderr)
         return 2
     try:
-        s3 = local_s3.start(s3_port, ROOT / ".localdata")
+        s3 = local_s3.start(s3_port, local_s3.data_dir(s3_port))
     except local_s3.PortInUse as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -58,7 +58,7 @@ def main() -> int:
     )
     root_secret = os.environ.get("CATALOG_ROOT_SECRET_KEY") or secrets.token_urlsafe(30)
     try:
-        build = build_template.build(ROOT / ".localdata" / "lambda-build").parent
+        build = build_template.build(ROOT / ".localdata" / f"lambda-build-{port}").parent
         sm = boto3.client(
             "secretsmanager",
             endpoint_url=s3.endpoint,
@@ -81,7 +81,7 @@ def main() -> int:
             **keys,
         }
         emulator = lambda_emulator.Emulator(
-            build, ROOT / ".localdata" / "lambda", overrides, params, max_instances=4, port=port
+            build, ROOT / ".localdata" / f"lambda-{port}", overrides, params, max_instances=4, port=port
         )
         env = {
             "CATALOG_ROOT_ACCESS_KEY": root_key,

@@ -31,7 +31,7 @@ def main() -> int:
         note = f"using your S3 at {endpoint} (S3_ENDPOINT_URL); no local S3 started"
     else:
         try:
-            s3 = local_s3.start(s3_port, ROOT / ".localdata")
+            s3 = local_s3.start(s3_port, local_s3.data_dir(s3_port))
         except local_s3.PortInUse as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

@@ -163,32 +163,33 @@ def core_storage(request: pytest.FixtureRequest, system_bucket: str) -> tuple[An
     return S3Storage(s3_client(endpoint, REGION), REGION), endpoint
 
 
-# Under pytest-xdist (`make test` runs `-n auto --dist loadscope`), a module's tests stay on one
-# worker (its module fixtures start once), and these modules share a worker, one after the other:
-# the first ones keep state in the tree (the two-command stack's local S3 in .localdata, Chalice's
-# package cache in .chalice/deployments), the others each run a Spark driver (two at once on two
-# cores would each take twice as long).
-SAME_WORKER = {
-    **dict.fromkeys(
-        ("test_docs.py", "test_run_command.py", "test_infra.py", "test_lambda_local.py", "test_release.py"),
-        "the-tree",
-    ),
-    **dict.fromkeys(("test_spark.py", "test_vended_refresh.py", "test_transfer.py"), "spark"),
-}
-# The longest groups go first, so no worker is left with one of them when the others are done
-# (measured on a 2-core machine); the rest keep their order.
+# Under pytest-xdist (`make test` runs `-n <cores + 1> --dist loadscope`), a module's tests stay on
+# one worker (its module fixtures start once), and the modules of a group share one, one after the
+# other: these each run a Spark driver (two at once would each take twice as long, and a session of
+# one module would meet the catalogs another configured in the same JVM).
+SAME_WORKER = dict.fromkeys(("test_spark.py", "test_vended_refresh.py", "test_transfer.py"), "spark")
+# The longest first, so no worker is left with one of them when the others are done (measured on a
+# 2-core machine); the rest keep their order.
 LONGEST_FIRST = (
-    "the-tree",
+    "test_docs.py",
     "spark",
-    "test_crash_points.py",
+    "test_lambda_local.py",
+    "test_infra.py",
     "test_contention.py",
-    "test_policy_matrix.py",
+    "test_run_command.py",
+    "test_crash_points.py",
     "test_concurrency.py",
     "test_api.py",
-    "test_trash.py",
     "test_s3tables.py",
-    "test_listing_projection.py",
+    "test_planning_attacks.py",
+    "test_policy_matrix.py",
+    "test_bad_input.py",
+    "test_audit.py",
     "test_admin_cli.py",
+    "test_release.py",
+    "test_listing_projection.py",
+    "test_sweeper.py",
+    "test_trash.py",
     "test_damaged_objects.py",
 )
 

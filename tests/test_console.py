@@ -152,7 +152,7 @@ def test_browse_a_table_see_its_chart_and_undrop(browser, catalog_url, http, lak
 
     _sign_in(browser, ui, ROOT_KEY, ROOT_SECRET)
     assert ROOT_SECRET not in str(browser.execute_script("return JSON.stringify(sessionStorage)"))
-    browser.find_element(By.CSS_SELECTOR, f'a[data-warehouse="{wh}"]').click()
+    _wait(browser, f'a[data-warehouse="{wh}"]').click()  # the list renders once its fetch answers
     _wait(browser, 'a[data-namespace="sales"]').click()
     _wait(browser, 'a[data-table="orders"]').click()
     chart = _wait(browser, "svg#snapshot-chart")
@@ -225,7 +225,7 @@ def test_root_manages_users_keys_and_policies(browser, catalog_url, http, lake):
     assert stored["access-keys"] == [akid] and list(stored["policies"]) == ["readers"]
 
     _sign_in(browser, ui, akid, secret)  # the key the page showed works, under the policy it saved
-    assert browser.find_elements(By.CSS_SELECTOR, f'a[data-warehouse="{lake["wh"]}"]')
+    assert _wait(browser, f'a[data-warehouse="{lake["wh"]}"]')
     system = http.get(f"{catalog_url}/admin/audit", params={"pageSize": 200}).json()["entries"]
     assert [e["op"] for e in system if e["target"].get("user") == user][:3] == [
         "put-policy",
