@@ -210,6 +210,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return ByGroup(config, log)
 
 
+FULL_MODULE = "\npytestmark = pytest.mark.full"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """`make test-fast` does not import a module whose every test is marked full: each of its
+    workers would otherwise spend seconds importing engines and clients it never runs."""
+    if FAST and collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        if FULL_MODULE in collection_path.read_text():
+            return True
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if FAST:
         slow = [i for i in items if "s3_endpoint" in getattr(i, "fixturenames", ()) or i.get_closest_marker("full")]

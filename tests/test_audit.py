@@ -13,11 +13,15 @@ import uuid
 from collections import Counter
 from typing import Any
 
+import pytest
 import requests
 
 from scripts import catalog_admin, local_s3
 from tests.authutil import allow, make_user
 from tests.conftest import ROOT, ROOT_KEY, ROOT_SECRET, catalog_process
+
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 WRITERS, COMMITS = 16, 12

@@ -6,6 +6,9 @@ import pytest
 
 from tests.conftest import s3_state
 
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
+
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 LONG = "a" * 251
 TOO_DEEP = "%1F".join(f"l{i}" for i in range(11))

@@ -5,12 +5,16 @@ from __future__ import annotations
 import threading
 
 import pyarrow as pa
+import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 
 from tests.conftest import sigv4_props
+
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
 
 THREADS, APPENDS = 8, 10
 SCHEMA = Schema(NestedField(1, "writer", LongType(), required=False), NestedField(2, "seq", LongType(), required=False))

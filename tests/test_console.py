@@ -20,6 +20,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 from tests.authutil import allow, make_user
 from tests.conftest import ROOT_KEY, ROOT_SECRET
 
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
+
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 SCHEMA = {
     "type": "struct",

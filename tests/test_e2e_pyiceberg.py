@@ -12,6 +12,9 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 from tests.conftest import keys_under
 
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
+
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
     NestedField(2, "region", StringType(), required=False),

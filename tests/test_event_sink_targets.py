@@ -17,6 +17,9 @@ import pytest
 
 from tests.conftest import REGION, ROOT, ROOT_KEY, ROOT_SECRET, s3_state
 
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
+
 ACCOUNT = "123456789012"
 QUEUE_URL = f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/orders"
 QUEUE_ARN = f"arn:aws:sqs:us-east-1:{ACCOUNT}:orders"

@@ -15,10 +15,14 @@ from collections import defaultdict
 from typing import Any
 
 import boto3
+import pytest
 
 from chalicelib.core.changes import event_sinks
 from scripts import catalog_admin, local_s3
 from tests.conftest import REGION, ROOT, ROOT_KEY, ROOT_SECRET
+
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 WRITERS, COMMITS, TABLES = 8, 10, 4

@@ -14,6 +14,9 @@ from botocore.exceptions import ClientError
 
 from tests.conftest import REGION, ROOT_KEY, ROOT_SECRET, keys_under, s3_state
 
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
+
 
 def glue_client(
     catalog_url: str, warehouse: str, key: str = ROOT_KEY, secret: str = ROOT_SECRET, validate: bool = True

@@ -16,6 +16,9 @@ from pyiceberg.types import LongType, NestedField, StringType
 from tests.conftest import KEYS, REGION, ROOT_KEY, ROOT_SECRET, rest_catalog
 from tests.test_glue import glue_client, hive_input
 
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
+
 SCHEMA = Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "city", StringType(), required=False))
 
 

@@ -22,10 +22,11 @@ def _python(pattern: str, name: str) -> bool:
     return re.fullmatch(glue_to_regex(pattern), name, re.IGNORECASE | re.DOTALL) is not None
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(autouse=True, scope="module")
 def _no_collector_pauses() -> Iterator[None]:
     """The timed checks measure the matcher, not a full garbage collection of the whole test
-    session that happens to start in this thread (that was a 0.51 s "refusal" in one CI run)."""
+    session that happens to start in this thread (that was a 0.51 s "refusal" in one CI run). Once
+    for the module: a full collection of a worker's heap takes a second."""
     gc.collect()
     gc.disable()
     try:

@@ -17,6 +17,9 @@ from tests.test_audit import _all
 from tests.test_glue import code_of, glue_client
 from tests.test_glue_clients import SCHEMA, glue_catalog, rows
 
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
+
 
 def _ids(table: Any) -> list[int]:
     return sorted(table.scan().to_arrow()["id"].to_pylist())

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from scripts import catalog_admin
 from tests.conftest import ROOT_KEY, ROOT_SECRET
+
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 

@@ -17,6 +17,9 @@ from botocore.credentials import Credentials
 from chalicelib.core.primitives import context as catalog_context
 from tests.conftest import KEYS, REGION, ROOT_KEY, ROOT_SECRET
 
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
+
 URL_HOST = "abcdefgh12345.lambda-url.us-east-1.on.aws"
 API_HOST = "a1b2c3d4e5.execute-api.us-east-1.amazonaws.com"
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}

@@ -21,6 +21,9 @@ import requests
 from infra import build_template, lambda_emulator
 from tests.conftest import KEYS, REGION, ROOT_KEY, ROOT_SECRET, rest_catalog, s3_state
 
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
+
 BUCKET_PREFIX = "lambda-"
 
 

@@ -24,6 +24,9 @@ from tests.conftest import ROOT_KEY, ROOT_SECRET, catalog_process, keys_under
 from tests.crashutil import assert_fsck_clean
 from tests.txnutil import append_change
 
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
+
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 
 

@@ -26,6 +26,9 @@ from scripts import catalog_admin
 from tests.authutil import allow, make_user
 from tests.conftest import ROOT_KEY, ROOT_SECRET, catalog_process, rest_catalog, s3_state, sigv4_props
 
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
+
 SIGNING = {"header.X-Iceberg-Access-Delegation": "remote-signing"}
 SERVER = {"scan-planning-mode": "server"}
 SCHEMA = Schema(

@@ -27,6 +27,9 @@ from tests.authutil import allow, make_user
 from tests.conftest import ROOT_KEY, ROOT_SECRET, catalog_process, rest_catalog, sigv4_props
 from tests.test_planning import SCHEMA, SPEC, _rows
 
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
+
 ROOT = ("root", ROOT_KEY, ROOT_SECRET)
 User = tuple[str, str, str]
 

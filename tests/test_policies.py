@@ -11,6 +11,9 @@ from scripts import catalog_admin
 from tests.authutil import allow, make_user
 from tests.conftest import sigv4_props
 
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
+
 SCHEMA = pa.schema([("id", pa.int64())])
 
 

@@ -23,6 +23,9 @@ from tests.conftest import REGION, ROOT_KEY, ROOT_SECRET
 from tests.test_glue import glue_client
 from tests.test_s3tables import s3tables_client
 
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
+
 ACCOUNT = "000000000000"
 SCHEMA = {"fields": [{"name": "id", "type": "long", "required": True}]}
 ALL = ["s3tables:*", "glue:*"]

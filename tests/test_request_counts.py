@@ -5,9 +5,13 @@ from __future__ import annotations
 import uuid
 
 import pyarrow as pa
+import pytest
 
 from chalicelib.core.tables import create as creation
 from chalicelib.core.tables import lookup
+
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 

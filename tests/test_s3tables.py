@@ -16,6 +16,9 @@ from botocore.exceptions import ClientError
 
 from tests.conftest import REGION, ROOT_KEY, ROOT_SECRET, keys_under, rest_catalog
 
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
+
 
 def s3tables_client(catalog_url: str, validate: bool = True, key: str = ROOT_KEY, secret: str = ROOT_SECRET) -> Any:
     base = catalog_url.rsplit("/_iceberg", 1)[0]

@@ -15,6 +15,9 @@ from tests.authutil import allow, make_user
 from tests.conftest import s3_state
 from tests.test_s3tables import SCHEMA, code, s3tables_client
 
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
+
 BAD_TAGS = {
     "51 tags": {f"k{i}": "v" for i in range(51)},
     "key of 129": {"k" * 129: "v"},

@@ -18,6 +18,9 @@ from spark_jobs import ingest, maintain
 from spark_jobs.session import JobSettings, build_session
 from tests.conftest import ROOT_KEY, ROOT_SECRET, sigv4_props
 
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
+
 
 @pytest.fixture(scope="module")
 def spark_wh(catalog_url, http):

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 
 from tests.txnutil import append_change
+
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 

@@ -6,8 +6,12 @@ import json
 import uuid
 
 import pyarrow as pa
+import pytest
 
 from tests.conftest import keys_under
+
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 ROWS = pa.table({"id": pa.array(list(range(1000)), pa.int64())})

@@ -14,6 +14,9 @@ from botocore.exceptions import ClientError
 from tests.conftest import s3_state
 from tests.test_glue import code_of, glue_client, iceberg_input, write_metadata
 
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
+
 SCHEMA = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "type": "long", "required": True}]}
 
 

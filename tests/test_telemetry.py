@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 import requests
 
 from scripts import catalog_admin
@@ -18,6 +19,9 @@ from tests.authutil import make_user
 from tests.conftest import ROOT_SECRET, catalog_process
 from tests.test_glue import glue_client
 from tests.test_s3tables import s3tables_client
+
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 

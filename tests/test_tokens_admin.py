@@ -20,6 +20,9 @@ from scripts import catalog_admin
 from tests.authutil import allow, make_user
 from tests.conftest import ROOT, ROOT_KEY, ROOT_SECRET, s3_state
 
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
+
 FULL = {"Statement": [{"Effect": "Allow", "Action": "s3tables:*", "Resource": "*"}]}
 
 

@@ -14,6 +14,9 @@ from chalicelib.core.admin import fsck
 from scripts import catalog_admin
 from tests.conftest import keys_under, rest_catalog
 
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
+
 
 def test_export_then_import_reads_identically(catalog_url, http, s3_endpoint, core, monkeypatch, tmp_path, capsys):
     src = f"wh-exp-{uuid.uuid4().hex[:8]}"

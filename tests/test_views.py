@@ -16,6 +16,9 @@ from pyiceberg.view.metadata import SQLViewRepresentation, ViewVersion
 
 from tests.conftest import s3_state
 
+# Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
+pytestmark = pytest.mark.full
+
 SCHEMA_JSON = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 
 
