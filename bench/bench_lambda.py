@@ -100,7 +100,7 @@ class Runtime:
     def __init__(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CATALOG_", "BENCH_S3_", "RUN_LAMBDA"))}
         env["RUN_LAMBDA_SIGNALS"] = "1"
-        for attempt in (1, 2):  # a start can fail when another run-lambda shares .localdata meanwhile
+        for attempt in (1, 2):  # a start can fail when another process takes one of its free ports meanwhile
             env.update(CATALOG_PORT=str(_free_port()), LOCAL_S3_PORT=str(_free_port()))
             self.proc = subprocess.Popen(
                 [sys.executable, str(ROOT / "scripts" / "run_lambda.py")],
