@@ -30,78 +30,82 @@ class Transition:
     when: str  # what the rule finds
     to: str  # what the name holds after it
     by: str  # who makes it
-    rule: str  # where it is written
+    rule: str  # where it is written, under chalicelib/core/
 
 
 TRANSITIONS: tuple[Transition, ...] = (
-    Transition("active", "always", "the table or view, as stored", "any request", "settle.live"),
-    Transition("staged", "always", "a reserved name, no table yet (S3 Tables reads it)", "any request", "settle.live"),
+    Transition("active", "always", "the table or view, as stored", "any request", "settling.settle.live"),
+    Transition(
+        "staged", "always", "a reserved name, no table yet (S3 Tables reads it)", "any request", "settling.settle.live"
+    ),
     Transition(
         "pending",
         "its source is moved here (rename) or its trash record is (restore)",
         "active",
         "any request",
-        "settle.settle_pending",
+        "settling.settle.settle_pending",
     ),
     Transition(
         "pending",
         "its source is not moved here",
         "absent: the move has not committed",
         "any request",
-        "settle.settle_pending",
+        "settling.settle.settle_pending",
     ),
-    Transition("pending", "stale, its source not moved here", "removed", "the sweeper", "settle.stale"),
+    Transition("pending", "stale, its source not moved here", "removed", "the sweeper", "settling.settle.stale"),
     Transition(
         "moved",
         "its destination is still pending",
         "destination active, source removed",
         "any request",
-        "settle.finish_move",
+        "settling.settle.finish_move",
     ),
-    Transition("moved", "its destination holds the table", "source removed", "any request", "settle.finish_move"),
-    Transition("moved", "stale", "source removed", "the sweeper", "settle.finish_move"),
-    Transition("dropped", "always", "absent to every request", "any request", "settle.live"),
+    Transition(
+        "moved", "its destination holds the table", "source removed", "any request", "settling.settle.finish_move"
+    ),
+    Transition("moved", "stale", "source removed", "the sweeper", "settling.settle.finish_move"),
+    Transition("dropped", "always", "absent to every request", "any request", "settling.settle.live"),
     Transition(
         "dropped",
         "stale",
         "in the trash, or its purge queued; removed",
         "the dropper, then the sweeper",
-        "drops.settle_drop",
+        "settling.drops.settle_drop",
     ),
     Transition(
         "claim",
         "its transaction has not committed, lease running",
         "the pointer before the claim",
         "a reader",
-        "claims.committed_view",
+        "primitives.claims.committed_view",
     ),
     Transition(
         "claim",
         "its transaction committed",
         "the roll-forward, written by the writer's own CAS",
         "a writer",
-        "claims.followed",
+        "primitives.claims.followed",
     ),
     Transition(
         "claim",
         "its transaction committed, or aborted once its lease ran out",
         "rolled forward or back",
         "a writer, the sweeper",
-        "claims.settle_claim",
+        "primitives.claims.settle_claim",
     ),
     Transition(
         "claim",
         "its transaction still running past the wait",
         "409: retry shortly",
         "a writer",
-        "claims.recovery_error",
+        "primitives.claims.recovery_error",
     ),
     Transition(
         "pending-create",
         "under its transaction's claim",
         "absent; active or a tombstone once it ends",
         "any request",
-        "claims.settled_pointer",
+        "primitives.claims.settled_pointer",
     ),
 )
 
