@@ -7,6 +7,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
+from chalicelib.core.paging import DEFAULT_PAGE_SIZE
 from tests.authutil import allow, make_user
 from tests.conftest import ROOT_KEY, ROOT_SECRET
 
@@ -88,8 +90,26 @@ def _snapshots(n: int) -> list[dict[str, Any]]:
     return updates
 
 
+def _pad_past_one_page(catalog_url: str, http: Any) -> None:
+    """More warehouses than one page holds, sorting before the lake's: the browser must page to show it
+    (it showed only the first page, and a catalog with many warehouses hid the rest)."""
+    listed, token = 0, ""
+    while True:
+        page = http.get(f"{catalog_url}/v1/warehouses", params={"pageToken": token}).json()
+        listed += len(page["warehouses"])
+        token = page.get("next-page-token")
+        if not token:
+            break
+    pad = uuid.uuid4().hex[:6]
+    names = [f"wh-pad-{pad}-{i:03d}" for i in range(max(0, DEFAULT_PAGE_SIZE + 1 - listed))]
+    with ThreadPoolExecutor(8) as pool:
+        codes = list(pool.map(lambda n: http.post(f"{catalog_url}/v1/warehouses", json={"name": n}).status_code, names))
+    assert codes == [200] * len(names)
+
+
 @pytest.fixture(scope="module")
 def lake(catalog_url: str, http: Any) -> dict[str, str]:
+    _pad_past_one_page(catalog_url, http)
     wh = f"wh-ui-{uuid.uuid4().hex[:8]}"
     props = {"dropped-table-retention-seconds": "3600"}
     assert http.post(f"{catalog_url}/v1/warehouses", json={"name": wh, "properties": props}).status_code == 200

@@ -69,6 +69,20 @@ async function api(method, path, body) {
   return data;
 }
 
+// Every page of a paged list (warehouses, the trash): a catalog with more than a page of them shows
+// them all, not only those whose names sort first.
+async function apiAll(path, key) {
+  const items = [];
+  let next = "";
+  for (;;) {
+    const sep = path.includes("?") ? "&" : "?";
+    const data = await api("GET", `${path}${sep}pageToken=${encodeURIComponent(next)}`);
+    items.push(...data[key]);
+    next = data["next-page-token"];
+    if (!next) return items;
+  }
+}
+
 const nsPath = (levels) => encodeURIComponent(levels.join(US));
 const fmtTime = (ms) => (ms ? new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z") : "");
 const link = (href, text, attrs) => el("a", { href, ...(attrs || {}) }, text);
@@ -158,13 +172,13 @@ function signOut(message) {
 // ---- pages ---------------------------------------------------------------------------------------
 
 async function pageWarehouses() {
-  const data = await api("GET", "/v1/warehouses");
+  const names = await apiAll("/v1/warehouses", "warehouses");
   return [
     section(
       "Warehouses",
       table(
         ["Warehouse"],
-        data.warehouses.map((w) => [link(`#/w/${encodeURIComponent(w)}`, w, { "data-warehouse": w })]),
+        names.map((w) => [link(`#/w/${encodeURIComponent(w)}`, w, { "data-warehouse": w })]),
         { id: "warehouses" }
       )
     ),
@@ -410,8 +424,8 @@ async function pageView(wh, levels, name) {
 
 async function pageTrash(wh) {
   const base = `/v1/${encodeURIComponent(wh)}/trash`;
-  const data = await api("GET", base);
-  const rows = data.dropped.map((d) => {
+  const dropped = await apiAll(base, "dropped");
+  const rows = dropped.map((d) => {
     const ident = d.identifier.namespace.join(".") + "." + d.identifier.name;
     const as = el("input", { placeholder: "restore as ns.name (optional)", "data-restore-as": ident });
     const undrop = el("button", { "data-undrop": ident }, "Undrop");
