@@ -18,7 +18,7 @@ from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import create as creation
 from chalicelib.core.tables import lifecycle, lookup, trash
-from chalicelib.errors import CatalogError
+from chalicelib.errors import CatalogError, NotFound
 from chalicelib.routes import iceberg_io
 from tests.authutil import allow, make_user
 from tests.conftest import catalog_process, keys_under, lease_ms, rest_catalog
@@ -309,6 +309,24 @@ def test_restore_crash_points(crash_ctx, kept_wh, crash_after):
     else:  # after it: live, and gone from the trash
         assert listed == [] and live == location
     assert lookup.load(ctx, wh, ("db",), "t").metadata_location == location
+    assert trash.list_dropped(ctx, wh, None, None)[0] == []
+    assert json.loads(ctx.storage.get(wh, keys.uuid_record(_uuid(ctx, wh))).body)["state"] == "live"
+
+
+@pytest.mark.parametrize("crash_after", range(2, RESTORE_WRITES))
+def test_a_purge_meeting_a_restore_past_its_commit_point_purges_nothing_and_says_so(crash_ctx, kept_wh, crash_after):
+    """A purge that reads a record the restore has already moved finishes the restore: it must not
+    answer as if it had purged (it answered 204 while the table was live again)."""
+    ctx, wh = crash_ctx, kept_wh
+    location = lookup.load(ctx, wh, ("db",), "t").metadata_location
+    lifecycle.drop(ctx, wh, ("db",), "t", purge=True)
+    drop_id = _drop_id(ctx, wh)
+    with pytest.raises(Crash):
+        trash.restore(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, drop_id)
+    with pytest.raises(NotFound, match="was restored as db.t; nothing was purged"):
+        trash.purge(ctx, wh, drop_id, 30.0)
+    assert lookup.load(ctx, wh, ("db",), "t").metadata_location == location
+    assert ctx.storage.get(wh, location.split(f"s3://{wh}/", 1)[1]).body  # its files are all there
     assert trash.list_dropped(ctx, wh, None, None)[0] == []
     assert json.loads(ctx.storage.get(wh, keys.uuid_record(_uuid(ctx, wh))).body)["state"] == "live"
 

@@ -164,7 +164,13 @@ def purge(ctx: Context, warehouse: str, drop_id: str, budget_s: float, expired_o
         if live is not None and uuid_ and pointer_record.owner_uuid(live.data) == uuid_:
             purges.set_uuid_state(ctx, bucket, uuid_, "live")  # a restorer that died after activating
         ctx.storage.delete(bucket, keys.trash_record(drop_id))  # restored: the record is done either way
-        return True
+        if expired_only:
+            return True  # the sweeper finished a restore
+        # A purge that lost to a restore purged nothing: it must not answer as if it had (the table
+        # is live again, with every file).
+        raise NotFound(
+            f"Dropped table {drop_id!r} was restored as {'.'.join(target[0])}.{target[1]}; nothing was purged"
+        )
     if pointer_record.state(record) == "dropped":
         if expired_only and now_ms() < int(pointer_record.kept_until_ms(record) or 0):
             return False
