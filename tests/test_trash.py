@@ -289,14 +289,20 @@ def test_restore_write_count(crash_ctx, kept_wh, monkeypatch):
     assert writes_of(crash_ctx, lambda c: trash.restore(c, kept_wh, drop_id)) == RESTORE_WRITES
 
 
-@pytest.mark.parametrize("crash_after", range(1, RESTORE_WRITES + 1))
-def test_restore_crash_points(crash_ctx, kept_wh, crash_after):
-    ctx, wh = crash_ctx, kept_wh
+def _restore_cut_short(ctx: Context, wh: str, crash_after: int) -> tuple[str, str]:
+    """Drop db.t into the trash and crash a restore after its nth write: (metadata location, drop id)."""
     location = lookup.load(ctx, wh, ("db",), "t").metadata_location
     lifecycle.drop(ctx, wh, ("db",), "t", purge=True)
     drop_id = _drop_id(ctx, wh)
     with pytest.raises(Crash):
         trash.restore(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, drop_id)
+    return location, drop_id
+
+
+@pytest.mark.parametrize("crash_after", range(1, RESTORE_WRITES + 1))
+def test_restore_crash_points(crash_ctx, kept_wh, crash_after):
+    ctx, wh = crash_ctx, kept_wh
+    location, drop_id = _restore_cut_short(ctx, wh, crash_after)
     time.sleep(KEPT_LEASE_MS / 1000 + 0.05)  # the reservation's lease runs out
     sweeper.sweep(ctx, wh)
     listed = [i["id"] for i in trash.list_dropped(ctx, wh, None, None)[0]]
@@ -318,11 +324,7 @@ def test_a_purge_meeting_a_restore_past_its_commit_point_purges_nothing_and_says
     """A purge that reads a record the restore has already moved finishes the restore: it must not
     answer as if it had purged (it answered 204 while the table was live again)."""
     ctx, wh = crash_ctx, kept_wh
-    location = lookup.load(ctx, wh, ("db",), "t").metadata_location
-    lifecycle.drop(ctx, wh, ("db",), "t", purge=True)
-    drop_id = _drop_id(ctx, wh)
-    with pytest.raises(Crash):
-        trash.restore(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, drop_id)
+    location, drop_id = _restore_cut_short(ctx, wh, crash_after)
     with pytest.raises(NotFound, match="was restored as db.t; nothing was purged"):
         trash.purge(ctx, wh, drop_id, 30.0)
     assert lookup.load(ctx, wh, ("db",), "t").metadata_location == location
