@@ -28,7 +28,13 @@ ENV = {
     "packages": "SPARK_ICEBERG_PACKAGES",
     "master": "SPARK_MASTER",
     "access_delegation": "CATALOG_ACCESS_DELEGATION",
+    "driver_java_options": "SPARK_DRIVER_JAVA_OPTIONS",
 }
+
+# A local-mode job (a laptop, a test, a scheduled maintenance run) lives seconds to minutes: the JIT's
+# second tier (C2) spends more CPU compiling than it saves. Measured on 2 cores: a create-insert-read
+# job 36 -> 21 CPU-s (20 -> 17 s), a 1M-row ingest 50 -> 37 CPU-s (16.4 -> 15.1 s).
+LOCAL_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 
 @dataclass
@@ -48,6 +54,8 @@ class JobSettings:
     # "remote-signing" (the catalog signs each S3 request) or "vended-credentials" (STS keys for one
     # table): the job then needs no S3 keys of its own.
     access_delegation: str = ""
+    # The driver JVM's options; empty: LOCAL_DRIVER_JAVA_OPTIONS for a local master, none otherwise.
+    driver_java_options: str = ""
 
     @classmethod
     def load(cls, config_file: str | None = None, overrides: dict[str, Any] | None = None) -> JobSettings:
@@ -145,6 +153,9 @@ def spark_conf(s: JobSettings) -> dict[str, str]:
         conf[f"{cat}.s3.endpoint"] = s.s3_endpoint
     if s.s3_path_style:
         conf[f"{cat}.s3.path-style-access"] = s.s3_path_style
+    java_options = s.driver_java_options or (LOCAL_DRIVER_JAVA_OPTIONS if s.master.startswith("local") else "")
+    if java_options:
+        conf["spark.driver.extraJavaOptions"] = java_options  # passed to spark-submit before the JVM starts
     if s.packages:
         conf["spark.jars.packages"] = s.packages
     else:

@@ -36,6 +36,15 @@ def test_settings_precedence_file_env_flags(tmp_path, monkeypatch):
     assert JobSettings(secret_access_key="S").redacted()["secret_access_key"] == "***"
 
 
+def test_a_local_driver_stops_the_jit_at_its_first_tier_unless_told_otherwise(monkeypatch):
+    opt = "spark.driver.extraJavaOptions"
+    assert spark_conf(JobSettings(packages="g:a:1"))[opt] == "-XX:TieredStopAtLevel=1"
+    assert spark_conf(JobSettings(packages="g:a:1", master="local[*]"))[opt] == "-XX:TieredStopAtLevel=1"
+    assert opt not in spark_conf(JobSettings(packages="g:a:1", master="yarn"))  # a cluster's own defaults
+    monkeypatch.setenv("SPARK_DRIVER_JAVA_OPTIONS", "-Xmx2g")
+    assert spark_conf(JobSettings.load(overrides={"packages": "g:a:1"}))[opt] == "-Xmx2g"  # the user's, alone
+
+
 @mock_aws
 def test_credentials_from_secrets_manager(monkeypatch):
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
