@@ -563,9 +563,73 @@ def tidy(template: dict[str, Any]) -> dict[str, Any]:
     return template
 
 
+# Finished builds, by the hash of everything that goes into one (BUILD_INPUTS, the target, the tools).
+# A build is 40-50 CPU-seconds (Chalice's packaging, bytecode for every module, the zip); `make run-lambda`,
+# `make release` and the tests build the same sources again and again. CATALOG_BUILD_CACHE=0 skips it.
+BUILD_CACHE = ROOT / ".cache" / "builds"
+BUILD_INPUTS = ("app.py", "chalicelib", ".chalice", "infra", "requirements.txt", "requirements-lock.txt", "vendor")
+BUILD_CACHE_KEEP = 4  # newest builds kept (a package is ~25 MB)
+BUILT = ("template.json", "deployment.zip")
+
+
+def build_key(python: str, arch: str) -> str:
+    """The hash of a build's inputs: the files it packages or is made by, the target, the tools."""
+    import hashlib
+    from importlib.metadata import version
+
+    digest = hashlib.sha256()
+    region = os.environ.get("AWS_DEFAULT_REGION", "")
+    tools = [python, arch, sys.version, version("chalice"), version("pip"), _interpreter(python) or "", region]
+    digest.update("\0".join(tools).encode())
+    for top in BUILD_INPUTS:
+        base = ROOT / top
+        found = [base] if base.is_file() else sorted(base.rglob("*")) if base.is_dir() else []
+        for path in found:
+            rel = path.relative_to(ROOT).as_posix()
+            skip = ("__pycache__/", ".chalice/deployments/", ".chalice/venv/", "infra/build/")
+            if path.is_file() and not path.name.endswith(".pyc") and not any(s in rel + "/" for s in skip):
+                digest.update(rel.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:32]
+
+
 def build(out_dir: Path, python: str = "3.11", arch: str = "x86_64") -> Path:
+    """out_dir/template.json and out_dir/deployment.zip; a build of the same inputs is reused."""
     if python not in PYTHONS or arch not in ARCHES:
         raise ValueError(f"a build targets Python {'/'.join(PYTHONS)} on {' or '.join(ARCHES)}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if os.environ.get("CATALOG_BUILD_CACHE", "1") == "0":
+        return _build(out_dir, python, arch)
+    key = build_key(python, arch)
+    cached = BUILD_CACHE / key
+    BUILD_CACHE.mkdir(parents=True, exist_ok=True)
+    with open(BUILD_CACHE / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second builder of the same inputs waits, then reuses
+        if not all((cached / name).exists() for name in BUILT):
+            scratch = BUILD_CACHE / f"{key}.partial"
+            shutil.rmtree(scratch, ignore_errors=True)
+            _build(scratch, python, arch)
+            for name in BUILT:
+                shutil.copyfile(scratch / name, out_dir / name)
+            cached.mkdir(exist_ok=True)
+            for name in BUILT:
+                os.replace(scratch / name, cached / name)
+            shutil.rmtree(scratch, ignore_errors=True)
+            _prune(key)
+        else:
+            for name in BUILT:
+                shutil.copyfile(cached / name, out_dir / name)
+            os.utime(cached)  # recently used: kept by the pruning
+    return out_dir / "template.json"
+
+
+def _prune(keep: str) -> None:
+    done = [p for p in BUILD_CACHE.iterdir() if p.is_dir() and "." not in p.name and p.name != keep]
+    for old in sorted(done, key=lambda p: p.stat().st_mtime)[: max(0, len(done) - (BUILD_CACHE_KEEP - 1))]:
+        shutil.rmtree(old, ignore_errors=True)
+        (BUILD_CACHE / f"{old.name}.lock").unlink(missing_ok=True)
+
+
+def _build(out_dir: Path, python: str, arch: str) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     merge = out_dir / "merge.json"
     merge.write_text(json.dumps(merge_template(), indent=1))

@@ -227,6 +227,39 @@ def test_a_build_for_python_3_12_on_arm64_offers_snapstart(tmp_path):
         assert any(n.startswith("chalicelib/__pycache__/") for n in compiled)
 
 
+def test_a_build_of_the_same_inputs_is_reused_and_any_change_rebuilds(built, tmp_path, monkeypatch):
+    """The `built` fixture's build is kept by the hash of its inputs: the same inputs give its bytes
+    without building; a changed source, target or tool gives another key (so it builds)."""
+    from infra import build_template
+
+    _, path, zip_path = built
+    monkeypatch.setattr(build_template, "_build", lambda *a: pytest.fail("built again"))
+    again = build_template.build(tmp_path / "again")
+    assert again.read_bytes() == path.read_bytes()
+    assert (tmp_path / "again" / "deployment.zip").read_bytes() == zip_path.read_bytes()
+
+    key = build_template.build_key("3.11", "x86_64")
+    assert build_template.build_key("3.12", "x86_64") != key != build_template.build_key("3.11", "arm64")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-3")
+    assert build_template.build_key("3.11", "x86_64") != key
+    monkeypatch.undo()
+    tree = tmp_path / "tree"
+    for name in ("app.py", "chalicelib/core/x.py", "requirements.txt"):
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).write_text("a = 1\n")
+    monkeypatch.setattr(build_template, "ROOT", tree)
+    first = build_template.build_key("3.11", "x86_64")
+    (tree / "chalicelib" / "__pycache__").mkdir()
+    (tree / "chalicelib" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"compiled")
+    assert build_template.build_key("3.11", "x86_64") == first  # bytecode is not an input
+    (tree / "chalicelib" / "core" / "x.py").write_text("a = 2\n")
+    assert build_template.build_key("3.11", "x86_64") != first
+    (tree / "chalicelib" / "core" / "x.py").write_text("a = 1\n")
+    assert build_template.build_key("3.11", "x86_64") == first
+    (tree / "chalicelib" / "core" / "y.py").write_text("")
+    assert build_template.build_key("3.11", "x86_64") != first  # a new module too
+
+
 def test_the_default_build_is_python_3_11_on_x86_64_without_snapstart(built):
     tpl, _, _ = built
     functions = [v["Properties"] for v in tpl["Resources"].values() if v["Type"] == "AWS::Serverless::Function"]
