@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt re
 $(STAMP):
 	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q -r requirements-dev.txt -c requirements-lock.txt
+	$(VENV)/bin/pip install -q --no-compile -r requirements-dev.txt -c requirements-lock.txt
 	touch $@
 
 venv: $(STAMP)
@@ -27,7 +27,7 @@ lambda-runtime: .venv-lambda/.installed-$(shell sha256sum requirements-lambda.tx
 .venv-lambda/.installed-%: requirements-lambda.txt
 	rm -rf .venv-lambda
 	$(PYTHON) -m venv .venv-lambda
-	.venv-lambda/bin/pip install -q --no-deps -r requirements-lambda.txt
+	.venv-lambda/bin/pip install -q --no-compile --no-deps -r requirements-lambda.txt
 	touch $@
 
 # Headless Chromium + ChromeDriver (Debian packages) for the catalog browser tests.

@@ -8,6 +8,6 @@ STAMP=$VENV/.installed-$(cat requirements-awscli.txt requirements-awscli-lock.tx
 [ -f "$STAMP" ] && exit 0
 rm -rf "$VENV"
 "$PYTHON" -m venv "$VENV"
-"$VENV/bin/pip" install -q -r requirements-awscli.txt -c requirements-awscli-lock.txt 2>&1 | grep -v "is ignored" >&2 || true
+"$VENV/bin/pip" install -q --no-compile -r requirements-awscli.txt -c requirements-awscli-lock.txt 2>&1 | grep -v "is ignored" >&2 || true
 "$VENV/bin/aws" --version >/dev/null
 touch "$STAMP"

@@ -24,6 +24,6 @@ fi
 echo "setup_localstack: installing LocalStack into $VENV with $PY" >&2
 rm -rf "$VENV"
 "$PY" -m venv "$VENV"
-"$VENV/bin/pip" install -q -r requirements-localstack.txt -c requirements-localstack-lock.txt 2>&1 | grep -v "is ignored" >&2 || true
+"$VENV/bin/pip" install -q --no-compile -r requirements-localstack.txt -c requirements-localstack-lock.txt 2>&1 | grep -v "is ignored" >&2 || true
 "$VENV/bin/python" -c 'import localstack.runtime.main' 
 touch "$STAMP"
