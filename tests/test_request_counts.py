@@ -112,6 +112,46 @@ def test_transaction_request_counts(http, catalog_url, warehouse, s3):
     assert [e.get("transaction-size") for e in trail if e["op"] == "commit"] == [2, 2]  # b's claim: still there
 
 
+def test_racing_transactions_of_one_process_take_turns_and_losers_write_nothing(http, catalog_url, warehouse, s3):
+    """Eight clients send a 2-table transaction judged on the same snapshots at once, to one process:
+    one commits; the others wait for their tables' turn, are judged on the winner's state and answer
+    409 at a refusal's cost (the pointers and a record: at most 4 GETs), writing nothing. Before
+    they took turns, each loser wrote its metadata files and claims, undid them and read again:
+    13 requests, 8 of them writes."""
+    import threading
+
+    from tests.txnutil import append_change
+
+    base = f"{catalog_url}/v1/{warehouse}"
+    http.post(f"{base}/namespaces", json={"namespace": ["turns"]})
+    metas = {}
+    for t in ("a", "b"):
+        made = http.post(f"{base}/namespaces/turns/tables", json={"name": t, "schema": SCHEMA})
+        assert made.status_code == 200
+        metas[t] = made.json()["metadata"]
+    before = {o["Key"] for o in s3.list_objects_v2(Bucket=warehouse).get("Contents", [])}
+    start, answers, lock = threading.Barrier(8), [], threading.Lock()
+
+    def client(n: int) -> None:
+        body = {"table-changes": [append_change("turns", t, metas[t], f"c{n}") for t in ("a", "b")]}
+        start.wait()
+        resp = http.post(f"{base}/transactions/commit", json=body)
+        with lock:
+            answers.append((resp.status_code, s3_requests(resp), resp.text))
+
+    pool = [threading.Thread(target=client, args=(n,)) for n in range(8)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(timeout=60)
+    assert sorted(a[0] for a in answers) == [204] + [409] * 7, answers
+    refused = [a for a in answers if a[0] == 409]
+    assert all(n <= 4 for _, n, _ in refused), refused  # reads only
+    written = {o["Key"] for o in s3.list_objects_v2(Bucket=warehouse).get("Contents", [])} - before
+    metadata = [k for k in written if k.endswith(".metadata.json")]
+    assert len(metadata) == 2, metadata  # the winner's two files; no loser wrote (or left) one
+
+
 def test_cold_load_reads_pointer_and_metadata(s3_endpoint, system_bucket, monkeypatch):
     """In a fresh process (empty metadata cache) a load is pointer GET + metadata GET."""
     from chalicelib.core.containers import namespaces, warehouses

@@ -57,7 +57,10 @@ Why each step is safe (crashes and lost responses included):
 from __future__ import annotations
 
 import contextlib
+import threading
+import time
 import uuid
+import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -68,8 +71,8 @@ from chalicelib.core.model import TableChange
 from chalicelib.core.primitives import audit, cas, claims, listing_marks, parallel, pointer_record
 from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.core.settling import pointers, settle
-from chalicelib.errors import BadRequest, CatalogError, CommitFailed, CommitStateUnknown
-from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt, note
+from chalicelib.errors import BadRequest, CatalogError, CommitFailed, CommitStateUnknown, ServiceUnavailable
+from chalicelib.storage import COUNTER, ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt, note
 
 Namespace = tuple[str, ...]
 MAX_TABLES = 100
@@ -118,9 +121,56 @@ def _ordered(changes: list[TableChange]) -> list[TableChange]:
     return sorted(changes, key=lambda c: (c.namespace, c.name))  # one order for records and claims
 
 
+class _Gate:
+    """One table's turn for this process's transactions (weakly kept: a table nobody waits on
+    costs nothing)."""
+
+    __slots__ = ("lock", "__weakref__")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+
+_GATES: weakref.WeakValueDictionary[tuple[str, str], _Gate] = weakref.WeakValueDictionary()
+_GATES_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _turn(bucket: str, changes: list[TableChange]) -> Any:
+    """Wait for this process's other transactions on these tables (in key order, as everyone here
+    takes them, so two never wait on each other). Why: two transactions judged on the same pointer
+    in one process both write their files and claims, and the loser undoes them and judges again,
+    13 S3 requests for a 409 its client could have had after the winner, from its remembered view,
+    for 2-4. Only this process's transactions wait; other processes and other writers still meet
+    the CAS, so safety never rests on this. The wait ends with the request's time (503, retry)."""
+    wanted = sorted({(bucket, keys.table_pointer(c.namespace, c.name)) for c in changes})
+    with _GATES_LOCK:
+        gates = [_GATES.setdefault(k, _Gate()) for k in wanted]
+    end = (COUNTER.deadline or time.monotonic() + cas.CONTENTION_BUDGET_S) - cas.CONTENTION_MARGIN_S
+    held: list[_Gate] = []
+    try:
+        for gate in gates:
+            if not gate.lock.acquire(timeout=max(0.0, end - time.monotonic())):
+                raise ServiceUnavailable(
+                    "The transaction is busy: other transactions on its tables held them until its request's "
+                    "time ran out; it was not applied; retry it",
+                    headers={"Retry-After": "1"},
+                )
+            held.append(gate)
+        yield
+    finally:
+        for gate in reversed(held):
+            gate.lock.release()
+
+
 def commit(ctx: Context, warehouse: str, changes: list[TableChange]) -> None:
     changes = _ordered(changes)
     bucket = ctx.bucket_for(warehouse)
+    with _turn(bucket, changes):
+        _commit(ctx, warehouse, bucket, changes)
+
+
+def _commit(ctx: Context, warehouse: str, bucket: str, changes: list[TableChange]) -> None:
     # The first attempt starts from remembered pointers and claims all tables at once; an attempt
     # after a lost race reads the pointers and claims in table order (see "Claims" above).
     first = [True]
