@@ -356,8 +356,23 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
     record.latency_ms = (time.perf_counter() - started) * 1000
     record.s3_requests, record.events, record.samples = COUNTER.count, COUNTER.events, COUNTER.samples
     record.target = _target(ctx)
+    record.table_bucket_metrics = _metered(record.target["warehouse"])
     telemetry.end_request(record)
     return resp
+
+
+def _metered(warehouse: str) -> bool:
+    """Whether the request's warehouse has request metrics on (its record, cached a few seconds;
+    read after the request's S3 count is taken, so a response's X-Catalog-S3-Requests is its own)."""
+    if not warehouse:
+        return False
+    from chalicelib.core.primitives import warehouse_cache
+    from chalicelib.core.primitives.context import get_context
+
+    try:
+        return warehouse_cache.request_metrics_on(get_context(), warehouse)
+    except Exception:  # noqa: BLE001 - metrics never fail a request that has been answered
+        return False
 
 
 _COLD = True
@@ -366,7 +381,8 @@ _COLD = True
 def _target(ctx: RequestContext) -> dict[str, str]:
     """The warehouse, namespace and table (or view) a request names in its path, for its log line."""
     p = ctx.params
-    warehouse = p.get("warehouse") or unquote(p.get("tableBucketARN", "")).rsplit("/", 1)[-1]
+    arn = unquote(p.get("tableBucketARN", "")) or ctx.query.get("tableBucketARN") or ctx.query.get("tableArn") or ""
+    warehouse = p.get("warehouse") or arn.split("/table/", 1)[0].rsplit("/", 1)[-1]
     return {
         "warehouse": warehouse,
         "namespace": p.get("namespace", ""),

@@ -116,6 +116,8 @@ class RequestRecord:
     error: str = ""
     events: dict[str, float] = field(default_factory=dict)
     samples: dict[str, list[float]] = field(default_factory=dict)
+    # The warehouse it names has request metrics on (PutTableBucketMetricsConfiguration).
+    table_bucket_metrics: bool = False
 
     @property
     def in_doubt(self) -> bool:
@@ -160,10 +162,23 @@ def end_request(record: RequestRecord) -> None:
     log.info("request", extra=line)
     log.thread_safe_clear_keys()
     metrics = request_metrics(record)
+    bucket = record.target.get("warehouse", "") if record.table_bucket_metrics else ""
     if EMF:
         emit(metrics, {"Face": record.face, "Operation": record.operation}, record.samples)
+        if bucket:
+            emit(_bucket_metrics(metrics), {"TableBucketName": bucket, "Operation": record.operation}, rollup=False)
     if _prometheus is not None:
         _observe(record, metrics)
+        if bucket:
+            _observe_bucket(record, bucket)
+
+
+# What a metered table bucket's requests add (docs/operations.md, "Request metrics per table bucket").
+BUCKET_METRICS = ("Requests", "Latency", "S3Requests", "Errors4xx", "Errors5xx")
+
+
+def _bucket_metrics(metrics: dict[str, tuple[str, float]]) -> dict[str, tuple[str, float]]:
+    return {name: metrics[name] for name in BUCKET_METRICS}
 
 
 def request_metrics(record: RequestRecord) -> dict[str, tuple[str, float]]:
@@ -185,8 +200,12 @@ def request_metrics(record: RequestRecord) -> dict[str, tuple[str, float]]:
     return out
 
 
-def emit(metrics: dict[str, tuple[str, float]], dimensions: dict[str, str], samples: Any = None) -> None:
-    """One EMF record on stdout: the metrics under `dimensions` (+ service), and under service alone."""
+def emit(
+    metrics: dict[str, tuple[str, float]], dimensions: dict[str, str], samples: Any = None, rollup: bool = True
+) -> None:
+    """One EMF record on stdout: the metrics under `dimensions` (+ service), and under service alone
+    (rollup) or else under the first dimension alone (a table bucket's own totals, which must not
+    count its requests twice in the service's)."""
     import json
     import time
 
@@ -207,7 +226,7 @@ def emit(metrics: dict[str, tuple[str, float]], dimensions: dict[str, str], samp
             "CloudWatchMetrics": [
                 {
                     "Namespace": NAMESPACE,
-                    "Dimensions": [[*dims, "service"], ["service"]],
+                    "Dimensions": [[*dims, "service"], ["service"] if rollup else [next(iter(dims)), "service"]],
                     "Metrics": [{"Name": name, "Unit": units[name]} for name in values],
                 }
             ],
@@ -239,6 +258,24 @@ def enable_prometheus() -> None:
         "events": Counter(
             "catalog_events", "Events (metric names of docs/operations.md)", ["event"], registry=registry
         ),
+        "bucket_requests": Counter(
+            "catalog_table_bucket_requests",
+            "Requests naming a table bucket whose request metrics are on",
+            ["table_bucket", "operation", "status_class"],
+            registry=registry,
+        ),
+        "bucket_latency": Histogram(
+            "catalog_table_bucket_request_latency_seconds",
+            "Request latency, per metered table bucket",
+            ["table_bucket", "operation"],
+            registry=registry,
+        ),
+        "bucket_s3": Counter(
+            "catalog_table_bucket_s3_requests",
+            "S3 requests made, per metered table bucket",
+            ["table_bucket", "operation"],
+            registry=registry,
+        ),
         "batches": Histogram(
             "catalog_group_commit_batch_size",
             "Commits written by one pointer CAS",
@@ -263,6 +300,13 @@ def _observe(record: RequestRecord, metrics: dict[str, tuple[str, float]]) -> No
             p["events"].labels(name).inc(value)
     for value in record.samples.get("GroupCommitBatchSize", []):
         p["batches"].observe(value)
+
+
+def _observe_bucket(record: RequestRecord, bucket: str) -> None:
+    p = _prometheus
+    p["bucket_requests"].labels(bucket, record.operation, f"{record.status // 100}xx").inc()
+    p["bucket_latency"].labels(bucket, record.operation).observe(record.latency_ms / 1000)
+    p["bucket_s3"].labels(bucket, record.operation).inc(record.s3_requests)
 
 
 def exposition() -> tuple[bytes, str]:

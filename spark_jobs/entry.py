@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-JOBS = ("ingest", "maintain")
+JOBS = ("ingest", "maintain", "expire_records")
 
 
 def main(argv: list[str]) -> int:

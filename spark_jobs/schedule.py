@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-JOBS = ("ingest", "maintain")
+JOBS = ("ingest", "maintain", "expire_records")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -78,6 +78,13 @@ def test_cloud_schedule_template_submits_maintenance():
     assert '"maintain", "--all"' in payload and "CATALOG_CREDENTIALS_SECRET_ID" in payload
     # Credentials are fetched by the job from Secrets Manager, never passed in the template.
     assert "--secret-access-key" not in payload and "CATALOG_SECRET_ACCESS_KEY" not in payload
+    # Record expiration runs the same way, with the entry point's own job name.
+    expiry = tpl["Resources"]["RecordExpirationSchedule"]["Properties"]["Target"]["Input"]["Fn::Sub"]
+    assert '"expire_records", "--all"' in expiry and "CATALOG_CREDENTIALS_SECRET_ID" in expiry
+    assert "--secret-access-key" not in expiry
+    from spark_jobs import entry
+
+    assert "expire_records" in entry.JOBS and "expire_records" in schedule.JOBS
 
 
 @pytest.mark.full  # cfn-lint as a subprocess

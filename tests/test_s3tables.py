@@ -236,6 +236,8 @@ def test_tags_encryption_table_arn_and_every_other_operation(st, catalog_url):
     unsupported = sorted(op for op, answer in answers.items() if answer == "MethodNotAllowedException")
     assert "PutTableBucketReplication" in unsupported and "StartTableMigration" in unsupported
     assert "GetTable" not in unsupported and "PutTablePolicy" not in unsupported
+    served = ("PutTableRecordExpirationConfiguration", "GetTableBucketMetricsConfiguration")
+    assert not set(served) & set(unsupported)
 
 
 def test_maintenance_configuration_is_checked_and_stored(st):
@@ -421,13 +423,14 @@ def test_aws_cli_s3tables(catalog_url, tmp_path):
     )
     compaction = json.dumps({"status": "enabled", "settings": {"icebergCompaction": {"targetFileSizeMB": 128}}})
     tbl = ["--table-bucket-arn", arn, "--namespace", "ns", "--name", "t"]
+    table_arn_ = json.loads(table.stdout)["tableARN"]
     for args in [
         ("list-table-buckets", "--prefix", "cli-"),
         ("get-table-bucket", "--table-bucket-arn", arn),
         ("list-namespaces", "--table-bucket-arn", arn),
         ("get-namespace", "--table-bucket-arn", arn, "--namespace", "ns"),
         ("get-table-metadata-location", *tbl),
-        ("get-table", "--table-arn", json.loads(table.stdout)["tableARN"]),
+        ("get-table", "--table-arn", table_arn_),
         ("get-table-bucket-encryption", "--table-bucket-arn", arn),
         ("put-table-bucket-policy", "--table-bucket-arn", arn, "--resource-policy", policy),
         ("get-table-bucket-policy", "--table-bucket-arn", arn),
@@ -442,6 +445,12 @@ def test_aws_cli_s3tables(catalog_url, tmp_path):
         ("get-table-maintenance-configuration", *tbl),
         ("get-table-maintenance-job-status", *tbl),
         ("get-table-bucket-maintenance-configuration", "--table-bucket-arn", arn),
+        ("put-table-bucket-metrics-configuration", "--table-bucket-arn", arn),
+        ("get-table-bucket-metrics-configuration", "--table-bucket-arn", arn),
+        ("delete-table-bucket-metrics-configuration", "--table-bucket-arn", arn),
+        ("put-table-record-expiration-configuration", "--table-arn", table_arn_, "--value", '{"status": "disabled"}'),
+        ("get-table-record-expiration-configuration", "--table-arn", table_arn_),
+        ("get-table-record-expiration-job-status", "--table-arn", table_arn_),
         ("rename-table", *tbl, "--new-name", "t2"),
         ("rename-table", "--table-bucket-arn", arn, "--namespace", "ns", "--name", "t2", "--new-name", "t"),
     ]:
@@ -597,3 +606,86 @@ def test_bucket_names_s3_keeps_for_itself_are_refused(name, st, http, catalog_ur
     resp = http.post(f"{catalog_url}/v1/warehouses", json={"name": name})
     assert resp.status_code == 400 and "reserved" in resp.json()["error"]["message"]
     assert name not in [b["name"] for b in st.list_table_buckets()["tableBuckets"]]
+
+
+def test_record_expiration_configuration_is_checked_and_stored(st, http, catalog_url):
+    """Put/GetTableRecordExpirationConfiguration by table ARN: checked (days, and a timestamp column
+    the job can use), stored per table, its own actions; the job status starts Disabled or NotYetRun."""
+    from tests.authutil import make_user
+
+    name = f"tb-{uuid.uuid4().hex[:10]}"
+    arn = st.create_table_bucket(name=name)["arn"]
+    st.create_namespace(tableBucketARN=arn, namespace=["ns"])
+    timed = {"fields": [*SCHEMA["fields"], {"name": "ts", "type": "timestamptz"}, {"name": "day", "type": "date"}]}
+    plain = st.create_table(
+        tableBucketARN=arn, namespace="ns", name="plain", format="ICEBERG", metadata={"iceberg": {"schema": SCHEMA}}
+    )["tableARN"]
+    two = st.create_table(
+        tableBucketARN=arn, namespace="ns", name="two", format="ICEBERG", metadata={"iceberg": {"schema": timed}}
+    )["tableARN"]
+    assert st.get_table_record_expiration_configuration(tableArn=two)["configuration"] == {"status": "disabled"}
+    assert st.get_table_record_expiration_job_status(tableArn=two)["status"] == "Disabled"
+    enable = {"status": "enabled", "settings": {"days": 30}}
+    s3t = f"{catalog_url.rsplit('/_iceberg', 1)[0]}/_s3tables"
+    for bad in (
+        {"status": "on"},
+        {"status": "enabled"},
+        {"status": "enabled", "settings": {"days": 0}},
+        {"status": "enabled", "settings": {"days": 7, "column": "ts"}},
+    ):
+        # Sent as they are (botocore would refuse some itself): the catalog's own answer.
+        resp = http.put(f"{s3t}/table-record-expiration", params={"tableArn": two}, json={"value": bad})
+        assert resp.status_code == 400 and resp.json()["message"], (bad, resp.text)
+    # No column of a time type, or two and none named: refused, saying how to name one.
+    for table in (plain, two):
+        with pytest.raises(ClientError) as exc:
+            st.put_table_record_expiration_configuration(tableArn=table, value=enable)
+        assert code(exc) == "BadRequestException" and "record-expiration.timestamp-column" in str(exc.value)
+    assert st.get_table_record_expiration_configuration(tableArn=two)["configuration"] == {"status": "disabled"}
+    base = f"{catalog_url}/v1/{name}/namespaces/ns/tables/two"
+    props = {"updates": [{"action": "set-properties", "updates": {"record-expiration.timestamp-column": "ts"}}]}
+    assert http.post(base, json=props).status_code == 200
+    st.put_table_record_expiration_configuration(tableArn=two, value=enable)
+    assert st.get_table_record_expiration_configuration(tableArn=two)["configuration"] == enable
+    assert st.get_table_record_expiration_job_status(tableArn=two)["status"] == "NotYetRun"
+    resolved = http.get(f"{s3t}/table-record-expiration", params={"tableArn": two, "resolved": "true"})
+    assert resolved.json()["configuration"]["column"] == "ts"
+    # The job's report (an extension) is checked, and GetTableRecordExpirationJobStatus returns it.
+    report = f"{s3t}/table-record-expiration-job-status"
+    bad_report = http.put(report, params={"tableArn": two}, json={"status": "Successful", "metrics": {"x": 1}})
+    assert bad_report.status_code == 400
+    run = {"status": "Successful", "lastRunTimestamp": "2026-11-28T01:00:00.000Z"}
+    run["metrics"] = {"deletedDataFiles": 2, "deletedRecords": 10, "removedFilesSize": 900}
+    assert http.put(report, params={"tableArn": two}, json=run).status_code == 204
+    got = st.get_table_record_expiration_job_status(tableArn=two)
+    assert got["status"] == "Successful" and got["metrics"] == run["metrics"]
+    assert got["lastRunTimestamp"].year == 2026
+    # Its own actions: a reader may get, not put (nor report a run).
+    _, akid, secret = make_user(
+        http,
+        catalog_url,
+        {
+            "p": {
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Action": [
+                            "s3tables:GetTableRecordExpirationConfiguration",
+                            "s3tables:GetTableRecordExpirationJobStatus",
+                        ],
+                        "Resource": "*",
+                    }
+                ]
+            }
+        },
+    )
+    reader = s3tables_client(catalog_url, key=akid, secret=secret)
+    assert reader.get_table_record_expiration_configuration(tableArn=two)["configuration"] == enable
+    with pytest.raises(ClientError) as exc:
+        reader.put_table_record_expiration_configuration(tableArn=two, value={"status": "disabled"})
+    assert exc.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    st.put_table_record_expiration_configuration(tableArn=two, value={"status": "disabled"})
+    assert st.get_table_record_expiration_job_status(tableArn=two)["status"] == "Disabled"
+    with pytest.raises(ClientError) as exc:
+        st.get_table_record_expiration_configuration(tableArn=plain.rsplit("/", 1)[0] + f"/{uuid.uuid4()}")
+    assert code(exc) == "NotFoundException"

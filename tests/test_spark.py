@@ -520,6 +520,81 @@ def test_s3tables_maintenance_configuration_drives_maintain(spark, settings, cat
     assert sorted(r.id for r in spark.sql("SELECT id FROM mcfg.t").collect()) == [0, 1, 2, 3]
 
 
+def test_record_expiration_deletes_old_rows_and_reports_the_run(spark, pycat, settings, catalog_url, spark_wh):
+    """Record expiration, executed: a Spark-written table partitioned by day (copy-on-write, whole
+    partitions go) and a PyIceberg-written unpartitioned merge-on-read table whose timestamp column is
+    named by property lose exactly their rows older than the configured days; the job status has
+    the run's figures; a table without a configuration is left alone."""
+    from datetime import UTC, datetime, timedelta
+
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import DateType, LongType, NestedField, TimestampType
+
+    from spark_jobs import expire_records
+    from tests.test_s3tables import s3tables_client
+
+    st = s3tables_client(catalog_url)
+    bucket = next(b["arn"] for b in st.list_table_buckets(prefix=spark_wh)["tableBuckets"] if b["name"] == spark_wh)
+    now = datetime.now(UTC)
+    ages = [timedelta(days=k + 0.5, minutes=i) for k in range(10) for i in range(10)]  # 10 rows a day, 0.5-9.6 days old
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS rexp")
+    spark.sql("CREATE TABLE rexp.by_day (id bigint, ts timestamp) USING iceberg PARTITIONED BY (days(ts))")
+    rows = ", ".join(
+        f"({n}, TIMESTAMP '{(now - age).strftime('%Y-%m-%d %H:%M:%S')}+00:00')" for n, age in enumerate(ages)
+    )
+    spark.sql(f"INSERT INTO rexp.by_day VALUES {rows}")
+    spark.sql("CREATE TABLE rexp.untouched (id bigint, ts timestamp) USING iceberg")
+    spark.sql(f"INSERT INTO rexp.untouched VALUES {rows}")
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=False),
+        NestedField(2, "event_time", TimestampType(), required=False),
+        NestedField(3, "ingested", DateType(), required=False),
+    )
+    mor = {
+        "format-version": "2",
+        "write.delete.mode": "merge-on-read",
+        "record-expiration.timestamp-column": "event_time",
+    }
+    flat = pycat.create_table("rexp.flat", schema, properties=mor)
+    flat.append(
+        pa.table(
+            {
+                "id": pa.array(range(100), pa.int64()),
+                "event_time": pa.array([(now - age).replace(tzinfo=None) for age in ages], pa.timestamp("us")),
+                "ingested": pa.array([now.date()] * 100, pa.date32()),
+            }
+        )
+    )
+    arns = {t: st.get_table(tableBucketARN=bucket, namespace="rexp", name=t)["tableARN"] for t in ("by_day", "flat")}
+    for arn in arns.values():
+        st.put_table_record_expiration_configuration(tableArn=arn, value={"status": "enabled", "settings": {"days": 5}})
+        assert st.get_table_record_expiration_job_status(tableArn=arn)["status"] == "NotYetRun"
+    common = ["--catalog-url", settings.catalog_url, "--warehouse", settings.warehouse]
+    common += ["--access-key-id", ROOT_KEY, "--secret-access-key", ROOT_SECRET]
+    assert expire_records.main(["--namespace", "rexp", *common]) == 0
+
+    # Rows 0.5-4.6 days old stay (50 of each table's 100); rows 5.5 days old and more are gone.
+    spark.sql("REFRESH TABLE rexp.by_day")
+    kept = sorted(r.id for r in spark.sql("SELECT id FROM rexp.by_day").collect())
+    assert kept == list(range(50))
+    by_day = st.get_table_record_expiration_job_status(tableArn=arns["by_day"])
+    assert by_day["status"] == "Successful" and by_day["lastRunTimestamp"].year >= 2026
+    assert by_day["metrics"]["deletedRecords"] == 50
+    assert by_day["metrics"]["deletedDataFiles"] == 5 and by_day["metrics"]["removedFilesSize"] > 0  # 5 days' files
+    flat = pycat.load_table("rexp.flat")
+    assert sorted(flat.scan().to_arrow()["id"].to_pylist()) == list(range(50))
+    last = flat.current_snapshot()
+    assert last is not None and int(last.summary["added-delete-files"]) >= 1  # merge-on-read: a delete file
+    assert "deleted-data-files" not in last.summary.additional_properties
+    flat_status = st.get_table_record_expiration_job_status(tableArn=arns["flat"])
+    assert flat_status["status"] == "Successful"
+    assert flat_status["metrics"] == {"deletedDataFiles": 0, "deletedRecords": 50, "removedFilesSize": 0}
+    assert spark.sql("SELECT count(*) FROM rexp.untouched").collect()[0][0] == 100
+    # Run again: nothing is older than the cutoff any more, and the status says so.
+    assert expire_records.main(["--table", "rexp.by_day", *common]) == 0
+    assert st.get_table_record_expiration_job_status(tableArn=arns["by_day"])["metrics"]["deletedRecords"] == 0
+
+
 def test_spark_appends_to_a_table_created_through_s3tables(spark, catalog_url, spark_wh):
     from tests.test_s3tables import SCHEMA, s3tables_client
 

@@ -147,3 +147,86 @@ def test_refused_changes_and_warnings_are_json_with_the_request_keys(s3_endpoint
     assert refused and refused[-1]["outcome"] == "refused" and refused[-1]["status"] == 409
     assert refused[-1]["client_request_id"] == "dup-1" and refused[-1]["principal"] == "root"
     assert refused[-1]["operation"] == "CreateWarehouse"
+
+
+def test_table_bucket_request_metrics_turn_on_and_off(s3_endpoint, system_bucket, tmp_path, http):
+    """S3 Tables' bucket metrics configuration: while a table bucket has one, each request naming it
+    (on any face) also counts under its TableBucketName, in EMF and in Prometheus; other buckets'
+    requests never do, and the service's own totals count each request once. Put, get and delete
+    through boto3, governed by their own actions, and audited as a change of the warehouse."""
+    from botocore.exceptions import ClientError
+
+    with catalog_process(s3_endpoint, system_bucket, tmp_path) as (url, log_path):
+        st = s3tables_client(url)
+        metered, other = (f"tb-{uuid.uuid4().hex[:10]}" for _ in range(2))
+        arn = st.create_table_bucket(name=metered)["arn"]
+        other_arn = st.create_table_bucket(name=other)["arn"]
+        with pytest.raises(ClientError) as exc:
+            st.get_table_bucket_metrics_configuration(tableBucketARN=arn)
+        assert exc.value.response["Error"]["Code"] == "NotFoundException"
+
+        _, akid, secret = make_user(
+            http,
+            url,
+            {
+                "p": {
+                    "Statement": [
+                        {"Effect": "Allow", "Action": ["s3tables:GetTableBucketMetricsConfiguration"], "Resource": "*"}
+                    ]
+                }
+            },
+        )
+        reader = s3tables_client(url, key=akid, secret=secret)
+        with pytest.raises(ClientError) as exc:
+            reader.put_table_bucket_metrics_configuration(tableBucketARN=arn)
+        assert exc.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+        with pytest.raises(ClientError) as exc:
+            st.put_table_bucket_metrics_configuration(tableBucketARN=arn.replace(metered, f"nb-{uuid.uuid4().hex[:8]}"))
+        assert exc.value.response["Error"]["Code"] == "NotFoundException"
+
+        st.put_table_bucket_metrics_configuration(tableBucketARN=arn)
+        first = st.get_table_bucket_metrics_configuration(tableBucketARN=arn)
+        assert first["tableBucketARN"] == arn and first["id"]
+        st.put_table_bucket_metrics_configuration(tableBucketARN=arn)  # again: the same configuration
+        assert reader.get_table_bucket_metrics_configuration(tableBucketARN=arn)["id"] == first["id"]
+        for _ in range(3):
+            assert http.get(f"{url}/v1/{metered}/namespaces").status_code == 200
+            assert http.get(f"{url}/v1/{other}/namespaces").status_code == 200
+        st.get_table_bucket(tableBucketARN=arn)
+        st.get_table_bucket(tableBucketARN=other_arn)
+        st.delete_table_bucket_metrics_configuration(tableBucketARN=arn)
+        with pytest.raises(ClientError) as exc:
+            st.get_table_bucket_metrics_configuration(tableBucketARN=arn)
+        assert exc.value.response["Error"]["Code"] == "NotFoundException"
+        st.delete_table_bucket_metrics_configuration(tableBucketARN=arn)  # none: still 204
+        assert http.get(f"{url}/v1/{metered}/namespaces").status_code == 200
+        exposition = http.get(f"{url.rsplit('/_iceberg', 1)[0]}/metrics").text
+        feed = http.post(f"{url}/v1/{metered}/events", json={"page-size": 100})
+    records = [r for r in _json_lines(log_path) if "_aws" in r]
+    per_bucket = [r for r in records if "TableBucketName" in r]
+    assert {r["TableBucketName"] for r in per_bucket} == {metered}
+    # Exactly the requests made while the configuration stood: the put that made it is the first.
+    assert Counter(r["Operation"] for r in per_bucket) == {
+        "PutTableBucketMetricsConfiguration": 2,
+        "GetTableBucketMetricsConfiguration": 2,
+        "ListNamespaces": 3,
+        "GetTableBucket": 1,
+    }
+    for r in per_bucket:
+        (spec,) = r["_aws"]["CloudWatchMetrics"]
+        assert spec["Dimensions"] == [["TableBucketName", "Operation", "service"], ["TableBucketName", "service"]]
+        assert {m["Name"] for m in spec["Metrics"]} == {"Requests", "Latency", "S3Requests", "Errors4xx", "Errors5xx"}
+        assert r["Requests"] == 1 and r["Latency"] > 0
+    # The service's own records still count every request once.
+    service = [r for r in records if "TableBucketName" not in r and r.get("Operation") == "ListNamespaces"]
+    assert len(service) == 7
+    labels = f'operation="ListNamespaces",status_class="2xx",table_bucket="{metered}"'
+    line = f"catalog_table_bucket_requests_total{{{labels}}} 3.0"
+    assert line in exposition, exposition[-3000:]
+    assert other not in exposition
+    assert feed.status_code == 200, feed.text
+    changes = [e for e in feed.json()["events"] if e["operation"]["operation-type"] == "x-update-warehouse-properties"]
+    assert [(c["operation"]["updated"], c["operation"]["removed"]) for c in changes] == [
+        (["request-metrics"], []),
+        ([], ["request-metrics"]),
+    ], feed.text

@@ -37,6 +37,7 @@ SAME: tuple[tuple[str, ...], ...] = (
     ("CreateView", "RegisterView"),
     # Maintenance runs report their outcome: a change of the table's maintenance side data.
     ("PutTableMaintenanceConfiguration", "PutTableMaintenanceJobStatus"),
+    ("PutTableRecordExpirationConfiguration", "PutTableRecordExpirationJobStatus"),
 )
 # Glue operations a policy may name for the catalog action each Glue operation asks for.
 GLUE_ACTIONS: dict[str, tuple[str, ...]] = {
@@ -102,6 +103,11 @@ ACTIONS: tuple[str, ...] = (
     "PutTableBucketMaintenanceConfiguration",
     "GetTableMaintenanceConfiguration",
     "GetTableMaintenanceJobStatus",
+    "GetTableRecordExpirationConfiguration",
+    "GetTableRecordExpirationJobStatus",
+    "GetTableBucketMetricsConfiguration",
+    "PutTableBucketMetricsConfiguration",
+    "DeleteTableBucketMetricsConfiguration",
     "GetTableBucketPolicy",
     "PutTableBucketPolicy",
     "DeleteTableBucketPolicy",

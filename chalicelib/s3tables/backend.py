@@ -328,3 +328,115 @@ def set_table_policy(ctx: Context, wh: str, entry: TableEntry, doc: Body | None)
     else:
         change = lambda d: {**d, "tables": {**_tables_without(d, legacy), table_id: doc}}  # noqa: E731
     side_data.change_policy(ctx, wh, change)
+
+
+# ---- record expiration: rows older than N days, removed by spark_jobs.expire_records ----------------
+
+RECORD_EXPIRATION_DISABLED: Body = {"status": "disabled"}
+EXPIRATION_JOB_STATUSES = ("NotYetRun", "Successful", "Failed", "Disabled")
+# A table names its timestamp column with this property; without it, the source column of its
+# partition field by day, hour, month or year, else its only column of a time type.
+EXPIRATION_COLUMN_PROPERTY = "record-expiration.timestamp-column"
+_TIME_TYPES = ("timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns", "date")
+_TIME_TRANSFORMS = ("day", "hour", "month", "year")
+MAX_EXPIRATION_DAYS = 100 * 366
+
+
+def check_record_expiration(value: object) -> Body:
+    """A validated TableRecordExpirationConfigurationValue: enabled needs settings.days."""
+    if not isinstance(value, dict) or value.get("status") not in ("enabled", "disabled"):
+        raise BadRequest("value.status must be enabled or disabled")
+    settings = value.get("settings")
+    if settings is not None and (not isinstance(settings, dict) or set(settings) - {"days"}):
+        raise BadRequest("value.settings may only hold days")
+    days = (settings or {}).get("days")
+    if days is not None and (
+        not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= MAX_EXPIRATION_DAYS
+    ):
+        raise BadRequest(f"value.settings.days must be an integer from 1 to {MAX_EXPIRATION_DAYS}")
+    if value["status"] == "enabled" and days is None:
+        raise BadRequest("value.settings.days is required to enable record expiration")
+    return {"status": value["status"], "settings": {"days": days}} if days is not None else {"status": value["status"]}
+
+
+def expiration_column(metadata: Body) -> str:
+    """The top-level column whose age decides a row's expiry (BadRequest naming the remedy)."""
+    schemas = {s.get("schema-id"): s for s in metadata.get("schemas") or []}
+    fields = (schemas.get(metadata.get("current-schema-id")) or {}).get("fields") or []
+    timed = {f["id"]: f["name"] for f in fields if isinstance(f, dict) and f.get("type") in _TIME_TYPES}
+    named = (metadata.get("properties") or {}).get(EXPIRATION_COLUMN_PROPERTY)
+    if named is not None:
+        if named not in timed.values():
+            raise BadRequest(
+                f"Table property {EXPIRATION_COLUMN_PROPERTY} names {named[:80]!r}, which is no top-level "
+                f"column of type {', '.join(_TIME_TYPES)}"
+            )
+        return str(named)
+    specs = {s.get("spec-id"): s for s in metadata.get("partition-specs") or []}
+    for field in (specs.get(metadata.get("default-spec-id")) or {}).get("fields") or []:
+        if field.get("transform") in _TIME_TRANSFORMS and field.get("source-id") in timed:
+            return str(timed[field["source-id"]])
+    if len(timed) == 1:
+        return str(next(iter(timed.values())))
+    raise BadRequest(
+        f"Record expiration needs the table's timestamp column: it has {len(timed)} columns of a time type and "
+        f"no time-partitioned one; name it with the table property {EXPIRATION_COLUMN_PROPERTY}"
+    )
+
+
+def _table_metadata(ctx: Context, wh: str, entry: TableEntry) -> Body:
+    import json
+
+    if entry.staged:
+        raise BadRequest("A table without metadata has no rows to expire: write its first metadata first")
+    return json.loads(tables.load(ctx, wh, entry.namespace, entry.name).raw_metadata)
+
+
+def record_expiration(ctx: Context, wh: str, entry: TableEntry, resolved: bool = False) -> Body:
+    """The table's configuration (disabled when none was put); `resolved` adds the column it applies
+    to now (the expiration job's question, a catalog extension)."""
+    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry.entry_id, "record-expiration")
+    config = dict(doc) if doc else dict(RECORD_EXPIRATION_DISABLED)
+    if resolved and config.get("status") == "enabled":
+        config["column"] = expiration_column(_table_metadata(ctx, wh, entry))
+    return config
+
+
+def set_record_expiration(ctx: Context, wh: str, entry: TableEntry, clean: Body) -> None:
+    """Store it (checked by check_record_expiration); enabling checks the table has a column to use."""
+    if clean["status"] == "enabled":
+        expiration_column(_table_metadata(ctx, wh, entry))
+    side_data.change(ctx, ctx.bucket_for(wh), entry.entry_id, "record-expiration", lambda _: clean)
+
+
+def record_expiration_job_status(ctx: Context, wh: str, entry: TableEntry) -> Body:
+    """The last run's outcome; Disabled (with the last run's figures) while the configuration is."""
+    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry.entry_id, "record-expiration-status")
+    if record_expiration(ctx, wh, entry).get("status") != "enabled":
+        return {**{k: v for k, v in doc.items() if k != "failureMessage"}, "status": "Disabled"}
+    return dict(doc) if doc else {"status": "NotYetRun"}
+
+
+def check_record_expiration_status(value: object) -> Body:
+    """What the expiration job reports of a run (a catalog extension of the API)."""
+    if not isinstance(value, dict) or value.get("status") not in EXPIRATION_JOB_STATUSES:
+        raise BadRequest(f"status must be one of {', '.join(EXPIRATION_JOB_STATUSES)}")
+    out: Body = {"status": value["status"]}
+    if isinstance(value.get("lastRunTimestamp"), str):
+        out["lastRunTimestamp"] = value["lastRunTimestamp"][:40]
+    if isinstance(value.get("failureMessage"), str):
+        out["failureMessage"] = value["failureMessage"][:2000]
+    metrics = value.get("metrics")
+    if metrics is not None:
+        keys_ = ("deletedDataFiles", "deletedRecords", "removedFilesSize")
+        if not isinstance(metrics, dict) or set(metrics) - set(keys_):
+            raise BadRequest(f"metrics may hold {', '.join(keys_)}")
+        for key, item in metrics.items():
+            if not isinstance(item, int) or isinstance(item, bool) or item < 0:
+                raise BadRequest(f"metrics.{key} must be a non-negative integer")
+        out["metrics"] = dict(metrics)
+    return out
+
+
+def set_record_expiration_job_status(ctx: Context, wh: str, entry: TableEntry, clean: Body) -> None:
+    side_data.change(ctx, ctx.bucket_for(wh), entry.entry_id, "record-expiration-status", lambda _: clean)

@@ -574,6 +574,72 @@ def put_job_status(req: RequestContext) -> Result:
     return _ok(204, None)
 
 
+# ---- record expiration: rows older than N days, removed by spark_jobs.expire_records --------------
+
+
+def _arn_check(req: RequestContext) -> list[Check]:
+    """A table named by the tableArn query parameter (the handler asks about the table itself)."""
+    return _by_arn_gate(req.action, req.query.get("tableArn", ""))
+
+
+def _arn_target(req: RequestContext) -> tuple[Context, str, TableEntry]:
+    ctx = get_context()
+    wh, ns, name = _resolved(req, req.action, req.query.get("tableArn", ""))
+    return ctx, wh, backend.table(ctx, wh, ns, name)
+
+
+@_op("/table-record-expiration", "GET", "GetTableRecordExpirationConfiguration", _arn_check)
+def get_record_expiration(req: RequestContext) -> Result:
+    ctx, wh, entry = _arn_target(req)
+    resolved = req.query.get("resolved") == "true"  # an extension: the column it applies to now
+    return _ok(200, {"configuration": backend.record_expiration(ctx, wh, entry, resolved)})
+
+
+@_op("/table-record-expiration", "PUT", "PutTableRecordExpirationConfiguration", _arn_check)
+def put_record_expiration(req: RequestContext) -> Result:
+    clean = backend.check_record_expiration(_json(req).get("value"))
+    ctx, wh, entry = _arn_target(req)
+    backend.set_record_expiration(ctx, wh, entry, clean)
+    return _ok(204, None)
+
+
+@_op("/table-record-expiration-job-status", "GET", "GetTableRecordExpirationJobStatus", _arn_check)
+def get_record_expiration_status(req: RequestContext) -> Result:
+    ctx, wh, entry = _arn_target(req)
+    return _ok(200, backend.record_expiration_job_status(ctx, wh, entry))
+
+
+@_op("/table-record-expiration-job-status", "PUT", "PutTableRecordExpirationJobStatus", _arn_check)
+def put_record_expiration_status(req: RequestContext) -> Result:
+    """A catalog extension (not in the S3 Tables model): the expiration job reports its runs here."""
+    clean = backend.check_record_expiration_status(_json(req))
+    ctx, wh, entry = _arn_target(req)
+    backend.set_record_expiration_job_status(ctx, wh, entry, clean)
+    return _ok(204, None)
+
+
+# ---- request metrics per table bucket (telemetry.py; docs/operations.md) ---------------------------
+
+
+@_op("/buckets/{tableBucketARN}/metrics", "GET", "GetTableBucketMetricsConfiguration", _bucket_check)
+def get_bucket_metrics(req: RequestContext) -> Result:
+    wh = _warehouse(req)
+    config = warehouses.request_metrics(get_context(), wh)
+    return _ok(200, {"tableBucketARN": shapes.arn_of(wh), "id": config["id"]})
+
+
+@_op("/buckets/{tableBucketARN}/metrics", "PUT", "PutTableBucketMetricsConfiguration", _bucket_check)
+def put_bucket_metrics(req: RequestContext) -> Result:
+    warehouses.set_request_metrics(get_context(), _warehouse(req), enabled=True)
+    return _ok(204, None)
+
+
+@_op("/buckets/{tableBucketARN}/metrics", "DELETE", "DeleteTableBucketMetricsConfiguration", _bucket_check)
+def delete_bucket_metrics(req: RequestContext) -> Result:
+    warehouses.set_request_metrics(get_context(), _warehouse(req), enabled=False)
+    return _ok(204, None)
+
+
 # ---- resource policies: evaluated with the caller's own policies (auth/plugin.py) --------------------
 
 
@@ -643,13 +709,10 @@ def delete_table_policy(req: RequestContext) -> Result:
 # ---- the rest of the model: a clear "not supported" ------------------------------------------------
 
 _UNSUPPORTED = [
-    ("/buckets/{tableBucketARN}/metrics", ("GET", "PUT", "DELETE")),
     ("/buckets/{tableBucketARN}/logging", ("GET", "PUT")),
     ("/table-bucket-replication", ("GET", "PUT", "DELETE")),
     ("/table-replication", ("GET", "PUT", "DELETE")),
     ("/replication-status", ("GET",)),
-    ("/table-record-expiration", ("GET", "PUT")),
-    ("/table-record-expiration-job-status", ("GET",)),
     ("/start-table-migration", ("POST",)),
     ("/sync-table-migration", ("POST",)),
     ("/update-table-migration", ("POST",)),

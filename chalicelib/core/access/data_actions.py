@@ -20,22 +20,13 @@ seconds like the resource policies: a change reaches every function within that)
 
 from __future__ import annotations
 
-import json
-import os
-import threading
-import time
-
-from chalicelib import keys
+from chalicelib.core.primitives import warehouse_cache
 from chalicelib.core.primitives.context import Context
 from chalicelib.errors import BadRequest
-from chalicelib.storage import ObjectNotFound
 
 PROPERTY = "legacy-data-actions"
 READ, WRITE = "GetTableData", "PutTableData"
 LEGACY_READ, LEGACY_WRITE = "GetTable", "UpdateTable"
-
-_lock = threading.Lock()
-_cache: dict[tuple[str, str], tuple[float, bool]] = {}  # (system bucket, warehouse)
 
 
 def check(props: dict[str, str]) -> None:
@@ -59,24 +50,10 @@ def of_record(record: dict[str, object]) -> bool:
 def legacy(ctx: Context, warehouse: str) -> bool:
     """Whether the warehouse keeps the earlier meaning (False when it cannot be read: the handler
     answers for a missing or damaged warehouse, and the strict meaning grants the least)."""
-    now, key = time.monotonic(), (ctx.settings.system_bucket, warehouse)
-    with _lock:
-        hit = _cache.get(key)
-    if hit is not None and now - hit[0] < float(os.environ.get("CATALOG_RESOURCE_POLICY_TTL_S", "5")):
-        return hit[1]
-    try:
-        doc = json.loads(ctx.storage.get(ctx.settings.system_bucket, keys.warehouse_record(warehouse)).body)
-        found = of_record(doc) if isinstance(doc, dict) else False
-    except (ObjectNotFound, ValueError, RecursionError):
-        found = False
-    with _lock:
-        if len(_cache) > 10_000:
-            _cache.clear()
-        _cache[key] = (now, found)
-    return found
+    found = warehouse_cache.record(ctx, warehouse)
+    return of_record(found) if found is not None else False
 
 
 def forget(ctx: Context, warehouse: str) -> None:
     """This process changed the property: the next request reads it again."""
-    with _lock:
-        _cache.pop((ctx.settings.system_bucket, warehouse), None)
+    warehouse_cache.forget(ctx, warehouse)

@@ -7,5 +7,7 @@ from chalicelib.core.containers.warehouses import create as create
 from chalicelib.core.containers.warehouses import delete as delete
 from chalicelib.core.containers.warehouses import get as get
 from chalicelib.core.containers.warehouses import list_names as list_names
+from chalicelib.core.containers.warehouses import request_metrics as request_metrics
 from chalicelib.core.containers.warehouses import require as require
+from chalicelib.core.containers.warehouses import set_request_metrics as set_request_metrics
 from chalicelib.core.containers.warehouses import update_properties as update_properties

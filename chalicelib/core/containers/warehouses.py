@@ -13,11 +13,12 @@ from chalicelib import keys
 from chalicelib.core.access import data_actions, resource_policies
 from chalicelib.core.model import WarehouseInfo
 from chalicelib.core.paging import decode_token, page
-from chalicelib.core.primitives import audit, cas, damage, listing_marks
+from chalicelib.core.primitives import audit, cas, damage, listing_marks, warehouse_cache
 from chalicelib.core.primitives.context import Context, dump, env_int, is_deleting, now_ms
 from chalicelib.errors import (
     BadRequest,
     Conflict,
+    NotFound,
     WarehouseAlreadyExists,
     WarehouseNotEmpty,
     WarehouseNotFound,
@@ -139,6 +140,19 @@ def check_table_defaults(props: dict[str, str]) -> None:
         raise BadRequest("Invalid warehouse property 'allowed-locations': comma-separated s3://bucket/prefix values")
 
 
+def _changeable(ctx: Context, warehouse: str, record: dict[str, Any] | None) -> dict[str, Any]:
+    """The record a change of the warehouse may be made to: it exists, is readable and stays."""
+    sys_bucket = ctx.settings.system_bucket
+    if record is None or ctx.bucket_for(warehouse) == sys_bucket:
+        raise WarehouseNotFound(f"Warehouse {warehouse!r} does not exist")
+    problem = record_problem(record)
+    if problem:  # written around the catalog: answered as damaged, never rewritten here
+        raise damage.damaged(sys_bucket, keys.warehouse_record(warehouse), f"Warehouse {warehouse!r}", problem)
+    if is_deleting(record):
+        raise Conflict(f"Warehouse {warehouse!r} is being deleted")
+    return record
+
+
 def update_properties(ctx: Context, name: str, updates: object, removals: object) -> WarehouseInfo:
     """Change a warehouse's properties (table defaults and overrides, dropped-table retention)."""
     warehouse = check_warehouse(name)
@@ -155,14 +169,8 @@ def update_properties(ctx: Context, name: str, updates: object, removals: object
     sys_bucket, key = ctx.settings.system_bucket, keys.warehouse_record(warehouse)
     older: dict[str, Any] = {}
 
-    def change(record: dict[str, Any] | None) -> dict[str, Any]:
-        if record is None or ctx.bucket_for(warehouse) == sys_bucket:
-            raise WarehouseNotFound(f"Warehouse {warehouse!r} does not exist")
-        problem = record_problem(record)
-        if problem:  # written around the catalog: answered as damaged, never rewritten here
-            raise damage.damaged(sys_bucket, key, f"Warehouse {warehouse!r}", problem)
-        if is_deleting(record):
-            raise Conflict(f"Warehouse {warehouse!r} is being deleted")
+    def change(found: dict[str, Any] | None) -> dict[str, Any]:
+        record = _changeable(ctx, warehouse, found)
         props = {k: v for k, v in (record.get("properties") or {}).items() if k not in removals}
         props.update(upd)
         e = audit.entry("update-warehouse", _target(warehouse), updated=sorted(upd), removed=sorted(removals))
@@ -173,6 +181,52 @@ def update_properties(ctx: Context, name: str, updates: object, removals: object
     data_actions.forget(ctx, warehouse)
     audit.flush_record(ctx, sys_bucket, keys.SYSTEM_AUDIT_PREFIX, audit.source_of(record), record, older["entries"])
     return info(record)
+
+
+# ---- request metrics per table bucket (S3 Tables' bucket metrics configuration) ----------------
+#
+# Stored in the warehouse record (field REQUEST_METRICS: {"id": ...}) so the per-request question
+# "is this warehouse metered?" costs nothing more than the cached record (primitives/warehouse_cache).
+REQUEST_METRICS = warehouse_cache.REQUEST_METRICS
+
+
+def request_metrics(ctx: Context, name: str) -> dict[str, str]:
+    """The warehouse's metrics configuration ({"id"}); NotFound when none is set."""
+    warehouse = check_warehouse(name)
+    record, _ = read_record(ctx, warehouse)
+    found = record.get(REQUEST_METRICS)
+    if not isinstance(found, dict) or not isinstance(found.get("id"), str):
+        raise NotFound(f"Table bucket {warehouse!r} has no metrics configuration")
+    return {"id": found["id"]}
+
+
+def set_request_metrics(ctx: Context, name: str, enabled: bool) -> None:
+    """Turn the warehouse's request metrics on or off; a put on a configuration that stands keeps it
+    (and its id) and writes nothing, as does a delete of none."""
+    warehouse = check_warehouse(name)
+    sys_bucket, key = ctx.settings.system_bucket, keys.warehouse_record(warehouse)
+    older: dict[str, Any] = {}
+
+    def change(found: dict[str, Any] | None) -> dict[str, Any] | None:
+        record = _changeable(ctx, warehouse, found)
+        current = record.get(REQUEST_METRICS)
+        if isinstance(current, dict) == enabled:
+            older.pop("entries", None)  # an earlier attempt's, which did not land
+            return None  # already so: nothing to write, audit or send
+        new = {k: v for k, v in record.items() if k != REQUEST_METRICS}
+        if enabled:
+            new[REQUEST_METRICS] = {"id": uuid.uuid4().hex}
+        # A change of the warehouse's settings, audited and sent as one (events: warehouse.updated).
+        change = (
+            {"updated": [REQUEST_METRICS], "removed": []} if enabled else {"updated": [], "removed": [REQUEST_METRICS]}
+        )
+        stamped, older["entries"] = audit.stamped(new, audit.entry("update-warehouse", _target(warehouse), **change))
+        return stamped
+
+    record = cas.update(ctx, sys_bucket, key, change, f"Warehouse {warehouse!r}") or {}
+    warehouse_cache.forget(ctx, warehouse)
+    if "entries" in older:
+        audit.flush_record(ctx, sys_bucket, keys.SYSTEM_AUDIT_PREFIX, audit.source_of(record), record, older["entries"])
 
 
 def _protect_control_plane(ctx: Context, bucket: str) -> None:

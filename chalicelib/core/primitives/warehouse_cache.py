@@ -1,0 +1,64 @@
+"""A warehouse's record as this process read it in the last few seconds.
+
+Per-request decisions that depend on a warehouse setting (which actions govern its data, whether
+its requests are metered per table bucket) read the record once and keep it
+`CATALOG_RESOURCE_POLICY_TTL_S` seconds (5), like the resource policies: a change reaches every
+function within that, and a busy function reads each warehouse's record at most once per window.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from typing import Any
+
+from chalicelib import keys
+from chalicelib.core.primitives.context import Context
+from chalicelib.storage import ObjectNotFound
+
+# The record's field for S3 Tables' bucket metrics configuration ({"id": ...}): present, the
+# warehouse's requests are metered per table bucket (telemetry.py).
+REQUEST_METRICS = "request-metrics"
+
+_lock = threading.Lock()
+_cache: dict[tuple[str, str], tuple[float, dict[str, Any] | None]] = {}  # (system bucket, warehouse)
+
+
+def record(ctx: Context, warehouse: str) -> dict[str, Any] | None:
+    """The warehouse's record, or None when it is missing or not a JSON object."""
+    now, key = time.monotonic(), (ctx.settings.system_bucket, warehouse)
+    with _lock:
+        hit = _cache.get(key)
+    if hit is not None and now - hit[0] < float(os.environ.get("CATALOG_RESOURCE_POLICY_TTL_S", "5")):
+        return hit[1]
+    try:
+        doc = json.loads(ctx.storage.get(ctx.settings.system_bucket, keys.warehouse_record(warehouse)).body)
+        found = doc if isinstance(doc, dict) else None
+    except (ObjectNotFound, ValueError, RecursionError):
+        found = None
+    with _lock:
+        if len(_cache) > 10_000:
+            _cache.clear()
+        _cache[key] = (now, found)
+    return found
+
+
+def forget(ctx: Context, warehouse: str) -> None:
+    """This process changed the record: the next request reads it again."""
+    with _lock:
+        _cache.pop((ctx.settings.system_bucket, warehouse), None)
+
+
+def request_metrics_on(ctx: Context, warehouse: str) -> bool:
+    """Whether the warehouse's requests are metered per table bucket (False for a name that is no
+    warehouse: its requests answer 404 anyway)."""
+    from chalicelib.errors import BadRequest
+    from chalicelib.names import check_warehouse
+
+    try:
+        found = record(ctx, check_warehouse(warehouse))
+    except BadRequest:
+        return False
+    return found is not None and isinstance(found.get(REQUEST_METRICS), dict)
