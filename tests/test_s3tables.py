@@ -101,6 +101,9 @@ def test_buckets_namespaces_and_tables(st, http, catalog_url, s3_endpoint):
     assert code(exc) == "BadRequestException"
     with pytest.raises(ClientError) as exc:
         st.get_table_bucket_replication(tableBucketARN=arn)
+    assert code(exc) == "NotFoundException"  # none configured
+    with pytest.raises(ClientError) as exc:
+        st.list_table_migrations(tableBucketARN=arn)
     assert code(exc) == "MethodNotAllowedException"
     # Rename, then delete with a token, then the namespace and the bucket.
     st.rename_table(tableBucketARN=arn, namespace="sales", name="orders", newName="orders_v2")
@@ -234,9 +237,13 @@ def test_tags_encryption_table_arn_and_every_other_operation(st, catalog_url):
             answers[op_name] = error
     assert set(answers) == set(model.operation_names) and len(answers) == 57
     unsupported = sorted(op for op, answer in answers.items() if answer == "MethodNotAllowedException")
-    assert "PutTableBucketReplication" in unsupported and "StartTableMigration" in unsupported
+    assert "StartTableMigration" in unsupported and "GetTableBucketLogging" in unsupported
     assert "GetTable" not in unsupported and "PutTablePolicy" not in unsupported
-    served = ("PutTableRecordExpirationConfiguration", "GetTableBucketMetricsConfiguration")
+    served = (
+        "PutTableRecordExpirationConfiguration",
+        "GetTableBucketMetricsConfiguration",
+        "PutTableBucketReplication",
+    )
     assert not set(served) & set(unsupported)
 
 
@@ -689,3 +696,79 @@ def test_record_expiration_configuration_is_checked_and_stored(st, http, catalog
     with pytest.raises(ClientError) as exc:
         st.get_table_record_expiration_configuration(tableArn=plain.rsplit("/", 1)[0] + f"/{uuid.uuid4()}")
     assert code(exc) == "NotFoundException"
+
+
+ROLE = "arn:aws:iam::000000000000:role/replication"
+
+
+def test_replication_configuration_with_version_tokens(st, http, catalog_url):
+    """Put/Get/DeleteTableBucketReplication and Put/Get/DeleteTableReplication: checked (a role, one
+    rule, 1-5 other existing table buckets), changed only with the current versionToken, and their
+    own actions; who configures must be allowed to create in each destination. The status lists
+    each destination of the table's own rule, else its bucket's."""
+    from tests.authutil import allow, make_user
+
+    names = [f"tb-{uuid.uuid4().hex[:10]}" for _ in range(3)]
+    src, dst1, dst2 = (st.create_table_bucket(name=n)["arn"] for n in names)
+    st.create_namespace(tableBucketARN=src, namespace=["ns"])
+    table = st.create_table(
+        tableBucketARN=src, namespace="ns", name="t", format="ICEBERG", metadata={"iceberg": {"schema": SCHEMA}}
+    )["tableARN"]
+    rule = lambda *arns: {"role": ROLE, "rules": [{"destinations": [{"destinationTableBucketARN": a} for a in arns]}]}  # noqa: E731
+    with pytest.raises(ClientError) as exc:
+        st.get_table_replication_status(tableArn=table)
+    assert code(exc) == "NotFoundException"
+    missing = src.replace(names[0], f"nb-{uuid.uuid4().hex[:8]}")
+    for bad in (rule(src), rule(dst1, dst1), rule(missing), {"role": "nope", "rules": rule(dst1)["rules"]}, rule()):
+        with pytest.raises(ClientError) as exc:
+            s3tables_client(catalog_url, validate=False).put_table_bucket_replication(
+                tableBucketARN=src, configuration=bad
+            )
+        assert code(exc) == "BadRequestException", bad
+    first = st.put_table_bucket_replication(tableBucketARN=src, configuration=rule(dst1))
+    got = st.get_table_bucket_replication(tableBucketARN=src)
+    assert got["versionToken"] == first["versionToken"] and got["configuration"] == rule(dst1)
+    # A stale token loses; the current one wins and yields a new token.
+    second = st.put_table_bucket_replication(
+        tableBucketARN=src, versionToken=first["versionToken"], configuration=rule(dst1, dst2)
+    )
+    with pytest.raises(ClientError) as exc:
+        st.put_table_bucket_replication(
+            tableBucketARN=src, versionToken=first["versionToken"], configuration=rule(dst2)
+        )
+    assert code(exc) == "ConflictException"
+    status = st.get_table_replication_status(tableArn=table)
+    assert status["sourceTableArn"] == table
+    assert [(d["destinationTableBucketArn"], d["replicationStatus"]) for d in status["destinations"]] == [
+        (dst1, "pending"),
+        (dst2, "pending"),
+    ]
+    # The table's own rule wins over its bucket's.
+    own = st.put_table_replication(tableArn=table, configuration=rule(dst2))
+    assert st.get_table_replication(tableArn=table)["configuration"] == rule(dst2)
+    assert [
+        d["destinationTableBucketArn"] for d in st.get_table_replication_status(tableArn=table)["destinations"]
+    ] == [dst2]
+    with pytest.raises(ClientError) as exc:
+        st.delete_table_replication(tableArn=table, versionToken="999")
+    assert code(exc) == "ConflictException"
+    st.delete_table_replication(tableArn=table, versionToken=own["versionToken"])
+    with pytest.raises(ClientError) as exc:
+        st.get_table_replication(tableArn=table)
+    assert code(exc) == "NotFoundException"
+    # Who may configure: the action itself, and creating in every destination.
+    _, akid, secret = make_user(http, catalog_url, {"p": allow(["s3tables:*Replication*"], "*")})
+    limited = s3tables_client(catalog_url, key=akid, secret=secret)
+    assert limited.get_table_bucket_replication(tableBucketARN=src)["versionToken"] == second["versionToken"]
+    with pytest.raises(ClientError) as exc:
+        limited.put_table_bucket_replication(tableBucketARN=src, configuration=rule(dst1))
+    assert exc.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    st.delete_table_bucket_replication(tableBucketARN=src, versionToken=second["versionToken"])
+    with pytest.raises(ClientError) as exc:
+        st.get_table_bucket_replication(tableBucketARN=src)
+    assert code(exc) == "NotFoundException"
+    with pytest.raises(ClientError) as exc:  # the deleted configuration's token names nothing later
+        st.put_table_bucket_replication(
+            tableBucketARN=src, versionToken=second["versionToken"], configuration=rule(dst1)
+        )
+    assert code(exc) == "ConflictException"

@@ -5,6 +5,7 @@ face parses requests into these calls and formats what they return."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -440,3 +441,93 @@ def check_record_expiration_status(value: object) -> Body:
 
 def set_record_expiration_job_status(ctx: Context, wh: str, entry: TableEntry, clean: Body) -> None:
     side_data.change(ctx, ctx.bucket_for(wh), entry.entry_id, "record-expiration-status", lambda _: clean)
+
+
+# ---- replication configuration: a table bucket's rule, or a table's own ---------------------------
+
+MAX_DESTINATIONS = 5
+_ROLE = re.compile(r"arn:[^:]+:iam::[0-9]{12}:role/.+")
+
+
+def check_replication(config: object, source: str, destinations: Callable[[object], str]) -> Body:
+    """A validated replication configuration, stored as {"role", "destinations": [warehouse, ...]}.
+    `destinations` turns one destination table bucket ARN into its warehouse name (BadRequest when
+    it is no such ARN); each must be another warehouse of this catalog, named once."""
+    if not isinstance(config, dict) or set(config) - {"role", "rules"}:
+        raise BadRequest("configuration must hold role and rules")
+    role = config.get("role")
+    if not isinstance(role, str) or not 20 <= len(role) <= 2048 or not _ROLE.fullmatch(role):
+        raise BadRequest("configuration.role must be an IAM role ARN (arn:aws:iam::<account>:role/<name>)")
+    rules = config.get("rules")
+    if (
+        not isinstance(rules, list)
+        or len(rules) != 1
+        or not isinstance(rules[0], dict)
+        or set(rules[0]) - {"destinations"}
+    ):
+        raise BadRequest("configuration.rules must hold exactly one rule with destinations")
+    listed = rules[0].get("destinations")
+    if not isinstance(listed, list) or not 1 <= len(listed) <= MAX_DESTINATIONS:
+        raise BadRequest(f"A replication rule names 1 to {MAX_DESTINATIONS} destinations")
+    names: list[str] = []
+    for item in listed:
+        if not isinstance(item, dict) or set(item) != {"destinationTableBucketARN"}:
+            raise BadRequest("Each destination is {destinationTableBucketARN}")
+        name = destinations(item["destinationTableBucketARN"])
+        if name == source:
+            raise BadRequest("A table bucket cannot replicate to itself")
+        if name in names:
+            raise BadRequest(f"Destination {name!r} is named twice")
+        names.append(name)
+    return {"role": role, "destinations": names}
+
+
+def _replication_token(doc: Body) -> str:
+    return str(int(doc.get("version", 0)))
+
+
+def replication(ctx: Context, wh: str, entry_id: str, what: str) -> tuple[Body, str]:
+    """The stored configuration ({} when none) and its version token (NotFound when none)."""
+    if entry_id == BUCKET_ENTRY:
+        warehouses.get(ctx, wh)
+    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry_id, "replication")
+    if not doc.get("destinations"):
+        raise NotFound(f"{what} has no replication configuration")
+    return doc, _replication_token(doc)
+
+
+def set_replication(
+    ctx: Context, wh: str, entry_id: str, clean: Body | None, token: object, token_required: bool
+) -> str:
+    """Store (or with None, delete) the configuration if `token` names its current version (a
+    missing token replaces whatever stands, unless one is required). The version only grows, so a
+    token of a deleted configuration never names a later one. Returns the new token."""
+    if token is None and token_required:
+        raise BadRequest("versionToken is required: get the replication configuration first")
+    if token is not None and (not isinstance(token, str) or not token.isdigit()):
+        raise CommitFailed("The versionToken does not match the replication configuration; get it again")
+    if entry_id == BUCKET_ENTRY:
+        warehouses.get(ctx, wh)
+
+    def change(doc: Body) -> Body:
+        if token is not None and token != _replication_token(doc):
+            raise CommitFailed("The versionToken does not match the replication configuration; get it again")
+        if clean is None and not doc.get("destinations"):
+            raise NotFound("There is no replication configuration to delete")
+        return {"version": int(doc.get("version", 0)) + 1, **(clean or {})}
+
+    return _replication_token(side_data.change(ctx, ctx.bucket_for(wh), entry_id, "replication", change))
+
+
+def replication_status(ctx: Context, wh: str, entry: TableEntry) -> list[Body]:
+    """Per destination of the table's own configuration, else its bucket's: the last version
+    replicated there, or pending (NotFound when neither has one)."""
+    try:
+        doc, _ = replication(ctx, wh, entry.entry_id, "The table")
+    except NotFound:
+        doc, _ = replication(ctx, wh, BUCKET_ENTRY, "Neither the table nor its table bucket")
+    progress, _ = side_data.read(ctx, ctx.bucket_for(wh), entry.entry_id, "replication-status")
+    return [
+        {"destination": name, **(progress.get(name) or {"replicationStatus": "pending"})}
+        for name in doc["destinations"]
+    ]

@@ -618,6 +618,90 @@ def put_record_expiration_status(req: RequestContext) -> Result:
     return _ok(204, None)
 
 
+# ---- replication configuration (docs/s3tables.md, "Replication") ----------------------------------
+
+
+def _destination(req: RequestContext) -> Any:
+    """Each destination table bucket ARN as its warehouse, which must exist; the caller must be
+    allowed to create namespaces and tables there (as AWS asks of who configures replication)."""
+
+    def name(arn: object) -> str:
+        found = _BUCKET_ARN.fullmatch(arn) if isinstance(arn, str) else None
+        if found is None:
+            raise BadRequest(f"Invalid destinationTableBucketARN {str(arn)[:120]!r}")
+        wh = check_warehouse(found.group(3))
+        try:
+            warehouses.get(get_context(), wh)
+        except NotFound:
+            raise BadRequest(f"Destination table bucket {wh!r} does not exist") from None
+        for action in ("CreateNamespace", "CreateTable"):
+            req.require(action, bucket_arn(wh) if action == "CreateNamespace" else table_arn(wh), {})
+        return wh
+
+    return name
+
+
+def _replication_out(doc: Body, token: str) -> Body:
+    rule = {"destinations": [{"destinationTableBucketARN": shapes.arn_of(w)} for w in doc["destinations"]]}
+    return {"versionToken": token, "configuration": {"role": doc["role"], "rules": [rule]}}
+
+
+@_op("/table-bucket-replication", "GET", "GetTableBucketReplication", _bucket_check)
+def get_bucket_replication(req: RequestContext) -> Result:
+    wh = _warehouse(req)
+    doc, token = backend.replication(get_context(), wh, backend.BUCKET_ENTRY, f"Table bucket {wh!r}")
+    return _ok(200, _replication_out(doc, token))
+
+
+@_op("/table-bucket-replication", "PUT", "PutTableBucketReplication", _bucket_check)
+def put_bucket_replication(req: RequestContext) -> Result:
+    wh = _warehouse(req)
+    clean = backend.check_replication(_json(req).get("configuration"), wh, _destination(req))
+    token = backend.set_replication(
+        get_context(), wh, backend.BUCKET_ENTRY, clean, req.query.get("versionToken"), False
+    )
+    return _ok(200, {"versionToken": token, "status": "enabled"})
+
+
+@_op("/table-bucket-replication", "DELETE", "DeleteTableBucketReplication", _bucket_check)
+def delete_bucket_replication(req: RequestContext) -> Result:
+    wh = _warehouse(req)
+    backend.set_replication(get_context(), wh, backend.BUCKET_ENTRY, None, req.query.get("versionToken"), False)
+    return _ok(204, None)
+
+
+@_op("/table-replication", "GET", "GetTableReplication", _arn_check)
+def get_table_replication(req: RequestContext) -> Result:
+    ctx, wh, entry = _arn_target(req)
+    doc, token = backend.replication(ctx, wh, entry.entry_id, f"Table {entry.name!r}")
+    return _ok(200, _replication_out(doc, token))
+
+
+@_op("/table-replication", "PUT", "PutTableReplication", _arn_check)
+def put_table_replication(req: RequestContext) -> Result:
+    ctx, wh, entry = _arn_target(req)
+    clean = backend.check_replication(_json(req).get("configuration"), wh, _destination(req))
+    token = backend.set_replication(ctx, wh, entry.entry_id, clean, req.query.get("versionToken"), False)
+    return _ok(200, {"versionToken": token, "status": "enabled"})
+
+
+@_op("/table-replication", "DELETE", "DeleteTableReplication", _arn_check)
+def delete_table_replication(req: RequestContext) -> Result:
+    ctx, wh, entry = _arn_target(req)
+    backend.set_replication(ctx, wh, entry.entry_id, None, req.query.get("versionToken"), True)
+    return _ok(204, None)
+
+
+@_op("/replication-status", "GET", "GetTableReplicationStatus", _arn_check)
+def get_replication_status(req: RequestContext) -> Result:
+    ctx, wh, entry = _arn_target(req)
+    out = []
+    for state in backend.replication_status(ctx, wh, entry):
+        dst = state.pop("destination")
+        out.append({"destinationTableBucketArn": shapes.arn_of(dst), **state})
+    return _ok(200, {"sourceTableArn": shapes.table_arn_of(wh, entry), "destinations": out})
+
+
 # ---- request metrics per table bucket (telemetry.py; docs/operations.md) ---------------------------
 
 
@@ -710,9 +794,6 @@ def delete_table_policy(req: RequestContext) -> Result:
 
 _UNSUPPORTED = [
     ("/buckets/{tableBucketARN}/logging", ("GET", "PUT")),
-    ("/table-bucket-replication", ("GET", "PUT", "DELETE")),
-    ("/table-replication", ("GET", "PUT", "DELETE")),
-    ("/replication-status", ("GET",)),
     ("/start-table-migration", ("POST",)),
     ("/sync-table-migration", ("POST",)),
     ("/update-table-migration", ("POST",)),
