@@ -520,14 +520,18 @@ def set_replication(
 
 
 def replication_status(ctx: Context, wh: str, entry: TableEntry) -> list[Body]:
-    """Per destination of the table's own configuration, else its bucket's: the last version
-    replicated there, or pending (NotFound when neither has one)."""
+    """Per destination of the table's own configuration, else its bucket's: its state as the last
+    replication run left it (core/admin/replicate.py), or pending (NotFound when neither has one)."""
     try:
         doc, _ = replication(ctx, wh, entry.entry_id, "The table")
     except NotFound:
         doc, _ = replication(ctx, wh, BUCKET_ENTRY, "Neither the table nor its table bucket")
     progress, _ = side_data.read(ctx, ctx.bucket_for(wh), entry.entry_id, "replication-status")
-    return [
-        {"destination": name, **(progress.get(name) or {"replicationStatus": "pending"})}
-        for name in doc["destinations"]
-    ]
+    public = ("replicationStatus", "lastSuccessfulReplicatedUpdate", "failureMessage", "destination-table-id")
+    out = []
+    for name in doc["destinations"]:
+        state = {k: v for k, v in (progress.get(name) or {}).items() if k in public}
+        if state.get("replicationStatus") != "failed":
+            state.pop("failureMessage", None)
+        out.append({"destination": name, "replicationStatus": "pending", **state})
+    return out

@@ -697,8 +697,9 @@ def get_replication_status(req: RequestContext) -> Result:
     ctx, wh, entry = _arn_target(req)
     out = []
     for state in backend.replication_status(ctx, wh, entry):
-        dst = state.pop("destination")
-        out.append({"destinationTableBucketArn": shapes.arn_of(dst), **state})
+        dst, replica = state.pop("destination"), state.pop("destination-table-id", None)
+        named = {"destinationTableArn": arns.table_api_arn(dst, replica)} if replica else {}
+        out.append({"destinationTableBucketArn": shapes.arn_of(dst), **named, **state})
     return _ok(200, {"sourceTableArn": shapes.table_arn_of(wh, entry), "destinations": out})
 
 

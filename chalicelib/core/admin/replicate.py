@@ -1,0 +1,297 @@
+"""Table replication: each change of a replicated table reaches every destination table bucket,
+in order, as a read-only replica with the same snapshots (docs/s3tables.md, "Replication").
+
+A destination is another warehouse of this catalog. A source version (one metadata file) is
+replicated by copying the files it names that the destination lacks, rewriting every path from
+the source bucket to the destination's (core/admin/relocate.py: metadata, manifest lists,
+manifests, position deletes; data files are copied server-side as they are), writing the rewritten
+metadata file last, and only then moving the replica's pointer to it by compare-and-swap on the
+version replicated before. So a reader of the replica never meets a metadata file whose files are
+not all there, and two replicators of one table never move a replica backwards.
+
+Versions are applied in the source's order: those its metadata log lists after the last one
+replicated, then the current one. The first copy is the current version, whose snapshot list is
+the table's whole history. A version whose files maintenance has since removed is passed over (a
+later version names only files that exist). Each destination's progress is its own: one that
+fails (bucket gone, refused) records `failed` with the message, the others go on, and its next run
+resumes from its last replicated version.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from chalicelib import keys
+from chalicelib.core.admin import relocate
+from chalicelib.core.admin.relocate import Paths
+from chalicelib.core.catalog import namespaces, side_data, tables
+from chalicelib.core.model import Namespace
+from chalicelib.core.primitives import parallel
+from chalicelib.core.primitives.context import Context
+from chalicelib.errors import AlreadyExists, CatalogError, CommitFailed, NotFound
+from chalicelib.storage import (
+    BucketNotFound,
+    BucketUnavailable,
+    ObjectNotFound,
+    PreconditionFailed,
+    StorageUnavailable,
+    WriteInDoubt,
+)
+
+# What stops one destination's run (recorded as its failure; the other destinations go on).
+FAILURES = (CatalogError, StorageUnavailable, BucketNotFound, BucketUnavailable, ObjectNotFound, PreconditionFailed)
+
+BUCKET_ENTRY = "table-bucket"  # the bucket's own side data (s3tables/backend.py)
+CONFIG, STATUS = "replication", "replication-status"
+# The replica's table property naming its source: every face refuses to change such a table.
+REPLICA_OF = "s3tables.replication.source-table-arn"
+DATA, POSITION_DELETES = 0, 1
+
+
+class Missing(Exception):
+    """A file the version names is gone from the source (removed by maintenance since)."""
+
+
+def destinations(ctx: Context, warehouse: str, entry_id: str) -> list[str]:
+    """The destination warehouses of the table's own rule, else its bucket's (none: not replicated)."""
+    bucket = ctx.bucket_for(warehouse)
+    for owner in (entry_id, BUCKET_ENTRY):
+        doc, _ = side_data.read(ctx, bucket, owner, CONFIG)
+        if doc.get("destinations"):
+            return [str(d) for d in doc["destinations"]]
+    return []
+
+
+def _doc(body: bytes) -> dict[str, Any]:
+    return dict(json.loads(gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body))
+
+
+@dataclass
+class _Version:
+    """One source version made ready for a destination: what to write there, nothing written yet."""
+
+    metadata_key: str
+    rewritten: dict[str, bytes] = field(default_factory=dict)
+    copied: dict[str, str] = field(default_factory=dict)  # key -> source ETag
+
+
+def _prepare(ctx: Context, paths: Paths, meta_key: str, present: set[str], source: dict[str, str]) -> _Version:
+    """Read the version's tree from the source and rewrite what names a path; keys the destination
+    already holds are not written again (an earlier version's, or an interrupted run's)."""
+
+    def get(key: str) -> bytes:
+        try:
+            return ctx.storage.get(paths.src, key).body
+        except ObjectNotFound:
+            raise Missing(key) from None
+
+    out = _Version(meta_key)
+    meta = get(meta_key)
+    doc = _doc(meta)
+    lists, v1_manifests = relocate.referenced_lists(doc)
+    list_keys = sorted({k for k in (paths.key(p) for p in lists) if k is not None})
+    list_files = dict(
+        zip(list_keys, parallel.map_counted(lambda k: relocate.read_avro(get(k)), list_keys), strict=True)
+    )
+    manifests = set(v1_manifests)
+    for avro in list_files.values():
+        manifests.update(str(item["manifest_path"]) for item in avro.records)
+    manifest_keys = sorted({k for k in (paths.key(p) for p in manifests) if k is not None})
+    manifest_files = dict(
+        zip(manifest_keys, parallel.map_counted(lambda k: relocate.read_avro(get(k)), manifest_keys), strict=True)
+    )
+    deletes: dict[str, str] = {}
+    for avro in manifest_files.values():
+        for entry in avro.records:
+            data = entry["data_file"]
+            key = paths.key(str(data["file_path"]))
+            if key is None or entry.get("status") == 2:  # outside the bucket, or a removal record
+                continue
+            if data.get("content") == POSITION_DELETES:
+                deletes[key] = str(data["file_format"]).upper()
+            elif key not in present:
+                out.copied[key] = _etag(source, key)
+    delete_keys = sorted(deletes)
+    bodies = dict(zip(delete_keys, parallel.map_counted(get, delete_keys), strict=True))
+    for key, fmt in deletes.items():
+        out.rewritten[key] = relocate.rewrite_deletes(bodies[key], fmt, paths)
+    sizes = {k: len(b) for k, b in out.rewritten.items()}
+    for key, avro in manifest_files.items():
+        out.rewritten[key] = relocate.rewrite_manifest(avro, paths, sizes)
+    sizes = {k: len(out.rewritten[k]) for k in manifest_files}
+    for key, avro in list_files.items():
+        out.rewritten[key] = relocate.rewrite_list(avro, paths, sizes)
+    for stats in [*(doc.get("statistics") or []), *(doc.get("partition-statistics") or [])]:
+        key = paths.key(str(stats.get("statistics-path", "")))
+        if key is not None and key not in present:
+            out.copied[key] = _etag(source, key)
+    out.rewritten[meta_key] = relocate.rewrite_metadata(meta, paths)
+    out.rewritten = {k: b for k, b in out.rewritten.items() if k not in present or k == meta_key}
+    return out
+
+
+def _etag(source: dict[str, str], key: str) -> str:
+    if key not in source:
+        raise Missing(key)
+    return source[key]
+
+
+def _write(ctx: Context, paths: Paths, version: _Version, present: set[str]) -> None:
+    """Copies and rewritten files first, the metadata file last."""
+
+    def copy(key: str) -> None:
+        try:
+            ctx.storage.copy(paths.src, key, paths.dst, key, version.copied[key])
+        except (ObjectNotFound, PreconditionFailed):
+            raise Missing(key) from None
+
+    def put(item: tuple[str, bytes]) -> None:
+        try:
+            ctx.storage.put_if_absent(paths.dst, item[0], item[1])
+        except (PreconditionFailed, WriteInDoubt):
+            if ctx.storage.get(paths.dst, item[0]).body != item[1]:
+                raise CommitFailed(f"s3://{paths.dst}/{item[0]} holds other bytes than the replica needs") from None
+
+    parallel.map_counted(copy, sorted(version.copied))
+    parallel.map_counted(put, sorted((k, b) for k, b in version.rewritten.items() if k != version.metadata_key))
+    put((version.metadata_key, version.rewritten[version.metadata_key]))
+    present.update(version.copied)
+    present.update(version.rewritten)
+
+
+def _pending_versions(current: str, doc: dict[str, Any], last: str | None) -> list[str]:
+    """The source metadata files to apply, oldest first: after `last` in the log, then the current."""
+    if last == current:
+        return []
+    log = [str(e["metadata-file"]) for e in doc.get("metadata-log") or [] if isinstance(e, dict)]
+    if last is not None and last in log:
+        return [*log[log.index(last) + 1 :], current]
+    return [current]
+
+
+def _point(ctx: Context, dst: str, ns: Namespace, name: str, location: str, before: str | None) -> None:
+    """The replica's pointer to the new metadata: created the first time, else swapped from the
+    version replicated before (a replica moved since by someone else refuses)."""
+    if before is None:
+        try:
+            namespaces.create(ctx, dst, list(ns), {})
+        except AlreadyExists:
+            pass
+        try:
+            tables.register(ctx, dst, ns, name, location)
+            return
+        except AlreadyExists:
+            current = tables.exists(ctx, dst, ns, name)
+            if current == location:
+                return  # our own register, whose answer was lost
+            raise CommitFailed(f"The destination already has a table {'.'.join((*ns, name))!r}") from None
+    tables.swap_metadata_location(ctx, dst, ns, name, location, expected_location=before)
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def replicate_table(ctx: Context, warehouse: str, ns: Namespace, name: str) -> dict[str, dict[str, Any]]:
+    """Bring every destination of the table up to its current version; returns each one's status."""
+    entry = tables.entry(ctx, warehouse, ns, name)
+    targets = destinations(ctx, warehouse, entry.entry_id)
+    if not targets or entry.staged or entry.metadata_location is None:
+        return {}
+    src_bucket = ctx.bucket_for(warehouse)
+    current = entry.metadata_location
+    doc = _doc(ctx.storage.get(*keys.split_s3_uri(current)).body)
+    status, _ = side_data.read(ctx, src_bucket, entry.entry_id, STATUS)
+    out: dict[str, dict[str, Any]] = {}
+    for dst in targets:
+        mine = dict(status.get(dst) or {})
+        try:
+            mine = _replicate_to(ctx, src_bucket, ctx.bucket_for(dst), dst, entry, doc, current, mine)
+        except (*FAILURES, Missing, ValueError) as exc:
+            message = f"{type(exc).__name__}: {exc}"[:1000]
+            mine = {**mine, "replicationStatus": "failed", "failureMessage": message}
+        out[dst] = mine
+
+    def record(stored: dict[str, Any]) -> dict[str, Any]:
+        return {**{k: v for k, v in stored.items() if k in targets}, **out}
+
+    side_data.change(ctx, src_bucket, entry.entry_id, STATUS, record)
+    return out
+
+
+def _replicate_to(
+    ctx: Context,
+    src_bucket: str,
+    dst_bucket: str,
+    dst: str,
+    entry: Any,
+    doc: dict[str, Any],
+    current: str,
+    mine: dict[str, Any],
+) -> dict[str, Any]:
+    paths = Paths(src_bucket, dst_bucket)
+    table_key = paths.key(str(doc.get("location", "")))
+    if table_key is None:
+        raise CommitFailed(f"The table's location {doc.get('location')!r} is outside its warehouse's bucket")
+    prefix = table_key.rstrip("/") + "/"
+    present = {k for k, _ in ctx.storage.list_entries(dst_bucket, prefix)}
+    source = dict(ctx.storage.list_entries(src_bucket, prefix))
+    last, before = (
+        mine.get("source-metadata"),
+        (mine.get("lastSuccessfulReplicatedUpdate") or {}).get("metadataLocation"),
+    )
+    for source_meta in _pending_versions(current, doc, last):
+        meta_key = paths.key(source_meta)
+        if meta_key is None:
+            continue
+        try:
+            version = _prepare(ctx, paths, meta_key, present, source)
+            _write(ctx, paths, version, present)
+        except Missing:
+            if source_meta != current:
+                continue  # files since removed: a later version names only those that exist
+            raise
+        location = paths.map(source_meta)
+        _point(ctx, dst, entry.namespace, entry.name, location, before)
+        before = location
+        mine = {
+            "replicationStatus": "completed",
+            "source-metadata": source_meta,
+            "destination-table-id": tables.entry(ctx, dst, entry.namespace, entry.name).owner_uuid,
+            "lastSuccessfulReplicatedUpdate": {"metadataLocation": location, "timestamp": _now()},
+        }
+    if mine.get("source-metadata") != current:
+        raise CommitFailed("The current version could not be replicated")
+    return mine
+
+
+def replicate_warehouse(ctx: Context, warehouse: str) -> dict[str, Any]:
+    """Every replicated table of the warehouse (the dispatcher's run, and `catalog_admin replicate`)."""
+    done: dict[str, Any] = {}
+    bucket_wide = bool(destinations(ctx, warehouse, "\0"))  # only the bucket's rule: no entry has that id
+    for ns in _namespaces(ctx, warehouse):
+        for item in tables.list_names(ctx, warehouse, ns, None, None)[0]:
+            name = str(item["name"])
+            try:
+                entry = tables.entry(ctx, warehouse, ns, name)
+            except NotFound:
+                continue
+            if bucket_wide or destinations(ctx, warehouse, entry.entry_id):
+                done[".".join((*ns, name))] = replicate_table(ctx, warehouse, ns, name)
+    return done
+
+
+def _namespaces(ctx: Context, warehouse: str, parent: Namespace = ()) -> list[Namespace]:
+    out: list[Namespace] = []
+    token = None
+    while True:
+        items, token = namespaces.list_children(ctx, warehouse, parent, token, 1000)
+        for levels in items:
+            out.append(tuple(levels))
+            out.extend(_namespaces(ctx, warehouse, tuple(levels)))
+        if not token:
+            return out
