@@ -37,7 +37,9 @@ def _paths(table: Any) -> set[str]:
     return out
 
 
-def test_replicas_follow_the_source_version_by_version(catalog_url, s3_endpoint, core, s3):
+def test_replicas_follow_the_source_version_by_version(catalog_url, s3_endpoint, core, s3, http):
+    from botocore.exceptions import ClientError
+    from pyiceberg.exceptions import ForbiddenError
     from pyiceberg.types import DoubleType
 
     from chalicelib.core.admin import replicate
@@ -78,7 +80,8 @@ def test_replicas_follow_the_source_version_by_version(catalog_url, s3_endpoint,
     table = source.load_table("sales.orders")
     table.delete("id = 1")
     table = source.load_table("sales.orders")
-    replicate.replicate_warehouse(core, src)
+    ran = replicate.replicate_warehouse(core, src)
+    assert ran["sales.orders"][dst]["replicationStatus"] == "completed", ran["sales.orders"][dst].get("failureMessage")
     replica = replica_cat.load_table("sales.orders")
     assert _history(replica) == _history(table)
     assert (
@@ -89,11 +92,43 @@ def test_replicas_follow_the_source_version_by_version(catalog_url, s3_endpoint,
     assert all(p.startswith(f"s3://{dst_bucket}/") for p in _paths(replica))
     # Every version in between was the replica's current one on the way (its metadata log).
     assert len(replica.metadata.metadata_log) == len(table.metadata.metadata_log)
+    # The replica is read-only on every face, root included, and its source's rename follows.
+    base = f"{catalog_url}/v1/{dst}/namespaces/sales/tables/orders"
+    props = {"updates": [{"action": "set-properties", "updates": {"k": "v"}}]}
+    refused = http.post(base, json=props)
+    assert refused.status_code == 403 and "read-only replica" in refused.json()["error"]["message"]
+    assert http.delete(base).status_code == 403
+    with pytest.raises(ForbiddenError):
+        replica.append(pa.table({"id": [9], "city": ["x"], "amount": [1.0]}, schema=replica.schema().as_arrow()))
+    with pytest.raises(ClientError) as exc:
+        st.delete_table(tableBucketARN=dst_arn, namespace="sales", name="orders")
+    assert exc.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    assert (
+        http.post(
+            f"{catalog_url}/v1/{src}/tables/rename",
+            json={
+                "source": {"namespace": ["sales"], "name": "orders"},
+                "destination": {"namespace": ["sales"], "name": "orders2"},
+            },
+        ).status_code
+        == 204
+    )
+    replicate.replicate_warehouse(core, src)
+    assert replica_cat.table_exists("sales.orders2") and not replica_cat.table_exists("sales.orders")
+    replica = replica_cat.load_table("sales.orders2")
+    table = source.load_table("sales.orders2")
+    assert _history(replica) == _history(table)
     # Nothing new: a run writes nothing.
     before = {o["Key"] for o in s3.list_objects_v2(Bucket=dst_bucket).get("Contents", [])}
     replicate.replicate_warehouse(core, src)
     after = {o["Key"] for o in s3.list_objects_v2(Bucket=dst_bucket).get("Contents", [])}
     assert {k for k in after - before if not k.startswith(".catalog/")} == set()
+    # Failover: deleting the replication makes the replica an ordinary table.
+    token = st.get_table_bucket_replication(tableBucketARN=src_arn)["versionToken"]
+    st.delete_table_bucket_replication(tableBucketARN=src_arn, versionToken=token)
+    replica = replica_cat.load_table("sales.orders2")
+    replica.append(pa.table({"id": [9], "city": ["x"], "amount": [1.0]}, schema=replica.schema().as_arrow()))
+    assert sorted(replica_cat.load_table("sales.orders2").scan().to_arrow()["id"].to_pylist()) == [2, 3, 9]
 
 
 def test_a_failing_destination_records_why_and_catches_up(catalog_url, s3_endpoint, core, s3):

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from chalicelib.core.catalog import commands, side_data, tables, warehouses
+from chalicelib.core.catalog import commands, namespaces, replicas, side_data, tables, warehouses
 from chalicelib.core.catalog.tables import TableEntry
 from chalicelib.core.model import Namespace
 from chalicelib.core.primitives.context import Context
@@ -508,15 +508,34 @@ def set_replication(
         raise CommitFailed("The versionToken does not match the replication configuration; get it again")
     if entry_id == BUCKET_ENTRY:
         warehouses.get(ctx, wh)
+    old: list[str] = []
 
     def change(doc: Body) -> Body:
         if token is not None and token != _replication_token(doc):
             raise CommitFailed("The versionToken does not match the replication configuration; get it again")
         if clean is None and not doc.get("destinations"):
             raise NotFound("There is no replication configuration to delete")
+        old[:] = [str(d) for d in doc.get("destinations") or []]
         return {"version": int(doc.get("version", 0)) + 1, **(clean or {})}
 
-    return _replication_token(side_data.change(ctx, ctx.bucket_for(wh), entry_id, "replication", change))
+    new = _replication_token(side_data.change(ctx, ctx.bucket_for(wh), entry_id, "replication", change))
+    if clean is None:  # failover: the replicas it made become ordinary tables
+        _release(ctx, wh, entry_id, old)
+    return new
+
+
+def _release(ctx: Context, wh: str, entry_id: str, destinations: list[str]) -> None:
+    if entry_id != BUCKET_ENTRY:
+        replicas.release_table(ctx, wh, entry_id, destinations)
+        return
+    names: list[Namespace] = []
+    token = None
+    while True:  # S3 Tables namespaces have one level
+        items, token = namespaces.list_children(ctx, wh, (), token, 1000)
+        names.extend(tuple(levels) for levels in items)
+        if not token:
+            break
+    replicas.release_warehouse(ctx, wh, names, destinations)
 
 
 def replication_status(ctx: Context, wh: str, entry: TableEntry) -> list[Body]:

@@ -30,8 +30,9 @@ from chalicelib.core.admin import relocate
 from chalicelib.core.admin.relocate import Paths
 from chalicelib.core.catalog import namespaces, side_data, tables
 from chalicelib.core.model import Namespace
-from chalicelib.core.primitives import parallel
+from chalicelib.core.primitives import parallel, pointer_record
 from chalicelib.core.primitives.context import Context
+from chalicelib.core.tables import replicas
 from chalicelib.errors import AlreadyExists, CatalogError, CommitFailed, NotFound
 from chalicelib.storage import (
     BucketNotFound,
@@ -46,9 +47,7 @@ from chalicelib.storage import (
 FAILURES = (CatalogError, StorageUnavailable, BucketNotFound, BucketUnavailable, ObjectNotFound, PreconditionFailed)
 
 BUCKET_ENTRY = "table-bucket"  # the bucket's own side data (s3tables/backend.py)
-CONFIG, STATUS = "replication", "replication-status"
-# The replica's table property naming its source: every face refuses to change such a table.
-REPLICA_OF = "s3tables.replication.source-table-arn"
+CONFIG, STATUS = "replication", replicas.STATUS
 DATA, POSITION_DELETES = 0, 1
 
 
@@ -173,16 +172,16 @@ def _pending_versions(current: str, doc: dict[str, Any], last: str | None) -> li
     return [current]
 
 
-def _point(ctx: Context, dst: str, ns: Namespace, name: str, location: str, before: str | None) -> None:
-    """The replica's pointer to the new metadata: created the first time, else swapped from the
-    version replicated before (a replica moved since by someone else refuses)."""
+def _point(
+    ctx: Context, dst: str, ns: Namespace, name: str, location: str, before: str | None, source: dict[str, str]
+) -> None:
+    """The replica's pointer to the new metadata: created the first time (read-only from its first
+    moment: its pointer names its source), else swapped from the version replicated before (a
+    replica moved since by someone else refuses)."""
     if before is None:
+        _ensure_namespace(ctx, dst, ns)
         try:
-            namespaces.create(ctx, dst, list(ns), {})
-        except AlreadyExists:
-            pass
-        try:
-            tables.register(ctx, dst, ns, name, location)
+            tables.register(ctx, dst, ns, name, location, fields={pointer_record.REPLICA_OF: source})
             return
         except AlreadyExists:
             current = tables.exists(ctx, dst, ns, name)
@@ -190,6 +189,14 @@ def _point(ctx: Context, dst: str, ns: Namespace, name: str, location: str, befo
                 return  # our own register, whose answer was lost
             raise CommitFailed(f"The destination already has a table {'.'.join((*ns, name))!r}") from None
     tables.swap_metadata_location(ctx, dst, ns, name, location, expected_location=before)
+
+
+def _ensure_namespace(ctx: Context, warehouse: str, ns: Namespace) -> None:
+    for depth in range(1, len(ns) + 1):
+        try:
+            namespaces.create(ctx, warehouse, list(ns[:depth]), {})
+        except AlreadyExists:
+            pass
 
 
 def _now() -> str:
@@ -210,7 +217,7 @@ def replicate_table(ctx: Context, warehouse: str, ns: Namespace, name: str) -> d
     for dst in targets:
         mine = dict(status.get(dst) or {})
         try:
-            mine = _replicate_to(ctx, src_bucket, ctx.bucket_for(dst), dst, entry, doc, current, mine)
+            mine = _replicate_to(ctx, warehouse, src_bucket, ctx.bucket_for(dst), dst, entry, doc, current, mine)
         except (*FAILURES, Missing, ValueError) as exc:
             message = f"{type(exc).__name__}: {exc}"[:1000]
             mine = {**mine, "replicationStatus": "failed", "failureMessage": message}
@@ -225,6 +232,7 @@ def replicate_table(ctx: Context, warehouse: str, ns: Namespace, name: str) -> d
 
 def _replicate_to(
     ctx: Context,
+    src_warehouse: str,
     src_bucket: str,
     dst_bucket: str,
     dst: str,
@@ -244,6 +252,14 @@ def _replicate_to(
         mine.get("source-metadata"),
         (mine.get("lastSuccessfulReplicatedUpdate") or {}).get("metadataLocation"),
     )
+    here = [*entry.namespace, entry.name]
+    was = mine.get("replica-name")
+    if before is not None and was and was != here:  # the source was renamed: so is its replica
+        old = (tuple(was[:-1]), str(was[-1]))
+        _ensure_namespace(ctx, dst, entry.namespace)
+        with pointer_record.replicating():
+            tables.rename(ctx, dst, old, (entry.namespace, entry.name))
+        mine = {**mine, "replica-name": here}
     for source_meta in _pending_versions(current, doc, last):
         meta_key = paths.key(source_meta)
         if meta_key is None:
@@ -256,12 +272,15 @@ def _replicate_to(
                 continue  # files since removed: a later version names only those that exist
             raise
         location = paths.map(source_meta)
-        _point(ctx, dst, entry.namespace, entry.name, location, before)
+        origin = {"warehouse": src_warehouse, "entry": entry.entry_id}
+        with pointer_record.replicating():
+            _point(ctx, dst, entry.namespace, entry.name, location, before, origin)
         before = location
         mine = {
             "replicationStatus": "completed",
             "source-metadata": source_meta,
             "destination-table-id": tables.entry(ctx, dst, entry.namespace, entry.name).owner_uuid,
+            "replica-name": here,
             "lastSuccessfulReplicatedUpdate": {"metadataLocation": location, "timestamp": _now()},
         }
     if mine.get("source-metadata") != current:

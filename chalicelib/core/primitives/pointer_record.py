@@ -11,6 +11,7 @@ transaction (claims.py), and the audit tail rides along (audit.TAIL)."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -554,3 +555,33 @@ def appended(data: dict[str, Any], entries: Iterable[dict[str, Any]]) -> dict[st
         seq += 1
         tail.append(dict(e, seq=seq))
     return {**data, AUDIT_TAIL: tail, AUDIT_SEQ: seq}
+
+
+# ---- read-only replicas (core/admin/replicate.py) -------------------------------------------------
+
+# A replica's pointer names its source ({warehouse, entry}); every writer of the core refuses such a
+# table, except the replicator (in `replicating()`), until deleting the replication releases it.
+REPLICA_OF = "replica-of"
+_replicator = threading.local()
+
+
+class replicating:  # noqa: N801 - used as `with pointer_record.replicating():`
+    """The replicator's own writes to its replicas (this thread only)."""
+
+    def __enter__(self) -> None:
+        _replicator.on = getattr(_replicator, "on", 0) + 1
+
+    def __exit__(self, *exc: object) -> None:
+        _replicator.on -= 1
+
+
+def check_writable(data: dict[str, Any], ns: Iterable[str], name: str) -> None:
+    """Forbidden for a replica (outside the replicator): it changes only by replication."""
+    source = data.get(REPLICA_OF)
+    if isinstance(source, dict) and not getattr(_replicator, "on", 0):
+        from chalicelib.errors import Forbidden
+
+        raise Forbidden(
+            f"Table {ident(tuple(ns), name)!r} is a read-only replica of a table of table bucket "
+            f"{str(source.get('warehouse'))!r}: it changes only by replication, until the replication is deleted"
+        )

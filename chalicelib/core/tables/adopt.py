@@ -73,6 +73,7 @@ def register(
     overwrite: bool = False,
     glue: dict[str, Any] | None = None,
     may_restore: Callable[[dict[str, Any]], None] = lambda record: None,
+    fields: dict[str, Any] | None = None,
 ) -> TableState:
     """Make a table of metadata a client wrote. A table dropped into the trash is restored under the
     requested name (``may_restore`` checks the caller may restore that dropped table). ``glue``: a
@@ -88,7 +89,7 @@ def register(
         purges.check_location(bucket, metadata.location, table_uuid)
         if not overwrite and purges.uuid_state(ctx, bucket, table_uuid) == "trashed":
             return _register_trashed(ctx, warehouse, ns, name, table_uuid, meta_loc, raw, may_restore)
-        pointer = pointer_record.new_entry(meta_loc, table_uuid)
+        pointer = {**pointer_record.new_entry(meta_loc, table_uuid), **(fields or {})}
     else:
         path = locations.check(bucket, metadata.location, table_uuid)
         locations.allowed_by(warehouses.read_record(ctx, warehouse)[0].get("properties") or {}, bucket, path)
@@ -102,6 +103,7 @@ def register(
         if current is not None and pointer_record.kind_of(current.data) != "table":
             raise name_claims.already_exists(ns, name, current.data)
         if current is not None:
+            pointer_record.check_writable(current.data, ns, name)
             if pointer_record.table_uuid(current.data) != table_uuid:
                 raise Conflict("overwrite may only point a table at its own metadata (same table-uuid)")
             try:
@@ -181,6 +183,7 @@ def swap_metadata_location(
 
     def attempt() -> cas.Again | tuple[dict[str, Any], TableState]:
         p = settle.require(ctx, warehouse, ns, name)
+        pointer_record.check_writable(p.data, ns, name)
         current, version = p.metadata_location, version_of(p.data)
         target = new_location or current
         if expected_version is not None and expected_version != version:

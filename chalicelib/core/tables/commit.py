@@ -117,6 +117,12 @@ def _commit_batch(ctx: Context, warehouse: str, reqs: list[TableChange]) -> list
             for i in todo:
                 outcomes[i] = _without_table(ctx, warehouse, p, reqs[i])
             break
+        try:
+            pointer_record.check_writable(p.data, ns, name)
+        except CatalogError as exc:  # a replica: every commit of the batch is refused
+            for i in todo:
+                outcomes[i] = exc
+            break
         # Judge: each commit's requirements against the table as the ones before it leave it.
         judged = _judge(ctx, p, from_cache, reqs, todo, outcomes)
         if judged is None:

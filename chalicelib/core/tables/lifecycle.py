@@ -55,6 +55,7 @@ def drop(
 
     def attempt() -> cas.Again | None:
         p = settle.require(ctx, warehouse, ns, name, kind)
+        pointer_record.check_writable(p.data, ns, name)
         _check_version(p, ns, name, expected_version)  # on the pointer the tombstone replaces: one CAS
         if purge and pointer_record.client_location(p.data):
             raise PurgeNotSupported(
@@ -105,6 +106,7 @@ def rename(
     def attempt() -> cas.Again | None:
         nonlocal reservation
         src = settle.require(ctx, warehouse, src_ns, src_name, kind)
+        pointer_record.check_writable(src.data, src_ns, src_name)
         _check_version(src, src_ns, src_name, expected_version)  # the `moved` CAS replaces this pointer
         namespaces.require_active(ctx, warehouse, dst_ns)
         started = now_ms()

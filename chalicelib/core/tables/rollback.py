@@ -34,6 +34,7 @@ def rollback(ctx: Context, warehouse: str, ns: Namespace, name: str, target: str
     nothing applied) rather than be undone unseen: the operator looks at the history again."""
     bucket, key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
     p = settle.require(ctx, warehouse, ns, name)
+    pointer_record.check_writable(p.data, ns, name)
     current = md.table_metadata(ctx, p.metadata_location, f"Table {pointer_record.ident(ns, name)!r}")
     logged = {e.metadata_file for e in current.metadata_log}
     if target == p.metadata_location:

@@ -255,6 +255,8 @@ def _prepare(ctx: Context, warehouse: str, change: TableChange, known: pointer_r
     p = known if known is not None else settle.live(ctx, warehouse, ns, name, follow=True)
     if p is not None and pointer_record.kind_of(p.data) != "table":
         raise pointers.not_found(ctx, warehouse, ns, name)  # views are not in transactions
+    if p is not None:
+        pointer_record.check_writable(p.data, ns, name)
     if p is None:  # a table this transaction creates (assert-create)
         p, meta_loc, new = _prepare_create(ctx, warehouse, ns, name, change)
     else:

@@ -1,0 +1,60 @@
+"""Read-only replicas of replicated tables (core/admin/replicate.py writes them).
+
+A replica's pointer names its source (`pointer_record.REPLICA_OF`): every writer of the core
+refuses it (`pointer_record.check_writable`), whoever asks and on every face, at no cost, since each
+writer reads the pointer anyway. Only the replicator writes it (`pointer_record.replicating`).
+Deleting a table's or a bucket's replication releases the replicas it made (failover): their
+pointers lose the mark and they are ordinary tables from then on.
+
+Each source table keeps its replication progress in its side data `replication-status`: per
+destination warehouse, the status GetTableReplicationStatus shows and the replica's name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.core.model import Namespace
+from chalicelib.core.primitives import pointer_record
+from chalicelib.core.primitives.context import Context
+from chalicelib.core.tables import adopt, listing, side_data
+from chalicelib.core.tables.lookup import entry as table_entry
+from chalicelib.errors import NotFound
+
+STATUS = "replication-status"
+
+
+def release_table(ctx: Context, warehouse: str, entry_id: str, only: list[str] | None = None) -> list[str]:
+    """The replicas of one source table (in `only`'s destinations, else all) become ordinary
+    tables; returns the destinations released."""
+    status, _ = side_data.read(ctx, ctx.bucket_for(warehouse), entry_id, STATUS)
+    released = []
+    for dst, state in status.items():
+        name = state.get("replica-name") if isinstance(state, dict) else None
+        if (only is not None and dst not in only) or not isinstance(name, list) or not name:
+            continue
+        ns, table = tuple(str(n) for n in name[:-1]), str(name[-1])
+        try:
+            with pointer_record.replicating():
+                adopt.swap_metadata_location(ctx, dst, ns, table, None, fields={pointer_record.REPLICA_OF: None})
+        except NotFound:
+            pass  # dropped or never made: nothing to release
+        released.append(dst)
+    return released
+
+
+def release_warehouse(ctx: Context, warehouse: str, namespaces: list[Namespace], only: list[str]) -> None:
+    """Every table of the warehouse's namespaces: their replicas in `only` are released."""
+    for ns in namespaces:
+        for item in listing.list_names(ctx, warehouse, ns, None, None)[0]:
+            try:
+                entry = table_entry(ctx, warehouse, ns, str(item["name"]))
+            except NotFound:
+                continue
+            own, _ = side_data.read(ctx, ctx.bucket_for(warehouse), entry.entry_id, "replication")
+            if not own.get("destinations"):  # a table with its own rule keeps its replicas
+                release_table(ctx, warehouse, entry.entry_id, only)
+
+
+def is_replica(data: dict[str, Any]) -> bool:
+    return isinstance(data.get(pointer_record.REPLICA_OF), dict)
