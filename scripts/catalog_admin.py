@@ -153,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     imp.add_argument(
         "--copy-data", action="store_true", help="copy the table files into the warehouse's bucket, rewriting paths"
     )
-    dispatch = sub.add_parser("dispatch-events", help="send change events to the warehouses' sinks (direct S3 access)")
+    dispatch = sub.add_parser(
+        "dispatch-events",
+        help="send change events to the warehouses' sinks and replicate their replicated tables (direct S3 access)",
+    )
     dispatch.add_argument("--warehouse", action="append", help="only this warehouse (repeatable; default: all)")
     when = dispatch.add_mutually_exclusive_group()
     when.add_argument("--once", action="store_true", help="one pass, then exit (the default)")
@@ -411,7 +414,7 @@ def _dispatch(a: argparse.Namespace) -> int:
     import threading
 
     from chalicelib import keys
-    from chalicelib.core.changes.dispatcher import dispatch
+    from chalicelib.handlers.dispatcher import pass_over
 
     ctx = _core()
     stop = threading.Event()
@@ -430,7 +433,7 @@ def _dispatch(a: argparse.Namespace) -> int:
                 keys.warehouse_from_record(k)
                 for k in ctx.storage.list_keys(ctx.settings.system_bucket, keys.WAREHOUSES_PREFIX)
             ]
-            report = {name: dispatch(ctx, name, a.budget_seconds) for name in names}
+            report = pass_over(ctx, names, a.budget_seconds)
             print(json.dumps(report, sort_keys=True), flush=True)
             if not a.every:
                 return 1 if any(_failed(r) for r in report.values()) else 0
@@ -444,8 +447,11 @@ def _dispatch(a: argparse.Namespace) -> int:
 
 
 def _failed(report: dict[str, Any]) -> bool:
-    """A warehouse's pass failed, or one of its sinks' (dispatcher.dispatch's report shape)."""
+    """A warehouse's pass failed, or one of its sinks', or a replication destination."""
     if isinstance(report.get("error"), str):
+        return True
+    replication = report.get("replication") or {}
+    if replication.get("error") or replication.get("failed"):
         return True
     return any(isinstance(sink, dict) and ("error" in sink or sink.get("failed")) for sink in report.values())
 

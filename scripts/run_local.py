@@ -88,8 +88,9 @@ def main() -> int:
             queue = _demo_sink(url, endpoint, env)
         except Exception as exc:  # noqa: BLE001 - the catalog runs without it
             print(f"note: no demo event sink ({str(exc)[:200]})", file=sys.stderr)
-        # The dispatcher, as its scheduled function runs it, every second (the demo queue's sender).
-        cmd = [sys.executable, "-m", "chalicelib.core.changes.dispatcher", "--loop", "1"]
+        # The dispatcher, as its scheduled function runs it, every second (the demo queue's sender,
+        # and the replication of tables whose bucket or table has a replication configuration).
+        cmd = [sys.executable, "-m", "chalicelib.handlers.dispatcher", "--loop", "1"]
         helpers.append(subprocess.Popen(cmd, cwd=str(ROOT), env=env, stdout=subprocess.DEVNULL))
     if queue:
         events = _events_banner(url, queue, endpoint)

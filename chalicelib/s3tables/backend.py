@@ -519,6 +519,7 @@ def set_replication(
         return {"version": int(doc.get("version", 0)) + 1, **(clean or {})}
 
     new = _replication_token(side_data.change(ctx, ctx.bucket_for(wh), entry_id, "replication", change))
+    replicas.configured(ctx, wh, entry_id, clean is not None)
     if clean is None:  # failover: the replicas it made become ordinary tables
         _release(ctx, wh, entry_id, old)
     return new
@@ -540,7 +541,7 @@ def _release(ctx: Context, wh: str, entry_id: str, destinations: list[str]) -> N
 
 def replication_status(ctx: Context, wh: str, entry: TableEntry) -> list[Body]:
     """Per destination of the table's own configuration, else its bucket's: its state as the last
-    replication run left it (core/admin/replicate.py), or pending (NotFound when neither has one)."""
+    replication run left it (core/replication/replicate.py), or pending (NotFound when neither has one)."""
     try:
         doc, _ = replication(ctx, wh, entry.entry_id, "The table")
     except NotFound:

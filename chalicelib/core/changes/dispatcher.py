@@ -370,7 +370,9 @@ def replay(ctx: Context, warehouse: str, sink_name: str, send: Sender | None = N
     return stats
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, passes: Callable[[Context, list[str], float], Any] | None = None) -> int:
+    """The dispatcher's passes from a shell; `passes` (the handler's, which also replicates) stands
+    in for sending events alone."""
     import argparse
 
     parser = argparse.ArgumentParser(description="Send change events to the warehouses' sinks")
@@ -386,7 +388,10 @@ def main(argv: list[str] | None = None) -> int:
     while True:
         records = ctx.storage.list_keys(ctx.settings.system_bucket, keys.WAREHOUSES_PREFIX)
         names = args.warehouse or [keys.warehouse_from_record(k) for k in records]
-        report = {name: dispatch(ctx, name, args.budget_seconds) for name in names}
+        if passes is not None:
+            report = passes(ctx, names, args.budget_seconds)
+        else:
+            report = {name: dispatch(ctx, name, args.budget_seconds) for name in names}
         print(json.dumps(report, sort_keys=True), flush=True)
         if not args.loop:
             return 0

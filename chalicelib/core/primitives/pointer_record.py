@@ -557,7 +557,7 @@ def appended(data: dict[str, Any], entries: Iterable[dict[str, Any]]) -> dict[st
     return {**data, AUDIT_TAIL: tail, AUDIT_SEQ: seq}
 
 
-# ---- read-only replicas (core/admin/replicate.py) -------------------------------------------------
+# ---- read-only replicas (core/replication/replicate.py) -------------------------------------------------
 
 # A replica's pointer names its source ({warehouse, entry}); every writer of the core refuses such a
 # table, except the replicator (in `replicating()`), until deleting the replication releases it.

@@ -1,4 +1,4 @@
-"""Read-only replicas of replicated tables (core/admin/replicate.py writes them).
+"""Read-only replicas of replicated tables (core/replication/replicate.py writes them).
 
 A replica's pointer names its source (`pointer_record.REPLICA_OF`): every writer of the core
 refuses it (`pointer_record.check_writable`), whoever asks and on every face, at no cost, since each
@@ -22,6 +22,23 @@ from chalicelib.core.tables.lookup import entry as table_entry
 from chalicelib.errors import NotFound
 
 STATUS = "replication-status"
+BUCKET_ENTRY = "table-bucket"
+# The bucket's side data: the tables with a rule of their own, and the replication pass's cursor
+# (each pointer's ETag at its last complete replication).
+INDEX, CURSOR = "replication-tables", "replication-cursor"
+
+
+def configured(ctx: Context, warehouse: str, entry_id: str, replicated: bool) -> None:
+    """A replication configuration was put or deleted: the index follows a table's own rule, and
+    the next replication pass looks at every table again."""
+    bucket = ctx.bucket_for(warehouse)
+    if entry_id != BUCKET_ENTRY:
+
+        def index(doc: dict[str, Any]) -> dict[str, Any]:
+            return {**doc, entry_id: True} if replicated else {k: v for k, v in doc.items() if k != entry_id}
+
+        side_data.change(ctx, bucket, BUCKET_ENTRY, INDEX, index)
+    side_data.change(ctx, bucket, BUCKET_ENTRY, CURSOR, lambda doc: {"pointers": {}})
 
 
 def release_table(ctx: Context, warehouse: str, entry_id: str, only: list[str] | None = None) -> list[str]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -288,8 +289,55 @@ def _replicate_to(
     return mine
 
 
+CURSOR, INDEX = replicas.CURSOR, replicas.INDEX
+
+
+def run(ctx: Context, warehouse: str, deadline: float | None = None) -> dict[str, Any]:
+    """One pass of the warehouse's replication (the dispatcher's function runs it after each change,
+    and `catalog_admin.py replicate`): the tables whose pointer changed since their last complete
+    replication (one LIST of the pointers, compared with the cursor's ETags), or whose last run
+    left a destination behind. Idle, a pass costs the configuration, the index, the cursor and the
+    LIST. Returns each table's destinations' status."""
+    bucket = ctx.bucket_for(warehouse)
+    wide, _ = side_data.read(ctx, bucket, BUCKET_ENTRY, CONFIG)
+    index, _ = side_data.read(ctx, bucket, BUCKET_ENTRY, INDEX)
+    if not wide.get("destinations") and not index:
+        return {}
+    cursor, _ = side_data.read(ctx, bucket, BUCKET_ENTRY, CURSOR)
+    seen: dict[str, str] = dict(cursor.get("pointers") or {})
+    done: dict[str, Any] = {}
+    current: dict[str, str] = {}
+    for key, etag in ctx.storage.list_entries(bucket, keys.TABLES_PREFIX):
+        if not key.endswith(".json"):
+            continue
+        current[key] = etag
+        if seen.get(key) == etag:
+            continue
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        ns, name = keys.namespace_of_pointer(key), keys.table_from_pointer(key)
+        try:
+            states = replicate_table(ctx, warehouse, ns, name)
+        except (NotFound, *FAILURES):
+            continue  # a view, a name being dropped or renamed: its next change comes round again
+        if states:
+            done[".".join((*ns, name))] = states
+        if all(s.get("replicationStatus") == "completed" for s in states.values()):
+            seen[key] = etag
+        else:
+            seen.pop(key, None)
+    keep = {k: v for k, v in seen.items() if k in current}
+
+    def save(doc: dict[str, Any]) -> dict[str, Any]:
+        return {"pointers": {**dict(doc.get("pointers") or {}), **keep}}
+
+    if keep != dict(cursor.get("pointers") or {}):
+        side_data.change(ctx, bucket, BUCKET_ENTRY, CURSOR, save)
+    return done
+
+
 def replicate_warehouse(ctx: Context, warehouse: str) -> dict[str, Any]:
-    """Every replicated table of the warehouse (the dispatcher's run, and `catalog_admin replicate`)."""
+    """Every replicated table of the warehouse, whatever the cursor says."""
     done: dict[str, Any] = {}
     bucket_wide = bool(destinations(ctx, warehouse, "\0"))  # only the bucket's rule: no entry has that id
     for ns in _namespaces(ctx, warehouse):
