@@ -220,9 +220,10 @@ def test_the_dispatcher_pass_replicates_and_an_idle_pass_reads_little(
 def test_concurrent_writers_and_lost_responses_leave_an_exact_replica(
     catalog_url, s3_endpoint, system_bucket, monkeypatch
 ):
-    """Four writers commit while replication passes run beside them on an S3 that loses 30% of the
-    conditional writes' answers: every pass leaves the replica at some version of the source, whole,
-    and the last one at the source's own, snapshot by snapshot."""
+    """Four writers commit while two replicators (two dispatcher instances) make passes beside them
+    on an S3 that loses 30% of the conditional writes' answers: every pass leaves the replica at some
+    version of the source, whole, the status never goes back, and the last pass leaves the replica
+    at the source's own version, snapshot by snapshot."""
     import threading
 
     from chalicelib.core.primitives.context import Context
@@ -271,14 +272,14 @@ def test_concurrent_writers_and_lost_responses_leave_an_exact_replica(
             errors.append(exc)
 
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
-    rep = threading.Thread(target=replicator)
-    rep.start()
-    for t in threads:
+    replicators = [threading.Thread(target=replicator) for _ in range(2)]  # two dispatchers at once
+    for t in [*replicators, *threads]:
         t.start()
     for t in threads:
         t.join()
     stop.set()
-    rep.join()
+    for t in replicators:
+        t.join()
     assert errors == []
     for _ in range(5):  # a pass whose answer was lost is finished by the next
         states = replicate.run(lossy, src).get("ns.t", {})

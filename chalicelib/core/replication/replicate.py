@@ -200,6 +200,14 @@ def _ensure_namespace(ctx: Context, warehouse: str, ns: Namespace) -> None:
             pass
 
 
+def _reached(state: Any) -> int:
+    """How far a destination's state got: the version number of the source metadata file it last
+    replicated (Iceberg names them `<version>-<uuid>.metadata.json`); 0 for none."""
+    meta = state.get("source-metadata") if isinstance(state, dict) else None
+    head = str(meta or "").rsplit("/", 1)[-1].split("-", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
@@ -225,7 +233,9 @@ def replicate_table(ctx: Context, warehouse: str, ns: Namespace, name: str) -> d
         out[dst] = mine
 
     def record(stored: dict[str, Any]) -> dict[str, Any]:
-        return {**{k: v for k, v in stored.items() if k in targets}, **out}
+        # A pass that ran beside this one and got further keeps its word: a status never goes back.
+        ours = {k: v for k, v in out.items() if _reached(stored.get(k)) <= _reached(v)}
+        return {**{k: v for k, v in stored.items() if k in targets}, **ours}
 
     side_data.change(ctx, src_bucket, entry.entry_id, STATUS, record)
     return out
