@@ -259,17 +259,21 @@ def _replicate_to(
     prefix = table_key.rstrip("/") + "/"
     present = {k for k, _ in ctx.storage.list_entries(dst_bucket, prefix)}
     source = dict(ctx.storage.list_entries(src_bucket, prefix))
-    last, before = (
-        mine.get("source-metadata"),
-        (mine.get("lastSuccessfulReplicatedUpdate") or {}).get("metadataLocation"),
-    )
     here = [*entry.namespace, entry.name]
     was = mine.get("replica-name")
-    if before is not None and was and was != here:  # the source was renamed: so is its replica
-        old = (tuple(was[:-1]), str(was[-1]))
+    origin = {"warehouse": src_warehouse, "entry": entry.entry_id}
+    # The replica itself says how far it got (only the replicator writes it): a status written
+    # before a pointer write whose answer was lost would name the version before.
+    name = (tuple(was[:-1]), str(was[-1])) if was else (entry.namespace, entry.name)
+    found = replicas.current(ctx, dst, *name)
+    if found is not None and found[1] != origin:
+        raise CommitFailed(f"The destination already has a table {'.'.join((*name[0], name[1]))!r} of its own")
+    before = found[0] if found is not None else None
+    last = Paths(dst_bucket, src_bucket).map(before) if before is not None else None
+    if before is not None and list((*name[0], name[1])) != here:  # the source was renamed: so is its replica
         _ensure_namespace(ctx, dst, entry.namespace)
         with pointer_record.replicating():
-            tables.rename(ctx, dst, old, (entry.namespace, entry.name))
+            tables.rename(ctx, dst, name, (entry.namespace, entry.name))
         mine = {**mine, "replica-name": here}
     for source_meta in _pending_versions(current, doc, last):
         meta_key = paths.key(source_meta)
@@ -283,20 +287,20 @@ def _replicate_to(
                 continue  # files since removed: a later version names only those that exist
             raise
         location = paths.map(source_meta)
-        origin = {"warehouse": src_warehouse, "entry": entry.entry_id}
         with pointer_record.replicating():
             _point(ctx, dst, entry.namespace, entry.name, location, before, origin)
         before = location
-        mine = {
-            "replicationStatus": "completed",
-            "source-metadata": source_meta,
-            "destination-table-id": tables.entry(ctx, dst, entry.namespace, entry.name).owner_uuid,
-            "replica-name": here,
-            "lastSuccessfulReplicatedUpdate": {"metadataLocation": location, "timestamp": _now()},
-        }
-    if mine.get("source-metadata") != current:
+    if before != paths.map(current):
         raise CommitFailed("The current version could not be replicated")
-    return mine
+    if mine.get("source-metadata") == current and mine.get("replicationStatus") == "completed":
+        return mine
+    return {
+        "replicationStatus": "completed",
+        "source-metadata": current,
+        "destination-table-id": tables.entry(ctx, dst, entry.namespace, entry.name).owner_uuid,
+        "replica-name": here,
+        "lastSuccessfulReplicatedUpdate": {"metadataLocation": before, "timestamp": _now()},
+    }
 
 
 CURSOR, INDEX = replicas.CURSOR, replicas.INDEX

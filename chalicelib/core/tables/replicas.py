@@ -17,6 +17,7 @@ from typing import Any
 from chalicelib.core.model import Namespace
 from chalicelib.core.primitives import pointer_record
 from chalicelib.core.primitives.context import Context
+from chalicelib.core.settling import settle
 from chalicelib.core.tables import adopt, listing, side_data
 from chalicelib.core.tables.lookup import entry as table_entry
 from chalicelib.errors import NotFound
@@ -73,5 +74,12 @@ def release_warehouse(ctx: Context, warehouse: str, namespaces: list[Namespace],
                 release_table(ctx, warehouse, entry.entry_id, only)
 
 
-def is_replica(data: dict[str, Any]) -> bool:
-    return isinstance(data.get(pointer_record.REPLICA_OF), dict)
+def current(ctx: Context, warehouse: str, ns: Namespace, name: str) -> tuple[str, dict[str, Any]] | None:
+    """A live table's metadata location and the source its pointer names ({} for an ordinary
+    table), or None when the name holds no live table: the replicator's truth about a replica,
+    which only it writes (its status may lag a write whose answer was lost)."""
+    p = pointer_record.of_kind(settle.live(ctx, warehouse, ns, name, read_only=True), "table")
+    if p is None:
+        return None
+    source = p.data.get(pointer_record.REPLICA_OF)
+    return p.metadata_location, dict(source) if isinstance(source, dict) else {}
