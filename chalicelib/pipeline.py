@@ -362,8 +362,8 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
 
 
 def _metered(warehouse: str) -> bool:
-    """Whether the request's warehouse has request metrics on (its record, cached a few seconds;
-    read after the request's S3 count is taken, so a response's X-Catalog-S3-Requests is its own)."""
+    """Whether the request's warehouse has request metrics on (its record as this process last read
+    it; never an S3 request on the answer's path: warehouse_cache.peek)."""
     if not warehouse:
         return False
     from chalicelib.core.primitives import warehouse_cache

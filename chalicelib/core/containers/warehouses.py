@@ -224,7 +224,7 @@ def set_request_metrics(ctx: Context, name: str, enabled: bool) -> None:
         return stamped
 
     record = cas.update(ctx, sys_bucket, key, change, f"Warehouse {warehouse!r}") or {}
-    warehouse_cache.forget(ctx, warehouse)
+    warehouse_cache.remember(ctx, warehouse, record)  # this process meters from this request on
     if "entries" in older:
         audit.flush_record(ctx, sys_bucket, keys.SYSTEM_AUDIT_PREFIX, audit.source_of(record), record, older["entries"])
 

@@ -45,6 +45,42 @@ def record(ctx: Context, warehouse: str) -> dict[str, Any] | None:
     return found
 
 
+def remember(ctx: Context, warehouse: str, found: dict[str, Any]) -> None:
+    """This process wrote the record: keep what it wrote."""
+    with _lock:
+        _cache[(ctx.settings.system_bucket, warehouse)] = (time.monotonic(), found)
+
+
+_refreshing: set[tuple[str, str]] = set()
+
+
+def peek(ctx: Context, warehouse: str) -> dict[str, Any] | None:
+    """The record as last read, at no cost to the caller: an old or missing one is read again on
+    a thread of its own, for the requests after this one (a request's own answer never waits)."""
+    import threading
+
+    key = (ctx.settings.system_bucket, warehouse)
+    with _lock:
+        hit = _cache.get(key)
+        stale = hit is None or time.monotonic() - hit[0] >= float(os.environ.get("CATALOG_RESOURCE_POLICY_TTL_S", "5"))
+        start = stale and key not in _refreshing
+        if start:
+            _refreshing.add(key)
+    if start:
+
+        def refresh() -> None:
+            try:
+                record(ctx, warehouse)
+            except Exception:  # noqa: BLE001, S110 - the next request tries again
+                pass
+            finally:
+                with _lock:
+                    _refreshing.discard(key)
+
+        threading.Thread(target=refresh, daemon=True).start()
+    return hit[1] if hit is not None else None
+
+
 def forget(ctx: Context, warehouse: str) -> None:
     """This process changed the record: the next request reads it again."""
     with _lock:
@@ -53,12 +89,14 @@ def forget(ctx: Context, warehouse: str) -> None:
 
 def request_metrics_on(ctx: Context, warehouse: str) -> bool:
     """Whether the warehouse's requests are metered per table bucket (False for a name that is no
-    warehouse: its requests answer 404 anyway)."""
+    warehouse: its requests answer 404 anyway). Metrics are best effort, as AWS's are: the first
+    requests a process serves for a warehouse are not metered until its record is read (off the
+    request's path), so metering never adds an S3 round trip to an answer."""
     from chalicelib.errors import BadRequest
     from chalicelib.names import check_warehouse
 
     try:
-        found = record(ctx, check_warehouse(warehouse))
+        found = peek(ctx, check_warehouse(warehouse))
     except BadRequest:
         return False
     return found is not None and isinstance(found.get(REQUEST_METRICS), dict)
