@@ -294,3 +294,87 @@ def test_concurrent_writers_and_lost_responses_leave_an_exact_replica(
         tableArn=st.get_table(tableBucketARN=arns[src], namespace="ns", name="t")["tableARN"]
     )
     assert status["destinations"][0]["replicationStatus"] == "completed"
+
+
+def test_drops_reach_the_replicas_and_renames_follow(catalog_url, s3_endpoint, core):
+    """The dispatcher's pass: a dropped source's replica is dropped (its files kept), a renamed one
+    follows, and a new table under a dropped one's name is replicated as the new table it is."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from chalicelib.core.replication import replicate
+
+    st, src, dst, arns, source = _pair(catalog_url, s3_endpoint)
+    schema = pa.schema([pa.field("id", pa.int64())])
+    for name in ("gone", "moved", "again", "kept"):
+        source.create_table(f"ns.{name}", schema=schema).append(pa.table({"id": [1]}, schema=schema))
+    st.put_table_bucket_replication(tableBucketARN=arns[src], configuration=_rule(arns[dst]))
+    assert sorted(replicate.run(core, src)) == ["ns.again", "ns.gone", "ns.kept", "ns.moved"]
+    replica_cat = rest_catalog(catalog_url, dst, s3_endpoint)
+    old_again = replica_cat.load_table("ns.again").metadata.table_uuid
+    gone_files = _paths(replica_cat.load_table("ns.gone"))
+
+    source.drop_table("ns.gone")
+    source.rename_table("ns.moved", "ns.moved2")
+    source.drop_table("ns.again")
+    source.create_table("ns.again", schema=schema).append(pa.table({"id": [7]}, schema=schema))
+    ran = replicate.run(core, src)
+    assert sorted(ran) == ["ns.again", "ns.moved2"]  # the unchanged table is not looked at
+    with pytest.raises(NoSuchTableError):
+        replica_cat.load_table("ns.gone")
+    with pytest.raises(NoSuchTableError):
+        replica_cat.load_table("ns.moved")
+    assert replica_cat.load_table("ns.moved2").scan().to_arrow()["id"].to_pylist() == [1]
+    again = replica_cat.load_table("ns.again")
+    assert again.metadata.table_uuid == source.load_table("ns.again").metadata.table_uuid != old_again
+    assert again.scan().to_arrow()["id"].to_pylist() == [7]
+    assert replica_cat.load_table("ns.kept").scan().to_arrow()["id"].to_pylist() == [1]
+    # The dropped replica's files are kept (the source was dropped without purge).
+    dst_bucket = core.bucket_for(dst)
+    assert all(core.storage.get(dst_bucket, p.split(f"s3://{dst_bucket}/", 1)[1]) for p in gone_files)
+    assert replicate.run(core, src) == {}  # and the next pass has nothing to do
+
+
+def test_a_failing_destination_backs_off_and_a_large_first_copy_is_left_to_spark(
+    catalog_url, s3_endpoint, core, s3, monkeypatch
+):
+    from chalicelib.core.replication import replicate
+
+    st, src, dst, arns, source = _pair(catalog_url, s3_endpoint)
+    schema = pa.schema([pa.field("id", pa.int64())])
+    table = source.create_table("ns.t", schema=schema)
+    table.append(pa.table({"id": list(range(1000))}, schema=schema))
+    st.put_table_bucket_replication(tableBucketARN=arns[src], configuration=_rule(arns[dst]))
+    table_arn = st.get_table(tableBucketARN=arns[src], namespace="ns", name="t")["tableARN"]
+
+    # A first copy above the function's limit waits for the Spark job, and says so.
+    monkeypatch.setenv("CATALOG_REPLICATION_FUNCTION_COPY_BYTES", "100")
+    state = replicate.run(core, src)["ns.t"][dst]
+    assert state["replicationStatus"] == "pending"
+    status = st.get_table_replication_status(tableArn=table_arn)["destinations"][0]
+    assert status["replicationStatus"] == "pending" and "spark_jobs.replicate" in status["failureMessage"]
+    assert not rest_catalog(catalog_url, dst, s3_endpoint).table_exists("ns.t")
+    assert replicate.run(core, src) == {}  # not tried again by every pass until the table changes
+    monkeypatch.delenv("CATALOG_REPLICATION_FUNCTION_COPY_BYTES")
+
+    # The destination's bucket is gone: each failure waits longer before the next try.
+    monkeypatch.setenv("CATALOG_REPLICATION_BACKOFF_MAX_MS", "60000")
+    bucket = core.bucket_for(dst)
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for item in page.get("Contents", []):
+            s3.delete_object(Bucket=bucket, Key=item["Key"])
+    s3.delete_bucket(Bucket=bucket)
+    table.append(pa.table({"id": [1000]}, schema=schema))
+    tries = [replicate.run(core, src).get("ns.t", {}).get(dst) for _ in range(4)]
+    failed = [t for t in tries if t is not None]
+    assert [t["failures"] for t in failed] == [1, 2]  # the first retry at once, then it waits (1 s, 2 s, ...)
+    assert all(t["replicationStatus"] == "failed" and bucket in t["failureMessage"] for t in failed)
+    assert replicate.backoff_ms(2) == 1000 and replicate.backoff_ms(3) == 2000 and replicate.backoff_ms(40) == 60000
+    # The bucket is back and a new commit comes: the pass waits out the backoff all the same (a
+    # destination down under 20 commits/s is not tried 20 times a second); the operator's forced
+    # pass (or the next after the backoff) catches it up.
+    s3.create_bucket(Bucket=bucket)
+    table.append(pa.table({"id": [1001]}, schema=schema))
+    assert replicate.run(core, src)["ns.t"][dst]["failures"] == 2
+    assert replicate.run(core, src, force=True)["ns.t"][dst]["replicationStatus"] == "completed"
+    replica = rest_catalog(catalog_url, dst, s3_endpoint).load_table("ns.t")
+    assert _history(replica) == _history(source.load_table("ns.t"))

@@ -551,7 +551,7 @@ def replication_status(ctx: Context, wh: str, entry: TableEntry) -> list[Body]:
     out = []
     for name in doc["destinations"]:
         state = {k: v for k, v in (progress.get(name) or {}).items() if k in public}
-        if state.get("replicationStatus") != "failed":
+        if state.get("replicationStatus") == "completed":  # pending may say why (left to the Spark job)
             state.pop("failureMessage", None)
         out.append({"destination": name, "replicationStatus": "pending", **state})
     return out

@@ -32,7 +32,8 @@ from chalicelib.core.admin.relocate import Paths
 from chalicelib.core.catalog import namespaces, side_data, tables
 from chalicelib.core.model import Namespace
 from chalicelib.core.primitives import parallel, pointer_record
-from chalicelib.core.primitives.context import Context
+from chalicelib.core.primitives.context import Context, env_int, now_ms
+from chalicelib.core.primitives.pointer_record import TableEntry
 from chalicelib.core.tables import replicas
 from chalicelib.errors import AlreadyExists, CatalogError, CommitFailed, NotFound
 from chalicelib.storage import (
@@ -77,6 +78,11 @@ class _Version:
     metadata_key: str
     rewritten: dict[str, bytes] = field(default_factory=dict)
     copied: dict[str, str] = field(default_factory=dict)  # key -> source ETag
+    sizes: dict[str, int] = field(default_factory=dict)  # key -> bytes, of the copied files
+
+    @property
+    def copy_bytes(self) -> int:
+        return sum(self.sizes.values())
 
 
 def _prepare(ctx: Context, paths: Paths, meta_key: str, present: set[str], source: dict[str, str]) -> _Version:
@@ -115,6 +121,7 @@ def _prepare(ctx: Context, paths: Paths, meta_key: str, present: set[str], sourc
                 deletes[key] = str(data["file_format"]).upper()
             elif key not in present:
                 out.copied[key] = _etag(source, key)
+                out.sizes[key] = int(data.get("file_size_in_bytes") or 0)
     delete_keys = sorted(deletes)
     bodies = dict(zip(delete_keys, parallel.map_counted(get, delete_keys), strict=True))
     for key, fmt in deletes.items():
@@ -129,6 +136,7 @@ def _prepare(ctx: Context, paths: Paths, meta_key: str, present: set[str], sourc
         key = paths.key(str(stats.get("statistics-path", "")))
         if key is not None and key not in present:
             out.copied[key] = _etag(source, key)
+            out.sizes[key] = int(stats.get("file-size-in-bytes") or 0)
     out.rewritten[meta_key] = relocate.rewrite_metadata(meta, paths)
     out.rewritten = {k: b for k, b in out.rewritten.items() if k not in present or k == meta_key}
     return out
@@ -212,9 +220,37 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def replicate_table(ctx: Context, warehouse: str, ns: Namespace, name: str) -> dict[str, dict[str, Any]]:
-    """Bring every destination of the table up to its current version; returns each one's status."""
-    entry = tables.entry(ctx, warehouse, ns, name)
+def function_copy_limit() -> int:
+    """The most bytes a first copy moves inside a function (the dispatcher's pass); a larger one is
+    left to the Spark job (`spark_jobs/replicate.py`), since it can outgrow a function's time."""
+    return env_int("CATALOG_REPLICATION_FUNCTION_COPY_BYTES", 2 << 30)
+
+
+def backoff_ms(failures: int) -> int:
+    """How long a destination that failed `failures` times in a row waits before the next try: the
+    first retry at once (a lost answer), then 1 s, 2 s, ... up to CATALOG_REPLICATION_BACKOFF_MAX_MS."""
+    if failures <= 1:
+        return 0
+    return min(1000 << min(failures - 2, 20), env_int("CATALOG_REPLICATION_BACKOFF_MAX_MS", 300_000))
+
+
+class LeftToSpark(Exception):
+    """A first copy too large for a function."""
+
+
+def replicate_table(
+    ctx: Context,
+    warehouse: str,
+    ns: Namespace,
+    name: str,
+    force: bool = True,
+    copy_limit: int | None = None,
+    entry: TableEntry | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Bring every destination of the table up to its current version; returns each one's status.
+    Unless `force`, a destination still in its backoff after failing is left as it is. A first copy
+    moving more than `copy_limit` bytes is left pending for the Spark job (None: no limit)."""
+    entry = entry or tables.entry(ctx, warehouse, ns, name)
     targets = destinations(ctx, warehouse, entry.entry_id)
     if not targets or entry.staged or entry.metadata_location is None:
         return {}
@@ -225,11 +261,21 @@ def replicate_table(ctx: Context, warehouse: str, ns: Namespace, name: str) -> d
     out: dict[str, dict[str, Any]] = {}
     for dst in targets:
         mine = dict(status.get(dst) or {})
+        if not force and mine.get("replicationStatus") == "failed" and now_ms() < int(mine.get("retry-at-ms", 0)):
+            out[dst] = mine
+            continue
         try:
-            mine = _replicate_to(ctx, warehouse, src_bucket, ctx.bucket_for(dst), dst, entry, doc, current, mine)
+            mine = _replicate_to(
+                ctx, warehouse, src_bucket, ctx.bucket_for(dst), dst, entry, doc, current, mine, copy_limit
+            )
+        except LeftToSpark as exc:
+            mine = {**mine, "replicationStatus": "pending", "failureMessage": str(exc), "left-to-spark": current}
         except (*FAILURES, Missing, ValueError) as exc:
             message = f"{type(exc).__name__}: {exc}"[:1000]
+            failures = int(mine.get("failures", 0)) + 1 if mine.get("replicationStatus") == "failed" else 1
+            retry = now_ms() + backoff_ms(failures)
             mine = {**mine, "replicationStatus": "failed", "failureMessage": message}
+            mine.update({"failures": failures, "retry-at-ms": retry})
         out[dst] = mine
 
     def record(stored: dict[str, Any]) -> dict[str, Any]:
@@ -237,7 +283,8 @@ def replicate_table(ctx: Context, warehouse: str, ns: Namespace, name: str) -> d
         ours = {k: v for k, v in out.items() if _reached(stored.get(k)) <= _reached(v)}
         return {**{k: v for k, v in stored.items() if k in targets}, **ours}
 
-    side_data.change(ctx, src_bucket, entry.entry_id, STATUS, record)
+    if any(out[d] != (status.get(d) or {}) for d in targets):
+        side_data.change(ctx, src_bucket, entry.entry_id, STATUS, record)
     return out
 
 
@@ -251,6 +298,7 @@ def _replicate_to(
     doc: dict[str, Any],
     current: str,
     mine: dict[str, Any],
+    copy_limit: int | None = None,
 ) -> dict[str, Any]:
     paths = Paths(src_bucket, dst_bucket)
     table_key = paths.key(str(doc.get("location", "")))
@@ -281,6 +329,13 @@ def _replicate_to(
             continue
         try:
             version = _prepare(ctx, paths, meta_key, present, source)
+            if before is None and copy_limit is not None and version.copy_bytes > copy_limit:
+                table = ".".join((*entry.namespace, entry.name))
+                raise LeftToSpark(
+                    f"The first copy ({len(version.copied)} files, {version.copy_bytes / (1 << 30):.1f} GiB) is "
+                    f"left to the Spark job: python -m spark_jobs.replicate --warehouse {src_warehouse} "
+                    f"--table {table}"
+                )
             _write(ctx, paths, version, present)
         except Missing:
             if source_meta != current:
@@ -306,48 +361,100 @@ def _replicate_to(
 CURSOR, INDEX = replicas.CURSOR, replicas.INDEX
 
 
-def run(ctx: Context, warehouse: str, deadline: float | None = None) -> dict[str, Any]:
+def run(ctx: Context, warehouse: str, deadline: float | None = None, force: bool = False) -> dict[str, Any]:
     """One pass of the warehouse's replication (the dispatcher's function runs it after each change,
-    and `catalog_admin.py replicate`): the tables whose pointer changed since their last complete
-    replication (one LIST of the pointers, compared with the cursor's ETags), or whose last run
-    left a destination behind. Idle, a pass costs the configuration, the index, the cursor and the
-    LIST. Returns each table's destinations' status."""
+    and `catalog_admin.py dispatch-events`): the tables whose pointer changed since their last
+    complete replication (one LIST of the pointers, compared with the cursor's ETags), or whose last
+    run left a destination behind (after its backoff, unless `force`). A replicated table whose
+    entry is live under no name any more was dropped: its replicas are dropped too. Idle, a pass
+    costs the configuration, the index, the cursor and the LIST. Returns each table's destinations'
+    status."""
     bucket = ctx.bucket_for(warehouse)
     wide, _ = side_data.read(ctx, bucket, BUCKET_ENTRY, CONFIG)
     index, _ = side_data.read(ctx, bucket, BUCKET_ENTRY, INDEX)
     if not wide.get("destinations") and not index:
-        return {}
+        return {}  # nothing replicated (deleting a rule released its replicas: no drop reaches them)
     cursor, _ = side_data.read(ctx, bucket, BUCKET_ENTRY, CURSOR)
     seen: dict[str, str] = dict(cursor.get("pointers") or {})
-    done: dict[str, Any] = {}
-    current: dict[str, str] = {}
-    for key, etag in ctx.storage.list_entries(bucket, keys.TABLES_PREFIX):
-        if not key.endswith(".json"):
-            continue
-        current[key] = etag
-        if seen.get(key) == etag:
-            continue
+    known: dict[str, str] = dict(cursor.get("entries") or {})  # pointer key -> entry id, of replicated tables
+    waits: dict[str, list[Any]] = dict(cursor.get("retry") or {})  # pointer key -> [its ETag, retry at ms]
+    current = {k: e for k, e in ctx.storage.list_entries(bucket, keys.TABLES_PREFIX) if k.endswith(".json")}
+    changed = [k for k, e in current.items() if seen.get(k) != e]
+    complete, live = True, {}
+    for key in changed:  # who is where now: one GET per changed pointer (the replication reuses it)
         if deadline is not None and time.monotonic() > deadline:
+            complete = False
             break
-        ns, name = keys.namespace_of_pointer(key), keys.table_from_pointer(key)
         try:
-            states = replicate_table(ctx, warehouse, ns, name)
+            live[key] = tables.entry(ctx, warehouse, keys.namespace_of_pointer(key), keys.table_from_pointer(key))
         except (NotFound, *FAILURES):
             continue  # a view, a name being dropped or renamed: its next change comes round again
+    done: dict[str, Any] = {}
+    ids = {e.entry_id for e in live.values()} | {i for k, i in known.items() if k in current and k not in changed}
+    gone = {i for i in known.values() if i not in ids} | set(cursor.get("dropping") or [])
+    dropping = [i for i in sorted(gone) if not _drop_replicas(ctx, warehouse, i)] if complete else sorted(gone)
+    entries = {k: i for k, i in known.items() if k in current and k not in changed}
+    for key, entry in live.items():
+        if key in known:
+            entries[key] = entry.entry_id  # still replicated, whatever this pass does with it
+        wait = waits.get(key)
+        if not force and wait and wait[0] == current[key] and now_ms() < int(wait[1]):
+            continue  # a destination is failing and nothing new came: wait for its backoff
+        waits.pop(key, None)
+        try:
+            states = replicate_table(
+                ctx, warehouse, entry.namespace, entry.name, force, function_copy_limit(), entry=entry
+            )
+        except (NotFound, *FAILURES):
+            continue
         if states:
-            done[".".join((*ns, name))] = states
-        if all(s.get("replicationStatus") == "completed" for s in states.values()):
-            seen[key] = etag
+            done[".".join((*entry.namespace, entry.name))] = states
+            entries[key] = entry.entry_id
+        failing = [int(s.get("retry-at-ms", 0)) for s in states.values() if s.get("replicationStatus") == "failed"]
+        if failing:
+            waits[key] = [current[key], min(failing)]
+        if all(s.get("replicationStatus") != "failed" for s in states.values()) and not any(
+            s.get("replicationStatus") == "pending" and s.get("left-to-spark") != entry.metadata_location
+            for s in states.values()
+        ):
+            seen[key] = current[key]  # completed, or left to the Spark job until the next change
         else:
             seen.pop(key, None)
     keep = {k: v for k, v in seen.items() if k in current}
+    waits = {k: v for k, v in waits.items() if k in current}
+    new = {"pointers": keep, "entries": entries, "retry": waits, "dropping": dropping}
+    before = {"entries": {}, "retry": {}, "dropping": [], **cursor}
+    if new != {**before, "pointers": dict(cursor.get("pointers") or {})}:
 
-    def save(doc: dict[str, Any]) -> dict[str, Any]:
-        return {"pointers": {**dict(doc.get("pointers") or {}), **keep}}
+        def save(doc: dict[str, Any]) -> dict[str, Any]:
+            return {**new, "pointers": {**dict(doc.get("pointers") or {}), **keep}}
 
-    if keep != dict(cursor.get("pointers") or {}):
         side_data.change(ctx, bucket, BUCKET_ENTRY, CURSOR, save)
     return done
+
+
+def _drop_replicas(ctx: Context, warehouse: str, entry_id: str) -> bool:
+    """The source table `entry_id` was dropped: so are its replicas (their files kept; a destination
+    with retention keeps them in its trash). False when a destination could not be reached."""
+    status, _ = side_data.read(ctx, ctx.bucket_for(warehouse), entry_id, STATUS)
+    origin = {"warehouse": warehouse, "entry": entry_id}
+    ok = True
+    for dst, state in status.items():
+        name = state.get("replica-name") if isinstance(state, dict) else None
+        if not isinstance(name, list) or not name:
+            continue
+        ns, table = tuple(str(n) for n in name[:-1]), str(name[-1])
+        try:
+            found = replicas.current(ctx, dst, ns, table)
+            if found is None or found[1] != origin:
+                continue  # dropped already, released (failover) or never made
+            with pointer_record.replicating():
+                tables.drop(ctx, dst, ns, table, purge=False)
+        except NotFound:
+            continue
+        except FAILURES:
+            ok = False
+    return ok
 
 
 def replicate_warehouse(ctx: Context, warehouse: str) -> dict[str, Any]:

@@ -39,7 +39,8 @@ def configured(ctx: Context, warehouse: str, entry_id: str, replicated: bool) ->
             return {**doc, entry_id: True} if replicated else {k: v for k, v in doc.items() if k != entry_id}
 
         side_data.change(ctx, bucket, BUCKET_ENTRY, INDEX, index)
-    side_data.change(ctx, bucket, BUCKET_ENTRY, CURSOR, lambda doc: {"pointers": {}})
+    # Which entries were replicated is kept: a table dropped before the next pass still reaches its replicas.
+    side_data.change(ctx, bucket, BUCKET_ENTRY, CURSOR, lambda doc: {**doc, "pointers": {}, "retry": {}})
 
 
 def release_table(ctx: Context, warehouse: str, entry_id: str, only: list[str] | None = None) -> list[str]:
