@@ -113,6 +113,23 @@ def test_replicas_follow_the_source_version_by_version(catalog_url, s3_endpoint,
     with pytest.raises(ClientError) as exc:
         st.delete_table(tableBucketARN=dst_arn, namespace="sales", name="orders")
     assert exc.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    from tests.test_glue import glue_client
+
+    glue = glue_client(catalog_url, dst)
+    found = glue.get_table(DatabaseName="sales", Name="orders")["Table"]
+    table_input = {"Name": "orders", "TableType": found["TableType"], "Parameters": {**found["Parameters"], "k": "v"}}
+    with pytest.raises(ClientError) as exc:
+        glue.update_table(DatabaseName="sales", TableInput=table_input)
+    assert exc.value.response["Error"]["Code"] == "AccessDeniedException", exc.value.response
+    assert "read-only replica" in exc.value.response["Error"]["Message"]
+    with pytest.raises(ClientError):
+        glue.delete_table(DatabaseName="sales", Name="orders")
+    assert replica_cat.load_table("sales.orders").metadata_location == replica.metadata_location
+    # No grant to write its data either: the signer signs its reads only, even for root.
+    data_uri = f"{replica.location().rstrip('/')}/data/new.parquet".replace("s3://", f"{s3_endpoint}/", 1)
+    put = http.post(base + "/sign", json={"method": "PUT", "uri": data_uri, "headers": {}})
+    assert put.status_code == 403 and "read-only replica" in put.json()["error"]["message"]
+    assert http.post(base + "/sign", json={"method": "GET", "uri": data_uri, "headers": {}}).status_code == 200
     assert (
         http.post(
             f"{catalog_url}/v1/{src}/tables/rename",

@@ -23,12 +23,12 @@ TABLE = PREFIX + "/namespaces/{namespace}/tables/{table}"
 # How long a signer trusts a table's location (a drop or rename stops signing within this).
 LOCATION_TTL_S = 5.0
 _lock = threading.Lock()
-_pointers: dict[tuple[str, tuple[str, ...], str], tuple[float, str]] = {}
+_pointers: dict[tuple[str, tuple[str, ...], str], tuple[float, str, bool]] = {}
 
 
-def _location(req: RequestContext) -> tuple[str, tuple[str, ...], str, str, bool]:
-    """The table's warehouse, namespace, name and location, and whether it is still being created
-    (a staged table: no pointer yet)."""
+def _location(req: RequestContext) -> tuple[str, tuple[str, ...], str, str, bool, bool]:
+    """The table's warehouse, namespace, name and location, whether it is still being created
+    (a staged table: no pointer yet), and whether it is a read-only replica."""
     ctx, wh = warehouse_of(req)
     ns, name = namespace_of(req), check_table(req.param("table"))
     staged = req.query.get("staged")
@@ -43,9 +43,10 @@ def _location(req: RequestContext) -> tuple[str, tuple[str, ...], str, str, bool
         except Unauthorized:
             raise Forbidden("Invalid staged-table grant: it is another caller's, another table's or expired") from None
         if not _exists(ctx, wh, ns, name):
-            return wh, ns, name, location, True
+            return wh, ns, name, location, True, False
         # Created since (or another table of that name): the grant is spent; the table's own rules hold.
-    return (*_live_location(ctx, wh, ns, name), False)
+    wh, ns, name, location, replica = _live_location(ctx, wh, ns, name)
+    return wh, ns, name, location, False, replica
 
 
 _absent: dict[tuple[str, tuple[str, ...], str], float] = {}
@@ -71,20 +72,21 @@ def _exists(ctx: Any, wh: str, ns: tuple[str, ...], name: str) -> bool:
         return False
 
 
-def _live_location(ctx: Any, wh: str, ns: tuple[str, ...], name: str) -> tuple[str, tuple[str, ...], str, str]:
+def _live_location(ctx: Any, wh: str, ns: tuple[str, ...], name: str) -> tuple[str, tuple[str, ...], str, str, bool]:
     key = (wh, ns, name)
     now = time.monotonic()
     with _lock:
         hit = _pointers.get(key)
     if hit is None or now - hit[0] > LOCATION_TTL_S:
-        location = data.table_location(ctx, tables.exists(ctx, wh, ns, name))
+        metadata, replica = tables.located(ctx, wh, ns, name)
+        location = data.table_location(ctx, metadata)
         with _lock:
             if len(_pointers) > 10_000:
                 _pointers.clear()
-            _pointers[key] = (now, location)
+            _pointers[key] = (now, location, replica)
     else:
-        location = hit[1]
-    return wh, ns, name, location
+        location, replica = hit[1], hit[2]
+    return wh, ns, name, location, replica
 
 
 def _sign_request(body: dict[str, Any]) -> tuple[str, str, dict[str, list[str]], str | None]:
@@ -108,9 +110,14 @@ def sign_request(req: RequestContext) -> tuple[int, dict[str, Any], dict[str, st
     if not ctx.settings.remote_signing:
         raise Forbidden("Remote signing is turned off in this catalog (CATALOG_REMOTE_SIGNING)")
     method, uri, headers, payload = _sign_request(req.json_object())
-    wh, ns, name, location, creating = _location(req)  # creating: the route checked CreateTable, here the grant
+    wh, ns, name, location, creating, replica = _location(req)  # creating: the route checked CreateTable
     grant = data.Grant.of(location, write=True)
     s3 = data.check(grant, method, uri, headers, payload, ctx.settings.client_s3_endpoint)
+    if s3.writes and replica:
+        raise Forbidden(
+            f"Table {'.'.join(ns)}.{name} is a read-only replica: its data changes only by replication, "
+            "until the replication is deleted"
+        )
     if creating and not data.legacy_data_actions(ctx, wh) and not delegation.may_write(req, wh, ns, name):
         # A table being created is written by its creator: its data is the creator's to write.
         raise Forbidden(
@@ -179,7 +186,7 @@ def _within(headers: dict[str, list[str]], ranges: list[tuple[int, int]]) -> boo
 def load_credentials(req: RequestContext) -> tuple[int, dict[str, Any]]:
     """Fresh vended credentials for the table (clients call it before theirs expire)."""
     ctx, _ = warehouse_of(req)
-    wh, ns, name, location, creating = _location(req)
+    wh, ns, name, location, creating, replica = _location(req)
     if creating:  # a staged table holds only what its creator writes (the route asked CreateTable)
         return 200, {"storage-credentials": delegation.credentials(req, ctx, wh, ns, name, location)}
     if not delegation.may_read(req, wh, ns, name):
@@ -189,4 +196,4 @@ def load_credentials(req: RequestContext) -> tuple[int, dict[str, Any]]:
             "read signs its writes: X-Iceberg-Access-Delegation: remote-signing)"
         )
     delegation.refuse_vending_if_limited(req, wh, ns, name)
-    return 200, {"storage-credentials": delegation.credentials(req, ctx, wh, ns, name, location)}
+    return 200, {"storage-credentials": delegation.credentials(req, ctx, wh, ns, name, location, replica)}

@@ -158,9 +158,11 @@ def for_table(
     name: str,
     location: str | None,
     staged: bool = False,
+    read_only: bool = False,
 ) -> tuple[dict[str, str], list[dict[str, Any]] | None]:
     """(config, storage-credentials) for a loaded or created table, as the client asked. A staged
-    table (stage-create: no pointer yet) is signed for by a grant carried in its signer endpoint."""
+    table (stage-create: no pointer yet) is signed for by a grant carried in its signer endpoint;
+    a read-only replica's credentials never write."""
     from chalicelib.core.catalog.planning import reads_any, restricted
 
     config = dict(ctx.settings.client_config)
@@ -184,7 +186,7 @@ def for_table(
     if not reads:
         return config, None  # the table is seen, not its data: no credentials (a writer signs)
     if "vended-credentials" in wanted and data.vending_available(ctx.settings):
-        creds = credentials(req, ctx, wh, ns, name, location)
+        creds = credentials(req, ctx, wh, ns, name, location, read_only)
         config.update(creds[0]["config"])
         return config, creds
     return config, None
@@ -228,12 +230,18 @@ def signing_config(
 
 
 def credentials(
-    req: RequestContext, ctx: Context, wh: str, ns: tuple[str, ...], name: str, location: str
+    req: RequestContext,
+    ctx: Context,
+    wh: str,
+    ns: tuple[str, ...],
+    name: str,
+    location: str,
+    read_only: bool = False,
 ) -> list[dict[str, Any]]:
     """Spec `storage-credentials`: one prefix (the table's location), for a caller that may read its
     data (GetTableData), read-write if it may also write it (PutTableData; core/access/data_actions.py).
     Iceberg writers read metadata and manifests, so a caller that may only write signs instead."""
-    grant = data.Grant.of(location, may_write(req, wh, ns, name))
+    grant = data.Grant.of(location, not read_only and may_write(req, wh, ns, name))  # a replica: reads only
     creds = data.vend(ctx.settings, grant, req.identity.name if req.identity else "anonymous")
     config = {
         "s3.access-key-id": creds.access_key_id,

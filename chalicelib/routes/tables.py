@@ -94,7 +94,7 @@ def load_table(req: RequestContext) -> tuple[int, str | None, dict[str, str]]:
     mode = req.query.get("snapshots") or "all"
     if mode not in ("all", "refs"):
         raise BadRequest(f"Invalid snapshots {mode[:20]!r}: expected all or refs")
-    location = tables.exists(ctx, wh, ns, name)
+    location, replica = tables.located(ctx, wh, ns, name)
     etag = iceberg_io.etag_for(location) if mode == "all" else iceberg_io.etag_for(location + "#refs")
     if req.headers.get("if-none-match") == etag:
         return 304, None, {"ETag": etag}
@@ -102,7 +102,7 @@ def load_table(req: RequestContext) -> tuple[int, str | None, dict[str, str]]:
     from chalicelib.core.catalog.data import table_location
 
     # Also without X-Iceberg-Access-Delegation: a caller limited to some rows is told to plan on the server.
-    config, credentials = delegation.for_table(req, ctx, wh, ns, name, table_location(ctx, location))
+    config, credentials = delegation.for_table(req, ctx, wh, ns, name, table_location(ctx, location), read_only=replica)
     if mode == "refs":
         raw = _only_referenced_snapshots(raw)
     return 200, iceberg_io.load_result(TableState(location, raw), config, credentials), {"ETag": etag}

@@ -28,6 +28,7 @@ from chalicelib.core.tables.lookup import entry as entry
 from chalicelib.core.tables.lookup import exists as exists
 from chalicelib.core.tables.lookup import find as find
 from chalicelib.core.tables.lookup import load as _load
+from chalicelib.core.tables.lookup import located as located
 from chalicelib.core.tables.projection import settles
 
 register = settles(_register)

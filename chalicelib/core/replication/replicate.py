@@ -288,6 +288,44 @@ def replicate_table(
     return out
 
 
+def first_copy_plan(ctx: Context, warehouse: str, ns: Namespace, name: str) -> list[dict[str, Any]]:
+    """The files a first copy of the table's current version moves, per destination without a
+    replica yet: {destination, source_bucket, destination_bucket, key, etag, size}. The Spark job
+    (`spark_jobs/replicate.py`) copies them on its executors, then `replicate_table` without a
+    limit finds them there and writes only the rewritten metadata, manifest lists and manifests."""
+    entry = tables.entry(ctx, warehouse, ns, name)
+    if entry.staged or entry.metadata_location is None:
+        return []
+    src_bucket = ctx.bucket_for(warehouse)
+    out: list[dict[str, Any]] = []
+    for dst in destinations(ctx, warehouse, entry.entry_id):
+        if replicas.current(ctx, dst, ns, name) is not None:
+            continue  # made already: increments run in the functions
+        dst_bucket = ctx.bucket_for(dst)
+        paths = Paths(src_bucket, dst_bucket)
+        meta_key = paths.key(entry.metadata_location)
+        doc = _doc(ctx.storage.get(*keys.split_s3_uri(entry.metadata_location)).body)
+        table_key = paths.key(str(doc.get("location", "")))
+        if meta_key is None or table_key is None:
+            continue
+        prefix = table_key.rstrip("/") + "/"
+        present = {k for k, _ in ctx.storage.list_entries(dst_bucket, prefix)}
+        source = dict(ctx.storage.list_entries(src_bucket, prefix))
+        version = _prepare(ctx, paths, meta_key, present, source)
+        for key, etag in sorted(version.copied.items()):
+            out.append(
+                {
+                    "destination": dst,
+                    "source_bucket": src_bucket,
+                    "destination_bucket": dst_bucket,
+                    "key": key,
+                    "etag": etag,
+                    "size": version.sizes.get(key, 0),
+                }
+            )
+    return out
+
+
 def _replicate_to(
     ctx: Context,
     src_warehouse: str,

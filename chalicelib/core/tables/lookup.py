@@ -31,11 +31,17 @@ def load(ctx: Context, warehouse: str, ns: Namespace, name: str) -> TableState:
 
 def exists(ctx: Context, warehouse: str, ns: Namespace, name: str) -> str:
     """The current metadata location, for readers (they never wait for a running transaction)."""
+    return located(ctx, warehouse, ns, name)[0]
+
+
+def located(ctx: Context, warehouse: str, ns: Namespace, name: str) -> tuple[str, bool]:
+    """The current metadata location, and whether the table is a read-only replica (whose data no
+    one may be granted to write: core/tables/replicas.py)."""
     p = pointer_record.of_kind(settle.live(ctx, warehouse, ns, name, read_only=True), "table")
     if p is None:
         raise pointers.not_found(ctx, warehouse, ns, name)
     damage.owns(p.metadata_location, f"Table {pointer_record.ident(ns, name)!r}")  # for errors about the file
-    return p.metadata_location
+    return p.metadata_location, isinstance(p.data.get(pointer_record.REPLICA_OF), dict)
 
 
 def find(ctx: Context, warehouse: str, table_uuid: str) -> tuple[Namespace, str] | None:
