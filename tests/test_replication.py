@@ -395,3 +395,37 @@ def test_a_failing_destination_backs_off_and_a_large_first_copy_is_left_to_spark
     assert replicate.run(core, src, force=True)["ns.t"][dst]["replicationStatus"] == "completed"
     replica = rest_catalog(catalog_url, dst, s3_endpoint).load_table("ns.t")
     assert _history(replica) == _history(source.load_table("ns.t"))
+
+
+def test_configuration_changes_are_audited_and_sent_as_events(catalog_url, s3_endpoint, http):
+    """Putting and deleting a table's replication and record expiration, and a bucket's replication:
+    each is an entry of the audit trail (who, what) and an event of the change feed."""
+    st, src, dst, arns, source = _pair(catalog_url, s3_endpoint)
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("ts", pa.timestamp("us"))])
+    source.create_table("ns.t", schema=schema)
+    arn = st.get_table(tableBucketARN=arns[src], namespace="ns", name="t")["tableARN"]
+    st.put_table_replication(tableArn=arn, configuration=_rule(arns[dst]))
+    token = st.get_table_replication(tableArn=arn)["versionToken"]
+    st.delete_table_replication(tableArn=arn, versionToken=token)
+    expiration = {"status": "enabled", "settings": {"days": 30}}
+    st.put_table_record_expiration_configuration(tableArn=arn, value=expiration)
+    st.put_table_record_expiration_configuration(tableArn=arn, value=expiration)  # the same: no change
+    st.put_table_bucket_replication(tableBucketARN=arns[src], configuration=_rule(arns[dst]))
+
+    trail = http.get(f"{catalog_url}/v1/{src}/audit", params={"pageSize": 100}).json()
+    configured = [
+        (e["op"], (e.get("detail") or {}).get("configuration"), e["principal"])
+        for e in reversed(trail["entries"])
+        if e["op"] in ("update-configuration", "update-warehouse")
+    ]
+    assert configured == [
+        ("update-configuration", "replication", "root"),
+        ("update-configuration", "replication", "root"),
+        ("update-configuration", "record-expiration", "root"),
+        ("update-warehouse", None, "root"),
+    ], trail
+    feed = http.post(f"{catalog_url}/v1/{src}/events", json={"page-size": 100})
+    assert feed.status_code == 200, feed.text
+    kinds = [e["operation"]["operation-type"] for e in feed.json()["events"]]
+    assert kinds.count("x-update-table-configuration") == 3, kinds
+    assert kinds.count("x-update-warehouse-properties") == 1, kinds

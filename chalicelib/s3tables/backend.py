@@ -407,7 +407,11 @@ def set_record_expiration(ctx: Context, wh: str, entry: TableEntry, clean: Body)
     """Store it (checked by check_record_expiration); enabling checks the table has a column to use."""
     if clean["status"] == "enabled":
         expiration_column(_table_metadata(ctx, wh, entry))
-    side_data.change(ctx, ctx.bucket_for(wh), entry.entry_id, "record-expiration", lambda _: clean)
+
+    def audited(old: Body, new: Body) -> Body:
+        return side_data.table_configuration_entry(entry, "record-expiration", new)
+
+    side_data.change(ctx, ctx.bucket_for(wh), entry.entry_id, "record-expiration", lambda _: clean, audited)
 
 
 def record_expiration_job_status(ctx: Context, wh: str, entry: TableEntry) -> Body:
@@ -497,7 +501,13 @@ def replication(ctx: Context, wh: str, entry_id: str, what: str) -> tuple[Body, 
 
 
 def set_replication(
-    ctx: Context, wh: str, entry_id: str, clean: Body | None, token: object, token_required: bool
+    ctx: Context,
+    wh: str,
+    entry_id: str,
+    clean: Body | None,
+    token: object,
+    token_required: bool,
+    entry: TableEntry | None = None,
 ) -> str:
     """Store (or with None, delete) the configuration if `token` names its current version (a
     missing token replaces whatever stands, unless one is required). The version only grows, so a
@@ -518,7 +528,14 @@ def set_replication(
         old[:] = [str(d) for d in doc.get("destinations") or []]
         return {"version": int(doc.get("version", 0)) + 1, **(clean or {})}
 
-    new = _replication_token(side_data.change(ctx, ctx.bucket_for(wh), entry_id, "replication", change))
+    def audited(old: Body, new: Body) -> Body:
+        if entry is not None:
+            value = {k: v for k, v in new.items() if k != "version"}
+            return side_data.table_configuration_entry(entry, "replication", value)
+        return side_data.warehouse_configuration_entry(wh, "replication", clean is not None)
+
+    stored = side_data.change(ctx, ctx.bucket_for(wh), entry_id, "replication", change, audited)
+    new = _replication_token(stored)
     replicas.configured(ctx, wh, entry_id, clean is not None)
     if clean is None:  # failover: the replicas it made become ordinary tables
         _release(ctx, wh, entry_id, old)

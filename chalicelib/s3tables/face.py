@@ -681,14 +681,14 @@ def get_table_replication(req: RequestContext) -> Result:
 def put_table_replication(req: RequestContext) -> Result:
     ctx, wh, entry = _arn_target(req)
     clean = backend.check_replication(_json(req).get("configuration"), wh, _destination(req))
-    token = backend.set_replication(ctx, wh, entry.entry_id, clean, req.query.get("versionToken"), False)
+    token = backend.set_replication(ctx, wh, entry.entry_id, clean, req.query.get("versionToken"), False, entry)
     return _ok(200, {"versionToken": token, "status": "enabled"})
 
 
 @_op("/table-replication", "DELETE", "DeleteTableReplication", _arn_check)
 def delete_table_replication(req: RequestContext) -> Result:
     ctx, wh, entry = _arn_target(req)
-    backend.set_replication(ctx, wh, entry.entry_id, None, req.query.get("versionToken"), True)
+    backend.set_replication(ctx, wh, entry.entry_id, None, req.query.get("versionToken"), True, entry)
     return _ok(204, None)
 
 

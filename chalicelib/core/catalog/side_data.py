@@ -4,8 +4,31 @@ compare-and-swap (core/tables/side_data.py, core/access/resource_policies.py).""
 
 from __future__ import annotations
 
+from typing import Any
+
 from chalicelib.core.access.resource_policies import change as change_policy
 from chalicelib.core.access.resource_policies import read as read_policy
+from chalicelib.core.primitives import audit
+from chalicelib.core.primitives.pointer_record import TableEntry
 from chalicelib.core.tables.side_data import change, read
 
-__all__ = ["change", "change_policy", "read", "read_policy"]
+__all__ = [
+    "change",
+    "change_policy",
+    "read",
+    "read_policy",
+    "table_configuration_entry",
+    "warehouse_configuration_entry",
+]
+
+
+def table_configuration_entry(entry: TableEntry, what: str, value: dict[str, Any] | None) -> dict[str, Any]:
+    """The audit entry of a change of a table's configuration kept beside it (events: table.updated)."""
+    target = audit.table_target(entry.namespace, entry.name, {"table-uuid": entry.table_uuid or ""})
+    return audit.entry("update-configuration", target, configuration=what, value=value or None)
+
+
+def warehouse_configuration_entry(warehouse: str, what: str, on: bool) -> dict[str, Any]:
+    """The audit entry of a change of a warehouse's configuration kept beside it (warehouse.updated)."""
+    detail = {"updated": [what], "removed": []} if on else {"updated": [], "removed": [what]}
+    return audit.entry("update-warehouse", {"kind": "warehouse", "warehouse": warehouse}, **detail)

@@ -21,6 +21,7 @@ VERBS = {
     "replace-view": "committed",
     "rollback": "rolled-back",
     "update-definition": "updated",
+    "update-configuration": "updated",  # a table's replication or record expiration (S3 Tables)
     "rename": "renamed",
     "drop": "dropped",
     "undrop": "restored",
@@ -161,6 +162,7 @@ _SPEC_OPS = {
     ("table", "purge"): "x-purge-table",
     ("table", "rollback"): "x-rollback-table",
     ("table", "update-definition"): "x-update-table-definition",
+    ("table", "update-configuration"): "x-update-table-configuration",
     ("view", "create"): "create-view",
     ("view", "drop"): "drop-view",
     ("view", "replace-view"): "update-view",
