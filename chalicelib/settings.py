@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fnmatch
+import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -10,6 +12,42 @@ from dataclasses import dataclass, field
 def _flag(name: str, default: bool) -> bool:
     raw = os.environ.get(name)
     return default if raw is None else raw.strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class WarehouseEndpoint:
+    """Where the buckets of the warehouses whose names match `pattern` live, when not on the
+    catalog's own S3: another region, or another S3-compatible provider (a replica's destination)."""
+
+    pattern: str  # a warehouse name, or an fnmatch pattern of names ("dr-*")
+    endpoint: str | None  # the S3 API the catalog calls (None: the region's AWS endpoint)
+    region: str
+    client_endpoint: str | None  # the S3 endpoint handed to clients, if not `endpoint`
+
+
+def _warehouse_endpoints(raw: str | None, region: str) -> tuple[WarehouseEndpoint, ...]:
+    """CATALOG_WAREHOUSE_S3_ENDPOINTS: {"<name or pattern>": {"endpoint", "region", "client-endpoint"}}."""
+    if not raw or not raw.strip():
+        return ()
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        raise ValueError("CATALOG_WAREHOUSE_S3_ENDPOINTS must be a JSON object") from None
+    if not isinstance(doc, dict):
+        raise ValueError("CATALOG_WAREHOUSE_S3_ENDPOINTS must be a JSON object")
+    out = []
+    for pattern, spec in doc.items():
+        if not isinstance(spec, dict) or set(spec) - {"endpoint", "region", "client-endpoint"}:
+            raise ValueError(f"CATALOG_WAREHOUSE_S3_ENDPOINTS[{pattern!r}]: expected endpoint, region, client-endpoint")
+        if not all(isinstance(v, str) and v for v in spec.values()) or not (spec.get("endpoint") or spec.get("region")):
+            raise ValueError(f"CATALOG_WAREHOUSE_S3_ENDPOINTS[{pattern!r}]: an endpoint or a region is required")
+        endpoint = spec.get("endpoint")
+        out.append(
+            WarehouseEndpoint(
+                str(pattern), endpoint, spec.get("region") or region, spec.get("client-endpoint") or endpoint
+            )
+        )
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -29,6 +67,33 @@ class Settings:
     vended_ttl_s: int = 3600  # the life reported to clients; STS is asked for at least 900 s (vending)
     remote_signing: bool = True
     public_url: str | None = None  # the catalog's base URL for signer URIs, if not the request's host
+    # Warehouses whose buckets are on another S3 endpoint or region (first match wins).
+    warehouse_endpoints: tuple[WarehouseEndpoint, ...] = ()
+
+    def endpoint_for(self, warehouse: str) -> WarehouseEndpoint | None:
+        for spec in self.warehouse_endpoints:
+            if fnmatch.fnmatchcase(warehouse, spec.pattern):
+                return spec
+        return None
+
+    def region_for(self, warehouse: str) -> str:
+        spec = self.endpoint_for(warehouse)
+        return spec.region if spec is not None else self.region
+
+    def client_endpoint_for(self, warehouse: str) -> str | None:
+        spec = self.endpoint_for(warehouse)
+        return spec.client_endpoint if spec is not None else self.client_s3_endpoint
+
+    def client_config_for(self, warehouse: str) -> dict[str, str]:
+        """The S3 settings clients of this warehouse's tables need: its own endpoint and region."""
+        spec = self.endpoint_for(warehouse)
+        if spec is None:
+            return self.client_config
+        out = {k: v for k, v in self.client_config.items() if k not in ("s3.endpoint", "s3.path-style-access")}
+        out.update({"s3.region": spec.region, "client.region": spec.region})
+        if spec.client_endpoint:
+            out.update({"s3.endpoint": spec.client_endpoint, "s3.path-style-access": "true"})
+        return out
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -79,4 +144,5 @@ class Settings:
             vended_ttl_s=ttl,
             remote_signing=_flag("CATALOG_REMOTE_SIGNING", True),
             public_url=(os.environ.get("CATALOG_PUBLIC_URL") or "").rstrip("/") or None,
+            warehouse_endpoints=_warehouse_endpoints(os.environ.get("CATALOG_WAREHOUSE_S3_ENDPOINTS"), region),
         )

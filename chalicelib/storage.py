@@ -501,6 +501,45 @@ def _epoch_ms(stamp: Any) -> int:
     return int(when.timestamp() * 1000)
 
 
+class RoutedStorage:
+    """The storage port over several S3 endpoints: each bucket on the endpoint its warehouse is
+    configured on (CATALOG_WAREHOUSE_S3_ENDPOINTS), the others on the catalog's own. Every port
+    method names its bucket first; a copy between two endpoints is a GET and a PUT (the replicator's
+    increments; a large first copy is the Spark job's)."""
+
+    def __init__(self, default: Storage, routes: list[tuple[str, Storage]]) -> None:
+        self._default = default
+        self._routes = routes  # (fnmatch pattern of bucket names, storage)
+
+    def for_bucket(self, bucket: str) -> Storage:
+        import fnmatch
+
+        for pattern, storage in self._routes:
+            if fnmatch.fnmatchcase(bucket, pattern):
+                return storage
+        return self._default
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._default, name)
+        if not callable(attr):
+            return attr
+
+        def routed(bucket: str, *args: Any, **kwargs: Any) -> Any:
+            return getattr(self.for_bucket(bucket), name)(bucket, *args, **kwargs)
+
+        return routed
+
+    def copy(self, src_bucket: str, src_key: str, bucket: str, key: str, src_etag: str) -> None:
+        source, target = self.for_bucket(src_bucket), self.for_bucket(bucket)
+        if source is target:
+            source.copy(src_bucket, src_key, bucket, key, src_etag)
+            return
+        found = source.get(src_bucket, src_key)
+        if found.etag.strip('"') != src_etag.strip('"'):
+            raise PreconditionFailed(f"s3://{src_bucket}/{src_key} changed since it was planned")
+        target.put(bucket, key, found.body)
+
+
 def s3_client(endpoint_url: str | None, region: str) -> Any:
     """The catalog's S3 client (chalicelib/awswire.py: the standard library, not botocore, whose
     import alone would cost a cold start more than its budget). It never retries: S3Storage does,

@@ -429,3 +429,71 @@ def test_configuration_changes_are_audited_and_sent_as_events(catalog_url, s3_en
     kinds = [e["operation"]["operation-type"] for e in feed.json()["events"]]
     assert kinds.count("x-update-table-configuration") == 3, kinds
     assert kinds.count("x-update-warehouse-properties") == 1, kinds
+
+
+def test_a_destination_on_another_s3_endpoint(s3_endpoint, system_bucket, tmp_path):
+    """A destination table bucket on a second S3 (another provider or region; here a second local S3,
+    named to the catalog by CATALOG_WAREHOUSE_S3_ENDPOINTS): the replicator copies across the two, the
+    replica's files are all on the second S3, and clients of the destination are told its endpoint."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import boto3
+
+    from scripts import local_s3
+    from tests.conftest import ROOT, catalog_process
+
+    other = local_s3.start(local_s3.free_port(), tmp_path / "other-s3", prefer="moto")
+    dst = f"rp-far-{uuid.uuid4().hex[:8]}"
+    routes = json.dumps({dst: {"endpoint": other.endpoint, "region": "eu-west-1"}})
+    try:
+        with catalog_process(
+            s3_endpoint, system_bucket, tmp_path / "catalog", CATALOG_WAREHOUSE_S3_ENDPOINTS=routes
+        ) as (url, _):
+            st = s3tables_client(url)
+            src = f"rp-{uuid.uuid4().hex[:10]}"
+            arns = {n: st.create_table_bucket(name=n)["arn"] for n in (src, dst)}
+            st.create_namespace(tableBucketARN=arns[src], namespace=["ns"])
+            source = rest_catalog(url, src, s3_endpoint)
+            schema = pa.schema([pa.field("id", pa.int64())])
+            table = source.create_table("ns.t", schema=schema)
+            table.append(pa.table({"id": [1, 2]}, schema=schema))
+            table.append(pa.table({"id": [3]}, schema=schema))
+            st.put_table_bucket_replication(tableBucketARN=arns[src], configuration=_rule(arns[dst]))
+            env = local_s3.catalog_env(
+                s3_endpoint, CATALOG_SYSTEM_BUCKET=system_bucket, CATALOG_WAREHOUSE_S3_ENDPOINTS=routes
+            )
+            cmd = [sys.executable, "scripts/catalog_admin.py", "dispatch-events", "--warehouse", src, "--once"]
+            ran = subprocess.run(cmd, cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+            assert ran.returncode == 0, ran.stderr[-2000:]
+            assert json.loads(ran.stdout.splitlines()[-1])[src]["replication"] == {"tables": 1, "failed": 0}
+
+            # The replica's bucket and every file are on the second S3 only.
+            far = boto3.client("s3", endpoint_url=other.endpoint, region_name="eu-west-1", **_emulator_keys())
+            near = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1", **_emulator_keys())
+            bucket = f"{os.environ.get('CATALOG_BUCKET_PREFIX', '')}{dst}"
+            held = {o["Key"] for o in far.list_objects_v2(Bucket=bucket).get("Contents", [])}
+            assert bucket not in {b["Name"] for b in near.list_buckets()["Buckets"]}
+            # A client of the destination learns its endpoint and region from the catalog, and reads.
+            replica = rest_catalog(url, dst, s3_endpoint).load_table("ns.t")
+            assert replica.io.properties["s3.endpoint"] == other.endpoint
+            assert replica.io.properties["s3.region"] == "eu-west-1"
+            assert sorted(replica.scan().to_arrow()["id"].to_pylist()) == [1, 2, 3]
+            assert _history(replica) == _history(source.load_table("ns.t"))
+            files = _paths(replica)
+            assert files and all(p.startswith(f"s3://{bucket}/") for p in files)
+            assert {p.split(f"s3://{bucket}/", 1)[1] for p in files} <= held
+            # An increment crosses too, and the replica stays read-only there.
+            source.load_table("ns.t").append(pa.table({"id": [4]}, schema=schema))
+            ran = subprocess.run(cmd, cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+            assert ran.returncode == 0, ran.stderr[-2000:]
+            replica = rest_catalog(url, dst, s3_endpoint).load_table("ns.t")
+            assert sorted(replica.scan().to_arrow()["id"].to_pylist()) == [1, 2, 3, 4]
+    finally:
+        other.stop()
+
+
+def _emulator_keys() -> dict[str, str]:
+    return {"aws_access_key_id": "test", "aws_secret_access_key": "test"}

@@ -83,7 +83,7 @@ def _config(req: RequestContext, warehouse: str | None) -> tuple[int, dict[str, 
     return 200, {
         # Levels are joined by 0x1F in paths unless the deployment chose another (names contain neither).
         "defaults": {
-            **ctx.settings.client_config,
+            **ctx.settings.client_config_for(warehouse),
             "namespace-separator": namespace_separator()[0],
             "catalog-version": VERSION,
         },

@@ -112,7 +112,7 @@ def sign_request(req: RequestContext) -> tuple[int, dict[str, Any], dict[str, st
     method, uri, headers, payload = _sign_request(req.json_object())
     wh, ns, name, location, creating, replica = _location(req)  # creating: the route checked CreateTable
     grant = data.Grant.of(location, write=True)
-    s3 = data.check(grant, method, uri, headers, payload, ctx.settings.client_s3_endpoint)
+    s3 = data.check(grant, method, uri, headers, payload, ctx.settings.client_endpoint_for(wh))
     if s3.writes and replica:
         raise Forbidden(
             f"Table {'.'.join(ns)}.{name} is a read-only replica: its data changes only by replication, "
@@ -132,7 +132,7 @@ def sign_request(req: RequestContext) -> tuple[int, dict[str, Any], dict[str, st
     if not s3.writes and not creating:
         delegation.refuse_unreadable(req, wh, ns, name)
         also = _check_planned(req, ctx, wh, ns, name, location, s3, headers)
-    signed = data.sign(method, uri, headers, ctx.settings.region, also)
+    signed = data.sign(method, uri, headers, ctx.settings.region_for(wh), also)
     return 200, {"uri": uri, "headers": signed}, {"Cache-Control": "no-cache"}
 
 

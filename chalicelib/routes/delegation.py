@@ -165,7 +165,7 @@ def for_table(
     a read-only replica's credentials never write."""
     from chalicelib.core.catalog.planning import reads_any, restricted
 
-    config = dict(ctx.settings.client_config)
+    config = dict(ctx.settings.client_config_for(wh))
     wanted = requested(req)
     rule = () if staged else read_rule(req, wh, ns, name)  # asked once: the policy walk is per request
     reads = staged or reads_any(rule)  # a staged table holds only what its creator writes

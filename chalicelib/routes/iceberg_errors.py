@@ -73,7 +73,8 @@ def resolve_in_doubt(hint: dict[str, Any]) -> Any:
         from chalicelib.routes import iceberg_io
 
         state = tables.resolve_commit(ctx, hint)
-        return iceberg_io.with_etag(state, ctx.settings.client_config) if state is not None else None
+        config = ctx.settings.client_config_for(str(hint.get("warehouse", "")))
+        return iceberg_io.with_etag(state, config) if state is not None else None
     if hint.get("kind") == "transaction":
         from chalicelib.core.catalog import transactions
 

@@ -58,7 +58,7 @@ def _access(
     """The table's config and storage credentials, as the caller's X-Iceberg-Access-Delegation asks."""
     ctx = warehouse_of(req)[0]
     if not delegation.requested(req):
-        return ctx.settings.client_config, None
+        return ctx.settings.client_config_for(wh), None
     location = json.loads(state.raw_metadata).get("location")
     return delegation.for_table(req, ctx, wh, ns, name, location, staged=state.metadata_location is None)
 
@@ -121,7 +121,7 @@ def commit_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     change = iceberg_io.parse_change(req.json(), namespace_of(req), _table_of(req))
     delegation.refuse_forgetting(req, wh, [change])
     delegation.refuse_unwritten_files(req, wh, [change])
-    return iceberg_io.with_etag(tables.commit(ctx, wh, change), ctx.settings.client_config)
+    return iceberg_io.with_etag(tables.commit(ctx, wh, change), ctx.settings.client_config_for(wh))
 
 
 @operation(bp, TABLE + "/metrics", "POST", "ReportMetrics", checks=resources.table_read)

@@ -23,8 +23,8 @@ def _view_of(req: RequestContext) -> str:
 
 
 def _result(req: RequestContext, state: TableState) -> tuple[int, str, dict[str, str]]:
-    ctx, _ = warehouse_of(req)
-    return iceberg_io.with_etag(state, ctx.settings.client_config)
+    ctx, wh = warehouse_of(req)
+    return iceberg_io.with_etag(state, ctx.settings.client_config_for(wh))
 
 
 def _object(req: RequestContext, what: str) -> dict[str, Any]:

@@ -43,17 +43,27 @@ class Context:
         return f"{self.settings.bucket_prefix}{warehouse}"
 
 
+def storage_for(settings: Settings) -> Storage:
+    """The catalog's S3, and each warehouse configured on another endpoint or region on its own."""
+    from chalicelib.storage import RoutedStorage, S3Storage, s3_client
+
+    default = S3Storage(s3_client(settings.s3_endpoint_url, settings.region), settings.region)
+    if not settings.warehouse_endpoints:
+        return default
+    routes: list[tuple[str, Storage]] = [
+        (settings.bucket_prefix + spec.pattern, S3Storage(s3_client(spec.endpoint, spec.region), spec.region))
+        for spec in settings.warehouse_endpoints
+    ]
+    return RoutedStorage(default, routes)
+
+
 def get_context() -> Context:
     global _ctx
     if _ctx is None:
         with _lock:
             if _ctx is None:
-                from chalicelib.storage import S3Storage, s3_client
-
                 settings = Settings.from_env()
-                _ctx = Context(
-                    settings, S3Storage(s3_client(settings.s3_endpoint_url, settings.region), settings.region)
-                )
+                _ctx = Context(settings, storage_for(settings))
     return _ctx
 
 
