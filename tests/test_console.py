@@ -1,5 +1,6 @@
 """The catalog browser in a real headless Chromium (Debian's, driven through its ChromeDriver):
-sign in, browse to a table with 1,000 snapshots, see its chart, undrop a table, be refused."""
+sign in, browse to a table with 1,000 snapshots, see its chart and its replication, undrop a table,
+be refused."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from chalicelib.core.paging import DEFAULT_PAGE_SIZE
 from tests.authutil import allow, make_user
-from tests.conftest import ROOT_KEY, ROOT_SECRET
+from tests.conftest import ROOT_KEY, ROOT_SECRET, rest_catalog
+from tests.test_replication import _rule
+from tests.test_s3tables import s3tables_client
 
 # Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
 pytestmark = pytest.mark.full
@@ -162,6 +165,11 @@ def _text(driver: Any, element_id: str) -> str:
     return str(found or "")
 
 
+def _replication(driver: Any) -> str:
+    """The table page's replication section, once its calls answered (it fills in after the page)."""
+    return str(_wait(driver, "#replication[data-loaded]").text)
+
+
 def _error(driver: Any) -> str:
     WebDriverWait(driver, 10).until(lambda d: d.find_element(By.ID, "error").is_displayed())
     return str(driver.find_element(By.ID, "error").text)
@@ -225,9 +233,65 @@ def test_the_browser_is_refused_what_the_policy_forbids(browser, catalog_url, ht
     assert "403" in _error(browser) and "RestoreTable" in _error(browser)
     assert http.get(f"{catalog_url}/v1/{wh}/namespaces/sales/tables/secret").status_code == 404  # still dropped
 
+    # A table page whose replication status the policy refuses: said in its section, the rest shown.
+    _go(browser, f"{ui}#/w/{wh}/ns/sales/t/orders")
+    refused = _replication(browser)
+    assert "Replication status refused: 403" in refused and "GetTableReplicationStatus" in refused, refused
+    assert browser.find_element(By.ID, "snapshot-count").text == str(SNAPSHOTS)
+    assert "1 id long yes" in browser.find_element(By.ID, "schema").text
+
     _go(browser, f"{ui}#/admin")
     assert "403" in _error(browser) and "root" in _error(browser)
     assert browser.find_elements(By.ID, "users") == []
+
+
+def test_a_table_page_shows_its_replication(browser, catalog_url, s3_endpoint, core, http):
+    """Issue 44, in the browser: one row per destination of the table's replication, as S3 Tables'
+    GetTableReplicationStatus says (pending, then completed with the replica's metadata and when),
+    linking to the replica; a table without a rule says it is not replicated."""
+    import pyarrow as pa
+
+    from chalicelib.core.replication import replicate
+
+    ui, st = f"{catalog_url}/ui", s3tables_client(catalog_url)
+    src, dst = (f"ui-rp-{uuid.uuid4().hex[:8]}" for _ in range(2))
+    arns = {n: st.create_table_bucket(name=n)["arn"] for n in (src, dst)}
+    for n in (src, dst):
+        st.create_namespace(tableBucketARN=arns[n], namespace=["ns"])
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("kind", pa.string())])
+    rows = pa.table({"id": [1, 2], "kind": ["click", "view"]}, schema=schema)
+    rest_catalog(catalog_url, src, s3_endpoint).create_table("ns.orders", schema=schema).append(rows)
+    rest_catalog(catalog_url, dst, s3_endpoint).create_table("ns.plain", schema=schema).append(rows)
+    st.put_table_bucket_replication(tableBucketARN=arns[src], configuration=_rule(arns[dst]))
+
+    _sign_in(browser, ui, ROOT_KEY, ROOT_SECRET)
+    _go(browser, f"{ui}#/w/{src}/ns/ns/t/orders")
+    pending = _replication(browser)
+    assert "pending" in pending and dst in pending, pending
+
+    replicate.replicate_warehouse(core, src)
+    source_arn = st.get_table(tableBucketARN=arns[src], namespace="ns", name="orders")["tableARN"]
+    (status,) = st.get_table_replication_status(tableArn=source_arn)["destinations"]
+    assert status["replicationStatus"] == "completed", status
+    _go(browser, browser.current_url)
+    shown = _replication(browser)
+    assert "completed" in shown and dst in shown and "pending" not in shown, shown
+    assert status["lastSuccessfulReplicatedUpdate"]["metadataLocation"] in shown
+    assert "1 id long" in browser.find_element(By.ID, "schema").text  # the rest of the page is there
+
+    browser.find_element(By.CSS_SELECTOR, f'a[data-replica="{dst}"]').click()  # to the replica itself
+    crumbs = "const c = document.getElementById('ready') && document.querySelector('.crumbs'); return c?.textContent"
+    WebDriverWait(browser, 10).until(lambda d: f"/ {dst} / ns / orders" in str(d.execute_script(crumbs)))
+    assert browser.find_element(By.ID, "snapshot-count").text == "1"
+
+    # No rule on the destination's own tables: one in a namespace of one level (found by S3 Tables'
+    # GetTable), one nested (by its table uuid).
+    http.post(f"{catalog_url}/v1/{dst}/namespaces", json={"namespace": ["ns", "deep"]}).raise_for_status()
+    body = {"name": "nested", "schema": SCHEMA}
+    http.post(f"{catalog_url}/v1/{dst}/namespaces/ns%1Fdeep/tables", json=body).raise_for_status()
+    for page in ("ns/t/plain", "ns.deep/t/nested"):
+        _go(browser, f"{ui}#/w/{dst}/ns/{page}")
+        assert _replication(browser) == "not replicated", page
 
 
 def test_root_manages_users_keys_and_policies(browser, catalog_url, http, lake):

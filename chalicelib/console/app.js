@@ -3,6 +3,7 @@
 "use strict";
 
 const BASE = location.pathname.replace(/\/ui\/?$/, "");
+const S3TABLES = BASE.replace(/\/_iceberg$/, "") + "/_s3tables"; // the S3 Tables face, beside the REST one
 const US = "\u001f"; // namespace levels in a path segment (Iceberg REST)
 const $ = (id) => document.getElementById(id);
 
@@ -52,10 +53,13 @@ function parseJSON(text) {
   );
 }
 
-async function api(method, path, body) {
+// A call to the Iceberg REST face, or (given its base path) to another face of the same catalog: the
+// bearer token authenticates on every face. A refusal throws an Error carrying the HTTP status.
+async function api(method, path, body, face) {
   const headers = { Authorization: "Bearer " + token() };
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  const resp = await fetch(BASE + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const url = (face === undefined ? BASE : face) + path;
+  const resp = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   if (resp.status === 401) {
     signOut("Your session ended; sign in again.");
     throw new Error("Not signed in");
@@ -63,8 +67,11 @@ async function api(method, path, body) {
   const text = await resp.text();
   const data = text ? parseJSON(text) : null;
   if (!resp.ok) {
-    const err = (data && data.error) || {};
-    throw new Error(`${resp.status} ${err.type || ""}: ${err.message || text}`.trim());
+    // Iceberg REST answers {error: {type, message}}; S3 Tables {message} and x-amzn-ErrorType.
+    const err = (data && data.error) || { type: resp.headers.get("x-amzn-ErrorType"), message: data && data.message };
+    const failure = new Error(`${resp.status} ${err.type || ""}: ${err.message || text}`.trim());
+    failure.status = resp.status;
+    throw failure;
   }
   return data;
 }
@@ -165,6 +172,7 @@ function renderLogin(message) {
 function signOut(message) {
   sessionStorage.removeItem("catalog-token");
   sessionStorage.removeItem("catalog-who");
+  sessionStorage.removeItem("catalog-arn-base");
   location.hash = "#/";
   renderLogin(message);
 }
@@ -326,10 +334,88 @@ function summaryOf(e) {
   return [t.namespace ? t.namespace.join(".") : "", t.name || t.user || t.warehouse || ""].filter(Boolean).join(".");
 }
 
+// ---- replication (S3 Tables' GetTableReplicationStatus, docs/s3tables.md "Replication") ------------
+
+// A table bucket's ARN holds the deployment's region and account, which only the S3 Tables face says:
+// its ListTableBuckets, by the warehouse's name as prefix, once a session (every bucket's ARN starts
+// alike: `arn:aws:s3tables:<region>:<account>:`).
+async function bucketArn(wh) {
+  const known = sessionStorage.getItem("catalog-arn-base");
+  if (known) return `${known}bucket/${wh}`;
+  let next = "";
+  for (;;) {
+    const page = `/buckets?prefix=${encodeURIComponent(wh)}&maxBuckets=1` + (next ? `&continuationToken=${encodeURIComponent(next)}` : "");
+    const data = await api("GET", page, undefined, S3TABLES);
+    const found = data.tableBuckets.find((b) => b.name === wh);
+    if (found) {
+      sessionStorage.setItem("catalog-arn-base", found.arn.slice(0, found.arn.length - `bucket/${wh}`.length));
+      return found.arn;
+    }
+    next = data.continuationToken;
+    if (!next) throw new Error(`table bucket ${wh} is not among those you may list (s3tables:ListTableBuckets)`);
+  }
+}
+
+// The table's destinations, [] when neither it nor its bucket has a replication rule. Its ARN names
+// the uuid that owns its location, as S3 Tables' GetTable answers it; a table of a nested namespace
+// (no S3 Tables name) was made by the REST or Glue face, whose tables own theirs by their table uuid.
+async function replicationOf(wh, levels, name, loading) {
+  const bucket = await bucketArn(wh);
+  let arn;
+  if (levels.length === 1) {
+    const q = `tableBucketARN=${encodeURIComponent(bucket)}&namespace=${encodeURIComponent(levels[0])}&name=${encodeURIComponent(name)}`;
+    arn = (await api("GET", `/get-table?${q}`, undefined, S3TABLES)).tableARN;
+  } else {
+    arn = `${bucket}/table/${(await loading).metadata["table-uuid"]}`;
+  }
+  try {
+    return (await api("GET", `/replication-status?tableArn=${encodeURIComponent(arn)}`, undefined, S3TABLES)).destinations;
+  } catch (e) {
+    if (e.status === 404 && /replication configuration/.test(e.message)) return [];
+    throw e;
+  }
+}
+
+function replicationBody(levels, name, replication) {
+  if (replication.error) {
+    const what = replication.status === 403 ? "Replication status refused: " : "Replication status unavailable: ";
+    return el("p", { class: "refused" }, what + replication.error);
+  }
+  if (!replication.length) return el("p", {}, "not replicated");
+  const rows = replication.map((d) => {
+    const dst = d.destinationTableBucketArn.replace(/^.*:bucket\//, "");
+    const last = d.lastSuccessfulReplicatedUpdate || {};
+    const replica = d.destinationTableArn
+      ? link(`${nsHref(dst, levels)}/t/${encodeURIComponent(name)}`, dst, { "data-replica": dst })
+      : dst;
+    return [
+      el("span", { class: "status-" + d.replicationStatus }, d.replicationStatus),
+      el("span", { title: d.destinationTableBucketArn }, replica),
+      last.metadataLocation ? el("code", {}, last.metadataLocation) : "",
+      last.timestamp ? fmtTime(Date.parse(last.timestamp)) || last.timestamp : "",
+      d.failureMessage || "",
+    ];
+  });
+  return table(["status", "destination table bucket", "last replicated metadata", "replicated at", "failure"], rows);
+}
+
+// Filled in when its calls answer (another face: when deployed, another function that may be starting),
+// so the rest of the page does not wait for it; `data-loaded` marks it done.
+function replicationSection(levels, name, pending) {
+  const box = el("div", { id: "replication" }, "Loading…");
+  pending.then((replication) => {
+    box.replaceChildren(replicationBody(levels, name, replication));
+    box.setAttribute("data-loaded", "");
+  });
+  return section("Replication", box);
+}
+
 async function pageTable(wh, levels, name) {
   const path = `/v1/${encodeURIComponent(wh)}/namespaces/${nsPath(levels)}/tables/${encodeURIComponent(name)}`;
+  const loading = api("GET", path);
+  const replication = replicationOf(wh, levels, name, loading).catch((e) => ({ error: e.message, status: e.status }));
   const [loaded, audit] = await Promise.all([
-    api("GET", path),
+    loading,
     api("GET", `/v1/${encodeURIComponent(wh)}/audit?namespace=${nsPath(levels)}&table=${encodeURIComponent(name)}&pageSize=20`).catch(
       (e) => ({ error: e.message })
     ),
@@ -402,6 +488,7 @@ async function pageTable(wh, levels, name) {
         recent.map((s) => [el("code", {}, String(s["snapshot-id"])), fmtTime(s["timestamp-ms"]), (s.summary || {}).operation || "", (s.summary || {})["added-records"] || "", (s.summary || {})["added-data-files"] || ""])
       )
     ),
+    replicationSection(levels, name, replication),
     section(
       "Recent changes (audit trail)",
       audit.error ? el("p", { class: "refused" }, audit.error) : table(["time", "principal", "operation", "face", "what"], auditRows(audit.entries), { id: "table-audit" })
