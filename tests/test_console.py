@@ -283,6 +283,8 @@ def test_a_table_page_shows_its_replication(browser, catalog_url, s3_endpoint, c
     crumbs = "const c = document.getElementById('ready') && document.querySelector('.crumbs'); return c?.textContent"
     WebDriverWait(browser, 10).until(lambda d: f"/ {dst} / ns / orders" in str(d.execute_script(crumbs)))
     assert browser.find_element(By.ID, "snapshot-count").text == "1"
+    replica_page = _replication(browser)  # it names its source, as S3 Tables' GetTable does
+    assert replica_page.startswith(f"Read-only replica of {source_arn}"), replica_page
 
     # No rule on the destination's own tables: one in a namespace of one level (found by S3 Tables'
     # GetTable), one nested (by its table uuid).

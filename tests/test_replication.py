@@ -78,10 +78,11 @@ def test_replicas_follow_the_source_version_by_version(catalog_url, s3_endpoint,
     status = st.get_table_replication_status(tableArn=source_arn)["destinations"]
     assert [d["replicationStatus"] for d in status] == ["completed"]
     assert status[0]["lastSuccessfulReplicatedUpdate"]["metadataLocation"] == replica.metadata_location
-    assert (
-        status[0]["destinationTableArn"]
-        == st.get_table(tableBucketARN=dst_arn, namespace="sales", name="orders")["tableARN"]
-    )
+    replica_info = st.get_table(tableBucketARN=dst_arn, namespace="sales", name="orders")
+    assert status[0]["destinationTableArn"] == replica_info["tableARN"]
+    # GetTable of the replica names its source, as AWS's does; the source itself names none.
+    assert replica_info["managedTableInformation"]["replicationInformation"]["sourceTableARN"] == source_arn
+    assert "managedTableInformation" not in st.get_table(tableBucketARN=src_arn, namespace="sales", name="orders")
 
     # Three more versions (an append, a schema change, a delete): applied in order.
     table.append(pa.table({"id": [3], "city": ["lima"]}, schema=schema))
@@ -154,6 +155,7 @@ def test_replicas_follow_the_source_version_by_version(catalog_url, s3_endpoint,
     token = st.get_table_bucket_replication(tableBucketARN=src_arn)["versionToken"]
     st.delete_table_bucket_replication(tableBucketARN=src_arn, versionToken=token)
     replica = replica_cat.load_table("sales.orders2")
+    assert "managedTableInformation" not in st.get_table(tableBucketARN=dst_arn, namespace="sales", name="orders2")
     replica.append(pa.table({"id": [9], "city": ["x"], "amount": [1.0]}, schema=replica.schema().as_arrow()))
     assert sorted(replica_cat.load_table("sales.orders2").scan().to_arrow()["id"].to_pylist()) == [2, 3, 9]
 

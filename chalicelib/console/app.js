@@ -362,18 +362,24 @@ async function bucketArn(wh) {
 async function replicationOf(wh, levels, name, loading) {
   const bucket = await bucketArn(wh);
   let arn;
+  let source = null; // a replica's source table (GetTable's managedTableInformation, as AWS answers it)
   if (levels.length === 1) {
     const q = `tableBucketARN=${encodeURIComponent(bucket)}&namespace=${encodeURIComponent(levels[0])}&name=${encodeURIComponent(name)}`;
-    arn = (await api("GET", `/get-table?${q}`, undefined, S3TABLES)).tableARN;
+    const found = await api("GET", `/get-table?${q}`, undefined, S3TABLES);
+    arn = found.tableARN;
+    source = ((found.managedTableInformation || {}).replicationInformation || {}).sourceTableARN || null;
   } else {
     arn = `${bucket}/table/${(await loading).metadata["table-uuid"]}`;
   }
+  let destinations;
   try {
-    return (await api("GET", `/replication-status?tableArn=${encodeURIComponent(arn)}`, undefined, S3TABLES)).destinations;
+    destinations = (await api("GET", `/replication-status?tableArn=${encodeURIComponent(arn)}`, undefined, S3TABLES)).destinations;
   } catch (e) {
-    if (e.status === 404 && /replication configuration/.test(e.message)) return [];
-    throw e;
+    if (!(e.status === 404 && /replication configuration/.test(e.message))) throw e;
+    destinations = [];
   }
+  destinations.source = source;
+  return destinations;
 }
 
 function replicationBody(levels, name, replication) {
@@ -381,7 +387,13 @@ function replicationBody(levels, name, replication) {
     const what = replication.status === 403 ? "Replication status refused: " : "Replication status unavailable: ";
     return el("p", { class: "refused" }, what + replication.error);
   }
-  if (!replication.length) return el("p", {}, "not replicated");
+  const replicaOf = replication.source
+    ? el("p", { id: "replica-of" }, "Read-only replica of ", el("code", {}, replication.source))
+    : null;
+  if (!replication.length) {
+    const none = el("p", {}, "not replicated");
+    return replicaOf ? el("div", {}, replicaOf, none) : none;
+  }
   const rows = replication.map((d) => {
     const dst = d.destinationTableBucketArn.replace(/^.*:bucket\//, "");
     const last = d.lastSuccessfulReplicatedUpdate || {};
@@ -396,7 +408,8 @@ function replicationBody(levels, name, replication) {
       d.failureMessage || "",
     ];
   });
-  return table(["status", "destination table bucket", "last replicated metadata", "replicated at", "failure"], rows);
+  const rowsTable = table(["status", "destination table bucket", "last replicated metadata", "replicated at", "failure"], rows);
+  return replicaOf ? el("div", {}, replicaOf, rowsTable) : rowsTable;
 }
 
 // Filled in when its calls answer (another face: when deployed, another function that may be starting),

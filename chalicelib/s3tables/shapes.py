@@ -71,7 +71,17 @@ def table_out(wh: str, entry: TableEntry) -> Body:
         "modifiedBy": account(),
         "ownerAccountId": account(),
         "format": "ICEBERG",
+        **_replica_information(entry),
     }
+
+
+def _replica_information(entry: TableEntry) -> Body:
+    """A replica names its source table, as AWS's GetTable does (managedTableInformation)."""
+    source = entry.replica_of or {}
+    if not source.get("warehouse") or not source.get("table"):
+        return {}
+    arn = arns.table_api_arn(source["warehouse"], source["table"])
+    return {"managedTableInformation": {"replicationInformation": {"sourceTableARN": arn}}}
 
 
 LISTED = ("namespace", "name", "type", "tableARN", "createdAt", "modifiedAt")

@@ -523,6 +523,8 @@ class TableEntry:
     version: int
     created_ms: int | None
     updated_ms: int | None
+    # A read-only replica's source: {warehouse, entry, table (its S3 Tables table id)}; None otherwise.
+    replica_of: dict[str, str] | None = None
 
     @classmethod
     def of(cls, ns: Namespace, name: str, data: dict[str, Any]) -> TableEntry:
@@ -539,6 +541,9 @@ class TableEntry:
             version=version(data),
             created_ms=created_ms(data),
             updated_ms=updated_ms(data),
+            replica_of={str(k): str(v) for k, v in data[REPLICA_OF].items()}
+            if isinstance(data.get(REPLICA_OF), dict)
+            else None,
         )
 
 

@@ -347,12 +347,12 @@ def _replicate_to(
     source = dict(ctx.storage.list_entries(src_bucket, prefix))
     here = [*entry.namespace, entry.name]
     was = mine.get("replica-name")
-    origin = {"warehouse": src_warehouse, "entry": entry.entry_id}
+    origin = {"warehouse": src_warehouse, "entry": entry.entry_id, "table": entry.owner_uuid}
     # The replica itself says how far it got (only the replicator writes it): a status written
     # before a pointer write whose answer was lost would name the version before.
     name = (tuple(was[:-1]), str(was[-1])) if was else (entry.namespace, entry.name)
     found = replicas.current(ctx, dst, *name)
-    if found is not None and found[1] != origin:
+    if found is not None and not _same_source(found[1], origin):
         raise CommitFailed(f"The destination already has a table {'.'.join((*name[0], name[1]))!r} of its own")
     before = found[0] if found is not None else None
     last = Paths(dst_bucket, src_bucket).map(before) if before is not None else None
@@ -471,6 +471,11 @@ def run(ctx: Context, warehouse: str, deadline: float | None = None, force: bool
     return done
 
 
+def _same_source(mark: dict[str, Any], origin: dict[str, Any]) -> bool:
+    """A replica's mark names this source table (its warehouse and entry; the table id is shown only)."""
+    return all(mark.get(k) == origin[k] for k in ("warehouse", "entry"))
+
+
 def _drop_replicas(ctx: Context, warehouse: str, entry_id: str) -> bool:
     """The source table `entry_id` was dropped: so are its replicas (their files kept; a destination
     with retention keeps them in its trash). False when a destination could not be reached."""
@@ -484,7 +489,7 @@ def _drop_replicas(ctx: Context, warehouse: str, entry_id: str) -> bool:
         ns, table = tuple(str(n) for n in name[:-1]), str(name[-1])
         try:
             found = replicas.current(ctx, dst, ns, table)
-            if found is None or found[1] != origin:
+            if found is None or not _same_source(found[1], origin):
                 continue  # dropped already, released (failover) or never made
             with pointer_record.replicating():
                 tables.drop(ctx, dst, ns, table, purge=False)
