@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-JOBS = ("ingest", "maintain", "expire_records")
+JOBS = ("ingest", "maintain", "expire_records", "replicate")
 
 
 def main(argv: list[str]) -> int:

@@ -950,3 +950,90 @@ def test_spark_user_limited_to_a_partition_gets_a_clear_error(spark, settings, h
     with pytest.raises(Exception, match="(?s)scan plan") as info:
         spark.sql("SELECT * FROM limr.ns.t").collect()
     assert "403" in str(info.value) or "Forbidden" in str(info.value) or "denied" in str(info.value)
+
+
+def test_replicate_job_makes_a_first_copy_too_large_for_the_functions(
+    spark, settings, catalog_url, s3_endpoint, system_bucket, core, monkeypatch
+):
+    """spark_jobs.replicate: the first copy the dispatcher leaves pending, made by the executors'
+    copies and the catalog's own rewrite; then the functions replicate the increments."""
+    import json
+    import subprocess
+    import sys
+    from dataclasses import replace
+
+    from chalicelib.core.replication import replicate
+    from scripts import local_s3
+    from spark_jobs.session import spark_conf
+    from tests.conftest import ROOT, rest_catalog
+    from tests.test_replication import _history, _paths, _rule
+    from tests.test_s3tables import s3tables_client
+
+    st = s3tables_client(catalog_url)
+    src, dst = (f"rp-{uuid.uuid4().hex[:10]}" for _ in range(2))
+    arns = {n: st.create_table_bucket(name=n)["arn"] for n in (src, dst)}
+    st.create_namespace(tableBucketARN=arns[src], namespace=["ns"])
+    source = rest_catalog(catalog_url, src, s3_endpoint)
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("region", pa.string())])
+    table = source.create_table("ns.t", schema=schema)
+    with table.update_spec() as spec:
+        spec.add_identity("region")
+    for n in range(3):  # three appends, a file per partition each
+        ids = list(range(n * 10, n * 10 + 10))
+        table.append(pa.table({"id": ids, "region": ["eu" if i % 2 else "us" for i in ids]}, schema=schema))
+    conf = spark_conf(replace(settings, warehouse=src, catalog_name="rpsrc"))
+    for k, v in conf.items():
+        if k.startswith("spark.sql.catalog.rpsrc"):
+            spark.conf.set(k, v)
+    spark.sql("INSERT INTO rpsrc.ns.t VALUES (100, 'eu'), (101, 'ap')")
+    st.put_table_bucket_replication(tableBucketARN=arns[src], configuration=_rule(arns[dst]))
+    table = source.load_table("ns.t")
+    files = table.inspect.files()
+    assert len(files) >= 8 and set(files.column("content").to_pylist()) == {0}  # data files only
+
+    # Above the function's limit: left pending for the job, no replica made.
+    monkeypatch.setenv("CATALOG_REPLICATION_FUNCTION_COPY_BYTES", "100")
+    state = replicate.run(core, src)["ns.t"][dst]
+    assert state["replicationStatus"] == "pending" and "spark_jobs.replicate" in state["failureMessage"]
+    replica_cat = rest_catalog(catalog_url, dst, s3_endpoint)
+    assert not replica_cat.table_exists("ns.t")
+    monkeypatch.delenv("CATALOG_REPLICATION_FUNCTION_COPY_BYTES")
+
+    env = local_s3.catalog_env(s3_endpoint, CATALOG_SYSTEM_BUCKET=system_bucket, SPARK_MASTER="local[2]")
+    cmd = [sys.executable, "-m", "spark_jobs.replicate", "--warehouse", src, "--table", "ns.t"]
+    started = time.perf_counter()
+    out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    elapsed = time.perf_counter() - started
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "executor environment: S3_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY" in out.stderr  # names only
+    line = json.loads(out.stdout.strip().splitlines()[-1])
+    print(
+        f"\nreplicate job: {line['files_copied']} files, {line['bytes_copied']} bytes, {line['seconds']}s "
+        f"in the job, {elapsed:.1f}s with the JVM"
+    )
+    assert line["table"] == "ns.t" and line["status"] == {dst: "completed"}
+    assert line["files_copied"] == len(files)
+    assert line["bytes_copied"] == sum(files.column("file_size_in_bytes").to_pylist())
+    replica = replica_cat.load_table("ns.t")
+    assert _history(replica) == _history(table) and replica.metadata.table_uuid == table.metadata.table_uuid
+    assert replica.scan().to_arrow().sort_by("id").equals(table.scan().to_arrow().sort_by("id"))
+    dst_bucket = core.bucket_for(dst)
+    assert all(p.startswith(f"s3://{dst_bucket}/") for p in _paths(replica)), _paths(replica)
+    table_arn = st.get_table(tableBucketARN=arns[src], namespace="ns", name="t")["tableARN"]
+    status = st.get_table_replication_status(tableArn=table_arn)["destinations"]
+    assert [d["replicationStatus"] for d in status] == ["completed"] and "failureMessage" not in status[0]
+
+    # Again, for every replicated table of the warehouse: the replica is made, nothing to copy.
+    all_tables = [*cmd[:-2], "--all"]
+    again = subprocess.run(all_tables, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    lines = [json.loads(x) for x in again.stdout.strip().splitlines()]
+    assert [(x["table"], x["files_copied"], x["status"]) for x in lines] == [("ns.t", 0, {dst: "completed"})]
+
+    # The increments are the functions' again.
+    table.append(pa.table({"id": [200], "region": ["us"]}, schema=schema))
+    assert replicate.run(core, src)["ns.t"][dst]["replicationStatus"] == "completed"
+    table = source.load_table("ns.t")
+    replica = replica_cat.load_table("ns.t")
+    assert _history(replica) == _history(table) and 200 in replica.scan().to_arrow()["id"].to_pylist()
+    assert all(p.startswith(f"s3://{dst_bucket}/") for p in _paths(replica))
