@@ -263,3 +263,29 @@ def test_a_cold_page_reads_only_objects_written_after_its_oldest_entry(s3_endpoi
     ops = Counter(e["op"] for e in every)
     assert ops == Counter({"create": 150, "commit": 3, "create-namespace": 1})
     assert [e["target"]["name"] for e in every[:3]] == ["t140", "t070", "t007"]
+
+
+def test_a_create_with_its_first_snapshot_records_it(catalog_url, http, s3_endpoint, warehouse):
+    """PyIceberg's create-then-append in one transaction (a staged create and one commit, as Spark's
+    CTAS and writeTo().create() send it): the create's entry and its change event list the snapshot."""
+    import pyarrow as pa
+
+    from tests.conftest import rest_catalog
+
+    cat = rest_catalog(catalog_url, warehouse, s3_endpoint)
+    cat.create_namespace("ns")
+    schema = pa.schema([pa.field("id", pa.int64())])
+    with cat.create_table_transaction("ns.t", schema=schema) as txn:
+        txn.append(pa.table({"id": [1, 2, 3]}, schema=schema))
+    table = cat.load_table("ns.t")
+    (snapshot,) = table.snapshots()
+    (entry,) = _all(http, f"{catalog_url}/v1/{warehouse}/audit", namespace="ns", table="t")
+    assert entry["op"] == "create" and entry["after"] == table.metadata_location
+    (recorded,) = entry["detail"]["snapshots"]
+    assert recorded["snapshot-id"] == snapshot.snapshot_id
+    assert recorded["operation"] == "append" and recorded["added-records"] == "3"
+    assert "add-snapshot" in entry["detail"]["updates"]
+    feed = http.post(f"{catalog_url}/v1/{warehouse}/events", json={"page-size": 100})
+    assert feed.status_code == 200, feed.text
+    (created,) = [e for e in feed.json()["events"] if e["operation"]["operation-type"] == "create-table"]
+    assert {"action": "add-snapshot"} in created["operation"]["updates"]

@@ -93,7 +93,7 @@ def build(warehouse: str, entry: dict[str, Any]) -> dict[str, Any] | None:
         "prior-metadata-location": entry.get("before"),
         "detail": detail,
     }
-    if data["operation"] == "commit":
+    if data["operation"] in ("commit", "create") and (data["operation"] == "commit" or "snapshots" in detail):
         data["snapshots"] = detail.get("snapshots") or []
         data["schema-changed"] = bool(updates & SCHEMA_UPDATES)
         data["partition-spec-changed"] = bool(updates & SPEC_UPDATES)

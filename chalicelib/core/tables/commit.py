@@ -218,7 +218,10 @@ def _write(
     version = keys.metadata_version(p.metadata_location) + 1
     meta_loc = keys.metadata_file(new.location, version, str(uuid.uuid4()))
     target = audit.table_target(ns, name, p.data)
-    entries = [audit.entry("commit", target, p.metadata_location, meta_loc, c.actor, **_summary(c)) for c in changes]
+    entries = [
+        audit.entry("commit", target, p.metadata_location, meta_loc, c.actor, **create.change_summary(c))
+        for c in changes
+    ]
     full, trimmed = audit.spillable(p.data)  # only entries already committed: their chunks never change
     spill = audit.write_async(ctx, bucket, audit.source_of(p.data), full) if full else None
     raw = md.write_metadata(ctx, meta_loc, new)
@@ -252,32 +255,6 @@ def _write(
         return TableState(meta_loc, raw)
     remember(bucket, ptr_key, pointer_record.Pointer(pointer, etag))
     return TableState(meta_loc, raw)
-
-
-def _summary(change: TableChange) -> dict[str, Any]:
-    """What an audit entry says of a commit: its update actions and the snapshots it adds."""
-    snapshots = []
-    for u in change.updates:
-        snap = getattr(u, "snapshot", None)
-        if getattr(u, "action", "") == "add-snapshot" and snap is not None:
-            found = snap.summary  # a dict from core/iceberg/light.py, PyIceberg's Summary otherwise
-            summary = found if isinstance(found, dict) else found.model_dump() if found is not None else {}
-            operation = summary.get("operation")
-            snapshots.append(
-                {
-                    "snapshot-id": snap.snapshot_id,
-                    "operation": getattr(operation, "value", operation),
-                    "added-records": summary.get("added-records"),
-                    "added-data-files": summary.get("added-data-files"),
-                }
-            )
-    out: dict[str, Any] = {"updates": [str(getattr(u, "action", type(u).__name__)) for u in change.updates][:32]}
-    if snapshots:
-        out["snapshots"] = snapshots[:8]
-    props = sorted(k for u in change.updates if getattr(u, "action", "") == "set-properties" for k in u.updates)
-    if props:
-        out["set-properties"] = props[:32]
-    return out
 
 
 def resolve_commit(ctx: Context, hint: dict[str, Any]) -> str | None:

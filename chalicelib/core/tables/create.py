@@ -71,7 +71,13 @@ def create(ctx: Context, warehouse: str, ns: Namespace, new: NewTable) -> TableS
 
 
 def create_table(
-    ctx: Context, warehouse: str, ns: Namespace, name: str, metadata: Any, purge_on_backout: bool
+    ctx: Context,
+    warehouse: str,
+    ns: Namespace,
+    name: str,
+    metadata: Any,
+    purge_on_backout: bool,
+    detail: dict[str, Any] | None = None,
 ) -> TableState:
     """Claim the table uuid, write metadata v0, then the pointer (the commit point)."""
     return create_entry(
@@ -83,6 +89,7 @@ def create_table(
         metadata.location,
         lambda meta_loc: md.write_metadata(ctx, meta_loc, metadata),
         purge_on_backout,
+        audit_detail=detail,
     )
 
 
@@ -96,6 +103,7 @@ def create_entry(
     location: str,
     write: Callable[[str], bytes],
     purge_on_backout: bool,
+    audit_detail: dict[str, Any] | None = None,
     **fields: Any,
 ) -> TableState:
     """A new table or view: claim its uuid (and so its location), write its first metadata file,
@@ -107,7 +115,8 @@ def create_entry(
     if fields.get("kind", "table") == "table":
         listing_marks.wrote_metadata(meta_loc, raw)
     pointer = pointer_record.new_entry(meta_loc, entry_uuid, **fields)
-    pointer = audit.appended(pointer, [audit.entry("create", audit.table_target(ns, name, pointer), after=meta_loc)])
+    created = audit.entry("create", audit.table_target(ns, name, pointer), after=meta_loc, **(audit_detail or {}))
+    pointer = audit.appended(pointer, [created])
     try:
         etag = name_claims.claim_name(ctx, warehouse, ns, name, pointer)
     except CatalogError:
@@ -125,6 +134,33 @@ def creates(req: TableChange) -> bool:
     return any(isinstance(r, AssertCreate) for r in req.requirements)
 
 
+def change_summary(change: TableChange) -> dict[str, Any]:
+    """What an audit entry says of a commit (or a create from one): its update actions and the
+    snapshots it adds."""
+    snapshots = []
+    for u in change.updates:
+        snap = getattr(u, "snapshot", None)
+        if getattr(u, "action", "") == "add-snapshot" and snap is not None:
+            found = snap.summary  # a dict from core/iceberg/light.py, PyIceberg's Summary otherwise
+            summary = found if isinstance(found, dict) else found.model_dump() if found is not None else {}
+            operation = summary.get("operation")
+            snapshots.append(
+                {
+                    "snapshot-id": snap.snapshot_id,
+                    "operation": getattr(operation, "value", operation),
+                    "added-records": summary.get("added-records"),
+                    "added-data-files": summary.get("added-data-files"),
+                }
+            )
+    out: dict[str, Any] = {"updates": [str(getattr(u, "action", type(u).__name__)) for u in change.updates][:32]}
+    if snapshots:
+        out["snapshots"] = snapshots[:8]
+    props = sorted(k for u in change.updates if getattr(u, "action", "") == "set-properties" for k in u.updates)
+    if props:
+        out["set-properties"] = props[:32]
+    return out
+
+
 def create_from_commit(ctx: Context, warehouse: str, ns: Namespace, name: str, req: TableChange) -> TableState:
     """A staged create (stage-create, then a commit with assert-create) becomes a real table."""
     check_table(name)
@@ -132,6 +168,7 @@ def create_from_commit(ctx: Context, warehouse: str, ns: Namespace, name: str, r
     new = md.apply_create(ctx, ctx.bucket_for(warehouse), ns, name, req, "A create commit")
     try:
         # The client's uuid chooses the location: its uuid claim keeps it from another table's files.
-        return create_table(ctx, warehouse, ns, name, new, purge_on_backout=True)
+        # Its first snapshot (a CTAS, a create-then-append transaction) is in its audit entry and event.
+        return create_table(ctx, warehouse, ns, name, new, purge_on_backout=True, detail=change_summary(req))
     except TableAlreadyExists:
         raise CommitFailed(f"Requirement failed: table {pointer_record.ident(ns, name)!r} already exists") from None
