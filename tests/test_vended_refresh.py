@@ -304,3 +304,76 @@ def test_spark_reads_across_credential_refreshes(s3_endpoint, system_bucket, tmp
         assert refreshed_at, "no table's credentials were refreshed within 300 s"
         assert all(n <= 2 for n in refreshes.values()), refreshes  # windows are >= 5 s apart, most far more
         assert assumed <= sum(loads.values()) + sum(refreshes.values())  # one per load window and per refresh
+
+
+def test_a_table_being_created_refreshes_its_credentials(s3_endpoint, system_bucket, tmp_path):
+    """Spark's CTAS and writeTo().create() stage the table and write its data before it exists: its
+    vended credentials' refresh endpoint carries the creator's grant, so a refresh mid-create is
+    answered (it was a 404: no pointer yet), and once the table exists the table's own rules hold."""
+    with _role_catalog(s3_endpoint, system_bucket, tmp_path, 60) as lake:
+        url, wh = lake["url"], lake["wh"]
+        http = catalog_admin.session(ROOT_KEY, ROOT_SECRET)
+        schema = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
+        staged = http.post(
+            f"{url}/v1/{wh}/namespaces/ns/tables",
+            json={"name": "new", "schema": schema, "stage-create": True},
+            headers={"X-Iceberg-Access-Delegation": "vended-credentials"},
+        )
+        assert staged.status_code == 200, staged.text
+        (creds,) = staged.json()["storage-credentials"]
+        location = staged.json()["metadata"]["location"]
+        assert creds["prefix"] == location + "/"
+        refresh = creds["config"]["client.refresh-credentials-endpoint"]
+        assert "?staged=" in refresh
+        again = http.get(f"{url}/{refresh}")
+        assert again.status_code == 200, again.text
+        (fresh,) = again.json()["storage-credentials"]
+        assert fresh["prefix"] == location + "/"
+        assert "?staged=" in fresh["config"]["client.refresh-credentials-endpoint"]
+        # Another caller's, or another table's, use of the grant is refused.
+        name, key, secret = lake["reader"]
+        assert catalog_admin.session(key, secret).get(f"{url}/{refresh}").status_code == 403
+        other = refresh.replace("/tables/new/", "/tables/other/")
+        assert http.get(f"{url}/{other}").status_code == 403
+        # Without the grant, a table that does not exist yet has none to refresh.
+        assert http.get(f"{url}/{refresh.split('?')[0]}").status_code == 404
+
+
+def test_spark_creates_a_table_whose_credentials_expire_mid_create(s3_endpoint, system_bucket, tmp_path):
+    """Iceberg Java refreshes vended credentials within 5 minutes of their expiry: with a 60 s life it
+    refreshes at once, while the table is still being created (CTAS, then writeTo().create()). Both
+    finish, and their refreshes were answered."""
+    from dataclasses import replace
+
+    from spark_jobs.session import JobSettings, build_session, spark_conf
+
+    with _role_catalog(s3_endpoint, system_bucket, tmp_path, 60) as lake:
+        settings = JobSettings.load(
+            overrides={
+                "catalog_url": lake["url"],
+                "warehouse": lake["wh"],
+                "catalog_name": "vmade",
+                "access_key_id": ROOT_KEY,
+                "secret_access_key": ROOT_SECRET,
+                "auth": "sigv4",
+                "access_delegation": "vended-credentials",
+            }
+        )
+        settings = replace(settings, s3_endpoint="")  # the catalog says where S3 is; it gives no keys
+        spark = build_session(settings, "vended-create")
+        try:
+            for k, v in spark_conf(settings).items():
+                if k.startswith("spark.sql.catalog.vmade"):
+                    spark.conf.set(k, v)
+            spark.sql("CREATE TABLE vmade.ns.ctas USING iceberg AS SELECT id FROM range(1000)")
+            spark.range(500).writeTo("vmade.ns.made").create()
+            assert spark.sql("SELECT count(*) FROM vmade.ns.ctas").collect()[0][0] == 1000
+            assert spark.sql("SELECT count(*) FROM vmade.ns.made").collect()[0][0] == 500
+        finally:
+            spark.stop()
+        lines = _requests(lake["log"], "root")
+        refreshed = [line for line in lines if "/credentials" in line["path"] and "/tables/" in line["path"]]
+        assert refreshed, "no credential refresh: the test did not exercise one"
+        assert all(line["status"] == 200 for line in refreshed), [(r["path"], r["status"]) for r in refreshed]
+        tables = {p for line in refreshed for p in ("ctas", "made") if f"/tables/{p}/" in line["path"]}
+        assert tables == {"ctas", "made"}

@@ -188,7 +188,8 @@ def load_credentials(req: RequestContext) -> tuple[int, dict[str, Any]]:
     ctx, _ = warehouse_of(req)
     wh, ns, name, location, creating, replica = _location(req)
     if creating:  # a staged table holds only what its creator writes (the route asked CreateTable)
-        return 200, {"storage-credentials": delegation.credentials(req, ctx, wh, ns, name, location)}
+        grant = req.query.get("staged")
+        return 200, {"storage-credentials": delegation.credentials(req, ctx, wh, ns, name, location, staged=grant)}
     if not delegation.may_read(req, wh, ns, name):
         raise Forbidden(
             f"Access denied: {req.identity.name} may not read the data of {'.'.join(ns)}.{name} "

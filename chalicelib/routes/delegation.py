@@ -186,7 +186,8 @@ def for_table(
     if not reads:
         return config, None  # the table is seen, not its data: no credentials (a writer signs)
     if "vended-credentials" in wanted and data.vending_available(ctx.settings):
-        creds = credentials(req, ctx, wh, ns, name, location, read_only)
+        grant = staged_grant(req, wh, ns, name, location) if staged else None
+        creds = credentials(req, ctx, wh, ns, name, location, read_only, grant)
         config.update(creds[0]["config"])
         return config, creds
     return config, None
@@ -199,17 +200,8 @@ def signing_config(
 
     endpoint = f"v1/{quote(wh)}/namespaces/{quote(chr(0x1F).join(ns), safe='')}/tables/{quote(name)}/sign"
     principal = req.identity
-    if staged_location is not None and principal is not None and principal.token_key:
-        # Spark's CTAS and DuckDB's CREATE TABLE write data before the table exists: the grant, under
-        # the creator's own key, vouches for the location the catalog chose for it.
-        grant = sign_tokens.mint(
-            principal.token_key,
-            principal.name,
-            principal.access_key_id,
-            (wh, *ns, name),
-            SIGN_TOKEN_TTL_S,
-            location=staged_location,
-        )
+    grant = staged_grant(req, wh, ns, name, staged_location) if staged_location is not None else None
+    if grant is not None:
         endpoint += "?staged=" + quote(grant, safe="")
     config = {
         "s3.remote-signing-enabled": "true",
@@ -229,6 +221,25 @@ def signing_config(
     return config
 
 
+def staged_grant(req: RequestContext, wh: str, ns: tuple[str, ...], name: str, location: str) -> str | None:
+    """Spark's CTAS and DuckDB's CREATE TABLE write data before the table exists: this grant, under
+    the creator's own key, vouches for the location the catalog chose for it, to its signer and to
+    its credential refreshes (None for a caller without a key to mint it under)."""
+    from chalicelib.auth import sign_tokens
+
+    principal = req.identity
+    if principal is None or not principal.token_key:
+        return None
+    return sign_tokens.mint(
+        principal.token_key,
+        principal.name,
+        principal.access_key_id,
+        (wh, *ns, name),
+        SIGN_TOKEN_TTL_S,
+        location=location,
+    )
+
+
 def credentials(
     req: RequestContext,
     ctx: Context,
@@ -237,6 +248,7 @@ def credentials(
     name: str,
     location: str,
     read_only: bool = False,
+    staged: str | None = None,
 ) -> list[dict[str, Any]]:
     """Spec `storage-credentials`: one prefix (the table's location), for a caller that may read its
     data (GetTableData), read-write if it may also write it (PutTableData; core/access/data_actions.py).
@@ -251,7 +263,8 @@ def credentials(
         config["s3.session-token"] = creds.session_token
     if creds.expires_at_ms:
         config["s3.session-token-expires-at-ms"] = str(creds.expires_at_ms)
-    config["client.refresh-credentials-endpoint"] = (
-        f"v1/{quote(wh)}/namespaces/{quote(chr(0x1F).join(ns), safe='')}/tables/{quote(name)}/credentials"
-    )
+    # A table being created refreshes with its grant (it has no pointer to be found by until its first
+    # commit), so a create job whose credentials expire mid-job still refreshes them.
+    refresh = f"v1/{quote(wh)}/namespaces/{quote(chr(0x1F).join(ns), safe='')}/tables/{quote(name)}/credentials"
+    config["client.refresh-credentials-endpoint"] = refresh + ("?staged=" + quote(staged, safe="") if staged else "")
     return [{"prefix": f"s3://{grant.bucket}/{grant.prefix}", "config": config}]
