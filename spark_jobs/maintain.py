@@ -5,7 +5,13 @@
     python -m spark_jobs.maintain --all --expire-older-than-hours 168 --retain-last 10
 
 Steps, in order (each can be skipped with --skip): rewrite_data_files (binpack), rewrite_manifests,
-expire_snapshots, remove_orphan_files.
+compute_table_stats (with --stats), expire_snapshots, remove_orphan_files.
+
+--stats computes column statistics with Iceberg's own Spark action (compute_table_stats): an NDV
+theta sketch per column in a Puffin file, registered on the current snapshot with
+`set-statistics`. Trino's and Spark's cost-based optimizers read them from the table; the catalog's
+Glue face serves them as Glue column statistics (GetColumnStatisticsForTable) to Athena and
+Redshift, with null counts and bounds from the manifests.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-input-files", type=int, default=2)
     p.add_argument("--orphan-older-than-hours", type=float, default=72)
     p.add_argument("--skip", default="", help=f"comma-separated steps to skip: {','.join(STEPS)}")
+    p.add_argument("--stats", action="store_true", help="compute column statistics (NDV sketches, Puffin)")
     p.add_argument(
         "--maintenance-config",
         choices=("catalog", "flags"),
@@ -143,11 +150,20 @@ def maintain_table(
     if "rewrite_manifests" not in skip:
         row = spark.sql(f"{call}.rewrite_manifests(table => '{table}')").collect()[0]
         result["rewritten_manifests"] = row["rewritten_manifests_count"]
+    if getattr(args, "stats", False):
+        result["statistics_file"] = compute_stats(spark, catalog, table)
     step("expire_snapshots", plan.snapshots, expire)
     step("remove_orphan_files", plan.orphans, orphans)
     log.info("maintained %s: %s", table, result)
     print(f"maintain: {result}", flush=True)
     return result
+
+
+def compute_stats(spark: Any, catalog: str, table: str) -> str | None:
+    """Iceberg's compute_table_stats on the current snapshot: the Puffin file it registered (None
+    for a table without a snapshot)."""
+    rows = spark.sql(f"CALL {catalog}.system.compute_table_stats(table => '{table}')").collect()
+    return str(rows[0]["statistics_file"]) if rows and rows[0]["statistics_file"] else None
 
 
 def _catalog(settings: JobSettings, args: argparse.Namespace, log: logging.Logger) -> CatalogMaintenance | None:

@@ -6,8 +6,8 @@ events in an SQS queue (an event sink of kind sqs; README, "Change events").
 
 Each `table.committed` event of this warehouse counts for its table when it adds a snapshot other
 than a rewrite (so the job's own compactions do not count). At N, the table gets maintain's
-compaction and manifest rewrite. A message is deleted once handled; a redelivered one (same event
-id) is not counted twice.
+compaction and manifest rewrite (and with --stats, fresh column statistics). A message is deleted
+once handled; a redelivered one (same event id) is not counted twice.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sqs-region", default=os.environ.get("AWS_REGION", "us-east-1"))
     p.add_argument("--target-file-size-mb", type=int, default=128)
     p.add_argument("--min-input-files", type=int, default=2)
+    p.add_argument("--stats", action="store_true", help="also compute column statistics (maintain --stats)")
 
 
 def adds_data(event: dict[str, Any]) -> bool:
@@ -52,6 +53,7 @@ def watch(spark: Any, args: argparse.Namespace, settings: JobSettings, log: logg
         skip="expire_snapshots,remove_orphan_files",
         target_file_size_mb=args.target_file_size_mb,
         min_input_files=args.min_input_files,
+        stats=args.stats,
     )
     counts: Counter[str] = Counter()
     seen: set[str] = set()

@@ -1037,3 +1037,86 @@ def test_replicate_job_makes_a_first_copy_too_large_for_the_functions(
     replica = replica_cat.load_table("ns.t")
     assert _history(replica) == _history(table) and 200 in replica.scan().to_arrow()["id"].to_pylist()
     assert all(p.startswith(f"s3://{dst_bucket}/") for p in _paths(replica))
+
+
+def test_maintain_stats_writes_sketches_engines_and_glue_read(spark, settings, catalog_url, spark_wh, pycat):
+    """`maintain --stats`: Iceberg's compute_table_stats writes an NDV theta sketch per column into a
+    Puffin file and registers it (set-statistics). Each NDV is within the sketch's error of the exact
+    distinct count, and the Glue face serves it, with null counts and bounds from the manifests, as
+    GetColumnStatisticsForTable; Glue clients' own statistics win, and a delete hides the table's."""
+    from tests.test_glue import glue_client
+
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS stats_ns")
+    spark.sql("CREATE TABLE stats_ns.t (id bigint, k int, name string, day date, score double) USING iceberg")
+    spark.sql(
+        "INSERT INTO stats_ns.t SELECT id, CAST(id % 97 AS INT), IF(id % 10 = 0, NULL, CONCAT('n', id % 5000)), "
+        "date_add(DATE '2026-01-01', CAST(id % 30 AS INT)), id / 7.0 FROM range(40000)"
+    )
+    spark.sql("INSERT INTO stats_ns.t VALUES (40000, 1, 'extra', DATE '2026-03-01', -1.5)")
+    common = ["--catalog-url", settings.catalog_url, "--warehouse", settings.warehouse]
+    common += ["--access-key-id", ROOT_KEY, "--secret-access-key", ROOT_SECRET, "--maintenance-config", "flags"]
+    skip = "rewrite_data_files,rewrite_manifests,expire_snapshots,remove_orphan_files"
+    assert maintain.main(["--table", "stats_ns.t", "--stats", "--skip", skip, *common]) == 0
+
+    table = pycat.load_table("stats_ns.t")
+    (stats,) = table.metadata.statistics
+    assert stats.snapshot_id == table.current_snapshot().snapshot_id
+    assert stats.statistics_path.endswith(".stats") and stats.statistics_path.startswith(table.location())
+    exact = spark.sql(
+        "SELECT count(DISTINCT id), count(DISTINCT k), count(DISTINCT name), count(DISTINCT day), "
+        "count(DISTINCT score) FROM stats_ns.t"
+    ).collect()[0]
+    names = ["id", "k", "name", "day", "score"]
+    ids = {table.schema().find_field(n).field_id: n for n in names}
+    ndv = {ids[b.fields[0]]: int(b.properties["ndv"]) for b in stats.blob_metadata}
+    assert set(ndv) == set(names)
+    for n, distinct in zip(names, exact, strict=True):
+        assert abs(ndv[n] - distinct) <= max(2, 0.05 * distinct), (n, ndv[n], distinct)  # theta, lgK 12: ~1.6%
+
+    glue = glue_client(catalog_url, spark_wh)
+    got = glue.get_column_statistics_for_table(DatabaseName="stats_ns", TableName="t", ColumnNames=[*names, "nope"])
+    by = {s["ColumnName"]: s for s in got["ColumnStatisticsList"]}
+    assert set(by) == set(names) and [e["ColumnName"] for e in got["Errors"]] == ["nope"]
+    long_id = by["id"]["StatisticsData"]["LongColumnStatisticsData"]
+    assert long_id == {
+        "NumberOfNulls": 0,
+        "NumberOfDistinctValues": ndv["id"],
+        "MinimumValue": 0,
+        "MaximumValue": 40000,
+    }
+    assert by["id"]["ColumnType"] == "bigint" and by["k"]["ColumnType"] == "int"
+    name_stats = by["name"]["StatisticsData"]["StringColumnStatisticsData"]
+    assert name_stats["NumberOfNulls"] == 4000 and name_stats["NumberOfDistinctValues"] == ndv["name"]
+    day = by["day"]["StatisticsData"]["DateColumnStatisticsData"]
+    assert (
+        day["MinimumValue"].date().isoformat() == "2026-01-01"
+        and day["MaximumValue"].date().isoformat() == "2026-03-01"
+    )
+    assert by["score"]["StatisticsData"]["DoubleColumnStatisticsData"]["MinimumValue"] == -1.5
+
+    # A Glue client's own statistics win; deleting them shows the table's again, a second delete hides those.
+    own = dict(
+        by["k"],
+        StatisticsData={"Type": "LONG", "LongColumnStatisticsData": {"NumberOfNulls": 7, "NumberOfDistinctValues": 3}},
+    )
+    assert (
+        glue.update_column_statistics_for_table(DatabaseName="stats_ns", TableName="t", ColumnStatisticsList=[own])[
+            "Errors"
+        ]
+        == []
+    )
+    shown = glue.get_column_statistics_for_table(DatabaseName="stats_ns", TableName="t", ColumnNames=["k"])
+    assert shown["ColumnStatisticsList"][0]["StatisticsData"]["LongColumnStatisticsData"]["NumberOfNulls"] == 7
+    glue.delete_column_statistics_for_table(DatabaseName="stats_ns", TableName="t", ColumnName="k")
+    shown = glue.get_column_statistics_for_table(DatabaseName="stats_ns", TableName="t", ColumnNames=["k"])
+    assert (
+        shown["ColumnStatisticsList"][0]["StatisticsData"]["LongColumnStatisticsData"]["NumberOfDistinctValues"]
+        == ndv["k"]
+    )
+    glue.delete_column_statistics_for_table(DatabaseName="stats_ns", TableName="t", ColumnName="k")
+    assert (
+        glue.get_column_statistics_for_table(DatabaseName="stats_ns", TableName="t", ColumnNames=["k"])[
+            "ColumnStatisticsList"
+        ]
+        == []
+    )

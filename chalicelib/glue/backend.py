@@ -256,14 +256,35 @@ def set_statistics(ctx: Context, wh: str, entry: glue.Entry, checked: list[Body]
 
 
 def statistics(ctx: Context, wh: str, entry: glue.Entry) -> Body:
+    """What Glue clients stored (UpdateColumnStatisticsForTable), and for an Iceberg table, the
+    columns they did not from its own statistics: NDV sketches in Puffin (`maintain --stats`),
+    null counts and bounds from its manifests. A stored column wins (a client's own analysis)."""
     doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry.entry_id, "column-statistics")
-    return doc
+    own = _iceberg_statistics(ctx, entry)
+    # A deleted column's table statistics stay hidden until newer ones are computed.
+    shown = {k: v for k, v in own.items() if v and v["AnalyzedTime"] > float(doc.get(k, {}).get(DELETED, -1))}
+    return {**shown, **{k: v for k, v in doc.items() if DELETED not in v}}
+
+
+DELETED = "DeletedAnalyzedTime"  # stored for a deleted column whose statistics are the table's own
+
+
+def _iceberg_statistics(ctx: Context, entry: glue.Entry) -> Body:
+    if not entry.is_iceberg or not entry.metadata_location:
+        return {}
+    return glue.column_statistics(ctx, entry.metadata_location)
 
 
 def delete_statistics(ctx: Context, wh: str, entry: glue.Entry, name: str) -> None:
+    own = _iceberg_statistics(ctx, entry).get(name)
+
     def remove(doc: Body) -> Body:
-        if name not in doc:
-            raise EntityNotFound(f"No statistics for column {name!r}")
-        return {k: v for k, v in doc.items() if k != name}
+        """What GetColumnStatisticsForTable shows goes: a client's own first, then the table's."""
+        stored = doc.get(name)
+        if stored is not None and DELETED not in stored:
+            return {k: v for k, v in doc.items() if k != name}
+        if own and not (stored is not None and float(stored[DELETED]) >= own["AnalyzedTime"]):
+            return {**doc, name: {DELETED: own["AnalyzedTime"]}}  # hidden until computed again
+        raise EntityNotFound(f"No statistics for column {name!r}")
 
     side_data.change(ctx, ctx.bucket_for(wh), entry.entry_id, "column-statistics", remove)
