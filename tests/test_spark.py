@@ -748,6 +748,10 @@ def test_spark_nested_namespaces_through_a_dot_separator_catalog(
     assert pycat.load_table("outer_ns.inner_ns.t").scan().to_arrow().num_rows == 2
 
 
+def pycat_for(settings: JobSettings) -> RestCatalog:
+    return RestCatalog("py", uri=settings.catalog_url, warehouse=settings.warehouse, **sigv4_props())
+
+
 def test_commit_events_in_a_queue_drive_maintenance(spark, settings, spark_wh, s3_endpoint, core, monkeypatch):
     """The catalog's change events, sent to an SQS queue by the dispatcher, make a Spark job compact a
     table after 3 commits that add data (and not count its own compaction)."""
@@ -770,9 +774,11 @@ def test_commit_events_in_a_queue_drive_maintenance(spark, settings, spark_wh, s
     common = ["--catalog-url", settings.catalog_url, "--warehouse", settings.warehouse]
     common += ["--access-key-id", ROOT_KEY, "--secret-access-key", ROOT_SECRET]
     job = ["--queue-url", queue, "--every", "3", "--idle-exit-seconds", "3", "--sqs-endpoint", s3_endpoint]
-    assert on_events.main([*job, *common]) == 0
+    assert on_events.main([*job, "--stats", *common]) == 0
     spark.sql("REFRESH TABLE evns.t")
     assert spark.sql("SELECT count(*) FROM evns.t.files").collect()[0][0] == 1  # compacted
+    (stats,) = pycat_for(settings).load_table("evns.t").metadata.statistics  # and analyzed (--stats)
+    assert stats.blob_metadata[0].properties["ndv"] == "3"
     assert sorted(r.id for r in spark.sql("SELECT id FROM evns.t").collect()) == [0, 1, 2]
     # The compaction's own commits are events too, but they add no data: another run does nothing.
     dispatcher.dispatch(core, spark_wh)
