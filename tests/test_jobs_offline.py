@@ -75,7 +75,7 @@ def test_cloud_schedule_template_submits_maintenance():
     sched = tpl["Resources"]["MaintenanceSchedule"]["Properties"]
     assert sched["Target"]["Arn"].endswith("emrserverless:startJobRun")
     payload = sched["Target"]["Input"]["Fn::Sub"]
-    assert '"maintain", "--all"' in payload and "CATALOG_CREDENTIALS_SECRET_ID" in payload
+    assert '"maintain", "--all", "--stats"' in payload and "CATALOG_CREDENTIALS_SECRET_ID" in payload
     # Credentials are fetched by the job from Secrets Manager, never passed in the template.
     assert "--secret-access-key" not in payload and "CATALOG_SECRET_ACCESS_KEY" not in payload
     # Record expiration runs the same way, with the entry point's own job name.
