@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt requirements-lock.txt | sha256sum | cut -c1-16)
 
-.PHONY: run run-lambda test test-fast setup lint format docs venv localstack awscli spark-classpath browser lambda-runtime release clean
+.PHONY: run run-lambda test test-fast setup lint format docs venv localstack awscli spark-classpath spark-cluster browser lambda-runtime release clean
 
 $(STAMP):
 	rm -rf $(VENV)
@@ -36,6 +36,12 @@ browser:
 
 spark-classpath: venv
 	$(VENV)/bin/python -m spark_jobs.classpath > /dev/null
+
+# A Spark standalone master and two workers (1 core, 1 GiB each) as separate JVMs on this machine, with
+# no AWS keys or catalog settings in their environment; prints the master URL, runs until Ctrl-C.
+# Run jobs on it with SPARK_MASTER=<that URL> (docs/spark.md, "On a cluster").
+spark-cluster: venv spark-classpath
+	$(VENV)/bin/python scripts/spark_cluster.py
 
 run: venv localstack
 	$(VENV)/bin/python scripts/run_local.py

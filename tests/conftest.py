@@ -173,6 +173,7 @@ SAME_WORKER = dict.fromkeys(("test_spark.py", "test_vended_refresh.py", "test_tr
 LONGEST_FIRST = (
     "test_docs.py",
     "spark",
+    "test_spark_cluster.py",  # its own worker: a standalone cluster of three JVMs beside the other Spark driver
     "test_lambda_local.py",
     "test_infra.py",
     "test_contention.py",
