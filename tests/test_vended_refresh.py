@@ -377,3 +377,10 @@ def test_spark_creates_a_table_whose_credentials_expire_mid_create(s3_endpoint, 
         assert all(line["status"] == 200 for line in refreshed), [(r["path"], r["status"]) for r in refreshed]
         tables = {p for line in refreshed for p in ("ctas", "made") if f"/tables/{p}/" in line["path"]}
         assert tables == {"ctas", "made"}
+        # Each create records the snapshot it wrote (audit entry, and so its change event).
+        http = catalog_admin.session(ROOT_KEY, ROOT_SECRET)
+        for table, rows in (("ctas", "1000"), ("made", "500")):
+            trail = http.get(f"{lake['url']}/v1/{lake['wh']}/audit", params={"namespace": "ns", "table": table})
+            (created,) = [e for e in trail.json()["entries"] if e["op"] == "create"]
+            (snapshot,) = created["detail"]["snapshots"]
+            assert snapshot["operation"] == "append" and snapshot["added-records"] == rows, created
