@@ -55,9 +55,31 @@ def test_metrics_reports_are_accepted_and_advertised(http, catalog_url, warehous
     assert config["defaults"]["namespace-separator"] == "%1F"
 
 
-def test_config_without_warehouse_is_a_clear_400(http, catalog_url):
+def test_config_without_warehouse_answers_the_catalog_wide_defaults(http, catalog_url, warehouse):
+    """The spec makes `warehouse` optional: the catalog's defaults and endpoints, no prefix; with a
+    default warehouse configured, that one's (the next test)."""
     resp = http.get(f"{catalog_url}/v1/config")
-    assert resp.status_code == 400 and "warehouse" in resp.json()["error"]["message"]
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["overrides"] == {} and "prefix" not in body["defaults"]
+    named = http.get(f"{catalog_url}/v1/config", params={"warehouse": warehouse}).json()
+    assert body["endpoints"] == named["endpoints"] and named["overrides"]["prefix"] == warehouse
+    assert body["defaults"]["namespace-separator"] == named["defaults"]["namespace-separator"]
+    assert "s3.endpoint" in body["defaults"]  # where the data is, for every warehouse on the catalog's S3
+
+
+def test_config_without_warehouse_uses_the_default_warehouse(s3_endpoint, system_bucket, tmp_path, http):
+    from pyiceberg.catalog.rest import RestCatalog
+
+    from tests.conftest import catalog_process, sigv4_props
+
+    with catalog_process(s3_endpoint, system_bucket, tmp_path, CATALOG_DEFAULT_WAREHOUSE="dflt-wh") as (url, _):
+        assert http.post(f"{url}/v1/warehouses", json={"name": "dflt-wh"}).status_code in (200, 409)
+        body = http.get(f"{url}/v1/config").json()
+        assert body["overrides"]["prefix"] == "dflt-wh"
+        cat = RestCatalog("nowh", uri=url, **sigv4_props())  # PyIceberg without a warehouse property
+        cat.create_namespace_if_not_exists("dflt_ns")
+        assert ("dflt_ns",) in cat.list_namespaces()
 
 
 def test_new_tables_get_java_defaults_and_warehouse_overrides(http, catalog_url, catalog, warehouse):

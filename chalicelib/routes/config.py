@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from chalicelib.auth.resources import bucket_arn, table_arn
 from chalicelib.core.catalog import warehouses
 from chalicelib.core.primitives.context import get_context
-from chalicelib.errors import BadRequest
 from chalicelib.names import check_warehouse
 from chalicelib.pipeline import ROUTES, RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, V1
@@ -64,11 +64,13 @@ def registered_endpoints() -> list[str]:
 
 
 def _config(req: RequestContext, warehouse: str | None) -> tuple[int, dict[str, Any]]:
+    """The spec makes `warehouse` optional: without one, the deployment's default warehouse
+    (CATALOG_DEFAULT_WAREHOUSE) when it has one, else the catalog-wide defaults and endpoints with
+    no prefix (a client that then names none reaches no table routes, and is told so by them)."""
     ctx = get_context()
-    if not warehouse:  # without a prefix every later call would miss its routes
-        raise BadRequest(
-            "A warehouse is required: pass ?warehouse=<name> (Iceberg clients: the `warehouse` catalog property)"
-        )
+    warehouse = warehouse or os.environ.get("CATALOG_DEFAULT_WAREHOUSE") or None
+    if not warehouse:
+        return 200, _body(ctx, None, {})
     # Only callers who may see the warehouse learn whether it exists.
     if req.visible("GetWarehouse", bucket_arn(check_warehouse(warehouse)), {}):
         warehouses.require(ctx, warehouse)
@@ -77,13 +79,18 @@ def _config(req: RequestContext, warehouse: str | None) -> tuple[int, dict[str, 
         # Some table's reads are limited for this caller: its clients must plan on the server
         # (PyIceberg reads the mode from the catalog's properties; Java from each table's config).
         overrides["scan-planning-mode"] = "server"
+    return 200, _body(ctx, warehouse, overrides)
+
+
+def _body(ctx: Any, warehouse: str | None, overrides: dict[str, str]) -> dict[str, Any]:
     from chalicelib.core.catalog.service import lifetime_iso
     from chalicelib.names import namespace_separator
 
-    return 200, {
+    client = ctx.settings.client_config_for(warehouse) if warehouse else ctx.settings.client_config
+    return {
         # Levels are joined by 0x1F in paths unless the deployment chose another (names contain neither).
         "defaults": {
-            **ctx.settings.client_config_for(warehouse),
+            **client,
             "namespace-separator": namespace_separator()[0],
             "catalog-version": VERSION,
         },
