@@ -495,6 +495,34 @@ def test_staged_table_is_signed_for_its_creator_only(keyless_url, lake, s3_endpo
     outside = dict(body, uri=f"{s3_endpoint}/{location[5:]}-other/data/x.parquet")
     assert http.post(f"{keyless_url}/{endpoint}", json=outside).status_code == 403
 
+    # Iceberg Java after 1.11: the spec's remote-signing-config and signer.* keys. The grant travels
+    # as the sign request's `staged` property to the default endpoint (no query), and a SigV4
+    # client's signing token as the configured Authorization header.
+    staged = http.post(
+        base,
+        json={"name": "staged", "schema": {"type": "struct", "fields": []}, "stage-create": True},
+        headers={"X-Iceberg-Access-Delegation": "remote-signing"},
+    ).json()
+    config, signing = staged["config"], staged["remote-signing-config"]
+    assert config["signer.endpoint"] == config["s3.signer.endpoint"] and config["signer.uri"] == config["s3.signer.uri"]
+    grant2 = parse_qs(urlsplit(config["s3.signer.endpoint"]).query)["staged"][0]
+    assert signing["properties"] == {"staged": grant2}
+    (bearer,) = signing["headers"]["Authorization"]
+    assert bearer == config["header.Authorization"] and bearer.startswith("Bearer ")
+    put = dict(body, uri=f"{s3_endpoint}/{staged['metadata']['location'][5:]}/data/new.parquet", region="us-east-1")
+    newer = requests.post(
+        f"{base}/staged/sign", json={**put, "properties": signing["properties"]}, headers={"Authorization": bearer}
+    )
+    assert newer.status_code == 200, newer.text
+    assert requests.post(f"{base}/staged/sign", json=put, headers={"Authorization": bearer}).status_code == 403
+    forged = {**put, "properties": {"staged": grant2[:-3] + "AAA"}}
+    assert requests.post(f"{base}/staged/sign", json=forged, headers={"Authorization": bearer}).status_code == 403
+    # A loaded table's response carries it too; a table without remote signing none.
+    root = lake["http"]
+    loaded = root.get(f"{base}/a", headers={"X-Iceberg-Access-Delegation": "remote-signing"}).json()
+    assert "properties" not in loaded["remote-signing-config"]
+    assert "remote-signing-config" not in root.get(f"{base}/a").json()
+
 
 def test_signatures_are_accepted_by_an_s3_that_verifies_them(monkeypatch):
     """moto with IAM auth on checks every S3 request's SigV4 signature against the key's secret:

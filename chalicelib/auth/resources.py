@@ -120,7 +120,9 @@ def table_read(req: RequestContext) -> list[Check]:
 def sign(req: RequestContext) -> list[Check]:
     """Signing reads a table (GetTable), or writes a table being created (CreateTable, staged grant);
     the handler asks for UpdateTable before it signs a write to an existing table."""
-    return table(req, "CreateTable" if req.query.get("staged") else "GetTable")
+    props = _body(req).get("properties")  # the spec's remote-signing-config pass-through (newer clients)
+    staged = req.query.get("staged") or (isinstance(props, dict) and isinstance(props.get("staged"), str))
+    return table(req, "CreateTable" if staged else "GetTable")
 
 
 def rename(req: RequestContext) -> list[Check]:

@@ -26,12 +26,14 @@ _lock = threading.Lock()
 _pointers: dict[tuple[str, tuple[str, ...], str], tuple[float, str, bool]] = {}
 
 
-def _location(req: RequestContext) -> tuple[str, tuple[str, ...], str, str, bool, bool]:
+def _location(req: RequestContext, grant: str | None = None) -> tuple[str, tuple[str, ...], str, str, bool, bool]:
     """The table's warehouse, namespace, name and location, whether it is still being created
-    (a staged table: no pointer yet), and whether it is a read-only replica."""
+    (a staged table: no pointer yet, signed for by its creator's grant: in the signer endpoint's
+    query, or as the sign request's `staged` property from remote-signing-config), and whether it
+    is a read-only replica."""
     ctx, wh = warehouse_of(req)
     ns, name = namespace_of(req), check_table(req.param("table"))
-    staged = req.query.get("staged")
+    staged = req.query.get("staged") or grant
     if staged:  # a table being created: its creator's grant names the location the catalog chose
         from chalicelib.auth import sign_tokens
 
@@ -109,8 +111,11 @@ def sign_request(req: RequestContext) -> tuple[int, dict[str, Any], dict[str, st
     ctx, _ = warehouse_of(req)
     if not ctx.settings.remote_signing:
         raise Forbidden("Remote signing is turned off in this catalog (CATALOG_REMOTE_SIGNING)")
-    method, uri, headers, payload = _sign_request(req.json_object())
-    wh, ns, name, location, creating, replica = _location(req)  # creating: the route checked CreateTable
+    body = req.json_object()
+    method, uri, headers, payload = _sign_request(body)
+    props = body.get("properties")
+    grant = props.get("staged") if isinstance(props, dict) and isinstance(props.get("staged"), str) else None
+    wh, ns, name, location, creating, replica = _location(req, grant)  # creating: the route checked CreateTable
     grant = data.Grant.of(location, write=True)
     s3 = data.check(grant, method, uri, headers, payload, ctx.settings.client_endpoint_for(wh))
     if s3.writes and replica:

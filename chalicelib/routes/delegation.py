@@ -207,6 +207,10 @@ def signing_config(
         "s3.remote-signing-enabled": "true",
         "s3.signer.uri": base_url(req, ctx),
         "s3.signer.endpoint": endpoint,
+        # The spec's (deprecated) provider-neutral names, read by Iceberg Java after 1.11, which
+        # also reads the response's remote-signing-config (routes/iceberg_io.py).
+        "signer.uri": base_url(req, ctx),
+        "signer.endpoint": endpoint,
         # PyIceberg: its fsspec FileIO is the one with a remote signer (PyArrow's S3 has none).
         "s3.signer": "S3V4RestSigner",
         "py-io-impl": "pyiceberg.io.fsspec.FsspecFileIO",

@@ -18,6 +18,7 @@ def etag_for(metadata_location: str) -> str:
 
 def load_result(state: TableState, config: dict[str, str], credentials: list[dict[str, Any]] | None = None) -> str:
     """LoadTableResult as JSON text, embedding the stored metadata bytes without re-encoding."""
+    signing = remote_signing_config(config)
     return (
         '{"metadata-location":'
         + json.dumps(state.metadata_location)
@@ -26,8 +27,27 @@ def load_result(state: TableState, config: dict[str, str], credentials: list[dic
         + ',"config":'
         + json.dumps(config)
         + (',"storage-credentials":' + json.dumps(credentials) if credentials else "")
+        + (',"remote-signing-config":' + json.dumps(signing) if signing is not None else "")
         + "}"
     )
+
+
+def remote_signing_config(config: dict[str, str]) -> dict[str, Any] | None:
+    """The spec's RemoteSigningConfig for a table its client signs for: what the signer client must
+    pass through to the default signing endpoint (the table's /sign), for clients after Iceberg
+    Java 1.11 that read it instead of `s3.signer.*`: a staged table's creation grant as the
+    `staged` property, and a SigV4 client's signing token as its Authorization header."""
+    if config.get("s3.remote-signing-enabled") != "true":
+        return None
+    from urllib.parse import parse_qs, urlsplit
+
+    out: dict[str, Any] = {}
+    staged = parse_qs(urlsplit(config.get("s3.signer.endpoint", "")).query).get("staged")
+    if staged:
+        out["properties"] = {"staged": staged[0]}
+    if config.get("header.Authorization"):
+        out["headers"] = {"Authorization": [config["header.Authorization"]]}
+    return out
 
 
 def with_etag(
