@@ -101,3 +101,54 @@ def test_new_tables_get_java_defaults_and_warehouse_overrides(http, catalog_url,
         json={"name": "u", "schema": SCHEMA, "properties": {"write.parquet.compression-codec": "gzip"}},
     )
     assert explicit.json()["metadata"]["properties"]["write.parquet.compression-codec"] == "gzip"
+
+
+def test_unregister_forgets_the_table_and_keeps_every_file(http, catalog_url, s3, s3_endpoint):
+    """The spec's unregisterTable: the answer is the last metadata location and metadata; the table
+    is gone from the catalog (not in the trash, even with retention) and every file stays, so it can
+    be registered again (here, or in another catalog); audited, an event; s3tables:UnregisterTable."""
+    import uuid
+
+    from scripts import catalog_admin
+    from tests.authutil import allow, make_user
+    from tests.conftest import keys_under, rest_catalog
+
+    warehouse = f"unreg-{uuid.uuid4().hex[:8]}"
+    kept = {"dropped-table-retention-seconds": "3600"}  # a drop would go to the trash: this does not
+    assert http.post(f"{catalog_url}/v1/warehouses", json={"name": warehouse, "properties": kept}).status_code == 200
+    catalog = rest_catalog(catalog_url, warehouse, s3_endpoint)
+    catalog.create_namespace("u")
+    schema = pa.schema([("id", pa.int64())])
+    table = catalog.create_table("u.t", schema)
+    table.append(pa.table({"id": [1, 2]}, schema=schema))
+    table = catalog.load_table("u.t")
+    base = f"{catalog_url}/v1/{warehouse}/namespaces/u/tables/t"
+    bucket = table.location().split("/")[2]
+    prefix = table.location().split("/", 3)[3] + "/"
+    files = set(keys_under(s3, bucket, prefix))
+
+    user = make_user(http, catalog_url, {"get": allow(["s3tables:GetTable", "s3tables:DeleteTable"], "*")})
+    refused = catalog_admin.session(user[1], user[2]).post(base + "/unregister")
+    assert refused.status_code == 403 and "s3tables:UnregisterTable" in refused.json()["error"]["message"]
+
+    resp = http.post(base + "/unregister")
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["metadata-location"] == table.metadata_location
+    assert body["metadata"]["current-snapshot-id"] == table.current_snapshot().snapshot_id
+    assert http.get(base).status_code == 404
+    assert http.post(base + "/unregister").status_code == 404
+    assert set(keys_under(s3, bucket, prefix)) == files  # every file kept
+    assert http.get(f"{catalog_url}/v1/{warehouse}/trash").json()["dropped"] == []
+    trail = http.get(f"{catalog_url}/v1/{warehouse}/audit", params={"namespace": "u", "table": "t"}).json()
+    assert [e["op"] for e in trail["entries"]][:1] == ["unregister"]
+    feed = http.post(f"{catalog_url}/v1/{warehouse}/events", json={"page-size": 100}).json()
+    assert "x-unregister-table" in [e["operation"]["operation-type"] for e in feed["events"]]
+    # Registered again (the other half of moving a table between catalogs): the same rows.
+    again = catalog.register_table("u.t", body["metadata-location"])
+    assert sorted(again.scan().to_arrow()["id"].to_pylist()) == [1, 2]
+    config = http.get(f"{catalog_url}/v1/config", params={"warehouse": warehouse}).json()
+    assert "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/unregister" in config["endpoints"]
+    catalog.create_table("u.d", schema)
+    catalog.drop_table("u.d")  # whereas a drop here goes to the trash
+    assert len(http.get(f"{catalog_url}/v1/{warehouse}/trash").json()["dropped"]) == 1

@@ -75,6 +75,7 @@ ACTIONS: tuple[str, ...] = (
     "DeleteNamespace",
     "ListTables",
     "DeleteTable",
+    "UnregisterTable",
     "RenameTable",
     "ListViews",
     "GetView",

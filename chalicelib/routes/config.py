@@ -45,6 +45,7 @@ ICEBERG_ENDPOINTS = (
     "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/plan",
     "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/sign",
     "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/tasks",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/unregister",
     "POST /v1/{prefix}/namespaces/{namespace}/views",
     "POST /v1/{prefix}/namespaces/{namespace}/views/{view}",
     "POST /v1/{prefix}/tables/rename",

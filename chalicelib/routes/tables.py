@@ -143,6 +143,15 @@ def drop_table(req: RequestContext) -> tuple[int, None]:
     return 204, None
 
 
+@operation(bp, TABLE + "/unregister", "POST", "UnregisterTable", checks=resources.table)
+def unregister_table(req: RequestContext) -> tuple[int, dict[str, Any]]:
+    """The spec's unregisterTable (s3tables:UnregisterTable): the catalog forgets the table, every
+    file stays; the answer is its last metadata location and metadata."""
+    ctx, wh = warehouse_of(req)
+    state = tables.unregister(ctx, wh, namespace_of(req), _table_of(req))
+    return 200, {"metadata-location": state.metadata_location, "metadata": json.loads(state.raw_metadata)}
+
+
 @operation(bp, PREFIX + "/tables/rename", "POST", "RenameTable", checks=resources.rename)
 def rename_table(req: RequestContext) -> tuple[int, None]:
     ctx, wh = warehouse_of(req)

@@ -59,6 +59,19 @@ def swap_metadata_location(
     return TableEntry.of(ns, name, data), state
 
 
+def unregister(ctx: Context, warehouse: str, ns: Namespace, name: str) -> TableState:
+    """The spec's unregisterTable: the table leaves the catalog (audited, an event) and every file
+    stays where it is, outside the trash, to be registered elsewhere (or here again). Returns its
+    last metadata location and metadata, which hold every commit before it: the tombstone replaced
+    the pointer that named them, so no commit lands after."""
+    location = drop(ctx, warehouse, ns, name, purge=False, unregister=True)
+    if location is None:
+        from chalicelib.errors import NotFound
+
+        raise NotFound(f"Table {'.'.join((*ns, name))!r} has no metadata to hand back")
+    return TableState(location, md.table_metadata_raw(ctx, location, damage.owner(location)))
+
+
 def read_metadata_raw(ctx: Context, location: str) -> bytes:
     """The bytes of a table's current metadata file (just resolved by exists() or load());
     DamagedObject naming the table when the file is gone."""

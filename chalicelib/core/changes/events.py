@@ -24,6 +24,7 @@ VERBS = {
     "update-configuration": "updated",  # a table's replication or record expiration (S3 Tables)
     "rename": "renamed",
     "drop": "dropped",
+    "unregister": "unregistered",  # the spec's unregisterTable: the entry gone, every file kept
     "undrop": "restored",
     "purge": "purged",
     "create-namespace": "created",
@@ -156,6 +157,7 @@ _SPEC_OPS = {
     ("table", "create"): "create-table",
     ("table", "register"): "register-table",
     ("table", "drop"): "drop-table",
+    ("table", "unregister"): "x-unregister-table",
     ("table", "commit"): "update-table",
     ("table", "rename"): "rename-table",
     ("table", "undrop"): "x-restore-table",

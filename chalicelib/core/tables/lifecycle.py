@@ -27,11 +27,13 @@ from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavai
 Namespace = tuple[str, ...]
 
 
-def _tombstone(data: dict[str, Any], ns: Namespace, name: str, purge: bool, retention_ms: int) -> dict[str, Any]:
+def _tombstone(
+    data: dict[str, Any], ns: Namespace, name: str, purge: bool, retention_ms: int, op: str = "drop"
+) -> dict[str, Any]:
     """The dropped pointer: it carries the drop's audit entry, and with retention, what the trash
     needs to bring the table back."""
     before = pointer_record.metadata_location(data)
-    e = audit.entry("drop", audit.table_target(ns, name, data), before=before, purge=purge)
+    e = audit.entry(op, audit.table_target(ns, name, data), before=before, purge=purge)
     tomb = pointer_record.tombstone(data, purge, uuid.uuid4().hex, retention_ms, (ns, name))
     return audit.appended(tomb, [e])
 
@@ -45,13 +47,17 @@ def drop(
     purge: bool,
     kind: str = "table",
     expected_version: int | None = None,
-) -> None:
+    unregister: bool = False,
+) -> str | None:
     """Drop a table (or view): invisible at once and its name free; with the warehouse's retention
-    its files and pointer go to the trash (trash.py), without it they are purged (or kept) now."""
+    its files and pointer go to the trash (trash.py), without it they are purged (or kept) now.
+    `unregister` (the spec's unregisterTable): the entry goes and every file stays, outside the
+    trash, whatever the retention. Returns the table's last metadata location."""
     from chalicelib.core.tables import trash
 
     bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
-    retention = trash.retention_ms(ctx, warehouse)
+    retention = 0 if unregister else trash.retention_ms(ctx, warehouse)
+    last: list[str | None] = [None]
 
     def attempt() -> cas.Again | None:
         p = settle.require(ctx, warehouse, ns, name, kind)
@@ -62,7 +68,8 @@ def drop(
                 f"Table {pointer_record.ident(ns, name)!r} lives where its Glue client chose, which the catalog does "
                 "not own: drop it without purge and delete its files with the tool that wrote them"
             )
-        tomb = _tombstone(p.data, ns, name, purge, retention)
+        tomb = _tombstone(p.data, ns, name, purge, retention, "unregister" if unregister else "drop")
+        last[0] = p.metadata_location
         try:
             etag = ctx.storage.put_if_match(bucket, ptr_key, dump(tomb), p.etag)  # no commit can land after this
         except (PreconditionFailed, ObjectNotFound):
@@ -77,7 +84,8 @@ def drop(
         drops.settle_drop(ctx, bucket, pointer_record.Pointer(tomb, etag), remove=True, ns=ns, name=name)
         return
 
-    return cas.retrying(attempt, f"Table {pointer_record.ident(ns, name)!r}")
+    cas.retrying(attempt, f"Table {pointer_record.ident(ns, name)!r}")
+    return last[0]
 
 
 @settles  # both names' listing projections follow at once
