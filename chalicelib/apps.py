@@ -11,7 +11,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "auth": ("auth",),  # token exchange and the admin API
     "warehouses": ("warehouses",),
     "namespaces": ("namespaces",),
-    "tables": ("tables", "views", "trash", "audit", "planning"),  # views share the tables' name space
+    "tables": ("tables", "views", "functions", "trash", "audit", "planning"),  # views share the tables' name space
     "transactions": ("transactions",),
     "events": ("events",),  # the events feed and the event sinks (the dispatcher is its own function)
     "data": ("data_access",),  # remote signing and vended-credential refresh: one call per S3 request

@@ -51,6 +51,10 @@ class ViewNotFound(NotFound):
     pass
 
 
+class FunctionNotFound(NotFound):
+    pass
+
+
 class PlanNotFound(NotFound):
     """No scan plan of this caller by that id (never made, cancelled long ago, or expired)."""
 

@@ -28,6 +28,9 @@ Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
                                            created without metadata state "staged" with
                                            "location" / "location-uuid" (the uuid owning the
                                            location, kept after the first metadata arrives).
+    .catalog/functions/{l1}.{l2}.../{f}.json  a function (the spec's UDF): its metadata location, uuid,
+                                           state, audit tail; its metadata files under
+                                           {l1}/.../{f}-{uuid}/metadata/ (kept when it is dropped)
     .catalog/resource-policies.json        S3 Tables table bucket and table policies (CAS)
     .catalog/uuids/{table-uuid}.json       claim of a table uuid, and so of its location: state
                                            "live" | "dropped" (files kept) | "purging"; deleted
@@ -121,6 +124,18 @@ def tables_prefix(namespace: Namespace) -> str:
 
 def table_pointer(namespace: Namespace, table: str) -> str:
     return f"{tables_prefix(namespace)}{table}.json"
+
+
+FUNCTIONS_PREFIX = CATALOG_PREFIX + "functions/"
+
+
+def functions_prefix(namespace: Namespace) -> str:
+    return f"{FUNCTIONS_PREFIX}{ns_id(namespace)}/"
+
+
+def function_record(namespace: Namespace, function: str) -> str:
+    """A function's record: its metadata location, uuid and audit tail (core/tables/functions.py)."""
+    return f"{functions_prefix(namespace)}{function}.json"
 
 
 def table_from_pointer(key: str) -> str:

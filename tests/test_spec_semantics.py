@@ -152,3 +152,77 @@ def test_unregister_forgets_the_table_and_keeps_every_file(http, catalog_url, s3
     catalog.create_table("u.d", schema)
     catalog.drop_table("u.d")  # whereas a drop here goes to the trash
     assert len(http.get(f"{catalog_url}/v1/{warehouse}/trash").json()["dropped"]) == 1
+
+
+FUNCTION = {
+    "format-version": 1,
+    "definitions": [
+        {
+            "definition-id": "int,int",
+            "parameters": [{"name": "a", "type": "int"}, {"name": "b", "type": "int"}],
+            "return-type": "int",
+            "function-type": "udf",
+            "versions": [{"version-id": 1, "representations": [{"type": "sql", "dialect": "spark", "body": "a + b"}]}],
+            "current-version-id": 1,
+        }
+    ],
+    "definition-log": [],
+    "properties": {"owner": "lake"},
+}
+
+
+def test_functions_list_load_and_with_the_flag_create_and_drop(s3_endpoint, system_bucket, tmp_path, http):
+    """listFunctions and loadFunction per the spec; create and drop in the open proposal's shape,
+    served only with CATALOG_FUNCTIONS_WRITABLE=1 and advertised only then; audited, change events,
+    policies (s3tables:GetFunction ...), bad input refused with nothing stored."""
+    import uuid
+
+    from scripts import catalog_admin
+    from tests.authutil import allow, make_user
+    from tests.conftest import catalog_process
+
+    wh = f"fn-{uuid.uuid4().hex[:8]}"
+    with catalog_process(s3_endpoint, system_bucket, tmp_path / "on", CATALOG_FUNCTIONS_WRITABLE="1") as (url, _):
+        assert http.post(f"{url}/v1/warehouses", json={"name": wh}).status_code == 200
+        assert http.post(f"{url}/v1/{wh}/namespaces", json={"namespace": ["f"]}).status_code == 200
+        base = f"{url}/v1/{wh}/namespaces/f/functions"
+        config = http.get(f"{url}/v1/config", params={"warehouse": wh}).json()["endpoints"]
+        assert "POST /v1/{prefix}/namespaces/{namespace}/functions" in config
+        assert http.get(base).json() == {"identifiers": []}
+        assert http.get(f"{url}/v1/{wh}/namespaces/nope/functions").status_code == 404
+        bad = http.post(base, json={"name": "add", "metadata": {"format-version": 1, "definitions": []}})
+        assert bad.status_code == 400 and "definitions" in bad.json()["error"]["message"]
+        created = http.post(base, json={"name": "add", "metadata": FUNCTION})
+        assert created.status_code == 200, created.text
+        assert http.post(base, json={"name": "add", "metadata": FUNCTION}).status_code == 409
+        loaded = http.get(f"{base}/add")
+        assert loaded.status_code == 200, loaded.text
+        body = loaded.json()
+        assert body["metadata-location"] == created.json()["metadata-location"]
+        assert body["metadata"]["definitions"] == FUNCTION["definitions"]
+        assert uuid.UUID(body["metadata"]["function-uuid"]) and body["metadata"]["properties"] == {"owner": "lake"}
+        assert http.get(base).json() == {"identifiers": [{"namespace": ["f"], "name": "add"}]}
+        missing = http.get(f"{base}/nope")
+        assert missing.status_code == 404 and missing.json()["error"]["type"] == "NoSuchFunctionException"
+        # Policies: a reader may load, not drop.
+        reader = make_user(http, url, {"r": allow(["s3tables:GetFunction", "s3tables:ListFunctions"], "*")})
+        as_reader = catalog_admin.session(reader[1], reader[2])
+        assert as_reader.get(f"{base}/add").status_code == 200
+        refused = as_reader.delete(f"{base}/add")
+        assert refused.status_code == 403 and "s3tables:DropFunction" in refused.json()["error"]["message"]
+        assert http.delete(f"{base}/add").status_code == 204
+        assert http.get(f"{base}/add").status_code == 404 and http.get(base).json() == {"identifiers": []}
+        assert http.delete(f"{base}/add").status_code == 404
+        trail = http.get(f"{url}/v1/{wh}/audit", params={"pageSize": 50}).json()["entries"]
+        assert [e["op"] for e in trail if e["op"].endswith("-function")] == ["drop-function", "create-function"]
+        feed = http.post(f"{url}/v1/{wh}/events", json={"page-size": 100}).json()["events"]
+        kinds = [e["operation"]["operation-type"] for e in feed]
+        assert "x-create-function" in kinds and "x-drop-function" in kinds, kinds
+    with catalog_process(s3_endpoint, system_bucket, tmp_path / "off") as (url, _):
+        base = f"{url}/v1/{wh}/namespaces/f/functions"
+        off = http.post(base, json={"name": "add", "metadata": FUNCTION})
+        assert off.status_code == 406 and "CATALOG_FUNCTIONS_WRITABLE" in off.json()["error"]["message"]
+        config = http.get(f"{url}/v1/config", params={"warehouse": wh}).json()["endpoints"]
+        assert "GET /v1/{prefix}/namespaces/{namespace}/functions/{function}" in config
+        assert "POST /v1/{prefix}/namespaces/{namespace}/functions" not in config
+        assert http.get(base).json() == {"identifiers": []}

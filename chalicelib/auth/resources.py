@@ -157,3 +157,19 @@ def view_list(req: RequestContext) -> list[Check]:
 
 def new_view(req: RequestContext) -> list[Check]:
     return new_table(req)
+
+
+def function(req: RequestContext) -> list[Check]:
+    """A function (the spec's UDF) is named like a table in policies, with actions of its own."""
+    wh, ns = check_warehouse(req.param("warehouse")), parse_namespace_path(req.params["namespace"])
+    name = check_table(req.param("function"))
+    return [(req.action, table_arn(wh, ns, name), ns_context(ns, name), False)]
+
+
+def new_function(req: RequestContext) -> list[Check]:
+    """CreateFunction names the function in the body."""
+    wh, ns = check_warehouse(req.param("warehouse")), parse_namespace_path(req.params["namespace"])
+    name = _body(req).get("name")
+    if isinstance(name, str):
+        return [(req.action, table_arn(wh, ns, check_table(name)), ns_context(ns, name), False)]
+    return [(req.action, table_arn(wh, ns), ns_context(ns), False)]

@@ -21,11 +21,14 @@ bp = RouteGroup(__name__, ICEBERG_FACE)
 # static because the config function of a per-group deployment does not load the other groups.
 ICEBERG_ENDPOINTS = (
     "DELETE /v1/{prefix}/namespaces/{namespace}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/functions/{function}",
     "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
     "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}/plan/{plan-id}",
     "DELETE /v1/{prefix}/namespaces/{namespace}/views/{view}",
     "GET /v1/{prefix}/namespaces",
     "GET /v1/{prefix}/namespaces/{namespace}",
+    "GET /v1/{prefix}/namespaces/{namespace}/functions",
+    "GET /v1/{prefix}/namespaces/{namespace}/functions/{function}",
     "GET /v1/{prefix}/namespaces/{namespace}/tables",
     "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
     "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials",
@@ -36,6 +39,7 @@ ICEBERG_ENDPOINTS = (
     "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
     "HEAD /v1/{prefix}/namespaces/{namespace}/views/{view}",
     "POST /v1/{prefix}/namespaces",
+    "POST /v1/{prefix}/namespaces/{namespace}/functions",
     "POST /v1/{prefix}/namespaces/{namespace}/properties",
     "POST /v1/{prefix}/namespaces/{namespace}/register",
     "POST /v1/{prefix}/namespaces/{namespace}/register-view",
@@ -52,6 +56,19 @@ ICEBERG_ENDPOINTS = (
     "POST /v1/{prefix}/transactions/commit",
     "POST /v1/{prefix}/views/rename",
 )
+
+
+def served_endpoints() -> list[str]:
+    """What /v1/config advertises: every route served, function create and drop only when on."""
+    from chalicelib.core.primitives.context import env_int
+
+    if env_int("CATALOG_FUNCTIONS_WRITABLE", 0) == 1:
+        return list(ICEBERG_ENDPOINTS)
+    writes = (
+        "POST /v1/{prefix}/namespaces/{namespace}/functions",
+        "DELETE /v1/{prefix}/namespaces/{namespace}/functions/{function}",
+    )
+    return [e for e in ICEBERG_ENDPOINTS if e not in writes]
 
 
 def registered_endpoints() -> list[str]:
@@ -96,7 +113,7 @@ def _body(ctx: Any, warehouse: str | None, overrides: dict[str, str]) -> dict[st
             "catalog-version": VERSION,
         },
         "overrides": overrides,
-        "endpoints": list(ICEBERG_ENDPOINTS),
+        "endpoints": served_endpoints(),
         "idempotency-key-lifetime": lifetime_iso(),
     }
 

@@ -20,6 +20,7 @@ ICEBERG_ERRORS: dict[type[e.CatalogError], tuple[int, str]] = {
     e.NamespaceNotFound: (404, "IcebergNamespaceNotFound"),
     e.TableNotFound: (404, "IcebergTableNotFound"),
     e.ViewNotFound: (404, "NoSuchViewException"),
+    e.FunctionNotFound: (404, "NoSuchFunctionException"),
     e.PlanNotFound: (404, "NoSuchPlanIdException"),
     e.PlanTaskNotFound: (404, "NoSuchPlanTaskException"),
     e.MethodNotAllowed: (405, "MethodNotAllowed"),

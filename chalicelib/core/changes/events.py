@@ -33,12 +33,16 @@ VERBS = {
     "create-warehouse": "created",
     "update-warehouse": "updated",
     "drop-warehouse": "dropped",
+    "create-function": "created",
+    "drop-function": "dropped",
 }
 # What a sink's types filter can match: {kind}.{verb} of the changes above.
 TYPE_SUFFIXES = frozenset(
     f"{kind}.{verb}"
     for op, verb in VERBS.items()
-    for kind in ((op.rsplit("-", 1)[1],) if op.endswith(("-namespace", "-warehouse")) else ("table", "view"))
+    for kind in (
+        (op.rsplit("-", 1)[1],) if op.endswith(("-namespace", "-warehouse", "-function")) else ("table", "view")
+    )
 )
 SCHEMA_UPDATES = {"add-schema", "set-current-schema"}
 SPEC_UPDATES = {"add-spec", "set-default-spec", "remove-partition-specs"}
@@ -158,6 +162,8 @@ _SPEC_OPS = {
     ("table", "register"): "register-table",
     ("table", "drop"): "drop-table",
     ("table", "unregister"): "x-unregister-table",
+    ("function", "create-function"): "x-create-function",
+    ("function", "drop-function"): "x-drop-function",
     ("table", "commit"): "update-table",
     ("table", "rename"): "rename-table",
     ("table", "undrop"): "x-restore-table",
@@ -198,7 +204,7 @@ def spec_event(entry: dict[str, Any]) -> dict[str, Any] | None:
     target = entry.get("target") or {}
     detail = entry.get("detail") or {}
     ident = {"namespace": list(target.get("namespace") or []), "name": target.get("name")}
-    uuid_field = "view-uuid" if kind == "view" else "table-uuid"
+    uuid_field = {"view": "view-uuid", "function": "function-uuid"}.get(kind, "table-uuid")
     op: dict[str, Any] = {"operation-type": op_type}
     if kind == "namespace":
         op["namespace"] = ident["namespace"]
