@@ -507,15 +507,20 @@ class RoutedStorage:
     method names its bucket first; a copy between two endpoints is a GET and a PUT (the replicator's
     increments; a large first copy is the Spark job's)."""
 
-    def __init__(self, default: Storage, routes: list[tuple[str, Storage]]) -> None:
+    def __init__(self, default: Storage, routes: list[tuple[str, Storage]], prefix: str = "", keep: str = "") -> None:
         self._default = default
-        self._routes = routes  # (fnmatch pattern of bucket names, storage)
+        self._routes = routes  # (fnmatch pattern of warehouse names, storage)
+        self._prefix = prefix  # warehouse buckets are {prefix}{warehouse}
+        self._keep = keep  # the system bucket: always on the catalog's own S3
 
     def for_bucket(self, bucket: str) -> Storage:
         import fnmatch
 
+        if bucket == self._keep or not bucket.startswith(self._prefix):
+            return self._default  # the system bucket, and buckets no warehouse owns (Glue clients' own)
+        warehouse = bucket[len(self._prefix) :]
         for pattern, storage in self._routes:
-            if fnmatch.fnmatchcase(bucket, pattern):
+            if fnmatch.fnmatchcase(warehouse, pattern):
                 return storage
         return self._default
 

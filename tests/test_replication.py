@@ -499,3 +499,48 @@ def test_a_destination_on_another_s3_endpoint(s3_endpoint, system_bucket, tmp_pa
 
 def _emulator_keys() -> dict[str, str]:
     return {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
+
+
+def test_a_pass_that_cannot_read_a_pointer_or_runs_out_of_time_drops_nothing(
+    catalog_url, s3_endpoint, core, monkeypatch
+):
+    """A changed pointer whose read fails (S3 trouble) or that a pass had no time for is not a drop:
+    its replica stays, and the next pass replicates the change."""
+    import time as clock
+
+    from chalicelib.core.replication import replicate
+    from chalicelib.storage import StorageUnavailable
+
+    st, src, dst, arns, source = _pair(catalog_url, s3_endpoint)
+    schema = pa.schema([pa.field("id", pa.int64())])
+    for name in ("a", "b"):
+        source.create_table(f"ns.{name}", schema=schema).append(pa.table({"id": [1]}, schema=schema))
+    st.put_table_bucket_replication(tableBucketARN=arns[src], configuration=_rule(arns[dst]))
+    assert sorted(replicate.run(core, src)) == ["ns.a", "ns.b"]
+    for name in ("a", "b"):
+        source.load_table(f"ns.{name}").append(pa.table({"id": [2]}, schema=schema))
+    real = replicate.tables.entry
+
+    def flaky(ctx, wh, ns, name, *args, **kwargs):
+        if wh == src and name == "a":
+            raise StorageUnavailable("SlowDown")
+        return real(ctx, wh, ns, name, *args, **kwargs)
+
+    monkeypatch.setattr(replicate.tables, "entry", flaky)
+    assert list(replicate.run(core, src)) == ["ns.b"]
+    monkeypatch.setattr(replicate.tables, "entry", real)
+    assert replicate.run(core, src, deadline=clock.monotonic() - 1) == {}  # no time: nothing done, nothing dropped
+    replica_cat = rest_catalog(catalog_url, dst, s3_endpoint)
+    assert replica_cat.table_exists("ns.a") and replica_cat.table_exists("ns.b")
+    assert list(replicate.run(core, src)) == ["ns.a"]
+    assert sorted(replica_cat.load_table("ns.a").scan().to_arrow()["id"].to_pylist()) == [1, 2]
+
+
+def test_routed_storage_keeps_the_system_bucket_and_foreign_buckets_home():
+    from chalicelib.storage import RoutedStorage
+
+    home, far = object(), object()
+    routed = RoutedStorage(home, [("*", far)], prefix="wh-", keep="wh-system")  # type: ignore[list-item]
+    assert routed.for_bucket("wh-sales") is far
+    assert routed.for_bucket("wh-system") is home  # the system bucket, whatever the pattern
+    assert routed.for_bucket("glue-clients-own-bucket") is home  # no warehouse owns it

@@ -117,11 +117,21 @@ def table_read(req: RequestContext) -> list[Check]:
     return table(req, "GetTable")
 
 
+def staged_grant(query: str | None, props: object) -> str | None:
+    """A sign request's staged-create grant: in the signer endpoint's query, else the request's
+    `staged` property (the spec's remote-signing-config); the route's check and the handler both
+    use this one reading, so they never disagree on whether a request is for a staged table."""
+    if query:
+        return query
+    value = props.get("staged") if isinstance(props, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
 def sign(req: RequestContext) -> list[Check]:
     """Signing reads a table (GetTable), or writes a table being created (CreateTable, staged grant);
     the handler asks for UpdateTable before it signs a write to an existing table."""
     props = _body(req).get("properties")  # the spec's remote-signing-config pass-through (newer clients)
-    staged = req.query.get("staged") or (isinstance(props, dict) and isinstance(props.get("staged"), str))
+    staged = staged_grant(req.query.get("staged"), props)
     return table(req, "CreateTable" if staged else "GetTable")
 
 

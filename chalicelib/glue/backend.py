@@ -5,15 +5,17 @@ Glue's JSON into these calls and formats what they return."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from chalicelib.core.catalog import glue, side_data, tables
 from chalicelib.core.model import Namespace
 from chalicelib.core.primitives.context import Context
-from chalicelib.errors import AlreadyExists, BadRequest, Forbidden
+from chalicelib.errors import AlreadyExists, BadRequest, CatalogError, Forbidden
 from chalicelib.glue import shapes
 from chalicelib.glue.errors import EntityNotFound, LimitExceeded
+from chalicelib.storage import ObjectNotFound
 
 Body = dict[str, Any]
 MayRename = Callable[[Namespace, str], None]
@@ -270,9 +272,17 @@ DELETED = "DeletedAnalyzedTime"  # stored for a deleted column whose statistics 
 
 
 def _iceberg_statistics(ctx: Context, entry: glue.Entry) -> Body:
+    """The table's own statistics; none (logged) when its files cannot be read, so a client's
+    own stored statistics still answer."""
     if not entry.is_iceberg or not entry.metadata_location:
         return {}
-    return glue.column_statistics(ctx, entry.metadata_location)
+    try:
+        return glue.column_statistics(ctx, entry.metadata_location)
+    except (CatalogError, ObjectNotFound, ValueError, KeyError, TypeError) as exc:
+        logging.getLogger("catalog").warning(
+            "column statistics of %s unreadable: %s", entry.metadata_location, str(exc)[:200]
+        )
+        return {}
 
 
 def delete_statistics(ctx: Context, wh: str, entry: glue.Entry, name: str) -> None:

@@ -113,8 +113,7 @@ def sign_request(req: RequestContext) -> tuple[int, dict[str, Any], dict[str, st
         raise Forbidden("Remote signing is turned off in this catalog (CATALOG_REMOTE_SIGNING)")
     body = req.json_object()
     method, uri, headers, payload = _sign_request(body)
-    props = body.get("properties")
-    grant = props.get("staged") if isinstance(props, dict) and isinstance(props.get("staged"), str) else None
+    grant = resources.staged_grant(req.query.get("staged"), body.get("properties"))
     wh, ns, name, location, creating, replica = _location(req, grant)  # creating: the route checked CreateTable
     grant = data.Grant.of(location, write=True)
     s3 = data.check(grant, method, uri, headers, payload, ctx.settings.client_endpoint_for(wh))

@@ -98,7 +98,9 @@ def build(warehouse: str, entry: dict[str, Any]) -> dict[str, Any] | None:
         "prior-metadata-location": entry.get("before"),
         "detail": detail,
     }
-    if data["operation"] in ("commit", "create") and (data["operation"] == "commit" or "snapshots" in detail):
+    if data["operation"] == "create" and "snapshots" in detail:
+        data["snapshots"] = detail["snapshots"]  # its first write (a CTAS): no schema or spec change
+    if data["operation"] == "commit":
         data["snapshots"] = detail.get("snapshots") or []
         data["schema-changed"] = bool(updates & SCHEMA_UPDATES)
         data["partition-spec-changed"] = bool(updates & SPEC_UPDATES)

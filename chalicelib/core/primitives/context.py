@@ -51,10 +51,10 @@ def storage_for(settings: Settings) -> Storage:
     if not settings.warehouse_endpoints:
         return default
     routes: list[tuple[str, Storage]] = [
-        (settings.bucket_prefix + spec.pattern, S3Storage(s3_client(spec.endpoint, spec.region), spec.region))
+        (spec.pattern, S3Storage(s3_client(spec.endpoint, spec.region), spec.region))
         for spec in settings.warehouse_endpoints
     ]
-    return RoutedStorage(default, routes)
+    return RoutedStorage(default, routes, settings.bucket_prefix, settings.system_bucket)
 
 
 def get_context() -> Context:

@@ -418,26 +418,36 @@ def run(ctx: Context, warehouse: str, deadline: float | None = None, force: bool
     waits: dict[str, list[Any]] = dict(cursor.get("retry") or {})  # pointer key -> [its ETag, retry at ms]
     current = {k: e for k, e in ctx.storage.list_entries(bucket, keys.TABLES_PREFIX) if k.endswith(".json")}
     changed = [k for k, e in current.items() if seen.get(k) != e]
-    complete, live = True, {}
+    live: dict[str, TableEntry] = {}
+    absent: set[str] = set()  # changed keys that hold no live table for certain (NotFound)
+    complete = True
     for key in changed:  # who is where now: one GET per changed pointer (the replication reuses it)
         if deadline is not None and time.monotonic() > deadline:
             complete = False
             break
         try:
             live[key] = tables.entry(ctx, warehouse, keys.namespace_of_pointer(key), keys.table_from_pointer(key))
-        except (NotFound, *FAILURES):
-            continue  # a view, a name being dropped or renamed: its next change comes round again
+        except NotFound:
+            absent.add(key)  # a view, a name being dropped or renamed: its next change comes round again
+        except FAILURES:
+            continue  # S3 trouble, a damaged pointer: unknown, so its entry counts as still there
     done: dict[str, Any] = {}
-    ids = {e.entry_id for e in live.values()} | {i for k, i in known.items() if k in current and k not in changed}
-    gone = {i for i in known.values() if i not in ids} | set(cursor.get("dropping") or [])
-    dropping = [i for i in sorted(gone) if not _drop_replicas(ctx, warehouse, i)] if complete else sorted(gone)
-    entries = {k: i for k, i in known.items() if k in current and k not in changed}
+    # An entry is gone only when no listed key can still hold it: every key it was known under is
+    # unlisted or read as absent, and no live key holds it (a rename's new name does).
+    entries = {k: i for k, i in known.items() if k in current and k not in live and k not in absent}
+    ids = {e.entry_id for e in live.values()} | set(entries.values())
+    was_dropping = set(cursor.get("dropping") or [])
+    gone = ({i for i in known.values() if i not in ids} | was_dropping) - ids if complete else was_dropping - ids
+    dropping = [i for i in sorted(gone) if not _drop_replicas(ctx, warehouse, i)]
     for key, entry in live.items():
         if key in known:
             entries[key] = entry.entry_id  # still replicated, whatever this pass does with it
         wait = waits.get(key)
         if not force and wait and wait[0] == current[key] and now_ms() < int(wait[1]):
             continue  # a destination is failing and nothing new came: wait for its backoff
+        if deadline is not None and time.monotonic() > deadline:
+            seen.pop(key, None)  # the next pass takes it up (its entry stays known above)
+            continue
         waits.pop(key, None)
         try:
             states = replicate_table(
@@ -493,8 +503,8 @@ def _drop_replicas(ctx: Context, warehouse: str, entry_id: str) -> bool:
                 continue  # dropped already, released (failover) or never made
             with pointer_record.replicating():
                 tables.drop(ctx, dst, ns, table, purge=False)
-        except NotFound:
-            continue
+        except (NotFound, BucketNotFound):
+            continue  # the destination (or its warehouse) is gone: nothing left to drop there
         except FAILURES:
             ok = False
     return ok

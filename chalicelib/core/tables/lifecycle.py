@@ -19,6 +19,7 @@ from chalicelib.errors import (
     CommitFailed,
     CommitStateUnknown,
     Conflict,
+    NotFound,
     PurgeNotSupported,
 )
 from chalicelib.names import check_namespace, check_table
@@ -68,6 +69,8 @@ def drop(
                 f"Table {pointer_record.ident(ns, name)!r} lives where its Glue client chose, which the catalog does "
                 "not own: drop it without purge and delete its files with the tool that wrote them"
             )
+        if unregister and p.metadata_location is None:
+            raise NotFound(f"Table {pointer_record.ident(ns, name)!r} has no metadata yet: nothing to unregister")
         tomb = _tombstone(p.data, ns, name, purge, retention, "unregister" if unregister else "drop")
         last[0] = p.metadata_location
         try:
