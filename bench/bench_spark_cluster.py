@@ -17,7 +17,6 @@ added-files-size).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -36,6 +35,7 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from scripts import catalog_admin, local_s3  # noqa: E402
+from scripts.request_log import request_lines  # noqa: E402
 from scripts.spark_cluster import SparkCluster, clean_env  # noqa: E402
 
 ROWS = int(os.environ.get("BENCH_ROWS", "5000000"))
@@ -65,20 +65,7 @@ def requests_between(log: Path, start: int, end: int) -> list[dict[str, Any]]:
     """The catalog's request lines written between two offsets of its log."""
     with open(log, "rb") as fh:
         fh.seek(start)
-        text = fh.read(end - start).decode(errors="replace")
-    decoder, found = json.JSONDecoder(), []
-    for raw in text.splitlines():
-        at = raw.find("{")
-        while at != -1:
-            try:
-                line, stop = decoder.raw_decode(raw, at)
-            except ValueError:
-                at = raw.find("{", at + 1)
-                continue
-            if line.get("message") == "request":
-                found.append(line)
-            at = raw.find("{", stop)
-    return found
+        return request_lines(fh.read(end - start).decode(errors="replace"))
 
 
 def main() -> None:

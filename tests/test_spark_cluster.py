@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from scripts import catalog_admin
+from scripts.request_log import request_lines
 from scripts.spark_cluster import SparkCluster, clean_env
 from tests.authutil import allow, make_user
 from tests.conftest import REGION, ROOT, ROOT_KEY, ROOT_SECRET, catalog_process, rest_catalog, sigv4_props
@@ -400,20 +401,8 @@ def test_vended_credentials_refresh_during_a_job(cluster, lake, tmp_path_factory
 
 
 def _requests(log: Path, principal: str) -> list[dict[str, Any]]:
-    """The principal's request log lines (JSON objects; concurrent requests may share a line)."""
-    decoder, found = json.JSONDecoder(), []
-    for raw in log.read_text().splitlines():
-        at = raw.find("{")
-        while at != -1:
-            try:
-                line, end = decoder.raw_decode(raw, at)
-            except ValueError:
-                at = raw.find("{", at + 1)
-                continue
-            if line.get("message") == "request" and line.get("principal") == principal:
-                found.append(line)
-            at = raw.find("{", end)
-    return found
+    """The principal's request log lines."""
+    return request_lines(log.read_text(), principal)
 
 
 def test_audit_names_the_jobs_principal_and_no_secret_reached_the_workers(cluster, lake):

@@ -9,7 +9,6 @@ with the request's principal); STS here is LocalStack's, which like AWS's lasts 
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -23,6 +22,7 @@ from pyiceberg.catalog.rest import RestCatalog
 
 from chalicelib import aws
 from scripts import catalog_admin
+from scripts.request_log import request_lines
 from tests.authutil import allow, make_user
 from tests.conftest import KEYS, REGION, ROOT_KEY, ROOT_SECRET, catalog_process, rest_catalog, sigv4_props
 
@@ -171,21 +171,8 @@ def _role_catalog(s3_endpoint: str, system_bucket: str, log_dir: Path, ttl: int 
 
 
 def _requests(log_path: Path, principal: str) -> list[dict[str, Any]]:
-    """The principal's request log lines (one per request). Lines written by concurrent requests
-    may share a line of the file: every JSON object in it is read."""
-    decoder, lines = json.JSONDecoder(), []
-    for raw in log_path.read_text().splitlines():
-        at = raw.find("{")
-        while at != -1:
-            try:
-                line, end = decoder.raw_decode(raw, at)
-            except ValueError:
-                at = raw.find("{", at + 1)
-                continue
-            if line.get("message") == "request" and line.get("principal") == principal:
-                lines.append(line)
-            at = raw.find("{", end)
-    return lines
+    """The principal's request log lines (one per request)."""
+    return request_lines(log_path.read_text(), principal)
 
 
 def _assume_roles(log_path: Path, principal: str) -> int:
@@ -248,6 +235,30 @@ def test_pyiceberg_reads_across_a_credential_refresh(s3_endpoint, system_bucket,
         assert _assume_roles(lake["log"], name) == 2  # one per window, however many loads
 
 
+def _vended_spark(lake: dict[str, Any], catalog: str, key: str, secret: str) -> Any:
+    """A Spark session whose catalog `catalog` reads and writes with vended credentials only: the
+    catalog says where S3 is and gives the keys."""
+    from dataclasses import replace
+
+    from spark_jobs.session import JobSettings, build_session, spark_conf
+
+    overrides = {
+        "catalog_url": lake["url"],
+        "warehouse": lake["wh"],
+        "catalog_name": catalog,
+        "access_key_id": key,
+        "secret_access_key": secret,
+        "auth": "sigv4",
+        "access_delegation": "vended-credentials",
+    }
+    settings = replace(JobSettings.load(overrides=overrides), s3_endpoint="")
+    spark = build_session(settings, f"vended-{catalog}")
+    for k, v in spark_conf(settings).items():
+        if k.startswith(f"spark.sql.catalog.{catalog}"):
+            spark.conf.set(k, v)  # the session may have existed already
+    return spark
+
+
 def test_spark_reads_across_credential_refreshes(s3_endpoint, system_bucket, tmp_path):
     """Iceberg Java (1.10.2, AWS SDK 2.29) asks `GET .../credentials` at a random moment between 5
     and 1 minutes before the expiry it was given (its 5-minute prefetch, jittered by the SDK). With
@@ -255,33 +266,15 @@ def test_spark_reads_across_credential_refreshes(s3_endpoint, system_bucket, tmp
     read together make the first one come soon. Each refresh is one request and one AssumeRole (the
     catalog never hands out credentials inside Java's margin), then quiet until the next window.
     Before each client had its own parser it was one request and one AssumeRole per S3 request."""
-    from dataclasses import replace
-
-    from spark_jobs.session import JobSettings, build_session, spark_conf
 
     tables = [f"t{i}" for i in range(6)]
     with _role_catalog(s3_endpoint, system_bucket, tmp_path, 305) as lake:
         name, key, secret = lake["reader"]
         for table in tables:
             lake["root"].create_table(f"ns.{table}", ROWS.schema).append(ROWS)
-        settings = JobSettings.load(
-            overrides={
-                "catalog_url": lake["url"],
-                "warehouse": lake["wh"],
-                "catalog_name": "vref",
-                "access_key_id": key,
-                "secret_access_key": secret,
-                "auth": "sigv4",
-                "access_delegation": "vended-credentials",
-            }
-        )
-        settings = replace(settings, s3_endpoint="")  # the catalog says where S3 is; it gives no keys
         started = time.monotonic()
-        spark = build_session(settings, "vended-refresh")
+        spark = _vended_spark(lake, "vref", key, secret)
         try:
-            for k, v in spark_conf(settings).items():
-                if k.startswith("spark.sql.catalog.vref"):
-                    spark.conf.set(k, v)  # the session may have existed already
             sql = " UNION ALL ".join(f"SELECT id FROM vref.ns.{table}" for table in tables)
             queries, refreshed_at = 0, 0.0
             while time.monotonic() - started < 300 and (not refreshed_at or time.monotonic() - refreshed_at < 15):
@@ -343,28 +336,10 @@ def test_spark_creates_a_table_whose_credentials_expire_mid_create(s3_endpoint, 
     """Iceberg Java refreshes vended credentials within 5 minutes of their expiry: with a 60 s life it
     refreshes at once, while the table is still being created (CTAS, then writeTo().create()). Both
     finish, and their refreshes were answered."""
-    from dataclasses import replace
-
-    from spark_jobs.session import JobSettings, build_session, spark_conf
 
     with _role_catalog(s3_endpoint, system_bucket, tmp_path, 60) as lake:
-        settings = JobSettings.load(
-            overrides={
-                "catalog_url": lake["url"],
-                "warehouse": lake["wh"],
-                "catalog_name": "vmade",
-                "access_key_id": ROOT_KEY,
-                "secret_access_key": ROOT_SECRET,
-                "auth": "sigv4",
-                "access_delegation": "vended-credentials",
-            }
-        )
-        settings = replace(settings, s3_endpoint="")  # the catalog says where S3 is; it gives no keys
-        spark = build_session(settings, "vended-create")
+        spark = _vended_spark(lake, "vmade", ROOT_KEY, ROOT_SECRET)
         try:
-            for k, v in spark_conf(settings).items():
-                if k.startswith("spark.sql.catalog.vmade"):
-                    spark.conf.set(k, v)
             spark.sql("CREATE TABLE vmade.ns.ctas USING iceberg AS SELECT id FROM range(1000)")
             spark.range(500).writeTo("vmade.ns.made").create()
             assert spark.sql("SELECT count(*) FROM vmade.ns.ctas").collect()[0][0] == 1000

@@ -18,10 +18,6 @@ from chalicelib.routes.iceberg_errors import ICEBERG_FACE
 bp = RouteGroup(__name__, ICEBERG_FACE)
 FUNCTIONS = PREFIX + "/namespaces/{namespace}/functions"
 FUNCTION = FUNCTIONS + "/{function}"
-WRITES = (
-    "POST /v1/{prefix}/namespaces/{namespace}/functions",
-    "DELETE /v1/{prefix}/namespaces/{namespace}/functions/{function}",
-)
 
 
 def _writable() -> None:
