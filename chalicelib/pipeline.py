@@ -109,6 +109,9 @@ class RequestContext:
     # The caller's s3tables:GetTableData statements on a table (core.model.ReadRule; every row for
     # root), and whether it may write the table's data (core/access/data_actions.py says by which action).
     read_rule: Callable[[Any, dict[str, str]], tuple[Any, ...]] = _no_read_rule
+    # The statements as the policies say them, for the read restrictions a loadTable answer
+    # carries; read_rule is what the catalog enforces (a trusted engine enforces the rest itself).
+    read_policy: Callable[[Any, dict[str, str]], tuple[Any, ...]] = _no_read_rule
     may_write_data: Callable[[Any, dict[str, str]], bool] = _writes_everything
     # Whether some table of a set may have the caller's reads limited (GetConfig's planning mode).
     may_limit_reads: Callable[[Any], bool] = _no_limits

@@ -4,6 +4,8 @@ Through the catalog's API (root credentials: CATALOG_ROOT_ACCESS_KEY and CATALOG
 CATALOG_URL, default http://127.0.0.1:8181/_iceberg; requests SigV4-signed for s3tables):
   users, access keys and policies  list-users, create-user, get-user, delete-user, create-key,
                                    delete-key, put-policy, delete-policy
+  trusted engines                  trust-engine USER on|off (it enforces the read restrictions
+                                   its table loads carry, and reads the tables' files whole)
   audit trail                      audit [--warehouse W [--table NS.T]] [--principal P] [--operation OP]
   dropped tables                   trash W, undrop W DROP_ID [--to NS.T], purge-dropped W DROP_ID
   change-event sinks               event-sinks W, add-event-sink W NAME KIND TARGET, remove-event-sink W NAME,
@@ -87,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         "delete-key": (["user", "key"], "delete an access key"),
         "put-policy": (["user", "policy", "file"], "attach or replace a named IAM policy read from a JSON file"),
         "delete-policy": (["user", "policy"], "remove a named policy"),
+        "trust-engine": (["user", "value"], "on: the user is an engine that enforces read restrictions itself"),
     }.items():
         cmd = sub.add_parser(name, help=what)
         for arg in args:
@@ -186,6 +189,11 @@ def main(argv: list[str] | None = None) -> int:
         "delete-key": ("DELETE", f"{base}/{user}/access-keys/{quote(getattr(a, 'key', ''), safe='')}", None),
         "delete-policy": ("DELETE", f"{base}/{user}/policies/{quote(getattr(a, 'policy', ''), safe='')}", None),
     }
+    if a.cmd == "trust-engine":
+        if a.value not in ("on", "off"):
+            print("catalog-admin: trust-engine USER on|off", file=sys.stderr)
+            return 2
+        calls["trust-engine"] = ("PATCH", f"{base}/{user}", {"trusted-engine": a.value == "on"})
     if a.cmd == "put-policy":
         try:
             with open(a.file, encoding="utf-8") as fh:

@@ -21,6 +21,7 @@ from chalicelib.auth import arns, policy
 from chalicelib.core.model import ReadStatement
 from chalicelib.core.planning import content, expressions, planner, read_rules
 from chalicelib.errors import BadRequest, NotSupported
+from tests.spec_schemas import check_read_restrictions
 
 SCHEMA = Schema(
     t.NestedField(1, "id", t.LongType(), required=False),
@@ -276,6 +277,144 @@ def test_policies_yield_the_read_statements_that_apply() -> None:
 def test_read_conditions_are_validated(statement: dict[str, Any]) -> None:
     with pytest.raises(BadRequest):
         policy.validate({"Statement": [{"Effect": "Allow", "Resource": "*", **statement}]})
+
+
+# ---- read restrictions (the spec's loadTable `read-restrictions`) ----------------------------------------
+
+WIDE = Schema(
+    t.NestedField(1, "id", t.LongType(), required=True),
+    t.NestedField(2, "region", t.StringType(), required=False),
+    t.NestedField(3, "email", t.StringType(), required=False),
+    t.NestedField(4, "born", t.DateType(), required=False),
+    t.NestedField(5, "salary", t.LongType(), required=True),
+    t.NestedField(6, "tags", t.ListType(7, t.StringType()), required=False),
+)
+
+
+def _masked(*masks: tuple[str, str], rows: tuple = (), columns: tuple | None = None) -> ReadStatement:
+    return ReadStatement(False, rows, columns, tuple(sorted(masks)))
+
+
+def _restrictions(rule: tuple, trusted: bool = True) -> Any:
+    found = read_rules.restrictions(rule, _cols(WIDE), trusted)
+    if found is not None:
+        check_read_restrictions(found)
+    return found
+
+
+def test_no_limit_means_no_read_restrictions() -> None:
+    assert _restrictions((_st(),)) is None
+    assert _restrictions((_st(), _st(rows=(("StringEquals", "region", ("eu",)),)))) is None  # an Allow of all wins
+
+
+def test_row_conditions_become_the_required_row_filter_on_raw_values() -> None:
+    eu = _st(rows=(("StringEquals", "region", ("eu", "uk")),))
+    assert _restrictions((eu,)) == {"required-row-filter": {"type": "in", "term": "region", "values": ["eu", "uk"]}}
+    deny = _st(deny=True, rows=(("NumericGreaterThan", "salary", ("100",)),))
+    assert _restrictions((_st(), deny)) == {
+        "required-row-filter": {"type": "not", "child": {"type": "gt", "term": "salary", "value": 100}}
+    }
+    nowhere = _st(rows=(("StringEquals", "absent", ("x",)),))  # a positive test on no column never holds
+    assert _restrictions((nowhere,)) == {
+        "required-column-projections": [
+            {"action": "mask-to-default", "field-id": 1},
+            {"action": "replace-with-null", "field-id": 2},
+            {"action": "replace-with-null", "field-id": 3},
+            {"action": "replace-with-null", "field-id": 4},
+            {"action": "mask-to-default", "field-id": 5},
+            {"action": "replace-with-null", "field-id": 6},
+        ],
+        "required-row-filter": {"type": "false"},
+    }
+
+
+def test_masks_reach_a_trusted_engine_and_grant_nothing_to_others() -> None:
+    rule = (
+        _masked(("email", "mask-alphanum"), ("born", "truncate-to-year"), rows=(("StringEquals", "region", ("eu",)),)),
+        _st(deny=True, columns=(("StringEquals", ("salary",)),)),
+    )
+    eu = {"type": "eq", "term": "region", "value": "eu"}
+    assert _restrictions(rule, trusted=True) == {
+        "required-column-projections": [
+            {"action": "mask-alphanum", "field-id": 3},
+            {"action": "truncate-to-year", "field-id": 4},
+            {"action": "mask-to-default", "field-id": 5},  # hidden and required: no null
+        ],
+        "required-row-filter": eu,
+    }
+    assert _restrictions(rule, trusted=False) == {
+        "required-column-projections": [
+            {"action": "replace-with-null", "field-id": 3},
+            {"action": "replace-with-null", "field-id": 4},
+            {"action": "mask-to-default", "field-id": 5},
+        ],
+        "required-row-filter": eu,
+    }
+    # Where the catalog enforces reads itself, a masked grant grants that column nothing.
+    assert read_rules.readable_columns(rule, _cols(WIDE)) == ["id", "region", "tags"]
+    assert read_rules.readable_rows(rule, _cols(WIDE), [3]) == ex.AlwaysFalse()
+    assert read_rules.readable_rows(rule, _cols(WIDE), [3], masks_grant=True) == ex.EqualTo("region", "eu")
+    assert read_rules.restricted((_masked(("email", "sha-256-global")),))
+    assert read_rules.fingerprint((_masked(("email", "sha-256-global")),)) != read_rules.fingerprint(
+        (_masked(("email", "mask-alphanum")),)
+    )
+
+
+def test_a_mask_is_never_undone_and_never_misapplied() -> None:
+    both = (_masked(("email", "show-last-4")), _st())  # another grant of the column raw: still masked
+    assert _restrictions(both) == {"required-column-projections": [{"action": "show-last-4", "field-id": 3}]}
+    disagree = (_masked(("email", "show-last-4")), _masked(("email", "sha-256-global")))
+    assert _restrictions(disagree) == {"required-column-projections": [{"action": "mask-to-default", "field-id": 3}]}
+    wrong_types = (_masked(("born", "mask-alphanum"), ("id", "replace-with-null"), ("tags", "sha-256-global")),)
+    assert _restrictions(wrong_types) == {  # an action the spec does not apply to the type: the default
+        "required-column-projections": [
+            {"action": "mask-to-default", "field-id": 1},
+            {"action": "mask-to-default", "field-id": 4},
+            {"action": "mask-to-default", "field-id": 6},
+        ]
+    }
+    renamed = Schema(*[f if f.field_id != 3 else t.NestedField(3, "mail", t.StringType()) for f in WIDE.fields])
+    old_name = (_masked(("EMAIL", "mask-alphanum")),)  # a name the column once had, in any case
+    found = read_rules.restrictions(old_name, _cols(WIDE, renamed), True)
+    assert found == {"required-column-projections": [{"action": "mask-alphanum", "field-id": 3}]}
+
+
+def test_mask_conditions_are_validated_and_read() -> None:
+    table = arns.table("wh", ("ns",), "t")
+    doc = {
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": "s3tables:GetTableData",
+                "Resource": "*",
+                "Condition": {"StringEquals": {"s3tables:columnMask/Email": "MASK-ALPHANUM"}},
+            }
+        ]
+    }
+    policy.validate(doc)
+    (found,) = policy.read_statements((doc,), table, {"s3tables:namespace": "ns", "s3tables:tableName": "t"})
+    assert found.masks == (("Email", "mask-alphanum"),) and found.columns is None and not found.deny
+    assert policy.may_limit_reads((doc,), arns.table("wh", None, None))
+
+
+@pytest.mark.parametrize(
+    ("effect", "condition"),
+    [
+        ("Deny", {"StringEquals": {"s3tables:columnMask/email": "mask-alphanum"}}),
+        ("Allow", {"StringEquals": {"s3tables:columnMask/email": "hash"}}),
+        ("Allow", {"StringEquals": {"s3tables:columnMask/email": ["mask-alphanum", "show-last-4"]}}),
+        ("Allow", {"StringLike": {"s3tables:columnMask/email": "mask-*"}}),
+        ("Allow", {"StringEquals": {"s3tables:columnMask/": "mask-alphanum"}}),
+        ("Allow", {"StringEquals": {"s3tables:columnMask/e*": "mask-alphanum"}}),
+        ("Allow", {"StringEquals": {"s3tables:columnMask/email": "apply-expression"}}),
+    ],
+)
+def test_bad_mask_conditions_are_400(effect: str, condition: dict[str, Any]) -> None:
+    st = {"Effect": effect, "Action": "s3tables:GetTableData", "Resource": "*", "Condition": condition}
+    with pytest.raises(BadRequest):
+        policy.validate({"Statement": [st]})
+    with pytest.raises(BadRequest):  # and only on a statement of reading data
+        policy.validate({"Statement": [{**st, "Action": ["s3tables:GetTableData", "s3tables:GetTable"]}]})
 
 
 # ---- delete files, by the spec's rules --------------------------------------------------------------------

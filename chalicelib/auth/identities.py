@@ -42,6 +42,9 @@ class Principal:
     scope: tuple[str, ...] | None = None
     # HMAC key derived from the access key's secret: mints sign tokens; never logged.
     token_key: bytes = field(default=b"", repr=False, compare=False)
+    # Set by the operator (AdminUpdateUser): an engine trusted to enforce the read restrictions its
+    # loadTable answers carry, so it reads a table's files whole instead of only what plans grant.
+    trusted_engine: bool = False
 
 
 _root_from_secret: tuple[str, str] | None = None
@@ -113,6 +116,8 @@ def _user_problem(doc: Any) -> str | None:
     policies = doc.get("policies", {})
     if not isinstance(policies, dict):
         return "'policies' is not an object"
+    if not isinstance(doc.get("trusted-engine", False), bool):
+        return "'trusted-engine' is not a boolean"
     for name, policy in policies.items():
         try:
             validate(policy)
@@ -166,7 +171,8 @@ def _lookup_stored(ctx: Context, access_key_id: str) -> tuple[str, Principal] | 
     if user is None or access_key_id not in user[0].get("access-keys", []):
         return None
     policies = tuple(user[0].get("policies", {}).values())
-    return record["secret"], Principal(record["user"], access_key_id, policies=policies)
+    trusted = user[0].get("trusted-engine") is True
+    return record["secret"], Principal(record["user"], access_key_id, policies=policies, trusted_engine=trusted)
 
 
 def principal_for(ctx: Context, name: str, access_key_id: str) -> Principal | None:
@@ -219,6 +225,7 @@ def public(record: dict[str, Any]) -> dict[str, Any]:
         "name": record["name"],
         "access-keys": record.get("access-keys", []),
         "policies": record.get("policies", {}),
+        "trusted-engine": record.get("trusted-engine") is True,
         "created-at": record.get("created-at"),
     }
 
@@ -348,6 +355,26 @@ def delete_policy(ctx: Context, name: str, policy_name: str) -> None:
         raise NotFound(f"User {name!r} has no policy {policy_name[:40]!r}")
     _update_user(ctx, name, lambda r: r["policies"].pop(policy_name, None), "delete-policy", policy=policy_name)
     forget(user=name)
+
+
+USER_PROPERTIES = ("trusted-engine",)
+
+
+def update_user(ctx: Context, name: str, changes: object) -> dict[str, Any]:
+    """Set a user's properties: `trusted-engine` (a boolean) marks an engine the operator trusts
+    to enforce the read restrictions of the tables it loads (audited as update-user)."""
+    if not isinstance(changes, dict) or not changes:
+        raise BadRequest(f"Expected a JSON object of user properties: {', '.join(USER_PROPERTIES)}")
+    unknown = sorted(set(changes) - set(USER_PROPERTIES))
+    if unknown:
+        raise BadRequest(f"Unknown user propert(ies) {unknown[:5]!r}; supported: {', '.join(USER_PROPERTIES)}")
+    if not isinstance(changes["trusted-engine"], bool):
+        raise BadRequest("Invalid trusted-engine: expected true or false")
+    record = _update_user(
+        ctx, name, lambda r: r.__setitem__("trusted-engine", changes["trusted-engine"]), "update-user", **changes
+    )
+    forget(user=name)
+    return public(record)
 
 
 def _add_once(items: list[str], item: str) -> None:

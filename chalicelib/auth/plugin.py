@@ -120,13 +120,25 @@ class PolicyAuthorizer:
                 legacy[warehouse] = warehouse != "*" and data_actions.legacy(get_context(), warehouse)
             return legacy[warehouse]
 
-        def read_rule(resource: Resource, cond: dict[str, str]) -> tuple[Any, ...]:
+        def read_policy(resource: Resource, cond: dict[str, str]) -> tuple[Any, ...]:
             rule = policy.read_statements(docs_for(resource), resource, cond, id_of)
             if not any(not st.deny for st in rule) and legacy_data_actions(resource.warehouse):
                 from chalicelib.core.model import ALL_ROWS
 
                 if allowed("GetTable", resource, cond):
                     return (ALL_ROWS, *rule)
+            return rule
+
+        def read_rule(resource: Resource, cond: dict[str, str]) -> tuple[Any, ...]:
+            """What the catalog enforces: a trusted engine that may read some of the table reads its
+            files whole, and enforces the read restrictions its loadTable answer carries."""
+            rule = read_policy(resource, cond)
+            if principal.trusted_engine and rule:
+                from chalicelib.core.model import EVERYTHING
+                from chalicelib.core.planning.read_rules import reads_any
+
+                if reads_any(rule):
+                    return EVERYTHING
             return rule
 
         def may_write_data(resource: Resource, cond: dict[str, str]) -> bool:
@@ -146,9 +158,12 @@ class PolicyAuthorizer:
         req.visible = visible
         req.denied = denied
         req.read_rule = read_rule
+        req.read_policy = read_policy
         req.may_write_data = may_write_data
 
         def may_limit_reads(tables: Resource) -> bool:
+            if principal.trusted_engine:  # it plans for itself, and enforces what loadTable tells it
+                return False
             docs = docs_for(tables)  # the bucket's policies; table policies are per table:
             named = naming.get(tables.warehouse) or {}  # each may limit some table of the set
             return policy.may_limit_reads(docs + tuple((named.get("tables") or {}).values()), tables)

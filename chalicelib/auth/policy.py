@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -145,6 +146,20 @@ CONDITION_KEYS = ("s3tables:namespace", "s3tables:tablename")
 # column read. They are evaluated when a scan is planned (core/planning/read_rules.py).
 ROW_KEY = "s3tables:partition/"
 COLUMN_KEY = "s3tables:column"
+# A column an Allow grants only masked: the Iceberg REST spec's read-restriction actions, which a
+# trusted engine applies (core/planning/read_rules.py; docs/security.md "Read restrictions").
+MASK_KEY = "s3tables:columnmask/"
+MASK_ACTIONS = (
+    "mask-alphanum",
+    "mask-to-default",
+    "replace-with-null",
+    "show-first-4",
+    "show-last-4",
+    "truncate-to-year",
+    "truncate-to-month",
+    "sha-256-global",
+    "sha-256-query-local",
+)
 READ_ACTION = "GetTableData"
 _VALUE_CHARS = {"s3tables:namespace": re.compile(r"[a-z0-9_.*?]+"), "s3tables:tablename": re.compile(r"[a-z0-9_*?]+")}
 Policies = tuple[dict[str, Any], ...]
@@ -344,6 +359,7 @@ def read_statements(
         plain: dict[str, dict[str, Any]] = {}
         rows: list[tuple[str, str, tuple[str, ...]]] = []
         columns: list[tuple[str, tuple[str, ...]]] = []
+        masks: list[tuple[str, str]] = []
         for operator, tests in (st.get("Condition") or {}).items():
             for key, value in tests.items():
                 lowered = key.lower()
@@ -351,11 +367,14 @@ def read_statements(
                     rows.append((operator, key[len(ROW_KEY) :], tuple(_list(value))))
                 elif lowered == COLUMN_KEY:
                     columns.append((operator, tuple(_list(value))))
+                elif lowered.startswith(MASK_KEY):
+                    masks += [(key[len(MASK_KEY) :], str(v).lower()) for v in _list(value)]
                 else:
                     plain.setdefault(operator, {})[key] = value
         if not _condition_holds(plain, context, False):
             continue
-        out.append(ReadStatement(deny, tuple(sorted(rows)), tuple(sorted(columns)) if columns else None))
+        statement = ReadStatement(deny, tuple(sorted(rows)), tuple(sorted(columns)) if columns else None)
+        out.append(replace(statement, masks=tuple(sorted(masks))) if masks else statement)
     return tuple(out)
 
 
@@ -364,7 +383,7 @@ def may_limit_reads(policies: Policies, tables: Resource) -> bool:
     statement with row or column conditions, or a Deny of it, that may apply to some member."""
     for st in _data_reads(policies):
         keys = [k.lower() for tests in (st.get("Condition") or {}).values() for k in tests]
-        limits = any(k.startswith(ROW_KEY) or k == COLUMN_KEY for k in keys)
+        limits = any(k.startswith((ROW_KEY, MASK_KEY)) or k == COLUMN_KEY for k in keys)
         if not (limits or st.get("Effect") == "Deny"):
             continue
         if "Resource" in st and not _some(_list(st["Resource"]), tables):
@@ -505,6 +524,9 @@ def _validate_read_condition(where: str, st: dict[str, Any], operator: str, key:
             "Action must be s3tables:GetTableData alone"
         )
     lowered = key.lower()
+    if lowered.startswith(MASK_KEY):
+        _validate_mask(where, st, operator, key, values)
+        return
     if lowered.startswith(ROW_KEY):
         column = key[len(ROW_KEY) :]
         if not column or len(column) > 200 or any(c in column for c in "*?"):
@@ -527,6 +549,20 @@ def _validate_read_condition(where: str, st: dict[str, Any], operator: str, key:
                 )
 
 
+def _validate_mask(where: str, st: dict[str, Any], operator: str, key: str, values: list[str]) -> None:
+    """s3tables:columnMask/<column>: an Allow's grant of that column, masked by one spec action."""
+    column = key[len(MASK_KEY) :]
+    if not column or len(column) > 200 or any(c in column for c in "*?"):
+        raise BadRequest(f"Invalid policy {where}: {key[:80]!r} must name one column: s3tables:columnMask/<column>")
+    if st.get("Effect") != "Allow":
+        raise BadRequest(f"Invalid policy {where}: {key[:80]} grants a column masked: it belongs in an Allow")
+    if operator != "StringEquals" or len(values) != 1 or values[0].lower() not in MASK_ACTIONS:
+        raise BadRequest(
+            f"Invalid policy {where}: {key[:80]} takes StringEquals and one action of the Iceberg REST spec's "
+            f"read restrictions: {', '.join(MASK_ACTIONS)}"
+        )
+
+
 def _validate_condition(where: str, cond: Any, st: dict[str, Any] | None = None) -> None:
     if not isinstance(cond, dict):
         raise BadRequest(f"Invalid policy {where}: Condition must be an object")
@@ -536,7 +572,7 @@ def _validate_condition(where: str, cond: Any, st: dict[str, Any] | None = None)
                 f"Invalid policy {where}: condition operator {operator[:40]!r}; supported: {OPERATORS + NUMERIC}"
             )
         for key, value in tests.items():
-            if key.lower().startswith(ROW_KEY) or key.lower() == COLUMN_KEY:
+            if key.lower().startswith((ROW_KEY, MASK_KEY)) or key.lower() == COLUMN_KEY:
                 strings = isinstance(value, list) and value and all(isinstance(v, str) for v in value)
                 if not (isinstance(value, str) or strings):
                     raise BadRequest(f"Invalid policy {where}: condition value for {key[:60]!r}: a string or strings")
@@ -547,7 +583,8 @@ def _validate_condition(where: str, cond: Any, st: dict[str, Any] | None = None)
             if key.lower() not in CONDITION_KEYS:
                 raise BadRequest(
                     f"Invalid policy {where}: condition key {key[:60]!r}; supported: s3tables:namespace, "
-                    "s3tables:tableName, and for s3tables:GetTableData s3tables:partition/<column> and s3tables:column"
+                    "s3tables:tableName, and for s3tables:GetTableData s3tables:partition/<column>, s3tables:column "
+                    "and s3tables:columnMask/<column>"
                 )
             if not (isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))):
                 raise BadRequest(f"Invalid policy {where}: condition value for {key[:60]!r}: a string or strings")

@@ -83,12 +83,14 @@ class WarehouseInfo:
 class ReadStatement:
     """A policy statement on reading a table's data (s3tables:GetTableData) that applies to the caller:
     Allow or Deny, its conditions on row values (operator, column, values) and on the column read
-    (operator, values; None: every column). A caller with no Allow among them reads no data
+    (operator, values; None: every column), and the columns an Allow grants only masked (column,
+    the spec's read-restriction action). A caller with no Allow among them reads no data
     (core/access/data_actions.py: a warehouse of the earlier meaning adds ALL_ROWS for GetTable)."""
 
     deny: bool
     rows: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
     columns: tuple[tuple[str, tuple[str, ...]], ...] | None = None
+    masks: tuple[tuple[str, str], ...] = ()
 
 
 ReadRule = tuple[ReadStatement, ...]

@@ -104,6 +104,11 @@ def get_user(req: RequestContext) -> tuple[int, dict[str, Any]]:
     return 200, identities.get_user(get_context(), req.param("user"))
 
 
+@operation(bp, ADMIN + "/users/{user}", "PATCH", "AdminUpdateUser", iceberg=False)
+def update_user(req: RequestContext) -> tuple[int, dict[str, Any]]:
+    return 200, identities.update_user(get_context(), req.param("user"), req.json())
+
+
 @operation(bp, ADMIN + "/users/{user}", "DELETE", "AdminDeleteUser", iceberg=False)
 def delete_user(req: RequestContext) -> tuple[int, None]:
     identities.delete_user(get_context(), req.param("user"))

@@ -26,6 +26,28 @@ def read_rule(req: RequestContext, wh: str, ns: tuple[str, ...], name: str) -> t
     return req.read_rule(table_arn(wh, ns, name), ns_context(ns, name))
 
 
+def read_policy(req: RequestContext, wh: str, ns: tuple[str, ...], name: str) -> tuple[Any, ...]:
+    """The GetTableData statements as the policies say them (a trusted engine's included)."""
+    return req.read_policy(table_arn(wh, ns, name), ns_context(ns, name))
+
+
+def trusted_engine(req: RequestContext) -> bool:
+    return bool(getattr(req.identity, "trusted_engine", False))
+
+
+def read_restrictions(req: RequestContext, policy: tuple[Any, ...], raw_metadata: bytes) -> dict[str, Any] | None:
+    """The loadTable answer's `read-restrictions` for this caller (None: it reads everything raw)."""
+    from chalicelib.core.catalog.planning import read_restrictions as of
+
+    return of(raw_metadata, policy, trusted_engine(req))
+
+
+def restrictions_tag(req: RequestContext, policy: tuple[Any, ...]) -> str:
+    from chalicelib.core.catalog.planning import restrictions_tag as tag
+
+    return tag(policy, trusted_engine(req))
+
+
 def limited(req: RequestContext, wh: str, ns: tuple[str, ...], name: str) -> bool:
     """The caller's read policy limits the rows or columns it may read: it reads through plans only."""
     from chalicelib.core.catalog.planning import restricted
@@ -85,9 +107,11 @@ FORGETTING = frozenset({"remove-schemas"})
 
 def refuse_forgetting(req: RequestContext, wh: str, changes: list[Any]) -> None:
     """403 for a change that removes schemas from a table whose reads are limited for the caller."""
+    from chalicelib.core.catalog.planning import restricted
+
     for change in changes:
         actions = {getattr(u, "action", None) for u in change.updates}
-        if actions & FORGETTING and limited(req, wh, change.namespace, change.name):
+        if actions & FORGETTING and restricted(read_policy(req, wh, change.namespace, change.name)):
             from chalicelib.errors import Forbidden
 
             raise Forbidden(

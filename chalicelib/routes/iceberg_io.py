@@ -16,7 +16,12 @@ def etag_for(metadata_location: str) -> str:
     return '"' + hashlib.sha256(metadata_location.encode()).hexdigest()[:32] + '"'
 
 
-def load_result(state: TableState, config: dict[str, str], credentials: list[dict[str, Any]] | None = None) -> str:
+def load_result(
+    state: TableState,
+    config: dict[str, str],
+    credentials: list[dict[str, Any]] | None = None,
+    restrictions: dict[str, Any] | None = None,
+) -> str:
     """LoadTableResult as JSON text, embedding the stored metadata bytes without re-encoding."""
     signing = remote_signing_config(config)
     return (
@@ -28,6 +33,7 @@ def load_result(state: TableState, config: dict[str, str], credentials: list[dic
         + json.dumps(config)
         + (',"storage-credentials":' + json.dumps(credentials) if credentials else "")
         + (',"remote-signing-config":' + json.dumps(signing) if signing is not None else "")
+        + (',"read-restrictions":' + json.dumps(restrictions) if restrictions else "")
         + "}"
     )
 
@@ -51,11 +57,17 @@ def remote_signing_config(config: dict[str, str]) -> dict[str, Any] | None:
 
 
 def with_etag(
-    state: TableState, config: dict[str, str], credentials: list[dict[str, Any]] | None = None
+    state: TableState,
+    config: dict[str, str],
+    credentials: list[dict[str, Any]] | None = None,
+    restrictions: dict[str, Any] | None = None,
+    tag: str = "",
 ) -> tuple[int, str, dict[str, str]]:
-    """A LoadTableResult and the ETag of its metadata location (none for a staged create)."""
+    """A LoadTableResult and the ETag of its metadata location and the caller's restrictions' tag
+    (none for a staged create)."""
     location = state.metadata_location
-    return 200, load_result(state, config, credentials), ({"ETag": etag_for(location)} if location else {})
+    body = load_result(state, config, credentials, restrictions)
+    return 200, body, ({"ETag": etag_for(location + tag)} if location else {})
 
 
 # The REST create body is the Iceberg table definition S3 Tables' CreateTable carries too.

@@ -54,13 +54,18 @@ def create_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
 
 def _access(
     req: RequestContext, wh: str, ns: tuple[str, ...], name: str, state: TableState
-) -> tuple[dict[str, str], list[dict[str, Any]] | None]:
-    """The table's config and storage credentials, as the caller's X-Iceberg-Access-Delegation asks."""
+) -> tuple[dict[str, str], list[dict[str, Any]] | None, dict[str, Any] | None, str]:
+    """The table's config and storage credentials, as the caller's X-Iceberg-Access-Delegation
+    asks, and the caller's read restrictions and their ETag tag (a registered table is loaded)."""
     ctx = warehouse_of(req)[0]
+    policy = delegation.read_policy(req, wh, ns, name)
+    restrictions = delegation.read_restrictions(req, policy, state.raw_metadata)
+    tag = delegation.restrictions_tag(req, policy)
     if not delegation.requested(req):
-        return ctx.settings.client_config_for(wh), None
+        return ctx.settings.client_config_for(wh), None, restrictions, tag
     location = json.loads(state.raw_metadata).get("location")
-    return delegation.for_table(req, ctx, wh, ns, name, location, staged=state.metadata_location is None)
+    config, creds = delegation.for_table(req, ctx, wh, ns, name, location, staged=state.metadata_location is None)
+    return config, creds, restrictions, tag
 
 
 @operation(bp, PREFIX + "/namespaces/{namespace}/register", "POST", "RegisterTable", checks=resources.new_table)
@@ -95,7 +100,9 @@ def load_table(req: RequestContext) -> tuple[int, str | None, dict[str, str]]:
     if mode not in ("all", "refs"):
         raise BadRequest(f"Invalid snapshots {mode[:20]!r}: expected all or refs")
     location, replica = tables.located(ctx, wh, ns, name)
-    etag = iceberg_io.etag_for(location) if mode == "all" else iceberg_io.etag_for(location + "#refs")
+    policy = delegation.read_policy(req, wh, ns, name)  # the caller's: its answer's restrictions
+    tag = ("" if mode == "all" else "#refs") + delegation.restrictions_tag(req, policy)
+    etag = iceberg_io.etag_for(location + tag)
     if req.headers.get("if-none-match") == etag:
         return 304, None, {"ETag": etag}
     raw = tables.read_metadata_raw(ctx, location)
@@ -103,9 +110,11 @@ def load_table(req: RequestContext) -> tuple[int, str | None, dict[str, str]]:
 
     # Also without X-Iceberg-Access-Delegation: a caller limited to some rows is told to plan on the server.
     config, credentials = delegation.for_table(req, ctx, wh, ns, name, table_location(ctx, location), read_only=replica)
+    restrictions = delegation.read_restrictions(req, policy, raw)
     if mode == "refs":
         raw = _only_referenced_snapshots(raw)
-    return 200, iceberg_io.load_result(TableState(location, raw), config, credentials), {"ETag": etag}
+    body = iceberg_io.load_result(TableState(location, raw), config, credentials, restrictions)
+    return 200, body, {"ETag": etag}
 
 
 @operation(bp, TABLE, "HEAD", "GetTable", checks=resources.table)

@@ -16,7 +16,39 @@ if TYPE_CHECKING:
 # The planner and plan store import on a planning request only: every load of the tables function
 # (its cold start included) asks `restricted` and `reads_any`, and nothing else of planning.
 
-__all__ = ["cancel", "fetch", "granted", "plan", "reads_any", "restricted", "tasks"]
+__all__ = [
+    "cancel",
+    "fetch",
+    "granted",
+    "plan",
+    "read_restrictions",
+    "reads_any",
+    "restricted",
+    "restrictions_tag",
+    "tasks",
+]
+
+
+def read_restrictions(raw_metadata: bytes, rule: ReadRule, trusted: bool) -> dict[str, Any] | None:
+    """The spec's ReadRestrictions of a loaded table for a caller whose policy limits its reads
+    (None when it does not). A trusted engine is told its masks, which it applies; to others a
+    masked grant grants nothing (the catalog cannot mask inside a file)."""
+    if not restricted(rule):
+        return None
+    from chalicelib.core.iceberg.iceberg_types import parse_metadata
+    from chalicelib.core.planning import read_rules
+
+    columns = read_rules.Columns(parse_metadata(raw_metadata))
+    return read_rules.restrictions(rule, columns, trusted and reads_any(rule))
+
+
+def restrictions_tag(rule: ReadRule, trusted: bool) -> str:
+    """What a loadTable answer's ETag adds for a restricted caller: answers that carry different
+    restrictions for the same metadata must not share an ETag ("" when unrestricted)."""
+    from chalicelib.core.planning.read_rules import fingerprint
+
+    found = fingerprint(rule)
+    return f"#{found}{'+trusted' if trusted else ''}" if found else ""
 
 
 def _table(ctx: Context, warehouse: str, ns: Namespace, name: str) -> plans.Table:

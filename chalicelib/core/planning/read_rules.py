@@ -12,6 +12,14 @@ Policies name columns, and a table's writer can rename them, so a name means eve
 ever borne it, in any of the table's schemas: a Deny covers a field if any of its names matches,
 an Allow only if all of them do, and a row condition on a name holds for an Allow only if it holds
 for every current field that has borne the name (for a Deny, if it holds for any).
+
+An Allow may grant a column only masked (s3tables:columnMask/<column>: an action of the Iceberg
+REST spec's read restrictions). The catalog cannot mask inside a file, so where it enforces reads
+itself (planning and signing) such a grant grants that column nothing. A trusted engine is told the
+restrictions instead (`restrictions`, in loadTable) and reads the files: one row filter, the rows
+readable in every column it may read at all, evaluated on raw values, and an action per column it
+must not read raw: the mask (any masking grant masks the column: a mask is never undone by another
+grant), or for a column it may not read at all, null (a default for a required one).
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ NEGATED = ("StringNotEquals", "StringNotLike", "NumericNotEquals")
 
 def restricted(rule: ReadRule) -> bool:
     """Whether the rule keeps the caller from some row or column (no schema needed)."""
-    if any(st.deny for st in rule):
+    if any(st.deny or st.masks for st in rule):
         return True
     return not any(not st.rows and st.columns is None for st in rule)
 
@@ -46,7 +54,7 @@ def fingerprint(rule: ReadRule) -> str:
     """Names one rule: stored plans and their grants count only while the caller's rule is the same."""
     if not restricted(rule):
         return ""
-    doc = [[st.deny, st.rows, st.columns] for st in rule]
+    doc = [[st.deny, st.rows, st.columns, st.masks] if st.masks else [st.deny, st.rows, st.columns] for st in rule]
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=list).encode()).hexdigest()[:24]
 
 
@@ -93,9 +101,12 @@ def _passes(operator: str, values: tuple[str, ...], name: str) -> bool:
     return hit != operator.startswith("StringNot")
 
 
-def _covers(st: ReadStatement, names: set[str]) -> bool:
+def _covers(st: ReadStatement, names: set[str], masks_grant: bool = False) -> bool:
     """Whether the statement covers a top-level field with these names (all of them for an Allow,
-    any for a Deny: a rename widens no grant and escapes no denial)."""
+    any for a Deny: a rename widens no grant and escapes no denial). An Allow's masked column is
+    covered only where masks are applied by the reader (masks_grant)."""
+    if not masks_grant and _mask_of(st, names):
+        return False
     if st.columns is None:
         return True
     tests = [all(_passes(op, values, n) for op, values in st.columns) for n in sorted(names)]
@@ -182,13 +193,22 @@ def _rows(st: ReadStatement, cols: Columns) -> Any:
     return out
 
 
-def readable_rows(rule: ReadRule, cols: Columns, field_ids: list[int]) -> Any:
-    """The rows the caller may read in every one of these top-level fields (AlwaysTrue when unrestricted)."""
+def _mask_of(st: ReadStatement, names: set[str]) -> str | None:
+    """The action an Allow masks a field with, by any name it has borne (None: not masked)."""
+    if st.deny or not st.masks:
+        return None
+    lowered = {n.lower() for n in names}
+    return next((action for column, action in st.masks if column.lower() in lowered), None)
+
+
+def readable_rows(rule: ReadRule, cols: Columns, field_ids: list[int], masks_grant: bool = False) -> Any:
+    """The rows the caller may read in every one of these top-level fields (AlwaysTrue when
+    unrestricted); masked grants count only with masks_grant (a reader that applies them)."""
     from pyiceberg import expressions as ex
 
     if not restricted(rule):
         return ex.AlwaysTrue()
-    key = (rule, tuple(sorted(set(field_ids))))
+    key = (rule, tuple(sorted(set(field_ids))), masks_grant)
     if key in cols._rows:
         return cols._rows[key]
     out: Any = ex.AlwaysTrue()
@@ -198,7 +218,7 @@ def readable_rows(rule: ReadRule, cols: Columns, field_ids: list[int]) -> Any:
         allow: Any = ex.AlwaysFalse()
         deny: Any = ex.AlwaysFalse()
         for st in rule:
-            if not _covers(st, names):
+            if not _covers(st, names, masks_grant):
                 continue
             if st.deny:
                 deny = ex.Or(deny, _rows(st, cols))
@@ -221,3 +241,63 @@ def readable_columns(rule: ReadRule, cols: Columns) -> list[str]:
     if not restricted(rule):
         return [f.name for f in fields]
     return [f.name for f in fields if not isinstance(readable_rows(rule, cols, [f.field_id]), ex.AlwaysFalse)]
+
+
+# The spec's read-restriction actions and the types each applies to ("Applicable to"); a server
+# must not return one for another type. None: every type.
+_STRINGS = ("string",)
+_TIMES = ("date", "timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns")
+APPLICABLE: dict[str, tuple[str, ...] | None] = {
+    "mask-alphanum": _STRINGS,
+    "show-first-4": _STRINGS,
+    "show-last-4": _STRINGS,
+    "mask-to-default": None,
+    "replace-with-null": None,  # and only for an optional field
+    "truncate-to-year": _TIMES,
+    "truncate-to-month": _TIMES,
+    "sha-256-global": ("string", "int", "long", "binary"),
+    "sha-256-query-local": ("string", "int", "long", "binary"),
+}
+
+
+def _applies(action: str, field: Any) -> bool:
+    kinds = APPLICABLE.get(action, ())
+    if action == "replace-with-null":
+        return not field.required
+    return kinds is None or (field.field_type.is_primitive and str(field.field_type) in kinds)
+
+
+def restrictions(rule: ReadRule, cols: Columns, masks_grant: bool) -> dict[str, Any] | None:
+    """The spec's ReadRestrictions for this caller (None: it reads every row and column raw).
+    masks_grant: the caller is a trusted engine, which applies masks; to others a masked grant
+    grants nothing, so the restrictions say what the catalog serves them."""
+    from pyiceberg import expressions as ex
+
+    from chalicelib.core.planning import expressions
+
+    if not restricted(rule):
+        return None
+    projections: list[dict[str, Any]] = []
+    readable: list[int] = []
+    for field in cols.current.fields:
+        names = cols.names.get(field.field_id, {field.name})
+        if isinstance(readable_rows(rule, cols, [field.field_id], masks_grant), ex.AlwaysFalse):
+            action = "replace-with-null" if not field.required else "mask-to-default"
+        else:
+            readable.append(field.field_id)
+            masks = {a for st in rule if _covers(st, names, True) and (a := _mask_of(st, names)) is not None}
+            if not masks_grant or not masks:
+                continue
+            action = masks.pop() if len(masks) == 1 else "mask-to-default"  # grants that disagree: conceal all
+        if not _applies(action, field):
+            action = "mask-to-default"  # applies to every type
+        projections.append({"action": action, "field-id": field.field_id})
+    rows = readable_rows(rule, cols, readable, masks_grant) if readable else ex.AlwaysFalse()
+    out: dict[str, Any] = {}
+    if projections:
+        out["required-column-projections"] = projections
+    if isinstance(rows, ex.AlwaysFalse):
+        out["required-row-filter"] = {"type": "false"}  # the spec's FalseExpression (not a bare false)
+    elif not isinstance(rows, ex.AlwaysTrue):
+        out["required-row-filter"] = expressions.to_json(rows)
+    return out or None
