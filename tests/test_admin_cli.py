@@ -63,7 +63,7 @@ def test_help_names_every_subcommand_and_each_has_its_own(tmp_path):
     top = _run(["--help"], _clean_env(), cwd=tmp_path)  # from any folder, not only the checkout
     assert top.returncode == 0, top.stderr
     names = _subcommands()
-    assert len(names) == 23 and "dispatch-events" in names and "policy-check" in names
+    assert len(names) == 24 and "dispatch-events" in names and "policy-check" in names
     for name in names:
         assert re.search(rf"^    {re.escape(name)}\s+\S", top.stdout, re.M), f"{name} has no help line"
         sub = _run([name, "--help"], _clean_env(), cwd=tmp_path)
