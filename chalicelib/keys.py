@@ -30,7 +30,9 @@ Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
                                            location, kept after the first metadata arrives).
     .catalog/functions/{l1}.{l2}.../{f}.json  a function (the spec's UDF): its metadata location, uuid,
                                            state, audit tail; its metadata files under
-                                           {l1}/.../{f}-{uuid}/metadata/ (kept when it is dropped)
+                                           {l1}/.../{f}-{uuid}/metadata/ (kept while it is in the trash)
+    .catalog/function-trash/{drop-id}.json  a dropped function kept for the warehouse's retention: its
+                                           record, name, when it expires (core/tables/functions.py)
     .catalog/resource-policies.json        S3 Tables table bucket and table policies (CAS)
     .catalog/uuids/{table-uuid}.json       claim of a table uuid, and so of its location: state
                                            "live" | "dropped" (files kept) | "purging"; deleted
@@ -344,6 +346,13 @@ TRASH_PREFIX = CATALOG_PREFIX + "trash/"
 
 def trash_record(drop_id: str) -> str:
     return f"{TRASH_PREFIX}{drop_id}.json"
+
+
+FUNCTION_TRASH_PREFIX = CATALOG_PREFIX + "function-trash/"
+
+
+def function_trash_record(drop_id: str) -> str:
+    return f"{FUNCTION_TRASH_PREFIX}{drop_id}.json"
 
 
 # ---- change events (core/changes/events.py, core/changes/dispatcher.py) -----------------------------------------

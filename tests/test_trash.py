@@ -397,3 +397,74 @@ def test_register_of_a_dropped_table_restores_it(http, catalog_url, s3_endpoint)
     with pytest.raises(Exception, match="RestoreTable"):
         user.register_table("ns.t3", location)
     assert [d["identifier"]["name"] for d in _dropped(http, catalog_url, wh)] == ["t2"]
+
+
+def test_dropped_functions_are_kept_restored_purged_and_expire(s3_endpoint, system_bucket, tmp_path, http, s3, core):
+    """A dropped function goes to the warehouse's trash with the tables: listed (pages across both),
+    inspected, restored under its name or another (never over a live one), purged now (its metadata
+    files go) or by the sweeper when its retention ends; audited and sent as change events."""
+    from tests.test_spec_semantics import FUNCTION
+
+    with catalog_process(s3_endpoint, system_bucket, tmp_path, CATALOG_FUNCTIONS_WRITABLE="1") as (url, _):
+        wh = _warehouse(http, url, 3600)
+        assert http.post(f"{url}/v1/{wh}/namespaces", json={"namespace": ["f"]}).status_code == 200
+        base = f"{url}/v1/{wh}/namespaces/f/functions"
+        created = http.post(base, json={"name": "add", "metadata": FUNCTION})
+        assert created.status_code == 200, created.text
+        location = created.json()["metadata-location"]
+        folder = keys.split_s3_uri(location)[1].rsplit("/metadata/", 1)[0] + "/"
+        assert keys_under(s3, wh, folder)
+        assert http.delete(f"{base}/add").status_code == 204
+        (item,) = _dropped(http, url, wh)
+        assert item["kind"] == "function" and item["identifier"] == {"namespace": ["f"], "name": "add"}
+        assert item["metadata-location"] == location and item["dropped-by"] == "root"
+        got = http.get(f"{url}/v1/{wh}/trash/{item['id']}").json()
+        assert got["metadata"]["definitions"] == FUNCTION["definitions"]
+
+        # Pages run across the tables' trash and the functions'.
+        assert http.post(f"{url}/v1/{wh}/namespaces", json={"namespace": ["db"]}).status_code == 200
+        t = http.post(f"{url}/v1/{wh}/namespaces/db/tables", json={"name": "t", "schema": SCHEMA_JSON})
+        assert t.status_code == 200 and http.delete(f"{url}/v1/{wh}/namespaces/db/tables/t").status_code == 204
+        first = http.get(f"{url}/v1/{wh}/trash", params={"pageSize": 1}).json()
+        assert [d["kind"] for d in first["dropped"]] == ["table"] and first["next-page-token"]
+        second = http.get(f"{url}/v1/{wh}/trash", params={"pageSize": 1, "pageToken": first["next-page-token"]}).json()
+        assert second["dropped"] == [item] and not second.get("next-page-token")
+
+        # A live function holds the name: a restore there is 409 and leaves it in the trash.
+        assert http.post(base, json={"name": "add", "metadata": FUNCTION}).status_code == 200
+        restore = f"{url}/v1/{wh}/trash/{item['id']}/restore"
+        clash = http.post(restore, json={})
+        assert clash.status_code == 409, clash.text
+        assert item in _dropped(http, url, wh)
+        back = http.post(restore, json={"destination": {"namespace": ["f"], "name": "add_v1"}})
+        assert back.status_code == 200, back.text
+        assert back.json() == {"identifier": {"namespace": ["f"], "name": "add_v1"}, "metadata-location": location}
+        assert http.get(f"{base}/add_v1").json()["metadata-location"] == location
+        assert [d["kind"] for d in _dropped(http, url, wh)] == ["table"]
+
+        # Purged now: its metadata files go with it.
+        assert http.delete(f"{base}/add_v1").status_code == 204
+        (again,) = [d for d in _dropped(http, url, wh) if d["kind"] == "function"]
+        assert http.delete(f"{url}/v1/{wh}/trash/{again['id']}").status_code == 204
+        assert keys_under(s3, wh, folder) == []
+        assert http.get(f"{url}/v1/{wh}/trash/{again['id']}").status_code == 404
+        trail = http.get(f"{url}/v1/{wh}/audit", params={"pageSize": 50}).json()["entries"]
+        ops = [e["op"] for e in trail if e["op"].endswith("-function")]
+        assert ops[:4] == ["purge-function", "drop-function", "restore-function", "create-function"], ops
+        feed = http.post(f"{url}/v1/{wh}/events", json={"page-size": 200}).json()["events"]
+        kinds = {e["operation"]["operation-type"] for e in feed}
+        assert {"x-restore-function", "x-purge-function"} <= kinds, kinds
+
+        # Kept for the retention only: the sweeper purges it after.
+        props = http.post(f"{url}/v1/warehouses/{wh}/properties", json={"updates": {RETENTION: "1"}})
+        assert props.status_code == 200, props.text
+        newer = http.get(f"{base}/add").json()["metadata-location"]
+        assert http.delete(f"{base}/add").status_code == 204
+        sweeper.sweep(core, wh)
+        assert [d for d in _dropped(http, url, wh) if d["kind"] == "function"], "purged before its retention ended"
+        time.sleep(1.2)
+        report = sweeper.sweep(core, wh)
+        assert report[wh].get("functions-purged") == 1, report
+        assert [d for d in _dropped(http, url, wh) if d["kind"] == "function"] == []
+        newer_folder = keys.split_s3_uri(newer)[1].rsplit("/metadata/", 1)[0] + "/"
+        assert keys_under(s3, wh, newer_folder) == []

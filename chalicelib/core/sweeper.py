@@ -28,7 +28,7 @@ from chalicelib.core.containers import warehouses
 from chalicelib.core.primitives import audit, pointer_record
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.core.settling import pointers, purges, settle
-from chalicelib.core.tables import entries, projection, trash
+from chalicelib.core.tables import entries, functions, projection, trash
 from chalicelib.errors import CatalogError, DamagedObject
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
@@ -107,6 +107,7 @@ def sweep_warehouse(ctx: Context, warehouse: str, deadline: float, views: Views 
     if audit.flush_records(ctx, bucket, keys.NS_PREFIX, keys.AUDIT_PREFIX):
         stats["audit-records-flushed"] += 1
     trash_stats = trash.sweep(ctx, warehouse, max(deadline - time.monotonic(), 0.0))
+    trash_stats.update(functions.sweep_trash(ctx, warehouse))
     stats.update({k: v for k, v in trash_stats.items() if v})
     for key in ctx.storage.list_keys(bucket, keys.PURGES_PREFIX):
         left = deadline - time.monotonic()

@@ -1,4 +1,5 @@
-"""Dropped tables and views: list, inspect, restore (undrop) and purge; see core/tables/trash.py.
+"""Dropped tables, views and functions: list, inspect, restore (undrop) and purge; see
+core/tables/trash.py (functions: core/tables/functions.py).
 
 Each route first asks for its action on the warehouse's tables (partial: some table may allow it),
 then, once the record names the dropped table, for the action on that table itself."""
@@ -36,7 +37,7 @@ def dropped_resource(wh: str, record: dict[str, Any]) -> tuple[Resource, dict[st
 
 def _record(req: RequestContext, action: str) -> tuple[Any, str, dict[str, Any]]:
     ctx, wh = warehouse_of(req)
-    record = trash.get(ctx, wh, req.param("drop_id"))
+    record = trash.get_any(ctx, wh, req.param("drop_id"))
     req.require(action, *dropped_resource(wh, record))
     return ctx, wh, record
 
@@ -55,7 +56,7 @@ def list_dropped(req: RequestContext) -> tuple[int, dict[str, Any]]:
 @operation(bp, DROPPED, "GET", "GetDroppedTable", iceberg=False, checks=_any_table)
 def get_dropped(req: RequestContext) -> tuple[int, dict[str, Any]]:
     ctx, _, record = _record(req, "GetDroppedTable")
-    out = trash.public(record)
+    out = trash.public_any(record)
     location = out.get("metadata-location")
     if location:
         out["metadata"] = json.loads(trash.read_metadata_raw(ctx, str(location)))
@@ -72,15 +73,14 @@ def restore(req: RequestContext) -> tuple[int, dict[str, Any]]:
         if not isinstance(dst, dict):
             raise BadRequest('Invalid destination: expected {"namespace": [...], "name": "..."}')
         target = (check_namespace(dst.get("namespace")), check_table(dst.get("name")))
-        req.require("CreateTable", table_arn(wh, *target), ns_context(*target))
-    ns, name, location = trash.restore(ctx, wh, trash.drop_id(record), target)
+        create = "CreateFunction" if trash.is_function(record) else "CreateTable"
+        req.require(create, table_arn(wh, *target), ns_context(*target))
+    ns, name, location = trash.restore_any(ctx, wh, record, target)
     return 200, {"identifier": {"namespace": list(ns), "name": name}, "metadata-location": location}
 
 
 @operation(bp, DROPPED, "DELETE", "PurgeDroppedTable", iceberg=False, checks=_any_table)
 def purge(req: RequestContext) -> tuple[int, None]:
-    from chalicelib.core.catalog.trash import purge_budget_s
-
     ctx, wh, record = _record(req, "PurgeDroppedTable")
-    trash.purge(ctx, wh, trash.drop_id(record), purge_budget_s())
+    trash.purge_any(ctx, wh, record)
     return 204, None

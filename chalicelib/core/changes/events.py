@@ -35,6 +35,8 @@ VERBS = {
     "drop-warehouse": "dropped",
     "create-function": "created",
     "drop-function": "dropped",
+    "restore-function": "restored",
+    "purge-function": "purged",
 }
 # What a sink's types filter can match: {kind}.{verb} of the changes above.
 TYPE_SUFFIXES = frozenset(
@@ -166,6 +168,8 @@ _SPEC_OPS = {
     ("table", "unregister"): "x-unregister-table",
     ("function", "create-function"): "x-create-function",
     ("function", "drop-function"): "x-drop-function",
+    ("function", "restore-function"): "x-restore-function",
+    ("function", "purge-function"): "x-purge-function",
     ("table", "commit"): "update-table",
     ("table", "rename"): "rename-table",
     ("table", "undrop"): "x-restore-table",

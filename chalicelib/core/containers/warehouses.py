@@ -304,8 +304,9 @@ def default_retention_s() -> int:
 
 
 def trash_count(ctx: Context, warehouse: str) -> int:
-    """Dropped tables the warehouse keeps (records under the trash prefix of its bucket)."""
-    return sum(1 for _ in ctx.storage.list_keys(ctx.bucket_for(warehouse), keys.TRASH_PREFIX))
+    """Dropped tables, views and functions the warehouse keeps (records under the trash prefixes)."""
+    bucket = ctx.bucket_for(warehouse)
+    return sum(1 for p in (keys.TRASH_PREFIX, keys.FUNCTION_TRASH_PREFIX) for _ in ctx.storage.list_keys(bucket, p))
 
 
 def _has_namespaces(ctx: Context, bucket: str) -> bool:
@@ -323,7 +324,8 @@ def delete(ctx: Context, name: str, preserve_bucket: bool, purge_dropped: bool =
     kept = trash_count(ctx, warehouse) if not _has_namespaces(ctx, bucket) else 0
     if kept and not purge_dropped:
         raise WarehouseNotEmpty(
-            f"Warehouse {warehouse!r} keeps {kept} dropped table(s) within their retention; restore or purge them "
+            f"Warehouse {warehouse!r} keeps {kept} dropped table(s), view(s) or function(s) within their retention; "
+            "restore or purge them "
             "(DELETE .../trash/{id}), or pass purge-dropped=true to delete them with the warehouse"
         )
     if not _has_namespaces(ctx, bucket):  # the common refusal costs no write

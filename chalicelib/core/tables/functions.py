@@ -5,8 +5,17 @@ A function is a record (keys.function_record: its metadata location, uuid and au
 immutable metadata files, as views are: the metadata file is written first, then the record with
 If-None-Match, the commit point. Functions have a name space of their own (a function may share a
 table's name, as in SQL engines). A drop swaps the record for a tombstone carrying the drop's
-audit entry (If-Match), journals it, then deletes the record; the metadata files are kept. Every
-change is audited (`create-function`, `drop-function`) and sent as a change event.
+audit entry (If-Match, the commit point), journals it, moves it into the trash when the warehouse
+keeps drops (keys.function_trash_record, named by the drop's entry id, so whoever finishes an
+interrupted drop writes the same record), then deletes the tombstone. A create that finds a
+tombstone finishes that drop first. Every change is audited (`create-function`, `drop-function`,
+`restore-function`, `purge-function`) and sent as a change event.
+
+The trash of functions works as the tables' (core/tables/trash.py): a restore first moves the
+trash record to "moved" (If-Match), then writes the record under its name (If-None-Match), then
+deletes the trash record; a purge moves it to "purging" first, so a restore and a purge never both
+land, then deletes the function's metadata files (its location is its own: `{name}-{uuid}`). The
+sweeper purges what outlived the retention and settles a restore that died midway.
 """
 
 from __future__ import annotations
@@ -18,11 +27,15 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.core.containers import namespaces
 from chalicelib.core.model import Namespace
-from chalicelib.core.primitives import audit, cas
+from chalicelib.core.primitives import audit, damage
 from chalicelib.core.primitives.context import Context, dump, env_int, now_ms
-from chalicelib.errors import AlreadyExists, BadRequest, FunctionNotFound
-from chalicelib.names import check_table
-from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
+from chalicelib.core.tables.trash import retention_ms
+from chalicelib.errors import AlreadyExists, BadRequest, CatalogError, Conflict, FunctionNotFound, NotFound
+from chalicelib.names import check_namespace, check_table
+from chalicelib.storage import ConditionalDeleteUnsupported, ObjectNotFound, PreconditionFailed, WriteInDoubt
+
+KIND = "function"
+MOVE_SETTLE_MS = 60_000  # a restore still "moved" after this long died midway: the sweeper settles it
 
 
 def writable() -> bool:
@@ -129,21 +142,46 @@ def create(ctx: Context, warehouse: str, ns: Namespace, name: str, metadata: obj
     ctx.storage.put_if_absent(*keys.split_s3_uri(meta_loc), dump(doc))
     record = {"metadata-location": meta_loc, "function-uuid": function_uuid, "created-ms": now_ms()}
     stamped, _ = audit.stamped(record, audit.entry("create-function", _target(ns, name, function_uuid), after=meta_loc))
-    key = keys.function_record(ns, name)
     try:
-        ctx.storage.put_if_absent(bucket, key, dump(stamped))
-    except PreconditionFailed:
-        current = json.loads(ctx.storage.get(bucket, key).body)
-        if current.get("state") != "dropped" and current.get("metadata-location") != meta_loc:
-            ctx.storage.delete(*keys.split_s3_uri(meta_loc))  # ours, never named by a record
-            raise AlreadyExists(f"Function already exists: {'.'.join((*ns, name))}") from None
-        if current.get("state") == "dropped":  # a drop not yet finished: take its place
-            cas.update(ctx, bucket, key, lambda d: stamped if d and d.get("state") == "dropped" else None, "function")
-    except WriteInDoubt:
-        if json.loads(ctx.storage.get(bucket, key).body).get("metadata-location") != meta_loc:
-            raise
+        _claim(ctx, warehouse, ns, name, stamped)
+    except AlreadyExists:
+        ctx.storage.delete(*keys.split_s3_uri(meta_loc))  # ours, never named by a record
+        raise
     audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, _source(function_uuid), stamped)
     return {"metadata-location": meta_loc, "metadata": doc}
+
+
+def _claim(ctx: Context, warehouse: str, ns: Namespace, name: str, record: dict[str, Any]) -> None:
+    """Write a live record under the name (If-None-Match). A drop not yet finished there (its
+    tombstone) is finished first, trash included, then its place taken (If-Match); AlreadyExists
+    for a live function, or one made meanwhile."""
+    bucket, key = ctx.bucket_for(warehouse), keys.function_record(ns, name)
+    for _ in range(3):
+        try:
+            ctx.storage.put_if_absent(bucket, key, dump(record))
+            return
+        except WriteInDoubt:
+            if json.loads(ctx.storage.get(bucket, key).body).get("metadata-location") == record["metadata-location"]:
+                return
+            raise
+        except PreconditionFailed:
+            pass
+        try:
+            current = ctx.storage.get(bucket, key)
+        except ObjectNotFound:
+            continue  # its drop finished meanwhile: the name is free again
+        found = json.loads(current.body)
+        if found.get("metadata-location") == record["metadata-location"] and found.get("state") != "dropped":
+            return  # ours (a retry after a lost answer)
+        if found.get("state") != "dropped":
+            raise AlreadyExists(f"Function already exists: {'.'.join((*ns, name))}")
+        _to_trash(ctx, warehouse, found)
+        try:
+            ctx.storage.put_if_match(bucket, key, dump(record), current.etag)
+            return
+        except (PreconditionFailed, ObjectNotFound):
+            continue
+    raise Conflict(f"Function {'.'.join((*ns, name))} changed concurrently; retry")
 
 
 def drop(ctx: Context, warehouse: str, ns: Namespace, name: str) -> None:
@@ -154,9 +192,219 @@ def drop(ctx: Context, warehouse: str, ns: Namespace, name: str) -> None:
     function_uuid = str(record.get("function-uuid", ""))
     entry = audit.entry("drop-function", _target(ns, name, function_uuid), before=record.get("metadata-location"))
     tomb, older = audit.stamped({**record, "state": "dropped"}, entry)
+    tomb.update({"namespace": list(ns), "name": name})  # where it was, for its trash record
     try:
-        ctx.storage.put_if_match(bucket, key, dump(tomb), etag)
+        tomb_etag = ctx.storage.put_if_match(bucket, key, dump(tomb), etag)
     except (PreconditionFailed, ObjectNotFound):
         raise _missing(ctx, warehouse, ns, name) from None  # dropped (or replaced) by someone else meanwhile
     audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, _source(function_uuid), tomb, older)
-    ctx.storage.delete(bucket, key)
+    _to_trash(ctx, warehouse, tomb)
+    _remove_tomb(ctx, bucket, key, tomb_etag)
+
+
+def _remove_tomb(ctx: Context, bucket: str, key: str, etag: str) -> None:
+    """Free the name: delete the tombstone if it is still ours (If-Match; where S3 has no
+    conditional delete, after a read). A create may have finished this drop and taken the name."""
+    try:
+        ctx.storage.delete_if_match(bucket, key, etag)
+        return
+    except (PreconditionFailed, ObjectNotFound):
+        return
+    except ConditionalDeleteUnsupported:
+        pass
+    try:
+        if ctx.storage.get(bucket, key).etag == etag:
+            ctx.storage.delete(bucket, key)
+    except ObjectNotFound:
+        pass
+
+
+# ---- the trash ---------------------------------------------------------------------------------------
+
+
+def _drop_entry(record: dict[str, Any]) -> dict[str, Any]:
+    return next((e for e in reversed(record.get(audit.TAIL) or []) if e.get("op") == "drop-function"), {})
+
+
+def _to_trash(ctx: Context, warehouse: str, tomb: dict[str, Any]) -> None:
+    """Keep a dropped function for the warehouse's retention (none: its files stay, as before the
+    trash). Idempotent: the record is named by the drop's entry id."""
+    keep_ms = retention_ms(ctx, warehouse)
+    entry = _drop_entry(tomb)
+    if keep_ms <= 0 or not entry.get("id") or "name" not in tomb:
+        return
+    record = {
+        "kind": KIND,
+        "drop-id": entry["id"],
+        "state": "dropped",
+        "namespace": tomb["namespace"],
+        "name": tomb["name"],
+        "dropped-at-ms": int(entry.get("at") or now_ms()),
+        "dropped-by": entry.get("principal"),
+        "expires-at-ms": int(entry.get("at") or now_ms()) + keep_ms,
+        "function": {k: v for k, v in tomb.items() if k not in ("state", "namespace", "name")},
+    }
+    try:
+        ctx.storage.put_if_absent(ctx.bucket_for(warehouse), keys.function_trash_record(entry["id"]), dump(record))
+    except PreconditionFailed:
+        pass  # written already (a drop finished twice)
+
+
+def public_dropped(record: dict[str, Any]) -> dict[str, Any]:
+    function = record.get("function") or {}
+    return {
+        "id": record["drop-id"],
+        "kind": KIND,
+        "identifier": {"namespace": list(record["namespace"]), "name": record["name"]},
+        "function-uuid": function.get("function-uuid"),
+        "metadata-location": function.get("metadata-location"),
+        "dropped-at-ms": record.get("dropped-at-ms"),
+        "dropped-by": record.get("dropped-by"),
+        "expires-at-ms": record.get("expires-at-ms"),
+        "state": record.get("state"),
+    }
+
+
+def _trash_record(ctx: Context, warehouse: str, drop_id: str) -> tuple[dict[str, Any], str]:
+    if not drop_id or len(drop_id) > 64 or not drop_id.isalnum():
+        raise NotFound(f"No dropped table, view or function {drop_id[:80]!r}")
+    try:
+        obj = ctx.storage.get(ctx.bucket_for(warehouse), keys.function_trash_record(drop_id))
+    except ObjectNotFound:
+        raise NotFound(f"No dropped table, view or function {drop_id!r}") from None
+    key = keys.function_trash_record(drop_id)
+    return damage.parse(obj.body, ctx.bucket_for(warehouse), key, "A dropped function"), obj.etag
+
+
+def get_dropped(ctx: Context, warehouse: str, drop_id: str) -> dict[str, Any]:
+    """A dropped function's trash record (NotFound unless it is in the trash, dropped)."""
+    record, _ = _trash_record(ctx, warehouse, drop_id)
+    if record.get("state") != "dropped":
+        raise NotFound(f"Dropped function {drop_id!r} is being {record.get('state')}")
+    return record
+
+
+def list_dropped(ctx: Context, warehouse: str, start: str, size: int) -> tuple[list[dict[str, Any]], str | None]:
+    """Trash records of dropped functions (state dropped) after `start` (a drop id), and the last
+    id listed when there may be more."""
+    bucket = ctx.bucket_for(warehouse)
+    after = keys.function_trash_record(start) if start else ""
+    listed: list[str] = []
+    for key in ctx.storage.list_keys(bucket, keys.FUNCTION_TRASH_PREFIX, after):
+        listed.append(key)
+        if len(listed) > size:
+            break
+    more = len(listed) > size
+    out = []
+    for key in listed[:size]:
+        try:
+            record = json.loads(ctx.storage.get(bucket, key).body)
+        except (ObjectNotFound, ValueError):
+            continue  # gone meanwhile, or damaged (fsck reports it)
+        if isinstance(record, dict) and record.get("state") == "dropped":
+            out.append(record)
+    last = listed[size - 1][len(keys.FUNCTION_TRASH_PREFIX) : -len(".json")] if more else None
+    return out, last
+
+
+def restore(
+    ctx: Context, warehouse: str, drop_id: str, dst: tuple[Namespace, str] | None = None
+) -> tuple[Namespace, str, str]:
+    """Bring a dropped function back under its old name or dst: (namespace, name, metadata location)."""
+    bucket, trash_key = ctx.bucket_for(warehouse), keys.function_trash_record(drop_id)
+    record, etag = _trash_record(ctx, warehouse, drop_id)
+    if record.get("state") != "dropped":
+        raise Conflict(f"Dropped function {drop_id!r} is being {record.get('state')}")
+    ns, name = dst or (check_namespace(record["namespace"]), check_table(record["name"]))
+    namespaces.require_active(ctx, warehouse, ns)
+    function = dict(record["function"])
+    moved = {**record, "state": "moved", "moved-to": [list(ns), name], "moved-at-ms": now_ms()}
+    try:
+        moved_etag = ctx.storage.put_if_match(bucket, trash_key, dump(moved), etag)
+    except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
+        raise Conflict(f"Dropped function {drop_id!r} changed concurrently; list the trash") from None
+    target = _target(ns, name, str(function.get("function-uuid", "")))
+    entry = audit.entry("restore-function", target, after=function.get("metadata-location"), **{"drop-id": drop_id})
+    live, older = audit.stamped(function, entry)
+    try:
+        _claim(ctx, warehouse, ns, name, live)
+    except CatalogError:
+        ctx.storage.put_if_match(bucket, trash_key, dump(record), moved_etag)  # still in the trash
+        raise
+    audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, _source(str(function.get("function-uuid", ""))), live, older)
+    ctx.storage.delete(bucket, trash_key)
+    return ns, name, str(function.get("metadata-location"))
+
+
+def purge(ctx: Context, warehouse: str, drop_id: str, expired_only: bool = False) -> bool:
+    """Delete a dropped function's metadata files and its trash record now (expired_only: only once
+    its retention is over). True when nothing of it is left."""
+    bucket, trash_key = ctx.bucket_for(warehouse), keys.function_trash_record(drop_id)
+    record, etag = _trash_record(ctx, warehouse, drop_id)
+    state = record.get("state")
+    function = record.get("function") or {}
+    function_uuid = str(function.get("function-uuid", ""))
+    if state == "moved":
+        return _settle_move(ctx, warehouse, drop_id, record, etag, expired_only)
+    if state == "dropped":
+        if expired_only and now_ms() < int(record.get("expires-at-ms") or 0):
+            return False
+        where = _target(tuple(record["namespace"]), record["name"], function_uuid)
+        e = audit.entry("purge-function", where, before=function.get("metadata-location"), **{"drop-id": drop_id})
+        stamped, older = audit.stamped(function, e)
+        purging = {**record, "state": "purging", "function": stamped}
+        try:
+            ctx.storage.put_if_match(bucket, trash_key, dump(purging), etag)
+        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
+            raise Conflict(f"Dropped function {drop_id!r} changed concurrently; list the trash") from None
+        audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, _source(function_uuid), stamped, older)
+        record = purging
+    location = str(function.get("metadata-location") or "")
+    if "/metadata/" in location and function_uuid:
+        folder = keys.split_s3_uri(location)[1].rsplit("/metadata/", 1)[0] + "/"
+        if function_uuid.replace("-", "") in folder:  # its own location, named by its uuid
+            ctx.storage.delete_many(bucket, list(ctx.storage.list_keys(bucket, folder)))
+    ctx.storage.delete(bucket, trash_key)
+    return True
+
+
+def _settle_move(
+    ctx: Context, warehouse: str, drop_id: str, record: dict[str, Any], etag: str, expired_only: bool
+) -> bool:
+    """A restore's "moved" record: done once the function is live under its target (the record goes),
+    else, once the restorer must have died, back to the trash. Never purged."""
+    bucket, trash_key = ctx.bucket_for(warehouse), keys.function_trash_record(drop_id)
+    ns, name = tuple(record["moved-to"][0]), str(record["moved-to"][1])
+    uuid_ = (record.get("function") or {}).get("function-uuid")
+    try:
+        live = json.loads(ctx.storage.get(bucket, keys.function_record(ns, name)).body)
+    except ObjectNotFound:
+        live = {}
+    if live.get("state") != "dropped" and live.get("function-uuid") == uuid_:
+        ctx.storage.delete(bucket, trash_key)
+        if expired_only:
+            return True
+        raise NotFound(f"Dropped function {drop_id!r} was restored as {'.'.join((*ns, name))}; nothing was purged")
+    if now_ms() - int(record.get("moved-at-ms") or 0) < MOVE_SETTLE_MS:
+        if expired_only:
+            return False
+        raise Conflict(f"Dropped function {drop_id!r} is being restored; retry")
+    back = {k: v for k, v in record.items() if k not in ("moved-to", "moved-at-ms")}
+    try:
+        ctx.storage.put_if_match(bucket, trash_key, dump({**back, "state": "dropped"}), etag)
+    except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
+        pass
+    return False
+
+
+def sweep_trash(ctx: Context, warehouse: str) -> dict[str, int]:
+    """Purge dropped functions whose retention is over; finish purges and settle restores that died."""
+    stats = {"functions-purged": 0, "functions-kept": 0}
+    prefix = keys.FUNCTION_TRASH_PREFIX
+    for key in list(ctx.storage.list_keys(ctx.bucket_for(warehouse), prefix)):
+        try:
+            done = purge(ctx, warehouse, key[len(prefix) : -len(".json")], expired_only=True)
+        except CatalogError:
+            done = False
+        stats["functions-purged" if done else "functions-kept"] += 1
+    return stats
