@@ -318,7 +318,7 @@ def restore(
     ns, name = dst or (check_namespace(record["namespace"]), check_table(record["name"]))
     namespaces.require_active(ctx, warehouse, ns)
     function = dict(record["function"])
-    moved = {**record, "state": "moved", "moved-to": [list(ns), name], "moved-at-ms": now_ms()}
+    moved = {**record, "state": "moved", "restored-as": [list(ns), name], "moved-at-ms": now_ms()}
     try:
         moved_etag = ctx.storage.put_if_match(bucket, trash_key, dump(moved), etag)
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
@@ -374,7 +374,7 @@ def _settle_move(
     """A restore's "moved" record: done once the function is live under its target (the record goes),
     else, once the restorer must have died, back to the trash. Never purged."""
     bucket, trash_key = ctx.bucket_for(warehouse), keys.function_trash_record(drop_id)
-    ns, name = tuple(record["moved-to"][0]), str(record["moved-to"][1])
+    ns, name = tuple(record["restored-as"][0]), str(record["restored-as"][1])
     uuid_ = (record.get("function") or {}).get("function-uuid")
     try:
         live = json.loads(ctx.storage.get(bucket, keys.function_record(ns, name)).body)
@@ -389,7 +389,7 @@ def _settle_move(
         if expired_only:
             return False
         raise Conflict(f"Dropped function {drop_id!r} is being restored; retry")
-    back = {k: v for k, v in record.items() if k not in ("moved-to", "moved-at-ms")}
+    back = {k: v for k, v in record.items() if k not in ("restored-as", "moved-at-ms")}
     try:
         ctx.storage.put_if_match(bucket, trash_key, dump({**back, "state": "dropped"}), etag)
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
