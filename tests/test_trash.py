@@ -468,3 +468,105 @@ def test_dropped_functions_are_kept_restored_purged_and_expire(s3_endpoint, syst
         assert [d for d in _dropped(http, url, wh) if d["kind"] == "function"] == []
         newer_folder = keys.split_s3_uri(newer)[1].rsplit("/metadata/", 1)[0] + "/"
         assert keys_under(s3, wh, newer_folder) == []
+
+
+# ---- dropped functions: crash points ------------------------------------------------------------------
+
+FUNCTION_DROP_WRITES = 4  # tombstone (the commit point), its audit entry, trash record, tombstone gone
+FUNCTION_RESTORE_WRITES = 4  # trash record -> moved (the commit point), record (If-None-Match), audit, trash gone
+
+
+@pytest.fixture()
+def fn_wh(crash_ctx: Context, monkeypatch: pytest.MonkeyPatch) -> str:
+    from chalicelib.core.tables import functions
+    from tests.test_spec_semantics import FUNCTION
+
+    monkeypatch.setenv("CATALOG_TOMBSTONE_LEASE_MS", str(KEPT_LEASE_MS))
+    wh = f"wh-fn-{uuid.uuid4().hex[:8]}"
+    warehouses.create(crash_ctx, wh, False, {RETENTION: "3600"})
+    namespaces.create(crash_ctx, wh, ["f"], {})
+    functions.create(crash_ctx, wh, ("f",), "add", FUNCTION)
+    return wh
+
+
+def _function_trash(ctx: Context, wh: str) -> list[str]:
+    from chalicelib.core.catalog import trash as catalog_trash
+
+    return [d["id"] for d in catalog_trash.list_dropped(ctx, wh, None, None)[0] if d["kind"] == "function"]
+
+
+def test_function_drop_and_restore_write_counts(crash_ctx, fn_wh):
+    """The crash points below cover every write (a lost answer may add a retry's)."""
+    import os
+
+    from chalicelib.core.tables import functions
+
+    exact = not os.environ.get("CATALOG_FAULT_LOST_RATE")
+    drops = writes_of(crash_ctx, lambda c: functions.drop(c, fn_wh, ("f",), "add"))
+    assert drops == FUNCTION_DROP_WRITES if exact else drops >= FUNCTION_DROP_WRITES
+    (drop_id,) = _function_trash(crash_ctx, fn_wh)
+    restores = writes_of(crash_ctx, lambda c: functions.restore(c, fn_wh, drop_id))
+    assert restores == FUNCTION_RESTORE_WRITES if exact else restores >= FUNCTION_RESTORE_WRITES
+
+
+@pytest.mark.parametrize("crash_after", range(1, FUNCTION_DROP_WRITES + 1))
+def test_function_drop_crash_points(crash_ctx, fn_wh, crash_after):
+    """Past its tombstone a drop has happened: the function never loads again, and the sweeper (after
+    the dropper's lease) or a create at the name finishes it into the trash, whence it restores."""
+    from chalicelib.core.tables import functions
+    from chalicelib.errors import FunctionNotFound
+
+    ctx, wh = crash_ctx, fn_wh
+    location = functions.load(ctx, wh, ("f",), "add")["metadata-location"]
+    with pytest.raises(Crash):
+        functions.drop(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, ("f",), "add")
+    with pytest.raises(FunctionNotFound):
+        functions.load(ctx, wh, ("f",), "add")
+    time.sleep(KEPT_LEASE_MS / 1000 + 0.05)
+    sweeper.sweep(ctx, wh)
+    assert functions.list_names(ctx, wh, ("f",), None, 100) == ([], None)
+    (drop_id,) = _function_trash(ctx, wh)
+    functions.restore(ctx, wh, drop_id)
+    assert functions.load(ctx, wh, ("f",), "add")["metadata-location"] == location
+    assert _function_trash(ctx, wh) == []
+
+
+def test_a_create_over_an_unfinished_function_drop_keeps_the_dropped_one_in_the_trash(crash_ctx, fn_wh):
+    from chalicelib.core.tables import functions
+    from tests.test_spec_semantics import FUNCTION
+
+    ctx, wh = crash_ctx, fn_wh
+    old = functions.load(ctx, wh, ("f",), "add")["metadata-location"]
+    with pytest.raises(Crash):
+        functions.drop(Context(ctx.settings, CrashAfter(ctx.storage, 1)), wh, ("f",), "add")
+    new = functions.create(ctx, wh, ("f",), "add", FUNCTION)["metadata-location"]
+    assert new != old and functions.load(ctx, wh, ("f",), "add")["metadata-location"] == new
+    (drop_id,) = _function_trash(ctx, wh)
+    functions.restore(ctx, wh, drop_id, (("f",), "add_old"))
+    assert functions.load(ctx, wh, ("f",), "add_old")["metadata-location"] == old
+
+
+@pytest.mark.parametrize("crash_after", range(1, FUNCTION_RESTORE_WRITES + 1))
+def test_function_restore_crash_points(crash_ctx, fn_wh, crash_after):
+    """Before its record lands a restore that died goes back to the trash (after its lease); after,
+    the function is live and its trash record goes. A purge meanwhile never deletes a live one."""
+    from chalicelib.core.tables import functions
+
+    ctx, wh = crash_ctx, fn_wh
+    location = functions.load(ctx, wh, ("f",), "add")["metadata-location"]
+    functions.drop(ctx, wh, ("f",), "add")
+    (drop_id,) = _function_trash(ctx, wh)
+    with pytest.raises(Crash):
+        functions.restore(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, drop_id)
+    if crash_after >= 2:  # its record landed: a purge says so (or finds nothing) and deletes nothing
+        gone = crash_after == FUNCTION_RESTORE_WRITES
+        with pytest.raises(NotFound, match="No dropped" if gone else "was restored as f.add"):
+            functions.purge(ctx, wh, drop_id)
+    time.sleep(KEPT_LEASE_MS / 1000 + 0.05)
+    sweeper.sweep(ctx, wh)
+    if crash_after < 2:
+        assert _function_trash(ctx, wh) == [drop_id]
+        functions.restore(ctx, wh, drop_id)
+    assert _function_trash(ctx, wh) == []
+    assert functions.load(ctx, wh, ("f",), "add")["metadata-location"] == location
+    assert ctx.storage.get(*keys.split_s3_uri(location)).body  # its metadata file is there

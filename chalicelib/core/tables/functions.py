@@ -28,14 +28,13 @@ from chalicelib import keys
 from chalicelib.core.containers import namespaces
 from chalicelib.core.model import Namespace
 from chalicelib.core.primitives import audit, damage
-from chalicelib.core.primitives.context import Context, dump, env_int, now_ms
+from chalicelib.core.primitives.context import Context, dump, env_int, now_ms, tombstone_lease_ms
 from chalicelib.core.tables.trash import retention_ms
 from chalicelib.errors import AlreadyExists, BadRequest, CatalogError, Conflict, FunctionNotFound, NotFound
 from chalicelib.names import check_namespace, check_table
 from chalicelib.storage import ConditionalDeleteUnsupported, ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 KIND = "function"
-MOVE_SETTLE_MS = 60_000  # a restore still "moved" after this long died midway: the sweeper settles it
 
 
 def writable() -> bool:
@@ -385,7 +384,7 @@ def _settle_move(
         if expired_only:
             return True
         raise NotFound(f"Dropped function {drop_id!r} was restored as {'.'.join((*ns, name))}; nothing was purged")
-    if now_ms() - int(record.get("moved-at-ms") or 0) < MOVE_SETTLE_MS:
+    if now_ms() - int(record.get("moved-at-ms") or 0) < tombstone_lease_ms():  # the restorer's still
         if expired_only:
             return False
         raise Conflict(f"Dropped function {drop_id!r} is being restored; retry")
@@ -397,9 +396,29 @@ def _settle_move(
     return False
 
 
+def _finish_drops(ctx: Context, warehouse: str) -> int:
+    """Drops that died after their tombstone (their commit point), past the dropper's lease: into
+    the trash, and the name freed. Until then the name lists but does not load."""
+    bucket, done = ctx.bucket_for(warehouse), 0
+    for key in list(ctx.storage.list_keys(bucket, keys.FUNCTIONS_PREFIX)):
+        try:
+            obj = ctx.storage.get(bucket, key)
+            tomb = json.loads(obj.body)
+        except (ObjectNotFound, ValueError):
+            continue
+        if not isinstance(tomb, dict) or tomb.get("state") != "dropped":
+            continue
+        if now_ms() - int(_drop_entry(tomb).get("at") or 0) < tombstone_lease_ms():
+            continue
+        _to_trash(ctx, warehouse, tomb)
+        _remove_tomb(ctx, bucket, key, obj.etag)
+        done += 1
+    return done
+
+
 def sweep_trash(ctx: Context, warehouse: str) -> dict[str, int]:
-    """Purge dropped functions whose retention is over; finish purges and settle restores that died."""
-    stats = {"functions-purged": 0, "functions-kept": 0}
+    """Purge dropped functions whose retention is over; finish drops, purges and restores that died."""
+    stats = {"functions-purged": 0, "functions-kept": 0, "function-drops-finished": _finish_drops(ctx, warehouse)}
     prefix = keys.FUNCTION_TRASH_PREFIX
     for key in list(ctx.storage.list_keys(ctx.bucket_for(warehouse), prefix)):
         try:
