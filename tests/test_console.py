@@ -312,11 +312,18 @@ def test_root_manages_users_keys_and_policies(browser, catalog_url, http, lake):
     WebDriverWait(browser, 10).until(lambda d: "readers" in _text(d, "policies"))
     stored = http.get(f"{catalog_url}/admin/users/{user}").json()
     assert stored["access-keys"] == [akid] and list(stored["policies"]) == ["readers"]
+    assert stored["trusted-engine"] is False
+    _wait(browser, "#trusted-engine").click()  # the operator marks it a trusted engine
+    WebDriverWait(browser, 10).until(
+        lambda d: http.get(f"{catalog_url}/admin/users/{user}").json()["trusted-engine"] is True
+    )
+    WebDriverWait(browser, 10).until(lambda d: d.find_element(By.ID, "trusted-engine").is_selected())
 
     _sign_in(browser, ui, akid, secret)  # the key the page showed works, under the policy it saved
     assert _wait(browser, f'a[data-warehouse="{lake["wh"]}"]')
     system = http.get(f"{catalog_url}/admin/audit", params={"pageSize": 200}).json()["entries"]
-    assert [e["op"] for e in system if e["target"].get("user") == user][:3] == [
+    assert [e["op"] for e in system if e["target"].get("user") == user][:4] == [
+        "update-user",
         "put-policy",
         "create-access-key",
         "create-user",

@@ -638,6 +638,19 @@ async function pageUser(user) {
       showError(e.message);
     }
   });
+  // An engine the operator trusts to apply the read restrictions its table loads carry (it then
+  // reads tables' files whole); see docs/planning.md, "Read restrictions and trusted engines".
+  const trusted = el("input", { type: "checkbox", id: "trusted-engine" });
+  trusted.checked = u["trusted-engine"] === true;
+  trusted.addEventListener("change", async () => {
+    try {
+      await api("PATCH", base, { "trusted-engine": trusted.checked });
+      route();
+    } catch (e) {
+      trusted.checked = !trusted.checked;
+      showError(e.message);
+    }
+  });
   const delUser = el("button", { class: "danger", id: "delete-user" }, "Delete user");
   delUser.addEventListener("click", async () => {
     if (!confirm(`Delete ${user} and every key?`)) return;
@@ -652,6 +665,7 @@ async function pageUser(user) {
     crumbs([["#/admin", "users"], [null, user]]),
     section(`Access keys of ${user}`, table(["key", ""], keyRows, { id: "keys" }), el("p", {}, newKey)),
     section("Policies", table(["name", "document", ""], policyRows, { id: "policies" }), el("p", {}, pname), pdoc, el("p", {}, put)),
+    section("Trusted engine", el("p", {}, el("label", {}, trusted, " applies the read restrictions of the tables it loads itself, and reads their files whole"))),
     section("Danger", delUser),
   ];
 }
