@@ -379,6 +379,56 @@ def test_a_mask_is_never_undone_and_never_misapplied() -> None:
     assert found == {"required-column-projections": [{"action": "mask-alphanum", "field-id": 3}]}
 
 
+def test_a_mask_holds_for_every_reader_whatever_else_grants_the_column() -> None:
+    rule = (_masked(("email", "mask-alphanum")), _st())  # and an Allow of everything raw
+    assert read_rules.readable_rows(rule, _cols(WIDE), [3]) == ex.AlwaysFalse()  # untrusted: not served raw
+    assert "email" not in read_rules.readable_columns(rule, _cols(WIDE))
+    assert _restrictions(rule, trusted=False) == {
+        "required-column-projections": [{"action": "replace-with-null", "field-id": 3}]
+    }
+    assert _restrictions(rule, trusted=True) == {
+        "required-column-projections": [{"action": "mask-alphanum", "field-id": 3}]
+    }
+
+
+def test_a_mask_on_a_nested_field_conceals_its_top_level_column() -> None:
+    nested = Schema(
+        t.NestedField(1, "id", t.LongType(), required=False),
+        t.NestedField(
+            2,
+            "addr",
+            t.StructType(t.NestedField(3, "street", t.StringType()), t.NestedField(4, "city", t.StringType())),
+            required=False,
+        ),
+    )
+    rule = (_masked(("addr.street", "mask-alphanum")),)
+    cols = _cols(nested)
+    assert read_rules.restrictions(rule, cols, True) == {
+        "required-column-projections": [{"action": "mask-to-default", "field-id": 2}]  # a struct: the default
+    }
+    assert read_rules.restrictions(rule, cols, False) == {
+        "required-column-projections": [{"action": "replace-with-null", "field-id": 2}]
+    }
+    assert read_rules.readable_columns(rule, cols) == ["id"]
+
+
+def test_a_trusted_engine_is_told_of_columns_only_old_snapshots_hold() -> None:
+    old = Schema(t.NestedField(1, "id", t.LongType(), required=False), t.NestedField(2, "ssn", t.StringType()))
+    now = Schema(t.NestedField(1, "id", t.LongType(), required=False), schema_id=1)
+    cols = _cols(old, now)
+    deny_ssn = (_st(), _st(deny=True, columns=(("StringEquals", ("ssn",)),)))
+    hidden = {"required-column-projections": [{"action": "replace-with-null", "field-id": 2}]}
+    assert read_rules.restrictions(deny_ssn, cols, True) == hidden
+    only_id = (_st(columns=(("StringEquals", ("id",)),)),)
+    assert read_rules.restrictions(only_id, cols, True) == hidden
+    masked = (_masked(("ssn", "sha-256-global")),)
+    assert read_rules.restrictions(masked, cols, True) == {
+        "required-column-projections": [{"action": "sha-256-global", "field-id": 2}]
+    }
+    some_rows = (_st(), _st(deny=True, rows=(("StringEquals", "id", ("1",)),), columns=(("StringEquals", ("ssn",)),)))
+    assert read_rules.restrictions(some_rows, cols, True) == hidden  # its rows cannot be named: none of it
+
+
 def test_mask_conditions_are_validated_and_read() -> None:
     table = arns.table("wh", ("ns",), "t")
     doc = {

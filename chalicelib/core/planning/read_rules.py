@@ -14,12 +14,13 @@ an Allow only if all of them do, and a row condition on a name holds for an Allo
 for every current field that has borne the name (for a Deny, if it holds for any).
 
 An Allow may grant a column only masked (s3tables:columnMask/<column>: an action of the Iceberg
-REST spec's read restrictions). The catalog cannot mask inside a file, so where it enforces reads
-itself (planning and signing) such a grant grants that column nothing. A trusted engine is told the
-restrictions instead (`restrictions`, in loadTable) and reads the files: one row filter, the rows
-readable in every column it may read at all, evaluated on raw values, and an action per column it
-must not read raw: the mask (any masking grant masks the column: a mask is never undone by another
-grant), or for a column it may not read at all, null (a default for a required one).
+REST spec's read restrictions). A mask is never undone by another grant of the column, and a mask
+on a nested field masks its top-level column. The catalog cannot mask inside a file, so where it
+enforces reads itself (planning and signing) a masked column is granted by no Allow. A trusted
+engine is told the restrictions instead (`restrictions`, in loadTable) and reads the files: one row
+filter, the rows readable in every column it may read at all, evaluated on raw values, and an
+action per column (of any schema: old snapshots hold dropped ones) it must not read raw: the mask,
+or for a column it may not read at all, null (a default for a required one).
 """
 
 from __future__ import annotations
@@ -74,6 +75,15 @@ class Columns:
                     top = parents[top]
                 self.top[field_id] = top
         self.top_ids = sorted({t for t in self.top.values()})
+        # Every name under a top-level field (its own, and its nested fields'): a mask naming any
+        # of them masks that field, whole (a file is read by top-level column).
+        self.family: dict[int, set[str]] = {}
+        for field_id, top in self.top.items():
+            self.family.setdefault(top, set()).update(self.names.get(field_id, ()))
+        # The top-level fields of every schema (the current one's definition where it has them).
+        self.fields: dict[int, Any] = {}
+        for schema in [*metadata.schemas, self.current]:
+            self.fields.update({f.field_id: f for f in schema.fields})
         self._rows: dict[tuple[Any, ...], Any] = {}
 
     def current_name(self, field_id: int) -> str | None:
@@ -101,12 +111,9 @@ def _passes(operator: str, values: tuple[str, ...], name: str) -> bool:
     return hit != operator.startswith("StringNot")
 
 
-def _covers(st: ReadStatement, names: set[str], masks_grant: bool = False) -> bool:
+def _covers(st: ReadStatement, names: set[str]) -> bool:
     """Whether the statement covers a top-level field with these names (all of them for an Allow,
-    any for a Deny: a rename widens no grant and escapes no denial). An Allow's masked column is
-    covered only where masks are applied by the reader (masks_grant)."""
-    if not masks_grant and _mask_of(st, names):
-        return False
+    any for a Deny: a rename widens no grant and escapes no denial)."""
     if st.columns is None:
         return True
     tests = [all(_passes(op, values, n) for op, values in st.columns) for n in sorted(names)]
@@ -193,6 +200,13 @@ def _rows(st: ReadStatement, cols: Columns) -> Any:
     return out
 
 
+def _masks(rule: ReadRule, cols: Columns, field_id: int) -> set[str]:
+    """The actions the rule's Allows mask a top-level field with, by any name it or a field under
+    it has borne, whether or not a statement's column conditions cover it (a mask only conceals)."""
+    family = cols.family.get(field_id) or cols.names.get(field_id, set())
+    return {a for st in rule if (a := _mask_of(st, family)) is not None}
+
+
 def _mask_of(st: ReadStatement, names: set[str]) -> str | None:
     """The action an Allow masks a field with, by any name it has borne (None: not masked)."""
     if st.deny or not st.masks:
@@ -215,14 +229,17 @@ def readable_rows(rule: ReadRule, cols: Columns, field_ids: list[int], masks_gra
     seen: list[Any] = []
     for field_id in sorted(set(field_ids)):
         names = cols.names.get(field_id, set())
+        # Where masks cannot be applied, a masked column is granted by no Allow: another grant of
+        # it raw does not undo a mask, for any reader.
+        ungranted = not masks_grant and bool(_masks(rule, cols, field_id))
         allow: Any = ex.AlwaysFalse()
         deny: Any = ex.AlwaysFalse()
         for st in rule:
-            if not _covers(st, names, masks_grant):
+            if not _covers(st, names):
                 continue
             if st.deny:
                 deny = ex.Or(deny, _rows(st, cols))
-            else:
+            elif not ungranted:
                 allow = ex.Or(allow, _rows(st, cols))
         rows = ex.And(allow, ex.Not(deny))
         if rows not in seen:  # fields under the same statements add nothing
@@ -279,19 +296,24 @@ def restrictions(rule: ReadRule, cols: Columns, masks_grant: bool) -> dict[str, 
         return None
     projections: list[dict[str, Any]] = []
     readable: list[int] = []
-    for field in cols.current.fields:
-        names = cols.names.get(field.field_id, {field.name})
-        if isinstance(readable_rows(rule, cols, [field.field_id], masks_grant), ex.AlwaysFalse):
+    # Every top-level field of every schema: a trusted engine reads old snapshots' files too, which
+    # hold columns the current schema dropped.
+    for field_id, field in sorted(cols.fields.items()):
+        current = cols.current_name(field_id) is not None
+        rows = readable_rows(rule, cols, [field_id], masks_grant)
+        # A dropped column's rows cannot be named in a filter of current names: all of it, or none.
+        if isinstance(rows, ex.AlwaysFalse) or (not current and not isinstance(rows, ex.AlwaysTrue)):
             action = "replace-with-null" if not field.required else "mask-to-default"
         else:
-            readable.append(field.field_id)
-            masks = {a for st in rule if _covers(st, names, True) and (a := _mask_of(st, names)) is not None}
+            if current:
+                readable.append(field_id)
+            masks = _masks(rule, cols, field_id)
             if not masks_grant or not masks:
                 continue
             action = masks.pop() if len(masks) == 1 else "mask-to-default"  # grants that disagree: conceal all
         if not _applies(action, field):
             action = "mask-to-default"  # applies to every type
-        projections.append({"action": action, "field-id": field.field_id})
+        projections.append({"action": action, "field-id": field_id})
     rows = readable_rows(rule, cols, readable, masks_grant) if readable else ex.AlwaysFalse()
     out: dict[str, Any] = {}
     if projections:
