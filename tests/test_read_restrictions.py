@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import uuid
 from typing import Any
 
@@ -24,6 +25,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import DateType, LongType, NestedField, StringType
 
+from chalicelib import keys
 from scripts import catalog_admin
 from tests.authutil import make_user
 from tests.conftest import ROOT_KEY, ROOT_SECRET, catalog_process, rest_catalog, sigv4_props
@@ -307,7 +309,7 @@ def test_answers_with_different_restrictions_never_share_an_etag(url, env):
     assert "read-restrictions" not in env["http"].get(_table_url(url, env)).json()  # root reads all
 
 
-def test_trust_is_the_operators_alone_and_audited(url, env):
+def test_trust_is_the_operators_alone_and_audited(url, env, s3, system_bucket):
     admin = f"{url}/admin/users/{env['analyst'][0]}"
     assert _session(env["analyst"]).patch(admin, json={"trusted-engine": True}).status_code == 403
     for bad in ({"trusted-engine": "yes"}, {"trusted": True}, {}, ["trusted-engine"]):
@@ -318,3 +320,10 @@ def test_trust_is_the_operators_alone_and_audited(url, env):
     trail = env["http"].get(f"{url}/admin/audit", params={"operation": "update-user"}).json()["entries"]
     mine = [e for e in trail if e["target"].get("user") == env["engine"][0]]
     assert mine and mine[0]["detail"] == {"trusted-engine": True} and mine[0]["principal"] == "root", trail
+    # A damaged user record is named (422) and left as it is, never written over.
+    victim = make_user(env["http"], url, {})[0]
+    damaged = json.dumps({"name": victim, "policies": []}).encode()
+    s3.put_object(Bucket=system_bucket, Key=keys.user_record(victim), Body=damaged)
+    resp = env["http"].patch(f"{url}/admin/users/{victim}", json={"trusted-engine": True})
+    assert resp.status_code == 422 and keys.user_record(victim) in resp.json()["error"]["message"], resp.text
+    assert s3.get_object(Bucket=system_bucket, Key=keys.user_record(victim))["Body"].read() == damaged

@@ -113,6 +113,8 @@ def _user_problem(doc: Any) -> str | None:
 
     if not isinstance(doc, dict) or not isinstance(doc.get("access-keys", []), list):
         return "not a user record"
+    if not isinstance(doc.get("name"), str):
+        return "'name' is not a string"
     policies = doc.get("policies", {})
     if not isinstance(policies, dict):
         return "'policies' is not an object"
@@ -370,6 +372,8 @@ def update_user(ctx: Context, name: str, changes: object) -> dict[str, Any]:
         raise BadRequest(f"Unknown user propert(ies) {unknown[:5]!r}; supported: {', '.join(USER_PROPERTIES)}")
     if not isinstance(changes["trusted-engine"], bool):
         raise BadRequest("Invalid trusted-engine: expected true or false")
+    if _user_record(ctx, name) is None:  # a damaged record answers 422 naming its key, and is not written
+        raise NotFound(f"User {name!r} does not exist")
     record = _update_user(
         ctx, name, lambda r: r.__setitem__("trusted-engine", changes["trusted-engine"]), "update-user", **changes
     )
