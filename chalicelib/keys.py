@@ -29,10 +29,11 @@ Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
                                            "location" / "location-uuid" (the uuid owning the
                                            location, kept after the first metadata arrives).
     .catalog/functions/{l1}.{l2}.../{f}.json  a function (the spec's UDF): its metadata location, uuid,
-                                           state, audit tail; its metadata files under
-                                           {l1}/.../{f}-{uuid}/metadata/ (kept while it is in the trash)
+                                           state, audit tail; its one metadata file under
+                                           {l1}/.../{f}-{random id}/metadata/ (kept while it is in the trash)
     .catalog/function-trash/{drop-id}.json  a dropped function kept for the warehouse's retention: its
-                                           record, name, when it expires (core/tables/functions.py)
+                                           record, name, when it expires, state ("dropped" | "moved" |
+                                           "restored" | "purging") (core/tables/functions.py)
     .catalog/resource-policies.json        S3 Tables table bucket and table policies (CAS)
     .catalog/uuids/{table-uuid}.json       claim of a table uuid, and so of its location: state
                                            "live" | "dropped" (files kept) | "purging"; deleted

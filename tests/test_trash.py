@@ -473,7 +473,7 @@ def test_dropped_functions_are_kept_restored_purged_and_expire(s3_endpoint, syst
 # ---- dropped functions: crash points ------------------------------------------------------------------
 
 FUNCTION_DROP_WRITES = 4  # tombstone (the commit point), its audit entry, trash record, tombstone gone
-FUNCTION_RESTORE_WRITES = 4  # trash record -> moved (the commit point), record (If-None-Match), audit, trash gone
+FUNCTION_RESTORE_WRITES = 4  # trash record -> moved (the commit point), record (If-None-Match), audit, -> restored
 
 
 @pytest.fixture()
@@ -533,12 +533,16 @@ def test_function_drop_crash_points(crash_ctx, fn_wh, crash_after):
 
 def test_a_create_over_an_unfinished_function_drop_keeps_the_dropped_one_in_the_trash(crash_ctx, fn_wh):
     from chalicelib.core.tables import functions
+    from chalicelib.errors import Conflict
     from tests.test_spec_semantics import FUNCTION
 
     ctx, wh = crash_ctx, fn_wh
     old = functions.load(ctx, wh, ("f",), "add")["metadata-location"]
     with pytest.raises(Crash):
         functions.drop(Context(ctx.settings, CrashAfter(ctx.storage, 1)), wh, ("f",), "add")
+    with pytest.raises(Conflict, match="being dropped"):  # its dropper's, for its lease
+        functions.create(ctx, wh, ("f",), "add", FUNCTION)
+    time.sleep(KEPT_LEASE_MS / 1000 + 0.05)
     new = functions.create(ctx, wh, ("f",), "add", FUNCTION)["metadata-location"]
     assert new != old and functions.load(ctx, wh, ("f",), "add")["metadata-location"] == new
     (drop_id,) = _function_trash(ctx, wh)
@@ -558,9 +562,8 @@ def test_function_restore_crash_points(crash_ctx, fn_wh, crash_after):
     (drop_id,) = _function_trash(ctx, wh)
     with pytest.raises(Crash):
         functions.restore(Context(ctx.settings, CrashAfter(ctx.storage, crash_after)), wh, drop_id)
-    if crash_after >= 2:  # its record landed: a purge says so (or finds nothing) and deletes nothing
-        gone = crash_after == FUNCTION_RESTORE_WRITES
-        with pytest.raises(NotFound, match="No dropped" if gone else "was restored as f.add"):
+    if crash_after >= 2:  # its record landed: a purge says so and deletes nothing
+        with pytest.raises(NotFound, match="was restored as f.add"):
             functions.purge(ctx, wh, drop_id)
     time.sleep(KEPT_LEASE_MS / 1000 + 0.05)
     sweeper.sweep(ctx, wh)
@@ -570,3 +573,91 @@ def test_function_restore_crash_points(crash_ctx, fn_wh, crash_after):
     assert _function_trash(ctx, wh) == []
     assert functions.load(ctx, wh, ("f",), "add")["metadata-location"] == location
     assert ctx.storage.get(*keys.split_s3_uri(location)).body  # its metadata file is there
+
+
+def test_a_function_purge_deletes_only_its_own_file_whatever_uuid_its_creator_chose(crash_ctx, fn_wh):
+    """A function's uuid is the client's to choose: neither a table's uuid nor another function's
+    gives its purge anything but its own metadata file."""
+    from chalicelib.core.tables import functions
+    from tests.test_spec_semantics import FUNCTION
+
+    ctx, wh = crash_ctx, fn_wh
+    namespaces.create(ctx, wh, ["db"], {})
+    creation.create(ctx, wh, ("db",), iceberg_io.parse_create({"name": "t", "schema": SCHEMA_JSON}))
+    table = lookup.load(ctx, wh, ("db",), "t")
+    table_uuid = json.loads(table.raw_metadata)["table-uuid"]
+    twin = {**FUNCTION, "function-uuid": table_uuid}
+    functions.create(ctx, wh, ("db",), "t", twin)  # a function may share a table's name, and its uuid
+    functions.drop(ctx, wh, ("db",), "t")
+    (drop_id,) = _function_trash(ctx, wh)
+    functions.purge(ctx, wh, drop_id)
+    assert json.loads(lookup.load(ctx, wh, ("db",), "t").raw_metadata)["table-uuid"] == table_uuid
+    assert ctx.storage.get(*keys.split_s3_uri(table.metadata_location)).body  # the table's files stay
+
+    fixed = {**FUNCTION, "function-uuid": "6f1c4a7e-1d0f-4a55-9a31-0d3f5c8e2b11"}
+    functions.create(ctx, wh, ("f",), "same", fixed)
+    functions.drop(ctx, wh, ("f",), "same")
+    (first,) = _function_trash(ctx, wh)
+    again = functions.create(ctx, wh, ("f",), "same", fixed)["metadata-location"]
+    functions.purge(ctx, wh, first)
+    assert functions.load(ctx, wh, ("f",), "same")["metadata-location"] == again  # it loads: its file is there
+
+
+class _CrashAfterWriting:
+    """Storage that dies right after the first write under a prefix lands (lost answers and their
+    retries make counting writes unfit for this)."""
+
+    def __init__(self, inner: Any, prefix: str) -> None:
+        self.inner, self.prefix = inner, prefix
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name not in ("put", "put_if_absent", "put_if_match"):
+            return attr
+
+        def write(bucket: str, key: str, *args: Any) -> Any:
+            try:
+                return attr(bucket, key, *args)
+            finally:
+                if key.startswith(self.prefix):
+                    raise Crash(f"died after writing {key}")
+
+        return write
+
+
+def test_a_drop_finished_again_after_its_restore_never_returns_to_the_trash(crash_ctx, fn_wh):
+    """A drop that died after its trash record, then a restore of that record: the sweeper finishing
+    the drop later must not bring a second record of the live function back, whose purge would
+    take its file."""
+    from chalicelib.core.tables import functions
+
+    ctx, wh = crash_ctx, fn_wh
+    location = functions.load(ctx, wh, ("f",), "add")["metadata-location"]
+    with pytest.raises(Crash):  # dies right after its trash record is written
+        functions.drop(
+            Context(ctx.settings, _CrashAfterWriting(ctx.storage, keys.FUNCTION_TRASH_PREFIX)), wh, ("f",), "add"
+        )
+    (drop_id,) = _function_trash(ctx, wh)
+    functions.restore(ctx, wh, drop_id, (("f",), "add_v2"))
+    time.sleep(KEPT_LEASE_MS / 1000 + 0.05)
+    sweeper.sweep(ctx, wh)  # finishes the old drop: its tombstone goes, the trash stays as it is
+    assert _function_trash(ctx, wh) == []
+    with pytest.raises(NotFound, match="was restored as f.add_v2"):
+        functions.purge(ctx, wh, drop_id)
+    assert functions.load(ctx, wh, ("f",), "add_v2")["metadata-location"] == location
+    assert ctx.storage.get(*keys.split_s3_uri(location)).body
+
+
+def test_a_damaged_function_trash_record_is_named_and_skipped(crash_ctx, fn_wh):
+    from chalicelib.core.catalog import trash as catalog_trash
+    from chalicelib.core.tables import functions
+    from chalicelib.errors import DamagedObject
+
+    ctx, wh = crash_ctx, fn_wh
+    functions.drop(ctx, wh, ("f",), "add")
+    (drop_id,) = _function_trash(ctx, wh)
+    ctx.storage.put(wh, keys.function_trash_record("0" * 32), b'{"kind": "function", "state": "dropped"}')
+    assert _function_trash(ctx, wh) == [drop_id]  # the listing goes on
+    with pytest.raises(DamagedObject, match=keys.function_trash_record("0" * 32)):
+        catalog_trash.get_any(ctx, wh, "0" * 32)
+    assert sweeper.sweep(ctx, wh)[wh].get("functions-kept", 0) >= 1  # the sweep goes on too

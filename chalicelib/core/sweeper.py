@@ -107,7 +107,7 @@ def sweep_warehouse(ctx: Context, warehouse: str, deadline: float, views: Views 
     if audit.flush_records(ctx, bucket, keys.NS_PREFIX, keys.AUDIT_PREFIX):
         stats["audit-records-flushed"] += 1
     trash_stats = trash.sweep(ctx, warehouse, max(deadline - time.monotonic(), 0.0))
-    trash_stats.update(functions.sweep_trash(ctx, warehouse))
+    trash_stats.update(functions.sweep_trash(ctx, warehouse, max(deadline - time.monotonic(), 0.0)))
     stats.update({k: v for k, v in trash_stats.items() if v})
     for key in ctx.storage.list_keys(bucket, keys.PURGES_PREFIX):
         left = deadline - time.monotonic()

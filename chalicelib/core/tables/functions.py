@@ -13,14 +13,17 @@ tombstone finishes that drop first. Every change is audited (`create-function`, 
 
 The trash of functions works as the tables' (core/tables/trash.py): a restore first moves the
 trash record to "moved" (If-Match), then writes the record under its name (If-None-Match), then
-deletes the trash record; a purge moves it to "purging" first, so a restore and a purge never both
-land, then deletes the function's metadata files (its location is its own: `{name}-{uuid}`). The
-sweeper purges what outlived the retention and settles a restore that died midway.
+marks the trash record "restored" (kept until the retention ends, so a drop finished again later
+cannot bring it back); a purge moves it to "purging" first, so a restore and a purge never both
+land, then deletes the one metadata file it names, unless another record names it too. The
+sweeper purges what outlived the retention, finishes drops that died past their tombstone, and
+settles restores that died midway.
 """
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from typing import Any
 
@@ -47,7 +50,9 @@ def _target(ns: Namespace, name: str, function_uuid: str) -> dict[str, Any]:
 
 
 def _source(function_uuid: str) -> str:
-    return function_uuid.replace("-", "")
+    """Its audit trail's source: apart from every table's (a client may choose a function's uuid,
+    and a table's entry id is a hex uuid too), so neither trail nor event cursor ever mixes them."""
+    return "fn" + function_uuid.replace("-", "")
 
 
 def check_metadata(doc: object) -> dict[str, Any]:
@@ -134,7 +139,9 @@ def create(ctx: Context, warehouse: str, ns: Namespace, name: str, metadata: obj
     except ValueError:
         raise BadRequest("Invalid function: function-uuid must be a UUID") from None
     bucket = ctx.bucket_for(warehouse)
-    location = f"s3://{bucket}/{'/'.join(ns)}/{name}-{function_uuid.replace('-', '')}"
+    # Its own folder, named by a fresh random id (never the uuid a client may choose): a purge
+    # deletes only the metadata file its record names, and nothing else can be there.
+    location = f"s3://{bucket}/{'/'.join(ns)}/{name}-{uuid.uuid4().hex}"
     doc.update({"function-uuid": function_uuid, "format-version": 1, "location": location})
     doc.setdefault("definition-log", [])
     meta_loc = keys.metadata_file(location, 0, str(uuid.uuid4()))
@@ -159,12 +166,8 @@ def _claim(ctx: Context, warehouse: str, ns: Namespace, name: str, record: dict[
         try:
             ctx.storage.put_if_absent(bucket, key, dump(record))
             return
-        except WriteInDoubt:
-            if json.loads(ctx.storage.get(bucket, key).body).get("metadata-location") == record["metadata-location"]:
-                return
-            raise
-        except PreconditionFailed:
-            pass
+        except (PreconditionFailed, WriteInDoubt):
+            pass  # taken, or its answer lost: what is there now says which (ours is recognised below)
         try:
             current = ctx.storage.get(bucket, key)
         except ObjectNotFound:
@@ -174,6 +177,10 @@ def _claim(ctx: Context, warehouse: str, ns: Namespace, name: str, record: dict[
             return  # ours (a retry after a lost answer)
         if found.get("state") != "dropped":
             raise AlreadyExists(f"Function already exists: {'.'.join((*ns, name))}")
+        if now_ms() - int(_drop_entry(found).get("at") or 0) < tombstone_lease_ms():
+            # Its dropper is finishing it (and, on an S3 without conditional deletes, deletes it
+            # after a read): the name frees in a moment.
+            raise Conflict(f"Function {'.'.join((*ns, name))} is being dropped; retry in a moment")
         _to_trash(ctx, warehouse, found)
         try:
             ctx.storage.put_if_match(bucket, key, dump(record), current.etag)
@@ -203,7 +210,9 @@ def drop(ctx: Context, warehouse: str, ns: Namespace, name: str) -> None:
 
 def _remove_tomb(ctx: Context, bucket: str, key: str, etag: str) -> None:
     """Free the name: delete the tombstone if it is still ours (If-Match; where S3 has no
-    conditional delete, after a read). A create may have finished this drop and taken the name."""
+    conditional delete, after a read: a create takes over a tombstone only after its dropper's
+    lease, so the dropper's read-then-delete is safe; the sweeper's, after the lease, can meet a
+    create there, which only such a store allows). A create may have finished this drop."""
     try:
         ctx.storage.delete_if_match(bucket, key, etag)
         return
@@ -243,10 +252,19 @@ def _to_trash(ctx: Context, warehouse: str, tomb: dict[str, Any]) -> None:
         "expires-at-ms": int(entry.get("at") or now_ms()) + keep_ms,
         "function": {k: v for k, v in tomb.items() if k not in ("state", "namespace", "name")},
     }
-    try:
-        ctx.storage.put_if_absent(ctx.bucket_for(warehouse), keys.function_trash_record(entry["id"]), dump(record))
-    except PreconditionFailed:
-        pass  # written already (a drop finished twice)
+    bucket, key = ctx.bucket_for(warehouse), keys.function_trash_record(entry["id"])
+    for _ in range(3):
+        try:
+            ctx.storage.put_if_absent(bucket, key, dump(record))
+            return
+        except (PreconditionFailed, WriteInDoubt):
+            pass  # written already (a drop finished twice, or restored since), or its answer lost
+        try:
+            ctx.storage.get(bucket, key)
+            return  # there: this drop's record, in whatever state it has reached
+        except ObjectNotFound:
+            continue
+    raise WriteInDoubt(f"{bucket}/{key}")
 
 
 def public_dropped(record: dict[str, Any]) -> dict[str, Any]:
@@ -264,6 +282,16 @@ def public_dropped(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _trash_problem(doc: Any) -> str | None:
+    if not isinstance(doc, dict) or doc.get("kind") != KIND or not isinstance(doc.get("function"), dict):
+        return "not a dropped function's record"
+    if not isinstance(doc.get("namespace"), list) or not isinstance(doc.get("name"), str):
+        return "no namespace and name"
+    if doc.get("state") not in ("dropped", "moved", "restored", "purging"):
+        return f"unknown state {str(doc.get('state'))[:40]!r}"
+    return None
+
+
 def _trash_record(ctx: Context, warehouse: str, drop_id: str) -> tuple[dict[str, Any], str]:
     if not drop_id or len(drop_id) > 64 or not drop_id.isalnum():
         raise NotFound(f"No dropped table, view or function {drop_id[:80]!r}")
@@ -272,14 +300,14 @@ def _trash_record(ctx: Context, warehouse: str, drop_id: str) -> tuple[dict[str,
     except ObjectNotFound:
         raise NotFound(f"No dropped table, view or function {drop_id!r}") from None
     key = keys.function_trash_record(drop_id)
-    return damage.parse(obj.body, ctx.bucket_for(warehouse), key, "A dropped function"), obj.etag
+    return damage.parse(obj.body, ctx.bucket_for(warehouse), key, "A dropped function", _trash_problem), obj.etag
 
 
 def get_dropped(ctx: Context, warehouse: str, drop_id: str) -> dict[str, Any]:
     """A dropped function's trash record (NotFound unless it is in the trash, dropped)."""
     record, _ = _trash_record(ctx, warehouse, drop_id)
     if record.get("state") != "dropped":
-        raise NotFound(f"Dropped function {drop_id!r} is being {record.get('state')}")
+        raise NotFound(f"Dropped function {drop_id!r} is {record.get('state')}")
     return record
 
 
@@ -299,8 +327,8 @@ def list_dropped(ctx: Context, warehouse: str, start: str, size: int) -> tuple[l
         try:
             record = json.loads(ctx.storage.get(bucket, key).body)
         except (ObjectNotFound, ValueError):
-            continue  # gone meanwhile, or damaged (fsck reports it)
-        if isinstance(record, dict) and record.get("state") == "dropped":
+            continue  # gone meanwhile, or damaged (skipped: its own id answers 422)
+        if _trash_problem(record) is None and record.get("state") == "dropped":
             out.append(record)
     last = listed[size - 1][len(keys.FUNCTION_TRASH_PREFIX) : -len(".json")] if more else None
     return out, last
@@ -331,8 +359,17 @@ def restore(
         ctx.storage.put_if_match(bucket, trash_key, dump(record), moved_etag)  # still in the trash
         raise
     audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, _source(str(function.get("function-uuid", ""))), live, older)
-    ctx.storage.delete(bucket, trash_key)
+    _mark_restored(ctx, bucket, trash_key, moved, moved_etag)
     return ns, name, str(function.get("metadata-location"))
+
+
+def _mark_restored(ctx: Context, bucket: str, trash_key: str, record: dict[str, Any], etag: str) -> None:
+    """The record stays, "restored", until the drop's retention ends: an unfinished drop finished
+    again later (put-if-absent under the same id) cannot bring it back into the trash."""
+    try:
+        ctx.storage.put_if_match(bucket, trash_key, dump({**record, "state": "restored"}), etag)
+    except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
+        pass  # settled meanwhile (the sweeper, after the lease), or in doubt: the sweeper settles it
 
 
 def purge(ctx: Context, warehouse: str, drop_id: str, expired_only: bool = False) -> bool:
@@ -345,6 +382,14 @@ def purge(ctx: Context, warehouse: str, drop_id: str, expired_only: bool = False
     function_uuid = str(function.get("function-uuid", ""))
     if state == "moved":
         return _settle_move(ctx, warehouse, drop_id, record, etag, expired_only)
+    if state == "restored":
+        if not expired_only:
+            target = ".".join((*record["restored-as"][0], record["restored-as"][1]))
+            raise NotFound(f"Dropped function {drop_id!r} was restored as {target}; nothing was purged")
+        if now_ms() < int(record.get("expires-at-ms") or 0):
+            return False
+        ctx.storage.delete(bucket, trash_key)
+        return True
     if state == "dropped":
         if expired_only and now_ms() < int(record.get("expires-at-ms") or 0):
             return False
@@ -359,12 +404,30 @@ def purge(ctx: Context, warehouse: str, drop_id: str, expired_only: bool = False
         audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, _source(function_uuid), stamped, older)
         record = purging
     location = str(function.get("metadata-location") or "")
-    if "/metadata/" in location and function_uuid:
-        folder = keys.split_s3_uri(location)[1].rsplit("/metadata/", 1)[0] + "/"
-        if function_uuid.replace("-", "") in folder:  # its own location, named by its uuid
-            ctx.storage.delete_many(bucket, list(ctx.storage.list_keys(bucket, folder)))
+    if location.startswith(f"s3://{bucket}/") and not _named_elsewhere(ctx, bucket, location, drop_id):
+        ctx.storage.delete(*keys.split_s3_uri(location))  # the one file a function has
     ctx.storage.delete(bucket, trash_key)
     return True
+
+
+def _named_elsewhere(ctx: Context, bucket: str, location: str, drop_id: str) -> bool:
+    """Whether a function record (live, or a drop unfinished) or another trash record still names
+    this metadata file: a crash may leave two records of one function, and only the last may
+    take its file."""
+    for prefix in (keys.FUNCTIONS_PREFIX, keys.FUNCTION_TRASH_PREFIX):
+        for key in ctx.storage.list_keys(bucket, prefix):
+            if key == keys.function_trash_record(drop_id):
+                continue
+            try:
+                doc = json.loads(ctx.storage.get(bucket, key).body)
+            except (ObjectNotFound, ValueError):
+                continue
+            if not isinstance(doc, dict) or doc.get("state") in ("purging", "restored"):
+                continue
+            named = doc.get("function", doc) if prefix == keys.FUNCTION_TRASH_PREFIX else doc
+            if isinstance(named, dict) and named.get("metadata-location") == location:
+                return True
+    return False
 
 
 def _settle_move(
@@ -380,9 +443,9 @@ def _settle_move(
     except ObjectNotFound:
         live = {}
     if live.get("state") != "dropped" and live.get("function-uuid") == uuid_:
-        ctx.storage.delete(bucket, trash_key)
+        _mark_restored(ctx, bucket, trash_key, record, etag)
         if expired_only:
-            return True
+            return False  # the marker stays until the retention ends
         raise NotFound(f"Dropped function {drop_id!r} was restored as {'.'.join((*ns, name))}; nothing was purged")
     if now_ms() - int(record.get("moved-at-ms") or 0) < tombstone_lease_ms():  # the restorer's still
         if expired_only:
@@ -396,11 +459,13 @@ def _settle_move(
     return False
 
 
-def _finish_drops(ctx: Context, warehouse: str) -> int:
+def _finish_drops(ctx: Context, warehouse: str, deadline: float) -> int:
     """Drops that died after their tombstone (their commit point), past the dropper's lease: into
     the trash, and the name freed. Until then the name lists but does not load."""
     bucket, done = ctx.bucket_for(warehouse), 0
     for key in list(ctx.storage.list_keys(bucket, keys.FUNCTIONS_PREFIX)):
+        if time.monotonic() >= deadline:
+            break
         try:
             obj = ctx.storage.get(bucket, key)
             tomb = json.loads(obj.body)
@@ -416,11 +481,15 @@ def _finish_drops(ctx: Context, warehouse: str) -> int:
     return done
 
 
-def sweep_trash(ctx: Context, warehouse: str) -> dict[str, int]:
+def sweep_trash(ctx: Context, warehouse: str, budget_s: float) -> dict[str, int]:
     """Purge dropped functions whose retention is over; finish drops, purges and restores that died."""
-    stats = {"functions-purged": 0, "functions-kept": 0, "function-drops-finished": _finish_drops(ctx, warehouse)}
+    deadline = time.monotonic() + budget_s
+    stats = {"functions-purged": 0, "functions-kept": 0, "function-drops-finished": 0}
+    stats["function-drops-finished"] = _finish_drops(ctx, warehouse, deadline)
     prefix = keys.FUNCTION_TRASH_PREFIX
     for key in list(ctx.storage.list_keys(ctx.bucket_for(warehouse), prefix)):
+        if time.monotonic() >= deadline:
+            break
         try:
             done = purge(ctx, warehouse, key[len(prefix) : -len(".json")], expired_only=True)
         except CatalogError:
