@@ -201,7 +201,19 @@ def test_functions_list_load_and_with_the_flag_create_and_drop(s3_endpoint, syst
         assert body["metadata-location"] == created.json()["metadata-location"]
         assert body["metadata"]["definitions"] == FUNCTION["definitions"]
         assert uuid.UUID(body["metadata"]["function-uuid"]) and body["metadata"]["properties"] == {"owner": "lake"}
-        assert http.get(base).json() == {"identifiers": [{"namespace": ["f"], "name": "add"}]}
+        assert http.get(base).json() == {"identifiers": [["f", "add"]]}  # CatalogObjectIdentifier: levels, name last
+        for i in range(3):
+            assert http.post(base, json={"name": f"p{i}", "metadata": FUNCTION}).status_code == 200
+        pages, params = [], {"pageToken": "", "pageSize": 2}
+        while True:
+            page = http.get(base, params=params).json()
+            pages.append(page["identifiers"])
+            if not page.get("next-page-token"):
+                break
+            params["pageToken"] = page["next-page-token"]
+        assert pages == [[["f", "add"], ["f", "p0"]], [["f", "p1"], ["f", "p2"]]]
+        for i in range(3):
+            assert http.delete(f"{base}/p{i}").status_code == 204
         missing = http.get(f"{base}/nope")
         assert missing.status_code == 404 and missing.json()["error"]["type"] == "NoSuchFunctionException"
         # Policies: a reader may load, not drop.
@@ -214,7 +226,8 @@ def test_functions_list_load_and_with_the_flag_create_and_drop(s3_endpoint, syst
         assert http.get(f"{base}/add").status_code == 404 and http.get(base).json() == {"identifiers": []}
         assert http.delete(f"{base}/add").status_code == 404
         trail = http.get(f"{url}/v1/{wh}/audit", params={"pageSize": 50}).json()["entries"]
-        assert [e["op"] for e in trail if e["op"].endswith("-function")] == ["drop-function", "create-function"]
+        ops = [e["op"] for e in trail if e["op"].endswith("-function") and e["target"]["name"] == "add"]
+        assert ops == ["drop-function", "create-function"]
         feed = http.post(f"{url}/v1/{wh}/events", json={"page-size": 100}).json()["events"]
         kinds = [e["operation"]["operation-type"] for e in feed]
         assert "x-create-function" in kinds and "x-drop-function" in kinds, kinds

@@ -35,7 +35,8 @@ def list_functions(req: RequestContext) -> tuple[int, dict[str, Any]]:
     token, size = paging_of(req, spec=True)
     names, nxt = functions.list_names(ctx, wh, ns, token, size or 10_000)
     shown = [n for n in names if req.visible(req.action, table_arn(wh, ns, n), ns_context(ns, n))]
-    return 200, paged(req, "identifiers", [{"namespace": list(ns), "name": n} for n in shown], nxt)
+    # The spec's CatalogObjectIdentifier: the levels as one list, the function's name last.
+    return 200, paged(req, "identifiers", [[*ns, n] for n in shown], nxt)
 
 
 @operation(bp, FUNCTION, "GET", "GetFunction", checks=resources.function)
