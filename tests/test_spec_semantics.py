@@ -162,7 +162,13 @@ FUNCTION = {
             "parameters": [{"name": "a", "type": "int"}, {"name": "b", "type": "int"}],
             "return-type": "int",
             "function-type": "udf",
-            "versions": [{"version-id": 1, "representations": [{"type": "sql", "dialect": "spark", "body": "a + b"}]}],
+            "versions": [
+                {
+                    "version-id": 1,
+                    "representations": [{"type": "sql", "dialect": "spark", "sql": "a + b"}],
+                    "timestamp-ms": 1_790_000_000_000,
+                }
+            ],
             "current-version-id": 1,
         }
     ],
@@ -192,6 +198,16 @@ def test_functions_list_load_and_with_the_flag_create_and_drop(s3_endpoint, syst
         assert http.get(f"{url}/v1/{wh}/namespaces/nope/functions").status_code == 404
         bad = http.post(base, json={"name": "add", "metadata": {"format-version": 1, "definitions": []}})
         assert bad.status_code == 400 and "definitions" in bad.json()["error"]["message"]
+        (definition,) = FUNCTION["definitions"]
+        for broken in (
+            {k: v for k, v in definition.items() if k != "current-version-id"},
+            {**definition, "current-version-id": 7},
+            {**definition, "versions": [{**definition["versions"][0], "representations": [{"type": "sql"}]}]},
+            {**definition, "parameters": [{"name": "a"}]},
+        ):
+            bad = http.post(base, json={"name": "add", "metadata": {**FUNCTION, "definitions": [broken]}})
+            assert bad.status_code == 400 and bad.json()["error"]["type"] == "BadRequest", broken
+        assert http.get(base).json() == {"identifiers": []}  # nothing stored
         created = http.post(base, json={"name": "add", "metadata": FUNCTION})
         assert created.status_code == 200, created.text
         assert http.post(base, json={"name": "add", "metadata": FUNCTION}).status_code == 409

@@ -66,25 +66,66 @@ def check_metadata(doc: object) -> dict[str, Any]:
         raise BadRequest("Invalid function: definitions must list at least one definition")
     ids = []
     for d in definitions:
-        if not isinstance(d, dict) or not {"definition-id", "parameters", "return-type", "versions"} <= set(d):
-            raise BadRequest(
-                "Invalid function: each definition needs definition-id, parameters, return-type and versions"
-            )
+        if not isinstance(d, dict) or not DEFINITION_FIELDS <= set(d):
+            raise BadRequest(f"Invalid function: each definition needs {', '.join(sorted(DEFINITION_FIELDS))}")
         if not isinstance(d["definition-id"], str) or not isinstance(d["parameters"], list):
             raise BadRequest("Invalid function: definition-id is a string and parameters a list")
-        if not isinstance(d["versions"], list) or not d["versions"]:
-            raise BadRequest(f"Invalid function: definition {d['definition-id'][:80]!r} has no version")
-        if d.get("function-type", "udf") not in ("udf", "udtf"):
+        if not all(isinstance(p, dict) and isinstance(p.get("name"), str) and "type" in p for p in d["parameters"]):
+            raise BadRequest("Invalid function: each parameter needs a name and a type")
+        if d["function-type"] not in ("udf", "udtf"):
             raise BadRequest("Invalid function: function-type is udf or udtf")
+        _check_versions(d)
         ids.append(d["definition-id"])
     if len(set(ids)) != len(ids):
         raise BadRequest("Invalid function: definition-ids must be unique")
-    if not isinstance(doc.get("definition-log", []), list):
-        raise BadRequest("Invalid function: definition-log must be a list")
+    log = doc.get("definition-log", [])
+    if not isinstance(log, list) or not all(
+        isinstance(e, dict)
+        and isinstance(e.get("timestamp-ms"), int)
+        and isinstance(e.get("definition-versions"), list)
+        for e in log
+    ):
+        raise BadRequest("Invalid function: definition-log entries need timestamp-ms and definition-versions")
     props = doc.get("properties", {})
     if not isinstance(props, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
         raise BadRequest("Invalid function: properties map strings to strings")
     return doc
+
+
+# What the spec's FunctionDefinition and FunctionDefinitionVersion require.
+DEFINITION_FIELDS = frozenset(
+    {"definition-id", "parameters", "return-type", "versions", "current-version-id", "function-type"}
+)
+
+
+def _is_log_entry(e: object) -> bool:
+    return (
+        isinstance(e, dict)
+        and isinstance(e.get("timestamp-ms"), int)
+        and isinstance(e.get("definition-versions"), list)
+    )
+
+
+def _check_versions(d: dict[str, Any]) -> None:
+    where = f"definition {d['definition-id'][:80]!r}"
+    versions = d["versions"]
+    if not isinstance(versions, list) or not versions:
+        raise BadRequest(f"Invalid function: {where} has no version")
+    for v in versions:
+        if (
+            not isinstance(v, dict)
+            or not isinstance(v.get("version-id"), int)
+            or not isinstance(v.get("timestamp-ms"), int)
+        ):
+            raise BadRequest(f"Invalid function: each version of {where} needs version-id and timestamp-ms")
+        reps = v.get("representations")
+        if not isinstance(reps, list) or not reps:
+            raise BadRequest(f"Invalid function: each version of {where} needs representations")
+        for r in reps:
+            if not isinstance(r, dict) or r.get("type") != "sql" or not {"dialect", "sql"} <= set(r):
+                raise BadRequest(f"Invalid function: a representation of {where} is {{type: sql, dialect, sql}}")
+    if d["current-version-id"] not in {v["version-id"] for v in versions}:
+        raise BadRequest(f"Invalid function: current-version-id of {where} names none of its versions")
 
 
 def _read(ctx: Context, warehouse: str, ns: Namespace, name: str) -> tuple[dict[str, Any], str]:
