@@ -238,16 +238,20 @@ def test_sign_token_signs_for_its_table_only(keyless_url, lake, s3_endpoint):
     assert requests.post(f"{base}/a/sign", json=body, headers={"Authorization": f"Bearer {forged}"}).status_code == 401
 
 
-def test_sign_request_bad_input_is_400(keyless_url, lake):
+def test_sign_request_bad_input_is_400(keyless_url, lake, s3_endpoint):
     for body in (
         {},
         {"method": "GET"},
         {"method": "GET", "uri": "x", "headers": {"a": "b"}},
         {"method": 1, "uri": "u"},
+        {"method": "GET", "uri": "https://storage.example/b/k", "headers": {}, "provider": "gcs"},
     ):
         resp = _sign(keyless_url, lake["wh"], "a", lake["reader"], body)
         assert resp.status_code == 400, resp.text
         assert resp.json()["error"]["type"] == "BadRequest"
+    bucket, prefix = _location(lake, "a")
+    named = {"method": "HEAD", "uri": f"{s3_endpoint}/{bucket}/{prefix}/data/x.parquet", "headers": {}}
+    assert _sign(keyless_url, lake["wh"], "a", lake["reader"], {**named, "provider": "s3"}).status_code == 200
 
 
 # ---- vended credentials ---------------------------------------------------------------------

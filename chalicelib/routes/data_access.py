@@ -101,6 +101,9 @@ def _sign_request(body: dict[str, Any]) -> tuple[str, str, dict[str, list[str]],
         raise BadRequest('Invalid sign request: "headers" must map names to lists of strings')
     if payload is not None and not isinstance(payload, str):
         raise BadRequest('Invalid sign request: "body" must be a string')
+    provider = body.get("provider", "s3")  # the spec's: absent means s3
+    if provider != "s3":
+        raise BadRequest(f"Invalid sign request: provider {str(provider)[:40]!r}; this catalog signs s3 requests only")
     return method, uri, headers, payload
 
 
