@@ -235,6 +235,7 @@ def test_a_trusted_engine_gets_the_restrictions_and_enforcing_them_reads_exactly
     }
     # It reads the files itself, planning on its own: whole-table credentials, no server planning.
     assert body["storage-credentials"] and body["config"].get("scan-planning-mode") != "server"
+    assert resp.headers["Cache-Control"] == "no-store"  # credentials are stored nowhere
 
     cat = RestCatalog("engine", uri=url, warehouse=env["wh"], **sigv4_props(*env["engine"][1:]), **_header(VENDED))
     table = cat.load_table("ns.people")
@@ -306,6 +307,8 @@ def test_answers_with_different_restrictions_never_share_an_etag(url, env):
     assert stale.status_code == 200 and "read-restrictions" in stale.json()
     same = _session(env["analyst"]).get(_table_url(url, env), headers={"If-None-Match": etags["analyst"]})
     assert same.status_code == 304
+    assert stale.headers["Cache-Control"] == "private"  # the caller's alone (the spec: no shared caches)
+    assert "Cache-Control" not in env["http"].get(_table_url(url, env)).headers
     assert "read-restrictions" not in env["http"].get(_table_url(url, env)).json()  # root reads all
 
 

@@ -67,7 +67,16 @@ def with_etag(
     (none for a staged create)."""
     location = state.metadata_location
     body = load_result(state, config, credentials, restrictions)
-    return 200, body, ({"ETag": etag_for(location + tag)} if location else {})
+    headers = {"ETag": etag_for(location + tag)} if location else {}
+    return 200, body, {**headers, **caching(credentials, restrictions)}
+
+
+def caching(credentials: Any, restrictions: Any) -> dict[str, str]:
+    """An answer carrying credentials is stored nowhere; one carrying read restrictions is the
+    caller's alone (the spec: not cached outside the authenticated scope)."""
+    if credentials:
+        return {"Cache-Control": "no-store"}
+    return {"Cache-Control": "private"} if restrictions else {}
 
 
 # The REST create body is the Iceberg table definition S3 Tables' CreateTable carries too.

@@ -114,7 +114,7 @@ def load_table(req: RequestContext) -> tuple[int, str | None, dict[str, str]]:
     if mode == "refs":
         raw = _only_referenced_snapshots(raw)
     body = iceberg_io.load_result(TableState(location, raw), config, credentials, restrictions)
-    return 200, body, {"ETag": etag}
+    return 200, body, {"ETag": etag, **iceberg_io.caching(credentials, restrictions)}
 
 
 @operation(bp, TABLE, "HEAD", "GetTable", checks=resources.table)
