@@ -130,16 +130,10 @@ class PolicyAuthorizer:
             return rule
 
         def read_rule(resource: Resource, cond: dict[str, str]) -> tuple[Any, ...]:
-            """What the catalog enforces: a trusted engine that may read some of the table reads its
-            files whole, and enforces the read restrictions its loadTable answer carries."""
-            rule = read_policy(resource, cond)
-            if principal.trusted_engine and rule:
-                from chalicelib.core.model import EVERYTHING
-                from chalicelib.core.planning.read_rules import reads_any
+            """What the catalog enforces (core/planning/read_rules.py `enforced`)."""
+            from chalicelib.core.planning.read_rules import enforced
 
-                if reads_any(rule):
-                    return EVERYTHING
-            return rule
+            return enforced(read_policy(resource, cond), principal.trusted_engine)
 
         def may_write_data(resource: Resource, cond: dict[str, str]) -> bool:
             from chalicelib.core.access import data_actions

@@ -183,15 +183,22 @@ def for_table(
     location: str | None,
     staged: bool = False,
     read_only: bool = False,
+    policy: tuple[Any, ...] | None = None,
 ) -> tuple[dict[str, str], list[dict[str, Any]] | None]:
     """(config, storage-credentials) for a loaded or created table, as the client asked. A staged
     table (stage-create: no pointer yet) is signed for by a grant carried in its signer endpoint;
-    a read-only replica's credentials never write."""
-    from chalicelib.core.catalog.planning import reads_any, restricted
+    a read-only replica's credentials never write. `policy`: the caller's statements when the
+    route has them already (the policy walk is per request)."""
+    from chalicelib.core.catalog.planning import enforced, reads_any, restricted
 
     config = dict(ctx.settings.client_config_for(wh))
     wanted = requested(req)
-    rule = () if staged else read_rule(req, wh, ns, name)  # asked once: the policy walk is per request
+    if staged:
+        rule: tuple[Any, ...] = ()
+    elif policy is not None:
+        rule = enforced(policy, trusted_engine(req))
+    else:
+        rule = read_rule(req, wh, ns, name)
     reads = staged or reads_any(rule)  # a staged table holds only what its creator writes
     if reads and not staged and restricted(rule):
         # Plans only (the spec's scan-planning-mode): its client must not plan by reading manifests,

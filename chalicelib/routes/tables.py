@@ -64,7 +64,8 @@ def _access(
     if not delegation.requested(req):
         return ctx.settings.client_config_for(wh), None, restrictions, tag
     location = json.loads(state.raw_metadata).get("location")
-    config, creds = delegation.for_table(req, ctx, wh, ns, name, location, staged=state.metadata_location is None)
+    staged = state.metadata_location is None
+    config, creds = delegation.for_table(req, ctx, wh, ns, name, location, staged=staged, policy=policy)
     return config, creds, restrictions, tag
 
 
@@ -109,7 +110,8 @@ def load_table(req: RequestContext) -> tuple[int, str | None, dict[str, str]]:
     from chalicelib.core.catalog.data import table_location
 
     # Also without X-Iceberg-Access-Delegation: a caller limited to some rows is told to plan on the server.
-    config, credentials = delegation.for_table(req, ctx, wh, ns, name, table_location(ctx, location), read_only=replica)
+    where = table_location(ctx, location)
+    config, credentials = delegation.for_table(req, ctx, wh, ns, name, where, read_only=replica, policy=policy)
     restrictions = delegation.read_restrictions(req, policy, raw)
     if mode == "refs":
         raw = _only_referenced_snapshots(raw)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.core.model import Namespace, ReadRule
+from chalicelib.core.planning.read_rules import enforced as enforced
 from chalicelib.core.planning.read_rules import reads_any as reads_any
 from chalicelib.core.planning.read_rules import restricted as restricted
 from chalicelib.core.primitives.context import Context
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "cancel",
+    "enforced",
     "fetch",
     "granted",
     "plan",
