@@ -297,6 +297,23 @@ def test_an_untrusted_caller_is_told_what_the_catalog_serves_it_and_a_mask_grant
     assert _sign(url, env, env["engine"], _file_of(env, "eu")).status_code == 200
 
 
+def test_a_policy_naming_the_table_by_its_s3_tables_arn_restricts_alike(url, env):
+    """The same statements, naming the table by the ARN the S3 Tables API returns (its id form):
+    the same restrictions, and the same enforcement."""
+    from tests.test_s3tables import s3tables_client
+
+    s3t = s3tables_client(url)
+    bucket_arn = s3t.get_table_bucket(tableBucketARN=f"arn:aws:s3tables:us-east-1:000000000000:bucket/{env['wh']}")
+    arn = s3t.get_table(tableBucketARN=bucket_arn["arn"], namespace="ns", name="people")["tableARN"]
+    assert "/table/people" not in arn  # the id form
+    by_id = json.loads(json.dumps(POLICY_READ).replace('"Resource": "*"', json.dumps({"Resource": arn})[1:-1]))
+    assert "*" not in json.dumps([st["Resource"] for st in by_id["Statement"]])
+    user = make_user(env["http"], url, {"read": by_id})
+    body = _session(user).get(_table_url(url, env)).json()
+    assert body["read-restrictions"] == _session(env["analyst"]).get(_table_url(url, env)).json()["read-restrictions"]
+    assert _sign(url, env, user, _file_of(env, "eu")).status_code == 403
+
+
 def test_answers_with_different_restrictions_never_share_an_etag(url, env):
     etags = {}
     for who in ("engine", "analyst"):
