@@ -115,6 +115,8 @@ class RequestContext:
     may_write_data: Callable[[Any, dict[str, str]], bool] = _writes_everything
     # Whether some table of a set may have the caller's reads limited (GetConfig's planning mode).
     may_limit_reads: Callable[[Any], bool] = _no_limits
+    # The caller's auth/authorization.Authorization (set by the authorizer; None when none ran).
+    authz: Any = None
 
     def json(self) -> Any:
         """The parsed body, parsed once (the authorizer and the handler both read it)."""

@@ -220,11 +220,13 @@ def replicate_one(
 ) -> dict[str, Any]:
     """One table: its first copy's files on the executors (Spark starts only for a table that has
     one to make), then the catalog's replication of it on the driver."""
+    from chalicelib.auth.acting import ActingFor
     from chalicelib.core.replication import replicate
 
     table = ".".join((*ns, name))
     started = time.monotonic()
-    plan = _located(ctx, replicate.first_copy_plan(ctx, warehouse, ns, name), warehouse)
+    gate = ActingFor(ctx).replication  # copies only what the rule's owner may have copied, asked now
+    plan = _located(ctx, replicate.first_copy_plan(ctx, warehouse, ns, name, gate), warehouse)
     files, size = 0, 0
     if plan:
         sc = spark().sparkContext
@@ -235,7 +237,7 @@ def replicate_one(
             files, size = files + part["files"], size + part["bytes"]
             for key in part["missing"]:
                 log.warning("%s: s3://%s changed or went since it was planned: left to the replication", table, key)
-    states = replicate.replicate_table(ctx, warehouse, ns, name, force=True, copy_limit=None)
+    states = replicate.replicate_table(ctx, warehouse, ns, name, force=True, copy_limit=None, gate=gate)
     if not states:
         raise RuntimeError(f"{table} has no replication destinations")
     for dst, state in states.items():

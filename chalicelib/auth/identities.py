@@ -45,6 +45,9 @@ class Principal:
     # Set by the operator (AdminUpdateUser): an engine trusted to enforce the read restrictions its
     # loadTable answers carry, so it reads a table's files whole instead of only what plans grant.
     trusted_engine: bool = False
+    # The user record's uuid: a user deleted and made again under its name is another principal
+    # (rules that remember who put them, e.g. replication, compare it). Empty for root.
+    uuid: str = ""
 
 
 _root_from_secret: tuple[str, str] | None = None
@@ -174,7 +177,10 @@ def _lookup_stored(ctx: Context, access_key_id: str) -> tuple[str, Principal] | 
         return None
     policies = tuple(user[0].get("policies", {}).values())
     trusted = user[0].get("trusted-engine") is True
-    return record["secret"], Principal(record["user"], access_key_id, policies=policies, trusted_engine=trusted)
+    principal = Principal(
+        record["user"], access_key_id, policies=policies, trusted_engine=trusted, uuid=str(user[0].get("uuid") or "")
+    )
+    return record["secret"], principal
 
 
 def principal_for(ctx: Context, name: str, access_key_id: str) -> Principal | None:
@@ -183,6 +189,25 @@ def principal_for(ctx: Context, name: str, access_key_id: str) -> Principal | No
     if found is None or found[1].name != name:
         return None
     return found[1]
+
+
+def stored_principal(ctx: Context, name: str, user_uuid: str) -> Principal | None:
+    """A principal by its user record, outside any request (who put a rule that the catalog acts on
+    later): None when the user is gone or was made again under its name (another uuid). A damaged
+    record is DamagedObject (the caller fails closed)."""
+    from chalicelib.core.primitives import damage
+
+    if name == ROOT:
+        return Principal(ROOT, "", is_root=True)
+    if not _USER.fullmatch(name):
+        return None
+    key = keys.user_record(name)
+    found = damage.load(ctx, ctx.settings.system_bucket, key, f"User {name!r}", _user_problem)
+    if found is None or str(found[0].get("uuid") or "") != user_uuid:
+        return None
+    user = found[0]
+    policies = tuple(user.get("policies", {}).values())
+    return Principal(name, "", policies=policies, trusted_engine=user.get("trusted-engine") is True, uuid=user_uuid)
 
 
 # ---- admin operations (root only; the pipeline enforces that) ---------------------------------

@@ -13,14 +13,16 @@ def pass_over(ctx: Any, names: list[str], budget_s: float) -> dict[str, Any]:
     and, when it replicates, `replication`: tables looked at and destinations failing."""
     import logging
 
+    from chalicelib.auth.acting import ActingFor
     from chalicelib.core.changes.dispatcher import dispatch
     from chalicelib.core.replication import replicate
 
     out: dict[str, Any] = {}
     for name in names:
+        acting = ActingFor(ctx)  # who put each rule and owns each sink, read afresh per warehouse
         report = dispatch(ctx, name, budget_s)
         try:
-            done = replicate.run(ctx, name, time.monotonic() + budget_s)
+            done = replicate.run(ctx, name, time.monotonic() + budget_s, gate=acting.replication)
         except replicate.FAILURES as exc:  # a warehouse being deleted, or S3 trouble: the next pass
             logging.getLogger("catalog.dispatcher").warning("replication: %s: %s", name, exc)
             done, report = {}, {**report, "replication": {"error": str(exc)[:200]}}

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.auth.acting import trail_reader
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
 from chalicelib.core.catalog import audit
 from chalicelib.names import check_table, check_warehouse, parse_namespace_path
@@ -41,27 +42,8 @@ def _checks(req: RequestContext) -> list[Check]:
 
 
 def _reader(req: RequestContext, wh: str) -> Callable[[dict[str, Any]], bool]:
-    """An entry is shown when the caller may read the trail of what it is about: a table's or view's
-    (GetAuditLog on it, or on the warehouse with no Deny on the table), a namespace's, the warehouse's."""
-
-    def keep(e: dict[str, Any]) -> bool:
-        was = (e.get("detail") or {}).get("renamed-from") or (e.get("detail") or {}).get("dropped-as")
-        if isinstance(was, dict) and was.get("name"):  # a move names both ends: both must be readable
-            target = dict(e.get("target") or {}, namespace=was.get("namespace") or [], name=was["name"])
-            if not keep({"target": target}):
-                return False
-        target = e.get("target") or {}
-        ns = tuple(target.get("namespace") or ())
-        if target.get("kind") in ("table", "view") and ns and target.get("name"):
-            name = str(target["name"])
-            table = table_arn(wh, ns, name, str(target.get("uuid") or "") or None)
-            cond = ns_context(ns, name)
-            if req.denied(req.action, table, cond):
-                return False
-            return req.visible(req.action, table, cond) or req.visible(req.action, bucket_arn(wh), cond)
-        return req.visible(req.action, bucket_arn(wh), ns_context(ns) if ns else {})
-
-    return keep
+    """The entries the caller may read (auth/acting.py `trail_reader`: event sinks filter alike)."""
+    return trail_reader(req.visible, req.denied, req.action, wh)
 
 
 @operation(bp, PREFIX + "/audit", "GET", "GetAuditLog", iceberg=False, checks=_checks)

@@ -11,12 +11,12 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from chalicelib.auth import arns
+from chalicelib.auth import acting, arns
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
 from chalicelib.core.catalog import namespaces, tables, warehouses
 from chalicelib.core.catalog.tables import TableEntry
 from chalicelib.core.primitives.context import Context, get_context
-from chalicelib.errors import BadRequest, DamagedObject, NotFound
+from chalicelib.errors import BadRequest, DamagedObject, Forbidden, NotFound
 from chalicelib.names import check_namespace, check_table, check_warehouse
 from chalicelib.pipeline import Check, RequestContext, RouteGroup, operation
 from chalicelib.s3tables import backend, shapes
@@ -622,8 +622,8 @@ def put_record_expiration_status(req: RequestContext) -> Result:
 
 
 def _destination(req: RequestContext) -> Any:
-    """Each destination table bucket ARN as its warehouse, which must exist; the caller must be
-    allowed to create namespaces and tables there (as AWS asks of who configures replication)."""
+    """Each destination table bucket ARN as its warehouse, which must exist (whether the caller may
+    create there is `_may_replicate`'s to say, once the whole configuration is read)."""
 
     def name(arn: object) -> str:
         found = _BUCKET_ARN.fullmatch(arn) if isinstance(arn, str) else None
@@ -634,11 +634,30 @@ def _destination(req: RequestContext) -> Any:
             warehouses.get(get_context(), wh)
         except NotFound:
             raise BadRequest(f"Destination table bucket {wh!r} does not exist") from None
-        for action in ("CreateNamespace", "CreateTable"):
-            req.require(action, bucket_arn(wh) if action == "CreateNamespace" else table_arn(wh), {})
         return wh
 
     return name
+
+
+def _may_replicate(req: RequestContext, wh: str, clean: Body, entry: TableEntry | None = None) -> Body:
+    """AWS asks the replication role to read the source and write the destinations; here the
+    catalog copies with its own credentials for the caller, so the caller must read the source
+    whole (every table of the bucket for a bucket rule) and may create the replica in each
+    destination, on the real ARNs and condition keys. The rule remembers who put it: each later
+    copy asks again for them (core/replication/replicate.py, auth/acting.py)."""
+    ns, name = (entry.namespace, entry.name) if entry is not None else (None, None)
+    authz = req.authz
+    if authz is None:
+        raise Forbidden("Access denied: replication needs an authenticated caller")
+    why = acting.source_refusal(authz, wh, ns, name)
+    for dst in clean["destinations"]:
+        if why is None:
+            new = ns is None or not acting.namespace_exists(get_context(), dst, ns)
+            why = acting.destination_refusal(authz, dst, ns, name, new)
+    if why is not None:
+        raise Forbidden(f"Access denied: {why}")
+    principal = req.identity
+    return {**clean, "owner": {"name": principal.name, "id": "" if principal.is_root else principal.uuid}}
 
 
 def _replication_out(doc: Body, token: str) -> Body:
@@ -656,7 +675,7 @@ def get_bucket_replication(req: RequestContext) -> Result:
 @_op("/table-bucket-replication", "PUT", "PutTableBucketReplication", _bucket_check)
 def put_bucket_replication(req: RequestContext) -> Result:
     wh = _warehouse(req)
-    clean = backend.check_replication(_json(req).get("configuration"), wh, _destination(req))
+    clean = _may_replicate(req, wh, backend.check_replication(_json(req).get("configuration"), wh, _destination(req)))
     token = backend.set_replication(
         get_context(), wh, backend.BUCKET_ENTRY, clean, req.query.get("versionToken"), False
     )
@@ -680,7 +699,8 @@ def get_table_replication(req: RequestContext) -> Result:
 @_op("/table-replication", "PUT", "PutTableReplication", _arn_check)
 def put_table_replication(req: RequestContext) -> Result:
     ctx, wh, entry = _arn_target(req)
-    clean = backend.check_replication(_json(req).get("configuration"), wh, _destination(req))
+    configuration = backend.check_replication(_json(req).get("configuration"), wh, _destination(req))
+    clean = _may_replicate(req, wh, configuration, entry)
     token = backend.set_replication(ctx, wh, entry.entry_id, clean, req.query.get("versionToken"), False, entry)
     return _ok(200, {"versionToken": token, "status": "enabled"})
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import gzip
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -57,14 +58,75 @@ class Missing(Exception):
     """A file the version names is gone from the source (removed by maintenance since)."""
 
 
+@dataclass(frozen=True)
+class RuleOwner:
+    """Who put a replication rule. The catalog copies the source with its own credentials for them,
+    so each copy is allowed only while they may read the source whole and create the replica
+    (docs/s3tables.md, "Replication"). `id` is their user record's uuid ("" for root): a user made
+    again under the same name is someone else."""
+
+    name: str
+    id: str
+
+    @property
+    def is_root(self) -> bool:
+        return self.name == ROOT and not self.id
+
+    @classmethod
+    def from_json(cls, doc: object) -> RuleOwner | None:
+        if not isinstance(doc, dict) or not isinstance(doc.get("name"), str) or not isinstance(doc.get("id"), str):
+            return None
+        return cls(doc["name"], doc["id"])
+
+    def to_json(self) -> dict[str, str]:
+        return {"name": self.name, "id": self.id}
+
+
+ROOT = "root"
+# The policy question the core cannot ask itself (chalicelib/auth/acting.py answers it): may the
+# rule's owner have (source warehouse, namespace, table) copied into the destination warehouse?
+# None when it may, else why not. Without one, only root's rules replicate.
+Gate = Callable[[RuleOwner, str, Namespace, str, str], str | None]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The replication rule that applies to a table: its own, else its bucket's."""
+
+    destinations: list[str]
+    owner: RuleOwner | None  # None: put before rules named their owner
+
+
+def rule(ctx: Context, warehouse: str, entry_id: str) -> Rule | None:
+    bucket = ctx.bucket_for(warehouse)
+    for holder in (entry_id, BUCKET_ENTRY):
+        doc, _ = side_data.read(ctx, bucket, holder, CONFIG)
+        if doc.get("destinations"):
+            return Rule([str(d) for d in doc["destinations"]], RuleOwner.from_json(doc.get("owner")))
+    return None
+
+
 def destinations(ctx: Context, warehouse: str, entry_id: str) -> list[str]:
     """The destination warehouses of the table's own rule, else its bucket's (none: not replicated)."""
-    bucket = ctx.bucket_for(warehouse)
-    for owner in (entry_id, BUCKET_ENTRY):
-        doc, _ = side_data.read(ctx, bucket, owner, CONFIG)
-        if doc.get("destinations"):
-            return [str(d) for d in doc["destinations"]]
-    return []
+    found = rule(ctx, warehouse, entry_id)
+    return found.destinations if found is not None else []
+
+
+def refusal(
+    gate: Gate | None, owner: RuleOwner | None, warehouse: str, ns: Namespace, name: str, dst: str
+) -> str | None:
+    """Why the table may not be copied to `dst` for the rule's owner now (None: it may)."""
+    table = ".".join((*ns, name))
+    if owner is None:
+        return (
+            f"Replication of {table} stopped: its rule names no owner (it was put before rules recorded "
+            "who put them); put the replication configuration again"
+        )
+    if owner.is_root:
+        return None
+    if gate is None:
+        return f"Replication of {table} stopped: {owner.name}'s access cannot be checked here"
+    return gate(owner, warehouse, ns, name, dst)
 
 
 def _doc(body: bytes) -> dict[str, Any]:
@@ -238,6 +300,10 @@ class LeftToSpark(Exception):
     """A first copy too large for a function."""
 
 
+class Refused(Exception):
+    """The rule's owner may not have this table copied to this destination (the message says why)."""
+
+
 def replicate_table(
     ctx: Context,
     warehouse: str,
@@ -246,13 +312,16 @@ def replicate_table(
     force: bool = True,
     copy_limit: int | None = None,
     entry: TableEntry | None = None,
+    gate: Gate | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Bring every destination of the table up to its current version; returns each one's status.
     Unless `force`, a destination still in its backoff after failing is left as it is. A first copy
-    moving more than `copy_limit` bytes is left pending for the Spark job (None: no limit)."""
+    moving more than `copy_limit` bytes is left pending for the Spark job (None: no limit). A
+    destination the rule's owner may not have the table copied to (`gate`) fails, saying why."""
     entry = entry or tables.entry(ctx, warehouse, ns, name)
-    targets = destinations(ctx, warehouse, entry.entry_id)
-    if not targets or entry.staged or entry.metadata_location is None:
+    found = rule(ctx, warehouse, entry.entry_id)
+    targets = found.destinations if found is not None else []
+    if found is None or not targets or entry.staged or entry.metadata_location is None:
         return {}
     src_bucket = ctx.bucket_for(warehouse)
     current = entry.metadata_location
@@ -265,13 +334,16 @@ def replicate_table(
             out[dst] = mine
             continue
         try:
+            refused = refusal(gate, found.owner, warehouse, entry.namespace, entry.name, dst)
+            if refused is not None:
+                raise Refused(refused)
             mine = _replicate_to(
                 ctx, warehouse, src_bucket, ctx.bucket_for(dst), dst, entry, doc, current, mine, copy_limit
             )
         except LeftToSpark as exc:
             mine = {**mine, "replicationStatus": "pending", "failureMessage": str(exc), "left-to-spark": current}
-        except (*FAILURES, Missing, ValueError) as exc:
-            message = f"{type(exc).__name__}: {exc}"[:1000]
+        except (*FAILURES, Missing, ValueError, Refused) as exc:
+            message = (str(exc) if isinstance(exc, Refused) else f"{type(exc).__name__}: {exc}")[:1000]
             failures = int(mine.get("failures", 0)) + 1 if mine.get("replicationStatus") == "failed" else 1
             retry = now_ms() + backoff_ms(failures)
             mine = {**mine, "replicationStatus": "failed", "failureMessage": message}
@@ -288,7 +360,9 @@ def replicate_table(
     return out
 
 
-def first_copy_plan(ctx: Context, warehouse: str, ns: Namespace, name: str) -> list[dict[str, Any]]:
+def first_copy_plan(
+    ctx: Context, warehouse: str, ns: Namespace, name: str, gate: Gate | None = None
+) -> list[dict[str, Any]]:
     """The files a first copy of the table's current version moves, per destination without a
     replica yet: {destination, source_bucket, destination_bucket, key, etag, size}. The Spark job
     (`spark_jobs/replicate.py`) copies them on its executors, then `replicate_table` without a
@@ -298,9 +372,12 @@ def first_copy_plan(ctx: Context, warehouse: str, ns: Namespace, name: str) -> l
         return []
     src_bucket = ctx.bucket_for(warehouse)
     out: list[dict[str, Any]] = []
-    for dst in destinations(ctx, warehouse, entry.entry_id):
+    found = rule(ctx, warehouse, entry.entry_id)
+    for dst in found.destinations if found is not None else []:
         if replicas.current(ctx, dst, ns, name) is not None:
             continue  # made already: increments run in the functions
+        if refusal(gate, found.owner if found else None, warehouse, ns, name, dst) is not None:
+            continue  # nothing is copied for an owner who may not (replicate_table records why)
         dst_bucket = ctx.bucket_for(dst)
         paths = Paths(src_bucket, dst_bucket)
         meta_key = paths.key(entry.metadata_location)
@@ -399,7 +476,9 @@ def _replicate_to(
 CURSOR, INDEX = replicas.CURSOR, replicas.INDEX
 
 
-def run(ctx: Context, warehouse: str, deadline: float | None = None, force: bool = False) -> dict[str, Any]:
+def run(
+    ctx: Context, warehouse: str, deadline: float | None = None, force: bool = False, gate: Gate | None = None
+) -> dict[str, Any]:
     """One pass of the warehouse's replication (the dispatcher's function runs it after each change,
     and `catalog_admin.py dispatch-events`): the tables whose pointer changed since their last
     complete replication (one LIST of the pointers, compared with the cursor's ETags), or whose last
@@ -451,7 +530,7 @@ def run(ctx: Context, warehouse: str, deadline: float | None = None, force: bool
         waits.pop(key, None)
         try:
             states = replicate_table(
-                ctx, warehouse, entry.namespace, entry.name, force, function_copy_limit(), entry=entry
+                ctx, warehouse, entry.namespace, entry.name, force, function_copy_limit(), entry=entry, gate=gate
             )
         except (NotFound, *FAILURES):
             continue
@@ -510,7 +589,7 @@ def _drop_replicas(ctx: Context, warehouse: str, entry_id: str) -> bool:
     return ok
 
 
-def replicate_warehouse(ctx: Context, warehouse: str) -> dict[str, Any]:
+def replicate_warehouse(ctx: Context, warehouse: str, gate: Gate | None = None) -> dict[str, Any]:
     """Every replicated table of the warehouse, whatever the cursor says."""
     done: dict[str, Any] = {}
     bucket_wide = bool(destinations(ctx, warehouse, "\0"))  # only the bucket's rule: no entry has that id
@@ -522,7 +601,7 @@ def replicate_warehouse(ctx: Context, warehouse: str) -> dict[str, Any]:
             except NotFound:
                 continue
             if bucket_wide or destinations(ctx, warehouse, entry.entry_id):
-                done[".".join((*ns, name))] = replicate_table(ctx, warehouse, ns, name)
+                done[".".join((*ns, name))] = replicate_table(ctx, warehouse, ns, name, gate=gate)
     return done
 
 

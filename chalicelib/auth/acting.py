@@ -1,0 +1,136 @@
+"""Policy questions about principals the catalog acts for outside their requests: who put a
+replication rule (the catalog copies the source with its own credentials for them) and who owns an
+event sink (the dispatcher sends it events). Asked again each time the catalog acts, so a principal
+that loses a permission, or is deleted, stops being served at the next pass.
+
+One `ActingFor` per pass: it reads each principal and each warehouse's resource policies once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from chalicelib.auth.authorization import Authorization, for_stored
+from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
+from chalicelib.core.primitives.context import Context
+from chalicelib.errors import CatalogError
+
+# What reading a table whole takes (every row and column raw): metadata and data.
+READ_WHOLE = ("GetTable", "GetTableData")
+# What making and keeping a replica takes in its destination (a new namespace needs CreateNamespace).
+REPLICA_WRITES = ("CreateTable", "PutTableData")
+
+
+class Owner(Protocol):
+    name: str
+    id: str
+
+
+class ActingFor:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._authz: dict[tuple[str, str], Authorization | None] = {}
+
+    def authorization(self, owner: Owner) -> Authorization | None:
+        key = (owner.name, owner.id)
+        if key not in self._authz:
+            self._authz[key] = for_stored(self.ctx, owner.name, owner.id)
+        return self._authz[key]
+
+    def replication(self, owner: Owner, warehouse: str, ns: tuple[str, ...], name: str, dst: str) -> str | None:
+        """core/replication/replicate.py's Gate: why the table may not be copied to `dst` for the
+        rule's owner (None: it may). The same questions as at put, on the real ARNs."""
+        table = ".".join((*ns, name))
+        try:
+            authz = self.authorization(owner)
+        except CatalogError as exc:  # a damaged user record: fail closed
+            return f"Replication of {table} stopped: {owner.name}'s user record cannot be read ({exc})"
+        if authz is None:
+            return f"Replication of {table} stopped: {owner.name}, who put its rule, no longer exists"
+        why = source_refusal(authz, warehouse, ns, name)
+        if why is None:
+            why = destination_refusal(authz, dst, ns, name, not namespace_exists(self.ctx, dst, ns))
+        return None if why is None else f"Replication of {table} to {dst!r} stopped: {why}"
+
+    def event_reader(self, owner: Owner, warehouse: str) -> Callable[[dict[str, Any]], bool]:
+        """Which events an event sink's owner may be sent: those it could read in the pull feed now
+        (GetAuditLog, as `trail_reader`); none when the owner is gone."""
+        try:
+            authz = self.authorization(owner)
+        except CatalogError:
+            authz = None
+        if authz is None:
+            return lambda event: False
+        return trail_reader(authz.visible, authz.denied, "GetAuditLog", warehouse)
+
+
+def source_refusal(authz: Authorization, warehouse: str, ns: tuple[str, ...] | None, name: str | None) -> str | None:
+    """Why the principal may not have the source copied: it must read it whole (GetTable, and
+    GetTableData with no row, column or mask condition). Without a name: every table of the bucket
+    (or namespace), as a bucket rule covers tables made later."""
+    resource = table_arn(warehouse, ns, name)
+    cond = ns_context(ns, name) if ns is not None else {}
+    what = f"{'.'.join((*ns, name))}" if ns is not None and name is not None else f"every table of {warehouse!r}"
+    who = authz.principal.name
+    if not all(authz.allowed(action, resource, cond) for action in READ_WHOLE):
+        return f"{who} may not read {what} (s3tables:GetTable and s3tables:GetTableData)"
+    if not authz.reads_whole(resource, cond):
+        return (
+            f"{who} may read only part of {what} (s3tables:GetTableData with row, column or mask conditions): "
+            "a replica would hold all of it"
+        )
+    return None
+
+
+def destination_refusal(
+    authz: Authorization, dst: str, ns: tuple[str, ...] | None, name: str | None, new_namespace: bool
+) -> str | None:
+    """Why the principal may not have the replica made in `dst`: creating the namespace (when it is
+    new), the table and writing its data, asked on the real ARNs with their condition keys."""
+    who = authz.principal.name
+    checks = [("CreateNamespace", bucket_arn(dst), ns_context(ns) if ns is not None else {})] if new_namespace else []
+    cond = ns_context(ns, name) if ns is not None else {}
+    checks += [(action, table_arn(dst, ns, name), cond) for action in REPLICA_WRITES]
+    for action, resource, context in checks:
+        if not authz.allowed(action, resource, context):
+            return f"{who} may not perform s3tables:{action} on {resource} (the replica's destination)"
+    return None
+
+
+def trail_reader(
+    visible: Callable[..., bool], denied: Callable[..., bool], action: str, warehouse: str
+) -> Callable[[dict[str, Any]], bool]:
+    """An audit entry or change event is shown when the principal may read the trail of what it is
+    about: a table's or view's (the action on it, or on the warehouse with no Deny on the table), a
+    namespace's, the warehouse's. A move names both ends: both must be readable."""
+
+    def keep(e: dict[str, Any]) -> bool:
+        detail = e.get("detail") or {}
+        was = detail.get("renamed-from") or detail.get("dropped-as") if isinstance(detail, dict) else None
+        if isinstance(was, dict) and was.get("name"):
+            target = dict(e.get("target") or {}, namespace=was.get("namespace") or [], name=was["name"])
+            if not keep({"target": target}):
+                return False
+        target = e.get("target") or {}
+        ns = tuple(target.get("namespace") or ())
+        if target.get("kind") in ("table", "view") and ns and target.get("name"):
+            name = str(target["name"])
+            table = table_arn(warehouse, ns, name, str(target.get("uuid") or "") or None)
+            cond = ns_context(ns, name)
+            if denied(action, table, cond):
+                return False
+            return visible(action, table, cond) or visible(action, bucket_arn(warehouse), cond)
+        return visible(action, bucket_arn(warehouse), ns_context(ns) if ns else {})
+
+    return keep
+
+
+def namespace_exists(ctx: Context, warehouse: str, ns: tuple[str, ...]) -> bool:
+    from chalicelib.core.catalog import namespaces
+
+    try:
+        namespaces.describe(ctx, warehouse, ns)
+    except CatalogError:
+        return False
+    return True
