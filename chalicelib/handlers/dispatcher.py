@@ -20,7 +20,7 @@ def pass_over(ctx: Any, names: list[str], budget_s: float) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in names:
         acting = ActingFor(ctx)  # who put each rule and owns each sink, read afresh per warehouse
-        report = dispatch(ctx, name, budget_s)
+        report = dispatch(ctx, name, budget_s, readers=acting.event_reader)
         try:
             done = replicate.run(ctx, name, time.monotonic() + budget_s, gate=acting.replication)
         except replicate.FAILURES as exc:  # a warehouse being deleted, or S3 trouble: the next pass

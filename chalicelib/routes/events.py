@@ -56,7 +56,11 @@ def create_sink(req: RequestContext) -> tuple[int, dict[str, Any]]:
     carries its HMAC secret, shown only here."""
     ctx, wh = warehouse_of(req)
     body = req.json_object()
-    made = events.create_sink(ctx, wh, body.get("name"), body.get("kind"), body.get("target"), body.get("filters"))
+    who = req.identity
+    owner = events.SinkOwner(who.name, "" if who.is_root else who.uuid)  # it is sent what they may read
+    made = events.create_sink(
+        ctx, wh, body.get("name"), body.get("kind"), body.get("target"), body.get("filters"), owner
+    )
     return 200, made
 
 
@@ -71,7 +75,9 @@ def delete_sink(req: RequestContext) -> tuple[int, None]:
 def replay(req: RequestContext) -> tuple[int, dict[str, Any]]:
     """Send the sink's parked (dead-letter) events again."""
     ctx, wh = warehouse_of(req)
-    return 200, events.replay(ctx, wh, _sink_name(req))
+    from chalicelib.auth.acting import ActingFor
+
+    return 200, events.replay(ctx, wh, _sink_name(req), readers=ActingFor(ctx).event_reader)
 
 
 def _sink_name(req: RequestContext) -> str:

@@ -7,6 +7,7 @@ from chalicelib.core.changes.event_feed import check_request as check_request
 from chalicelib.core.changes.event_feed import matches as matches
 from chalicelib.core.changes.event_feed import page as page
 from chalicelib.core.changes.event_sinks import NAME as SINK_NAME
+from chalicelib.core.changes.event_sinks import SinkOwner as SinkOwner
 from chalicelib.core.changes.event_sinks import all_of as all_sinks
 from chalicelib.core.changes.event_sinks import create as create_sink
 from chalicelib.core.changes.event_sinks import delete as delete_sink
@@ -15,6 +16,7 @@ from chalicelib.core.changes.event_sinks import read as read_sink
 
 __all__ = [
     "SINK_NAME",
+    "SinkOwner",
     "all_sinks",
     "check_request",
     "create_sink",

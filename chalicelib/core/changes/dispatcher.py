@@ -27,9 +27,10 @@ from typing import Any
 
 from chalicelib import keys
 from chalicelib.core.changes import event_sinks, events
+from chalicelib.core.changes.event_sinks import SinkOwner
 from chalicelib.core.primitives import audit, damage, parallel
 from chalicelib.core.primitives.context import Context, dump, now_ms
-from chalicelib.errors import DamagedObject
+from chalicelib.errors import Conflict, DamagedObject
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
 log = logging.getLogger("catalog.dispatcher")
@@ -39,6 +40,10 @@ PARK_AFTER_MS = 15 * 60_000  # ... and for this long (a short outage parks nothi
 BACKOFF_BASE_MS, MAX_BACKOFF_MS = 1000, 300_000
 BATCH = 500  # events sent between cursor writes (a run cut short sends at most these again)
 RECORD_PREFIXES = (keys.TABLES_PREFIX, keys.TRASH_PREFIX, keys.NS_PREFIX)
+NO_OWNER = (
+    "The sink names no owner (it was made before sinks recorded who made them), so nobody's access says "
+    "what it may be sent: it sends nothing; delete it and create it again"
+)
 Sender = Callable[[dict[str, Any], list[dict[str, Any]]], list[str | None]]
 
 
@@ -207,8 +212,35 @@ def runs(
 HOLD_MS = 10 * 60_000
 
 
-def dispatch_sink(ctx: Context, warehouse: str, sink: dict[str, Any], deadline: float, send: Sender) -> dict[str, int]:
-    """One pass over one sink; returns counts (sent, filtered out, failed, parked).
+# Which audit entries a sink's owner may be sent now (chalicelib/auth/acting.py answers: what the
+# owner could read in the pull feed, asked at delivery). The core stores who owns a sink; it cannot
+# evaluate policies itself.
+Readers = Callable[[SinkOwner, str], Callable[[dict[str, Any]], bool]]
+
+
+def reader_of(sink: dict[str, Any], warehouse: str, readers: Readers | None) -> Callable[[dict[str, Any]], bool] | None:
+    """What the sink's owner may be sent; None when the sink has no owner on record (made before
+    sinks recorded them: it delivers nothing until made again)."""
+    owner = SinkOwner.from_json(sink.get("owner"))
+    if owner is None:
+        return None
+    if owner.is_root:
+        return lambda e: True
+    if readers is None:
+        return lambda e: False  # nobody here to ask: nothing leaves
+    return readers(owner, warehouse)
+
+
+def dispatch_sink(
+    ctx: Context,
+    warehouse: str,
+    sink: dict[str, Any],
+    deadline: float,
+    send: Sender,
+    sees: Callable[[dict[str, Any]], bool] = lambda e: False,
+) -> dict[str, int]:
+    """One pass over one sink; returns counts (sent, filtered out, failed, parked). `sees` is what
+    its owner may be sent: the rest is filtered out like what the sink's filters drop.
 
     Events go in rounds of at most one per source, so a failure can never let a later event of
     the same table through before it."""
@@ -260,7 +292,7 @@ def dispatch_sink(ctx: Context, warehouse: str, sink: dict[str, Any], deadline: 
             entries = queues[source]
             while heads[source] < len(entries):  # what the filters drop just moves the cursor on
                 e = entries[heads[source]]
-                event = events.build(warehouse, e)
+                event = events.build(warehouse, e) if sees(e) else None
                 if event is not None and events.wanted(filters, event):
                     events.redact(filters, event)
                     batch.append((source, e, event))
@@ -330,7 +362,9 @@ def _sender(ctx: Context) -> Sender:
     return lambda sink, batch: event_senders.send(sink, batch, ctx.settings.s3_endpoint_url)
 
 
-def dispatch(ctx: Context, warehouse: str, budget_s: float = 50.0, send: Sender | None = None) -> dict[str, Any]:
+def dispatch(
+    ctx: Context, warehouse: str, budget_s: float = 50.0, send: Sender | None = None, readers: Readers | None = None
+) -> dict[str, Any]:
     send = send or _sender(ctx)
     deadline = time.monotonic() + budget_s
     report: dict[str, Any] = {}
@@ -340,20 +374,30 @@ def dispatch(ctx: Context, warehouse: str, budget_s: float = 50.0, send: Sender 
         log.warning("dispatcher: %s: %s", warehouse, exc)
         return {"error": str(exc)[:200]}
     for sink in sinks:
+        sees = reader_of(sink, warehouse, readers)
+        if sees is None:
+            report[sink["name"]] = {"error": NO_OWNER}
+            continue
         try:
-            report[sink["name"]] = dispatch_sink(ctx, warehouse, sink, deadline, send)
+            report[sink["name"]] = dispatch_sink(ctx, warehouse, sink, deadline, send, sees)
         except (StorageUnavailable, WriteInDoubt, ObjectNotFound, DamagedObject) as exc:
             log.warning("dispatcher: %s/%s: %s", warehouse, sink["name"], exc)
             report[sink["name"]] = {"error": str(exc)[:200]}
     return report
 
 
-def replay(ctx: Context, warehouse: str, sink_name: str, send: Sender | None = None) -> dict[str, int]:
-    """Send a sink's parked events again; each one delivered is removed."""
+def replay(
+    ctx: Context, warehouse: str, sink_name: str, send: Sender | None = None, readers: Readers | None = None
+) -> dict[str, int]:
+    """Send a sink's parked events again, those its owner may still be sent; each one delivered
+    (or no longer the owner's to see) is removed."""
     send = send or _sender(ctx)
     sink = event_sinks.read(ctx, warehouse, sink_name)
+    sees = reader_of(sink, warehouse, readers)
+    if sees is None:
+        raise Conflict(NO_OWNER)
     bucket = ctx.bucket_for(warehouse)
-    stats = {"replayed": 0, "still-failing": 0}
+    stats = {"replayed": 0, "still-failing": 0, "withheld": 0}
     for key in list(ctx.storage.list_keys(bucket, keys.dead_events_prefix(sink_name, sink["uuid"]))):
         try:
             record = damage.parse(ctx.storage.get(bucket, key).body, bucket, key, "A parked event")
@@ -361,6 +405,12 @@ def replay(ctx: Context, warehouse: str, sink_name: str, send: Sender | None = N
             continue
         if not isinstance(record.get("event"), dict):
             damage.damaged(bucket, key, "A parked event", "no 'event'")
+            continue
+        data = record["event"].get("data")
+        about = {k: data.get(k) for k in ("target", "detail")} if isinstance(data, dict) else {}
+        if not sees(about):  # the owner may no longer see what it is about: it is not sent
+            ctx.storage.delete(bucket, key)
+            stats["withheld"] += 1
             continue
         if send(sink, [record["event"]])[0] is None:
             ctx.storage.delete(bucket, key)

@@ -13,6 +13,7 @@ import ipaddress
 import re
 import secrets
 import uuid
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 from urllib.parse import SplitResult, urlsplit
 
@@ -30,6 +31,28 @@ FILTERS = ("namespaces", "tables", "types")
 
 class SinkNotFound(NotFound):
     pass
+
+
+@dataclass(frozen=True)
+class SinkOwner:
+    """Who made a sink: it is sent only what they may read in the pull feed at delivery time
+    (core/changes/dispatcher.py). `id` is their user record's uuid ("" for root)."""
+
+    name: str
+    id: str
+
+    @property
+    def is_root(self) -> bool:
+        return self.name == "root" and not self.id
+
+    @classmethod
+    def from_json(cls, doc: object) -> SinkOwner | None:
+        if not isinstance(doc, dict) or not isinstance(doc.get("name"), str) or not isinstance(doc.get("id"), str):
+            return None
+        return cls(doc["name"], doc["id"])
+
+    def to_json(self) -> dict[str, str]:
+        return {"name": self.name, "id": self.id}
 
 
 # What each kind's target is, said in every refusal.
@@ -209,7 +232,7 @@ def _filter_value(key: str, value: str) -> str:
 
 
 def create(
-    ctx: Context, warehouse: str, name: str, kind: str, target: object, filters: object = None
+    ctx: Context, warehouse: str, name: str, kind: str, target: object, filters: object, owner: SinkOwner
 ) -> dict[str, Any]:
     """The new sink's record; a webhook's includes its secret, shown only here."""
     if not isinstance(name, str) or not NAME.fullmatch(name):
@@ -225,6 +248,7 @@ def create(
         "filters": filters,
         "uuid": str(uuid.uuid4()),
         "created-ms": now_ms(),
+        "owner": owner.to_json(),
     }
     if kind == "webhook":
         record["secret"] = secrets.token_urlsafe(32)
