@@ -78,7 +78,7 @@ def test_every_committed_change_reaches_the_queue_in_order(s3_endpoint, system_b
         for _attempt in range(5):  # the catalog's S3 loses answers: a create may need a retry
             if clean.post(f"{url}/v1/warehouses", json={"name": wh}).status_code in (200, 409):
                 break
-        event_sinks.create(core, wh, "queue", "sqs", queue)
+        event_sinks.create(core, wh, "queue", "sqs", queue, owner=event_sinks.OPERATOR)
         for _attempt in range(5):
             if clean.post(f"{url}/v1/{wh}/namespaces", json={"namespace": ["db"]}).status_code in (200, 409):
                 break
@@ -193,8 +193,8 @@ def test_sns_and_eventbridge_sinks_deliver(s3_endpoint, core, http, catalog_url)
     bridge.put_targets(Rule=f"all-{tag}", EventBusName=bus, Targets=[{"Id": "q", "Arn": arns["bus"]}])
     wh = f"wh-sns-{tag}"
     assert http.post(f"{catalog_url}/v1/warehouses", json={"name": wh}).status_code == 200
-    event_sinks.create(core, wh, "topic", "sns", topic)
-    event_sinks.create(core, wh, "bus", "eventbridge", bus)
+    event_sinks.create(core, wh, "topic", "sns", topic, owner=event_sinks.OPERATOR)
+    event_sinks.create(core, wh, "bus", "eventbridge", bus, owner=event_sinks.OPERATOR)
     assert http.post(f"{catalog_url}/v1/{wh}/namespaces", json={"namespace": ["db"]}).status_code == 200
     report = dispatcher.dispatch(core, wh)
     assert [report[k]["sent"] for k in ("bus", "topic")] == [1, 1], report  # a sink's own record is no event

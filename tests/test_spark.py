@@ -764,7 +764,15 @@ def test_commit_events_in_a_queue_drive_maintenance(spark, settings, spark_wh, s
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
     sqs = boto3.client("sqs", endpoint_url=s3_endpoint, region_name="us-east-1")
     queue = sqs.create_queue(QueueName=f"maint-{uuid.uuid4().hex[:8]}")["QueueUrl"]
-    event_sinks.create(core, spark_wh, "maint", "sqs", queue, {"types": ["table.committed"], "namespaces": ["evns"]})
+    event_sinks.create(
+        core,
+        spark_wh,
+        "maint",
+        "sqs",
+        queue,
+        {"types": ["table.committed"], "namespaces": ["evns"]},
+        owner=event_sinks.OPERATOR,
+    )
     spark.sql("CREATE NAMESPACE IF NOT EXISTS evns")
     spark.sql("CREATE TABLE evns.t (id bigint) USING iceberg")
     for i in range(3):

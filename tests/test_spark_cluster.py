@@ -327,7 +327,15 @@ def test_on_events_compacts_on_the_cluster(cluster, lake, core, monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", CATALOG_AWS_SECRET)
     sqs = boto3.client("sqs", endpoint_url=lake.s3_endpoint, region_name=REGION)
     queue = sqs.create_queue(QueueName=f"cluster-{uuid.uuid4().hex[:8]}")["QueueUrl"]
-    event_sinks.create(core, lake.wh, "maint", "sqs", queue, {"types": ["table.committed"], "namespaces": ["evns"]})
+    event_sinks.create(
+        core,
+        lake.wh,
+        "maint",
+        "sqs",
+        queue,
+        {"types": ["table.committed"], "namespaces": ["evns"]},
+        owner=event_sinks.OPERATOR,
+    )
     catalog = _pyiceberg(lake)
     catalog.create_namespace("evns")
     table = catalog.create_table("evns.t", pa.schema([pa.field("id", pa.int64())]))

@@ -59,7 +59,7 @@ def create_sink(req: RequestContext) -> tuple[int, dict[str, Any]]:
     who = req.identity
     owner = events.SinkOwner(who.name, "" if who.is_root else who.uuid)  # it is sent what they may read
     made = events.create_sink(
-        ctx, wh, body.get("name"), body.get("kind"), body.get("target"), body.get("filters"), owner
+        ctx, wh, body.get("name"), body.get("kind"), body.get("target"), body.get("filters"), owner=owner
     )
     return 200, made
 

@@ -55,6 +55,9 @@ class SinkOwner:
         return {"name": self.name, "id": self.id}
 
 
+OPERATOR = SinkOwner("root", "")  # a sink the operator makes (catalog_admin.py, tests): sent everything
+
+
 # What each kind's target is, said in every refusal.
 EXPECTED = {
     "sqs": "an sqs target is a queue URL, https://sqs.<region>.amazonaws.com/<account-id>/<queue-name>",
@@ -232,7 +235,7 @@ def _filter_value(key: str, value: str) -> str:
 
 
 def create(
-    ctx: Context, warehouse: str, name: str, kind: str, target: object, filters: object, owner: SinkOwner
+    ctx: Context, warehouse: str, name: str, kind: str, target: object, filters: object = None, *, owner: SinkOwner
 ) -> dict[str, Any]:
     """The new sink's record; a webhook's includes its secret, shown only here."""
     if not isinstance(name, str) or not NAME.fullmatch(name):
