@@ -41,8 +41,8 @@ BACKOFF_BASE_MS, MAX_BACKOFF_MS = 1000, 300_000
 BATCH = 500  # events sent between cursor writes (a run cut short sends at most these again)
 RECORD_PREFIXES = (keys.TABLES_PREFIX, keys.TRASH_PREFIX, keys.NS_PREFIX)
 NO_OWNER = (
-    "The sink names no owner (it was made before sinks recorded who made them), so nobody's access says "
-    "what it may be sent: it sends nothing; delete it and create it again"
+    "The sink names no owner (a user made it before sinks recorded who made them), so nobody's access says "
+    "what it may be sent: it sends nothing until it is made again"
 )
 Sender = Callable[[dict[str, Any], list[dict[str, Any]]], list[str | None]]
 
@@ -221,7 +221,7 @@ Readers = Callable[[SinkOwner, str], Callable[[dict[str, Any]], bool]]
 def reader_of(sink: dict[str, Any], warehouse: str, readers: Readers | None) -> Callable[[dict[str, Any]], bool] | None:
     """What the sink's owner may be sent; None when the sink has no owner on record (made before
     sinks recorded them: it delivers nothing until made again)."""
-    owner = SinkOwner.from_json(sink.get("owner"))
+    owner = SinkOwner.of_sink(sink)
     if owner is None:
         return None
     if owner.is_root:

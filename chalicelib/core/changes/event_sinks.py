@@ -54,6 +54,17 @@ class SinkOwner:
     def to_json(self) -> dict[str, str]:
         return {"name": self.name, "id": self.id}
 
+    @classmethod
+    def of_sink(cls, sink: dict[str, Any]) -> SinkOwner | None:
+        """The sink's owner. A sink made before sinks recorded one still carries its creation's audit
+        entry: made by root or the operator's tools, it is theirs; made by a user, whose record's
+        uuid it never knew, it has none (None: it sends nothing until made again)."""
+        owner = cls.from_json(sink.get("owner"))
+        if owner is not None or "owner" in sink:
+            return owner
+        made = [e for e in sink.get(audit.TAIL) or [] if isinstance(e, dict) and e.get("op") == "create-event-sink"]
+        return OPERATOR if made and made[0].get("principal") in ("root", "catalog") else None
+
 
 OPERATOR = SinkOwner("root", "")  # a sink the operator makes (catalog_admin.py, tests): sent everything
 
