@@ -60,6 +60,7 @@ class StoredObject:
 
 class Storage(Protocol):
     def get(self, bucket: str, key: str, max_bytes: int | None = None) -> StoredObject: ...
+    def get_range(self, bucket: str, key: str, first: int, last: int) -> StoredObject: ...
     def get_if_changed(self, bucket: str, key: str, etag: str) -> StoredObject | None: ...
     def put(self, bucket: str, key: str, body: bytes) -> str: ...
     def put_if_absent(self, bucket: str, key: str, body: bytes) -> str: ...
@@ -269,6 +270,25 @@ class S3Storage:
         if max_bytes is not None and len(body) > max_bytes:
             raise ValueError(f"object is larger than {max_bytes} bytes")
         return StoredObject(body, resp["ETag"])
+
+    def get_range(self, bucket: str, key: str, first: int, last: int) -> StoredObject:
+        """Bytes first..last (inclusive) of an object: fewer where it ends sooner, none past its end
+        (a footer read by range, e.g. a Puffin file's, without fetching the file)."""
+        if not key or first < 0 or last < first:
+            raise ObjectNotFound(f"{bucket}/{key}")
+        for attempt in range(2):
+            try:
+                resp = self._call("get_object", bucket, key, Key=key, Range=f"bytes={first}-{last}")
+            except StorageUnavailable as exc:
+                if exc.code == "InvalidRange":  # starts past the end
+                    return StoredObject(b"", "")
+                raise
+            try:
+                return StoredObject(resp["Body"].read()[: last - first + 1], resp["ETag"])
+            except Exception as exc:  # noqa: BLE001 - a stream cut mid-body: read it again
+                if classify(exc) == FINAL or attempt == 1:
+                    raise StorageUnavailable(f"S3 request failed: {type(exc).__name__}") from None
+        raise StorageUnavailable("S3 request failed")  # not reached
 
     def get_if_changed(self, bucket: str, key: str, etag: str) -> StoredObject | None:
         """The object, or None when it still has this ETag (a 304: no body is sent)."""
