@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib.core.catalog import glue, side_data, tables
-from chalicelib.core.model import Namespace
+from chalicelib.core.model import EVERYTHING, Namespace, ReadRule
 from chalicelib.core.primitives.context import Context
 from chalicelib.errors import AlreadyExists, BadRequest, CatalogError, Forbidden
 from chalicelib.glue import shapes
@@ -257,27 +257,44 @@ def set_statistics(ctx: Context, wh: str, entry: glue.Entry, checked: list[Body]
     return unknown
 
 
-def statistics(ctx: Context, wh: str, entry: glue.Entry) -> Body:
-    """What Glue clients stored (UpdateColumnStatisticsForTable), and for an Iceberg table, the
-    columns they did not from its own statistics: NDV sketches in Puffin (`maintain --stats`),
-    null counts and bounds from its manifests. A stored column wins (a client's own analysis)."""
+def statistics(ctx: Context, wh: str, entry: glue.Entry, names: list[str], rule: ReadRule) -> tuple[Body, set[str]]:
+    """(statistics, withheld names) of these columns: what Glue clients stored
+    (UpdateColumnStatisticsForTable), and for an Iceberg table, the columns they did not from its
+    own statistics: NDV sketches in Puffin (`maintain --stats`), null counts and bounds from its
+    manifests. A stored column wins (a client's own analysis). Both are values of the table's data:
+    a column whose rows the reader (`rule`: its GetTableData statements) may not all read raw is
+    withheld, whoever computed them."""
+    servable = _servable(ctx, entry, names, rule) if names else set()
+    if not servable:
+        return {}, set(names)
     doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry.entry_id, "column-statistics")
-    own = _iceberg_statistics(ctx, entry)
+    own = _iceberg_statistics(ctx, entry, rule)
     # A deleted column's table statistics stay hidden until newer ones are computed.
     shown = {k: v for k, v in own.items() if v and v["AnalyzedTime"] > float(doc.get(k, {}).get(DELETED, -1))}
-    return {**shown, **{k: v for k, v in doc.items() if DELETED not in v}}
+    found = {**shown, **{k: v for k, v in doc.items() if DELETED not in v}}
+    return {k: v for k, v in found.items() if k in servable}, set(names) - servable
+
+
+def _servable(ctx: Context, entry: glue.Entry, names: list[str], rule: ReadRule) -> set[str]:
+    """The columns whose statistics the reader may be served; none (logged) when the table's
+    metadata, which names its columns, cannot be read."""
+    try:
+        return glue.servable_columns(ctx, entry.metadata_location if entry.is_iceberg else None, names, rule)
+    except (CatalogError, ObjectNotFound, ValueError, KeyError, TypeError) as exc:
+        logging.getLogger("catalog").warning("columns of %s unreadable: %s", entry.metadata_location, str(exc)[:200])
+        return set()
 
 
 DELETED = "DeletedAnalyzedTime"  # stored for a deleted column whose statistics are the table's own
 
 
-def _iceberg_statistics(ctx: Context, entry: glue.Entry) -> Body:
-    """The table's own statistics; none (logged) when its files cannot be read, so a client's
-    own stored statistics still answer."""
+def _iceberg_statistics(ctx: Context, entry: glue.Entry, rule: ReadRule = EVERYTHING) -> Body:
+    """The table's own statistics (of the columns `rule` lets a reader read raw); none (logged)
+    when its files cannot be read, so a client's own stored statistics still answer."""
     if not entry.is_iceberg or not entry.metadata_location:
         return {}
     try:
-        return glue.column_statistics(ctx, entry.metadata_location)
+        return glue.column_statistics(ctx, entry.metadata_location, rule)
     except (CatalogError, ObjectNotFound, ValueError, KeyError, TypeError) as exc:
         logging.getLogger("catalog").warning(
             "column statistics of %s unreadable: %s", entry.metadata_location, str(exc)[:200]

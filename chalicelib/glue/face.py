@@ -18,7 +18,7 @@ from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
 from chalicelib.core.catalog import glue, namespaces
 from chalicelib.core.model import NamespaceInfo
 from chalicelib.core.primitives.context import Context, get_context
-from chalicelib.errors import BadRequest, DamagedObject, NamespaceNotEmpty, NotFound, TableNotFound
+from chalicelib.errors import BadRequest, DamagedObject, Forbidden, NamespaceNotEmpty, NotFound, TableNotFound
 from chalicelib.glue import backend, search, shapes
 from chalicelib.glue.errors import GLUE_FACE, JSON_11, EntityNotFound, UnknownOperation, error_detail
 from chalicelib.names import check_warehouse
@@ -601,18 +601,48 @@ def update_column_statistics(ctx: Context, wh: str, body: Body, req: RequestCont
 
 @op("GetColumnStatisticsForTable", "GetTable", _table("GetTable", "TableName"))
 def get_column_statistics(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body:
+    """Statistics are values of the table's data (a minimum is a row's value): they take what
+    reading it takes. No read at all: AccessDeniedException; a column the caller may not read raw
+    in every row (masked, outside its column grant, row-limited): that column's AccessDenied error."""
     entry = _side_target(ctx, wh, body)
     names = body.get("ColumnNames")
     if not isinstance(names, list) or len(names) > 100 or not all(isinstance(n, str) for n in names):
         raise BadRequest("ColumnNames must list at most 100 column names")
-    doc = backend.statistics(ctx, wh, entry)
+    rule = _read_policy(req, wh, entry)
+    doc, withheld = backend.statistics(ctx, wh, entry, names, rule)
     found = [doc[n] for n in names if n in doc]
-    errors = [
-        {"ColumnName": n, "Error": error_detail(EntityNotFound(f"No statistics for {n!r}"))}
-        for n in names
-        if n not in doc
-    ]
+    errors = [{"ColumnName": n, "Error": _error_of(req, wh, entry, n, n in withheld)} for n in names if n not in doc]
     return {"ColumnStatisticsList": found, "Errors": errors}
+
+
+def _read_policy(req: RequestContext, wh: str, entry: glue.Entry) -> tuple[Any, ...]:
+    """The caller's s3tables:GetTableData statements on the table, as its policies say them (a
+    trusted engine's included: it applies masks to rows it reads, and statistics are the catalog's
+    answer, not rows); 403 when they let it read none of the table's data."""
+    from chalicelib.core.catalog import data, planning
+
+    ns, name = entry.namespace, entry.name
+    rule = req.read_policy(table_arn(wh, ns, name), ns_context(ns, name))
+    if not planning.reads_any(rule):
+        action = "s3tables:GetTable" if data.legacy_data_actions(get_context(), wh) else "s3tables:GetTableData"
+        who = getattr(req.identity, "name", None) or "anonymous"
+        raise Forbidden(
+            f"Access denied: {who} may not read the data of {'.'.join(ns)}.{name} ({action}), "
+            "whose values its column statistics are"
+        )
+    return rule
+
+
+def _error_of(req: RequestContext, wh: str, entry: glue.Entry, column: str, withheld: bool) -> Body:
+    if not withheld:
+        return error_detail(EntityNotFound(f"No statistics for {column!r}"))
+    who = getattr(req.identity, "name", None) or "anonymous"
+    return error_detail(
+        Forbidden(
+            f"Access denied: {who} may not read every row of column {column!r} of {'.'.join(entry.namespace)}."
+            f"{entry.name} unmasked (s3tables:GetTableData), so it gets no statistics of it"
+        )
+    )
 
 
 @op("DeleteColumnStatisticsForTable", "DeleteTable", _table("DeleteTable", "TableName"))

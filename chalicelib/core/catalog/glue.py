@@ -4,6 +4,7 @@ Hive tables, table versions, and renames done as CreateTable + DeleteTable."""
 from __future__ import annotations
 
 from chalicelib.core.planning.column_stats import column_statistics as column_statistics
+from chalicelib.core.planning.column_stats import servable_columns as servable_columns
 from chalicelib.core.primitives.versions import delete as delete_version
 from chalicelib.core.primitives.versions import delete_all as delete_versions
 from chalicelib.core.primitives.versions import get as get_version

@@ -1,4 +1,5 @@
-"""Column statistics of an Iceberg table, as Glue serves them (GetColumnStatisticsForTable).
+"""Column statistics of an Iceberg table, as Glue serves them (GetColumnStatisticsForTable), and
+which columns' statistics a reader may be served at all.
 
 Iceberg keeps them in two places: the number of distinct values in a Puffin statistics file whose
 blob metadata, copied into the table metadata's `statistics`, carries each column's `ndv` (Iceberg's
@@ -6,15 +7,24 @@ blob metadata, copied into the table metadata's `statistics`, carries each colum
 counts and bounds per data file in the manifests. Both are read for the newest snapshot that has a
 statistics file, so a column's figures describe one snapshot; Glue's AnalyzedTime is that
 snapshot's time.
+
+Statistics are values of the table's data: a minimum is a row's value, and a count or a distinct
+count summarises rows. So a reader is served a column's statistics only where it may read every row
+of that column raw (read_rules.raw_fields: no mask, no row limit, no column left out of its grant).
+And the table metadata's `statistics` are whatever a client with UpdateTable committed: an NDV is
+served only when the Puffin footer of the file it names, inside the table's location, says the same
+(puffin.py), and figures only from manifests inside the table's location.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from chalicelib.core.iceberg import metadata as md
-from chalicelib.core.planning import manifests
+from chalicelib.core.model import EVERYTHING, ReadRule
+from chalicelib.core.planning import manifests, puffin, read_rules
 from chalicelib.core.primitives.context import Context
 
 THETA = "apache-datasketches-theta-v1"
@@ -51,35 +61,91 @@ def _schema(meta: dict[str, Any]) -> dict[str, Any]:
     return dict(meta.get("schema") or {})
 
 
-def column_statistics(ctx: Context, metadata_location: str) -> dict[str, dict[str, Any]]:
-    """Per top-level column with a Glue shape and a sketch: Glue ColumnStatistics."""
-    meta = json.loads(md.read_metadata_raw(ctx, metadata_location))
+def column_statistics(ctx: Context, metadata_location: str, rule: ReadRule = EVERYTHING) -> dict[str, dict[str, Any]]:
+    """Per top-level column with a Glue shape, a sketch its Puffin file vouches for, and every row
+    readable raw under `rule`: Glue ColumnStatistics."""
+    raw = md.read_metadata_raw(ctx, metadata_location)
+    meta = json.loads(raw)
     newest = _newest_statistics(meta)
     if newest is None:
         return {}
     stats, snapshot = newest
+    location = str(meta.get("location") or "")
     fields = {
         int(f["id"]): f
         for f in _schema(meta).get("fields") or []
         if isinstance(f.get("type"), str) and f["type"] in GLUE_TYPES
     }
-    ndv: dict[int, int] = {}
+    if read_rules.restricted(rule):
+        readable = _raw_fields(raw, rule)
+        fields = {i: f for i, f in fields.items() if i in readable}
+    claimed: dict[int, tuple[int, dict[str, Any]]] = {}
     for blob in stats.get("blob-metadata") or []:
+        if not isinstance(blob, dict):
+            continue
         ids = blob.get("fields") or []
         value = (blob.get("properties") or {}).get("ndv")
-        if blob.get("type") == THETA and len(ids) == 1 and int(ids[0]) in fields and str(value or "").isdigit():
-            ndv[int(ids[0])] = int(str(value))
+        if blob.get("type") == THETA and len(ids) == 1 and ids[0] in fields and str(value or "").isdigit():
+            claimed[int(ids[0])] = (int(str(value)), blob)
+    if not claimed:
+        return {}
+    # A client with UpdateTable writes `statistics` as it likes: only what the file says is served.
+    blobs = puffin.footer_blobs(ctx, location, stats)
+    if blobs is None:
+        return {}
+    ndv = {i: n for i, (n, blob) in claimed.items() if puffin.matches(blob, blobs, stats["snapshot-id"])}
     if not ndv:
         return {}
-    figures = _file_figures(ctx, snapshot, set(ndv), fields)
+    figures = _file_figures(ctx, location, snapshot, set(ndv), fields)
+    if figures is None:
+        return {}
     analyzed = int(snapshot.get("timestamp-ms", 0)) / 1000
     return {fields[i]["name"]: _glue(fields[i], ndv[i], figures.get(i, {}), analyzed) for i in ndv}
 
 
+def servable_columns(ctx: Context, metadata_location: str | None, names: list[str], rule: ReadRule) -> set[str]:
+    """Which of these columns' statistics (a Glue client's own stored ones included: they are
+    values too) the reader may be served: those whose every row it may read raw. By any name a
+    field has borne (a client stored them under the name of its day); a name no current field
+    bears is withheld from a restricted reader. Without Iceberg metadata (a Hive table), by name."""
+    if not read_rules.restricted(rule):
+        return set(names)
+    if metadata_location is None:
+        return {n for n in names if read_rules.raw_column(rule, n)}
+    raw = md.read_metadata_raw(ctx, metadata_location)
+    cols = _columns(raw)
+    if cols is None:
+        return set()
+    readable = read_rules.raw_fields(rule, cols)
+    out = set()
+    for name in names:
+        tops = {cols.top.get(i, i) for i in cols.bearing(name)}
+        if tops and tops <= readable:
+            out.add(name)
+    return out
+
+
+def _columns(raw: bytes) -> read_rules.Columns | None:
+    from chalicelib.core.iceberg.iceberg_types import parse_metadata
+
+    try:
+        return read_rules.Columns(parse_metadata(raw))
+    except Exception as exc:  # noqa: BLE001 - PyIceberg raises ValidationError, ValueError, ...: withhold all
+        logging.getLogger("catalog").warning("table metadata unreadable for statistics: %s", str(exc)[:200])
+        return None
+
+
+def _raw_fields(raw: bytes, rule: ReadRule) -> set[int]:
+    cols = _columns(raw)
+    return read_rules.raw_fields(rule, cols) if cols is not None else set()
+
+
 def _file_figures(
-    ctx: Context, snapshot: dict[str, Any], ids: set[int], fields: dict[int, dict[str, Any]]
-) -> dict[int, dict[str, Any]]:
-    """Null counts, bounds and sizes per column, summed over the snapshot's live data files."""
+    ctx: Context, location: str, snapshot: dict[str, Any], ids: set[int], fields: dict[int, dict[str, Any]]
+) -> dict[int, dict[str, Any]] | None:
+    """Null counts, bounds and sizes per column, summed over the snapshot's live data files (None:
+    the snapshot names a manifest list or manifest outside the table's location, whose figures
+    would be another table's)."""
     from pyiceberg import types as t
     from pyiceberg.conversions import from_bytes
     from pyiceberg.manifest import DataFileContent, ManifestContent
@@ -94,10 +160,16 @@ def _file_figures(
     }
     types = {i: known[str(fields[i]["type"])] for i in ids if str(fields[i]["type"]) in known}
     out: dict[int, dict[str, Any]] = {i: {"nulls": 0, "values": 0, "bytes": 0} for i in ids}
-    location = snapshot.get("manifest-list")
-    if not location:
+    listed = snapshot.get("manifest-list")
+    if not listed:
         return out
-    for manifest in manifests.manifest_list(ctx, str(location)):
+    if not puffin.inside(location, str(listed)):
+        return _foreign(str(listed))
+    found = manifests.manifest_list(ctx, str(listed))
+    foreign = next((m.manifest_path for m in found if not puffin.inside(location, m.manifest_path)), None)
+    if foreign is not None:
+        return _foreign(foreign)
+    for manifest in found:
         if manifest.content != ManifestContent.DATA:
             continue
         for entry in manifests.entries(ctx, manifest):
@@ -116,6 +188,11 @@ def _file_figures(
                     value = from_bytes(types[i], raw)
                     fig[bound] = value if bound not in fig else pick(fig[bound], value)
     return out
+
+
+def _foreign(path: str) -> None:
+    logging.getLogger("catalog").warning("column statistics withheld: %s is outside its table", path[:200])
+    return None
 
 
 def _glue(field: dict[str, Any], ndv: int, fig: dict[str, Any], analyzed: float) -> dict[str, Any]:
@@ -152,3 +229,27 @@ def _glue(field: dict[str, Any], ndv: int, fig: dict[str, Any], analyzed: float)
         "AnalyzedTime": analyzed,
         "StatisticsData": {"Type": kind, member: body},
     }
+
+
+def raw_stats_fields(metadata: Any, names: tuple[str, ...], case_sensitive: bool, rule: ReadRule) -> tuple[str, ...]:
+    """The `stats-fields` of a plan whose per-file statistics (bounds, counts) the reader may be
+    served: those of columns whose every row it may read raw. For a trusted engine, whose plans the
+    catalog does not limit (it reads files whole and applies its read restrictions itself):
+    statistics are the catalog's answer, not rows it masks. A name is resolved in every schema (the
+    scan may use its snapshot's), and kept only if each field it names is readable; one that names
+    nothing is kept for the planner to refuse (400)."""
+    if not read_rules.restricted(rule):
+        return names
+    cols = read_rules.Columns(metadata)
+    readable = read_rules.raw_fields(rule, cols)
+    out = []
+    for name in names:
+        ids = set()
+        for schema in [*metadata.schemas, metadata.schema()]:
+            try:
+                ids.add(schema.find_field(name, case_sensitive).field_id)
+            except ValueError:
+                continue
+        if {cols.top.get(i, i) for i in ids} <= readable:
+            out.append(name)
+    return tuple(out)

@@ -331,3 +331,33 @@ def restrictions(rule: ReadRule, cols: Columns, masks_grant: bool) -> dict[str, 
     elif not isinstance(rows, ex.AlwaysTrue):
         out["required-row-filter"] = expressions.to_json(rows)
     return out or None
+
+
+# ---- statistics: values of whole columns ------------------------------------------------------------
+
+
+def raw_fields(rule: ReadRule, cols: Columns) -> set[int]:
+    """The top-level fields (of every schema) whose every row the caller may read raw: granted by an
+    Allow for all rows, masked by none, denied by none. A column's statistics (bounds, null counts,
+    distinct values) summarise all its rows, so they are served for these only: a mask or a row
+    limit would be undone by a minimum, a maximum or a count over rows the caller may not see."""
+    from pyiceberg import expressions as ex
+
+    if not restricted(rule):
+        return set(cols.fields)
+    return {i for i in cols.fields if isinstance(readable_rows(rule, cols, [i]), ex.AlwaysTrue)}
+
+
+def raw_column(rule: ReadRule, name: str) -> bool:
+    """raw_fields for a table without an Iceberg schema (a Glue client's Hive table), by the column's
+    name alone: row conditions cannot be judged without a schema, so only an Allow without any
+    covers the column, and any Deny covering it, or a mask on it or a field under it, withholds it."""
+    if not restricted(rule):
+        return True
+    names, nested = {name}, name.lower() + "."
+    for st in rule:
+        if st.deny and _covers(st, names):
+            return False
+        if not st.deny and any(c.lower() == name.lower() or c.lower().startswith(nested) for c, _ in st.masks):
+            return False
+    return any(not st.deny and not st.rows and _covers(st, names) for st in rule)
