@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import ipaddress
 import json
 import logging
 import os
@@ -50,6 +51,18 @@ def _warehouse_endpoints(raw: str | None, region: str) -> tuple[WarehouseEndpoin
     return tuple(out)
 
 
+def _networks(raw: str | None) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """CATALOG_EVENT_SINK_ALLOWED_NETWORKS: comma-separated CIDRs (`10.20.0.0/16,fd12::/48`)."""
+    out = []
+    for item in (raw or "").split(","):
+        if item.strip():
+            try:
+                out.append(ipaddress.ip_network(item.strip(), strict=False))
+            except ValueError:
+                raise ValueError(f"CATALOG_EVENT_SINK_ALLOWED_NETWORKS: {item.strip()[:60]!r} is not a CIDR") from None
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class Settings:
     s3_endpoint_url: str | None = None
@@ -69,6 +82,8 @@ class Settings:
     public_url: str | None = None  # the catalog's base URL for signer URIs, if not the request's host
     # Warehouses whose buckets are on another S3 endpoint or region (first match wins).
     warehouse_endpoints: tuple[WarehouseEndpoint, ...] = ()
+    # Ranges event sinks may reach though not public (core/changes/sink_network.py refuses the rest).
+    event_sink_allowed_networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
 
     def endpoint_for(self, warehouse: str) -> WarehouseEndpoint | None:
         for spec in self.warehouse_endpoints:
@@ -145,4 +160,5 @@ class Settings:
             remote_signing=_flag("CATALOG_REMOTE_SIGNING", True),
             public_url=(os.environ.get("CATALOG_PUBLIC_URL") or "").rstrip("/") or None,
             warehouse_endpoints=_warehouse_endpoints(os.environ.get("CATALOG_WAREHOUSE_S3_ENDPOINTS"), region),
+            event_sink_allowed_networks=_networks(os.environ.get("CATALOG_EVENT_SINK_ALLOWED_NETWORKS")),
         )

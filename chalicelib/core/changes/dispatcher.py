@@ -356,10 +356,11 @@ def _park(ctx: Context, bucket: str, sink: dict[str, Any], event: dict[str, Any]
 
 
 def _sender(ctx: Context) -> Sender:
-    # Imported here: its HTTP client (urllib.request, ~30 ms) is not on the pull feed's cold path.
-    from chalicelib.core.changes import event_senders
+    # Imported here: its HTTP client (http.client, ssl) is not on the pull feed's cold path.
+    from chalicelib.core.changes import event_senders, sink_network
 
-    return lambda sink, batch: event_senders.send(sink, batch, ctx.settings.s3_endpoint_url)
+    policy = sink_network.Policy.of(ctx.settings)  # what sinks may reach beyond public addresses
+    return lambda sink, batch: event_senders.send(sink, batch, ctx.settings.s3_endpoint_url, policy)
 
 
 def dispatch(

@@ -3,20 +3,33 @@
 `send(sink, events)` returns, for each event in order, None (delivered) or why it was not. Every
 message carries the event id, so a consumer deduplicates redeliveries. On FIFO queues and topics
 the table's trail is the message group, so one table's events keep their order.
+
+Where a sink makes the catalog connect is checked first (sink_network.py): a webhook's host is
+resolved once, refused if any of its addresses is inside the catalog's network, and the request goes
+to an address checked (with the name's Host header and TLS name), directly (no proxy), never to a
+redirect. SQS, SNS and EventBridge go to the endpoint the operator set or AWS's regional one, never
+to a host the sink names.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import http.client
 import json
 import os
+import re
+import socket
+import ssl
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
+from urllib.parse import urlsplit
+
+from chalicelib.core.changes import sink_network
+from chalicelib.core.changes.sink_network import Policy
 
 SIGNATURE_HEADER = "X-Catalog-Signature"  # "t={unix seconds},v1={hex HMAC-SHA256 of 't.body'}"
 _clients: dict[tuple[str, str, str | None], Any] = {}
@@ -41,12 +54,15 @@ def _client(service: str, region: str, emulator: str | None) -> Any:
     return found
 
 
+_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]{1,2}")
+
+
 def _region(target: str) -> str:
     if target.startswith("arn:"):
         return target.split(":")[3] or "us-east-1"
     host = target.split("//", 1)[-1].split("/", 1)[0]
     parts = host.split(".")
-    if len(parts) > 2 and parts[0] == "sqs":
+    if len(parts) > 2 and parts[0] == "sqs" and _REGION.fullmatch(parts[1]):  # only a region names the endpoint
         return parts[1]
     return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
 
@@ -59,10 +75,17 @@ def _error(exc: Exception) -> str:
     return f"{type(exc).__name__}: {str(exc)[:300]}"
 
 
-def send(sink: dict[str, Any], events: list[dict[str, Any]], emulator: str | None = None) -> list[str | None]:
+def send(
+    sink: dict[str, Any], events: list[dict[str, Any]], emulator: str | None = None, policy: Policy | None = None
+) -> list[str | None]:
+    """`policy`: what the sink may reach beyond public addresses (the dispatcher passes the
+    deployment's); by default loopback only on a local run (`emulator` set), nothing else."""
     kind, target = sink["kind"], sink["target"]
+    policy = policy if policy is not None else Policy(loopback=emulator is not None)
     try:
         if kind == "sqs":
+            # A record from before hosts were checked: the queue URL names a host inside.
+            sink_network.check_host(urlsplit(target).hostname or "", policy)
             return _sqs(target, events, emulator)
         if kind == "sns":
             return _sns(target, events, emulator)
@@ -73,11 +96,13 @@ def send(sink: dict[str, Any], events: list[dict[str, Any]], emulator: str | Non
             failed: set[str] = set()
             for e in events:  # one at a time; a table whose event failed sends no later one
                 result = "an earlier event of its table failed" if _group(e) in failed else None
-                result = result or _webhook(target, str(sink.get("secret", "")), e)
+                result = result or _webhook(target, str(sink.get("secret", "")), e, policy)
                 if result is not None:
                     failed.add(_group(e))
                 out.append(result)
             return out
+    except sink_network.Refused as exc:
+        return [f"refused: {exc}"] * len(events)
     except Exception as exc:  # noqa: BLE001 - a sink's failure is the sink's, reported per event
         return [_error(exc)] * len(events)
     return [f"unknown sink kind {kind!r}"] * len(events)
@@ -168,29 +193,78 @@ def verify(secret: str, body: bytes, header: str, tolerance_s: int = 300, now: f
     return hmac.compare_digest(signature(secret, body, stamp).encode(), given)
 
 
-def _webhook(url: str, secret: str, event: dict[str, Any]) -> str | None:
+def _webhook(url: str, secret: str, event: dict[str, Any], policy: Policy) -> str | None:
     body = json.dumps(event).encode()
     headers = {
         "Content-Type": "application/cloudevents+json",
         SIGNATURE_HEADER: signature(secret, body, int(time.time())),
         "ce-id": str(event["id"]),
     }
-    request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310 - https checked
+    parts = urlsplit(url)
+    host, tls = parts.hostname or "", parts.scheme == "https"
+    port = parts.port or (443 if tls else 80)
     try:
-        with _OPENER.open(request, timeout=10) as resp:
-            return None if 200 <= resp.status < 300 else f"HTTP {resp.status}"
-    except urllib.error.HTTPError as exc:
-        return f"HTTP {exc.code}"
+        addresses = sink_network.resolve(host, port, policy)  # every address checked, or Refused
+    except sink_network.Refused as exc:
+        return f"refused: {exc}"
     except OSError as exc:
         return _error(exc)
+    conn = _PinnedTLS(host, port, addresses, _tls()) if tls else _Pinned(host, port, addresses)
+    try:
+        conn.request("POST", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""), body, headers)
+        status = conn.getresponse().status
+    except (OSError, http.client.HTTPException) as exc:
+        return _error(exc)
+    finally:
+        conn.close()
+    # A redirect is an answer, not a delivery: it is never followed (it would go, unchecked, where
+    # the receiver says, with the signature).
+    return None if 200 <= status < 300 else f"HTTP {status}"
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """A redirect is an answer, not a delivery: following it would re-send as GET, without the
-    body, possibly elsewhere, with the signature."""
-
-    def redirect_request(self, *_: Any, **__: Any) -> None:
-        return None
+TIMEOUT_S = 10.0
 
 
-_OPENER = urllib.request.build_opener(_NoRedirects)
+def _connect(addresses: list[tuple[int, sink_network.SockAddr]], timeout: float) -> socket.socket:
+    """A TCP connection to the first of the checked addresses that answers."""
+    error: OSError = OSError("no address to connect to")
+    for family, sockaddr in addresses:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(sockaddr)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
+        except OSError as exc:
+            sock.close()
+            error = exc
+    raise error
+
+
+class _Pinned(http.client.HTTPConnection):
+    """HTTP to the addresses checked: http.client's own connect would look the name up again."""
+
+    def __init__(self, host: str, port: int, addresses: list[tuple[int, sink_network.SockAddr]]) -> None:
+        super().__init__(host, port, timeout=TIMEOUT_S)
+        self._addresses = addresses
+
+    def connect(self) -> None:
+        self.sock = _connect(self._addresses, TIMEOUT_S)
+
+
+class _PinnedTLS(http.client.HTTPSConnection):
+    """HTTPS to the addresses checked, the certificate verified for the URL's host (its SNI too)."""
+
+    def __init__(
+        self, host: str, port: int, addresses: list[tuple[int, sink_network.SockAddr]], context: ssl.SSLContext
+    ) -> None:
+        super().__init__(host, port, timeout=TIMEOUT_S, context=context)
+        self._addresses, self._tls_context = addresses, context
+
+    def connect(self) -> None:
+        self.sock = self._tls_context.wrap_socket(_connect(self._addresses, TIMEOUT_S), server_hostname=self.host)
+
+
+@lru_cache(maxsize=1)
+def _tls() -> ssl.SSLContext:
+    return ssl.create_default_context()

@@ -5,11 +5,11 @@ Kinds: an SQS queue (its URL), an SNS topic (ARN), an EventBridge bus (name or A
 webhook whose requests carry an HMAC-SHA256 of the body with the sink's own secret. A target is
 checked against its kind (service, resource type, ARN shape, name rules), so a topic ARN never
 becomes a bus nor a queue ARN a topic; whether the resource exists is the dispatcher's to find out.
+A URL's host must not be inside the catalog's network (sink_network.py; checked again at delivery).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import secrets
 import uuid
@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from urllib.parse import SplitResult, urlsplit
 
 from chalicelib import keys
+from chalicelib.core.changes import sink_network
 from chalicelib.core.containers import warehouses
 from chalicelib.core.primitives import audit
 from chalicelib.core.primitives.context import Context, dump, now_ms
@@ -163,9 +164,10 @@ def _url(kind: str, target: str, schemes: tuple[str, ...]) -> SplitResult:
     return url
 
 
-def _sqs(target: str) -> None:
-    """Any host (AWS's regional and VPC endpoints, an emulator's), http or https as before; the path
-    ends in the queue's account and name, as every queue URL does."""
+def _sqs(ctx: Context, target: str) -> None:
+    """Any host (AWS's regional and VPC endpoints, an emulator's) but one inside the catalog's
+    network, http or https as before; the path ends in the queue's account and name, as every queue
+    URL does."""
     url = _url("sqs", target, ("http", "https"))
     if url.query or url.fragment:
         raise _refuse("sqs", "a queue URL has no query or fragment")
@@ -174,6 +176,17 @@ def _sqs(target: str) -> None:
         raise _refuse(
             "sqs", "its path does not end in /<12-digit account id>/<queue name of 1-80 letters, digits, '_', '-'>"
         )
+    # By what the host says only: the catalog sends to the SQS endpoint (AWS's, or the one the
+    # operator set), never to this host, and a VPC endpoint's name rightly resolves to a private address.
+    _reachable(ctx, "sqs", url, None)
+
+
+def _reachable(ctx: Context, kind: str, url: SplitResult, lookup_s: float | None) -> None:
+    """Refused if the URL's host is, or (given `lookup_s`) resolves to, an address sinks may not reach."""
+    try:
+        sink_network.check_host(url.hostname or "", sink_network.Policy.of(ctx.settings), lookup_s)
+    except sink_network.Refused as exc:
+        raise _refuse(kind, str(exc)) from None
 
 
 def _local(ctx: Context, host: str) -> bool:
@@ -182,10 +195,8 @@ def _local(ctx: Context, host: str) -> bool:
         return True
     if host == urlsplit(ctx.settings.s3_endpoint_url or "").hostname:
         return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    address = sink_network.literal(host)  # 127.1 and ::ffff:127.0.0.1 are this machine too
+    return address is not None and sink_network.address_class(address) == sink_network.LOOPBACK
 
 
 def _webhook(ctx: Context, target: str) -> None:
@@ -193,6 +204,7 @@ def _webhook(ctx: Context, target: str) -> None:
     emulated = ctx.settings.s3_endpoint_url is not None  # the local stack: plain HTTP receivers
     if url.scheme == "http" and not (emulated and _local(ctx, url.hostname or "")):
         raise _refuse("webhook", "it is a plain http:// URL")
+    _reachable(ctx, "webhook", url, sink_network.PUT_LOOKUP_S)  # the dispatcher connects to this host
 
 
 def _check_target(ctx: Context, kind: str, target: object) -> str:
@@ -203,10 +215,10 @@ def _check_target(ctx: Context, kind: str, target: object) -> str:
         raise _refuse(kind, "it is over 2048 characters or holds spaces or control characters")
     if not target.isascii():  # a sender writes the request line in ASCII: percent-encode the rest
         raise _refuse(kind, "it holds characters that are not ASCII (percent-encode a path, punycode a host)")
-    if kind == "webhook":
-        _webhook(ctx, target)
+    if kind in ("webhook", "sqs"):
+        {"webhook": _webhook, "sqs": _sqs}[kind](ctx, target)
     else:
-        {"sqs": _sqs, "sns": _sns, "eventbridge": _eventbridge}[kind](target)
+        {"sns": _sns, "eventbridge": _eventbridge}[kind](target)
     return target
 
 
