@@ -38,7 +38,8 @@ def _target(req: RequestContext) -> tuple[Any, str, tuple[str, ...], str, str, t
 @operation(bp, TABLE + "/plan", "POST", "PlanTableScan", checks=resources.table_read)
 def plan_table_scan(req: RequestContext) -> tuple[int, dict[str, Any]]:
     ctx, wh, ns, name, reader, rule = _target(req)
-    return 200, planning.plan(ctx, wh, ns, name, req.json_object(), reader, rule)
+    policy = req.read_policy(table_arn(wh, ns, name), ns_context(ns, name))  # a trusted engine's stats-fields
+    return 200, planning.plan(ctx, wh, ns, name, req.json_object(), reader, rule, policy)
 
 
 @operation(bp, TABLE + "/plan/{plan_id}", "GET", "FetchPlanningResult", checks=resources.table_read)

@@ -64,13 +64,31 @@ def _table(ctx: Context, warehouse: str, ns: Namespace, name: str) -> plans.Tabl
 
 
 def plan(
-    ctx: Context, warehouse: str, ns: Namespace, name: str, body: dict[str, Any], reader: str, rule: ReadRule
+    ctx: Context,
+    warehouse: str,
+    ns: Namespace,
+    name: str,
+    body: dict[str, Any],
+    reader: str,
+    rule: ReadRule,
+    policy: ReadRule | None = None,
 ) -> dict[str, Any]:
+    """`rule`: what the catalog enforces; `policy`: the caller's statements as its policies say them.
+    They differ for a trusted engine, whose plan is not limited, but whose `stats-fields` still
+    cover only the columns it may read raw (statistics are served by the catalog, not masked by
+    the engine). For others the planner refuses a stats field they may not read (403)."""
+    from dataclasses import replace
+
     from chalicelib.core.planning import plans
+    from chalicelib.core.planning.column_stats import raw_stats_fields
     from chalicelib.core.planning.planner import parse_scan
 
     scan = parse_scan(body)
-    return plans.create(ctx, _table(ctx, warehouse, ns, name), scan, reader, rule)
+    table = _table(ctx, warehouse, ns, name)
+    if policy is not None and scan.stats_fields and restricted(policy) and not restricted(rule):
+        fields = raw_stats_fields(table.metadata, scan.stats_fields, scan.case_sensitive, policy)
+        scan = replace(scan, stats_fields=fields)
+    return plans.create(ctx, table, scan, reader, rule)
 
 
 def fetch(
