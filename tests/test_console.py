@@ -67,8 +67,9 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 FIRST_ID = 3_051_729_675_574_596_004  # past 2^53, as Iceberg's random 63-bit snapshot ids are
 
 
-def _snapshots(n: int) -> list[dict[str, Any]]:
-    """n metadata-only appends: snapshots with summaries (the browser reads metadata, not files)."""
+def _snapshots(n: int, location: str) -> list[dict[str, Any]]:
+    """n metadata-only appends: snapshots with summaries (the browser reads metadata, not files),
+    their manifest lists at the table's location (never written: a missing list names no file)."""
     updates: list[dict[str, Any]] = []
     start = int(time.time() * 1000) - n * 60_000
     for i in range(n):
@@ -76,7 +77,7 @@ def _snapshots(n: int) -> list[dict[str, Any]]:
             "snapshot-id": FIRST_ID + i,
             "sequence-number": i + 1,
             "timestamp-ms": start + i * 60_000,
-            "manifest-list": f"s3://unused/snap-{i}.avro",
+            "manifest-list": f"{location}/metadata/snap-{i}.avro",
             "summary": {
                 "operation": "append",
                 "added-records": str(100 + (i * 37) % 900),
@@ -119,8 +120,9 @@ def lake(catalog_url: str, http: Any) -> dict[str, str]:
     base = f"{catalog_url}/v1/{wh}/namespaces"
     assert http.post(base, json={"namespace": ["sales"]}).status_code == 200
     body = {"name": "orders", "schema": SCHEMA, "properties": {"format-version": "2", "owner": "data-eng"}}
-    assert http.post(f"{base}/sales/tables", json=body).status_code == 200
-    commit = {"requirements": [], "updates": _snapshots(SNAPSHOTS)}
+    created = http.post(f"{base}/sales/tables", json=body)
+    assert created.status_code == 200
+    commit = {"requirements": [], "updates": _snapshots(SNAPSHOTS, created.json()["metadata"]["location"])}
     resp = http.post(f"{base}/sales/tables/orders", json=commit)
     assert resp.status_code == 200, resp.text[:500]
     for name in ("old_orders", "secret"):

@@ -313,6 +313,60 @@ def test_remote_signing_behind_a_function_url_and_an_api_stage(s3_endpoint):
     assert config["s3.signer.uri"] == f"https://{API_HOST}/api/_iceberg"
 
 
+def _manifest_list(s3_endpoint: str, location: str) -> str:
+    """A deflated manifest list naming a deflated manifest of one data file, as Iceberg Java writes
+    them, at the table's location: the append's file check (core/iceberg/file_paths.py) reads both."""
+    import io
+
+    import boto3
+    import fastavro
+    from botocore.config import Config
+
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=s3_endpoint,
+        region_name=REGION,
+        aws_access_key_id=KEYS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=KEYS["AWS_SECRET_ACCESS_KEY"],
+        config=Config(s3={"addressing_style": "path"}),
+    )
+    data_file = {
+        "type": "record",
+        "name": "r2",
+        "fields": [
+            {"name": "content", "type": "int", "field-id": 134},
+            {"name": "file_path", "type": "string", "field-id": 100},
+        ],
+    }
+    entry = {
+        "type": "record",
+        "name": "manifest_entry",
+        "fields": [
+            {"name": "status", "type": "int", "field-id": 0},
+            {"name": "data_file", "type": data_file, "field-id": 2},
+        ],
+    }
+    listed = {
+        "type": "record",
+        "name": "manifest_file",
+        "fields": [{"name": "manifest_path", "type": "string", "field-id": 500}],
+    }
+    bucket, prefix = location[len("s3://") :].split("/", 1)
+    manifest = f"{location}/metadata/m0.avro"
+    for key, schema, record in (
+        (
+            "metadata/m0.avro",
+            entry,
+            {"status": 1, "data_file": {"content": 0, "file_path": f"{location}/data/a.parquet"}},
+        ),
+        ("metadata/snap-7.avro", listed, {"manifest_path": manifest}),
+    ):
+        out = io.BytesIO()
+        fastavro.writer(out, fastavro.parse_schema(schema), [record], codec="deflate")
+        s3.put_object(Bucket=bucket, Key=f"{prefix}/{key}", Body=out.getvalue())
+    return f"{location}/metadata/snap-7.avro"
+
+
 def test_reads_answer_from_stored_bytes_without_pyiceberg(s3_endpoint):
     """A cold tables function loads, lists, commits properties and appends without importing
     PyIceberg or pydantic (a load answers from the stored metadata bytes; core/iceberg/light.py applies
@@ -332,16 +386,15 @@ def test_reads_answer_from_stored_bytes_without_pyiceberg(s3_endpoint):
     ns = json.dumps({"namespace": ["n"]}).encode()
     assert handler("namespaces")(v2_event("POST", f"/_iceberg/v1/{wh}/namespaces", body=ns), None)["statusCode"] == 200
     create = json.dumps({"name": "t", "schema": SCHEMA}).encode()
-    assert (
-        handler("tables")(v2_event("POST", f"/_iceberg/v1/{wh}/namespaces/n/tables", body=create), None)["statusCode"]
-        == 200
-    )
+    created = handler("tables")(v2_event("POST", f"/_iceberg/v1/{wh}/namespaces/n/tables", body=create), None)
+    assert created["statusCode"] == 200
+    location = body_of(created)["metadata"]["location"]
     commit = json.dumps({"requirements": [], "updates": [{"action": "set-properties", "updates": {"k": "v"}}]})
     snapshot = {
         "snapshot-id": 7,
         "sequence-number": 1,
         "timestamp-ms": 1_700_000_000_000,
-        "manifest-list": "s3://elsewhere/snap-7.avro",
+        "manifest-list": _manifest_list(s3_endpoint, location),  # read by the commit's file check, without PyIceberg
         "summary": {"operation": "append", "added-records": "1"},
         "schema-id": 0,
     }

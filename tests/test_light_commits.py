@@ -16,11 +16,26 @@ from chalicelib.core.catalog import commands
 from chalicelib.core.iceberg import light
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.iceberg.updates import parse_change as pyiceberg_parse
+from chalicelib.core.primitives.context import Context
 from chalicelib.errors import BadRequest, CommitFailed
+from chalicelib.settings import Settings
+from chalicelib.storage import S3Storage
+from infra.memory_s3 import MemoryS3, Store
 
 TABLE_UUID = "9c12d441-03fe-4693-9a96-a0705ddf69c1"
 LOCATION = "s3://wh/ns/t-9c12d44103fe46939a96a0705ddf69c1"
 PROP_KEYS = ["a", "b", "write.metadata.previous-versions-max", "owner"]
+
+
+def _no_files() -> Context:
+    """A commit reads its new snapshots' manifest lists (core/iceberg/file_paths.py): here none
+    exists, and a missing file names nothing."""
+    storage = S3Storage(MemoryS3(Store()), "us-east-1")
+    storage.create_bucket("wh")
+    return Context(Settings(), storage)
+
+
+NO_FILES = _no_files()
 
 
 def _base(version: int, props: dict[str, str], log_len: int) -> dict[str, Any]:
@@ -115,9 +130,9 @@ def _both_paths(raw: bytes, reqs: list[Any], ups: list[Any]) -> tuple[Any, Any]:
     base = light.metadata(raw)
     assert base is not None
     prev = f"{LOCATION}/metadata/00009-x.metadata.json"
-    ours = _outcome(lambda: md.apply(None, change, base, prev, LOCATION))  # type: ignore[arg-type]
+    ours = _outcome(lambda: md.apply(NO_FILES, change, base, prev, LOCATION))
     theirs = _outcome(
-        lambda: md.apply(None, pyiceberg_parse(("ns",), "t", reqs, ups), md.parse_metadata(raw), prev, LOCATION)  # type: ignore[arg-type]
+        lambda: md.apply(NO_FILES, pyiceberg_parse(("ns",), "t", reqs, ups), md.parse_metadata(raw), prev, LOCATION)
     )
     return ours, theirs
 
@@ -165,7 +180,7 @@ def test_metadata_pyiceberg_must_read_stays_with_pyiceberg() -> None:
 def test_a_light_change_meeting_pyiceberg_metadata_is_applied_by_pyiceberg() -> None:
     change = commands.parse_change(("ns",), "t", [], [{"action": "set-properties", "updates": {"a": "1"}}])
     base = md.parse_metadata(_stored(2, {}, 0))
-    new = md.apply(None, change, base, None, LOCATION)  # type: ignore[arg-type]
+    new = md.apply(NO_FILES, change, base, None, LOCATION)
     assert not isinstance(new, light.LightMetadata) and new.properties == {"a": "1"}
 
 
@@ -314,9 +329,9 @@ def test_an_append_pyiceberg_sends_is_light_and_lands_as_pyiceberg_would() -> No
     change = commands.parse_change(("ns",), "t", reqs, updates)
     assert light.is_light(change)
     raw = _stored(2, {}, 0)
-    ours = md.apply(None, change, light.metadata(raw), None, LOCATION)  # type: ignore[arg-type]
+    ours = md.apply(NO_FILES, change, light.metadata(raw), None, LOCATION)
     assert json.loads(ours.dump())["current-snapshot-id"] == 42
-    theirs = md.apply(None, pyiceberg_parse(("ns",), "t", reqs, updates), md.parse_metadata(raw), None, LOCATION)  # type: ignore[arg-type]
+    theirs = md.apply(NO_FILES, pyiceberg_parse(("ns",), "t", reqs, updates), md.parse_metadata(raw), None, LOCATION)
     assert json.loads(ours.dump()) == json.loads(md.dump_metadata(theirs))
 
 

@@ -346,12 +346,13 @@ def _apply_light(req: Any, base: Any, base_location: str | None, expected_locati
 
 def apply(ctx: Context, req: Any, base: Any, base_location: str | None, expected_location: str | None) -> Any:
     """The change applied to the base: on light metadata when both are light (core/iceberg/light.py), else
-    with PyIceberg's models (a light change is turned into them)."""
+    with PyIceberg's models (a light change is turned into them). Every commit, transaction and
+    create comes here, so here the files it brings in are held to the table's location (400)."""
     from chalicelib.core.iceberg import light
 
     if isinstance(base, light.LightMetadata):
         if light.is_light(req):
-            return _apply_light(req, base, base_location, expected_location)
+            return _bound(ctx, base, _apply_light(req, base, base_location, expected_location))
         base = parse_metadata(base.dump())
     req = light.heavy(req)
     from pydantic import ValidationError
@@ -386,7 +387,16 @@ def apply(ctx: Context, req: Any, base: Any, base_location: str | None, expected
         raise BadRequest(f"Invalid update: {validation_summary(exc)}") from None
     except (ValueError, KeyError, TypeError, NotImplementedError) as exc:
         raise BadRequest(f"Invalid update: {short(exc)}") from None
-    return _checked(new, expected_location)
+    return _bound(ctx, base, _checked(new, expected_location))
+
+
+def _bound(ctx: Context, base: Any, new: Any) -> Any:
+    """`new`, if every file it brings in beyond `base` lies in its location (core/iceberg/file_paths.py).
+    A change that adds no snapshot reads nothing, so pure callers (warm-up) may pass no context."""
+    from chalicelib.core.iceberg import file_paths
+
+    file_paths.check(ctx, base, new)
+    return new
 
 
 def _may_use_keys(req: Any, base: Any) -> bool:

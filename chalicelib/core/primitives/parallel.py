@@ -15,8 +15,9 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 # A task on one pool may wait on tasks of another ("scans" read entries on "io"), never on its own:
-# one pool for both could deadlock.
-_WORKERS = {"io": 16, "scans": 8}
+# one pool for both could deadlock. "files" tasks wait on nothing (core/iceberg/file_paths.py's
+# reads), so a task on any pool may wait on them.
+_WORKERS = {"io": 16, "scans": 8, "files": 8}
 _POOLS: dict[str, ThreadPoolExecutor] = {}
 _LOCK = threading.Lock()
 
