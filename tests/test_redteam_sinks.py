@@ -198,6 +198,31 @@ def test_an_operator_allows_ranges_but_never_a_metadata_address_by_accident(core
         Settings.from_env()
 
 
+@pytest.mark.parametrize(
+    ("endpoint", "local"),
+    [
+        (None, False),  # AWS
+        ("http://127.0.0.1:4566", True),
+        ("http://localhost:4566", True),
+        ("http://[::1]:9000", True),
+        ("https://s3.eu-central-1.example-provider.com", False),  # another S3-compatible provider
+        ("http://10.0.0.5:9000", False),  # an S3 in the network: its loopback is not a test's
+    ],
+)
+def test_only_an_emulator_on_this_machine_makes_a_local_run(endpoint, local, core):
+    """Loopback is a local run's allowance: a deployment on another S3 keeps its loopback (a
+    function's runtime API) out of reach."""
+    ctx = Context(dataclasses.replace(core.settings, s3_endpoint_url=endpoint), core.storage)
+    assert sink_network.Policy.of(ctx.settings).loopback is local
+    if local:
+        event_sinks._check_target(ctx, "webhook", "http://127.0.0.1:9/hook")
+    else:
+        assert "loopback" in _refused(ctx, "webhook", "https://127.0.0.1:9/hook")
+    sink = {"kind": "webhook", "target": "https://127.0.0.1:9/hook", "secret": "k"}
+    (error,) = event_senders.send(sink, [_event()], emulator=endpoint)  # the default: the same rule
+    assert (error or "").startswith("refused: ") is not local
+
+
 # ---- delivery -------------------------------------------------------------------------------------
 
 

@@ -79,9 +79,9 @@ def send(
     sink: dict[str, Any], events: list[dict[str, Any]], emulator: str | None = None, policy: Policy | None = None
 ) -> list[str | None]:
     """`policy`: what the sink may reach beyond public addresses (the dispatcher passes the
-    deployment's); by default loopback only on a local run (`emulator` set), nothing else."""
+    deployment's); by default loopback only on a local run (`emulator` on this machine), nothing else."""
     kind, target = sink["kind"], sink["target"]
-    policy = policy if policy is not None else Policy(loopback=emulator is not None)
+    policy = policy if policy is not None else Policy(loopback=sink_network.local_run(emulator))
     try:
         if kind == "sqs":
             # A record from before hosts were checked: the queue URL names a host inside.

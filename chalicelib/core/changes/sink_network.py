@@ -4,8 +4,8 @@ Whoever may CreateEventSink picks a target, and the dispatcher then connects fro
 catalog runs: a VPC, a metadata service at 169.254.169.254, a Lambda runtime API on loopback. So a
 target whose host is, or resolves to, an address that is not public is refused: loopback,
 link-local, private, shared (100.64.0.0/10), unspecified, multicast, reserved, or a cloud metadata
-service's. Loopback is allowed on local runs (the catalog on an S3 emulator, S3_ENDPOINT_URL), and an
-operator may allow ranges (CATALOG_EVENT_SINK_ALLOWED_NETWORKS).
+service's. Loopback is allowed on local runs (the catalog on an S3 emulator on this machine,
+S3_ENDPOINT_URL), and an operator may allow ranges (CATALOG_EVENT_SINK_ALLOWED_NETWORKS).
 
 A host is checked when a sink is put (its literal address in any form a resolver reads, well-known
 names, and a short lookup of other names) and again at each delivery: the name is resolved once,
@@ -21,6 +21,7 @@ import socket
 import threading
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from chalicelib.settings import Settings
 
@@ -79,9 +80,10 @@ class Policy:
 
     @classmethod
     def of(cls, settings: Settings) -> Policy:
-        # A local run is the catalog on an S3 emulator: the notion that already lets a webhook be
-        # plain http:// to this machine.
-        return cls(settings.s3_endpoint_url is not None, settings.event_sink_allowed_networks)
+        # A local run is the catalog on an S3 emulator (the notion that already lets a webhook be
+        # plain http:// to this machine) on this very machine: a deployment on another S3-compatible
+        # endpoint is no local run, and its loopback (a Lambda's runtime API) stays out of reach.
+        return cls(local_run(settings.s3_endpoint_url), settings.event_sink_allowed_networks)
 
 
 def address_class(address: Address) -> str | None:
@@ -169,6 +171,15 @@ def _name_class(name: str) -> str | None:
     if name in METADATA_NAMES:
         return "a cloud metadata-service name"
     return None
+
+
+def local_run(s3_endpoint: str | None) -> bool:
+    """Whether the catalog's S3 is an emulator on this machine."""
+    host = urlsplit(s3_endpoint or "").hostname
+    if host is None:
+        return False
+    address = literal(host)
+    return _name_class(host) == LOOPBACK_NAME if address is None else address_class(address) == LOOPBACK
 
 
 def _valid_name(host: str) -> bool:
