@@ -544,3 +544,33 @@ def test_on_a_legacy_warehouse_get_table_reads_statistics_until_it_is_strict(lak
     with pytest.raises(ClientError) as exc:
         legacy.stats(seer, "old", ["id"])
     assert _code(exc) == "AccessDeniedException"
+
+
+def test_statistics_of_a_table_committed_before_paths_were_checked_stay_its_own(lake, s3, core):
+    """Commits now refuse another table's manifest list, but a table committed before (or whose
+    files were rewritten since) may still name one: its statistics are then withheld, never read
+    from the other table's manifests. Its metadata is written around the catalog, as such a
+    table's was, and the core's statistics read directly."""
+    from chalicelib.core.planning.column_stats import column_statistics
+
+    victim = lake.root.load_table("ns.people")
+    meta = json.loads(s3.get_object(**_object(victim.metadata_location))["Body"].read())
+    snapshot = victim.current_snapshot()
+    blobs = [_blob(i, snapshot, n) for i, n in NDV.items()]
+
+    def served(location: str) -> dict[str, Any]:
+        stats = lake.write_puffin(location, blobs)
+        doc = dict(meta, location=location, statistics=[stats])
+        path = f"{location}/metadata/99999-{uuid.uuid4()}.metadata.json"
+        s3.put_object(**_object(path), Body=json.dumps(doc).encode())
+        return column_statistics(core, path)
+
+    own = served(victim.location())  # its own manifests: served (the control)
+    assert own["id"]["StatisticsData"]["LongColumnStatisticsData"]["MaximumValue"] == 4
+    thief = f"{victim.location().rsplit('/', 1)[0]}/thief-{uuid.uuid4().hex[:6]}"
+    assert served(thief) == {}  # the victim's manifest list, named from another location
+
+
+def _object(uri: str) -> dict[str, str]:
+    bucket, _, key = uri[5:].partition("/")
+    return {"Bucket": bucket, "Key": key}

@@ -22,6 +22,7 @@ import json
 import logging
 from typing import Any
 
+from chalicelib.core.iceberg import file_paths
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import EVERYTHING, ReadRule
 from chalicelib.core.planning import manifests, puffin, read_rules
@@ -163,10 +164,10 @@ def _file_figures(
     listed = snapshot.get("manifest-list")
     if not listed:
         return out
-    if not puffin.inside(location, str(listed)):
+    if not file_paths.inside(location, str(listed)):
         return _foreign(str(listed))
     found = manifests.manifest_list(ctx, str(listed))
-    foreign = next((m.manifest_path for m in found if not puffin.inside(location, m.manifest_path)), None)
+    foreign = next((m.manifest_path for m in found if not file_paths.inside(location, m.manifest_path)), None)
     if foreign is not None:
         return _foreign(foreign)
     for manifest in found:

@@ -18,6 +18,7 @@ import logging
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.core.iceberg.file_paths import inside
 from chalicelib.core.primitives.context import Context
 from chalicelib.storage import ObjectNotFound, StorageUnavailable
 
@@ -25,16 +26,6 @@ MAGIC = b"PFA1"
 MAX_FOOTER_BYTES = 1 << 20  # a footer lists blobs, not their data: a larger one is not served
 TAIL_BYTES = 64 * 1024  # read when the metadata names no footer size
 log = logging.getLogger("catalog")
-
-
-def inside(location: str, path: str) -> bool:
-    """The path lies inside the table's location (same bucket, under its prefix)."""
-    try:
-        bucket, prefix = keys.split_s3_uri(location.rstrip("/"))
-        found_bucket, key = keys.split_s3_uri(path)
-    except ValueError:
-        return False
-    return bool(prefix) and found_bucket == bucket and key.startswith(prefix + "/") and "/../" not in f"/{key}/"
 
 
 def footer_blobs(ctx: Context, location: str, stats: dict[str, Any]) -> list[dict[str, Any]] | None:
