@@ -63,3 +63,38 @@ def test_sinks_made_before_owners_were_recorded(core):
     assert report["owned"]["sent"] == 0 and report["by-root"]["sent"] == 1, report
     # The user's legacy sink kept its position: made again by its user, it starts afresh.
     assert report["by-user"] == {"error": dispatcher.NO_OWNER}
+
+
+def test_a_replay_withholds_what_the_owner_may_no_longer_read(core):
+    """Parked events are sent again only when the sink's owner may read them at replay time."""
+    from chalicelib.auth import identities
+    from chalicelib.auth.acting import ActingFor
+
+    wh = f"wh-own-{uuid.uuid4().hex[:8]}"
+    warehouses.create(core, wh, False, {})
+    user = f"carol-{uuid.uuid4().hex[:6]}"
+    identities.create_user(core, user)
+    tables = f"arn:aws:s3tables:us-east-1:000000000000:bucket/{wh}"
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Action": ["s3tables:GetAuditLog"], "Resource": f"{tables}*"},
+            {"Effect": "Deny", "Action": ["s3tables:GetAuditLog"], "Resource": f"{tables}/table/hidden/*"},
+        ],
+    }
+    identities.put_policy(core, user, "p", policy, len(json.dumps(policy)))
+    record = json.loads(core.storage.get(core.settings.system_bucket, keys.user_record(user)).body)
+    owner = event_sinks.SinkOwner(user, str(record["uuid"]))
+    sink = event_sinks.create(core, wh, "s", "sqs", QUEUE, owner=owner)
+    for ns in ("hidden", "open"):
+        event = {"id": f"ev-{ns}", "data": {"target": {"kind": "table", "namespace": [ns], "name": "t"}}}
+        dispatcher._park(core, core.bucket_for(wh), sink, event, "HTTP 500", dispatcher.DEAD_AFTER)
+    got, send = _sent()
+    stats = dispatcher.replay(core, wh, "s", send=send, readers=ActingFor(core).event_reader)
+    assert stats == {"replayed": 1, "still-failing": 0, "withheld": 1}, stats
+    assert [e["id"] for e in got] == ["ev-open"]
+    assert list(core.storage.list_keys(core.bucket_for(wh), keys.dead_events_prefix("s", sink["uuid"]))) == []
+    # Without a policy evaluator, nothing a user's sink parked leaves.
+    dispatcher._park(core, core.bucket_for(wh), sink, {"id": "ev-x", "data": {"target": {}}}, "HTTP 500", 5)
+    got, send = _sent()
+    assert dispatcher.replay(core, wh, "s", send=send)["withheld"] == 1 and got == []
