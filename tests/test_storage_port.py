@@ -159,3 +159,15 @@ def test_lost_responses_are_resolved_by_reading_back(port):
     new = storage.put_if_match(bucket, "lost", b"again", etag)  # applied, answer lost, read back
     got = storage.get(bucket, "lost")
     assert (got.body, got.etag) == (b"again", new)
+
+
+def test_a_byte_range_is_read_alike(port):
+    """get_range (a Puffin footer read by range): inside, past the end (fewer bytes), wholly past it
+    (none), and a missing key."""
+    storage, bucket = port
+    storage.put(bucket, "r", b"0123456789")
+    assert storage.get_range(bucket, "r", 2, 4).body == b"234"
+    assert storage.get_range(bucket, "r", 6, 99).body == b"6789"
+    assert storage.get_range(bucket, "r", 10, 20).body == b""
+    with pytest.raises(ObjectNotFound):
+        storage.get_range(bucket, "absent", 0, 3)
