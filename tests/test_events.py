@@ -56,7 +56,9 @@ def test_every_change_once_in_order_per_table_with_filters(core):
     namespaces.create(core, wh, ["before"], {})
     creation.create(core, wh, ("before",), iceberg_io.parse_create({"name": "old", "schema": SCHEMA}))
     time.sleep(0.01)
-    event_sinks.create(core, wh, "all", "sqs", "https://sqs.us-east-1.amazonaws.com/000000000000/q")
+    event_sinks.create(
+        core, wh, "all", "sqs", "https://sqs.us-east-1.amazonaws.com/000000000000/q", owner=event_sinks.OPERATOR
+    )
     event_sinks.create(
         core,
         wh,
@@ -64,6 +66,7 @@ def test_every_change_once_in_order_per_table_with_filters(core):
         "sqs",
         "https://sqs.us-east-1.amazonaws.com/000000000000/q2",
         {"namespaces": ["sales"], "types": ["table.committed"]},
+        owner=event_sinks.OPERATOR,
     )
     namespaces.create(core, wh, ["sales"], {})
     for name in ("a", "b"):
@@ -99,7 +102,9 @@ def test_a_failing_table_waits_then_parks_and_replays(core, monkeypatch):
     monkeypatch.setattr(dispatcher, "BACKOFF_BASE_MS", 0)  # every run tries again (see the backoff test)
     wh = _setup(core)
     namespaces.create(core, wh, ["db"], {})
-    event_sinks.create(core, wh, "s", "sqs", "https://sqs.us-east-1.amazonaws.com/000000000000/q")
+    event_sinks.create(
+        core, wh, "s", "sqs", "https://sqs.us-east-1.amazonaws.com/000000000000/q", owner=event_sinks.OPERATOR
+    )
     for name in ("good", "bad"):
         creation.create(core, wh, ("db",), iceberg_io.parse_create({"name": name, "schema": SCHEMA}))
     sink = Recorder()
@@ -127,21 +132,23 @@ def test_a_failing_table_waits_then_parks_and_replays(core, monkeypatch):
     later = [e["data"]["sequence"] for e in sink.got[got:] if e["subject"] == "db.bad"]
     head = bad[-1] + 1
     assert later == list(range(head + 1, head + dispatcher.DEAD_AFTER))  # the parked head is not among them
-    assert dispatcher.replay(core, wh, "s", send=sink) == {"replayed": 1, "still-failing": 0}
+    assert dispatcher.replay(core, wh, "s", send=sink) == {"replayed": 1, "still-failing": 0, "withheld": 0}
     assert sink.got[-1]["data"]["sequence"] == head
 
 
 def test_sinks_are_checked_and_webhooks_signed(core):
     wh = _setup(core)
     with pytest.raises(BadRequest):
-        event_sinks.create(core, wh, "Bad Name", "sqs", "http://x/000000000000/q")
+        event_sinks.create(core, wh, "Bad Name", "sqs", "http://x/000000000000/q", owner=event_sinks.OPERATOR)
     with pytest.raises(BadRequest):
-        event_sinks.create(core, wh, "w", "webhook", "ftp://example.com/hook")
+        event_sinks.create(core, wh, "w", "webhook", "ftp://example.com/hook", owner=event_sinks.OPERATOR)
     with pytest.raises(BadRequest):
-        event_sinks.create(core, wh, "f", "sqs", "http://x/000000000000/q", {"colour": ["red"]})
-    made = event_sinks.create(core, wh, "w", "webhook", "https://example.com/hook")
+        event_sinks.create(
+            core, wh, "f", "sqs", "http://x/000000000000/q", {"colour": ["red"]}, owner=event_sinks.OPERATOR
+        )
+    made = event_sinks.create(core, wh, "w", "webhook", "https://example.com/hook", owner=event_sinks.OPERATOR)
     with pytest.raises(Conflict):
-        event_sinks.create(core, wh, "w", "sqs", "http://x/000000000000/q")
+        event_sinks.create(core, wh, "w", "sqs", "http://x/000000000000/q", owner=event_sinks.OPERATOR)
     secret = made["secret"]
     body = b'{"id":"1"}'
     header = event_senders.signature(secret, body, int(time.time()))
@@ -180,7 +187,9 @@ def test_changes_nudge_the_dispatcher_at_most_every_few_seconds(monkeypatch):
 
 def _sink(ctx: Context) -> tuple[str, Recorder]:
     wh = _setup(ctx)
-    event_sinks.create(ctx, wh, "s", "sqs", "https://sqs.us-east-1.amazonaws.com/000000000000/q")
+    event_sinks.create(
+        ctx, wh, "s", "sqs", "https://sqs.us-east-1.amazonaws.com/000000000000/q", owner=event_sinks.OPERATOR
+    )
     namespaces.create(ctx, wh, ["db"], {})
     return wh, Recorder()
 
@@ -373,7 +382,7 @@ def test_a_redirected_webhook_is_not_delivered(core):
         server.shutdown()
     assert not event_senders.verify("k", b"{}", "t=1,v1=\u00e9")  # not ASCII: refused, not a TypeError
     with pytest.raises(BadRequest):
-        event_sinks.create(core, _setup(core), "abc\n", "sqs", "http://x/000000000000/q")
+        event_sinks.create(core, _setup(core), "abc\n", "sqs", "http://x/000000000000/q", owner=event_sinks.OPERATOR)
 
 
 def test_a_warehouse_change_is_an_event_too(core):
@@ -418,7 +427,7 @@ def test_a_filtered_sink_is_not_told_the_other_end_of_a_rename(core):
     for ns in ("pub", "secret"):
         namespaces.create(core, wh, [ns], {})
     queue = "https://sqs.us-east-1.amazonaws.com/000000000000/q"
-    event_sinks.create(core, wh, "pub", "sqs", queue, {"namespaces": ["pub"]})
+    event_sinks.create(core, wh, "pub", "sqs", queue, {"namespaces": ["pub"]}, owner=event_sinks.OPERATOR)
     creation.create(core, wh, ("secret",), iceberg_io.parse_create({"name": "plan_q3", "schema": SCHEMA}))
     tables_lifecycle.rename(core, wh, (("secret",), "plan_q3"), (("pub",), "t"))
     sink = Recorder()
