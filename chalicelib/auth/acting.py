@@ -16,11 +16,6 @@ from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
 from chalicelib.core.primitives.context import Context
 from chalicelib.errors import CatalogError
 
-# What reading a table whole takes (every row and column raw): metadata and data.
-READ_WHOLE = ("GetTable", "GetTableData")
-# What making and keeping a replica takes in its destination (a new namespace needs CreateNamespace).
-REPLICA_WRITES = ("CreateTable", "PutTableData")
-
 
 class Owner(Protocol):
     name: str
@@ -73,7 +68,7 @@ def source_refusal(authz: Authorization, warehouse: str, ns: tuple[str, ...] | N
     cond = ns_context(ns, name) if ns is not None else {}
     what = f"{'.'.join((*ns, name))}" if ns is not None and name is not None else f"every table of {warehouse!r}"
     who = authz.principal.name
-    if not all(authz.allowed(action, resource, cond) for action in READ_WHOLE):
+    if not authz.allowed("GetTable", resource, cond) or not authz.reads_any(resource, cond):
         return f"{who} may not read {what} (s3tables:GetTable and s3tables:GetTableData)"
     if not authz.reads_whole(resource, cond):
         return (
@@ -91,10 +86,12 @@ def destination_refusal(
     who = authz.principal.name
     checks = [("CreateNamespace", bucket_arn(dst), ns_context(ns) if ns is not None else {})] if new_namespace else []
     cond = ns_context(ns, name) if ns is not None else {}
-    checks += [(action, table_arn(dst, ns, name), cond) for action in REPLICA_WRITES]
+    checks.append(("CreateTable", table_arn(dst, ns, name), cond))
     for action, resource, context in checks:
         if not authz.allowed(action, resource, context):
             return f"{who} may not perform s3tables:{action} on {resource} (the replica's destination)"
+    if not authz.may_write_data(table_arn(dst, ns, name), cond):
+        return f"{who} may not write the data of {table_arn(dst, ns, name)} (s3tables:PutTableData; the replica's)"
     return None
 
 

@@ -105,6 +105,12 @@ class Authorization:
 
         return enforced(self.read_policy(resource, cond), self.principal.trusted_engine)
 
+    def reads_any(self, resource: Resource, cond: dict[str, str]) -> bool:
+        """Some of the table's data (GetTableData; GetTable on a legacy warehouse)."""
+        from chalicelib.core.planning.read_rules import reads_any
+
+        return reads_any(self.read_policy(resource, cond))
+
     def reads_whole(self, resource: Resource, cond: dict[str, str]) -> bool:
         """Every row and column raw, as the policies say (a trusted engine's restrictions count:
         what the catalog copies or serves for it is not filtered by an engine)."""
