@@ -26,6 +26,7 @@ reads too (`planning/planner.py`).
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -56,17 +57,27 @@ def _parts(uri: str) -> tuple[str, str] | None:
     return bucket, key
 
 
+@functools.lru_cache(maxsize=4096)
+def _root(location: str) -> tuple[str, str] | None:
+    """A location's bucket and key prefix (ending in '/'); None when it holds no file (a bucket root)."""
+    found = _parts(location.rstrip("/"))
+    return (found[0], found[1] + "/") if found is not None and found[0] and found[1] else None
+
+
 def inside(location: str, path: object) -> bool:
     """True when `path` names a file under the table's `location` (a prefix ending in '/')."""
     if not isinstance(path, str) or not isinstance(location, str):
         return False
-    loc, at = _parts(location.rstrip("/")), _parts(path)
-    if loc is None or at is None or not loc[0] or not loc[1] or at[0] != loc[0]:
+    root, at = _root(location), _parts(path)
+    if root is None or at is None or at[0] != root[0]:
         return False
-    prefix = loc[1] + "/"
+    prefix = root[1]
     if not at[1].startswith(prefix) or len(at[1]) == len(prefix):
         return False
-    return not any(unquote(seg) in (".", "..") for seg in at[1][len(prefix) :].split("/"))
+    rest = at[1][len(prefix) :]
+    if "/." not in "/" + rest and "%" not in rest:  # the common case: no segment can be . or ..
+        return True
+    return not any(unquote(seg) in (".", "..") for seg in rest.split("/"))
 
 
 def outside(what: str, path: object, location: str) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from chalicelib.core.iceberg import file_paths
 from chalicelib.core.planning import content, expressions, manifests, read_rules
 from chalicelib.core.planning.manifests import CONTENT_OFFSET, CONTENT_SIZE, REFERENCED_DATA_FILE, v3_field
 from chalicelib.core.primitives.context import Context
@@ -246,15 +247,37 @@ def manifest_files(ctx: Context, prepared: Prepared) -> list[Any]:
     if prepared.snapshot is None:
         return []
     if prepared.appended is None:
-        return manifests.manifest_list(ctx, prepared.snapshot.manifest_list)
+        return _own(ctx, prepared, prepared.snapshot)
     out, seen = [], set()
     for snapshot_id in prepared.appended:
         snapshot = prepared.metadata.snapshot_by_id(snapshot_id)
-        for m in manifests.manifest_list(ctx, snapshot.manifest_list):
+        for m in _own(ctx, prepared, snapshot):
             if m.added_snapshot_id == snapshot_id and m.manifest_path not in seen:
                 seen.add(m.manifest_path)
                 out.append(m)
     return out
+
+
+def _bound(prepared: Prepared, what: str, path: Any) -> None:
+    """Nothing outside the table's location is read or planned (core/iceberg/file_paths.py): commits
+    refuse such files, but a table committed before they did, or whose files someone who may write
+    its data rewrote since, may still name another table's. The plan is refused, not cut short: a
+    plan without those files would answer wrong rows without a word."""
+    location = str(prepared.metadata.location)
+    if not file_paths.inside(location, path):
+        raise UnprocessableEntity(
+            f"The table cannot be planned: {file_paths.outside(what, path, location)}. It was committed "
+            "before the catalog checked this, or its files were rewritten since; roll it back past that snapshot"
+        )
+
+
+def _own(ctx: Context, prepared: Prepared, snapshot: Any) -> list[Any]:
+    """A snapshot's manifests, its list and each of them inside the table's location."""
+    _bound(prepared, f"The manifest list of snapshot {snapshot.snapshot_id}", snapshot.manifest_list)
+    found = manifests.manifest_list(ctx, snapshot.manifest_list)
+    for m in found:
+        _bound(prepared, f"Manifest list of snapshot {snapshot.snapshot_id} names manifest", m.manifest_path)
+    return found
 
 
 def _evaluator(prepared: Prepared, kind: str, spec_id: int, rows: Any = None) -> Any:
@@ -487,6 +510,18 @@ def _servable(prepared: Prepared, df: Any) -> bool:
     return _readable(prepared, df, rows)
 
 
+def _entries(ctx: Context, prepared: Prepared, manifest: Any) -> list[Any]:
+    """A manifest's live entries, each file (and a deletion vector's data file) inside the table's location."""
+    found = manifests.entries(ctx, manifest)
+    for entry in found:
+        df = entry.data_file
+        _bound(prepared, f"Manifest {manifest.manifest_path!r} names file", df.file_path)
+        referenced = v3_field(df, REFERENCED_DATA_FILE)
+        if referenced is not None:
+            _bound(prepared, f"Manifest {manifest.manifest_path!r} names data file", referenced)
+    return found
+
+
 @dataclass
 class Chunk:
     """The planned tasks of one group, in the spec's ScanTasks shape, and the files they read."""
@@ -502,7 +537,7 @@ def plan_group(ctx: Context, prepared: Prepared, files: list[Any], data: list[in
 
     index = _Deletes(prepared)
     if prepared.appended is None:
-        for found in map_counted(lambda i: manifests.entries(ctx, files[i]), deletes):
+        for found in map_counted(lambda i: _entries(ctx, prepared, files[i]), deletes):
             for entry in found:
                 if prepared.limited and not _servable(prepared, entry.data_file):
                     index.unservable.add(entry.data_file.file_path)  # and so every vector it shares a file with
@@ -516,7 +551,7 @@ def plan_group(ctx: Context, prepared: Prepared, files: list[Any], data: list[in
     md, schema = prepared.metadata, prepared.schema
     types = {i: schema.find_type(i) for i in prepared.stats_ids}
     partition_types = {sid: spec.partition_type(schema) for sid, spec in md.specs().items()}
-    for found in map_counted(lambda i: manifests.entries(ctx, files[i]), data):
+    for found in map_counted(lambda i: _entries(ctx, prepared, files[i]), data):
         for entry in found:
             if prepared.appended is not None and (
                 entry.status.value != 1 or entry.snapshot_id not in prepared.appended

@@ -11,6 +11,7 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.core.access import locations
 from chalicelib.core.containers import namespaces, warehouses
+from chalicelib.core.iceberg import file_paths
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import TableState
 from chalicelib.core.primitives import audit, cas, listing_marks, pointer_record, versions
@@ -84,6 +85,7 @@ def register(
     assert isinstance(meta_loc, str)
     namespaces.require_active(ctx, warehouse, ns)
     raw, metadata = client_metadata(ctx, meta_loc)
+    file_paths.check(ctx, None, metadata, client_written=True)  # every snapshot's files are its own (issue 58)
     table_uuid = str(metadata.table_uuid)
     if glue is None:
         purges.check_location(bucket, metadata.location, table_uuid)
@@ -201,6 +203,7 @@ def swap_metadata_location(
             base = md.metadata_at(ctx, current)
             if str(metadata.table_uuid) != str(base.table_uuid) or metadata.location != base.location:
                 raise BadRequest("The new metadata must be the same table's: same table-uuid and location")
+            file_paths.check(ctx, base, metadata, client_written=True)  # what it brings in is its own
             data = pointer_record.advanced(p.data, target)
         else:
             raw = md.read_metadata_raw(ctx, current)
@@ -280,6 +283,7 @@ def activate(
         staged_at = pointer_record.staged_location(p.data)
         if metadata.location.rstrip("/") != staged_at:
             raise BadRequest(f"The first metadata must be written at the table's warehouseLocation {staged_at}")
+        file_paths.check(ctx, None, metadata, client_written=True)  # its files are its own
         data = pointer_record.activated(p.data, meta_loc, str(metadata.table_uuid), expected_version + 1)
         try:
             if not swap(ctx, bucket, key, p.data, p.etag, data, repr(pointer_record.ident(ns, name))):
