@@ -78,6 +78,31 @@ def source_refusal(authz: Authorization, warehouse: str, ns: tuple[str, ...] | N
     return None
 
 
+def move_refusal(authz: Authorization, resource: Any, cond: dict[str, str], what: str) -> str | None:
+    """Why the principal may not move a table's data to another name (rename, an undrop to another
+    name): policies that name tables by namespace and name stop applying to it there, so only who
+    may already read all of it and write it may move it. None: it may."""
+    if authz.reads_whole(resource, cond) and authz.may_write_data(resource, cond):
+        return None
+    return (
+        f"{authz.principal.name} may not move {what} to another name: that takes reading all of its data "
+        "(s3tables:GetTableData without row, column or mask conditions) and writing it (s3tables:PutTableData)"
+    )
+
+
+def refuse_move(
+    authz: Authorization | None, warehouse: str, ns: tuple[str, ...], name: str, table_id: str | None = None
+) -> None:
+    """403 unless the caller may move the table `ns.name` (by its id too, when known) elsewhere."""
+    from chalicelib.errors import Forbidden
+
+    if authz is None:
+        raise Forbidden("Access denied: moving a table needs an authenticated caller")
+    why = move_refusal(authz, table_arn(warehouse, ns, name, table_id), ns_context(ns, name), ".".join((*ns, name)))
+    if why is not None:
+        raise Forbidden(f"Access denied: {why}")
+
+
 def destination_refusal(
     authz: Authorization, dst: str, ns: tuple[str, ...] | None, name: str | None, new_namespace: bool
 ) -> str | None:

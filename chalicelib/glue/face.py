@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from chalicelib.auth import acting
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
 from chalicelib.core.catalog import glue, namespaces
 from chalicelib.core.model import NamespaceInfo
@@ -354,11 +355,16 @@ def update_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body
 def _may_rename(
     req: RequestContext, wh: str, other: tuple[tuple[str, ...], str]
 ) -> Callable[[tuple[str, ...], str], None]:
-    """A Glue rename (CreateTable + DeleteTable) needs what a REST rename needs: RenameTable on both names."""
+    """A Glue rename (CreateTable + DeleteTable) needs what a REST rename needs: RenameTable on both
+    names, and all of the table's data to read and write (auth/acting.py `move_refusal`), asked of
+    both names since either may be the one the table leaves."""
 
     def check(ns: tuple[str, ...], name: str) -> None:
         for side in ((ns, name), other):
             req.require("RenameTable", table_arn(wh, *side), ns_context(*side))
+        if (ns, name) != other:
+            for side in ((ns, name), other):
+                acting.refuse_move(req.authz, wh, *side)
 
     return check
 

@@ -6,7 +6,7 @@ import json
 import logging
 from typing import Any
 
-from chalicelib.auth import resources
+from chalicelib.auth import acting, resources
 from chalicelib.auth.resources import ns_context, table_arn
 from chalicelib.core.catalog import tables
 from chalicelib.core.model import TableState
@@ -166,5 +166,8 @@ def unregister_table(req: RequestContext) -> tuple[int, dict[str, Any]]:
 @operation(bp, PREFIX + "/tables/rename", "POST", "RenameTable", checks=resources.rename)
 def rename_table(req: RequestContext) -> tuple[int, None]:
     ctx, wh = warehouse_of(req)
-    tables.rename(ctx, wh, *iceberg_io.parse_rename(req.json()))
+    source, destination = iceberg_io.parse_rename(req.json())
+    if source != destination:  # policies naming the source stop applying to it: only its owner moves it
+        acting.refuse_move(req.authz, wh, *source)
+    tables.rename(ctx, wh, source, destination)
     return 204, None

@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from chalicelib.auth import acting
 from chalicelib.auth.arns import Resource
 from chalicelib.auth.resources import ns_context, table_arn
 from chalicelib.core.catalog import trash
-from chalicelib.errors import BadRequest
+from chalicelib.errors import BadRequest, Forbidden
 from chalicelib.names import check_namespace, check_table, check_warehouse
 from chalicelib.pipeline import Check, RequestContext, RouteGroup, operation
 from chalicelib.routes import PREFIX, paged, paging_of, warehouse_of
@@ -55,7 +56,9 @@ def list_dropped(req: RequestContext) -> tuple[int, dict[str, Any]]:
 
 @operation(bp, DROPPED, "GET", "GetDroppedTable", iceberg=False, checks=_any_table)
 def get_dropped(req: RequestContext) -> tuple[int, dict[str, Any]]:
-    ctx, _, record = _record(req, "GetDroppedTable")
+    ctx, wh, record = _record(req, "GetDroppedTable")
+    if req.denied("GetTable", *dropped_resource(wh, record)):  # its metadata, as a load would show it
+        raise Forbidden(f"Access denied: {req.identity.name} is denied s3tables:GetTable on the dropped table")
     out = trash.public_any(record)
     location = out.get("metadata-location")
     if location:
@@ -75,6 +78,9 @@ def restore(req: RequestContext) -> tuple[int, dict[str, Any]]:
         target = (check_namespace(dst.get("namespace")), check_table(dst.get("name")))
         create = "CreateFunction" if trash.is_function(record) else "CreateTable"
         req.require(create, table_arn(wh, *target), ns_context(*target))
+        was = (tuple(record["namespace"]), str(record["name"]))
+        if record.get("kind", "table") == "table" and target != was:  # a table's data, moved elsewhere
+            acting.refuse_move(req.authz, wh, *was, trash.table_id(record))
     ns, name, location = trash.restore_any(ctx, wh, record, target)
     return 200, {"identifier": {"namespace": list(ns), "name": name}, "metadata-location": location}
 

@@ -400,6 +400,8 @@ def rename_table(req: RequestContext) -> Result:
     dst_ns = _ns(new_ns) if isinstance(new_ns, str) else ns
     dst_name = check_table(new_name) if new_name is not None else name
     req.require("RenameTable", table_arn(wh, dst_ns, dst_name), ns_context(dst_ns, dst_name))  # as REST asks
+    if (dst_ns, dst_name) != (ns, name):  # policies naming the source stop applying: only its owner moves it
+        acting.refuse_move(req.authz, wh, ns, name)
     backend.rename_table(ctx, wh, (ns, name), (dst_ns, dst_name), body.get("versionToken"))
     return _ok(204, None)
 
