@@ -574,3 +574,50 @@ def test_statistics_of_a_table_committed_before_paths_were_checked_stay_its_own(
 def _object(uri: str) -> dict[str, str]:
     bucket, _, key = uri[5:].partition("/")
     return {"Bucket": bucket, "Key": key}
+
+
+# ---- the table metadata a load or commit answers --------------------------------------------------------
+
+
+def _ndvs(metadata: dict[str, Any]) -> dict[int, str]:
+    """The NDVs a table metadata shows, by field id."""
+    return {
+        blob["fields"][0]: blob["properties"]["ndv"]
+        for stats in metadata.get("statistics") or []
+        for blob in stats["blob-metadata"]
+        if "ndv" in (blob.get("properties") or {})
+    }
+
+
+def test_a_load_shows_ndvs_only_of_columns_the_reader_may_read_raw(lake):
+    """loadTable answers the table's metadata, whose `statistics` copy each sketch's NDV."""
+    full = lake.user("people", ALL)
+    loaded = lake.rest(full, "GET", "people", "")
+    assert loaded.status_code == 200 and _ndvs(loaded.json()["metadata"]) == {i: str(n) for i, n in NDV.items()}
+    seer = lake.user("people")
+    blind = lake.rest(seer, "GET", "people", "")
+    assert blind.status_code == 200 and _ndvs(blind.json()["metadata"]) == {}
+    assert blind.json()["metadata"]["statistics"][0]["blob-metadata"][0]["fields"]  # the file stays named
+    assert blind.headers["ETag"] != loaded.headers["ETag"]
+    masked = lake.user("people", MASK_SSN)
+    assert set(_ndvs(lake.rest(masked, "GET", "people", "").json()["metadata"])) == {1, 2, 4}
+    narrow = lake.user("people", ID_REGION_ONLY)
+    assert set(_ndvs(lake.rest(narrow, "GET", "people", "").json()["metadata"])) == {1, 2}
+    engine = lake.user("people", MASK_SSN)
+    lake.trust(engine)
+    assert set(_ndvs(lake.rest(engine, "GET", "people", "", params={"snapshots": "refs"}).json()["metadata"])) == {
+        1,
+        2,
+        4,
+    }
+
+
+def test_a_commit_answer_shows_ndvs_only_to_who_may_read_them(lake):
+    """A caller that may change properties but not read data gets the metadata back from its commit."""
+    lake.table("committed")
+    writer = lake.user("committed", extra=("s3tables:UpdateTable",))
+    update = {"action": "set-properties", "updates": {"owner": "mallory"}}
+    answer = lake.rest(writer, "POST", "committed", "", json={"requirements": [], "updates": [update]})
+    assert answer.status_code == 200, answer.text
+    assert _ndvs(answer.json()["metadata"]) == {}
+    assert _ndvs(lake.rest(ROOT, "GET", "committed", "").json()["metadata"]) == {i: str(n) for i, n in NDV.items()}

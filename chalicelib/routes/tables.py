@@ -115,6 +115,7 @@ def load_table(req: RequestContext) -> tuple[int, str | None, dict[str, str]]:
     restrictions = delegation.read_restrictions(req, policy, raw)
     if mode == "refs":
         raw = _only_referenced_snapshots(raw)
+    raw = _visible_statistics(raw, policy)
     body = iceberg_io.load_result(TableState(location, raw), config, credentials, restrictions)
     return 200, body, {"ETag": etag, **iceberg_io.caching(credentials, restrictions)}
 
@@ -132,7 +133,19 @@ def commit_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     change = iceberg_io.parse_change(req.json(), namespace_of(req), _table_of(req))
     delegation.refuse_forgetting(req, wh, [change])
     delegation.refuse_unwritten_files(req, wh, [change])
-    return iceberg_io.with_etag(tables.commit(ctx, wh, change), ctx.settings.client_config_for(wh))
+    state = tables.commit(ctx, wh, change)
+    # Its answer is the table's metadata too: what a load by the same caller would show, and its ETag.
+    policy = delegation.read_policy(req, wh, change.namespace, change.name)
+    shown = TableState(state.metadata_location, _visible_statistics(state.raw_metadata, policy))
+    tag = delegation.restrictions_tag(req, policy)
+    return iceberg_io.with_etag(shown, ctx.settings.client_config_for(wh), tag=tag)
+
+
+def _visible_statistics(raw: bytes, policy: tuple[Any, ...]) -> bytes:
+    """Statistics are data: NDVs in the metadata's `statistics` only of columns the caller may read raw."""
+    from chalicelib.core.catalog import planning
+
+    return planning.visible_statistics(raw, policy)
 
 
 @operation(bp, TABLE + "/metrics", "POST", "ReportMetrics", checks=resources.table_read)

@@ -28,6 +28,7 @@ __all__ = [
     "restricted",
     "restrictions_tag",
     "tasks",
+    "visible_statistics",
 ]
 
 
@@ -42,6 +43,16 @@ def read_restrictions(raw_metadata: bytes, rule: ReadRule, trusted: bool) -> dic
 
     columns = read_rules.Columns(parse_metadata(raw_metadata))
     return read_rules.restrictions(rule, columns, trusted and reads_any(rule))
+
+
+def visible_statistics(raw_metadata: bytes, rule: ReadRule) -> bytes:
+    """A loaded or committed table's metadata as this reader may see it: NDVs in its `statistics`
+    only of columns it may read raw (statistics are data; core/planning/column_stats.py)."""
+    if not restricted(rule):
+        return raw_metadata
+    from chalicelib.core.planning.column_stats import visible_statistics as visible
+
+    return visible(raw_metadata, rule)
 
 
 def restrictions_tag(rule: ReadRule, trusted: bool) -> str:

@@ -254,3 +254,39 @@ def raw_stats_fields(metadata: Any, names: tuple[str, ...], case_sensitive: bool
         if {cols.top.get(i, i) for i in ids} <= readable:
             out.append(name)
     return tuple(out)
+
+
+def visible_statistics(raw: bytes, rule: ReadRule) -> bytes:
+    """Table metadata as a reader under `rule` is shown it (a loadTable or commit answer): a
+    statistics blob over a column it may not read raw in every row keeps its file, type and fields
+    but not its properties (a theta sketch's `ndv`), which the spec lets a blob leave out. The bytes
+    are unchanged for a reader who may read every column raw, and where no blob needs hiding."""
+    if not read_rules.restricted(rule) or b'"properties"' not in raw:
+        return raw
+    meta = json.loads(raw)
+    blobs = [
+        blob
+        for stats in meta.get("statistics") or []
+        if isinstance(stats, dict)
+        for blob in stats.get("blob-metadata") or []
+        if isinstance(blob, dict) and blob.get("properties")
+    ]
+    if not blobs:
+        return raw
+    cols = _columns(raw)
+    readable = read_rules.raw_fields(rule, cols) if cols is not None else set()
+    hidden = 0
+    for blob in blobs:
+        if cols is None or not _over(blob.get("fields"), cols, readable):
+            del blob["properties"]
+            hidden += 1
+    return json.dumps(meta, separators=(",", ":")).encode() if hidden else raw
+
+
+def _over(fields: object, cols: read_rules.Columns, readable: set[int]) -> bool:
+    """The blob is over field ids only, each of a column readable raw (none: over what is unknown)."""
+    if not isinstance(fields, list) or not fields:
+        return False
+    if not all(isinstance(f, int) and not isinstance(f, bool) for f in fields):
+        return False
+    return all(cols.top.get(f, f) in readable for f in fields)
