@@ -36,8 +36,11 @@ Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
                                            "restored" | "purging") (core/tables/functions.py)
     .catalog/resource-policies.json        S3 Tables table bucket and table policies (CAS)
     .catalog/uuids/{table-uuid}.json       claim of a table uuid, and so of its location: state
-                                           "live" | "dropped" (files kept) | "purging"; deleted
-                                           when the purge is done (core/settling/purges.py)
+                                           "live" | "trashed" | "dropped" (files kept) | "purging";
+                                           deleted when the purge is done (core/settling/purges.py).
+                                           A "dropped" table's "released": what it gave up and who
+                                           did (core/settling/releases.py); a register's "live" claim
+                                           keeps the release it took in "consumed", with "since-ms"
     .catalog/purges/{table-uuid}.json      purge job: the location still to empty; the dropper
                                            starts it, the sweeper finishes it
     .catalog/hive/{l1}/{t}.json            a non-Iceberg (Hive-style) table stored through Glue:
@@ -47,8 +50,9 @@ Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
     .catalog/entries/{id}/partition-indexes.json   Glue partition indexes of a table entry (CAS)
     .catalog/entries/{id}/column-statistics.json   Glue column statistics of a table entry (CAS)
     .catalog/locations/{first segment}.json  client-chosen table locations (Glue creates) whose path
-                                           starts with that segment, {"paths": {path: uuid}} (CAS):
-                                           no other table may nest in or over one
+                                           starts with that segment, {"paths": {path: uuid}, "seq"}
+                                           (CAS): no other table may nest in or over one; a released
+                                           table's stays (core/access/locations.py)
     .catalog/locations/{location path}/@claim.json  the earlier one-claim-per-location layout, read
                                            once to seed a registry
     .catalog/listing/{l1}.{l2}.../         a namespace's listing projection (core/tables/projection.py):

@@ -412,7 +412,8 @@ def _set_actor(ctx: RequestContext, req: Any) -> None:
 
     who = getattr(ctx.identity, "name", None) or "anonymous"
     request_id = str((req.context or {}).get("requestId", "") or "")
-    audit.set_actor(who, ctx.face.name if ctx.face else "iceberg-rest", request_id)
+    user_uuid = str(getattr(ctx.identity, "uuid", "") or "")
+    audit.set_actor(who, ctx.face.name if ctx.face else "iceberg-rest", request_id, user_uuid)
 
 
 def _as_catalog_error(exc: Exception, method: str, path: str) -> CatalogError:

@@ -81,7 +81,8 @@ def register_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
 
         req.require("RestoreTable", *dropped_resource(wh, record))
 
-    state = tables.register(ctx, wh, ns, name, location, overwrite, may_restore=may_restore)
+    may_adopt = delegation.may_take_back(req, wh)  # a released table's files: its own data actions
+    state = tables.register(ctx, wh, ns, name, location, overwrite, may_restore=may_restore, may_adopt=may_adopt)
     return iceberg_io.with_etag(state, *_access(req, wh, ns, name, state))
 
 

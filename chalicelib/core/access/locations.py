@@ -10,13 +10,18 @@ among themselves are registered: two paths can nest only if they share their fir
 could nest with a new one, and the claim is one conditional write of it (If-None-Match, then
 If-Match): of two concurrent nested creates exactly one lands, the other re-reads and is refused.
 A registry is seeded from the earlier one-object-per-location claims the first time it is written.
+A table that leaves the catalog with its files kept keeps its claim (core/settling/releases.py):
+another table takes that location over only with the consent a register of those files needs, and a
+claim of a path its uuid holds already is written anyway ("seq"), so such a takeover racing a
+register of the released table itself loses its compare-and-swap and looks again.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from chalicelib import keys
 from chalicelib.core.primitives import cas
@@ -28,6 +33,7 @@ from chalicelib.storage import ObjectNotFound, StorageUnavailable
 _SEGMENT = re.compile(r"[A-Za-z0-9._=+-]{1,255}")
 _CATALOG_SHAPED = re.compile(r".+-([0-9a-f]{32})")  # where the catalog puts its own tables
 _NAMESPACE_LEVEL = re.compile(r"[a-z0-9_]{1,250}")  # names.check_namespace's levels
+MayTake = Callable[[str], bool]  # a released table (its uuid) gives its location up to a claimer
 
 
 def check(bucket: str, location: object, table_uuid: str) -> str:
@@ -79,34 +85,67 @@ def _paths(ctx: Context, bucket: str, path: str, doc: dict[str, Any] | None) -> 
     return dict(doc.get("paths") or {}) if doc is not None else _legacy(ctx, bucket, path)
 
 
-def claim(ctx: Context, bucket: str, path: str, table_uuid: str) -> bool:
-    """Register a location for a table uuid; True when this call added it (release it on failure)."""
-    added = [False]
+class Claim(NamedTuple):
+    """What a location claim changed: whether it added the path, and the released tables' paths it
+    took over (path -> their uuid), to put back if the claimer fails."""
+
+    added: bool
+    taken: dict[str, str]
+
+
+def _never(holder: str) -> bool:
+    return False
+
+
+def _claimed(paths: dict[str, str], bucket: str, path: str, table_uuid: str, may_take: MayTake) -> dict[str, str]:
+    """The paths a claim takes over; BadRequest when another table's location is in the way."""
+    taken: dict[str, str] = {}
+    for other, holder in paths.items():
+        if holder != table_uuid and _nested(other, path):
+            if may_take(holder):
+                taken[other] = holder
+                continue
+            where = "belongs to" if other == path else "is inside" if path.startswith(other + "/") else "contains"
+            raise BadRequest(f"Location s3://{bucket}/{path} {where} another table's location")
+    return taken
+
+
+def claimable(ctx: Context, bucket: str, path: str, table_uuid: str, may_take: MayTake = _never) -> None:
+    """The claim's checks, asked before the claimer writes anything (the claim asks them again)."""
+    doc, _ = cas.read(ctx, bucket, keys.location_registry(path), f"Location s3://{bucket}/{path}")
+    _claimed(_paths(ctx, bucket, path, doc), bucket, path, table_uuid, may_take)
+
+
+def claim(ctx: Context, bucket: str, path: str, table_uuid: str, may_take: MayTake = _never) -> Claim:
+    """Register a location for a table uuid (release it on failure). `may_take(holder)`: whether a
+    table that left the catalog with its files kept (core/settling/releases.py) gives its location up
+    to this one (it raises to refuse)."""
+    out = [Claim(False, {})]
 
     def change(doc: dict[str, Any] | None) -> dict[str, Any] | None:
         paths = _paths(ctx, bucket, path, doc)
-        added[0] = False
-        if paths.get(path) == table_uuid:
-            return None  # the same table's (a re-registered table)
-        for other, holder in paths.items():
-            if holder != table_uuid and _nested(other, path):
-                where = "belongs to" if other == path else "is inside" if path.startswith(other + "/") else "contains"
-                raise BadRequest(f"Location s3://{bucket}/{path} {where} another table's location")
-        added[0] = True
-        return {"paths": {**paths, path: table_uuid}}
+        taken = _claimed(paths, bucket, path, table_uuid, may_take)
+        out[0] = Claim(paths.get(path) != table_uuid, taken)
+        kept = {k: v for k, v in paths.items() if k not in taken}
+        # Written even when the path is this uuid's already (a released table registered again): a
+        # claim taking it over meanwhile then loses its compare-and-swap and looks again.
+        return {"paths": {**kept, path: table_uuid}, "seq": int((doc or {}).get("seq") or 0) + 1}
 
     cas.update(ctx, bucket, keys.location_registry(path), change, f"Location s3://{bucket}/{path}")
-    return added[0]
+    return out[0]
 
 
-def release(ctx: Context, bucket: str, path: str, table_uuid: str) -> None:
-    """Give a location up (best effort: a leftover entry only blocks that location)."""
+def release(ctx: Context, bucket: str, path: str, table_uuid: str, taken: dict[str, str] | None = None) -> None:
+    """Give a location up, and the released tables' locations a failed claim took back to them
+    (best effort: a leftover entry only blocks that location)."""
 
     def change(doc: dict[str, Any] | None) -> dict[str, Any] | None:
         paths = _paths(ctx, bucket, path, doc)
         if paths.get(path) != table_uuid:
             return None
-        return {"paths": {k: v for k, v in paths.items() if k != path}}
+        kept = {k: v for k, v in paths.items() if k != path}
+        back = {k: v for k, v in (taken or {}).items() if not any(_nested(k, other) for other in kept)}
+        return {"paths": {**kept, **back}, "seq": int((doc or {}).get("seq") or 0) + 1}
 
     try:
         cas.update(ctx, bucket, keys.location_registry(path), change, f"Location s3://{bucket}/{path}")

@@ -14,6 +14,8 @@ from chalicelib.core.model import Namespace, TableState
 from chalicelib.core.primitives import damage
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.primitives.pointer_record import TableEntry as TableEntry
+from chalicelib.core.settling.releases import MayAdopt as MayAdopt
+from chalicelib.core.settling.releases import Release as Release
 from chalicelib.core.tables import adopt
 from chalicelib.core.tables.adopt import check_register_location as check_register_location
 from chalicelib.core.tables.adopt import register as _register
@@ -61,9 +63,10 @@ def swap_metadata_location(
 
 def unregister(ctx: Context, warehouse: str, ns: Namespace, name: str) -> TableState:
     """The spec's unregisterTable: the table leaves the catalog (audited, an event) and every file
-    stays where it is, outside the trash, to be registered elsewhere (or here again). Returns its
-    last metadata location and metadata, which hold every commit before it: the tombstone replaced
-    the pointer that named them, so no commit lands after."""
+    stays where it is, outside the trash, to be registered elsewhere (or here again: by whoever
+    unregistered it, or a caller who may read and write its data, core/settling/releases.py).
+    Returns its last metadata location and metadata, which hold every commit before it: the
+    tombstone replaced the pointer that named them, so no commit lands after."""
     location = drop(ctx, warehouse, ns, name, purge=False, unregister=True)
     if location is None:
         from chalicelib.errors import NotFound

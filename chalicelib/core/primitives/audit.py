@@ -37,19 +37,28 @@ _FAR = 10**13  # inverted times sort newest first
 MAX_PAGE = 200
 
 _actor: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("audit_actor", default=None)
+_actor_uuid: contextvars.ContextVar[str] = contextvars.ContextVar("audit_actor_uuid", default="")
 
 
-def set_actor(principal: str, face: str, request_id: str = "") -> None:
+def set_actor(principal: str, face: str, request_id: str = "", user_uuid: str = "") -> None:
     """Set by the request pipeline once the caller is authenticated."""
     _actor.set({"principal": principal, "face": face, "request": request_id or uuid.uuid4().hex})
+    _actor_uuid.set(user_uuid)
 
 
 def clear_actor() -> None:
     _actor.set(None)
+    _actor_uuid.set("")
 
 
 def actor() -> dict[str, str]:
     return dict(_actor.get() or {"principal": "catalog", "face": "internal", "request": ""})
+
+
+def actor_uuid() -> str:
+    """The user record's uuid of the principal acting ("" for root and the catalog itself): a user
+    made again under a deleted one's name is another principal (core/settling/releases.py)."""
+    return _actor_uuid.get()
 
 
 def entry(

@@ -10,7 +10,7 @@ from chalicelib.core.access import locations
 from chalicelib.core.primitives import pointer_record
 from chalicelib.core.primitives.context import Context, env_int
 from chalicelib.core.primitives.pointer_record import Pointer, owner_uuid
-from chalicelib.core.settling import purges, trash_records
+from chalicelib.core.settling import purges, releases, trash_records
 from chalicelib.core.settling.pointers import remove_pointer
 from chalicelib.errors import (
     BadRequest,
@@ -58,13 +58,16 @@ def settle_drop(ctx: Context, bucket: str, tomb: Pointer, remove: bool, ns: Name
     try:
         if pointer_record.drop_id(tomb.data):  # a drop, not a backed-out create: its trail outlives the pointer
             audit.flush_tail(ctx, bucket, tomb.data)
+        release = None if purge else releases.of_tombstone(bucket, tomb.data, (ns, name) if name else None)
         if purge:
             assert location is not None
             purges.queue(ctx, bucket, table_uuid, location)
+        elif release is not None:  # its files stay, bound to it (releases.py): before the tombstone goes
+            releases.mark(ctx, bucket, release)
         elif table_uuid:
             purges.set_uuid_state(ctx, bucket, table_uuid, "dropped")
         place = pointer_record.client_location(tomb.data)
-        if place:
+        if place and release is None:  # a released table's location stays its own
             locations.release(ctx, bucket, place, pointer_record.table_uuid(tomb.data) or "")
         if remove:  # a tombstone that cannot be removed safely now stays for the sweeper
             remove_pointer(ctx, bucket, keys.table_pointer(ns, name), tomb.etag, tomb.since_ms)

@@ -11,12 +11,14 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
 from chalicelib.core.access import resource_policies
 from chalicelib.core.primitives import cas, damage
 from chalicelib.core.primitives.context import Context, dump, now_ms
+from chalicelib.core.settling import releases
 from chalicelib.errors import BadRequest, Conflict, DamagedObject
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
@@ -42,32 +44,65 @@ def check_location(bucket: str, location: str, table_uuid: object) -> None:
         )
 
 
-def claim_uuid(ctx: Context, bucket: str, table_uuid: str, metadata_location: str) -> bool:
+def claim_uuid(
+    ctx: Context,
+    bucket: str,
+    table_uuid: str,
+    metadata_location: str,
+    may_adopt: releases.MayAdopt | None = None,
+    unheld: Callable[[], bool] | None = None,
+) -> dict[str, Any]:
     """Claim a table uuid for the table about to be written at metadata_location; Conflict if
     another table holds it. Each claim carries a fresh id, so no other request's claim (a renamed
     table keeps its claim, and its location) is ever mistaken for ours.
 
-    True when this call wrote the claim (so a failed create must release it)."""
+    A register passes `may_adopt` (its face's consent) to take a released uuid (core/settling/
+    releases.py), and `unheld` (no table holds the uuid) to take a register's claim abandoned past
+    its lease; a create passes neither and never takes a released uuid.
+
+    Returns the claim written (so a failed create or register can take it back)."""
     record = {"state": "live", "metadata-location": metadata_location, "claim": uuid.uuid4().hex}
+    written = [record]
 
     def change(current: dict[str, Any] | None) -> dict[str, Any] | None:
-        if current == record:
+        if current is not None and current.get("claim") == record["claim"]:
             return None  # our own write, its answer lost
-        if current is not None and current.get("state") != "dropped":
-            raise UuidInUse(
-                f"Table uuid {table_uuid} (and its location) belongs to another table; a table's files are its own"
+        if current is not None and (reason := releases.problem(current)) is not None:
+            raise damage.damaged(
+                bucket, keys.uuid_record(table_uuid), f"The uuid record of table uuid {table_uuid}", reason
             )
-        return record  # absent, or a dropped table whose files were kept: registering it brings it back
+        released = releases.held(current) if current is not None else None
+        if current is not None and current.get("state") == "dropped" and released is not None:
+            if may_adopt is None:
+                raise UuidInUse(
+                    f"Table uuid {table_uuid} (and its location) belongs to a table that left the catalog with its "
+                    "files kept: only a register of its metadata brings it back"
+                )
+            may_adopt(released)
+            written[0] = releases.consuming(record, released)
+        elif current is not None and current.get("state") != "dropped":
+            abandoned = releases.abandoned_claim(current) if may_adopt is not None and unheld is not None else None
+            if abandoned is None or may_adopt is None or unheld is None or not unheld():
+                raise UuidInUse(
+                    f"Table uuid {table_uuid} (and its location) belongs to another table; a table's files are its own"
+                )
+            may_adopt(abandoned)
+            written[0] = releases.consuming(record, abandoned)
+        else:
+            written[0] = record  # absent, or a dropped table whose files were kept: registering it brings it back
+        return written[0]
 
     cas.update(ctx, bucket, keys.uuid_record(table_uuid), change, f"Table uuid {table_uuid}", absent=True)
-    return True
+    return written[0]
 
 
 def uuid_problem(doc: object) -> str | None:
     """What makes a stored uuid record unusable (None: nothing)."""
     if not isinstance(doc, dict):
         return "not a JSON object"
-    return damage.required(doc, "state") or damage.fields(doc, state=str, metadata_location=str)
+    return (
+        damage.required(doc, "state") or damage.fields(doc, state=str, metadata_location=str) or releases.problem(doc)
+    )
 
 
 def read_uuid_record(ctx: Context, bucket: str, table_uuid: str) -> tuple[dict[str, Any], str] | None:

@@ -18,7 +18,7 @@ from chalicelib.core.primitives import audit, cas, listing_marks, pointer_record
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.core.primitives.pointer_record import entry_id
 from chalicelib.core.primitives.versioning import swap, version_of
-from chalicelib.core.settling import name_claims, pointers, purges, settle
+from chalicelib.core.settling import name_claims, pointers, purges, releases, settle
 from chalicelib.core.tables import lookup
 from chalicelib.errors import (
     BadRequest,
@@ -75,11 +75,14 @@ def register(
     glue: dict[str, Any] | None = None,
     may_restore: Callable[[dict[str, Any]], None] = lambda record: None,
     fields: dict[str, Any] | None = None,
+    may_adopt: releases.MayAdopt | None = None,
 ) -> TableState:
     """Make a table of metadata a client wrote. A table dropped into the trash is restored under the
     requested name (``may_restore`` checks the caller may restore that dropped table). ``glue``: a
     Glue client's TableInput; such a table lives where its client chose (claimed, so no other table
-    nests in or over it) and is never purged."""
+    nests in or over it) and is never purged. A table that left the catalog with its files kept (an
+    unregister, a drop without purge) is registered again only with ``may_adopt``'s consent, asked
+    with what was released (core/settling/releases.py); without it, never."""
     name = check_table(name)
     bucket, _ = check_register_location(ctx, warehouse, meta_loc)
     assert isinstance(meta_loc, str)
@@ -126,19 +129,42 @@ def register(
             return TableState(meta_loc, raw)
     pointer = audit.appended(pointer, [audit.entry("register", audit.table_target(ns, name, pointer), after=meta_loc)])
     place = pointer_record.client_location(pointer)
-    wrote_location = place is not None and locations.claim(ctx, bucket, place, table_uuid)
-    claimed = False
+    may_take = _released_location(ctx, bucket, may_adopt)
+    if place is not None:  # asked before anything is written: a refused register leaves nothing
+        locations.claimable(ctx, bucket, place, table_uuid, may_take)
+    # The uuid first, then the location: a released table registered again holds its uuid before
+    # it touches its location's claim, so a register taking that location over meanwhile sees it.
+
+    def unheld() -> bool:  # no table holds the uuid: a register's claim past its lease was abandoned
+        return lookup.find(ctx, warehouse, table_uuid) is None
+
+    claimed = purges.claim_uuid(ctx, bucket, table_uuid, meta_loc, may_adopt, unheld)
+    location = locations.Claim(False, {})
     try:
-        claimed = purges.claim_uuid(ctx, bucket, table_uuid, meta_loc)
+        if place is not None:
+            location = locations.claim(ctx, bucket, place, table_uuid, may_take)
         etag = name_claims.claim_name(ctx, warehouse, ns, name, pointer)
     except CatalogError:
-        if wrote_location and place is not None:
-            locations.release(ctx, bucket, place, table_uuid)
-        if claimed:
-            purges.set_uuid_state(ctx, bucket, table_uuid, "dropped")  # the files stay registrable
+        if location.added and place is not None:
+            locations.release(ctx, bucket, place, table_uuid, location.taken)
+        releases.give_back(ctx, bucket, table_uuid, claimed)  # the files stay registrable, bound as before
         raise
     name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer(pointer, etag), purge=False)
     return TableState(meta_loc, raw)
+
+
+def _released_location(ctx: Context, bucket: str, may_adopt: releases.MayAdopt | None) -> locations.MayTake:
+    """Whether a Glue client's location held by another table may go to this register: only one of
+    a table released with its files kept, with the consent that table's own register would need."""
+
+    def may_take(holder: str) -> bool:
+        found = releases.lookup(ctx, bucket, holder)
+        if found is None or may_adopt is None:
+            return False
+        may_adopt(found)
+        return True
+
+    return may_take
 
 
 def _register_trashed(

@@ -34,7 +34,9 @@ def _tombstone(
     """The dropped pointer: it carries the drop's audit entry, and with retention, what the trash
     needs to bring the table back."""
     before = pointer_record.metadata_location(data)
-    e = audit.entry(op, audit.table_target(ns, name, data), before=before, purge=purge)
+    # Who dropped it, to the user record: its files, if they stay, are theirs to register again.
+    who = {"principal-uuid": audit.actor_uuid()} if audit.actor_uuid() else {}
+    e = audit.entry(op, audit.table_target(ns, name, data), before=before, purge=purge, **who)
     tomb = pointer_record.tombstone(data, purge, uuid.uuid4().hex, retention_ms, (ns, name))
     return audit.appended(tomb, [e])
 

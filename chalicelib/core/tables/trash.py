@@ -16,11 +16,11 @@ from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.paging import decode_token, encode_token
 from chalicelib.core.primitives import audit, parallel, pointer_record
 from chalicelib.core.primitives.context import Context, dump, now_ms
-from chalicelib.core.settling import drops, name_claims, pointers, purges, settle, trash_records
+from chalicelib.core.settling import drops, name_claims, pointers, purges, releases, settle, trash_records
 from chalicelib.core.tables.projection import settles
 from chalicelib.errors import CatalogError, Conflict, DamagedObject, NotFound
 from chalicelib.names import check_namespace, check_table
-from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
+from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
 Namespace = tuple[str, ...]
 
@@ -192,6 +192,11 @@ def purge(ctx: Context, warehouse: str, drop_id: str, budget_s: float, expired_o
     if pointer_record.purge_requested(record) and location is not None:
         purges.queue(ctx, bucket, table_uuid, location)
         done = purges.run(ctx, bucket, table_uuid, budget_s)
+    elif (release := releases.of_tombstone(bucket, p, pointer_record.dropped_as(record))) is not None:
+        try:
+            releases.mark(ctx, bucket, release)  # its files stay, bound to it: before the record goes
+        except StorageUnavailable:
+            return False  # the record stays "purging": the sweeper marks it next time
     elif table_uuid:
         purges.set_uuid_state(ctx, bucket, table_uuid, "dropped")
     ctx.storage.delete(bucket, keys.trash_record(drop_id))  # a purge job, if any, finishes the rest
