@@ -33,11 +33,13 @@ def create_table(
     indexes: list[Body],
     may_rename: MayRename,
     may_bring_files: Callable[[], bool] = lambda: True,
+    may_adopt: tables.MayAdopt | None = None,
 ) -> None:
     """An Iceberg table from the metadata its client wrote (or the start of a Glue client's rename
     of that table, glue_renames.py), or a Hive table; then its partition indexes. Registering
     metadata brings its files into the catalog: `may_bring_files` (PutTableData) says whether the
-    caller may; a rename moves a live table's own files and asks RenameTable instead."""
+    caller may; a rename moves a live table's own files and asks RenameTable instead. The files of a
+    table that left the catalog with them kept come back only with `may_adopt`'s consent."""
     name = table["Name"]
     if shapes.is_iceberg(table):
         location = table["Parameters"].get("metadata_location")
@@ -55,7 +57,7 @@ def create_table(
                 "(s3tables:PutTableData), so it may not register a metadata file as it"
             )
         try:
-            tables.register(ctx, wh, ns, name, location, glue=stored)
+            tables.register(ctx, wh, ns, name, location, glue=stored, may_adopt=may_adopt)
         except glue.UuidInUse:
             if glue.begin_rename(ctx, wh, (ns, name), location, stored, may_rename):
                 return  # the table moves here when the client deletes the old name
