@@ -56,6 +56,29 @@ def test_load_and_commit_request_counts(http, catalog_url, warehouse, catalog, c
         )
 
 
+def test_append_commit_request_counts(catalog_url, warehouse, s3_endpoint):
+    """A commit that adds a snapshot reads what it brings in (core/iceberg/file_paths.py): its
+    manifest list and its one new manifest; its parent's list, which this process read at the commit
+    before, costs nothing. Metadata-only commits read none (above)."""
+    from tests.conftest import rest_catalog
+
+    catalog = rest_catalog(catalog_url, warehouse, s3_endpoint)
+    counts: list[tuple[int, str]] = []
+
+    def commits(resp, *args, **kwargs):
+        if resp.request.method == "POST" and resp.request.url.endswith("/tables/t"):
+            counts.append((s3_requests(resp), resp.headers["X-Catalog-S3-Rounds"]))
+
+    catalog._session.hooks["response"].append(commits)
+    catalog.create_namespace("appends")
+    table = catalog.create_table("appends.t", pa.schema([pa.field("id", pa.int64())]))
+    for i in range(3):
+        table.append(pa.table({"id": pa.array([i], pa.int64())}))
+    # The first: pointer GET, list GET, manifest GET, metadata PUT, pointer CAS; then the pointer is
+    # known. Before files were checked: 3 and 2.
+    assert counts == [(5, "5"), (4, "4"), (4, "4")], counts
+
+
 def test_transaction_request_counts(http, catalog_url, warehouse, s3):
     """A 2-table transaction: the tables' pointers (GETs, skipped once this process wrote them), then
     a round of metadata files and claims, and the commit point (its record, written once), where it
