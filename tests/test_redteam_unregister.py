@@ -263,6 +263,33 @@ def test_a_drop_without_purge_binds_the_files_too(http, catalog_url, s3_endpoint
 
 
 @pytest.mark.full
+def test_a_dropped_table_in_the_trash_moves_to_another_name_only_for_a_full_reader_and_writer(
+    http, catalog_url, s3_endpoint
+):
+    """With retention a drop goes to the trash, and a register of its metadata restores it: under
+    another name that takes what an undrop there takes, RestoreTable alone is not enough."""
+    w = _world(http, catalog_url, s3_endpoint, {"dropped-table-retention-seconds": "3600"})
+    wh, owner = w["wh"], w["owner"]
+    location = owner.catalog().load_table("vic.t").metadata_location
+    resp = owner.http.delete(f"{catalog_url}/v1/{wh}/namespaces/vic/tables/t", params={"purgeRequested": "false"})
+    assert resp.status_code == 204, resp.text
+    restorer = User(
+        http,
+        catalog_url,
+        wh,
+        s3_endpoint,
+        w["see"],
+        w["own_space"],
+        _st("Allow", ["s3tables:GetTable", "s3tables:RestoreTable"], _arn(wh, "vic/*")),
+    )
+    refused = restorer.register("att", "stolen", location)
+    assert refused.status_code == 403 and "GetTableData" in refused.json()["error"]["message"], refused.text
+    assert len(http.get(f"{catalog_url}/v1/{wh}/trash").json()["dropped"]) == 1  # still in the trash
+    back = owner.register("other", "t", location)  # the owner reads and writes vic.t's data
+    assert back.status_code == 200, back.text
+
+
+@pytest.mark.full
 def test_a_legacy_warehouse_asks_get_table_and_update_table(http, catalog_url, s3_endpoint):
     """On a warehouse of the earlier meaning GetTable reads data and UpdateTable writes it: GetTable
     alone (a read) is still not enough; GetTable and UpdateTable on the table as it was named are."""
@@ -426,6 +453,41 @@ def test_the_release_names_who_unregistered_and_is_consumed_once(crash_ctx):
     tables.register(ctx, wh, ("vic",), "t2", location, may_adopt=_consent("alice"))
     assert releases.lookup(ctx, ctx.bucket_for(wh), table_uuid) is None
     assert _holders(ctx, wh, table_uuid) == ["vic.t2"]
+
+
+def test_a_trash_record_past_its_retention_releases_to_its_dropper(crash_ctx):
+    """A drop without purge into the trash keeps the files; when its retention ends the files stay,
+    released by the dropper, not by the sweeper that ended it."""
+    from chalicelib.core.catalog import tables
+    from chalicelib.core.containers import namespaces, warehouses
+    from chalicelib.core.primitives import audit
+    from chalicelib.core.settling import releases
+    from chalicelib.core.tables import create as creation
+    from chalicelib.core.tables import trash
+    from chalicelib.errors import Forbidden
+    from chalicelib.routes import iceberg_io
+
+    ctx = crash_ctx
+    wh = f"ru-tr-{uuid.uuid4().hex[:8]}"
+    warehouses.create(ctx, wh, False, {"dropped-table-retention-seconds": "3600"})
+    namespaces.create(ctx, wh, ["vic"], {})
+    audit.set_actor("alice", "iceberg-rest", "", "alice-uuid")
+    try:
+        made = creation.create(ctx, wh, ("vic",), iceberg_io.parse_create({"name": "t", "schema": FIELDS}))
+        tables.drop(ctx, wh, ("vic",), "t", purge=False)
+    finally:
+        audit.clear_actor()
+    import json
+
+    table_uuid = json.loads(made.raw_metadata)["table-uuid"]
+    (item,), _ = trash.list_dropped(ctx, wh, None, 10)
+    assert trash.purge(ctx, wh, str(item["id"]), 5)  # as the sweeper does once it expired
+    found = releases.lookup(ctx, ctx.bucket_for(wh), table_uuid)
+    assert found is not None and (found.op, found.principal) == ("drop", "alice")
+    with pytest.raises(Forbidden):
+        tables.register(ctx, wh, ("vic",), "m", made.metadata_location, may_adopt=_consent("mallory"))
+    tables.register(ctx, wh, ("vic",), "t", made.metadata_location, may_adopt=_consent("alice"))
+    assert _holders(ctx, wh, table_uuid) == ["vic.t"]
 
 
 REGISTER_LEASE_MS = 1500

@@ -77,9 +77,13 @@ def register_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     delegation.refuse_registering_unwritten(req, wh, ns, name)
 
     def may_restore(record: dict[str, Any]) -> None:  # registering a dropped table restores it
+        from chalicelib.core.catalog import trash
         from chalicelib.routes.trash import dropped_resource
 
         req.require("RestoreTable", *dropped_resource(wh, record))
+        was = (tuple(record["namespace"]), str(record["name"]))
+        if was != (ns, name):  # under another name: what an undrop there asks (routes/trash.py)
+            acting.refuse_move(req.authz, wh, *was, trash.table_id(record))
 
     may_adopt = delegation.may_take_back(req, wh)  # a released table's files: its own data actions
     state = tables.register(ctx, wh, ns, name, location, overwrite, may_restore=may_restore, may_adopt=may_adopt)
