@@ -321,3 +321,44 @@ def test_a_sink_is_sent_only_what_its_owner_may_read_now(catalog_url, s3_endpoin
         assert _Hook.got == []
     finally:
         server.shutdown()
+
+
+def test_a_table_naming_another_tables_files_is_not_replicated(catalog_url, s3_endpoint, http, core, monkeypatch):
+    """Commits now refuse a snapshot naming another table's manifest list, but a table committed
+    before may hold one: replicating it fails, saying so, and no replica names the other's files."""
+    import time
+
+    from chalicelib.core.iceberg import file_paths
+    from chalicelib.core.replication import replicate
+    from chalicelib.core.tables import commit as commits
+    from chalicelib.routes import iceberg_io
+
+    s = _setup(catalog_url, s3_endpoint)
+    src, dst, arns, st = s["src"], s["dst"], s["arns"], s["st"]
+    other = _setup(catalog_url, s3_endpoint)  # the victim, in a warehouse of its own
+    victim, own = other["source"].load_table("ns.t"), s["source"].load_table("ns.t")
+    snapshot = {
+        "snapshot-id": 4242424242,
+        "parent-snapshot-id": own.current_snapshot().snapshot_id,
+        "sequence-number": own.metadata.last_sequence_number + 1,
+        "timestamp-ms": int(time.time() * 1000),
+        "manifest-list": victim.current_snapshot().manifest_list,
+        "summary": {"operation": "append"},
+        "schema-id": own.schema().schema_id,
+    }
+    body = {
+        "updates": [
+            {"action": "add-snapshot", "snapshot": snapshot},
+            {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 4242424242},
+        ]
+    }
+    with monkeypatch.context() as earlier:  # as an earlier release let it in
+        earlier.setattr(file_paths, "check", lambda *args, **kwargs: None)
+        commits.commit(core, src, iceberg_io.parse_change(body, ("ns",), "t"))
+    st.put_table_replication(tableArn=s["tables"]["ns"], configuration=_rule(arns[dst]))
+    done = replicate.run(core, src, force=True)
+    state = done["ns.t"][dst]
+    assert state["replicationStatus"] == "failed", state
+    assert "outside the table's location" in state["failureMessage"], state
+    assert "the version is not replicated" in state["failureMessage"], state  # found before any copy
+    assert _replicas(st, arns[dst]) == []

@@ -31,6 +31,7 @@ from chalicelib import keys
 from chalicelib.core.admin import relocate
 from chalicelib.core.admin.relocate import Paths
 from chalicelib.core.catalog import namespaces, side_data, tables
+from chalicelib.core.iceberg import file_paths
 from chalicelib.core.model import Namespace
 from chalicelib.core.primitives import parallel, pointer_record
 from chalicelib.core.primitives.context import Context, env_int, now_ms
@@ -160,14 +161,27 @@ def _prepare(ctx: Context, paths: Paths, meta_key: str, present: set[str], sourc
     out = _Version(meta_key)
     meta = get(meta_key)
     doc = _doc(meta)
+    location = str(doc.get("location", ""))
+
+    def bound(what: str, path: object) -> str:
+        """A replica names only files under its own location: the source must, too (a table committed
+        before commits were checked may name another table's files, which are not its to copy)."""
+        if not file_paths.inside(location, path):
+            raise Foreign(file_paths.outside(what, path, location) + "; the version is not replicated")
+        return str(path)
+
     lists, v1_manifests = relocate.referenced_lists(doc)
+    for path in (*lists, *v1_manifests):
+        bound("A snapshot's manifest list or manifest", path)
+    for stats in [*(doc.get("statistics") or []), *(doc.get("partition-statistics") or [])]:
+        bound("A statistics file", stats.get("statistics-path"))
     list_keys = sorted({k for k in (paths.key(p) for p in lists) if k is not None})
     list_files = dict(
         zip(list_keys, parallel.map_counted(lambda k: relocate.read_avro(get(k)), list_keys), strict=True)
     )
     manifests = set(v1_manifests)
     for avro in list_files.values():
-        manifests.update(str(item["manifest_path"]) for item in avro.records)
+        manifests.update(bound("A manifest", item["manifest_path"]) for item in avro.records)
     manifest_keys = sorted({k for k in (paths.key(p) for p in manifests) if k is not None})
     manifest_files = dict(
         zip(manifest_keys, parallel.map_counted(lambda k: relocate.read_avro(get(k)), manifest_keys), strict=True)
@@ -176,7 +190,7 @@ def _prepare(ctx: Context, paths: Paths, meta_key: str, present: set[str], sourc
     for avro in manifest_files.values():
         for entry in avro.records:
             data = entry["data_file"]
-            key = paths.key(str(data["file_path"]))
+            key = paths.key(bound("A data or delete file", data["file_path"]))
             if key is None or entry.get("status") == 2:  # outside the bucket, or a removal record
                 continue
             if data.get("content") == POSITION_DELETES:
@@ -298,6 +312,10 @@ def backoff_ms(failures: int) -> int:
 
 class LeftToSpark(Exception):
     """A first copy too large for a function."""
+
+
+class Foreign(ValueError):
+    """The version names a file outside the table's location (never copied nor pointed at)."""
 
 
 class Refused(Exception):
