@@ -59,6 +59,40 @@ class ActingFor:
             return lambda event: False
         return trail_reader(authz.visible, authz.denied, "GetAuditLog", warehouse)
 
+    def record_expiration(
+        self, owner: Owner, warehouse: str, ns: tuple[str, ...], name: str, table_id: str | None = None
+    ) -> str | None:
+        """The record expiration job's gate (s3tables/face.py): why it may not delete the table's
+        expired rows for the configuration's owner now (None: it may). The same questions as at put."""
+        table = ".".join((*ns, name))
+        why = self._owner_gone(owner, "its configuration")
+        if why is None:
+            authz = self.authorization(owner)
+            assert authz is not None  # _owner_gone said so
+            why = expiration_refusal(authz, warehouse, ns, name, table_id)
+        return None if why is None else f"Record expiration of {table} stopped: {why}"
+
+    def file_removal(
+        self, owner: Owner, kind: str, warehouse: str, ns: tuple[str, ...], name: str, table_id: str | None = None
+    ) -> str | None:
+        """The maintenance job's gate for a type that deletes files (snapshot management, unreferenced
+        file removal): why it may not do that to this table for the configuration's owner now."""
+        table = ".".join((*ns, name))
+        why = self._owner_gone(owner, "its configuration")
+        if why is None:
+            authz = self.authorization(owner)
+            assert authz is not None
+            why = file_removal_refusal(authz, warehouse, ns, name, table_id)
+        return None if why is None else f"{kind} of {table} stopped: {why}"
+
+    def _owner_gone(self, owner: Owner, what: str) -> str | None:
+        """Why the owner cannot be asked (a damaged or missing user record: fail closed)."""
+        try:
+            authz = self.authorization(owner)
+        except CatalogError as exc:
+            return f"{owner.name}'s user record cannot be read ({exc})"
+        return f"{owner.name}, who put {what}, no longer exists" if authz is None else None
+
 
 def source_refusal(authz: Authorization, warehouse: str, ns: tuple[str, ...] | None, name: str | None) -> str | None:
     """Why the principal may not have the source copied: it must read it whole (GetTable, and
@@ -101,6 +135,47 @@ def refuse_move(
     why = move_refusal(authz, table_arn(warehouse, ns, name, table_id), ns_context(ns, name), ".".join((*ns, name)))
     if why is not None:
         raise Forbidden(f"Access denied: {why}")
+
+
+def expiration_refusal(
+    authz: Authorization, warehouse: str, ns: tuple[str, ...], name: str, table_id: str | None = None
+) -> str | None:
+    """Why the principal may not have the table's expired rows deleted for it: the job reads every
+    row it compares and deletes some, so it must read the table whole (GetTableData with no row,
+    column or mask condition) and write its data (PutTableData)."""
+    resource, cond = table_arn(warehouse, ns, name, table_id), ns_context(ns, name)
+    table, who = ".".join((*ns, name)), authz.principal.name
+    if not authz.reads_any(resource, cond):
+        return f"{who} may not read {table} (s3tables:GetTableData)"
+    if not authz.reads_whole(resource, cond):
+        return (
+            f"{who} may read only part of {table} (s3tables:GetTableData with row, column or mask conditions): "
+            "record expiration reads and deletes rows of all of it"
+        )
+    if not authz.may_write_data(resource, cond):
+        return f"{who} may not write the data of {table} (s3tables:PutTableData): record expiration deletes rows"
+    return None
+
+
+def file_removal_refusal(
+    authz: Authorization,
+    warehouse: str,
+    ns: tuple[str, ...] | None,
+    name: str | None,
+    table_id: str | None = None,
+) -> str | None:
+    """Why the principal may not have maintenance delete the table's files (expired snapshots',
+    unreferenced ones): it must write its data (PutTableData). Without a name: every table of the
+    bucket, as a bucket's configuration covers tables made later."""
+    resource = table_arn(warehouse, ns, name, table_id)
+    cond = ns_context(ns, name) if ns is not None else {}
+    what = ".".join((*ns, name)) if ns is not None and name is not None else f"every table of {warehouse!r}"
+    if not authz.may_write_data(resource, cond):
+        return (
+            f"{authz.principal.name} may not write the data of {what} (s3tables:PutTableData): "
+            "this maintenance deletes its files"
+        )
+    return None
 
 
 def destination_refusal(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core.catalog import commands, namespaces, replicas, side_data, tables, warehouses
@@ -218,6 +219,49 @@ _SETTINGS = {
 }
 JOB_TYPES = ("icebergCompaction", "icebergSnapshotManagement", "icebergUnreferencedFileRemoval")
 JOB_STATUSES = ("Not_Yet_Run", "Successful", "Failed", "Disabled")
+# The types whose runs delete files (expired snapshots' files, unreferenced files): the job does it
+# with the operator's credentials on the word of whoever put them, so they record who that was.
+FILE_REMOVING_TYPES = ("icebergSnapshotManagement", "icebergUnreferencedFileRemoval")
+
+
+@dataclass(frozen=True)
+class ConfigOwner:
+    """Who put a configuration that a job carries out with the operator's credentials (record
+    expiration, maintenance that deletes files), in the shape of a replication rule's owner: `id` is
+    the user record's uuid ("" for root), so a user made again under the name is someone else. The
+    job's question asks again, each run, whether they still may (auth/acting.py)."""
+
+    name: str
+    id: str
+
+    @property
+    def is_root(self) -> bool:
+        return self.name == "root" and not self.id
+
+    @classmethod
+    def from_json(cls, doc: object) -> ConfigOwner | None:
+        if not isinstance(doc, dict) or not isinstance(doc.get("name"), str) or not isinstance(doc.get("id"), str):
+            return None
+        return cls(doc["name"], doc["id"])
+
+    def to_json(self) -> dict[str, str]:
+        return {"name": self.name, "id": self.id}
+
+
+# Why the owner may not have the job act now (None: it may); the face asks auth/acting.py.
+OwnerGate = Callable[[ConfigOwner], str | None]
+
+
+def owner_refusal(doc: Body, what: str, gate: OwnerGate) -> str | None:
+    """Why the job may not act on this stored configuration now: it names no owner (put by an
+    earlier release, which did not record one: whoever may, puts it again), or its owner may not."""
+    owner = ConfigOwner.from_json(doc.get("owner"))
+    if owner is None:
+        return (
+            f"{what} stopped: its configuration names no owner (it was put before configurations recorded "
+            "who put them); put the configuration again"
+        )
+    return None if owner.is_root else gate(owner)
 
 
 def check_maintenance(kind: str, allowed: tuple[str, ...], value: object) -> Body:
@@ -244,17 +288,53 @@ def check_maintenance(kind: str, allowed: tuple[str, ...], value: object) -> Bod
     return {"status": value["status"], "settings": {kind: own}} if own else {"status": value["status"]}
 
 
+def removes_files(kind: str, clean: Body) -> bool:
+    """Whether this configuration has the job delete files (and so needs PutTableData and an owner)."""
+    return kind in FILE_REMOVING_TYPES and clean.get("status") == "enabled"
+
+
+def _public_type(value: object) -> object:
+    return {k: v for k, v in value.items() if k != "owner"} if isinstance(value, dict) else value
+
+
 def maintenance(ctx: Context, wh: str, entry_id: str, stored_only: bool) -> Body:
-    """A table's (or with BUCKET_ENTRY, the bucket's) configuration: what was put over the defaults."""
+    """A table's (or with BUCKET_ENTRY, the bucket's) configuration: what was put over the defaults
+    (in the API's shape: who put it is the catalog's own record)."""
     if entry_id == BUCKET_ENTRY:
         warehouses.get(ctx, wh)
     doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry_id, "maintenance")
     defaults = BUCKET_MAINTENANCE_DEFAULTS if entry_id == BUCKET_ENTRY else TABLE_MAINTENANCE_DEFAULTS
-    return {**({} if stored_only else defaults), **doc}
+    return {**({} if stored_only else defaults), **{k: _public_type(v) for k, v in doc.items()}}
 
 
-def set_maintenance(ctx: Context, wh: str, entry_id: str, kind: str, clean: Body) -> None:
-    """Store one type's configuration (checked by check_maintenance first)."""
+def maintenance_refusals(ctx: Context, wh: str, entry: TableEntry, gate: Callable[[str], OwnerGate]) -> Body:
+    """The job's question for one table: each enabled type that would delete its files (its own
+    snapshot management, its bucket's unreferenced file removal) whose owner may not have that done
+    to this table now, and why. `gate(kind)` asks about one owner (auth/acting.py)."""
+    own, _ = side_data.read(ctx, ctx.bucket_for(wh), entry.entry_id, "maintenance")
+    bucket, _ = side_data.read(ctx, ctx.bucket_for(wh), BUCKET_ENTRY, "maintenance")
+    out: Body = {}
+    for kind, doc in (
+        ("icebergSnapshotManagement", own.get("icebergSnapshotManagement")),
+        ("icebergUnreferencedFileRemoval", bucket.get("icebergUnreferencedFileRemoval")),
+    ):
+        if isinstance(doc, dict) and removes_files(kind, doc):
+            table = ".".join((*entry.namespace, entry.name))
+            why = owner_refusal(doc, f"{kind} of {table}", gate(kind))
+            if why is not None:
+                out[kind] = why
+    return out
+
+
+def set_maintenance(
+    ctx: Context, wh: str, entry_id: str, kind: str, clean: Body, owner: ConfigOwner | None = None
+) -> None:
+    """Store one type's configuration (checked by check_maintenance first), with who put it when
+    it has the job delete files (the face checked they may)."""
+    if removes_files(kind, clean):
+        if owner is None:
+            raise ValueError("a configuration that removes files is stored with its owner")
+        clean = {**clean, "owner": owner.to_json()}
     if entry_id == BUCKET_ENTRY:
         warehouses.get(ctx, wh)
     side_data.change(ctx, ctx.bucket_for(wh), entry_id, "maintenance", lambda d: {**d, kind: clean})
@@ -338,9 +418,13 @@ EXPIRATION_JOB_STATUSES = ("NotYetRun", "Successful", "Failed", "Disabled")
 # A table names its timestamp column with this property; without it, the source column of its
 # partition field by day, hour, month or year, else its only column of a time type.
 EXPIRATION_COLUMN_PROPERTY = "record-expiration.timestamp-column"
-_TIME_TYPES = ("timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns", "date")
+# What the job can compare (Spark 3.5's Iceberg runtime reads no nanosecond timestamps).
+_TIME_TYPES = ("timestamp", "timestamptz", "date")
 _TIME_TRANSFORMS = ("day", "hour", "month", "year")
 MAX_EXPIRATION_DAYS = 100 * 366
+# A name the job can never be misled by: no backtick (it quotes identifiers in backticks, and so did
+# every release before it, some without doubling them) and no control character (its logs and status).
+_UNSAFE_NAME = re.compile(r"[`\x00-\x1f\x7f]")
 
 
 def check_record_expiration(value: object) -> Body:
@@ -360,25 +444,67 @@ def check_record_expiration(value: object) -> Body:
     return {"status": value["status"], "settings": {"days": days}} if days is not None else {"status": value["status"]}
 
 
-def expiration_column(metadata: Body) -> str:
-    """The top-level column whose age decides a row's expiry (BadRequest naming the remedy)."""
-    schemas = {s.get("schema-id"): s for s in metadata.get("schemas") or []}
+@dataclass(frozen=True)
+class ExpirationColumn:
+    """The column whose age decides a row's expiry: its Iceberg field id (what a configuration
+    keeps, so a rename does not lose it), its name and type in the current schema."""
+
+    id: int
+    name: str
+    type: str
+
+
+def _top_level_fields(metadata: Body) -> dict[int, Body]:
+    """The current schema's top-level fields, by id."""
+    schemas = {s.get("schema-id"): s for s in metadata.get("schemas") or [] if isinstance(s, dict)}
     fields = (schemas.get(metadata.get("current-schema-id")) or {}).get("fields") or []
-    timed = {f["id"]: f["name"] for f in fields if isinstance(f, dict) and f.get("type") in _TIME_TYPES}
+    return {f["id"]: f for f in fields if isinstance(f, dict) and isinstance(f.get("id"), int)}
+
+
+def _usable(field: Body, why: str) -> ExpirationColumn:
+    """The field as the job's column, or BadRequest naming it: a time type, a name it cannot misread."""
+    name = str(field.get("name"))
+    if field.get("type") not in _TIME_TYPES:
+        raise BadRequest(
+            f"Record expiration cannot use column {name[:80]!r} ({why}): its type is {str(field.get('type'))[:40]}, "
+            f"not {', '.join(_TIME_TYPES)}"
+        )
+    if _UNSAFE_NAME.search(name):
+        raise BadRequest(
+            f"Record expiration cannot use column {name[:80]!r} ({why}): its name holds a backtick or a control "
+            "character; rename the column"
+        )
+    return ExpirationColumn(int(field["id"]), name, str(field["type"]))
+
+
+def expiration_column(metadata: Body, column_id: int | None = None) -> ExpirationColumn:
+    """The top-level column whose age decides a row's expiry (BadRequest naming the remedy): the one a
+    configuration was put for, by field id, else the property's, the time partition's source, or the
+    only column of a time type."""
+    fields = _top_level_fields(metadata)
+    if column_id is not None:
+        if column_id not in fields:
+            raise BadRequest(
+                f"The column record expiration was put for (field id {column_id}) is no longer in the table's "
+                "schema: put the configuration again"
+            )
+        return _usable(fields[column_id], f"field id {column_id}, which the configuration was put for")
     named = (metadata.get("properties") or {}).get(EXPIRATION_COLUMN_PROPERTY)
     if named is not None:
-        if named not in timed.values():
+        found = [f for f in fields.values() if f.get("name") == named]
+        if not found:
             raise BadRequest(
                 f"Table property {EXPIRATION_COLUMN_PROPERTY} names {named[:80]!r}, which is no top-level "
                 f"column of type {', '.join(_TIME_TYPES)}"
             )
-        return str(named)
-    specs = {s.get("spec-id"): s for s in metadata.get("partition-specs") or []}
+        return _usable(found[0], f"named by the table property {EXPIRATION_COLUMN_PROPERTY}")
+    timed = {i: f for i, f in fields.items() if f.get("type") in _TIME_TYPES}
+    specs = {s.get("spec-id"): s for s in metadata.get("partition-specs") or [] if isinstance(s, dict)}
     for field in (specs.get(metadata.get("default-spec-id")) or {}).get("fields") or []:
         if field.get("transform") in _TIME_TRANSFORMS and field.get("source-id") in timed:
-            return str(timed[field["source-id"]])
+            return _usable(timed[field["source-id"]], "the source of the table's time partition")
     if len(timed) == 1:
-        return str(next(iter(timed.values())))
+        return _usable(next(iter(timed.values())), "the table's only column of a time type")
     raise BadRequest(
         f"Record expiration needs the table's timestamp column: it has {len(timed)} columns of a time type and "
         f"no time-partitioned one; name it with the table property {EXPIRATION_COLUMN_PROPERTY}"
@@ -393,33 +519,68 @@ def _table_metadata(ctx: Context, wh: str, entry: TableEntry) -> Body:
     return json.loads(tables.load(ctx, wh, entry.namespace, entry.name).raw_metadata)
 
 
-def record_expiration(ctx: Context, wh: str, entry: TableEntry, resolved: bool = False) -> Body:
-    """The table's configuration (disabled when none was put); `resolved` adds the column it applies
-    to now (the expiration job's question, a catalog extension)."""
+def _stored_expiration(ctx: Context, wh: str, entry: TableEntry) -> Body:
     doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry.entry_id, "record-expiration")
-    config = dict(doc) if doc else dict(RECORD_EXPIRATION_DISABLED)
-    if resolved and config.get("status") == "enabled":
-        config["column"] = expiration_column(_table_metadata(ctx, wh, entry))
-    return config
+    return dict(doc) if doc else dict(RECORD_EXPIRATION_DISABLED)
 
 
-def set_record_expiration(ctx: Context, wh: str, entry: TableEntry, clean: Body) -> None:
-    """Store it (checked by check_record_expiration); enabling checks the table has a column to use."""
+def _public_expiration(doc: Body) -> Body:
+    """The API's shape: the owner and the column are the catalog's own record."""
+    return {k: v for k, v in doc.items() if k in ("status", "settings")}
+
+
+def record_expiration(ctx: Context, wh: str, entry: TableEntry) -> Body:
+    """The table's configuration (disabled when none was put)."""
+    return _public_expiration(_stored_expiration(ctx, wh, entry))
+
+
+def resolved_record_expiration(ctx: Context, wh: str, entry: TableEntry, gate: OwnerGate) -> Body:
+    """The expiration job's question (a catalog extension): the configuration with the column it
+    applies to now (`column`, `column-id`, `column-type`), or with `error` saying why the job must not
+    run on this table: its owner may not now (`gate`), or names none, or its column is gone or unusable.
+    A job of any release reports an `error` as the run's failure and deletes nothing."""
+    config = _stored_expiration(ctx, wh, entry)
+    out = _public_expiration(config)
+    if config.get("status") != "enabled":
+        return out
+    table = ".".join((*entry.namespace, entry.name))
+    why = owner_refusal(config, f"Record expiration of {table}", gate)
+    if why is not None:
+        return {**out, "error": why}
+    column_id = config.get("column-id")
+    try:
+        column = expiration_column(_table_metadata(ctx, wh, entry), column_id if isinstance(column_id, int) else None)
+    except BadRequest as exc:
+        return {**out, "error": exc.message}
+    return {**out, "column": column.name, "column-id": column.id, "column-type": column.type}
+
+
+def set_record_expiration(
+    ctx: Context, wh: str, entry: TableEntry, clean: Body, owner: ConfigOwner | None = None
+) -> None:
+    """Store it (checked by check_record_expiration). Enabling finds the column the job will use and
+    keeps its field id, and who put it (the face checked they may)."""
     if clean["status"] == "enabled":
-        expiration_column(_table_metadata(ctx, wh, entry))
+        if owner is None:
+            raise ValueError("an enabled record expiration is stored with its owner")
+        column = expiration_column(_table_metadata(ctx, wh, entry))
+        clean = {**clean, "column-id": column.id, "column-name": column.name, "owner": owner.to_json()}
 
     def audited(old: Body, new: Body) -> Body:
-        return side_data.table_configuration_entry(entry, "record-expiration", new)
+        return side_data.table_configuration_entry(entry, "record-expiration", _public_expiration(new))
 
     side_data.change(ctx, ctx.bucket_for(wh), entry.entry_id, "record-expiration", lambda _: clean, audited)
 
 
-def record_expiration_job_status(ctx: Context, wh: str, entry: TableEntry) -> Body:
-    """The last run's outcome; Disabled (with the last run's figures) while the configuration is."""
+def record_expiration_job_status(ctx: Context, wh: str, entry: TableEntry, figures: bool = True) -> Body:
+    """The last run's outcome; Disabled (with the last run's figures) while the configuration is.
+    Without `figures`, no metrics: they count the table's rows (AWS's answer may leave them out)."""
     doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry.entry_id, "record-expiration-status")
-    if record_expiration(ctx, wh, entry).get("status") != "enabled":
-        return {**{k: v for k, v in doc.items() if k != "failureMessage"}, "status": "Disabled"}
-    return dict(doc) if doc else {"status": "NotYetRun"}
+    if _stored_expiration(ctx, wh, entry).get("status") != "enabled":
+        out = {**{k: v for k, v in doc.items() if k != "failureMessage"}, "status": "Disabled"}
+    else:
+        out = dict(doc) if doc else {"status": "NotYetRun"}
+    return out if figures else {k: v for k, v in out.items() if k != "metrics"}
 
 
 def check_record_expiration_status(value: object) -> Body:

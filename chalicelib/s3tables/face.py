@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from chalicelib.auth import acting, arns
+from chalicelib.auth.authorization import Authorization
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
 from chalicelib.core.catalog import namespaces, tables, warehouses
 from chalicelib.core.catalog.tables import TableEntry
@@ -509,6 +510,29 @@ def _stored_only(req: RequestContext) -> bool:
     return req.query.get("stored") == "true"  # an extension: what was put, without the defaults
 
 
+def _authz(req: RequestContext) -> Authorization:
+    if req.authz is None:
+        raise Forbidden("Access denied: this needs an authenticated caller")
+    return req.authz
+
+
+def _owner(req: RequestContext) -> backend.ConfigOwner:
+    """Who is putting a configuration a job carries out for them (as a replication rule's owner)."""
+    principal = req.identity
+    return backend.ConfigOwner(principal.name, "" if principal.is_root else principal.uuid)
+
+
+def _removal_owner(req: RequestContext, kind: str, clean: Body, why: Any) -> backend.ConfigOwner | None:
+    """A type that has the job delete files is put only by who may write the data it covers (`why`
+    says what they lack), and remembers them; other types and disabling need only their action."""
+    if not backend.removes_files(kind, clean):
+        return None
+    refusal = why()
+    if refusal is not None:
+        raise Forbidden(f"Access denied: {refusal}")
+    return _owner(req)
+
+
 @_op("/buckets/{tableBucketARN}/maintenance", "GET", "GetTableBucketMaintenanceConfiguration", _bucket_check)
 def get_bucket_maintenance(req: RequestContext) -> Result:
     ctx, wh = get_context(), _warehouse(req)
@@ -518,9 +542,11 @@ def get_bucket_maintenance(req: RequestContext) -> Result:
 
 @_op("/buckets/{tableBucketARN}/maintenance/{type}", "PUT", "PutTableBucketMaintenanceConfiguration", _bucket_check)
 def put_bucket_maintenance(req: RequestContext) -> Result:
-    kind = req.param("type")
+    kind, wh = req.param("type"), _warehouse(req)
     value = backend.check_maintenance(kind, tuple(backend.BUCKET_MAINTENANCE_DEFAULTS), _json(req).get("value"))
-    backend.set_maintenance(get_context(), _warehouse(req), backend.BUCKET_ENTRY, kind, value)
+    # A bucket's configuration covers its every table, those made later too.
+    owner = _removal_owner(req, kind, value, lambda: acting.file_removal_refusal(_authz(req), wh, None, None))
+    backend.set_maintenance(get_context(), wh, backend.BUCKET_ENTRY, kind, value, owner)
     return _ok(204, None)
 
 
@@ -529,11 +555,30 @@ def _table_target(req: RequestContext) -> tuple[Context, str, TableEntry]:
     return ctx, wh, backend.table(ctx, wh, ns, name)
 
 
+def _table_resource(wh: str, entry: TableEntry) -> tuple[arns.Resource, dict[str, str]]:
+    """The table itself, named and by id, with its condition keys (a policy may name it either way)."""
+    return table_arn(wh, entry.namespace, entry.name, entry.owner_uuid), ns_context(entry.namespace, entry.name)
+
+
+def _maintenance_gate(ctx: Context, wh: str, entry: TableEntry) -> Any:
+    """Per type, whether its owner may have the job delete this table's files now (auth/acting.py)."""
+    acting_for = acting.ActingFor(ctx)
+
+    def gate(kind: str) -> backend.OwnerGate:
+        return lambda owner: acting_for.file_removal(owner, kind, wh, entry.namespace, entry.name, entry.owner_uuid)
+
+    return gate
+
+
 @_op("/tables/{tableBucketARN}/{namespace}/{name}/maintenance", "GET", "GetTableMaintenanceConfiguration", _table_check)
 def get_table_maintenance(req: RequestContext) -> Result:
     ctx, wh, entry = _table_target(req)
-    config = backend.maintenance(ctx, wh, entry.entry_id, _stored_only(req))
-    return _ok(200, {"tableARN": shapes.table_arn_of(wh, entry), "configuration": config})
+    stored = _stored_only(req)
+    config = backend.maintenance(ctx, wh, entry.entry_id, stored)
+    out: Body = {"tableARN": shapes.table_arn_of(wh, entry), "configuration": config}
+    if stored:  # the maintenance job's question: the types it must not run on this table now, and why
+        out["refused"] = backend.maintenance_refusals(ctx, wh, entry, _maintenance_gate(ctx, wh, entry))
+    return _ok(200, out)
 
 
 @_op(
@@ -546,7 +591,13 @@ def put_table_maintenance(req: RequestContext) -> Result:
     kind = req.param("type")
     value = backend.check_maintenance(kind, tuple(backend.TABLE_MAINTENANCE_DEFAULTS), _json(req).get("value"))
     ctx, wh, entry = _table_target(req)
-    backend.set_maintenance(ctx, wh, entry.entry_id, kind, value)
+    owner = _removal_owner(
+        req,
+        kind,
+        value,
+        lambda: acting.file_removal_refusal(_authz(req), wh, entry.namespace, entry.name, entry.owner_uuid),
+    )
+    backend.set_maintenance(ctx, wh, entry.entry_id, kind, value, owner)
     return _ok(204, None)
 
 
@@ -569,9 +620,17 @@ def get_job_status(req: RequestContext) -> Result:
     _table_check,
 )
 def put_job_status(req: RequestContext) -> Result:
-    """A catalog extension (not in the S3 Tables model): the maintenance jobs report their runs here."""
+    """A catalog extension (not in the S3 Tables model): the maintenance jobs report their runs here.
+    Besides the action (an alias of PutTableMaintenanceConfiguration), it takes what the job's own
+    work takes, PutTableData on the table: a caller who may only configure cannot forge a run."""
     clean = backend.check_job_status(_json(req).get("status"))
     ctx, wh, entry = _table_target(req)
+    resource, cond = _table_resource(wh, entry)
+    if not _authz(req).may_write_data(resource, cond):
+        raise Forbidden(
+            f"Access denied: {req.identity.name} may not report maintenance runs of {entry.name!r}: that takes "
+            "s3tables:PutTableData on the table, as the maintenance job's own work does"
+        )
     backend.set_job_status(ctx, wh, entry.entry_id, clean)
     return _ok(204, None)
 
@@ -590,30 +649,59 @@ def _arn_target(req: RequestContext) -> tuple[Context, str, TableEntry]:
     return ctx, wh, backend.table(ctx, wh, ns, name)
 
 
+def _root_only(req: RequestContext, what: str) -> None:
+    """The expiration job's own calls: it runs with the root keys (docs/spark.md)."""
+    if not req.identity.is_root:
+        raise Forbidden(f"Access denied: {what} is reserved for the root user (the record expiration job's keys)")
+
+
 @_op("/table-record-expiration", "GET", "GetTableRecordExpirationConfiguration", _arn_check)
 def get_record_expiration(req: RequestContext) -> Result:
+    if req.query.get("resolved") == "true":  # an extension: the job's question, the column it applies to now
+        _root_only(req, "GetTableRecordExpirationConfiguration with resolved=true")
+        ctx, wh, entry = _arn_target(req)
+        acting_for = acting.ActingFor(ctx)
+
+        def gate(owner: backend.ConfigOwner) -> str | None:
+            return acting_for.record_expiration(owner, wh, entry.namespace, entry.name, entry.owner_uuid)
+
+        return _ok(200, {"configuration": backend.resolved_record_expiration(ctx, wh, entry, gate)})
     ctx, wh, entry = _arn_target(req)
-    resolved = req.query.get("resolved") == "true"  # an extension: the column it applies to now
-    return _ok(200, {"configuration": backend.record_expiration(ctx, wh, entry, resolved)})
+    return _ok(200, {"configuration": backend.record_expiration(ctx, wh, entry)})
 
 
 @_op("/table-record-expiration", "PUT", "PutTableRecordExpirationConfiguration", _arn_check)
 def put_record_expiration(req: RequestContext) -> Result:
+    """Enabling has the job read every row and delete some with the operator's credentials for the
+    caller: it takes a whole read and PutTableData too, and the configuration remembers who put it
+    (each run asks again). Disabling needs only the action."""
     clean = backend.check_record_expiration(_json(req).get("value"))
     ctx, wh, entry = _arn_target(req)
-    backend.set_record_expiration(ctx, wh, entry, clean)
+    owner = None
+    if clean["status"] == "enabled":
+        why = acting.expiration_refusal(_authz(req), wh, entry.namespace, entry.name, entry.owner_uuid)
+        if why is not None:
+            raise Forbidden(f"Access denied: {why}")
+        owner = _owner(req)
+    backend.set_record_expiration(ctx, wh, entry, clean, owner)
     return _ok(204, None)
 
 
 @_op("/table-record-expiration-job-status", "GET", "GetTableRecordExpirationJobStatus", _arn_check)
 def get_record_expiration_status(req: RequestContext) -> Result:
+    """The run's metrics count the table's rows: only for a caller who may read some of its data
+    (GetTableData); the others get the status without them, as AWS's answer may come."""
     ctx, wh, entry = _arn_target(req)
-    return _ok(200, backend.record_expiration_job_status(ctx, wh, entry))
+    resource, cond = _table_resource(wh, entry)
+    figures = _authz(req).reads_any(resource, cond)
+    return _ok(200, backend.record_expiration_job_status(ctx, wh, entry, figures))
 
 
 @_op("/table-record-expiration-job-status", "PUT", "PutTableRecordExpirationJobStatus", _arn_check)
 def put_record_expiration_status(req: RequestContext) -> Result:
-    """A catalog extension (not in the S3 Tables model): the expiration job reports its runs here."""
+    """A catalog extension (not in the S3 Tables model): the expiration job reports its runs here,
+    with the root keys; a run's status and figures are the catalog's word, so no user may write them."""
+    _root_only(req, "PutTableRecordExpirationJobStatus")
     clean = backend.check_record_expiration_status(_json(req))
     ctx, wh, entry = _arn_target(req)
     backend.set_record_expiration_job_status(ctx, wh, entry, clean)
