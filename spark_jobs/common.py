@@ -15,6 +15,17 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 _IDENT = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")
 
 
+def quote_identifier(name: str) -> str:
+    """One Spark SQL identifier, whatever it holds: in backticks, each backtick doubled (Spark's own
+    quoteIdentifier). Every name a job puts into SQL goes through this or a name check."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def quote_name(*parts: str) -> str:
+    """A multi-part name (catalog, namespace levels, table, metadata table), each part quoted."""
+    return ".".join(quote_identifier(p) for p in parts)
+
+
 def logger(name: str) -> logging.Logger:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     return logging.getLogger(name)

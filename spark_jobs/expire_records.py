@@ -4,14 +4,16 @@ PutTableRecordExpirationConfiguration), and report each run to the catalog.
     python -m spark_jobs.expire_records --all
     python -m spark_jobs.expire_records --table sales.events
 
-For every table in scope whose configuration is enabled, the catalog names the timestamp column
-(the table property `record-expiration.timestamp-column`, else the source of its day, hour, month or
-year partition field, else its only column of a time type), and the job runs one
-`DELETE FROM <table> WHERE <column> < <now - days>`. Spark's Iceberg DELETE writes it as the table's
-properties say (`write.delete.mode`: copy-on-write rewrites files, merge-on-read writes delete files
-or deletion vectors; whole partitions go without rewriting either way). The run's outcome
-(GetTableRecordExpirationJobStatus) carries the commit's figures: data files deleted, records
-deleted and the bytes of the files removed. Scheduled like maintenance (infra/schedule/).
+For every table in scope whose configuration is enabled, the catalog names the timestamp column (the
+one the configuration was put for, by Iceberg field id, under its current name) and says whether the
+configuration's owner may still have its rows deleted; the job runs one
+`DELETE FROM <table> WHERE <column> < <now - days>`, every identifier quoted. Spark's Iceberg DELETE
+writes it as the table's properties say (`write.delete.mode`: copy-on-write rewrites files,
+merge-on-read writes delete files or deletion vectors; whole partitions go without rewriting either
+way). The run's outcome (GetTableRecordExpirationJobStatus) carries the commit's figures: data files
+deleted, records deleted and the bytes of the files removed; a table the catalog refuses is skipped
+and its status says why. The job asks and reports with the root keys (only root may). Scheduled like
+maintenance (infra/schedule/).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote, unquote
 
-from spark_jobs.common import run_job, table_name
+from spark_jobs.common import quote_identifier, quote_name, run_job, table_name
 from spark_jobs.maintain import _checked, tables_in_scope
 from spark_jobs.maintenance_config import CatalogMaintenance, now_iso
 from spark_jobs.session import JobSettings
@@ -34,6 +36,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     scope.add_argument("--table", type=table_name)
     scope.add_argument("--namespace")
     scope.add_argument("--all", action="store_true", help="every table of the warehouse")
+
+
+class NotRoot(RuntimeError):
+    """The job's keys are not root's: it stops before deleting anything."""
 
 
 class CatalogExpiration(CatalogMaintenance):
@@ -47,7 +53,19 @@ class CatalogExpiration(CatalogMaintenance):
         return str(found["tableARN"])
 
     def configuration(self, arn: str) -> dict[str, Any]:
-        return self._call("GET", "/table-record-expiration", {"tableArn": arn, "resolved": "true"})["configuration"]
+        """The configuration with the column it applies to now, or an `error` (the table is skipped).
+        A 403 stops the job: only root may ask, and report (a job without the root keys deletes nothing)."""
+        import requests
+
+        try:
+            return self._call("GET", "/table-record-expiration", {"tableArn": arn, "resolved": "true"})["configuration"]
+        except requests.HTTPError as exc:
+            if exc.response is not None and exc.response.status_code in (401, 403):
+                raise NotRoot(
+                    f"the catalog refused the job's question ({exc.response.status_code}): the record expiration "
+                    "job runs with the root keys"
+                ) from None
+            raise
 
     def report_run(self, arn: str, status: dict[str, Any]) -> None:
         self._call("PUT", f"/table-record-expiration-job-status?tableArn={quote(arn, safe='')}", body=status)
@@ -89,28 +107,50 @@ def run_metrics(summaries: list[dict[str, str]]) -> dict[str, int]:
     return total
 
 
+_SPARK_TIME_TYPES = {"date": "date", "timestamp": "timestamptz", "timestamp_ntz": "timestamp"}
+
+
 def _column_type(spark: Any, full: str, column: str) -> str:
-    """The Iceberg type name of the column, from the table's Spark schema."""
-    field = spark.table(full).schema[column]
-    kind = field.dataType.typeName()
-    return {"date": "date", "timestamp": "timestamptz", "timestamp_ntz": "timestamp"}.get(kind, kind)
+    """The Iceberg type name of the column, from the table's Spark schema (matched exactly, by name)."""
+    found = [f for f in spark.table(full).schema.fields if f.name == column]
+    if not found:
+        raise LookupError(f"column {column[:80]!r} is not in the table's current schema (renamed meanwhile?)")
+    kind = found[0].dataType.typeName()
+    if kind not in _SPARK_TIME_TYPES:
+        raise TypeError(f"column {column[:80]!r} is of type {kind}, not a timestamp or date")
+    return _SPARK_TIME_TYPES[kind]
 
 
-def expire_table(spark: Any, catalog: str, table: str, config: dict[str, Any], log: logging.Logger) -> dict[str, Any]:
-    full = f"{catalog}.{table}"
-    column, days = str(config["column"]), int(config["settings"]["days"])
+def delete_statement(
+    catalog: str, table: str, column: str, column_type: str, days: int, now: datetime | None = None
+) -> str:
+    """The DELETE of one table's expired rows. Every identifier is quoted (a column name is the
+    table writer's, and may hold anything); the cutoff is a literal made here from a number."""
+    if isinstance(days, bool) or not isinstance(days, int) or days < 1:
+        raise ValueError(f"days must be a positive integer, not {days!r}")
+    full = quote_name(catalog, *table.split("."))
+    return f"DELETE FROM {full} WHERE {quote_identifier(column)} < {cutoff_literal(column_type, days, now)}"
+
+
+def expire_table(spark: Any, catalog: str, table: str, column: str, days: int, log: logging.Logger) -> dict[str, Any]:
+    full = quote_name(catalog, *_checked(table, "table").split("."))
     kind = _column_type(spark, full, column)
-    before = {r[0] for r in spark.sql(f"SELECT snapshot_id FROM {full}.snapshots").collect()}
-    spark.sql(f"DELETE FROM {full} WHERE `{column}` < {cutoff_literal(kind, days)}")
-    rows = spark.sql(f"SELECT snapshot_id, summary FROM {full}.snapshots").collect()
+    snapshots = quote_name(catalog, *table.split("."), "snapshots")
+    before = {r[0] for r in spark.sql(f"SELECT snapshot_id FROM {snapshots}").collect()}
+    spark.sql(delete_statement(catalog, table, column, kind, days))
+    rows = spark.sql(f"SELECT snapshot_id, summary FROM {snapshots}").collect()
     metrics = run_metrics([dict(r["summary"] or {}) for r in rows if r["snapshot_id"] not in before])
-    log.info("expired records of %s (%s older than %d days): %s", table, column, days, metrics)
+    log.info("expired records of %s (%r older than %d days): %s", table, column, days, metrics)
     print(f"expire_records: {table} {metrics}", flush=True)
     return metrics
 
 
+def _failure(exc: Exception) -> str:
+    return str(exc).splitlines()[0][:500] if str(exc) else type(exc).__name__
+
+
 def expire(spark: Any, args: argparse.Namespace, settings: JobSettings, log: logging.Logger) -> list[str]:
-    """Every enabled table in scope; one failing table is reported and the others go on."""
+    """Every enabled table in scope; one failing or refused table is reported and the others go on."""
     catalog = CatalogExpiration(settings)
     done, failed = [], []
     for table in tables_in_scope(spark, args):
@@ -119,19 +159,22 @@ def expire(spark: Any, args: argparse.Namespace, settings: JobSettings, log: log
         arn = catalog.table_arn(_checked(table, "table"))
         try:
             config = catalog.configuration(arn)
-        except Exception as exc:  # noqa: BLE001 - e.g. no column to use: reported as this table's failure
-            config = {"status": "enabled", "error": str(exc)[:500]}
+        except NotRoot:
+            raise
+        except Exception as exc:  # noqa: BLE001 - e.g. the table went meanwhile: reported as this table's failure
+            config = {"status": "enabled", "error": _failure(exc)}
         if config.get("status") != "enabled":
             continue
         status: dict[str, Any]
         try:
-            if "error" in config:
+            if "error" in config:  # the catalog's refusal (owner, column): nothing is read or deleted
                 raise RuntimeError(config["error"])
-            metrics = expire_table(spark, settings.catalog_name, table, config, log)
+            days = config["settings"]["days"]
+            metrics = expire_table(spark, settings.catalog_name, table, str(config["column"]), days, log)
             status = {"status": "Successful", "lastRunTimestamp": now_iso(), "metrics": metrics}
             done.append(table)
         except Exception as exc:  # noqa: BLE001 - reported, and the job exits non-zero at the end
-            message = str(exc).splitlines()[0][:500] if str(exc) else type(exc).__name__
+            message = _failure(exc)
             log.error("expiring records of %s failed: %s", table, message)
             status = {"status": "Failed", "lastRunTimestamp": now_iso(), "failureMessage": message}
             failed.append(table)

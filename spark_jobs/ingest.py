@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from spark_jobs.common import run_job, table_name
+from spark_jobs.common import quote_identifier, run_job, table_name
 from spark_jobs.session import JobSettings
 
 
@@ -60,7 +60,7 @@ def ingest(spark: Any, args: argparse.Namespace, settings: JobSettings, log: log
             raise ValueError("--mode merge needs --key")
         view = f"ingest_source_{int(time.time() * 1000)}"
         df.createOrReplaceTempView(view)
-        cond = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
+        cond = " AND ".join(f"t.{quote_identifier(k)} = s.{quote_identifier(k)}" for k in keys)
         spark.sql(
             f"MERGE INTO {args.table} t USING {view} s ON {cond} "
             "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"

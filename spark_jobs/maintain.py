@@ -23,7 +23,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from spark_jobs.common import run_job, table_name
+from spark_jobs.common import quote_name, run_job, table_name
 from spark_jobs.maintenance_config import STEP_TYPES, CatalogMaintenance, Plan, now_iso
 from spark_jobs.session import JobSettings
 
@@ -102,14 +102,26 @@ def _flags_plan(args: argparse.Namespace) -> Plan:
 def maintain_table(
     spark: Any, catalog: str, table: str, args: argparse.Namespace, log: logging.Logger, plan: Plan | None = None
 ) -> dict:
-    """Run the steps; a configured plan decides the governed ones (None = disabled), recording outcomes."""
+    """Run the steps; a configured plan decides the governed ones (None = disabled), recording outcomes.
+    A type the catalog refused (its owner may no longer have it done) is not run: it is Failed, saying why."""
     plan = plan or _flags_plan(args)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    table = _checked(table, "table")  # it goes into the procedures' string arguments
     result: dict[str, Any] = {"table": table}
-    call = f"CALL {catalog}.system"
+
+    def call(procedure: str) -> str:
+        return f"CALL {quote_name(catalog, 'system', procedure)}"
 
     def step(name: str, settings: dict[str, Any] | None, run: Any) -> None:
         kind = STEP_TYPES[name]
+        if kind in plan.refused:
+            plan.outcome[kind] = {
+                "status": "Failed",
+                "lastRunTimestamp": now_iso(),
+                "failureMessage": plan.refused[kind],
+            }
+            result.setdefault("refused", []).append(kind)
+            return
         if name in skip or settings is None:
             plan.outcome[kind] = {"status": "Disabled"}
             return
@@ -123,16 +135,17 @@ def maintain_table(
 
     def compact(cfg: dict[str, Any]) -> None:
         target = int(cfg["target_mb"]) * 1024 * 1024
+        strategy = "sort" if cfg["strategy"] == "sort" else "binpack"
         row = spark.sql(
-            f"{call}.rewrite_data_files(table => '{table}', strategy => '{cfg['strategy']}', options => map("
-            f"'target-file-size-bytes', '{target}', 'min-input-files', '{getattr(args, 'min_input_files', 2)}'))"
+            f"{call('rewrite_data_files')}(table => '{table}', strategy => '{strategy}', options => map("
+            f"'target-file-size-bytes', '{target}', 'min-input-files', '{int(getattr(args, 'min_input_files', 2))}'))"
         ).collect()[0]
         result["rewritten_files"] = row["rewritten_data_files_count"]
         result["added_files"] = row["added_data_files_count"]
 
     def expire(cfg: dict[str, Any]) -> None:
         row = spark.sql(
-            f"{call}.expire_snapshots(table => '{table}', "
+            f"{call('expire_snapshots')}(table => '{table}', "
             f"older_than => TIMESTAMP '{_ts(cfg['older_than_hours'])}', "
             f"retain_last => {int(cfg['retain_last'])})"
         ).collect()[0]
@@ -140,7 +153,7 @@ def maintain_table(
 
     def orphans(cfg: dict[str, Any]) -> None:
         rows = spark.sql(
-            f"{call}.remove_orphan_files(table => '{table}', "
+            f"{call('remove_orphan_files')}(table => '{table}', "
             f"older_than => TIMESTAMP '{_ts(cfg['older_than_hours'])}', "
             "prefix_listing => true)"
         ).collect()
@@ -148,7 +161,7 @@ def maintain_table(
 
     step("rewrite_data_files", plan.compaction, compact)
     if "rewrite_manifests" not in skip:
-        row = spark.sql(f"{call}.rewrite_manifests(table => '{table}')").collect()[0]
+        row = spark.sql(f"{call('rewrite_manifests')}(table => '{table}')").collect()[0]
         result["rewritten_manifests"] = row["rewritten_manifests_count"]
     if getattr(args, "stats", False):
         result["statistics_file"] = compute_stats(spark, catalog, table)
@@ -162,7 +175,8 @@ def maintain_table(
 def compute_stats(spark: Any, catalog: str, table: str) -> str | None:
     """Iceberg's compute_table_stats on the current snapshot: the Puffin file it registered (None
     for a table without a snapshot)."""
-    rows = spark.sql(f"CALL {catalog}.system.compute_table_stats(table => '{table}')").collect()
+    procedure = quote_name(catalog, "system", "compute_table_stats")
+    rows = spark.sql(f"CALL {procedure}(table => '{_checked(table, 'table')}')").collect()
     return str(rows[0]["statistics_file"]) if rows and rows[0]["statistics_file"] else None
 
 
@@ -185,7 +199,11 @@ def maintain(spark: Any, args: argparse.Namespace, settings: JobSettings, log: l
         try:
             configured = config is not None and table.count(".") == 1  # S3 Tables namespaces have one level
             plan = config.plan(table, _flags_plan(args)) if configured and config is not None else None
-            results.append(maintain_table(spark, settings.catalog_name, table, args, log, plan))
+            result = maintain_table(spark, settings.catalog_name, table, args, log, plan)
+            if result.get("refused"):  # its other steps ran; the refused types' status says why
+                failed.append(table)
+            else:
+                results.append(result)
         except Exception as exc:  # noqa: BLE001 - reported, and the job exits non-zero at the end
             log.error("maintaining %s failed: %s", table, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
             failed.append(table)

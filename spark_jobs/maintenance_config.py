@@ -25,6 +25,8 @@ class Plan:
     snapshots: dict[str, Any] | None = None  # retain_last, older_than_hours
     orphans: dict[str, Any] | None = None  # older_than_hours
     outcome: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Types the catalog says must not run on this table now (their owner may no longer), and why.
+    refused: dict[str, str] = field(default_factory=dict)
 
 
 STEP_TYPES = {
@@ -69,9 +71,13 @@ class CatalogMaintenance:
         return f"/tables/{self.bucket}/{namespace}/{name}"
 
     def plan(self, table: str, fallback: Plan) -> Plan:
-        """The table's configured types; the fallback (the job's options) for types never put."""
-        config = self._call("GET", self._table_path(table) + "/maintenance", {"stored": "true"})["configuration"]
+        """The table's configured types; the fallback (the job's options) for types never put. A type
+        that deletes files runs only while whoever put it may write the table's data: the catalog says
+        which it refuses now, and those are not run (nor replaced by the job's options)."""
+        answer = self._call("GET", self._table_path(table) + "/maintenance", {"stored": "true"})
+        config = answer["configuration"]
         plan = Plan(fallback.compaction, fallback.snapshots, fallback.orphans)
+        plan.refused = {str(k): str(v)[:2000] for k, v in (answer.get("refused") or {}).items()}
         compaction = config.get("icebergCompaction")
         if compaction is not None:
             own = compaction.get("settings", {}).get("icebergCompaction", {})
@@ -97,6 +103,10 @@ class CatalogMaintenance:
             own = orphans.get("settings", {}).get("icebergUnreferencedFileRemoval", {})
             enabled = orphans.get("status") == "enabled"
             plan.orphans = {"older_than_hours": 24.0 * int(own.get("unreferencedDays", 3))} if enabled else None
+        if "icebergSnapshotManagement" in plan.refused:
+            plan.snapshots = None
+        if "icebergUnreferencedFileRemoval" in plan.refused:
+            plan.orphans = None
         return plan
 
     def report(self, table: str, outcome: dict[str, dict[str, str]]) -> None:

@@ -22,7 +22,7 @@ from collections import Counter
 from typing import Any
 
 from spark_jobs.common import run_job
-from spark_jobs.maintain import maintain_table
+from spark_jobs.maintain import _checked, maintain_table
 from spark_jobs.session import JobSettings
 
 
@@ -76,7 +76,13 @@ def watch(spark: Any, args: argparse.Namespace, settings: JobSettings, log: logg
             seen.add(str(event.get("id")))
             mine = data.get("warehouse") == settings.warehouse
             if fresh and mine and str(event.get("type", "")).endswith(".table.committed") and adds_data(event):
-                table = str(event["subject"])
+                table = str(event.get("subject"))
+                try:
+                    _checked(table, "table")  # a queue anyone could write to: a name, never SQL
+                except ValueError as exc:
+                    log.warning("ignoring an event: %s", exc)
+                    sqs.delete_message(QueueUrl=args.queue_url, ReceiptHandle=msg["ReceiptHandle"])
+                    continue
                 counts[table] += 1
                 if counts[table] >= args.every:
                     log.info("%s: %d commits since its last maintenance", table, counts[table])
