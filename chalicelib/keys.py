@@ -40,7 +40,7 @@ Warehouse bucket (``{CATALOG_BUCKET_PREFIX}{warehouse}``), one per warehouse::
                                            deleted when the purge is done (core/settling/purges.py).
                                            A "dropped" table's "released": what it gave up and who
                                            did (core/settling/releases.py); a register's "live" claim
-                                           keeps the release it took in "consumed", with "since-ms"
+                                           keeps the release it took in "consumed", with "claimed-ms"
     .catalog/purges/{table-uuid}.json      purge job: the location still to empty; the dropper
                                            starts it, the sweeper finishes it
     .catalog/hive/{l1}/{t}.json            a non-Iceberg (Hive-style) table stored through Glue:

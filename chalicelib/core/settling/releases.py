@@ -33,7 +33,7 @@ from chalicelib.storage import StorageUnavailable
 
 RELEASED = "released"  # in a "dropped" uuid record: what was released
 CONSUMED = "consumed"  # in a "live" uuid record a register wrote: the release it took
-SINCE = "since-ms"  # when that register claimed the uuid (its lease)
+SINCE = "claimed-ms"  # when that register claimed the uuid (its lease)
 DROPS = ("drop", "unregister")  # the audit operations that end a table's entry
 
 
