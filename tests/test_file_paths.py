@@ -458,3 +458,26 @@ def test_every_commit_is_held_by_metadata_apply(ctx: Context, tmp_path: Path) ->
     ups.append({"action": "set-statistics", "snapshot-id": 7, "statistics": stats})
     with pytest.raises(BadRequest, match="statistics file of snapshot 7"):
         md.apply(ctx, parse_change(("ns",), "t", [], ups), md.parse_metadata(raw), None, LOCATION)
+
+
+def test_an_encrypted_manifest_list_is_checked_by_its_path_alone(ctx: Context, tmp_path: Path) -> None:
+    """A v3 snapshot with a key-id has an encrypted manifest list: the catalog can read it nowhere, so
+    only its path is checked. One that is an Avro file after all is read and checked as any other."""
+    sealed = f"{LOCATION}/metadata/snap-sealed.avro"
+    _put(ctx, sealed, b"AGS1" + bytes(64))  # an AES-GCM stream, as Iceberg Java encrypts files
+
+    def keyed(listed: str) -> Any:
+        snap = dict(_snap(1, listed), **{"key-id": "k1", "schema-id": 0})
+        meta = json.loads(md.dump_metadata(_metadata([])))
+        meta.update({"format-version": 3, "next-row-id": 0, "snapshots": [snap]})
+        meta["encryption-keys"] = [{"key-id": "k1", "encrypted-key-metadata": "AAAA"}]
+        return md.parse_metadata(json.dumps(meta).encode())
+
+    file_paths.check(ctx, None, keyed(sealed))
+    with pytest.raises(BadRequest, match="manifest list of snapshot 1"):
+        file_paths.check(ctx, None, keyed(f"{VICTIM}/metadata/snap-1.avro"))
+    plain, _ = _files(ctx, tmp_path, [f"{LOCATION}/data/1.parquet"], [f"{VICTIM}/metadata/m0.avro"])
+    with pytest.raises(BadRequest, match="names manifest"):
+        file_paths.check(ctx, None, keyed(plain))
+    with pytest.raises(BadRequest, match="not a readable Avro manifest list"):
+        file_paths.check(ctx, None, _metadata([_snap(1, sealed)]))  # no key-id: it should be Avro

@@ -101,6 +101,14 @@ def _snapshots(meta: Any) -> dict[int, tuple[Any, Any]]:
     return {s.snapshot_id: (s.manifest_list, s.parent_snapshot_id) for s in meta.snapshots or []}
 
 
+def _keyed(meta: Any) -> set[int]:
+    """Snapshots whose manifest list is encrypted (a v3 `key-id`, core/iceberg/encryption.py)."""
+    doc = getattr(meta, "doc", None)
+    if isinstance(doc, dict):
+        return {int(s["snapshot-id"]) for s in doc.get("snapshots") or [] if s.get("key-id") is not None}
+    return {s.snapshot_id for s in meta.snapshots or [] if getattr(s, "key_id", None) is not None}
+
+
 def _statistics(meta: Any) -> set[tuple[str, Any, Any]]:
     """(kind, snapshot id, path) of every statistics and partition-statistics file."""
     if meta is None:
@@ -138,14 +146,24 @@ def check(ctx: Context, base: Any, new: Any, client_written: bool = False) -> No
         if not inside(location, listed):
             raise BadRequest(outside(f"The manifest list of snapshot {sid}", listed, location))
     if added:
-        _check_manifests(ctx, location, added, before)
+        keyed = _keyed(new)
+        sealed = {v[0] for sid, v in added.items() if sid in keyed} - {
+            v[0] for sid, v in added.items() if sid not in keyed
+        }
+        _check_manifests(ctx, location, added, before, sealed)
 
 
 def _check_manifests(
-    ctx: Context, location: str, added: dict[int, tuple[Any, Any]], before: dict[int, tuple[Any, Any]]
+    ctx: Context,
+    location: str,
+    added: dict[int, tuple[Any, Any]],
+    before: dict[int, tuple[Any, Any]],
+    sealed: set[str],
 ) -> None:
     """The manifests the new snapshots' lists name lie inside, and so does every file of each
-    manifest their parents' lists did not name (one round for the lists, one for the manifests)."""
+    manifest their parents' lists did not name (one round for the lists, one for the manifests).
+    A `sealed` list (its snapshot's key-id says it is encrypted) that is no Avro file is one the
+    catalog cannot read, here or anywhere: its path alone is checked."""
     lists = sorted({listed for listed, _ in added.values()})
     parents = sorted(
         {
@@ -155,7 +173,9 @@ def _check_manifests(
         }
         - set(lists)
     )
-    read = parallel.map_counted(lambda p: _manifests_of(ctx, p, p in parents), [*lists, *parents], pool="files")
+    read = parallel.map_counted(
+        lambda p: _manifests_of(ctx, p, p in parents, p in sealed), [*lists, *parents], pool="files"
+    )
     named = dict(zip([*lists, *parents], read, strict=True))
     known = {m for p in parents for m in named[p] or ()}
     todo: list[str] = []
@@ -185,9 +205,10 @@ def _read(ctx: Context, path: str, what: str) -> bytes | None:
         raise BadRequest(f"{what} {path[:300]!r} is larger than {MAX_FILE_BYTES} bytes") from None
 
 
-def _manifests_of(ctx: Context, listed: str, lenient: bool) -> tuple[str, ...] | None:
+def _manifests_of(ctx: Context, listed: str, lenient: bool, sealed: bool = False) -> tuple[str, ...] | None:
     """The manifests a manifest list names (kept per process: a list is written once). `lenient`: a
-    parent's list, which only saves reads; unreadable, it saves none."""
+    parent's list, which only saves reads; unreadable, it saves none. `sealed`: an encrypted list,
+    None when it is (no Avro file)."""
     global _lists_weight
     with _lock:
         hit = _lists.get(listed)
@@ -195,7 +216,7 @@ def _manifests_of(ctx: Context, listed: str, lenient: bool) -> tuple[str, ...] |
             _lists.move_to_end(listed)
             return hit
     body = _read(ctx, listed, "Manifest list")
-    if body is None:
+    if body is None or (sealed and not body.startswith(avro_paths.MAGIC)):
         return None
     try:
         found = tuple(avro_paths.strings(body, avro_paths.MANIFEST_PATH))
