@@ -333,7 +333,8 @@ def test_the_owner_losing_access_stops_the_job(catalog_url, s3_endpoint, http):
 @pytest.mark.full
 def test_run_figures_need_a_read_and_only_root_reports_a_run(catalog_url, s3_endpoint, http):
     """GetTableRecordExpirationJobStatus shows a run's metrics (counts of the table's rows) only to a
-    caller who may read its data; the others get the status without them. Reporting a run (the job's
+    caller who may read every row (masked or not); the others, with no read or a row-limited one,
+    get the status without them. Reporting a run (the job's
     extension) and asking the job's question are root's: a user holding s3tables:* gets 403."""
     from pyiceberg.types import LongType, TimestampType
 
@@ -356,6 +357,28 @@ def test_run_figures_need_a_read_and_only_root_reports_a_run(catalog_url, s3_end
         http, catalog_url, _st("Allow", ["s3tables:GetTableRecordExpirationJobStatus", "s3tables:GetTableData"], table)
     )
     assert reader.get_table_record_expiration_job_status(tableArn=arn)["metrics"] == run["metrics"]
+    status_and_read = ["s3tables:GetTableRecordExpirationJobStatus", "s3tables:GetTableData"]
+    masked = _on("s3tables:columnMask/ts", "replace-with-null")  # values hidden, not rows: it may count them
+    _, masked_reader, _ = _user(
+        http,
+        catalog_url,
+        _st("Allow", ["s3tables:GetTableRecordExpirationJobStatus"], table),
+        _st("Allow", ["s3tables:GetTableData"], table, masked),
+    )
+    assert masked_reader.get_table_record_expiration_job_status(tableArn=arn)["metrics"] == run["metrics"]
+    for statements in (
+        [
+            _st("Allow", ["s3tables:GetTableRecordExpirationJobStatus"], table),
+            _st("Allow", ["s3tables:GetTableData"], table, _on("s3tables:partition/id", "1")),  # some rows only
+        ],
+        [
+            _st("Allow", status_and_read, table),
+            _st("Deny", ["s3tables:GetTableData"], table, _on("s3tables:partition/id", "1")),
+        ],
+    ):
+        _, part, _ = _user(http, catalog_url, *statements)
+        got = part.get_table_record_expiration_job_status(tableArn=arn)
+        assert got["status"] == "Successful" and "metrics" not in got, got
 
     from scripts import catalog_admin
 

@@ -689,11 +689,17 @@ def put_record_expiration(req: RequestContext) -> Result:
 
 @_op("/table-record-expiration-job-status", "GET", "GetTableRecordExpirationJobStatus", _arn_check)
 def get_record_expiration_status(req: RequestContext) -> Result:
-    """The run's metrics count the table's rows: only for a caller who may read some of its data
-    (GetTableData); the others get the status without them, as AWS's answer may come."""
+    """The run's metrics count the table's rows: only for a caller who may read every row of it
+    (GetTableData with no row condition; masks and column grants hide values, not rows); the others
+    get the status without them, as AWS's answer may come."""
     ctx, wh, entry = _arn_target(req)
     resource, cond = _table_resource(wh, entry)
-    figures = _authz(req).reads_any(resource, cond)
+    authz = _authz(req)
+    rule = authz.read_policy(resource, cond)
+    every_row = any(not st.deny and not st.rows for st in rule) and not any(
+        st.deny and st.rows and st.columns is None for st in rule
+    )
+    figures = every_row and authz.reads_any(resource, cond)
     return _ok(200, backend.record_expiration_job_status(ctx, wh, entry, figures))
 
 
