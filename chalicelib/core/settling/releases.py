@@ -94,8 +94,9 @@ class Release:
         )
 
     def released_by(self, principal: str, user_uuid: str) -> bool:
-        """Whether this principal is the one that released the table."""
-        return bool(self.principal) and principal == self.principal and self.principal_uuid in ("", user_uuid)
+        """Whether this principal is the one that released the table (the same user record: its
+        uuid; "" for root and for users of a release before user uuids, and only for them)."""
+        return bool(self.principal) and principal == self.principal and self.principal_uuid == user_uuid
 
 
 MayAdopt = Callable[[Release], None]  # a face's consent: returns, or raises (Forbidden) to refuse
