@@ -288,6 +288,14 @@ def test_enabling_takes_put_table_data_and_a_whole_read(catalog_url, s3_endpoint
     user.put_table_record_expiration_configuration(tableArn=arn, value=ENABLE)
     assert user.get_table_record_expiration_configuration(tableArn=arn)["configuration"] == ENABLE  # AWS's shape
     assert _resolved(http, catalog_url, arn) == {**ENABLE, "column": "ts", "column-id": 2, "column-type": "timestamp"}
+    # The column is kept by field id: renamed, the job follows it; dropped, the job stops there.
+    with root.load_table("secret.ev").update_schema() as update:
+        update.rename_column("ts", "event time")
+    assert _resolved(http, catalog_url, arn)["column"] == "event time"
+    with root.load_table("secret.ev").update_schema() as update:
+        update.delete_column("event time")
+    got = _resolved(http, catalog_url, arn)
+    assert "column" not in got and "field id 2, named 'ts' then" in got["error"] and "again" in got["error"], got
 
 
 @pytest.mark.full

@@ -477,16 +477,17 @@ def _usable(field: Body, why: str) -> ExpirationColumn:
     return ExpirationColumn(int(field["id"]), name, str(field["type"]))
 
 
-def expiration_column(metadata: Body, column_id: int | None = None) -> ExpirationColumn:
+def expiration_column(metadata: Body, column_id: int | None = None, put_as: str | None = None) -> ExpirationColumn:
     """The top-level column whose age decides a row's expiry (BadRequest naming the remedy): the one a
     configuration was put for, by field id, else the property's, the time partition's source, or the
     only column of a time type."""
     fields = _top_level_fields(metadata)
     if column_id is not None:
         if column_id not in fields:
+            was = f", named {put_as[:80]!r} then" if put_as else ""
             raise BadRequest(
-                f"The column record expiration was put for (field id {column_id}) is no longer in the table's "
-                "schema: put the configuration again"
+                f"The column record expiration was put for (field id {column_id}{was}) is no longer in the "
+                "table's schema: put the configuration again"
             )
         return _usable(fields[column_id], f"field id {column_id}, which the configuration was put for")
     named = (metadata.get("properties") or {}).get(EXPIRATION_COLUMN_PROPERTY)
@@ -547,9 +548,13 @@ def resolved_record_expiration(ctx: Context, wh: str, entry: TableEntry, gate: O
     why = owner_refusal(config, f"Record expiration of {table}", gate)
     if why is not None:
         return {**out, "error": why}
-    column_id = config.get("column-id")
+    column_id, put_as = config.get("column-id"), config.get("column-name")
     try:
-        column = expiration_column(_table_metadata(ctx, wh, entry), column_id if isinstance(column_id, int) else None)
+        column = expiration_column(
+            _table_metadata(ctx, wh, entry),
+            column_id if isinstance(column_id, int) else None,
+            put_as if isinstance(put_as, str) else None,
+        )
     except BadRequest as exc:
         return {**out, "error": exc.message}
     return {**out, "column": column.name, "column-id": column.id, "column-type": column.type}
