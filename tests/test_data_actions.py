@@ -444,8 +444,10 @@ def test_an_aws_s3_tables_policy_set_works_unchanged(url, lake):
 
 
 def test_a_staged_grant_signs_only_while_its_table_is_being_created(lake, s3_endpoint):
-    """A stage-create's signer grant writes the new table's files; once a table of that name exists,
-    the table's own rules hold (here: a Deny on GetTableData), whatever the grant says."""
+    """A stage-create's signer grant writes the new table's files, at the location the catalog chose
+    for it, and nothing else: another table that takes the name meanwhile is not the grant's (its
+    files lie elsewhere); once its own table exists, that table's own rules hold (tests/
+    test_redteam_staged.py)."""
     tables = f"arn:aws:s3tables:::bucket/{lake.wh}/table/*"
     actions = ["s3tables:GetTable", "s3tables:CreateTable", "s3tables:UpdateTable", "s3tables:PutTableData"]
     no_reads = allow(["s3tables:GetTableData"], tables, effect="Deny")
@@ -466,12 +468,12 @@ def test_a_staged_grant_signs_only_while_its_table_is_being_created(lake, s3_end
     assert http.post(f"{lake.url}/{endpoint}", json=own).status_code == 200  # its own new table's files
     name = f"b{uuid.uuid4().hex[:6]}"
     endpoint, _ = stage(name)
-    # A table of that name now exists, with rows: the grant no longer reads anything the user may not.
+    # Another table of that name now exists, with rows: the grant reads nothing of it.
     lake.root.create_table(f"ns.{name}", SCHEMA, partition_spec=SPEC).append(_rows("eu", 0, 2))
     path = next(iter(lake.root.load_table(f"ns.{name}").scan().plan_files())).file.file_path
     read = {"method": "GET", "uri": f"{s3_endpoint}/{path[5:]}", "headers": {}}
     refused = http.post(f"{lake.url}/{endpoint}", json=read)
-    assert refused.status_code == 403 and "s3tables:GetTableData" in refused.text, refused.text
+    assert refused.status_code == 403 and "outside the table's location" in refused.text, refused.text
 
 
 def test_a_bad_value_of_the_property_takes_the_meaning_that_grants_least():

@@ -26,52 +26,61 @@ _lock = threading.Lock()
 _pointers: dict[tuple[str, tuple[str, ...], str], tuple[float, str, bool]] = {}
 
 
-def _location(req: RequestContext, grant: str | None = None) -> tuple[str, tuple[str, ...], str, str, bool, bool]:
+def _location(
+    req: RequestContext, grant: str | None = None, staged_max_age_s: float = 0.0
+) -> tuple[str, tuple[str, ...], str, str, bool, bool]:
     """The table's warehouse, namespace, name and location, whether it is still being created
     (a staged table: no pointer yet, signed for by its creator's grant: in the signer endpoint's
     query, or as the sign request's `staged` property from remote-signing-config), and whether it
-    is a read-only replica."""
+    is a read-only replica. `staged_max_age_s`: how old an answer to "is the grant still good" may be."""
     ctx, wh = warehouse_of(req)
     ns, name = namespace_of(req), check_table(req.param("table"))
     staged = req.query.get("staged") or grant
     if staged:  # a table being created: its creator's grant names the location the catalog chose
-        from chalicelib.auth import sign_tokens
-
-        principal = req.identity
-        if not staged.startswith(sign_tokens.PREFIX) or not principal.token_key:
-            raise Forbidden("Invalid staged-table grant")
-        try:
-            location = sign_tokens.staged_location(staged, principal.token_key, principal.name, (wh, *ns, name))
-        except Unauthorized:
-            raise Forbidden("Invalid staged-table grant: it is another caller's, another table's or expired") from None
-        if not _exists(ctx, wh, ns, name):
+        location = _staged_location(req, ctx, wh, ns, name, staged)
+        table_uuid = data.staged_uuid(ctx.bucket_for(wh), ns, name, location)
+        if table_uuid is None:
+            raise Forbidden("Invalid staged-table grant: it names no location the catalog chose for this table")
+        if not data.staged_location_held(ctx, ctx.bucket_for(wh), table_uuid, staged_max_age_s):
             return wh, ns, name, location, True, False
-        # Created since (or another table of that name): the grant is spent; the table's own rules hold.
+        return _spent(req, ctx, wh, ns, name, location)
     wh, ns, name, location, replica = _live_location(ctx, wh, ns, name)
     return wh, ns, name, location, False, replica
 
 
-_absent: dict[tuple[str, tuple[str, ...], str], float] = {}
+def _staged_location(req: RequestContext, ctx: Any, wh: str, ns: tuple[str, ...], name: str, grant: str) -> str:
+    """The location a staged-create grant vouches for: the caller's own, for this table (its
+    warehouse, namespace and name), unexpired; 403 for anything else."""
+    from chalicelib.auth import sign_tokens
 
-
-def _exists(ctx: Any, wh: str, ns: tuple[str, ...], name: str) -> bool:
-    """Whether the table has a pointer (a staged table has none), kept as long as its location."""
-    key, now = (wh, ns, name), time.monotonic()
-    with _lock:
-        hit, gone = _pointers.get(key), _absent.get(key)
-    if hit is not None and now - hit[0] <= LOCATION_TTL_S:
-        return True
-    if gone is not None and now - gone <= LOCATION_TTL_S:
-        return False
+    principal = req.identity
+    if not grant.startswith(sign_tokens.PREFIX) or not principal.token_key:
+        raise Forbidden("Invalid staged-table grant")
     try:
-        _live_location(ctx, wh, ns, name)
-        return True
+        return sign_tokens.staged_location(grant, principal.token_key, principal.name, (wh, *ns, name))
+    except Unauthorized:
+        raise Forbidden("Invalid staged-table grant: it is another caller's, another table's or expired") from None
+
+
+def _spent(
+    req: RequestContext, ctx: Any, wh: str, ns: tuple[str, ...], name: str, location: str
+) -> tuple[str, tuple[str, ...], str, str, bool, bool]:
+    """A grant whose location a table holds or held (its create committed, or the table was since
+    renamed, dropped or unregistered) vouches for nothing. Only the table it created, still under
+    this name, is served, under its own rules (a client finishing its create with the endpoint it
+    was given): GetTable, and the data actions the handler asks, as without a grant."""
+    refused = Forbidden(
+        f"Invalid staged-table grant: the table it was issued for has been created, so the grant is spent; "
+        f"load {'.'.join(ns)}.{name} (or the table wherever it is now) for access under its own rules"
+    )
+    try:
+        wh, ns, name, live, replica = _live_location(ctx, wh, ns, name)
     except NotFound:
-        with _lock:
-            if len(_absent) > 10_000:
-                _absent.clear()
-            _absent[key] = now
-        return False
+        raise refused from None
+    if live.rstrip("/") != location.rstrip("/"):
+        raise refused  # another table of that name: not the grant's
+    req.require("GetTable", resources.table_arn(wh, ns, name), resources.ns_context(ns, name))
+    return wh, ns, name, live, False, replica
 
 
 def _live_location(ctx: Any, wh: str, ns: tuple[str, ...], name: str) -> tuple[str, tuple[str, ...], str, str, bool]:
@@ -117,7 +126,9 @@ def sign_request(req: RequestContext) -> tuple[int, dict[str, Any], dict[str, st
     body = req.json_object()
     method, uri, headers, payload = _sign_request(body)
     grant = resources.staged_grant(req.query.get("staged"), body.get("properties"))
-    wh, ns, name, location, creating, replica = _location(req, grant)  # creating: the route checked CreateTable
+    # creating: the route checked CreateTable. A grant's check is kept as long as a table's location
+    # (one GET per 5 s), so a create's commit ends its grant within 5 s, as a drop or rename ends signing.
+    wh, ns, name, location, creating, replica = _location(req, grant, LOCATION_TTL_S)
     grant = data.Grant.of(location, write=True)
     s3 = data.check(grant, method, uri, headers, payload, ctx.settings.client_endpoint_for(wh))
     if s3.writes and replica:
@@ -193,10 +204,8 @@ def _within(headers: dict[str, list[str]], ranges: list[tuple[int, int]]) -> boo
 def load_credentials(req: RequestContext) -> tuple[int, dict[str, Any]]:
     """Fresh vended credentials for the table (clients call it before theirs expire)."""
     ctx, _ = warehouse_of(req)
+    # Checked afresh: credentials outlive the request, so none are vended once the location is a table's.
     wh, ns, name, location, creating, replica = _location(req)
-    if creating:  # a staged table holds only what its creator writes (the route asked CreateTable)
-        grant = req.query.get("staged")
-        return 200, {"storage-credentials": delegation.credentials(req, ctx, wh, ns, name, location, staged=grant)}
     if not delegation.may_read(req, wh, ns, name):
         raise Forbidden(
             f"Access denied: {req.identity.name} may not read the data of {'.'.join(ns)}.{name} "
@@ -204,4 +213,8 @@ def load_credentials(req: RequestContext) -> tuple[int, dict[str, Any]]:
             "read signs its writes: X-Iceberg-Access-Delegation: remote-signing)"
         )
     delegation.refuse_vending_if_limited(req, wh, ns, name)
-    return 200, {"storage-credentials": delegation.credentials(req, ctx, wh, ns, name, location, replica)}
+    # A table being created is vended what its creator would be vended once it exists (they outlive
+    # the create), and refreshes with its grant; a spent grant's table refreshes without one.
+    grant = req.query.get("staged") if creating else None
+    creds = delegation.credentials(req, ctx, wh, ns, name, location, replica, staged=grant)
+    return 200, {"storage-credentials": creds}
