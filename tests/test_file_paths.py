@@ -24,8 +24,8 @@ from chalicelib.storage import COUNTER, S3Storage
 from infra.memory_s3 import MemoryS3, Store
 
 BUCKET = "wh"
-LOCATION = f"s3://{BUCKET}/ns/t-{uuid.uuid4().hex}"
-VICTIM = f"s3://{BUCKET}/other/v-{uuid.uuid4().hex}"
+LOCATION = f"s3://{BUCKET}/ns/t-5f1c0a7e2b8d4c6e9a3f0b1d2c4e6f80"  # fixed: xdist workers collect the same ids
+VICTIM = f"s3://{BUCKET}/other/v-0a9b8c7d6e5f40312233445566778899"
 
 
 # ---- the rule ------------------------------------------------------------------------------------
