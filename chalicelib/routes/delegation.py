@@ -222,21 +222,22 @@ def for_table(
     policy: tuple[Any, ...] | None = None,
 ) -> tuple[dict[str, str], list[dict[str, Any]] | None]:
     """(config, storage-credentials) for a loaded or created table, as the client asked. A staged
-    table (stage-create: no pointer yet) is signed for by a grant carried in its signer endpoint;
-    a read-only replica's credentials never write. `policy`: the caller's statements when the
-    route has them already (the policy walk is per request)."""
+    table (stage-create: no pointer yet) is signed for, and its credentials refreshed, with a grant
+    carried in its endpoints; a read-only replica's credentials never write. `policy`: the caller's
+    statements when the route has them already (the policy walk is per request)."""
     from chalicelib.core.catalog.planning import enforced, reads_any, restricted
 
     config = dict(ctx.settings.client_config_for(wh))
     wanted = requested(req)
+    rule = enforced(policy, trusted_engine(req)) if policy is not None else read_rule(req, wh, ns, name)
+    reads = reads_any(rule)
     if staged:
-        rule: tuple[Any, ...] = ()
-    elif policy is not None:
-        rule = enforced(policy, trusted_engine(req))
-    else:
-        rule = read_rule(req, wh, ns, name)
-    reads = staged or reads_any(rule)  # a staged table holds only what its creator writes
-    if reads and not staged and restricted(rule):
+        # Credentials outlive the create: they go only to a creator that may read all of the table
+        # once it exists, as its load would vend them; any other creator writes through the signer.
+        reads = reads and not restricted(rule)
+        if not reads and "vended-credentials" in wanted and ctx.settings.remote_signing:
+            wanted = {"remote-signing"}
+    elif reads and restricted(rule):
         # Plans only (the spec's scan-planning-mode): its client must not plan by reading manifests,
         # which hold every file's partition and bounds, and vended keys could not be scoped to rows.
         config["scan-planning-mode"] = "server"
@@ -294,8 +295,10 @@ def signing_config(
 
 def staged_grant(req: RequestContext, wh: str, ns: tuple[str, ...], name: str, location: str) -> str | None:
     """Spark's CTAS and DuckDB's CREATE TABLE write data before the table exists: this grant, under
-    the creator's own key, vouches for the location the catalog chose for it, to its signer and to
-    its credential refreshes (None for a caller without a key to mint it under)."""
+    the creator's own key, vouches for the location the catalog chose for it (`{ns}/{name}-{uuid}`,
+    so for that table uuid too), to its signer and to its credential refreshes, on this table's
+    endpoints only, and only while no table holds or held that location (core/access/staged.py):
+    its create's commit spends it (None for a caller without a key to mint it under)."""
     from chalicelib.auth import sign_tokens
 
     principal = req.identity
