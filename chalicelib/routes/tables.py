@@ -49,7 +49,7 @@ def create_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     ctx, wh = warehouse_of(req)
     ns, new = namespace_of(req), iceberg_io.parse_create(req.json())
     state = tables.create(ctx, wh, ns, new)
-    return iceberg_io.with_etag(state, *_access(req, wh, ns, new.name, state))
+    return iceberg_io.with_etag(_shown(req, wh, ns, new.name, state), *_access(req, wh, ns, new.name, state))
 
 
 def _access(
@@ -87,7 +87,7 @@ def register_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
 
     may_adopt = delegation.may_take_back(req, wh)  # a released table's files: its own data actions
     state = tables.register(ctx, wh, ns, name, location, overwrite, may_restore=may_restore, may_adopt=may_adopt)
-    return iceberg_io.with_etag(state, *_access(req, wh, ns, name, state))
+    return iceberg_io.with_etag(_shown(req, wh, ns, name, state), *_access(req, wh, ns, name, state))
 
 
 def _only_referenced_snapshots(raw: bytes) -> bytes:
@@ -146,8 +146,15 @@ def commit_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     return iceberg_io.with_etag(shown, ctx.settings.client_config_for(wh), tag=tag)
 
 
+def _shown(req: RequestContext, wh: str, ns: tuple[str, ...], name: str, state: TableState) -> TableState:
+    """The table as the caller's load would show it (an answer that carries its metadata)."""
+    policy = delegation.read_policy(req, wh, ns, name)
+    return TableState(state.metadata_location, _visible_statistics(state.raw_metadata, policy))
+
+
 def _visible_statistics(raw: bytes, policy: tuple[Any, ...]) -> bytes:
-    """Statistics are data: NDVs in the metadata's `statistics` only of columns the caller may read raw."""
+    """Statistics are data: NDVs in the metadata's `statistics` only of columns the caller may read
+    raw, and snapshot summaries without partition values or the row counts it may not see."""
     from chalicelib.core.catalog import planning
 
     return planning.visible_statistics(raw, policy)
@@ -177,8 +184,11 @@ def unregister_table(req: RequestContext) -> tuple[int, dict[str, Any]]:
     """The spec's unregisterTable (s3tables:UnregisterTable): the catalog forgets the table, every
     file stays; the answer is its last metadata location and metadata."""
     ctx, wh = warehouse_of(req)
-    state = tables.unregister(ctx, wh, namespace_of(req), _table_of(req))
-    return 200, {"metadata-location": state.metadata_location, "metadata": json.loads(state.raw_metadata)}
+    ns, name = namespace_of(req), _table_of(req)
+    policy = delegation.read_policy(req, wh, ns, name)  # asked while the table is still there
+    state = tables.unregister(ctx, wh, ns, name)
+    raw = _visible_statistics(state.raw_metadata, policy)
+    return 200, {"metadata-location": state.metadata_location, "metadata": json.loads(raw)}
 
 
 @operation(bp, PREFIX + "/tables/rename", "POST", "RenameTable", checks=resources.rename)

@@ -61,8 +61,11 @@ def get_dropped(req: RequestContext) -> tuple[int, dict[str, Any]]:
         raise Forbidden(f"Access denied: {req.identity.name} is denied s3tables:GetTable on the dropped table")
     out = trash.public_any(record)
     location = out.get("metadata-location")
-    if location:
-        out["metadata"] = json.loads(trash.read_metadata_raw(ctx, str(location)))
+    if location:  # as a load of the table would have shown it to this caller
+        from chalicelib.core.catalog import planning
+
+        raw = trash.read_metadata_raw(ctx, str(location))
+        out["metadata"] = json.loads(planning.visible_statistics(raw, req.read_policy(*dropped_resource(wh, record))))
     return 200, out
 
 

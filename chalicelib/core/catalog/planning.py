@@ -47,12 +47,15 @@ def read_restrictions(raw_metadata: bytes, rule: ReadRule, trusted: bool) -> dic
 
 def visible_statistics(raw_metadata: bytes, rule: ReadRule) -> bytes:
     """A loaded or committed table's metadata as this reader may see it: NDVs in its `statistics`
-    only of columns it may read raw (statistics are data; core/planning/column_stats.py)."""
+    only of columns it may read raw (statistics are data; core/planning/column_stats.py), and
+    snapshot summaries without the partition values and row counts it may not see."""
     if not restricted(rule):
         return raw_metadata
+    from chalicelib.core.planning import summaries
     from chalicelib.core.planning.column_stats import visible_statistics as visible
 
-    return visible(raw_metadata, rule)
+    # Snapshot summaries too: partition values and row counts (core/planning/summaries.py).
+    return summaries.visible(visible(raw_metadata, rule), rule)
 
 
 def restrictions_tag(rule: ReadRule, trusted: bool) -> str:
