@@ -362,3 +362,40 @@ def test_a_table_naming_another_tables_files_is_not_replicated(catalog_url, s3_e
     assert "outside the table's location" in state["failureMessage"], state
     assert "the version is not replicated" in state["failureMessage"], state  # found before any copy
     assert _replicas(st, arns[dst]) == []
+
+
+def test_a_sinks_record_is_its_owners_and_roots_to_see(catalog_url, http):
+    """A user who may list and make sinks sees only its own: another's target (a chat service's
+    hook URL is a credential) and filters (table names) stay hidden, it may not replay another's
+    sink, and the audit trail keeps only a webhook's scheme and host."""
+    wh = f"wh-sink-{uuid.uuid4().hex[:8]}"
+    assert http.post(f"{catalog_url}/v1/warehouses", json={"name": wh}).status_code == 200
+    sinks = f"{catalog_url}/v1/{wh}/event-sinks"
+    secret_hook = "https://hooks.example.com/services/T0/B0/SECRETTOKEN"
+    made = http.post(
+        sinks, json={"name": "roots", "kind": "webhook", "target": secret_hook, "filters": {"tables": ["hidden.pii"]}}
+    )
+    assert made.status_code == 200, made.text
+    bucket = f"{ACCOUNT_ARN}/{wh}"
+    _, akid, secret = make_user(
+        http,
+        catalog_url,
+        {
+            "p": _doc(
+                _st("Allow", ["s3tables:ListEventSinks", "s3tables:CreateEventSink", "s3tables:GetAuditLog"], bucket)
+            )
+        },
+    )
+    user = catalog_admin.session(akid, secret)
+    mine = user.post(sinks, json={"name": "mine", "kind": "webhook", "target": "https://example.com/mine"})
+    assert mine.status_code == 200, mine.text
+    listed = user.get(sinks)
+    assert listed.status_code == 200 and [s["name"] for s in listed.json()["sinks"]] == ["mine"], listed.text
+    assert "SECRETTOKEN" not in listed.text and "hidden.pii" not in listed.text
+    assert sorted(s["name"] for s in http.get(sinks).json()["sinks"]) == ["mine", "roots"]  # root sees all
+    refused = user.post(f"{sinks}/roots/replay")
+    assert refused.status_code == 403, refused.text
+    assert user.post(f"{sinks}/mine/replay").status_code == 200
+    trail = user.get(f"{catalog_url}/v1/{wh}/audit")
+    assert trail.status_code == 200 and "create-event-sink" in trail.text, trail.text
+    assert "SECRETTOKEN" not in trail.text and "https://hooks.example.com/..." in trail.text

@@ -47,7 +47,16 @@ def get_events(req: RequestContext) -> tuple[int, dict[str, Any]]:
 @operation(bp, SINKS, "GET", "ListEventSinks", iceberg=False, checks=_warehouse)
 def list_sinks(req: RequestContext) -> tuple[int, dict[str, Any]]:
     ctx, wh = warehouse_of(req)
-    return 200, {"sinks": [events.public_sink(s) for s in events.all_sinks(ctx, wh)]}
+    return 200, {"sinks": [events.public_sink(s) for s in events.all_sinks(ctx, wh) if _owns(req, s)]}
+
+
+def _owns(req: RequestContext, sink: dict[str, Any]) -> bool:
+    """A sink's record (its target may itself be a credential, its filters name tables) is its
+    owner's and root's to see and replay; a user who manages the warehouse's sinks may delete any."""
+    who = req.identity
+    if who.is_root:
+        return True
+    return events.SinkOwner.of_sink(sink) == events.SinkOwner(who.name, who.uuid)
 
 
 @operation(bp, SINKS, "POST", "CreateEventSink", iceberg=False, checks=_warehouse)
@@ -73,11 +82,15 @@ def delete_sink(req: RequestContext) -> tuple[int, None]:
 
 @operation(bp, SINKS + "/{sink}/replay", "POST", "CreateEventSink", iceberg=False, checks=_warehouse)
 def replay(req: RequestContext) -> tuple[int, dict[str, Any]]:
-    """Send the sink's parked (dead-letter) events again."""
+    """Send the sink's parked (dead-letter) events again (its owner, or root)."""
     ctx, wh = warehouse_of(req)
     from chalicelib.auth.acting import ActingFor
+    from chalicelib.errors import Forbidden
 
-    return 200, events.replay(ctx, wh, _sink_name(req), readers=ActingFor(ctx).event_reader)
+    name = _sink_name(req)
+    if not _owns(req, events.read_sink(ctx, wh, name)):
+        raise Forbidden(f"Access denied: only the owner of sink {name!r}, or root, may replay its events")
+    return 200, events.replay(ctx, wh, name, readers=ActingFor(ctx).event_reader)
 
 
 def _sink_name(req: RequestContext) -> str:

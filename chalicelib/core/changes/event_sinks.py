@@ -279,7 +279,7 @@ def create(
     if kind == "webhook":
         record["secret"] = secrets.token_urlsafe(32)
     what = {"kind": "event-sink", "name": name}
-    shown = {"sink-kind": kind, "sink-target": record["target"], "filters": record["filters"]}
+    shown = {"sink-kind": kind, "sink-target": audited_target(kind, record["target"]), "filters": record["filters"]}
     record, _ = audit.stamped(record, audit.entry("create-event-sink", what, **shown))
     bucket = ctx.bucket_for(warehouse)
     try:
@@ -288,6 +288,15 @@ def create(
         raise Conflict(f"Event sink {name!r} already exists") from None
     audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, audit.source_of(record), record)
     return {k: v for k, v in record.items() if k not in (audit.TAIL, audit.SEQ)}
+
+
+def audited_target(kind: str, target: str) -> str:
+    """A target as the audit trail keeps it: a webhook's path and query can be its credential (a
+    chat service's hook URL is), so its trail entry names only the scheme and host."""
+    if kind != "webhook":
+        return target
+    parts = urlsplit(target)
+    return f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}/..."
 
 
 def record_problem(doc: Any) -> str | None:
