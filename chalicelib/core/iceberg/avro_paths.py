@@ -14,13 +14,14 @@ allocation (PyIceberg's Cython decoder trusts lengths).
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Callable
 from typing import Any
 
+from chalicelib.core.iceberg import checked_avro
+
 MAGIC = b"Obj\x01"
 SYNC_SIZE = 16
-MAX_INFLATED = 256 << 20  # a block may not inflate past this (a zip bomb is refused, not read)
+MAX_INFLATED = 256 << 20  # a file's blocks may not inflate past this in all (a zip bomb is refused, not read)
 
 # What to collect, as the spec's field ids (names for a field without one): the manifest path of a
 # manifest list's records; the file path and referenced data file of a manifest entry's data file.
@@ -193,26 +194,18 @@ class _Schema:
         return repeated
 
 
-def _inflate(block: bytes, codec: str) -> bytes:
-    if codec == "null":
-        return block
-    if codec == "deflate":
-        inflater = zlib.decompressobj(-15)
-        out = inflater.decompress(block, MAX_INFLATED)
-        if inflater.unconsumed_tail:
-            raise ValueError(f"a block that inflates past {MAX_INFLATED} bytes")
-        return out
-    from pyiceberg.avro.codecs import KNOWN_CODECS  # the codecs PyIceberg's reader (the planner's) knows
-
-    found = KNOWN_CODECS.get(codec)  # type: ignore[call-overload]
-    if found is None:
-        raise ValueError(f"codec {codec[:40]!r}, which the catalog cannot read")
-    return bytes(found.decompress(block))
-
-
-def strings(body: bytes, want: Selection) -> list[str]:
+def strings(body: bytes, want: Selection, max_bytes: int | None = None) -> list[str]:
     """The string values of the selected fields in every record of the file; ValueError (or another
-    Exception) when the file is no Avro file or its records do not follow its schema."""
+    Exception) when the file is no Avro file, its records do not follow its schema, or its blocks
+    inflate past `max_bytes` (MAX_INFLATED; each codec bounded: core/iceberg/checked_avro.py)."""
+    limit = MAX_INFLATED if max_bytes is None else max_bytes
+    try:
+        return _strings(body, want, limit)
+    except checked_avro.TooLarge:
+        raise ValueError(f"a file that inflates past {limit} bytes") from None
+
+
+def _strings(body: bytes, want: Selection, limit: int) -> list[str]:
     src = _Source(body)
     if src.take(4) != MAGIC:
         raise ValueError("not an Avro object container file")
@@ -222,14 +215,17 @@ def strings(body: bytes, want: Selection) -> list[str]:
             k = src.take(src.long()).decode()
             meta[k] = src.take(src.long())
     sync = src.take(SYNC_SIZE)
+    checked_avro.check_schema_size(meta["avro.schema"])
     schema = json.loads(meta["avro.schema"])
     codec = meta.get("avro.codec", b"null").decode()
     codec = {"gzip": "deflate", "zstd": "zstandard"}.get(codec, codec)
     read = _Schema().reader(schema, "", want)
     sink: list[str] = []
+    left = limit
     while src.pos < src.end:
         records = src.long()
-        block = _Source(_inflate(src.take(src.long()), codec))
+        block = _Source(checked_avro.inflate(src.take(src.long()), codec, left))
+        left -= block.end
         if not 0 <= records <= block.end + 1:  # a record (an entry, a manifest) takes at least a byte
             raise ValueError("a block count larger than its data")
         for _ in range(records):
