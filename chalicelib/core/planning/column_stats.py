@@ -27,6 +27,7 @@ from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import EVERYTHING, ReadRule
 from chalicelib.core.planning import manifests, puffin, read_rules
 from chalicelib.core.primitives.context import Context
+from chalicelib.errors import UnprocessableEntity
 
 THETA = "apache-datasketches-theta-v1"
 # Iceberg primitive types -> (Glue column type, Glue statistics type); the others have no Glue shape.
@@ -186,9 +187,20 @@ def _file_figures(
                     raw = (getattr(data, bound) or {}).get(i)
                     if raw is None or i not in types:
                         continue
+                    if not manifests.fits(raw, manifests.bound_rule(types[i])):  # a client's bytes
+                        raise _undecodable(manifest.manifest_path, fields[i], raw)
                     value = from_bytes(types[i], raw)
                     fig[bound] = value if bound not in fig else pick(fig[bound], value)
     return out
+
+
+def _undecodable(path: str, field: dict[str, Any], raw: bytes) -> UnprocessableEntity:
+    """A bound PyIceberg cannot decode as its column's type (a struct.error, a 500, otherwise)."""
+    return UnprocessableEntity(
+        f"The table's manifest {path[:300]!r} holds a bound of column {field['name']!r} that is no value of its "
+        f"type ({field['type']}, {len(raw)} bytes). It was damaged or rewritten since its commit; roll the table "
+        "back past that snapshot"
+    )
 
 
 def _foreign(path: str) -> None:

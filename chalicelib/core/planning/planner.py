@@ -277,6 +277,7 @@ def _own(ctx: Context, prepared: Prepared, snapshot: Any) -> list[Any]:
     found = manifests.manifest_list(ctx, snapshot.manifest_list)
     for m in found:
         _bound(prepared, f"Manifest list of snapshot {snapshot.snapshot_id} names manifest", m.manifest_path)
+        _check_summaries(prepared, m)
     return found
 
 
@@ -511,15 +512,86 @@ def _servable(prepared: Prepared, df: Any) -> bool:
 
 
 def _entries(ctx: Context, prepared: Prepared, manifest: Any) -> list[Any]:
-    """A manifest's live entries, each file (and a deletion vector's data file) inside the table's location."""
+    """A manifest's live entries, each file (and a deletion vector's data file) inside the table's
+    location, and each bound the plan decodes one of its column's type."""
     found = manifests.entries(ctx, manifest)
+    sizes = _bound_sizes(prepared)
     for entry in found:
         df = entry.data_file
         _bound(prepared, f"Manifest {manifest.manifest_path!r} names file", df.file_path)
         referenced = v3_field(df, REFERENCED_DATA_FILE)
         if referenced is not None:
             _bound(prepared, f"Manifest {manifest.manifest_path!r} names data file", referenced)
+        if sizes:
+            _check_bounds(manifest, df, sizes)
     return found
+
+
+def _bound_sizes(prepared: Prepared) -> dict[int, tuple[int, int]]:
+    """Field id -> the fewest and most bytes a bound of it may have, for the columns whose bounds this
+    plan decodes (its filter's, its stats fields', a limited caller's policy columns); -1 most: a
+    string (UTF-8). The bounds are a client's bytes: one of another size is a struct.error in
+    PyIceberg's decoding (a 500), and a decimal of a megabyte takes minutes to convert."""
+    key = ("bound-sizes",)
+    found = prepared._evaluators.get(key)
+    if found is not None:
+        return dict(found)
+    from pyiceberg.expressions.visitors import bind, extract_field_ids
+
+    ids = set(prepared.stats_ids)
+    bound = [(prepared.schema, prepared.row_filter, prepared.case_sensitive)]
+    if prepared.limited:
+        bound += [(prepared.policy_schema, rows, False) for rows in (prepared.allowed, prepared.whole(None))]
+    for schema, expression, cs in bound:
+        try:
+            ids |= set(extract_field_ids(bind(schema, expression, cs)))
+        except (ValueError, TypeError, KeyError):  # as _evaluator: a column the schema lacks is judged otherwise
+            continue
+    sizes: dict[int, tuple[int, int]] = {}
+    for i in ids:
+        for schema in (prepared.schema, prepared.policy_schema):
+            try:
+                rule = manifests.bound_rule(schema.find_type(i))
+            except ValueError:
+                continue
+            if rule is not None:
+                sizes[i] = rule
+                break
+    prepared._evaluators[key] = tuple(sizes.items())
+    return sizes
+
+
+def _check_bounds(manifest: Any, df: Any, sizes: dict[int, tuple[int, int]]) -> None:
+    for bounds in (df.lower_bounds, df.upper_bounds):
+        for i, rule in sizes.items():
+            value = (bounds or {}).get(i)
+            if value is not None and not manifests.fits(value, rule):
+                raise _undecodable(f"manifest {manifest.manifest_path[:300]!r} holds a bound of field {i}", value)
+
+
+def _check_summaries(prepared: Prepared, manifest: Any) -> None:
+    """A manifest list's partition summaries, which the manifest evaluators decode, of their fields' types."""
+    key = ("summary-sizes", manifest.partition_spec_id)
+    rules = prepared._evaluators.get(key)
+    if rules is None:
+        spec = prepared.metadata.specs().get(manifest.partition_spec_id)
+        try:
+            fields = spec.partition_type(prepared.metadata.schema()).fields if spec is not None else []
+        except (ValueError, TypeError, KeyError):  # a spec over a dropped column: refused or judged elsewhere
+            fields = []
+        rules = prepared._evaluators[key] = tuple(manifests.bound_rule(f.field_type) for f in fields)
+    for rule, summary in zip(rules, manifest.partitions or [], strict=False):
+        for value in (summary.lower_bound, summary.upper_bound):
+            if rule is not None and value is not None and not manifests.fits(value, rule):
+                where = f"manifest list names manifest {manifest.manifest_path[:300]!r} with a partition bound"
+                raise _undecodable(where, value)
+
+
+def _undecodable(what: str, value: bytes) -> UnprocessableEntity:
+    return UnprocessableEntity(
+        f"The table cannot be planned: its {what} that is no value of its type ({len(value)} bytes). It was "
+        "damaged or rewritten since its commit; roll the table back past that snapshot"
+    )
 
 
 @dataclass
