@@ -27,6 +27,7 @@ import hashlib
 import io
 import json
 import re
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -89,9 +90,28 @@ def is_metadata_file(key: str) -> bool:
     return key.endswith((".metadata.json", ".metadata.json.gz"))
 
 
+def metadata_json(body: bytes) -> Any:
+    """A metadata file's JSON, gzipped (`.gz.metadata.json`) or not. A client may have written it, so
+    it may not inflate past what the catalog reads of metadata (a gzip bomb is refused, not held)."""
+    if body[:2] == b"\x1f\x8b":
+        from chalicelib.core.iceberg.metadata import max_metadata_bytes
+
+        limit = max_metadata_bytes()
+        unzip = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        body = unzip.decompress(body, limit + 1)
+        if len(body) > limit:
+            raise ValueError(f"a gzipped metadata file that inflates past {limit} bytes (CATALOG_MAX_METADATA_BYTES)")
+        if not unzip.eof:
+            raise ValueError("a gzipped metadata file cut short")
+    try:
+        return json.loads(body)
+    except RecursionError:  # nested past the parser's depth: a ValueError, as other bad JSON is
+        raise ValueError("a metadata file nested past the JSON parser's depth") from None
+
+
 def rewrite_metadata(body: bytes, paths: Paths) -> bytes:
     zipped = body[:2] == b"\x1f\x8b"  # the gzip codec (`.gz.metadata.json`)
-    doc = json.loads(gzip.decompress(body) if zipped else body)
+    doc = metadata_json(body)
     if isinstance(doc.get("location"), str):
         doc["location"] = paths.map(doc["location"])
     for snap in doc.get("snapshots") or []:
@@ -135,12 +155,71 @@ class AvroFile:
 
 
 def read_avro(body: bytes) -> AvroFile:
+    """A client's Avro file (manifest list, manifest, Avro position deletes), read by fastavro only
+    once a pure-Python walk found every length, count and union branch within its bytes and its
+    blocks within CATALOG_AVRO_MAX_BYTES (core/iceberg/avro_paths.py), and its schema one fastavro
+    reads safely (`_fastavro_safe`): fastavro is compiled too, and crafted files crash it, hang it
+    or fill memory. Any failure is an UnreadableAvro (a ValueError) saying why."""
     import fastavro
 
-    reader = fastavro.reader(io.BytesIO(body))
-    records = list(reader)
+    from chalicelib.core.iceberg import avro_paths, checked_avro
+
+    try:
+        avro_paths.strings(body, {}, checked_avro.max_bytes())
+        reader = fastavro.reader(io.BytesIO(body))  # the header only: records are read below
+        _fastavro_safe(json.loads(reader.metadata["avro.schema"]))
+        records = list(reader)
+    except checked_avro.UnreadableAvro:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever a client's bytes make either reader raise
+        raise checked_avro.UnreadableAvro(f"{type(exc).__name__}: {str(exc)[:200]}") from None
     meta = {k: v for k, v in reader.metadata.items() if not k.startswith("avro.")}
     return AvroFile(reader.writer_schema, records, reader.codec, meta, reader._header["sync"])
+
+
+_AVRO_PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
+
+
+def _fastavro_safe(schema: Any) -> None:
+    """Refuse what fastavro reads unsafely though every length holds: a record within itself (read by
+    C recursion, a level per byte: a deep one overflows the stack and kills the process), two named
+    types of one name (a reference could then mean another type to fastavro than to the walk that
+    checked the bytes), and a decimal of more than 16 bytes (converted in quadratic time: a
+    megabyte takes minutes). Iceberg's files have none of them."""
+    from chalicelib.core.iceberg.checked_avro import UnreadableAvro
+
+    names: set[str] = set()
+
+    def walk(node: Any, inside: tuple[str, ...]) -> None:
+        if isinstance(node, str):
+            if node not in _AVRO_PRIMITIVES and node.rsplit(".", 1)[-1] in inside:
+                raise UnreadableAvro(f"a record that contains itself ({node[:40]!r})")
+            return
+        if isinstance(node, list):
+            for branch in node:
+                walk(branch, inside)
+            return
+        if not isinstance(node, dict):
+            return
+        kind = node.get("type")
+        if node.get("logicalType") == "decimal" and not (kind == "fixed" and int(node.get("size", 0)) <= 16):
+            raise UnreadableAvro("a decimal of more than 16 bytes")
+        if kind in ("record", "error", "enum", "fixed"):
+            name = str(node.get("name", "")).rsplit(".", 1)[-1]
+            if name in names:
+                raise UnreadableAvro(f"two types named {name[:40]!r}")
+            names.add(name)
+            if kind in ("record", "error"):
+                for f in node.get("fields") or []:
+                    walk(f.get("type") if isinstance(f, dict) else None, (*inside, name))
+        elif kind == "array":
+            walk(node.get("items"), inside)
+        elif kind == "map":
+            walk(node.get("values"), inside)
+        else:
+            walk(kind, inside)  # {"type": <a type>}
+
+    walk(schema, ())
 
 
 def write_avro(avro: AvroFile, change: Callable[[dict[str, Any]], None]) -> bytes:
@@ -220,9 +299,12 @@ def rewrite_deletes(body: bytes, file_format: str, paths: Paths) -> bytes:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        parquet = pq.ParquetFile(io.BytesIO(body))
-        codec = parquet.metadata.row_group(0).column(0).compression if parquet.metadata.num_row_groups else "NONE"
-        table = parquet.read()
+        try:
+            parquet = pq.ParquetFile(io.BytesIO(body))
+            codec = parquet.metadata.row_group(0).column(0).compression if parquet.metadata.num_row_groups else "NONE"
+            table = parquet.read()
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises OSError, ArrowInvalid, ... for a client's bytes
+            raise ValueError(f"A position-delete file is not readable Parquet: {type(exc).__name__}") from None
         at = table.schema.get_field_index("file_path")
         mapped = [paths.map(v) for v in table.column(at).to_pylist()]
         table = table.set_column(at, table.schema.field(at), pa.array(mapped, table.schema.field(at).type))
@@ -247,7 +329,10 @@ def _rewrite_puffin(body: bytes, paths: Paths) -> bytes:
         raise Conflict(
             "A deletion-vector file has a compressed footer (or unknown flags), which this copy cannot rewrite"
         )
-    footer = json.loads(body[start + 4 : start + 4 + length])
+    try:
+        footer = json.loads(body[start + 4 : start + 4 + length])
+    except (ValueError, RecursionError):  # nested past the parser's depth: a client's crafted footer
+        raise Conflict("A deletion-vector file's Puffin footer is not JSON") from None
     for blob in footer.get("blobs", []):
         props = blob.get("properties") or {}
         if isinstance(props.get("referenced-data-file"), str):
@@ -284,7 +369,7 @@ def plan(ctx: Context, paths: Paths) -> tuple[Plan, dict[str, str]]:
     docs: dict[str, dict[str, Any]] = {}
     for key, body in metas.items():
         try:
-            doc = json.loads(gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body)
+            doc = metadata_json(body)
         except (ValueError, EOFError, OSError):
             continue  # not Iceberg's: copied as it is
         if isinstance(doc, dict) and ("format-version" in doc or "view-uuid" in doc):

@@ -62,7 +62,7 @@ def _parse(tail: bytes) -> list[dict[str, Any]] | None:
         return None
     try:
         doc = json.loads(tail[start + 4 : start + 4 + payload])
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested past the parser's depth
         return None
     blobs = doc.get("blobs") if isinstance(doc, dict) else None
     if not isinstance(blobs, list):

@@ -19,8 +19,6 @@ resumes from its last replicated version.
 
 from __future__ import annotations
 
-import gzip
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -131,7 +129,7 @@ def refusal(
 
 
 def _doc(body: bytes) -> dict[str, Any]:
-    return dict(json.loads(gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body))
+    return dict(relocate.metadata_json(body))  # a gzip bomb is refused (ValueError), not inflated
 
 
 @dataclass
@@ -150,8 +148,16 @@ class _Version:
 
 def _prepare(ctx: Context, paths: Paths, meta_key: str, present: set[str], source: dict[str, str]) -> _Version:
     """Read the version's tree from the source and rewrite what names a path; keys the destination
-    already holds are not written again (an earlier version's, or an interrupted run's)."""
+    already holds are not written again (an earlier version's, or an interrupted run's). Its files
+    are a client's: one of another shape (a manifest where a manifest list belongs) fails the
+    destination (ValueError), as an unreadable one does, instead of the dispatcher's pass."""
+    try:
+        return _read_version(ctx, paths, meta_key, present, source)
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise ValueError(f"The version's files are not an Iceberg table's: {type(exc).__name__}: {exc}"[:500]) from None
 
+
+def _read_version(ctx: Context, paths: Paths, meta_key: str, present: set[str], source: dict[str, str]) -> _Version:
     def get(key: str) -> bytes:
         try:
             return ctx.storage.get(paths.src, key).body
