@@ -23,3 +23,16 @@ def allow(actions: list[str], resource: str, condition: dict[str, Any] | None = 
     if condition:
         st["Condition"] = condition
     return {"Version": "2012-10-17", "Statement": [st]}
+
+
+def policy(*statements: dict[str, Any]) -> dict[str, Any]:
+    """A policy document of these statements."""
+    return {"Version": "2012-10-17", "Statement": list(statements)}
+
+
+def statement(effect: str, actions: list[str], resource: str, condition: dict[str, Any] | None = None) -> dict:
+    """One statement (`allow` wraps one in a document)."""
+    out: dict[str, Any] = {"Effect": effect, "Action": actions, "Resource": resource}
+    if condition:
+        out["Condition"] = condition
+    return out

@@ -26,7 +26,7 @@ from chalicelib.errors import BadRequest
 from chalicelib.s3tables import backend
 from spark_jobs.common import quote_identifier, quote_name
 from spark_jobs.expire_records import delete_statement
-from tests.authutil import make_user
+from tests.authutil import make_user, policy, statement
 from tests.conftest import ROOT, ROOT_KEY, ROOT_SECRET, rest_catalog, sigv4_props
 from tests.test_s3tables import s3tables_client
 
@@ -157,17 +157,6 @@ def test_maintain_skips_a_refused_type_and_checks_names():
 # ---- served: as the attacker runs it ------------------------------------------------------------------
 
 
-def _doc(*statements: dict[str, Any]) -> dict[str, Any]:
-    return {"Version": "2012-10-17", "Statement": list(statements)}
-
-
-def _st(effect: str, actions: list[str], resource: str, condition: dict[str, Any] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"Effect": effect, "Action": actions, "Resource": resource}
-    if condition:
-        out["Condition"] = condition
-    return out
-
-
 def _on(key: str, value: str) -> dict[str, Any]:
     return {"StringEquals": {key: value}}
 
@@ -187,13 +176,13 @@ def _own_namespace(wh: str, ns: str) -> list[dict[str, Any]]:
     """s3tables:* on one namespace of the bucket, and nothing elsewhere (the review's attacker)."""
     on_ns = {"StringEquals": {"s3tables:namespace": ns}}
     return [
-        _st("Allow", ["s3tables:*"], f"{ACCOUNT_ARN}/{wh}/table/{ns}/*"),
-        _st("Allow", ["s3tables:*"], f"{ACCOUNT_ARN}/{wh}", on_ns),
+        statement("Allow", ["s3tables:*"], f"{ACCOUNT_ARN}/{wh}/table/{ns}/*"),
+        statement("Allow", ["s3tables:*"], f"{ACCOUNT_ARN}/{wh}", on_ns),
     ]
 
 
 def _user(http: Any, catalog_url: str, *statements: dict[str, Any]) -> tuple[str, Any, tuple[str, str]]:
-    name, akid, secret = make_user(http, catalog_url, {"p": _doc(*statements)})
+    name, akid, secret = make_user(http, catalog_url, {"p": policy(*statements)})
     return name, s3tables_client(catalog_url, key=akid, secret=secret), (akid, secret)
 
 
@@ -262,17 +251,19 @@ def test_enabling_takes_put_table_data_and_a_whole_read(catalog_url, s3_endpoint
     table = f"{ACCOUNT_ARN}/{wh}/table/secret/ev"
     base = ["s3tables:GetTable", "s3tables:PutTableRecordExpirationConfiguration"]
     base += ["s3tables:GetTableRecordExpirationConfiguration", "s3tables:GetTableRecordExpirationJobStatus"]
-    writes = _st("Allow", [*base, "s3tables:PutTableData", "s3tables:GetTableData"], table)
+    writes = statement("Allow", [*base, "s3tables:PutTableData", "s3tables:GetTableData"], table)
     cases = [
-        ("GetTableData", [_st("Allow", base, table)]),  # the review's user: its own plan answers 403
-        ("PutTableData", [_st("Allow", [*base, "s3tables:GetTableData"], table)]),
-        ("only part", [writes, _st("Deny", ["s3tables:GetTableData"], table, _on("s3tables:column", "ssn"))]),
-        ("only part", [writes, _st("Deny", ["s3tables:GetTableData"], table, _on("s3tables:partition/id", "1"))]),
+        ("GetTableData", [statement("Allow", base, table)]),  # the review's user: its own plan answers 403
+        ("PutTableData", [statement("Allow", [*base, "s3tables:GetTableData"], table)]),
+        ("only part", [writes, statement("Deny", ["s3tables:GetTableData"], table, _on("s3tables:column", "ssn"))]),
+        ("only part", [writes, statement("Deny", ["s3tables:GetTableData"], table, _on("s3tables:partition/id", "1"))]),
         (
             "only part",
             [
-                _st("Allow", [*base, "s3tables:PutTableData"], table),
-                _st("Allow", ["s3tables:GetTableData"], table, _on("s3tables:columnMask/ssn", "replace-with-null")),
+                statement("Allow", [*base, "s3tables:PutTableData"], table),
+                statement(
+                    "Allow", ["s3tables:GetTableData"], table, _on("s3tables:columnMask/ssn", "replace-with-null")
+                ),
             ],
         ),
     ]
@@ -310,31 +301,34 @@ def test_the_owner_losing_access_stops_the_job(catalog_url, s3_endpoint, http):
     root.create_namespace("ns")
     root.create_table("ns.t", schema=_schema(("id", LongType()), ("ts", TimestampType())))
     arn = st.get_table(tableBucketARN=bucket, namespace="ns", name="t")["tableARN"]
-    name, user, _ = _user(http, catalog_url, _st("Allow", ["s3tables:*"], f"{ACCOUNT_ARN}/{wh}/table/*"))
+    name, user, _ = _user(http, catalog_url, statement("Allow", ["s3tables:*"], f"{ACCOUNT_ARN}/{wh}/table/*"))
     user.put_table_record_expiration_configuration(tableArn=arn, value=ENABLE)
     assert "error" not in _resolved(http, catalog_url, arn)
-    policy = f"{catalog_url}/admin/users/{name}/policies/p"
+    policy_url = f"{catalog_url}/admin/users/{name}/policies/p"
     table = f"{ACCOUNT_ARN}/{wh}/table/*"
     for statements, needle in (
-        ([_st("Allow", ["s3tables:*"], table), _st("Deny", ["s3tables:PutTableData"], table)], "PutTableData"),
+        (
+            [statement("Allow", ["s3tables:*"], table), statement("Deny", ["s3tables:PutTableData"], table)],
+            "PutTableData",
+        ),
         (
             [
-                _st("Allow", ["s3tables:*"], table),
-                _st("Deny", ["s3tables:GetTableData"], table),
-                _st("Allow", ["s3tables:GetTableData"], table, {"StringEquals": {"s3tables:partition/id": "1"}}),
+                statement("Allow", ["s3tables:*"], table),
+                statement("Deny", ["s3tables:GetTableData"], table),
+                statement("Allow", ["s3tables:GetTableData"], table, {"StringEquals": {"s3tables:partition/id": "1"}}),
             ],
             "GetTableData",
         ),
     ):
-        assert http.put(policy, json=_doc(*statements)).status_code == 204
+        assert http.put(policy_url, json=policy(*statements)).status_code == 204
         got = _resolved(http, catalog_url, arn)
         assert "column" not in got and name in got["error"] and needle in got["error"], got
-    assert http.put(policy, json=_doc(_st("Allow", ["s3tables:*"], table))).status_code == 204
+    assert http.put(policy_url, json=policy(statement("Allow", ["s3tables:*"], table))).status_code == 204
     assert "error" not in _resolved(http, catalog_url, arn)  # given back, it runs again
     assert http.delete(f"{catalog_url}/admin/users/{name}").status_code == 204
     assert "no longer exists" in _resolved(http, catalog_url, arn)["error"]
     assert http.post(f"{catalog_url}/admin/users", json={"name": name}).status_code == 200  # someone else
-    assert http.put(policy, json=_doc(_st("Allow", ["s3tables:*"], "*"))).status_code == 204
+    assert http.put(policy_url, json=policy(statement("Allow", ["s3tables:*"], "*"))).status_code == 204
     assert "no longer exists" in _resolved(http, catalog_url, arn)["error"]
 
 
@@ -358,11 +352,13 @@ def test_run_figures_need_a_read_and_only_root_reports_a_run(catalog_url, s3_end
     report = f"{base}/table-record-expiration-job-status"
     assert http.put(report, params={"tableArn": arn}, json=run).status_code == 204
     table = f"{ACCOUNT_ARN}/{wh}/table/*"
-    _, blind, _ = _user(http, catalog_url, _st("Allow", ["s3tables:GetTableRecordExpirationJobStatus"], table))
+    _, blind, _ = _user(http, catalog_url, statement("Allow", ["s3tables:GetTableRecordExpirationJobStatus"], table))
     got = blind.get_table_record_expiration_job_status(tableArn=arn)
     assert got["status"] == "Successful" and "metrics" not in got, got
     _, reader, _ = _user(
-        http, catalog_url, _st("Allow", ["s3tables:GetTableRecordExpirationJobStatus", "s3tables:GetTableData"], table)
+        http,
+        catalog_url,
+        statement("Allow", ["s3tables:GetTableRecordExpirationJobStatus", "s3tables:GetTableData"], table),
     )
     assert reader.get_table_record_expiration_job_status(tableArn=arn)["metrics"] == run["metrics"]
     status_and_read = ["s3tables:GetTableRecordExpirationJobStatus", "s3tables:GetTableData"]
@@ -370,18 +366,18 @@ def test_run_figures_need_a_read_and_only_root_reports_a_run(catalog_url, s3_end
     _, masked_reader, _ = _user(
         http,
         catalog_url,
-        _st("Allow", ["s3tables:GetTableRecordExpirationJobStatus"], table),
-        _st("Allow", ["s3tables:GetTableData"], table, masked),
+        statement("Allow", ["s3tables:GetTableRecordExpirationJobStatus"], table),
+        statement("Allow", ["s3tables:GetTableData"], table, masked),
     )
     assert masked_reader.get_table_record_expiration_job_status(tableArn=arn)["metrics"] == run["metrics"]
     for statements in (
         [
-            _st("Allow", ["s3tables:GetTableRecordExpirationJobStatus"], table),
-            _st("Allow", ["s3tables:GetTableData"], table, _on("s3tables:partition/id", "1")),  # some rows only
+            statement("Allow", ["s3tables:GetTableRecordExpirationJobStatus"], table),
+            statement("Allow", ["s3tables:GetTableData"], table, _on("s3tables:partition/id", "1")),  # some rows only
         ],
         [
-            _st("Allow", status_and_read, table),
-            _st("Deny", ["s3tables:GetTableData"], table, _on("s3tables:partition/id", "1")),
+            statement("Allow", status_and_read, table),
+            statement("Deny", ["s3tables:GetTableData"], table, _on("s3tables:partition/id", "1")),
         ],
     ):
         _, part, _ = _user(http, catalog_url, *statements)
@@ -390,7 +386,7 @@ def test_run_figures_need_a_read_and_only_root_reports_a_run(catalog_url, s3_end
 
     from scripts import catalog_admin
 
-    _, _, (akid, secret) = _user(http, catalog_url, _st("Allow", ["s3tables:*"], f"{ACCOUNT_ARN}/{wh}*"))
+    _, _, (akid, secret) = _user(http, catalog_url, statement("Allow", ["s3tables:*"], f"{ACCOUNT_ARN}/{wh}*"))
     forger = catalog_admin.session(akid, secret)
     forged = {"status": "Successful", "metrics": {"deletedDataFiles": 0, "deletedRecords": 0, "removedFilesSize": 0}}
     resp = forger.put(report, params={"tableArn": arn}, json=forged)
@@ -435,7 +431,7 @@ def test_maintenance_that_deletes_files_takes_put_table_data_and_stops_for_its_o
     sweep = {"status": "enabled", "settings": {"icebergUnreferencedFileRemoval": {"unreferencedDays": 1}}}
     config_only = ["s3tables:PutTableMaintenanceConfiguration", "s3tables:GetTableMaintenanceConfiguration"]
     config_only += ["s3tables:PutTableBucketMaintenanceConfiguration", "s3tables:GetTable*"]
-    _, configurer, (ckey, csecret) = _user(http, catalog_url, _st("Allow", config_only, f"{ACCOUNT_ARN}/{wh}*"))
+    _, configurer, (ckey, csecret) = _user(http, catalog_url, statement("Allow", config_only, f"{ACCOUNT_ARN}/{wh}*"))
     for put in (
         lambda c: c.put_table_maintenance_configuration(
             **where, name="a", type="icebergSnapshotManagement", value=keep
@@ -461,8 +457,8 @@ def test_maintenance_that_deletes_files_takes_put_table_data_and_stops_for_its_o
     name, writer, _ = _user(
         http,
         catalog_url,
-        _st("Allow", config_only, f"{ACCOUNT_ARN}/{wh}*"),
-        _st("Allow", ["s3tables:PutTableData"], f"{ACCOUNT_ARN}/{wh}/table/m/a"),
+        statement("Allow", config_only, f"{ACCOUNT_ARN}/{wh}*"),
+        statement("Allow", ["s3tables:PutTableData"], f"{ACCOUNT_ARN}/{wh}/table/m/a"),
     )
     with pytest.raises(ClientError) as exc:
         writer.put_table_bucket_maintenance_configuration(
@@ -481,8 +477,8 @@ def test_maintenance_that_deletes_files_takes_put_table_data_and_stops_for_its_o
         core, core.bucket_for(wh), entry_b.entry_id, "maintenance", lambda d: {**d, "icebergSnapshotManagement": keep}
     )
     # The writer loses PutTableData.
-    policy = f"{catalog_url}/admin/users/{name}/policies/p"
-    assert http.put(policy, json=_doc(_st("Allow", config_only, f"{ACCOUNT_ARN}/{wh}*"))).status_code == 204
+    policy_url = f"{catalog_url}/admin/users/{name}/policies/p"
+    assert http.put(policy_url, json=policy(statement("Allow", config_only, f"{ACCOUNT_ARN}/{wh}*"))).status_code == 204
 
     # The job reports with the keys it is given: a caller that may only configure cannot forge a run.
     from scripts import catalog_admin
@@ -564,10 +560,10 @@ def test_the_expiration_job_skips_refused_tables_and_never_runs_a_name_as_sql(ca
     for name, to in (("r", EVIL), ("q", ODD)):
         with usercat.load_table(f"att.{name}").update_schema() as update:
             update.rename_column("ts", to)
-    lost, loser, _ = _user(http, catalog_url, _st("Allow", ["s3tables:*"], f"{ACCOUNT_ARN}/{wh}/table/att/lost"))
+    lost, loser, _ = _user(http, catalog_url, statement("Allow", ["s3tables:*"], f"{ACCOUNT_ARN}/{wh}/table/att/lost"))
     loser.put_table_record_expiration_configuration(tableArn=arns["lost"], value=ENABLE)
-    only_read = _st("Allow", ["s3tables:Get*"], f"{ACCOUNT_ARN}/{wh}/table/att/lost")
-    assert http.put(f"{catalog_url}/admin/users/{lost}/policies/p", json=_doc(only_read)).status_code == 204
+    only_read = statement("Allow", ["s3tables:Get*"], f"{ACCOUNT_ARN}/{wh}/table/att/lost")
+    assert http.put(f"{catalog_url}/admin/users/{lost}/policies/p", json=policy(only_read)).status_code == 204
 
     cmd = [sys.executable, "-m", "spark_jobs.expire_records", "--namespace", "att", "--catalog-url", catalog_url]
     cmd += ["--warehouse", wh, "--access-key-id", ROOT_KEY, "--secret-access-key", ROOT_SECRET]

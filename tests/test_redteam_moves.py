@@ -15,7 +15,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from scripts import catalog_admin
-from tests.authutil import make_user
+from tests.authutil import make_user, policy, statement
 from tests.conftest import rest_catalog
 from tests.test_glue import glue_client
 from tests.test_s3tables import s3tables_client
@@ -23,17 +23,6 @@ from tests.test_s3tables import s3tables_client
 pytestmark = pytest.mark.full
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("ssn", pa.string())])
-
-
-def _doc(*statements: dict[str, Any]) -> dict[str, Any]:
-    return {"Version": "2012-10-17", "Statement": list(statements)}
-
-
-def _st(effect: str, actions: list[str], resource: str, condition: dict[str, Any] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"Effect": effect, "Action": actions, "Resource": resource}
-    if condition:
-        out["Condition"] = condition
-    return out
 
 
 def _world(catalog_url: str, s3_endpoint: str, http: Any, reads: list[dict[str, Any]]) -> dict[str, Any]:
@@ -55,11 +44,13 @@ def _world(catalog_url: str, s3_endpoint: str, http: Any, reads: list[dict[str, 
         http,
         catalog_url,
         {
-            "p": _doc(
-                _st("Allow", ["s3tables:*"], f"{arn}/table/*", {"StringEquals": {"s3tables:namespace": "att"}}),
-                _st("Allow", ["s3tables:*"], arn, {"StringEquals": {"s3tables:namespace": "att"}}),
-                _st("Allow", ["s3tables:RenameTable", "s3tables:RestoreTable", "s3tables:GetDroppedTable"], f"{arn}*"),
-                _st("Allow", ["s3tables:GetTable", "s3tables:ListTables"], f"{arn}*"),
+            "p": policy(
+                statement("Allow", ["s3tables:*"], f"{arn}/table/*", {"StringEquals": {"s3tables:namespace": "att"}}),
+                statement("Allow", ["s3tables:*"], arn, {"StringEquals": {"s3tables:namespace": "att"}}),
+                statement(
+                    "Allow", ["s3tables:RenameTable", "s3tables:RestoreTable", "s3tables:GetDroppedTable"], f"{arn}*"
+                ),
+                statement("Allow", ["s3tables:GetTable", "s3tables:ListTables"], f"{arn}*"),
                 *reads,
             )
         },
@@ -75,8 +66,12 @@ def _still_there(w: dict[str, Any]) -> None:
 LIMITED = [
     # No data at all; the rows of one column only; a column granted masked.
     [],
-    [_st("Allow", ["s3tables:GetTableData"], "*", {"StringEquals": {"s3tables:column": "id"}})],
-    [_st("Allow", ["s3tables:GetTableData"], "*", {"StringEquals": {"s3tables:columnMask/ssn": "replace-with-null"}})],
+    [statement("Allow", ["s3tables:GetTableData"], "*", {"StringEquals": {"s3tables:column": "id"}})],
+    [
+        statement(
+            "Allow", ["s3tables:GetTableData"], "*", {"StringEquals": {"s3tables:columnMask/ssn": "replace-with-null"}}
+        )
+    ],
 ]
 
 
@@ -117,7 +112,7 @@ def test_no_face_moves_a_table_its_caller_cannot_read_whole(catalog_url, s3_endp
 
 
 def test_who_reads_and_writes_a_table_may_move_it(catalog_url, s3_endpoint, http):
-    whole = [_st("Allow", ["s3tables:GetTableData", "s3tables:PutTableData"], "*")]
+    whole = [statement("Allow", ["s3tables:GetTableData", "s3tables:PutTableData"], "*")]
     w = _world(catalog_url, s3_endpoint, http, whole)
     session = catalog_admin.session(w["akid"], w["secret"])
     body = {"source": {"namespace": ["secret"], "name": "t"}, "destination": {"namespace": ["att"], "name": "mine"}}

@@ -16,7 +16,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from scripts import catalog_admin
-from tests.authutil import make_user
+from tests.authutil import make_user, policy, statement
 from tests.conftest import rest_catalog
 from tests.test_s3tables import s3tables_client
 
@@ -29,17 +29,6 @@ SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("ssn", pa.string())])
 
 def _rule(*arns: str) -> dict[str, Any]:
     return {"role": ROLE, "rules": [{"destinations": [{"destinationTableBucketARN": a} for a in arns]}]}
-
-
-def _doc(*statements: dict[str, Any]) -> dict[str, Any]:
-    return {"Version": "2012-10-17", "Statement": list(statements)}
-
-
-def _st(effect: str, actions: list[str], resource: str, condition: dict[str, Any] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"Effect": effect, "Action": actions, "Resource": resource}
-    if condition:
-        out["Condition"] = condition
-    return out
 
 
 def _status(exc: pytest.ExceptionInfo[ClientError]) -> int:
@@ -69,7 +58,7 @@ def _setup(catalog_url: str, s3_endpoint: str, namespaces: tuple[str, ...] = ("n
 
 
 def _user(http: Any, catalog_url: str, *statements: dict[str, Any]) -> Any:
-    _, akid, secret = make_user(http, catalog_url, {"p": _doc(*statements)})
+    _, akid, secret = make_user(http, catalog_url, {"p": policy(*statements)})
     return s3tables_client(catalog_url, key=akid, secret=secret)
 
 
@@ -83,21 +72,21 @@ def test_put_replication_needs_a_whole_read_of_the_source(catalog_url, s3_endpoi
     stored and the dispatcher copies nothing."""
     s = _setup(catalog_url, s3_endpoint)
     src, dst, arns, table = s["src"], s["dst"], s["arns"], s["tables"]["ns"]
-    everything_there = _st("Allow", ["s3tables:*"], f"{arns[dst]}*")
+    everything_there = statement("Allow", ["s3tables:*"], f"{arns[dst]}*")
     no_data = _user(
         http,
         catalog_url,
-        _st("Allow", ["s3tables:GetTable", "s3tables:PutTableReplication"], f"{arns[src]}/table/*"),
+        statement("Allow", ["s3tables:GetTable", "s3tables:PutTableReplication"], f"{arns[src]}/table/*"),
         everything_there,
     )
     only_rule = _user(
-        http, catalog_url, _st("Allow", ["s3tables:PutTableBucketReplication"], arns[src]), everything_there
+        http, catalog_url, statement("Allow", ["s3tables:PutTableBucketReplication"], arns[src]), everything_there
     )
     masked = _user(
         http,
         catalog_url,
-        _st("Allow", ["s3tables:GetTable", "s3tables:PutTableReplication"], f"{arns[src]}/table/*"),
-        _st(
+        statement("Allow", ["s3tables:GetTable", "s3tables:PutTableReplication"], f"{arns[src]}/table/*"),
+        statement(
             "Allow",
             ["s3tables:GetTableData"],
             f"{arns[src]}/table/*",
@@ -139,9 +128,9 @@ def test_a_whole_reader_replicates_and_losing_the_read_stops_it(catalog_url, s3_
         http,
         catalog_url,
         {
-            "read": _doc(_st("Allow", ["s3tables:GetTable", "s3tables:GetTableData"], f"{arns[src]}/table/*")),
-            "rule": _doc(_st("Allow", ["s3tables:PutTableReplication", "s3tables:GetTableReplication*"], "*")),
-            "there": _doc(_st("Allow", ["s3tables:*"], f"{arns[dst]}*")),
+            "read": policy(statement("Allow", ["s3tables:GetTable", "s3tables:GetTableData"], f"{arns[src]}/table/*")),
+            "rule": policy(statement("Allow", ["s3tables:PutTableReplication", "s3tables:GetTableReplication*"], "*")),
+            "there": policy(statement("Allow", ["s3tables:*"], f"{arns[dst]}*")),
         },
     )
     user = s3tables_client(catalog_url, key=akid, secret=secret)
@@ -165,7 +154,7 @@ def test_a_whole_reader_replicates_and_losing_the_read_stops_it(catalog_url, s3_
     # Given back, the next pass (forced past the backoff) catches up; deleted, the user's rule stops.
     resp = http.put(
         f"{admin}/read",
-        json=_doc(_st("Allow", ["s3tables:GetTable", "s3tables:GetTableData"], f"{arns[src]}/table/*")),
+        json=policy(statement("Allow", ["s3tables:GetTable", "s3tables:GetTableData"], f"{arns[src]}/table/*")),
     )
     assert resp.status_code == 204
     from chalicelib.auth.acting import ActingFor
@@ -192,9 +181,9 @@ def test_destination_checks_use_the_real_namespace(catalog_url, s3_endpoint, htt
     user = _user(
         http,
         catalog_url,
-        _st("Allow", ["s3tables:GetTable", "s3tables:GetTableData", "s3tables:*Replication*"], f"{arns[src]}*"),
-        _st("Allow", ["s3tables:*"], f"{arns[dst]}*"),
-        _st("Deny", ["s3tables:CreateNamespace", "s3tables:CreateTable"], f"{arns[dst]}*", on_ns),
+        statement("Allow", ["s3tables:GetTable", "s3tables:GetTableData", "s3tables:*Replication*"], f"{arns[src]}*"),
+        statement("Allow", ["s3tables:*"], f"{arns[dst]}*"),
+        statement("Deny", ["s3tables:CreateNamespace", "s3tables:CreateTable"], f"{arns[dst]}*", on_ns),
     )
     with pytest.raises(ClientError) as exc:  # its own create there is refused, and so is the rule
         user.create_namespace(tableBucketARN=arns[dst], namespace=["restricted"])
@@ -220,16 +209,18 @@ def test_a_bucket_rule_skips_a_table_its_owner_may_not_read(catalog_url, s3_endp
         http,
         catalog_url,
         {
-            "p": _doc(
-                _st("Allow", ["s3tables:GetTable", "s3tables:GetTableData", "s3tables:*Replication*"], f"{arns[src]}*"),
-                _st("Allow", ["s3tables:*"], f"{arns[dst]}*"),
+            "p": policy(
+                statement(
+                    "Allow", ["s3tables:GetTable", "s3tables:GetTableData", "s3tables:*Replication*"], f"{arns[src]}*"
+                ),
+                statement("Allow", ["s3tables:*"], f"{arns[dst]}*"),
             )
         },
     )
     s3tables_client(catalog_url, key=akid, secret=secret).put_table_bucket_replication(
         tableBucketARN=arns[src], configuration=_rule(arns[dst])
     )
-    deny = _doc(
+    deny = policy(
         {
             "Effect": "Deny",
             "Principal": {"AWS": [f"arn:aws:iam::000000000000:user/{name}"]},
@@ -272,11 +263,11 @@ def test_a_sink_is_sent_only_what_its_owner_may_read_now(catalog_url, s3_endpoin
             http,
             catalog_url,
             {
-                "p": _doc(
-                    _st(
+                "p": policy(
+                    statement(
                         "Allow", ["s3tables:CreateEventSink", "s3tables:GetAuditLog", "s3tables:GetTable"], f"{bucket}*"
                     ),
-                    _st("Deny", ["s3tables:GetTable", "s3tables:GetAuditLog"], f"{bucket}/table/hidden/*"),
+                    statement("Deny", ["s3tables:GetTable", "s3tables:GetAuditLog"], f"{bucket}/table/hidden/*"),
                 )
             },
         )
@@ -301,10 +292,10 @@ def test_a_sink_is_sent_only_what_its_owner_may_read_now(catalog_url, s3_endpoin
         assert about and all('"hidden"' not in e for e in about), about
 
         # A Deny put after the sink was made holds for what is sent next.
-        more = _doc(
-            _st("Allow", ["s3tables:CreateEventSink", "s3tables:GetAuditLog", "s3tables:GetTable"], f"{bucket}*"),
-            _st("Deny", ["s3tables:GetTable", "s3tables:GetAuditLog"], f"{bucket}/table/hidden/*"),
-            _st("Deny", ["s3tables:GetAuditLog"], f"{bucket}/table/later/*"),
+        more = policy(
+            statement("Allow", ["s3tables:CreateEventSink", "s3tables:GetAuditLog", "s3tables:GetTable"], f"{bucket}*"),
+            statement("Deny", ["s3tables:GetTable", "s3tables:GetAuditLog"], f"{bucket}/table/hidden/*"),
+            statement("Deny", ["s3tables:GetAuditLog"], f"{bucket}/table/later/*"),
         )
         assert http.put(f"{catalog_url}/admin/users/{name}/policies/p", json=more).status_code == 204
         _Hook.got.clear()
@@ -381,8 +372,10 @@ def test_a_sinks_record_is_its_owners_and_roots_to_see(catalog_url, http):
         http,
         catalog_url,
         {
-            "p": _doc(
-                _st("Allow", ["s3tables:ListEventSinks", "s3tables:CreateEventSink", "s3tables:GetAuditLog"], bucket)
+            "p": policy(
+                statement(
+                    "Allow", ["s3tables:ListEventSinks", "s3tables:CreateEventSink", "s3tables:GetAuditLog"], bucket
+                )
             )
         },
     )

@@ -18,7 +18,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from scripts import catalog_admin
-from tests.authutil import make_user
+from tests.authutil import make_user, policy, statement
 from tests.conftest import KEYS, REGION, s3_state, sigv4_props
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("ssn", pa.string())])
@@ -26,22 +26,11 @@ ROWS = pa.table({"id": [1, 2], "ssn": ["111-11-1111", "222-22-2222"]}, schema=SC
 FIELDS = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 
 
-def _doc(*statements: dict[str, Any]) -> dict[str, Any]:
-    return {"Version": "2012-10-17", "Statement": list(statements)}
-
-
-def _st(effect: str, actions: list[str], resource: str, condition: dict[str, Any] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"Effect": effect, "Action": actions, "Resource": resource}
-    if condition:
-        out["Condition"] = condition
-    return out
-
-
 class User:
     """A user root made, and its clients."""
 
     def __init__(self, http: Any, catalog_url: str, wh: str, s3_endpoint: str, *statements: dict[str, Any]) -> None:
-        self.name, self.key, self.secret = make_user(http, catalog_url, {"p": _doc(*statements)})
+        self.name, self.key, self.secret = make_user(http, catalog_url, {"p": policy(*statements)})
         self.url, self.wh, self.s3_endpoint = catalog_url, wh, s3_endpoint
         self.http = catalog_admin.session(self.key, self.secret)
 
@@ -83,18 +72,18 @@ def _world(http: Any, catalog_url: str, s3_endpoint: str, props: dict[str, str] 
     assert made.status_code == 200, made.text
     for ns in ("vic", "att", "other"):
         assert http.post(f"{catalog_url}/v1/{wh}/namespaces", json={"namespace": [ns]}).status_code == 200
-    see = _st("Allow", ["s3tables:GetNamespace", "s3tables:ListTables", "s3tables:ListNamespaces"], "*")
+    see = statement("Allow", ["s3tables:GetNamespace", "s3tables:ListTables", "s3tables:ListNamespaces"], "*")
     owner = User(
         http,
         catalog_url,
         wh,
         s3_endpoint,
         see,
-        _st("Allow", ["s3tables:*"], _arn(wh, "vic/*")),
-        _st("Allow", ["s3tables:*"], _arn(wh, "other/*")),
+        statement("Allow", ["s3tables:*"], _arn(wh, "vic/*")),
+        statement("Allow", ["s3tables:*"], _arn(wh, "other/*")),
     )
-    own_space = _st("Allow", ["s3tables:*"], _arn(wh, "att/*"))
-    attacker = User(http, catalog_url, wh, s3_endpoint, see, own_space, _st("Allow", ["s3tables:GetTable"], "*"))
+    own_space = statement("Allow", ["s3tables:*"], _arn(wh, "att/*"))
+    attacker = User(http, catalog_url, wh, s3_endpoint, see, own_space, statement("Allow", ["s3tables:GetTable"], "*"))
     table = owner.catalog().create_table("vic.t", SCHEMA)
     table.append(ROWS)
     return {"wh": wh, "owner": owner, "attacker": attacker, "own_space": own_space, "see": see}
@@ -166,7 +155,7 @@ def test_the_one_who_unregistered_needs_no_data_actions(http, catalog_url, s3_en
     w = _world(http, catalog_url, s3_endpoint)
     wh, owner = w["wh"], w["owner"]
     location = _unregister(owner)["metadata-location"]
-    deny = _doc(_st("Deny", ["s3tables:GetTableData", "s3tables:PutTableData"], _arn(wh, "vic/t")))
+    deny = policy(statement("Deny", ["s3tables:GetTableData", "s3tables:PutTableData"], _arn(wh, "vic/t")))
     assert http.put(f"{catalog_url}/admin/users/{owner.name}/policies/deny", json=deny).status_code == 204
     twin = User(
         http,
@@ -174,8 +163,8 @@ def test_the_one_who_unregistered_needs_no_data_actions(http, catalog_url, s3_en
         wh,
         s3_endpoint,
         w["see"],
-        _st("Allow", ["s3tables:*"], _arn(wh, "other/*")),
-        _st("Allow", ["s3tables:GetTable"], _arn(wh, "vic/*")),
+        statement("Allow", ["s3tables:*"], _arn(wh, "other/*")),
+        statement("Allow", ["s3tables:GetTable"], _arn(wh, "vic/*")),
     )
     _refused(twin.register("other", "t", location))
     resp = owner.register("other", "t", location)
@@ -191,7 +180,7 @@ def test_a_user_made_again_under_the_owners_name_is_not_the_owner(http, catalog_
     assert http.delete(f"{catalog_url}/admin/users/{owner.name}").status_code in (200, 204)
     assert http.post(f"{catalog_url}/admin/users", json={"name": owner.name}).status_code == 200
     key = http.post(f"{catalog_url}/admin/users/{owner.name}/access-keys").json()
-    doc = _doc(w["see"], _st("Allow", ["s3tables:*"], _arn(wh, "other/*")))
+    doc = policy(w["see"], statement("Allow", ["s3tables:*"], _arn(wh, "other/*")))
     assert http.put(f"{catalog_url}/admin/users/{owner.name}/policies/p", json=doc).status_code == 204
     again = catalog_admin.session(key["access-key-id"], key["secret-access-key"])
     resp = again.post(
@@ -217,22 +206,24 @@ def test_registering_released_files_takes_a_full_read_and_a_write(http, catalog_
     wh, owner = w["wh"], w["owner"]
     location = _unregister(owner)["metadata-location"]
     t = _arn(wh, "vic/t")
-    read = _st("Allow", ["s3tables:GetTableData"], t)
-    write = _st("Allow", ["s3tables:PutTableData"], t)
+    read = statement("Allow", ["s3tables:GetTableData"], t)
+    write = statement("Allow", ["s3tables:PutTableData"], t)
     extra = {
         "read-write": [read, write],
         "no-write": [read],
         "masked": [
-            _st("Allow", ["s3tables:GetTableData"], t, {"StringEquals": {"s3tables:columnMask/ssn": "mask-alphanum"}}),
+            statement(
+                "Allow", ["s3tables:GetTableData"], t, {"StringEquals": {"s3tables:columnMask/ssn": "mask-alphanum"}}
+            ),
             write,
         ],
         "denied-column": [
             read,
             write,
-            _st("Deny", ["s3tables:GetTableData"], t, {"StringEquals": {"s3tables:column": "ssn"}}),
+            statement("Deny", ["s3tables:GetTableData"], t, {"StringEquals": {"s3tables:column": "ssn"}}),
         ],
         "rows": [
-            _st("Allow", ["s3tables:GetTableData"], t, {"NumericLessThan": {"s3tables:partition/id": "2"}}),
+            statement("Allow", ["s3tables:GetTableData"], t, {"NumericLessThan": {"s3tables:partition/id": "2"}}),
             write,
         ],
         "write-only": [write],
@@ -280,7 +271,7 @@ def test_a_dropped_table_in_the_trash_moves_to_another_name_only_for_a_full_read
         s3_endpoint,
         w["see"],
         w["own_space"],
-        _st("Allow", ["s3tables:GetTable", "s3tables:RestoreTable"], _arn(wh, "vic/*")),
+        statement("Allow", ["s3tables:GetTable", "s3tables:RestoreTable"], _arn(wh, "vic/*")),
     )
     refused = restorer.register("att", "stolen", location)
     assert refused.status_code == 403 and "GetTableData" in refused.json()["error"]["message"], refused.text
@@ -305,7 +296,7 @@ def test_a_legacy_warehouse_asks_get_table_and_update_table(http, catalog_url, s
         s3_endpoint,
         w["see"],
         w["own_space"],
-        _st("Allow", ["s3tables:GetTable", "s3tables:UpdateTable"], _arn(wh, "vic/t")),
+        statement("Allow", ["s3tables:GetTable", "s3tables:UpdateTable"], _arn(wh, "vic/t")),
     )
     assert writer.register("att", "mine", location).status_code == 200
 
@@ -319,7 +310,7 @@ def test_a_glue_table_s_location_stays_bound_after_delete_table(http, catalog_ur
 
     w = _world(http, catalog_url, s3_endpoint)
     wh, attacker = w["wh"], w["attacker"]
-    gowner = User(http, catalog_url, wh, s3_endpoint, w["see"], _st("Allow", ["s3tables:*"], "*"))
+    gowner = User(http, catalog_url, wh, s3_endpoint, w["see"], statement("Allow", ["s3tables:*"], "*"))
     glue = gowner.glue()
     location = f"s3://{wh}/lake.db/orders"
     first = write_metadata(s3, wh, location, 0, str(uuid.uuid4()))
@@ -355,7 +346,7 @@ def test_concurrent_registers_of_released_files_make_one_table(http, catalog_url
         s3_endpoint,
         w["see"],
         w["own_space"],
-        _st("Allow", ["s3tables:GetTableData", "s3tables:PutTableData"], _arn(wh, "vic/t")),
+        statement("Allow", ["s3tables:GetTableData", "s3tables:PutTableData"], _arn(wh, "vic/t")),
     )
     results: dict[str, int] = {}
     start = threading.Barrier(4)

@@ -178,6 +178,31 @@ def file_removal_refusal(
     return None
 
 
+def take_back_refusal(authz: Authorization | None, warehouse: str, release: Any) -> str | None:
+    """Why the caller may not register the files of a table that left the catalog with them kept
+    (core.catalog.tables.Release: an unregister, a drop without purge): it must be who released
+    them, or read all of that table's data and write it, on the table as it was named and by its
+    id (a policy naming it either way applies to its files). None: it may."""
+    if authz is None:
+        return "registering a released table's files needs an authenticated caller"
+    who = authz.principal
+    if who.is_root or release.released_by(who.name, who.uuid):
+        return None
+    arn = table_arn(warehouse, release.namespace, release.name, release.table_uuid)
+    cond = ns_context(release.namespace, release.name)
+    if authz.reads_whole(arn, cond) and authz.may_write_data(arn, cond):
+        return None
+    table = ".".join((*release.namespace, release.name))
+    done = "unregistered" if release.op == "unregister" else "dropped"
+    legacy = authz.legacy_data_actions(warehouse)  # the actions that read and write data there
+    read, write = ("GetTable", "UpdateTable") if legacy else ("GetTableData", "PutTableData")
+    return (
+        f"{who.name} may not register the files of table {table}, which was {done} with its files kept: that "
+        f"takes being who {done} it, or reading all of {table}'s data and writing it (s3tables:{read} without "
+        f"row, column or mask limits, and s3tables:{write})"
+    )
+
+
 def destination_refusal(
     authz: Authorization, dst: str, ns: tuple[str, ...] | None, name: str | None, new_namespace: bool
 ) -> str | None:

@@ -96,3 +96,27 @@ class ReadStatement:
 ReadRule = tuple[ReadStatement, ...]
 ALL_ROWS = ReadStatement(deny=False)  # every row of every column (root; GetTable on a legacy warehouse)
 EVERYTHING: ReadRule = (ALL_ROWS,)
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who put something the catalog later acts on with its own credentials (a replication rule, an
+    event sink, record expiration or maintenance that deletes files): each act asks again whether
+    they still may (chalicelib/auth/acting.py). `id` is their user record's uuid ("" for root), so a
+    user made again under the same name is someone else."""
+
+    name: str
+    id: str
+
+    @property
+    def is_root(self) -> bool:
+        return self.name == "root" and not self.id
+
+    @classmethod
+    def from_json(cls, doc: object) -> Owner | None:
+        if not isinstance(doc, dict) or not isinstance(doc.get("name"), str) or not isinstance(doc.get("id"), str):
+            return None
+        return cls(doc["name"], doc["id"])
+
+    def to_json(self) -> dict[str, str]:
+        return {"name": self.name, "id": self.id}

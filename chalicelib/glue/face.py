@@ -330,31 +330,13 @@ def create_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body
 
 
 def _may_take_back(req: RequestContext, wh: str) -> tables.MayAdopt:
-    """A register of the files of a table that left the catalog with them kept (core.catalog.tables.Release)
-    takes being who released it, or reading all of that table's data and writing it, as the REST
-    face's register does (issue 58)."""
-    from chalicelib.core.catalog.planning import reads_any, restricted
+    """A register of the files of a table that left the catalog with them kept asks what the REST
+    face's register asks (auth/acting.py `take_back_refusal`, issue 58)."""
 
     def check(release: tables.Release) -> None:
-        who = req.identity
-        if getattr(who, "is_root", False) or release.released_by(str(who.name), str(getattr(who, "uuid", ""))):
-            return
-        # Named as it was, and by its id: a policy naming the table either way applies to its files.
-        arn = table_arn(wh, release.namespace, release.name, release.table_uuid)
-        cond = ns_context(release.namespace, release.name)
-        policy = req.read_policy(arn, cond)
-        if reads_any(policy) and not restricted(policy) and req.may_write_data(arn, cond):
-            return
-        table, done = (
-            ".".join((*release.namespace, release.name)),
-            "unregistered" if release.op == "unregister" else "dropped",
-        )
-        raise Forbidden(
-            f"Access denied: {who.name} may not register the files of table {table}, which was {done} with its "
-            f"files kept: that takes being who {done} it, or reading all of {table}'s data and writing it "
-            "(s3tables:GetTableData without row, column or mask limits, and s3tables:PutTableData; GetTable and "
-            "UpdateTable on a warehouse of the earlier meaning)"
-        )
+        why = acting.take_back_refusal(req.authz, wh, release)
+        if why is not None:
+            raise Forbidden(f"Access denied: {why}")
 
     return check
 

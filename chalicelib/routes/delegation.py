@@ -145,35 +145,18 @@ def refuse_registering_unwritten(req: RequestContext, wh: str, ns: tuple[str, ..
         )
 
 
-_RELEASED = {"unregister": "unregistered", "drop": "dropped"}
-
-
 def may_take_back(req: RequestContext, wh: str) -> MayAdopt:
     """The consent a register of a table's files asks when that table left the catalog with its files
-    kept (an unregister, a drop without purge; core.catalog.tables.Release): the one who released it,
-    or a caller who may read all of its data (GetTableData without row, column or mask limits) and
-    write it (PutTableData), on the table as it was named (UpdateTable and GetTable on a warehouse of
-    the earlier meaning). Files stay bound to their table (issue 58)."""
-    from chalicelib.core.catalog.planning import reads_any, restricted
+    kept (core.catalog.tables.Release): auth/acting.py `take_back_refusal`. Files stay bound to their
+    table (issue 58)."""
+    from chalicelib.auth import acting
 
     def check(release: Release) -> None:
-        who = req.identity
-        if getattr(who, "is_root", False) or release.released_by(str(who.name), str(getattr(who, "uuid", ""))):
-            return
-        # Named as it was, and by its id: a policy naming the table either way applies to its files.
-        arn = table_arn(wh, release.namespace, release.name, release.table_uuid)
-        cond = ns_context(release.namespace, release.name)
-        policy = req.read_policy(arn, cond)
-        if reads_any(policy) and not restricted(policy) and req.may_write_data(arn, cond):
-            return
-        from chalicelib.errors import Forbidden
+        why = acting.take_back_refusal(req.authz, wh, release)
+        if why is not None:
+            from chalicelib.errors import Forbidden
 
-        table, done = ".".join((*release.namespace, release.name)), _RELEASED.get(release.op, "dropped")
-        raise Forbidden(
-            f"Access denied: {who.name} may not register the files of table {table}, which was {done} with its "
-            f"files kept: that takes being who {done} it, or reading all of {table}'s data and writing it "
-            f"({read_action(req, wh)} without row, column or mask limits, and {write_action(req, wh)})"
-        )
+            raise Forbidden(f"Access denied: {why}")
 
     return check
 

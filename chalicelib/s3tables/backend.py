@@ -12,7 +12,7 @@ from typing import Any
 
 from chalicelib.core.catalog import commands, namespaces, replicas, side_data, tables, warehouses
 from chalicelib.core.catalog.tables import TableEntry
-from chalicelib.core.model import Namespace
+from chalicelib.core.model import Namespace, Owner
 from chalicelib.core.primitives.context import Context
 from chalicelib.errors import BadRequest, CommitFailed, NotFound
 
@@ -224,28 +224,10 @@ JOB_STATUSES = ("Not_Yet_Run", "Successful", "Failed", "Disabled")
 FILE_REMOVING_TYPES = ("icebergSnapshotManagement", "icebergUnreferencedFileRemoval")
 
 
-@dataclass(frozen=True)
-class ConfigOwner:
-    """Who put a configuration that a job carries out with the operator's credentials (record
-    expiration, maintenance that deletes files), in the shape of a replication rule's owner: `id` is
-    the user record's uuid ("" for root), so a user made again under the name is someone else. The
-    job's question asks again, each run, whether they still may (auth/acting.py)."""
-
-    name: str
-    id: str
-
-    @property
-    def is_root(self) -> bool:
-        return self.name == "root" and not self.id
-
-    @classmethod
-    def from_json(cls, doc: object) -> ConfigOwner | None:
-        if not isinstance(doc, dict) or not isinstance(doc.get("name"), str) or not isinstance(doc.get("id"), str):
-            return None
-        return cls(doc["name"], doc["id"])
-
-    def to_json(self) -> dict[str, str]:
-        return {"name": self.name, "id": self.id}
+# Who put a configuration that a job carries out with the operator's credentials (record
+# expiration, maintenance that deletes files); the job's question asks again, each run, whether they
+# still may (auth/acting.py).
+ConfigOwner = Owner
 
 
 # Why the owner may not have the job act now (None: it may); the face asks auth/acting.py.

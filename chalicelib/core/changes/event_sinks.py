@@ -13,13 +13,13 @@ from __future__ import annotations
 import re
 import secrets
 import uuid
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 from urllib.parse import SplitResult, urlsplit
 
 from chalicelib import keys
 from chalicelib.core.changes import sink_network
 from chalicelib.core.containers import warehouses
+from chalicelib.core.model import Owner
 from chalicelib.core.primitives import audit
 from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.errors import BadRequest, Conflict, DamagedObject, NotFound
@@ -34,26 +34,9 @@ class SinkNotFound(NotFound):
     pass
 
 
-@dataclass(frozen=True)
-class SinkOwner:
+class SinkOwner(Owner):
     """Who made a sink: it is sent only what they may read in the pull feed at delivery time
-    (core/changes/dispatcher.py). `id` is their user record's uuid ("" for root)."""
-
-    name: str
-    id: str
-
-    @property
-    def is_root(self) -> bool:
-        return self.name == "root" and not self.id
-
-    @classmethod
-    def from_json(cls, doc: object) -> SinkOwner | None:
-        if not isinstance(doc, dict) or not isinstance(doc.get("name"), str) or not isinstance(doc.get("id"), str):
-            return None
-        return cls(doc["name"], doc["id"])
-
-    def to_json(self) -> dict[str, str]:
-        return {"name": self.name, "id": self.id}
+    (core/changes/dispatcher.py)."""
 
     @classmethod
     def of_sink(cls, sink: dict[str, Any]) -> SinkOwner | None:

@@ -30,7 +30,7 @@ from chalicelib.core.admin import relocate
 from chalicelib.core.admin.relocate import Paths
 from chalicelib.core.catalog import namespaces, side_data, tables
 from chalicelib.core.iceberg import file_paths
-from chalicelib.core.model import Namespace
+from chalicelib.core.model import Namespace, Owner
 from chalicelib.core.primitives import parallel, pointer_record
 from chalicelib.core.primitives.context import Context, env_int, now_ms
 from chalicelib.core.primitives.pointer_record import TableEntry
@@ -57,31 +57,10 @@ class Missing(Exception):
     """A file the version names is gone from the source (removed by maintenance since)."""
 
 
-@dataclass(frozen=True)
-class RuleOwner:
-    """Who put a replication rule. The catalog copies the source with its own credentials for them,
-    so each copy is allowed only while they may read the source whole and create the replica
-    (docs/s3tables.md, "Replication"). `id` is their user record's uuid ("" for root): a user made
-    again under the same name is someone else."""
+# Who put a replication rule: each copy is allowed only while they may read the source whole and
+# create the replica (docs/s3tables.md, "Replication").
+RuleOwner = Owner
 
-    name: str
-    id: str
-
-    @property
-    def is_root(self) -> bool:
-        return self.name == ROOT and not self.id
-
-    @classmethod
-    def from_json(cls, doc: object) -> RuleOwner | None:
-        if not isinstance(doc, dict) or not isinstance(doc.get("name"), str) or not isinstance(doc.get("id"), str):
-            return None
-        return cls(doc["name"], doc["id"])
-
-    def to_json(self) -> dict[str, str]:
-        return {"name": self.name, "id": self.id}
-
-
-ROOT = "root"
 # The policy question the core cannot ask itself (chalicelib/auth/acting.py answers it): may the
 # rule's owner have (source warehouse, namespace, table) copied into the destination warehouse?
 # None when it may, else why not. Without one, only root's rules replicate.
