@@ -20,6 +20,7 @@ import re
 import threading
 import time
 import uuid
+from collections import OrderedDict
 
 from chalicelib import keys
 from chalicelib.core.primitives.context import Context
@@ -28,7 +29,9 @@ from chalicelib.storage import ObjectNotFound
 Namespace = tuple[str, ...]
 _UUID_HEX = re.compile(r".+-([0-9a-f]{32})")
 _lock = threading.Lock()
-_seen: dict[tuple[str, str], tuple[float, bool]] = {}
+# (bucket, table uuid) -> (when read, whether its record existed); the oldest go first past _SEEN_MAX.
+_seen: OrderedDict[tuple[str, str], tuple[float, bool]] = OrderedDict()
+_SEEN_MAX = 10_000
 
 
 def staged_uuid(bucket: str, ns: Namespace, name: str, location: str) -> str | None:
@@ -57,7 +60,8 @@ def held(ctx: Context, bucket: str, table_uuid: str, max_age_s: float = 0.0) -> 
     except ObjectNotFound:
         found = False
     with _lock:
-        if len(_seen) > 10_000:
-            _seen.clear()
         _seen[key] = (now, found)
+        _seen.move_to_end(key)
+        while len(_seen) > _SEEN_MAX:
+            _seen.popitem(last=False)
     return found

@@ -47,6 +47,7 @@ _lock = threading.Lock()
 _lists: OrderedDict[str, tuple[str, ...]] = OrderedDict()  # manifest list -> the manifests it names
 _lists_weight = 0
 _clean: OrderedDict[tuple[str, str], None] = OrderedDict()  # (location, manifest) whose files were inside
+_CLEAN_MAX = 100_000
 
 
 def _parts(uri: str) -> tuple[str, str] | None:
@@ -248,9 +249,9 @@ def _files_of(ctx: Context, manifest: str) -> list[str] | None:
 
 def _remember_clean(location: str, manifest: str) -> None:
     with _lock:
-        if len(_clean) > 100_000:
-            _clean.clear()
         _clean[(location, manifest)] = None
+        while len(_clean) > _CLEAN_MAX:  # the oldest go first: a full cache never empties whole
+            _clean.popitem(last=False)
 
 
 def clear() -> None:
