@@ -9,17 +9,13 @@ One `ActingFor` per pass: it reads each principal and each warehouse's resource 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from chalicelib.auth.authorization import Authorization, for_stored
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
+from chalicelib.core.model import Owner
 from chalicelib.core.primitives.context import Context
 from chalicelib.errors import CatalogError
-
-
-class Owner(Protocol):
-    name: str
-    id: str
 
 
 class ActingFor:
@@ -37,12 +33,11 @@ class ActingFor:
         """core/replication/replicate.py's Gate: why the table may not be copied to `dst` for the
         rule's owner (None: it may). The same questions as at put, on the real ARNs."""
         table = ".".join((*ns, name))
-        try:
-            authz = self.authorization(owner)
-        except CatalogError as exc:  # a damaged user record: fail closed
-            return f"Replication of {table} stopped: {owner.name}'s user record cannot be read ({exc})"
-        if authz is None:
-            return f"Replication of {table} stopped: {owner.name}, who put its rule, no longer exists"
+        why = self._owner_gone(owner, "its rule")
+        if why is not None:
+            return f"Replication of {table} stopped: {why}"
+        authz = self.authorization(owner)
+        assert authz is not None  # _owner_gone said so
         why = source_refusal(authz, warehouse, ns, name)
         if why is None:
             why = destination_refusal(authz, dst, ns, name, not namespace_exists(self.ctx, dst, ns))
