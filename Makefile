@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt requirements-lock.txt | sha256sum | cut -c1-16)
 
-.PHONY: run run-lambda test test-fast setup lint format docs venv localstack awscli spark-classpath spark-cluster browser lambda-runtime release clean
+.PHONY: run run-lambda test test-fast setup lint format docs venv localstack awscli spark-classpath spark-cluster browser oidc lambda-runtime release clean
 
 $(STAMP):
 	rm -rf $(VENV)
@@ -33,6 +33,10 @@ lambda-runtime: .venv-lambda/.installed-$(shell sha256sum requirements-lambda.tx
 # Headless Chromium + ChromeDriver (Debian packages) for the catalog browser tests.
 browser:
 	bash scripts/setup_browser.sh
+
+# The OpenID Connect provider of the tests (node oidc-provider, pinned by infra/oidc/package-lock.json).
+oidc:
+	bash scripts/setup_oidc.sh
 
 spark-classpath: venv
 	$(VENV)/bin/python -m spark_jobs.classpath > /dev/null
@@ -69,10 +73,10 @@ docs: venv
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 XDIST = -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
-# What the tests need installed. The five do not depend on each other, so they install side by
+# What the tests need installed. The six do not depend on each other, so they install side by
 # side (on a fresh machine: minutes of downloads and unpacking, overlapped).
 setup:
-	$(MAKE) --no-print-directory -j 5 --output-sync=target venv localstack awscli browser lambda-runtime
+	$(MAKE) --no-print-directory -j 6 --output-sync=target venv localstack awscli browser oidc lambda-runtime
 
 test: setup lint docs spark-classpath
 	$(VENV)/bin/python -m pytest $(XDIST) $(PYTEST_ARGS)
