@@ -17,6 +17,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "data": ("data_access",),  # remote signing and vended-credential refresh: one call per S3 request
     "glue": ("chalicelib.glue.face",),  # the Glue face: one route, dispatched on X-Amz-Target
     "s3tables": ("chalicelib.s3tables.face",),  # the S3 Tables face (botocore's s3tables model)
+    "iam": ("chalicelib.iam.face",),  # the IAM face: users, keys, roles, OpenID Connect providers
+    "sts": ("chalicelib.sts.face",),  # the STS face: temporary credentials for roles
     "console": ("console",),  # the catalog browser: a static page that calls the API above
 }
 ALL = tuple(m for mods in GROUPS.values() for m in mods)

@@ -157,3 +157,15 @@ class DamagedObject(UnprocessableEntity):
         super().__init__(message)
         self.key = key  # the damaged object's S3 key
         self.reason = reason
+
+
+class MalformedPolicy(BadRequest):
+    """A policy or trust document that cannot be stored as given (IAM's MalformedPolicyDocument)."""
+
+
+class DeleteConflict(Conflict):
+    """The entity still has dependents (IAM's DeleteConflict: a role's policies, a user's keys)."""
+
+
+class InvalidIdentityToken(Unauthorized):
+    """An identity provider's token that is not valid here: signature, issuer, audience or time."""

@@ -8,6 +8,11 @@ System bucket (``CATALOG_SYSTEM_BUCKET``)::
     iam/access-keys/{access-key-id}.json   access key: user, secret
     iam/tokens/{sha256(token)}.json        bearer token: principal, access key, expiry; written by
                                            the auth function only (expired ones: lifecycle rule)
+    iam/roles/{role}.json                  role (auth/roles.py): trust policy, permission policies,
+                                           tags, maximum session duration, uuid
+    iam/oidc-providers/{quoted host/path}.json  OpenID Connect provider: url, client ids, thumbprints, tags
+    iam/sessions/{access-key-id}.json      STS session (auth/sessions.py): role and its uuid, secret,
+                                           sha256 of the session token, expiry, session tags
     audit/{10^13 - last-ms:013d}-{source}-{seq}-{seq}.json   audit segment of a warehouse or user change
     idempotency/{sha256}.json              Idempotency-Key record: request fingerprint, then the
                                            finalized response to replay
@@ -195,6 +200,36 @@ def user_from_record(key: str) -> str:
 
 def access_key_record(access_key_id: str) -> str:
     return f"{IAM_PREFIX}access-keys/{access_key_id}.json"
+
+
+IAM_ROLES_PREFIX = IAM_PREFIX + "roles/"
+OIDC_PROVIDERS_PREFIX = IAM_PREFIX + "oidc-providers/"
+SESSIONS_PREFIX = IAM_PREFIX + "sessions/"
+
+
+def role_record(name: str) -> str:
+    return f"{IAM_ROLES_PREFIX}{name}.json"
+
+
+def role_from_record(key: str) -> str:
+    return key[len(IAM_ROLES_PREFIX) : -len(".json")]
+
+
+def oidc_provider_record(host_path: str) -> str:
+    """host_path is the provider URL without its scheme; quoted whole, so '/' never nests keys."""
+    from urllib.parse import quote
+
+    return f"{OIDC_PROVIDERS_PREFIX}{quote(host_path, safe='')}.json"
+
+
+def oidc_provider_from_record(key: str) -> str:
+    from urllib.parse import unquote
+
+    return unquote(key[len(OIDC_PROVIDERS_PREFIX) : -len(".json")])
+
+
+def session_record(access_key_id: str) -> str:
+    return f"{SESSIONS_PREFIX}{access_key_id}.json"
 
 
 # ---- warehouse bucket: table uuid claims and purge jobs ------------------------------------

@@ -32,12 +32,28 @@ SYSTEM = "arn:${AWS::Partition}:s3:::${SystemBucketName}"
 WAREHOUSES = "arn:${AWS::Partition}:s3:::${BucketPrefix}*"
 OBJECT_RW = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
 # Identities are read by every function (authentication) and written only by the auth function.
-IAM_READ = (["s3:GetObject"], [SYSTEM + "/iam/users/*", SYSTEM + "/iam/access-keys/*", SYSTEM + "/iam/tokens/*"])
+IAM_READ = (
+    ["s3:GetObject"],
+    [
+        SYSTEM + "/iam/users/*",
+        SYSTEM + "/iam/access-keys/*",
+        SYSTEM + "/iam/tokens/*",
+        SYSTEM + "/iam/roles/*",
+        SYSTEM + "/iam/oidc-providers/*",
+        SYSTEM + "/iam/sessions/*",
+    ],
+)
+# An identity provider's token that names no role is matched against every role (auth/federation.py).
+IAM_LIST = (["s3:ListBucket"], [SYSTEM])
 IDEMPOTENCY = (OBJECT_RW, [SYSTEM + "/idempotency/*"])
 # The system audit trail (core/primitives/audit.py): warehouse and identity changes journal there.
 SYSTEM_AUDIT = (["s3:GetObject", "s3:PutObject"], [SYSTEM + "/audit/*"])
 S3_ACCESS: dict[str, list[tuple[list[str], list[str]]]] = {
-    "config": [IAM_READ, (["s3:GetObject"], [SYSTEM + "/warehouses/*"])],
+    "config": [IAM_READ, IAM_LIST, (["s3:GetObject"], [SYSTEM + "/warehouses/*"])],
+    # The IAM face writes identities (users, keys, roles, providers) as the admin API does.
+    "iam": [(OBJECT_RW, [SYSTEM + "/iam/*"]), SYSTEM_AUDIT, (["s3:ListBucket"], [SYSTEM])],
+    # STS writes a session record per set of temporary credentials, and reads roles and providers.
+    "sts": [IAM_READ, IAM_LIST, (["s3:PutObject"], [SYSTEM + "/iam/sessions/*"])],
     "auth": [
         (OBJECT_RW, [SYSTEM + "/iam/*", SYSTEM + "/idempotency/*"]),
         SYSTEM_AUDIT,
@@ -57,6 +73,7 @@ S3_ACCESS: dict[str, list[tuple[list[str], list[str]]]] = {
     # its policy also denies the control plane, like the data access role's.
     "data": [
         IAM_READ,
+        IAM_LIST,
         (
             [
                 "s3:GetObject",
@@ -92,6 +109,7 @@ NUDGE = (
 NUDGERS = ("warehouses", "namespaces", "tables", "transactions", "glue", "s3tables", "events")
 DEFAULT_ACCESS = [
     IAM_READ,
+    IAM_LIST,
     IDEMPOTENCY,
     (OBJECT_RW, [WAREHOUSES + "/*"]),
     (["s3:GetObject"], [SYSTEM + "/warehouses/*"]),
@@ -253,6 +271,7 @@ def merge_template() -> dict[str, Any]:
                 "LifecycleConfiguration": {  # expired bearer tokens and idempotency records
                     "Rules": [
                         {"Id": "tokens", "Status": "Enabled", "Prefix": "iam/tokens/", "ExpirationInDays": 2},
+                        {"Id": "sessions", "Status": "Enabled", "Prefix": "iam/sessions/", "ExpirationInDays": 2},
                         {"Id": "idempotency", "Status": "Enabled", "Prefix": "idempotency/", "ExpirationInDays": 2},
                     ]
                 },

@@ -28,6 +28,7 @@ class Authorization:
         self._ids: _Ids = {}
         self._naming: dict[str, dict[str, Any]] = {}  # per warehouse (lists ask per item)
         self._legacy: dict[str, bool] = {}
+        self._tags: dict[tuple[str, tuple[str, ...] | None, str | None], dict[str, str]] = {}
 
     # ---- the policy documents -------------------------------------------------------------------
 
@@ -41,6 +42,18 @@ class Authorization:
     def docs_for(self, resource: Resource) -> tuple[dict[str, Any], ...]:
         return self.principal.policies + self._resource_policies(resource)
 
+    def context(self, resource: Resource, cond: dict[str, Any], docs: tuple[dict[str, Any], ...]) -> dict[str, Any]:
+        """The request's condition keys with the caller's (aws:PrincipalArn, aws:PrincipalTag/...) and,
+        when a policy tests them, the resource's tags (aws:ResourceTag/...; read once per instance)."""
+        out = {**self.principal.context(), **cond}
+        if resource.is_set or not _tests_resource_tags(docs):
+            return out  # a set's members have their own tags: each item is asked on its own
+        key = (resource.warehouse, resource.namespace, resource.name if resource.table else None)
+        if key not in self._tags:
+            self._tags[key] = _resource_tags(self.ctx, resource)
+        out.update({f"aws:ResourceTag/{k}": v for k, v in self._tags[key].items()})
+        return out
+
     def _resource_policies(self, resource: Resource) -> tuple[dict[str, Any], ...]:
         """The table bucket and table policies (S3 Tables) that apply to this principal and resource."""
         from chalicelib.core.access import resource_policies
@@ -53,7 +66,7 @@ class Authorization:
             return ()  # a malformed name: its handler answers 400
         if resource.warehouse not in self._naming:
             stored = resource_policies.read(self.ctx, resource.warehouse)
-            self._naming[resource.warehouse] = _naming(stored, self.principal.name)
+            self._naming[resource.warehouse] = _naming(stored, self.principal.arns())
         doc = self._naming[resource.warehouse]
         if not doc:
             return ()
@@ -64,12 +77,14 @@ class Authorization:
     def allowed(self, action: str, resource: Resource, cond: dict[str, str], partial: bool = False) -> bool:
         if self.principal.is_root:
             return True
-        return policy.allowed(self.docs_for(resource), action, resource, cond, partial, self._id_of)
+        docs = self.docs_for(resource)
+        return policy.allowed(docs, action, resource, self.context(resource, cond, docs), partial, self._id_of)
 
     def denied(self, action: str, resource: Resource, cond: dict[str, str]) -> bool:
         if self.principal.is_root:
             return False
-        return policy.denied(self.docs_for(resource), action, resource, cond, self._id_of)
+        docs = self.docs_for(resource)
+        return policy.denied(docs, action, resource, self.context(resource, cond, docs), self._id_of)
 
     def visible(self, action: str, resource: Resource, cond: dict[str, str], partial: bool = False) -> bool:
         """For a list's items: a warehouse whose resource policies cannot be read hides its items
@@ -93,7 +108,8 @@ class Authorization:
 
         if self.principal.is_root:
             return (ALL_ROWS,)
-        rule = policy.read_statements(self.docs_for(resource), resource, cond, self._id_of)
+        docs = self.docs_for(resource)
+        rule = policy.read_statements(docs, resource, self.context(resource, cond, docs), self._id_of)
         if not any(not st.deny for st in rule) and self.legacy_data_actions(resource.warehouse):
             if self.allowed("GetTable", resource, cond):
                 return (ALL_ROWS, *rule)
@@ -137,9 +153,12 @@ class Authorization:
 
 def for_stored(ctx: Context, name: str, user_uuid: str) -> Authorization | None:
     """The authorization of a principal the catalog remembers (None: that user is gone)."""
-    from chalicelib.auth import identities
+    from chalicelib.auth import identities, roles
 
-    principal = identities.stored_principal(ctx, name, user_uuid)
+    if name.startswith(identities.ROLE_PREFIX):  # a role's session put it: the role, as it is now
+        principal = roles.stored_principal(ctx, name[len(identities.ROLE_PREFIX) :], user_uuid)
+    else:
+        principal = identities.stored_principal(ctx, name, user_uuid)
     return None if principal is None else Authorization(ctx, principal)
 
 
@@ -156,7 +175,34 @@ def _table_id(ctx: Context, resource: Resource) -> str | None:
     return pointer_record.owner_uuid(p.data) or None
 
 
-def _naming(doc: dict[str, Any], user: str) -> dict[str, Any]:
+def _tests_resource_tags(docs: tuple[dict[str, Any], ...]) -> bool:
+    return any("aws:resourcetag/" in key.lower() for doc in docs for key in _condition_keys(doc))
+
+
+def _condition_keys(doc: dict[str, Any]) -> list[str]:
+    return [k for st in policy.statements(doc) for tests in (st.get("Condition") or {}).values() for k in tests]
+
+
+def _resource_tags(ctx: Context, resource: Resource) -> dict[str, str]:
+    """A table's tags (S3 Tables' TagResource and create-time tags), or its bucket's; {} if none or
+    unreadable (then a condition on them fails: a tag that cannot be read grants nothing)."""
+    from chalicelib.core.settling import pointers
+    from chalicelib.core.tables import side_data
+
+    entry = "table-bucket"  # s3tables/backend.py BUCKET_ENTRY: the bucket's own side data
+    try:
+        if resource.table and resource.namespace is not None and resource.name is not None:
+            p = pointers.read(ctx, resource.warehouse, resource.namespace, resource.name)
+            if p is None or p.state in ("dropped", "moved"):
+                return {}
+            entry = pointer_record.entry_id(p.data)
+        doc, _ = side_data.read(ctx, ctx.bucket_for(resource.warehouse), entry, "tags")
+    except (CatalogError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in (doc or {}).items()}
+
+
+def _naming(doc: dict[str, Any], user: str | tuple[str, ...]) -> dict[str, Any]:
     """The resource policies reduced to the statements that name this user (first, so that a table's
     id is looked up only when one of its table's policies could apply to the caller)."""
     out: dict[str, Any] = {}

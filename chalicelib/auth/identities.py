@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,7 +47,56 @@ class Principal:
     trusted_engine: bool = False
     # The user record's uuid: a user deleted and made again under its name is another principal
     # (rules that remember who put them, e.g. replication, compare it). Empty for root.
+    # For a role's session: the role record's uuid (a role made again is another role).
     uuid: str = ""
+    # "root", "user", or "role" (a session of a role: STS credentials, an identity provider's token,
+    # or an IAM caller that AWS verified in front of the function); then name is "role/<role>".
+    kind: str = "user"
+    session: str = ""  # a role session's name (the assumed-role ARN's last part)
+    # aws:PrincipalTag: the user's or role's tags, a session's tags over them.
+    tags: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def role(self) -> str:
+        return self.name[len(ROLE_PREFIX) :] if self.kind == "role" else ""
+
+    @property
+    def arn(self) -> str:
+        """aws:PrincipalArn: the user's, the role's (for a session too, as AWS gives it), or root's."""
+        from chalicelib.auth import arns
+
+        if self.is_root:
+            return f"arn:aws:iam::{arns.account()}:root"
+        if self.kind == "role":
+            return f"arn:aws:iam::{arns.account()}:role/{self.role}"
+        return f"arn:aws:iam::{arns.account()}:user/{self.name}"
+
+    def arns(self) -> tuple[str, ...]:
+        """Every ARN a Principal element may name this caller by."""
+        from chalicelib.auth import arns
+
+        if self.kind == "role" and self.session:
+            return (self.arn, f"arn:aws:sts::{arns.account()}:assumed-role/{self.role}/{self.session}")
+        return (self.arn,)
+
+    def context(self) -> dict[str, Any]:
+        """The global condition keys that describe the caller."""
+        out: dict[str, Any] = {"aws:PrincipalArn": self.arn, "aws:PrincipalAccount": _account()}
+        out["aws:PrincipalType"] = "Account" if self.is_root else ("AssumedRole" if self.kind == "role" else "User")
+        if self.kind == "user" and not self.is_root:
+            out["aws:username"] = self.name
+        for key, value in self.tags:
+            out[f"aws:PrincipalTag/{key}"] = value
+        return out
+
+
+ROLE_PREFIX = "role/"
+
+
+def _account() -> str:
+    from chalicelib.auth import arns
+
+    return arns.account()
 
 
 _root_from_secret: tuple[str, str] | None = None
@@ -123,6 +172,9 @@ def _user_problem(doc: Any) -> str | None:
         return "'policies' is not an object"
     if not isinstance(doc.get("trusted-engine", False), bool):
         return "'trusted-engine' is not a boolean"
+    tags = doc.get("tags", {})
+    if not isinstance(tags, dict) or not all(isinstance(v, str) for v in tags.values()):
+        return "'tags' is not an object of strings"
     for name, policy in policies.items():
         try:
             validate(policy)
@@ -175,11 +227,7 @@ def _lookup_stored(ctx: Context, access_key_id: str) -> tuple[str, Principal] | 
     user = _read_json(ctx, keys.user_record(record["user"]), _user_problem)
     if user is None or access_key_id not in user[0].get("access-keys", []):
         return None
-    policies = tuple(user[0].get("policies", {}).values())
-    trusted = user[0].get("trusted-engine") is True
-    principal = Principal(
-        record["user"], access_key_id, policies=policies, trusted_engine=trusted, uuid=str(user[0].get("uuid") or "")
-    )
+    principal = replace(_user_principal(user[0], record["user"]), access_key_id=access_key_id)
     return record["secret"], principal
 
 
@@ -205,9 +253,18 @@ def stored_principal(ctx: Context, name: str, user_uuid: str) -> Principal | Non
     found = damage.load(ctx, ctx.settings.system_bucket, key, f"User {name!r}", _user_problem)
     if found is None or str(found[0].get("uuid") or "") != user_uuid:
         return None
-    user = found[0]
-    policies = tuple(user.get("policies", {}).values())
-    return Principal(name, "", policies=policies, trusted_engine=user.get("trusted-engine") is True, uuid=user_uuid)
+    return _user_principal(found[0], name)
+
+
+def _user_principal(user: dict[str, Any], name: str) -> Principal:
+    return Principal(
+        name,
+        "",
+        policies=tuple(user.get("policies", {}).values()),
+        trusted_engine=user.get("trusted-engine") is True,
+        uuid=str(user.get("uuid") or ""),
+        tags=tuple(sorted((user.get("tags") or {}).items())),
+    )
 
 
 # ---- admin operations (root only; the pipeline enforces that) ---------------------------------
@@ -254,6 +311,7 @@ def public(record: dict[str, Any]) -> dict[str, Any]:
         "policies": record.get("policies", {}),
         "trusted-engine": record.get("trusted-engine") is True,
         "created-at": record.get("created-at"),
+        "tags": record.get("tags") or {},
     }
 
 
@@ -413,3 +471,29 @@ def _add_once(items: list[str], item: str) -> None:
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def tag_user(ctx: Context, name: str, new: dict[str, str]) -> None:
+    """IAM's TagUser: the user's tags are its aws:PrincipalTag keys."""
+
+    def add(record: dict[str, Any]) -> None:
+        merged = {**(record.get("tags") or {}), **new}
+        if len(merged) > 50:
+            raise BadRequest("A user has at most 50 tags")
+        record["tags"] = merged
+
+    _update_user(ctx, name, add, "tag-user", keys=sorted(new))
+    forget(user=name)
+
+
+def untag_user(ctx: Context, name: str, tag_keys: list[str]) -> None:
+    def drop(record: dict[str, Any]) -> None:
+        record["tags"] = {k: v for k, v in (record.get("tags") or {}).items() if k not in tag_keys}
+
+    _update_user(ctx, name, drop, "untag-user", keys=sorted(tag_keys))
+    forget(user=name)
+
+
+def access_key_created(ctx: Context, access_key_id: str) -> str | None:
+    found = _read_json(ctx, keys.access_key_record(access_key_id), _key_problem)
+    return None if found is None else found[0].get("created-at")

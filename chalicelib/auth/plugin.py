@@ -5,18 +5,20 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from chalicelib.auth import identities, sign_tokens, sigv4, tokens
+from chalicelib.auth import federation, identities, sessions, sign_tokens, sigv4, tokens, webtokens
 from chalicelib.auth.authorization import Authorization
 from chalicelib.core.primitives.context import get_context
 from chalicelib.errors import BadRequest, Forbidden, Unauthorized
 from chalicelib.pipeline import AllowAnonymous, Pipeline, RequestContext
 
 # Routes any authenticated caller may use (they reveal nothing a policy protects).
-OPEN_TO_AUTHENTICATED = frozenset({"GetConfig"})
+OPEN_TO_AUTHENTICATED = frozenset({"GetConfig", "sts:GetCallerIdentity", "sts:AssumeRole"})
+# STS's AssumeRole decides by the role's trust policy (auth/sessions.py), not by a permission.
 
 
 class CatalogAuthenticator:
-    """SigV4 (header or presigned query) or a bearer token from /v1/oauth/tokens."""
+    """SigV4 (header or presigned query; long-term keys, or an STS session's with its token), a
+    bearer token from /v1/oauth/tokens, or an identity provider's JWT used directly."""
 
     def authenticate(self, req: RequestContext) -> identities.Principal:
         ctx = get_context()
@@ -25,6 +27,8 @@ class CatalogAuthenticator:
             token = auth[7:].strip()
             if token.startswith(sign_tokens.PREFIX):
                 return _sign_token_principal(token)
+            if webtokens.looks_like_jwt(token):
+                return federation.principal(ctx, token)
             claims = tokens.verify(ctx, token)
             hit = identities.lookup(ctx, str(claims.get("akid")))
             if hit is None or hit[1].name != str(claims.get("sub")):
@@ -33,7 +37,7 @@ class CatalogAuthenticator:
         found: dict[str, Any] = {}
 
         def secret_for(access_key_id: str) -> str | None:
-            hit = identities.lookup(ctx, access_key_id)
+            hit = credentials(ctx, access_key_id)
             if hit is None:
                 return None
             found["hit"] = hit
@@ -50,13 +54,28 @@ class CatalogAuthenticator:
             services=services,
             multi_query=req.multi_query,
         )
-        secret, principal = found["hit"]
+        secret, principal, session = found["hit"]
+        if session is not None:
+            token = req.headers.get("x-amz-security-token") or req.query.get("X-Amz-Security-Token")
+            sessions.check_token(session, token)
         return replace(principal, token_key=sign_tokens.derive_key(secret))
+
+
+def credentials(ctx: Any, access_key_id: str) -> tuple[str, identities.Principal, sessions.Session | None] | None:
+    """Secret and principal of an access key: root's, a user's, or an STS session's."""
+    if sessions.is_session_key(access_key_id):
+        found = sessions.lookup(ctx, access_key_id)
+        if found is None:
+            return None
+        session, principal = found
+        return session.secret, replace(principal, access_key_id=access_key_id), session
+    hit = identities.lookup(ctx, access_key_id)
+    return None if hit is None else (hit[0], hit[1], None)
 
 
 def _sign_token_principal(token: str) -> identities.Principal:
     claims = sign_tokens.claims_of(token)
-    hit = identities.lookup(get_context(), str(claims["akid"]))
+    hit = credentials(get_context(), str(claims["akid"]))
     if hit is None:
         raise Unauthorized("The sign token's user or access key no longer exists")
     name, scope = sign_tokens.verify(token, sign_tokens.derive_key(hit[0]))
@@ -88,6 +107,8 @@ class PolicyAuthorizer:
             return
         if req.action.startswith("Admin"):
             raise Forbidden(f"Access denied: s3tables:{req.action} is reserved for the root user")
+        if req.action.startswith("iam:"):
+            raise Forbidden(f"User: {principal.arn} is not authorized to perform: {req.action}: the IAM API is root's")
         req.visible = authz.visible
         req.denied = authz.denied
         req.read_rule = authz.read_rule
@@ -108,3 +129,5 @@ def install(pipeline: Pipeline) -> None:
     pipeline.per_action["GetToken"] = (AllowAnonymous(), AllowAnonymous())
     # The browser's page and script are static and hold no data; the API calls they make are signed.
     pipeline.per_action["GetConsole"] = (AllowAnonymous(), AllowAnonymous())
+    # An identity provider's token is the credential (it is validated by the operation itself).
+    pipeline.per_action["sts:AssumeRoleWithWebIdentity"] = (AllowAnonymous(), AllowAnonymous())

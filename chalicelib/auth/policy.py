@@ -21,7 +21,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
-from chalicelib.auth import arns, wildcard
+from chalicelib.auth import arns, conditions, wildcard
 from chalicelib.auth.arns import Resource
 from chalicelib.errors import BadRequest
 
@@ -259,30 +259,9 @@ def _resource_applies(st: dict[str, Any], names: _Names, deny: bool, partial: bo
     return True
 
 
-def _condition_holds(condition: dict[str, Any], context: dict[str, str], open_keys: bool) -> bool | None:
+def _condition_holds(condition: dict[str, Any], context: dict[str, Any], open_keys: bool) -> bool | None:
     """True/False; None when a key is absent and open_keys (a list gate: items decide later)."""
-    context = {k.lower(): v for k, v in context.items()}
-    for operator, tests in condition.items():
-        for key, expected in tests.items():
-            value = context.get(key.lower())
-            if value is None:
-                if open_keys:
-                    return None
-                if operator.startswith("StringNot"):
-                    continue  # IAM: a negated operator holds when the key is absent
-                return False
-            wanted = _list(expected)
-            if operator == "StringEquals":
-                ok = value in wanted
-            elif operator == "StringNotEquals":
-                ok = value not in wanted
-            elif operator == "StringLike":
-                ok = any(wildcard.match(w, value) for w in wanted)
-            else:  # StringNotLike
-                ok = not any(wildcard.match(w, value) for w in wanted)
-            if not ok:
-                return False
-    return True
+    return conditions.holds(condition, context, open_keys)
 
 
 def _decide(
@@ -395,22 +374,33 @@ def may_limit_reads(policies: Policies, tables: Resource) -> bool:
 # ---- resource policies: who they name ------------------------------------------------------------
 
 
-def principal_matches(st: dict[str, Any], user: str) -> bool:
+def _arns_of(who: str | tuple[str, ...]) -> tuple[str, ...]:
+    """A caller's ARNs: given (auth.identities.Principal.arns()), or a user's or role's from its name."""
+    if isinstance(who, tuple):
+        return who
+    account = arns.account()
+    if who.startswith("role/"):
+        return (f"arn:aws:iam::{account}:{who}",)
+    return (f"arn:aws:iam::{account}:user/{who}",)
+
+
+def principal_matches(st: dict[str, Any], who: str | tuple[str, ...]) -> bool:
     """A resource policy statement's Principal: "*", {"AWS": "*" | account id | account root ARN |
-    user ARN | a list of them}. The account (id or root) stands for every user of the catalog."""
-    who = st.get("Principal")
-    if who == "*":
+    user, role or assumed-role ARN | a list of them}. The account (id or root) stands for every user
+    and role of the catalog."""
+    principal = st.get("Principal")
+    if principal == "*":
         return True
     account = arns.account()
-    wanted = ("*", account, f"arn:aws:iam::{account}:root", f"arn:aws:iam::{account}:user/{user}")
-    return any(v in wanted for v in _list(who.get("AWS")) if isinstance(who, dict))
+    wanted = ("*", account, f"arn:aws:iam::{account}:root", *_arns_of(who))
+    return any(v in wanted for v in _list(principal.get("AWS")) if isinstance(principal, dict))
 
 
-def for_principal(docs: list[dict[str, Any]], user: str) -> Policies:
-    """Resource policies reduced to the statements that name this user."""
+def for_principal(docs: list[dict[str, Any]], who: str | tuple[str, ...]) -> Policies:
+    """Resource policies reduced to the statements that name this caller (a user name, or ARNs)."""
     out = []
     for doc in docs:
-        kept = [st for st in statements(doc) if principal_matches(st, user)]
+        kept = [st for st in statements(doc) if principal_matches(st, who)]
         if kept:
             out.append({"Statement": kept})
     return tuple(out)
@@ -423,8 +413,15 @@ def without_denies(doc: dict[str, Any]) -> dict[str, Any]:
 # ---- validation: refuse what would be misread or could never match ---------------------------------
 
 _USER_ARN = re.compile(r"arn:aws:iam::(\d{12}):user/([\w+=,.@-]{1,64})")
+_ROLE_ARN = re.compile(
+    r"arn:aws:(?:iam::(\d{12}):role/(?:[\x21-\x7e]*/)?|sts::(\d{12}):assumed-role/)([\w+=,.@-]{1,64})(?:/[\w+=,.@-]{2,64})?"
+)
 _ROOT_ARN = re.compile(r"arn:aws:iam::(\d{12}):root")
-_ACTION = re.compile(r"(s3tables|glue):[A-Za-z*?]+|\*", re.IGNORECASE)
+_ACTION = re.compile(r"(s3tables|glue|sts):[A-Za-z*?]+|\*", re.IGNORECASE)
+# What an identity policy may say of roles: who may assume them (auth/trust.py asks it when a trust
+# policy names the account rather than the caller).
+STS_ACTIONS = ("AssumeRole", "AssumeRoleWithWebIdentity", "TagSession")
+_IAM_ROLE_PATTERN = re.compile(r"arn:aws:iam::(\d{12}|\*):role/[\x21-\x7e]*")
 _S3TABLES_ARN = re.compile(
     r"arn:aws:s3tables:(?P<region>[a-z0-9-]*):(?P<account>\d{12})?:bucket/(?P<bucket>[a-z0-9-]{3,63})"
     r"(?:/table/(?:(?P<id>[0-9a-f-]{36})|(?P<ns>[a-z0-9_]{1,250}(?:\.[a-z0-9_]{1,250})*)/(?P<name>[a-z0-9_]{1,250})))?"
@@ -441,6 +438,8 @@ def _action_meaningful(pattern: str) -> bool:
         return False
     if pattern == "*" or pattern.lower().startswith("glue:"):
         return True  # Glue's actions are many; a policy may carry those this catalog never asks for
+    if pattern.lower().startswith("sts:"):
+        return any(wildcard.match(pattern, f"sts:{a}", ignore_case=True) for a in STS_ACTIONS)
     return any(wildcard.match(pattern, f"s3tables:{a}", ignore_case=True) for a in ACTIONS)
 
 
@@ -450,6 +449,9 @@ def _arn_meaningful(pattern: str) -> bool:
         return False
     if pattern == "*":
         return True
+    role = _IAM_ROLE_PATTERN.fullmatch(pattern)
+    if role is not None:  # a role, for sts:AssumeRole (never matches a bucket or table)
+        return role[1] in ("*", arns.account())
     if "*" not in pattern and "?" not in pattern:
         found = _S3TABLES_ARN.fullmatch(pattern)
         if found is None:
@@ -567,11 +569,16 @@ def _validate_condition(where: str, cond: Any, st: dict[str, Any] | None = None)
     if not isinstance(cond, dict):
         raise BadRequest(f"Invalid policy {where}: Condition must be an object")
     for operator, tests in cond.items():
-        if operator not in OPERATORS + NUMERIC or not isinstance(tests, dict):
+        if not (operator in NUMERIC or conditions.known(operator)) or not isinstance(tests, dict):
             raise BadRequest(
-                f"Invalid policy {where}: condition operator {operator[:40]!r}; supported: {OPERATORS + NUMERIC}"
+                f"Invalid policy {where}: condition operator {operator[:60]!r}; supported: the String, Arn, Null "
+                "and Bool operators (with ForAnyValue:/ForAllValues: and IfExists), and Numeric ones for "
+                "s3tables:partition/<column>"
             )
         for key, value in tests.items():
+            if conditions.global_key(key):
+                _validate_global(where, operator, key, value)
+                continue
             if key.lower().startswith((ROW_KEY, MASK_KEY)) or key.lower() == COLUMN_KEY:
                 strings = isinstance(value, list) and value and all(isinstance(v, str) for v in value)
                 if not (isinstance(value, str) or strings):
@@ -580,11 +587,14 @@ def _validate_condition(where: str, cond: Any, st: dict[str, Any] | None = None)
                 continue
             if operator in NUMERIC:
                 raise BadRequest(f"Invalid policy {where}: {operator} applies only to s3tables:partition/<column>")
-            if key.lower() not in CONDITION_KEYS:
+            if key.lower() not in CONDITION_KEYS or operator not in OPERATORS:
                 raise BadRequest(
-                    f"Invalid policy {where}: condition key {key[:60]!r}; supported: s3tables:namespace, "
-                    "s3tables:tableName, and for s3tables:GetTableData s3tables:partition/<column>, s3tables:column "
-                    "and s3tables:columnMask/<column>"
+                    f"Invalid policy {where}: condition {operator[:40]} {key[:60]!r}; supported: s3tables:namespace "
+                    "and s3tables:tableName (with StringEquals, StringNotEquals, StringLike, StringNotLike), the "
+                    "global keys aws:PrincipalArn, aws:PrincipalAccount, aws:PrincipalType, aws:username, "
+                    "aws:PrincipalTag/<key>, aws:ResourceTag/<key>, aws:RequestTag/<key> and aws:TagKeys, "
+                    "and for s3tables:GetTableData s3tables:partition/<column>, s3tables:column and "
+                    "s3tables:columnMask/<column>"
                 )
             if not (isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))):
                 raise BadRequest(f"Invalid policy {where}: condition value for {key[:60]!r}: a string or strings")
@@ -595,6 +605,19 @@ def _validate_condition(where: str, cond: Any, st: dict[str, Any] | None = None)
                     f"Invalid policy {where}: {operator} {key} {_list(value)[:3]!r} can never hold "
                     "(names are lower-case letters, digits and _; namespace levels are joined by '.')"
                 )
+
+
+def _validate_global(where: str, operator: str, key: str, value: Any) -> None:
+    """aws:* keys: string values; Null and Bool take "true" or "false"."""
+    if operator in NUMERIC:
+        raise BadRequest(f"Invalid policy {where}: {operator} applies only to s3tables:partition/<column>")
+    values = value if isinstance(value, list) else [value]
+    if not values or not all(isinstance(v, (str, bool)) for v in values):
+        raise BadRequest(f"Invalid policy {where}: condition value for {key[:60]!r}: a string or strings")
+    if any(len(str(v)) > wildcard.MAX_PATTERN for v in values):
+        raise BadRequest(f"Invalid policy {where}: condition values are at most 2048 characters")
+    if operator.startswith(("Null", "Bool")) and not all(str(v).lower() in ("true", "false") for v in values):
+        raise BadRequest(f"Invalid policy {where}: {operator} takes true or false")
 
 
 def validate_resource_policy(doc: Any, governs: Resource, user_exists: Callable[[str], bool]) -> None:
@@ -643,14 +666,23 @@ def _principal_problems(who: Any, user_exists: Callable[[str], bool]) -> Iterato
         yield "Principal AWS must be a string or a non-empty list of strings"
         return
     for v in values:
-        user, root = _USER_ARN.fullmatch(v), _ROOT_ARN.fullmatch(v)
+        user, root, role = _USER_ARN.fullmatch(v), _ROOT_ARN.fullmatch(v), _ROLE_ARN.fullmatch(v)
         if v == "*" or v == account:
+            continue
+        if role is not None:
+            if (role[1] or role[2]) != account:
+                yield f"Principal {v[:80]!r} is another account's (this catalog is account {account})"
+            elif not user_exists(f"role/{role[3]}"):
+                yield f"Principal {v[:80]!r}: no such role"
             continue
         if re.fullmatch(r"\d{12}", v) or (root and root[1] != account) or (user and user[1] != account):
             yield f"Principal {v[:80]!r} is another account's (this catalog is account {account})"
         elif root:
             continue
         elif user is None:
-            yield f"Principal {v[:80]!r} is not an account id, arn:aws:iam::<account>:root or a user ARN (no wildcards)"
+            yield (
+                f"Principal {v[:80]!r} is not an account id, arn:aws:iam::<account>:root, or a user, role or "
+                "assumed-role ARN (no wildcards)"
+            )
         elif not user_exists(user[2]):
             yield f"Principal {v[:80]!r}: no such user"

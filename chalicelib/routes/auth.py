@@ -5,12 +5,13 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
+import time
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
-from chalicelib.auth import identities, tokens
+from chalicelib.auth import federation, identities, tokens, webtokens
 from chalicelib.core.primitives.context import get_context
-from chalicelib.errors import BadRequest, CatalogError
+from chalicelib.errors import BadRequest, CatalogError, Forbidden, Unauthorized
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.routes import V1
 from chalicelib.routes.iceberg_errors import ICEBERG_FACE
@@ -19,6 +20,12 @@ bp = RouteGroup(__name__, ICEBERG_FACE)
 ADMIN = "/_iceberg/admin"
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN = "urn:ietf:params:oauth:token-type:access_token"
+# An identity provider's token may be exchanged as any of these (RFC 8693 token types).
+PROVIDER_TOKEN_TYPES = (
+    ACCESS_TOKEN,
+    "urn:ietf:params:oauth:token-type:jwt",
+    "urn:ietf:params:oauth:token-type:id_token",
+)
 
 
 def _oauth_error(status: int, error: str, description: str) -> tuple[int, dict[str, str], dict[str, str]]:
@@ -68,9 +75,14 @@ def _exchange(form: dict[str, str]) -> tuple[int, dict[str, Any], dict[str, str]
     subject = form.get("subject_token") or ""
     if not subject:
         return _oauth_error(400, "invalid_request", "subject_token is required for token exchange")
-    if form.get("subject_token_type", ACCESS_TOKEN) != ACCESS_TOKEN:
-        return _oauth_error(400, "invalid_request", f"subject_token_type must be {ACCESS_TOKEN}")
+    kind = form.get("subject_token_type", ACCESS_TOKEN)
     ctx = get_context()
+    if webtokens.looks_like_jwt(subject):
+        if kind not in PROVIDER_TOKEN_TYPES:
+            return _oauth_error(400, "invalid_request", f"subject_token_type must be one of {PROVIDER_TOKEN_TYPES}")
+        return _provider_token(ctx, subject)
+    if kind != ACCESS_TOKEN:
+        return _oauth_error(400, "invalid_request", f"subject_token_type must be {ACCESS_TOKEN}")
     try:
         # A refresh scheduled just before expiry may arrive just after it (a busy JVM): a short grace.
         claims = tokens.verify(ctx, subject, grace_s=min(30.0, tokens.ttl_seconds()))
@@ -80,6 +92,21 @@ def _exchange(form: dict[str, str]) -> tuple[int, dict[str, Any], dict[str, str]
     if principal is None:
         return _oauth_error(401, "invalid_grant", "The token's user or access key no longer exists")
     return _issued(*tokens.issue(ctx, principal.name, principal.access_key_id))
+
+
+def _provider_token(ctx: Any, subject: str) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """An identity provider's JWT: valid for a role here, it is itself the access token (until its
+    own expiry), so the exchange writes nothing and the provider stays the one to revoke it."""
+    try:
+        principal = federation.principal(ctx, subject)
+    except Unauthorized as exc:
+        return _oauth_error(401, "invalid_grant", exc.message)
+    except Forbidden as exc:
+        return _oauth_error(403, "invalid_grant", exc.message)
+    _, claims = webtokens.unverified(subject)
+    ttl = max(0, int(float(claims["exp"]) - time.time()))
+    body = {"access_token": subject, "token_type": "bearer", "expires_in": ttl, "issued_token_type": ACCESS_TOKEN}
+    return 200, {**body, "scope": f"{federation.ROLE_SCOPE}{principal.role}"}, {"Cache-Control": "no-store"}
 
 
 def _json_object(req: RequestContext) -> dict[str, Any]:

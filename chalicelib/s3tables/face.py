@@ -857,7 +857,11 @@ def _policy_in(req: RequestContext, governs: arns.Resource) -> Body:
         raise BadRequest("resourcePolicy is not valid JSON") from None
 
     def user_exists(name: str) -> bool:
+        from chalicelib.auth import roles
+
         try:
+            if name.startswith("role/"):
+                return roles.load(get_context(), name[len("role/") :]) is not None
             get_user(get_context(), name)
             return True
         except (NotFound, BadRequest):

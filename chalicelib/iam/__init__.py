@@ -1,0 +1,1 @@
+"""The AWS IAM face."""

@@ -1,0 +1,1 @@
+"""The AWS STS face."""
