@@ -366,3 +366,103 @@ def test_bearer_token_refusals(catalog_url: str, idp: OidcProvider, provider_arn
     forged = token[:-6] + ("AAAAAA" if not token.endswith("AAAAAA") else "BBBBBB")
     resp = requests.get(f"{catalog_url}/v1/{warehouse}/namespaces", headers={"Authorization": f"Bearer {forged}"})
     assert resp.status_code == 401 and "signature" in resp.json()["error"]["message"]
+
+
+# ---- tags in policies (ABAC) ----------------------------------------------------------------------
+
+
+def test_tags_decide_by_role_session_and_resource(
+    catalog_url: str, idp: OidcProvider, provider_arn: str, warehouse: str
+) -> None:
+    """The token's session tag team=red (https://aws.amazon.com/tags) meets each table's team tag."""
+    arn = f"arn:aws:s3tables:::bucket/{warehouse}"
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Action": ["s3tables:GetTableBucket", "s3tables:ListNamespaces"], "Resource": arn},
+            {
+                "Effect": "Allow",
+                "Action": ["s3tables:GetTable", "s3tables:GetTableMetadataLocation"],
+                "Resource": f"{arn}/table/*",
+                "Condition": {"StringEquals": {"aws:ResourceTag/team": "${aws:PrincipalTag/team}"}},
+            },
+            {
+                "Effect": "Allow",
+                "Action": ["s3tables:CreateTable", "s3tables:TagResource"],
+                "Resource": f"{arn}/table/*",
+                "Condition": {
+                    "StringEquals": {"aws:RequestTag/team": "${aws:PrincipalTag/team}"},
+                    "ForAllValues:StringEquals": {"aws:TagKeys": ["team"]},
+                },
+            },
+        ],
+    }
+    name = make_role(catalog_url, trust_web(provider_arn, idp), policy, name="tagged")
+    root = client("s3tables", catalog_url)
+    root.create_namespace(tableBucketARN=bucket_arn(warehouse), namespace=["abac"])
+    for table, team in (("red_t", "red"), ("blue_t", "blue")):
+        root.create_table(
+            tableBucketARN=bucket_arn(warehouse), namespace="abac", name=table, format="ICEBERG", tags={"team": team}
+        )
+    token = idp.client_credentials(CLIENT, SECRET)["access_token"]
+    creds = unsigned_sts(catalog_url).assume_role_with_web_identity(
+        RoleArn=f"arn:aws:iam::{ACCOUNT}:role/{name}", RoleSessionName="abac", WebIdentityToken=token
+    )["Credentials"]
+    s3t = s3tables_with(catalog_url, creds)
+    assert s3t.get_table(tableBucketARN=bucket_arn(warehouse), namespace="abac", name="red_t")["name"] == "red_t"
+    with pytest.raises(ClientError) as err:
+        s3t.get_table(tableBucketARN=bucket_arn(warehouse), namespace="abac", name="blue_t")
+    assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    # Creates: only with the caller's own team as the tag, and no other tag key.
+    s3t.create_table(
+        tableBucketARN=bucket_arn(warehouse), namespace="abac", name="mine", format="ICEBERG", tags={"team": "red"}
+    )
+    for tags in ({"team": "blue"}, {"team": "red", "cost": "x"}, None):
+        kwargs = {"tags": tags} if tags else {}
+        with pytest.raises(ClientError) as err:
+            s3t.create_table(
+                tableBucketARN=bucket_arn(warehouse), namespace="abac", name="theirs", format="ICEBERG", **kwargs
+            )
+        assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    listed = root.list_tables(tableBucketARN=bucket_arn(warehouse), namespace="abac")["tables"]
+    assert sorted(t["name"] for t in listed) == ["blue_t", "mine", "red_t"]  # nothing refused was made
+    # The provider's token used directly (scope role:tagged): the table's tag decides there too.
+    scoped = idp.client_credentials(CLIENT, SECRET, scope="catalog role:tagged")["access_token"]
+    url = f"{base(catalog_url)}/_s3tables/get-table"
+    for table, status in (("red_t", 200), ("blue_t", 403)):
+        query = {"tableBucketARN": bucket_arn(warehouse), "namespace": "abac", "name": table}
+        resp = requests.get(url, params=query, headers={"Authorization": f"Bearer {scoped}"})
+        assert resp.status_code == status, resp.text
+
+
+def test_principal_tags_from_user_tags(catalog_url: str, http: requests.Session, warehouse: str) -> None:
+    """A user's IAM tags are its aws:PrincipalTag keys."""
+    iam = client("iam", catalog_url)
+    arn = f"arn:aws:s3tables:::bucket/{warehouse}"
+    user = f"u-{uuid.uuid4().hex[:8]}"
+    iam.create_user(UserName=user, Tags=[{"Key": "level", "Value": "gold"}])
+    doc = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": "s3tables:ListNamespaces",
+                "Resource": arn,
+                "Condition": {"StringEquals": {"aws:PrincipalTag/level": "gold"}},
+            }
+        ],
+    }
+    iam.put_user_policy(UserName=user, PolicyName="gold", PolicyDocument=json.dumps(doc))
+    key = iam.create_access_key(UserName=user)["AccessKey"]
+    s3t = boto3.client(
+        "s3tables",
+        endpoint_url=f"{base(catalog_url)}/_s3tables",
+        region_name=REGION,
+        aws_access_key_id=key["AccessKeyId"],
+        aws_secret_access_key=key["SecretAccessKey"],
+    )
+    assert s3t.list_namespaces(tableBucketARN=bucket_arn(warehouse))["namespaces"] == []
+    iam.tag_user(UserName=user, Tags=[{"Key": "level", "Value": "bronze"}])
+    with pytest.raises(ClientError) as err:
+        s3t.list_namespaces(tableBucketARN=bucket_arn(warehouse))
+    assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403

@@ -117,20 +117,31 @@ def _table_check(req: RequestContext) -> list[Check]:
     return [(req.action, table_arn(wh, ns, name), ns_context(ns, name), False)]
 
 
-def _tagging(req: RequestContext, resource: Any, cond: dict[str, str]) -> list[Check]:
+def _request_tags(req: RequestContext) -> dict[str, Any]:
+    """aws:RequestTag/<key> and aws:TagKeys of the tags a create or TagResource sets (UntagResource:
+    aws:TagKeys of the keys it removes), for tag-based policies (ABAC)."""
+    if req.method == "DELETE":
+        return {"aws:TagKeys": list(req.multi_query.get("tagKeys") or [])}
+    tags = _json(req).get("tags")
+    if not isinstance(tags, dict) or not tags:
+        return {}
+    return {**{f"aws:RequestTag/{k}": str(v) for k, v in tags.items()}, "aws:TagKeys": list(tags)}
+
+
+def _tagging(req: RequestContext, resource: Any, cond: dict[str, Any]) -> list[Check]:
     """A create with tags needs TagResource on the new resource as well, as AWS documents."""
     return [("TagResource", resource, cond, False)] if _json(req).get("tags") else []
 
 
 def _new_bucket_check(req: RequestContext) -> list[Check]:
-    resource = bucket_arn(str(_json(req).get("name")))
-    return [(req.action, resource, {}, False), *_tagging(req, resource, {})]
+    resource, cond = bucket_arn(str(_json(req).get("name"))), _request_tags(req)
+    return [(req.action, resource, cond, False), *_tagging(req, resource, cond)]
 
 
 def _new_table_check(req: RequestContext) -> list[Check]:
-    checks = _table_check(req)
-    _, resource, cond, _ = checks[0]
-    return [*checks, *_tagging(req, resource, cond)]
+    _, resource, cond, partial = _table_check(req)[0]
+    cond = {**cond, **_request_tags(req)}
+    return [(req.action, resource, cond, partial), *_tagging(req, resource, cond)]
 
 
 def _tables_check(req: RequestContext) -> list[Check]:
@@ -301,7 +312,8 @@ def _resolved(req: RequestContext, action: str, arn: str) -> tuple[str, tuple[st
     """The table a table ARN names, once the caller may perform the action on that very table."""
     wh, ns, name = _by_table_arn(get_context(), arn)
     table_id = str(uuid.UUID(_TABLE_ARN.fullmatch(arn).group(2)))  # type: ignore[union-attr] - found by it
-    req.require(action, table_arn(wh, ns, name, table_id), ns_context(ns, name))
+    tagging = _request_tags(req) if action in ("TagResource", "UntagResource") else {}
+    req.require(action, table_arn(wh, ns, name, table_id), {**ns_context(ns, name), **tagging})
     return wh, ns, name
 
 
@@ -477,7 +489,8 @@ def _tag_check(req: RequestContext) -> list[Check]:
     if "/table/" in arn:
         return _by_arn_gate(action, arn)
     found = _BUCKET_ARN.fullmatch(arn)
-    return [(action, bucket_arn(check_warehouse(found.group(3)) if found else "*"), {}, False)]
+    cond = _request_tags(req) if action != "ListTagsForResource" else {}
+    return [(action, bucket_arn(check_warehouse(found.group(3)) if found else "*"), cond, False)]
 
 
 @_op("/tag/{resourceArn}", "GET", "ListTagsForResource", _tag_check)
