@@ -70,11 +70,27 @@ def to_rest_event(event: dict[str, Any], table: RouteTable) -> dict[str, Any] | 
             "stage": stage,
             "requestId": event["requestContext"].get("requestId", ""),
             "domainName": event["requestContext"].get("domainName", ""),
-            "identity": {"sourceIp": http.get("sourceIp", "")},
+            "identity": _identity(event["requestContext"], http),
         },
         "body": event.get("body"),
         "isBase64Encoded": bool(event.get("isBase64Encoded")),
     }
+
+
+def _identity(context: dict[str, Any], http: dict[str, Any]) -> dict[str, Any]:
+    """REST's requestContext.identity: the source IP, and the caller a Function URL with AuthType
+    AWS_IAM verified (2.0's `authorizer.iam`), in REST's IAM-authorization field names."""
+    out: dict[str, Any] = {"sourceIp": http.get("sourceIp", "")}
+    iam = (context.get("authorizer") or {}).get("iam")
+    if isinstance(iam, dict) and iam.get("userArn"):
+        out.update(
+            userArn=iam["userArn"],
+            accountId=iam.get("accountId", ""),
+            accessKey=iam.get("accessKey", ""),
+            caller=iam.get("callerId", ""),
+            user=iam.get("userId", ""),
+        )
+    return out
 
 
 def to_v2_response(resp: dict[str, Any]) -> dict[str, Any]:

@@ -115,6 +115,9 @@ class RequestContext:
     may_write_data: Callable[[Any, dict[str, str]], bool] = _writes_everything
     # Whether some table of a set may have the caller's reads limited (GetConfig's planning mode).
     may_limit_reads: Callable[[Any], bool] = _no_limits
+    # The caller AWS verified in front of the function (a Function URL with AuthType AWS_IAM, an API
+    # Gateway route with IAM authorization): the event's requestContext identity; {} when none.
+    front_door: dict[str, str] = field(default_factory=dict)
     # The caller's auth/authorization.Authorization (set by the authorizer; None when none ran).
     authz: Any = None
 
@@ -273,6 +276,21 @@ def _make_view(app: Chalice, spec: _Spec) -> Callable[..., Response]:
     return view
 
 
+def _front_door(req: Any) -> dict[str, str]:
+    """The IAM caller the event's request context names (lambda_events.py copies a 2.0 event's
+    `authorizer.iam` there); only an event from AWS can carry one, and only a deployment in front-door
+    mode believes it (auth/plugin.py)."""
+    identity = (req.context or {}).get("identity") or {}
+    arn = identity.get("userArn") if isinstance(identity, dict) else None
+    if not isinstance(arn, str) or not arn:
+        return {}
+    return {
+        "userArn": arn,
+        "accountId": str(identity.get("accountId") or ""),
+        "accessKey": str(identity.get("accessKey") or ""),
+    }
+
+
 def _multi(query: Any) -> dict[str, list[str]]:
     if not query:
         return {}
@@ -299,6 +317,7 @@ def _dispatch(req: Any, spec: _Spec, params: dict[str, str]) -> Response:
         action=action,
         face=spec.face,
         checks=spec.checks or _no_checks,
+        front_door=_front_door(req),
     )
     slot = None
     hint: dict[str, Any] | None = None

@@ -244,6 +244,9 @@ def _function_props(group: str, handler: str) -> dict[str, Any]:
                 "CATALOG_DATA_ACCESS_ROLE_ARN": {SUB: DATA_ACCESS_ROLE},
                 "CATALOG_CONTROL_PLANE_PRINCIPALS": {SUB: CATALOG_ROLES},
                 "CATALOG_DISPATCHER_FUNCTION": {SUB: "catalog-${Stage}-dispatcher"},
+                "CATALOG_ACCOUNT_ID": {"Ref": "AWS::AccountId"},
+                # AWS_IAM: AWS checks callers' signatures and names them in the event (auth/front_door.py).
+                "CATALOG_FRONT_DOOR": {"Fn::If": ["WithIamFrontDoor", "aws_iam", ""]},
             }
         },
     }
@@ -331,16 +334,20 @@ def merge_template() -> dict[str, Any]:
     res["AllFunctionUrl"] = {
         "Type": "AWS::Lambda::Url",
         "Condition": "WithFunctionUrl",
-        "Properties": {"TargetFunctionArn": {"Fn::GetAtt": ["APIHandler", "Arn"]}, "AuthType": "NONE"},
-    }  # every request is SigV4- or token-checked by the catalog itself
+        "Properties": {
+            "TargetFunctionArn": {"Fn::GetAtt": ["APIHandler", "Arn"]},
+            "AuthType": {"Ref": "FunctionUrlAuthType"},
+        },
+    }  # NONE: every request is SigV4- or token-checked by the catalog; AWS_IAM: by AWS, in front
     res["AllFunctionUrlPermission"] = {
         "Type": "AWS::Lambda::Permission",
         "Condition": "WithFunctionUrl",
         "Properties": {
             "Action": "lambda:InvokeFunctionUrl",
             "FunctionName": {"Ref": "APIHandler"},
-            "Principal": "*",
-            "FunctionUrlAuthType": "NONE",
+            # AWS_IAM: only this account's principals (allowed by their own IAM policies) get through.
+            "Principal": {"Fn::If": ["WithIamFrontDoor", {"Ref": "AWS::AccountId"}, "*"]},
+            "FunctionUrlAuthType": {"Ref": "FunctionUrlAuthType"},
         },
     }
     res.update(observability(["sweeper", "dispatcher", *GROUPS]))
@@ -380,6 +387,13 @@ def merge_template() -> dict[str, Any]:
                 "AllowedValues": [1, 3, 5, 7, 14, 30, 60, 90, 180, 365],
             },
             "EnableFunctionUrl": {"Type": "String", "Default": "true", "AllowedValues": ["true", "false"]},
+            "FunctionUrlAuthType": {
+                "Type": "String",
+                "Default": "NONE",
+                "AllowedValues": ["NONE", "AWS_IAM"],
+                "Description": "AWS_IAM: AWS verifies each caller (lambda:InvokeFunctionUrl) and the caller acts as "
+                "the catalog role whose trust policy names its IAM role or user",
+            },
             "AlarmTopicArn": {
                 "Type": "String",
                 "Default": "",
@@ -401,6 +415,7 @@ def merge_template() -> dict[str, Any]:
         },
         "Conditions": {
             "WithFunctionUrl": {"Fn::Equals": [{"Ref": "EnableFunctionUrl"}, "true"]},
+            "WithIamFrontDoor": {"Fn::Equals": [{"Ref": "FunctionUrlAuthType"}, "AWS_IAM"]},
             "WithAlarmTopic": {"Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmTopicArn"}, ""]}]},
             "WithTracing": {"Fn::Equals": [{"Ref": "EnableTracing"}, "true"]},
         },

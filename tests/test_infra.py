@@ -143,12 +143,16 @@ def test_deployment_cannot_be_turned_against_the_account():
                 assert not target.endswith(":::*") and not target.endswith(":::*/*"), (name, target)
                 if "/iam/" not in target:
                     continue
-                if name in ("AuthRole", "AllRole"):
-                    continue  # the auth function owns identities
-                # Everyone else only reads users, access keys and token records: no writes to iam/,
-                # and nothing else there (no signing key to steal).
+                if name in ("AuthRole", "AllRole", "IamRole"):
+                    continue  # the auth function and the IAM face own identities
+                if name == "StsRole" and actions == ["s3:PutObject"]:
+                    assert target.rsplit("/iam/", 1)[1] == "sessions/*", (name, target)
+                    continue  # STS writes session records, and nothing else there
+                # Everyone else only reads identity records: no writes to iam/, and nothing else
+                # there (no signing key to steal).
                 assert actions == ["s3:GetObject"], (name, target, actions)
-                assert target.rsplit("/iam/", 1)[1] in ("users/*", "access-keys/*", "tokens/*"), (name, target)
+                readable = ("users/*", "access-keys/*", "tokens/*", "roles/*", "oidc-providers/*", "sessions/*")
+                assert target.rsplit("/iam/", 1)[1] in readable, (name, target)
     for fn in ("TablesFunction", "NamespacesFunction", "TransactionsFunction", "ConfigFunction"):
         env = res[fn]["Properties"]["Environment"]["Variables"]
         assert env["CATALOG_ALLOW_EXISTING_BUCKETS"] == {"Ref": "AllowExistingBuckets"}

@@ -130,7 +130,7 @@ def test_deny_one_table_and_miscased_keys_apply(setup, http, catalog_url):
     "condition",
     [
         {"StringEquals": {"s3tables:tableNam": "t"}},  # a typo would silently never match
-        {"StringEquals": {"aws:username": "x"}},
+        {"StringEquals": {"aws:SourceIp": "x"}},  # a global key the catalog never sets
         {"NumericEquals": {"s3tables:namespace": "a"}},
         {"StringEquals": {"s3tables:namespace": 5}},
         {"StringEquals": {"s3tables:namespace": ["a", 5]}},
