@@ -19,7 +19,11 @@ Conventions (README.md, "Docs as tests", says them to writers):
   readers, and listed by `test_blocks_not_run_say_why`;
 - other fences (```text, ```json, ```http) show output, shapes or requests, never commands;
 - when 8181 or 4566 is taken, the stack runs on free ports and the blocks' `127.0.0.1:8181`,
-  `127.0.0.1:4566` and `:4566/` are rewritten to them, as a user would edit them.
+  `127.0.0.1:4566` and `:4566/` are rewritten to them, as a user would edit them;
+- a block that reads `OIDC_ISSUER`, `OIDC_AUDIENCE`, `OIDC_CLIENT_ID` or `OIDC_CLIENT_SECRET` (the
+  identity pages) gets them from a real OpenID Connect provider (infra/oidc, tests/oidcutil.py)
+  started with the configuration docs/identity-oidc.md shows, as a user exports them for theirs;
+- `aws` is the AWS CLI of `.venv-awscli/` (`make awscli`), as a user's own `aws` would be.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import mktestdocs
 import pytest
 
 from tests.conftest import ROOT, local_s3
+from tests.oidcutil import OidcProvider, start_provider
 
 pytestmark = pytest.mark.full
 
@@ -87,12 +92,50 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
 
 
+# The provider docs/identity-oidc.md starts for its examples ("A provider to try"): its one client may
+# ask for the scopes of the pages' roles, and its tokens carry the session tag team=red.
+OIDC_CLIENT = {
+    "client_id": "etl-job",
+    "client_secret": "etl-secret",
+    "scope": "catalog role:writer role:etl",
+    "claims": {"https://aws.amazon.com/tags": {"principal_tags": {"team": ["red"]}}},
+}
+OIDC_VARIABLES = ("OIDC_ISSUER", "OIDC_AUDIENCE", "OIDC_CLIENT_ID", "OIDC_CLIENT_SECRET")
+
+
+@pytest.fixture(scope="module")
+def oidc_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """What a reader of the identity pages exports for their provider, from a real one."""
+    with start_provider(tmp_path_factory.mktemp("docs-oidc"), clients=[OIDC_CLIENT]) as provider:
+        yield _oidc_variables(provider)
+
+
+def _oidc_variables(provider: OidcProvider) -> dict[str, str]:
+    return {
+        "OIDC_ISSUER": provider.issuer,
+        "OIDC_AUDIENCE": provider.audience,
+        "OIDC_CLIENT_ID": OIDC_CLIENT["client_id"],
+        "OIDC_CLIENT_SECRET": OIDC_CLIENT["client_secret"],
+    }
+
+
+def _with_aws_cli(env: dict[str, str], where: str) -> dict[str, str]:
+    """`aws` on PATH as the pinned AWS CLI (only that command: the CLI venv's python stays off PATH)."""
+    cli = ROOT / ".venv-awscli" / "bin" / "aws"
+    if not cli.exists():
+        return env
+    link = os.path.join(where, "aws")
+    if not os.path.lexists(link):
+        os.symlink(cli, link)
+    return {**env, "PATH": f"{where}{os.pathsep}{env.get('PATH', '')}"}
+
+
 def _port(default: int) -> int:
     return default if local_s3.port_free(default) else local_s3.free_port()
 
 
 @pytest.fixture(scope="module")
-def stack() -> Iterator[Stack]:
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     recipe = (ROOT / "Makefile").read_text().split("\nrun: ", 1)[1].splitlines()[1].strip()
     assert recipe == "$(VENV)/bin/python scripts/run_local.py", recipe  # the command below is `make run`'s
     catalog, s3 = _port(8181), _port(4566)
@@ -120,19 +163,22 @@ def stack() -> Iterator[Stack]:
     threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
     try:
         assert "Ctrl-C stops" in "".join(lines), "".join(lines)
-        yield Stack(proc, "".join(lines), {k: v for k, v in ports.items() if k.split(":")[-1] != v.split(":")[-1]})
+        found = Stack(proc, "".join(lines), {k: v for k, v in ports.items() if k.split(":")[-1] != v.split(":")[-1]})
+        found.env = _with_aws_cli(found.env, str(tmp_path_factory.mktemp("docs-bin")))
+        yield found
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
 
 
-def _executor(lang: str, stack: Stack) -> Callable[[str], None]:
+def _executor(lang: str, stack: Stack, extra: dict[str, str] | None = None) -> Callable[[str], None]:
     """A new process per block, registered with mktestdocs (so `check_md_file` runs a whole file so too)."""
     cmd = ["bash", "-e", "-u", "-o", "pipefail", "-c"] if lang == "bash" else [str(ROOT / ".venv/bin/python"), "-c"]
+    env = {**stack.env, **(extra or {})}
 
     def run(source: str) -> None:
         done = subprocess.run(
-            [*cmd, stack.rewrite(source)], cwd=ROOT, env=stack.env, capture_output=True, text=True, timeout=600
+            [*cmd, stack.rewrite(source)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
         )
         out = f"--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
         assert done.returncode == 0, f"exit {done.returncode}\n{source}\n{out}"
@@ -145,8 +191,11 @@ IDS = [f"{b[0]}-{b[2]}{b[1]}" for b in RUNNABLE]
 
 
 @pytest.mark.parametrize(("doc", "index", "lang", "source"), RUNNABLE, ids=IDS)
-def test_block_runs_as_written(stack: Stack, doc: str, index: int, lang: str, source: str) -> None:
-    _executor(lang, stack)(source)
+def test_block_runs_as_written(
+    stack: Stack, request: pytest.FixtureRequest, doc: str, index: int, lang: str, source: str
+) -> None:
+    uses_provider = any(name in source for name in OIDC_VARIABLES)
+    _executor(lang, stack, request.getfixturevalue("oidc_env") if uses_provider else None)(source)
 
 
 def test_blocks_not_run_say_why() -> None:
