@@ -47,7 +47,7 @@ spark-classpath: venv
 spark-cluster: venv spark-classpath
 	$(VENV)/bin/python scripts/spark_cluster.py
 
-run: venv localstack
+run: venv localstack oidc
 	$(VENV)/bin/python scripts/run_local.py
 
 # The built deployment package under the local Lambda runtime (infra/lambda_emulator.py).

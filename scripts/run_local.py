@@ -92,16 +92,109 @@ def main() -> int:
         # and the replication of tables whose bucket or table has a replication configuration).
         cmd = [sys.executable, "-m", "chalicelib.handlers.dispatcher", "--loop", "1"]
         helpers.append(subprocess.Popen(cmd, cwd=str(ROOT), env=env, stdout=subprocess.DEVNULL))
+    identity = ""
+    oidc = _start_identity_provider(url, env, helpers)
+    if oidc:
+        identity = _identity_banner(url, oidc)
     if queue:
         events = _events_banner(url, queue, endpoint)
     elif s3 is None:
         events = _own_s3_events_banner(env)
     else:
         events = ""
-    print(_banner(url, note, env, generated, events), flush=True)
+    print(_banner(url, note, env, generated, events) + identity, flush=True)
     server.wait()
     stop()
     return 0
+
+
+OIDC_CLIENT, OIDC_SECRET, OIDC_ROLE = "demo", "demo-secret", "demo"
+
+
+def _start_identity_provider(url: str, env: dict[str, str], helpers: list[subprocess.Popen[bytes]]) -> str:
+    """A local OpenID Connect provider (infra/oidc: `make oidc`), registered through the IAM face with
+    a role `demo` that its client `demo` becomes: sign in the way users do, no catalog key needed.
+    Its issuer, or "" when node or its modules are missing (the catalog runs without it)."""
+    import json
+    import shutil
+    import tempfile
+
+    node, script = shutil.which("node"), ROOT / "infra" / "oidc" / "provider.mjs"
+    if node is None or not (ROOT / "infra" / "oidc" / "node_modules" / "oidc-provider").exists():
+        return ""
+    port = int(env.get("OIDC_PORT", "9400"))
+    if not local_s3.port_free(port):
+        print(f"note: no identity provider (port {port} is in use; set OIDC_PORT)", file=sys.stderr)
+        return ""
+    folder = Path(tempfile.mkdtemp(prefix="oidc-"))
+    config = {
+        "port": port,
+        "clients": [
+            {"client_id": OIDC_CLIENT, "client_secret": OIDC_SECRET, "scope": f"openid catalog role:{OIDC_ROLE}"}
+        ],
+        "ready_file": str(folder / "ready.json"),
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    proc = subprocess.Popen(
+        [node, str(script), str(folder / "config.json")],
+        stdout=subprocess.DEVNULL,
+        stderr=open(folder / "provider.log", "wb"),
+    )  # noqa: SIM115 - lives as long as it
+    helpers.append(proc)
+    try:
+        local_s3.wait_http(f"http://127.0.0.1:{port}/.well-known/openid-configuration", 30, proc)
+        _register_provider(url, env, f"http://127.0.0.1:{port}")
+    except Exception as exc:  # noqa: BLE001 - the catalog runs without it
+        print(f"note: no identity provider ({str(exc)[:200]}; log: {folder / 'provider.log'})", file=sys.stderr)
+        return ""
+    return f"http://127.0.0.1:{port}"
+
+
+def _register_provider(url: str, env: dict[str, str], issuer: str) -> None:
+    import json
+
+    import boto3
+
+    iam = boto3.client(
+        "iam",
+        endpoint_url=url.rsplit("/_iceberg", 1)[0] + "/_iam",
+        region_name="us-east-1",
+        aws_access_key_id=env["CATALOG_ROOT_ACCESS_KEY"],
+        aws_secret_access_key=env["CATALOG_ROOT_SECRET_KEY"],
+    )
+    arn = iam.create_open_id_connect_provider(Url=issuer, ClientIDList=["catalog"])["OpenIDConnectProviderArn"]
+    host = issuer.split("://", 1)[1]
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Federated": arn},
+                "Action": "sts:AssumeRoleWithWebIdentity",
+                "Condition": {"StringEquals": {f"{host}:sub": OIDC_CLIENT, f"{host}:aud": "catalog"}},
+            }
+        ],
+    }
+    bucket = f"arn:aws:s3tables:::bucket/{DEMO_WAREHOUSE}"
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": ["s3tables:*"], "Resource": [bucket, f"{bucket}/*"]}],
+    }
+    iam.create_role(RoleName=OIDC_ROLE, AssumeRolePolicyDocument=json.dumps(trust))
+    iam.put_role_policy(RoleName=OIDC_ROLE, PolicyName="demo-warehouse", PolicyDocument=json.dumps(policy))
+
+
+def _identity_banner(url: str, issuer: str) -> str:
+    return f"""
+Identity provider  {issuer}    (OpenID Connect, infra/oidc; client {OIDC_CLIENT} / {OIDC_SECRET})
+  registered with the IAM face ({url.rsplit("/_iceberg", 1)[0]}/_iam) as a provider, with role
+  {OIDC_ROLE!r} (everything in {DEMO_WAREHOUSE}) trusting its client {OIDC_CLIENT!r}. A PyIceberg
+  job signs in there and uses the provider's token here (docs/identity-oidc.md):
+
+    catalog = RestCatalog("local", uri="{url}", warehouse="{DEMO_WAREHOUSE}",
+                          credential="{OIDC_CLIENT}:{OIDC_SECRET}", scope="catalog role:{OIDC_ROLE}",
+                          **{{"oauth2-server-uri": "{issuer}/token"}})
+"""
 
 
 def _ensure_warehouse(url: str, name: str, env: dict[str, str]) -> None:
