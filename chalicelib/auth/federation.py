@@ -34,7 +34,7 @@ def requested_role(claims: dict[str, object]) -> str | None:
 
 
 def _asker(verified: webtokens.Verified) -> trust.Asker:
-    tags, _ = verified.session_tags()
+    tags, _ = sessions.token_tags(verified)
     context = {**verified.context(), **{f"aws:RequestTag/{k}": v for k, v in tags.items()}, "aws:TagKeys": list(tags)}
     return trust.Asker((verified.provider.arn,), True, context)
 
@@ -49,7 +49,7 @@ def _admits(role: roles.Role, asker: trust.Asker, tags: dict[str, str]) -> bool:
 
 def role_for(ctx: Context, verified: webtokens.Verified) -> roles.Role:
     asker = _asker(verified)
-    tags, _ = verified.session_tags()
+    tags, _ = sessions.token_tags(verified)
     named = requested_role(verified.claims)
     who = f"{verified.provider.host_path} subject {verified.subject[:80]!r}"
     if named is not None:
@@ -72,7 +72,7 @@ def principal(ctx: Context, token: str) -> Principal:
     """The role session a provider's token acts as (401 if the token is invalid, 403 if no role)."""
     verified = webtokens.validate(ctx, token)
     role = role_for(ctx, verified)
-    tags, _ = verified.session_tags()
+    tags, _ = sessions.token_tags(verified)
     session = _SESSION_CHARS.sub("-", verified.subject)[:64] or "token"
     found = role.principal(session if len(session) >= 2 else f"{session}-", tags)
     from dataclasses import replace

@@ -22,10 +22,10 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.auth import roles, trust
 from chalicelib.auth.identities import Principal
-from chalicelib.auth.webtokens import Verified
+from chalicelib.auth.webtokens import TAGS_CLAIM, Verified
 from chalicelib.core.primitives import damage
 from chalicelib.core.primitives.context import Context, dump
-from chalicelib.errors import BadRequest, Forbidden, Unauthorized
+from chalicelib.errors import BadRequest, Forbidden, InvalidIdentityToken, Unauthorized
 from chalicelib.storage import BucketNotFound
 
 PREFIX = "ASIA"  # as AWS's temporary keys: tools tell them from long-term keys by it
@@ -153,13 +153,22 @@ def _check_tags(tags: dict[str, str], transitive: tuple[str, ...]) -> None:
         raise BadRequest("TransitiveTagKeys must be keys of the session tags")
 
 
+def token_tags(verified: Verified) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The session tags a provider's token carries, checked as AssumeRole's (a bad one is the token's fault)."""
+    tags, transitive = verified.session_tags()
+    try:
+        _check_tags(tags, transitive)
+    except BadRequest as exc:
+        raise InvalidIdentityToken(f"The token's session tags ({TAGS_CLAIM}): {exc.message}") from None
+    return tags, transitive
+
+
 def with_web_identity(
     ctx: Context, verified: Verified, role_arn: object, session_name: object, duration: object
 ) -> Issued:
     role = role_of_arn(ctx, role_arn)
     name = check_session_name(session_name)
-    tags, transitive = verified.session_tags()
-    _check_tags(tags, transitive)
+    tags, transitive = token_tags(verified)
     asker = trust.Asker(
         (verified.provider.arn,), True, {**verified.context(), **_request_tags(tags), "sts:RoleSessionName": name}
     )

@@ -41,6 +41,7 @@ ALGORITHMS = {
 }
 _CURVES = {"P-256": "ES256", "P-384": "ES384", "P-521": "ES512"}
 TAGS_CLAIM = "https://aws.amazon.com/tags"
+MAX_TIME = 32_503_680_000  # 3000-01-01: a NumericDate beyond it (or not finite) is refused
 
 
 class ExpiredIdentityToken(InvalidIdentityToken):
@@ -83,8 +84,11 @@ class Verified:
             return {}, ()
         if not isinstance(doc, dict):
             raise InvalidIdentityToken(f"The token's {TAGS_CLAIM} claim is not an object")
+        principal_tags = doc.get("principal_tags") or {}
+        if not isinstance(principal_tags, dict):
+            raise InvalidIdentityToken(f"The token's {TAGS_CLAIM} principal_tags is not an object")
         tags: dict[str, str] = {}
-        for key, value in (doc.get("principal_tags") or {}).items():
+        for key, value in principal_tags.items():
             values = value if isinstance(value, list) else [value]
             if len(values) != 1 or not isinstance(values[0], str):
                 raise InvalidIdentityToken(f"Session tag {str(key)[:60]!r}: exactly one string value")
@@ -99,16 +103,24 @@ def looks_like_jwt(token: str) -> bool:
     return token.startswith("eyJ") and token.count(".") == 2
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _b64json(part: str) -> Any:
     try:
-        return json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+        return json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)), parse_constant=_no_constant)
     except (ValueError, UnicodeDecodeError):
         raise InvalidIdentityToken("The token is not a JWT: a part is not base64url JSON") from None
+    except RecursionError:
+        raise InvalidIdentityToken("The token is not a JWT: a part's JSON is nested too deeply") from None
 
 
 def unverified(token: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """Header and claims before verification (to find the issuer and the key: nothing else)."""
-    if len(token) > MAX_TOKEN_BYTES or not looks_like_jwt(token):
+    if len(token) > MAX_TOKEN_BYTES:
+        raise InvalidIdentityToken(f"The token is too large ({len(token)} characters; at most {MAX_TOKEN_BYTES})")
+    if not looks_like_jwt(token):
         raise InvalidIdentityToken("The token is not a signed JWT (header.payload.signature)")
     header, claims = (_b64json(p) for p in token.split(".")[:2])
     if not isinstance(header, dict) or not isinstance(claims, dict):
@@ -156,6 +168,8 @@ def _check_claims(provider: Provider, claims: dict[str, Any], now: float) -> Non
         value = claims.get(name)
         if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
             raise InvalidIdentityToken(f"The token's {name} is not a number")
+        if value is not None and not 0 <= value <= MAX_TIME:  # NaN, Infinity, 10**400: no time at all
+            raise InvalidIdentityToken(f"The token's {name} is not a time (seconds since 1970, before 3000)")
     if claims.get("exp") is None:
         raise InvalidIdentityToken("The token has no expiry (exp)")
     if claims["exp"] + SKEW_S < now:
@@ -180,6 +194,7 @@ class _KeyCache:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._keys: dict[str, tuple[Any, float, float]] = {}  # url -> (KeySet, fetched, tried)
+        self._fetching: dict[str, threading.Event] = {}  # url -> set when the fetch under way ends
 
     def key(self, provider: Provider, kid: Any, alg: str) -> Any:
         if kid is not None and not isinstance(kid, str):
@@ -187,17 +202,33 @@ class _KeyCache:
         now = time.monotonic()
         with self._lock:
             entry = self._keys.get(provider.url)
-        found = _pick(entry[0], kid) if entry else None
-        stale = entry is None or now - entry[1] > KEYS_TTL_S
-        if found is None or stale:
-            tried = entry[2] if entry else -REFRESH_S
-            if now - tried >= REFRESH_S:  # never more often than that, whatever key ids arrive
+            found = _pick(entry[0], kid) if entry else None
+            stale = entry is None or now - entry[1] > KEYS_TTL_S
+            # Never more often than REFRESH_S, whatever key ids arrive, however many at once: the
+            # fetch is claimed under the lock; concurrent requests wait for it rather than fetch too.
+            fetch = (found is None or stale) and now - (entry[2] if entry else -REFRESH_S) >= REFRESH_S
+            pending = self._fetching.get(provider.url)
+            if fetch:
+                self._keys[provider.url] = (entry[0], entry[1], now) if entry else (None, -KEYS_TTL_S * 2, now)
+                pending = self._fetching[provider.url] = threading.Event()
+        if fetch and pending is not None:
+            try:
                 entry = self._refresh(provider, entry, now)
-                found = _pick(entry[0], kid) if entry else None
+            finally:
+                with self._lock:
+                    self._fetching.pop(provider.url, None)
+                pending.set()
+            found = _pick(entry[0], kid) if entry else None
+        elif found is None and pending is not None:
+            pending.wait(2 * FETCH_TIMEOUT_S + 1)
+            with self._lock:
+                entry = self._keys.get(provider.url)
+            found = _pick(entry[0], kid) if entry else None
         if found is None:
+            read = entry is not None and entry[0] is not None
             raise InvalidIdentityToken(
                 f"The provider has no signing key {str(kid)[:64]!r} (its JWKS was read "
-                f"{'and lacks it' if entry else 'never: the provider could not be reached'})"
+                f"{'and lacks it' if read else 'never: the provider could not be reached'})"
             )
         kty = found.key_type
         allowed = ALGORITHMS.get(kty, ())
@@ -210,9 +241,6 @@ class _KeyCache:
         return found
 
     def _refresh(self, provider: Provider, entry: tuple[Any, float, float] | None, now: float) -> Any:
-        with self._lock:
-            if entry is not None:
-                self._keys[provider.url] = (entry[0], entry[1], now)
         try:
             key_set = _fetch_keys(provider)
         except Exception as exc:  # noqa: BLE001 - a provider that is down or answers nonsense: cached keys serve
