@@ -158,6 +158,7 @@ function renderLogin(message) {
         t = data.access_token;
         who = key.value.trim();
       }
+      for (const k of SESSION_KEYS) sessionStorage.removeItem(k);
       sessionStorage.setItem("catalog-token", t); // the secret itself is never kept
       sessionStorage.setItem("catalog-who", who);
       route();
@@ -165,16 +166,264 @@ function renderLogin(message) {
       showError("Sign-in failed: " + e.message);
     }
   });
+  const oidc = CONFIG.oidc;
+  if (oidc) {
+    const button = el("button", { id: "login-oidc", type: "button" }, "Sign in with " + oidc.issuer);
+    button.addEventListener("click", async () => {
+      showError("");
+      button.disabled = true;
+      try {
+        await beginProviderSignIn(oidc);
+      } catch (e) {
+        button.disabled = false;
+        showError(`Sign-in with ${oidc.issuer} failed: ${e.message}`);
+      }
+    });
+    const withProvider = section("Sign in through your identity provider", el("p", {}, button));
+    withProvider.id = "login-provider";
+    form.prepend(withProvider);
+  }
   $("view").replaceChildren(form);
   if (message) showError(message);
 }
 
 function signOut(message) {
-  sessionStorage.removeItem("catalog-token");
-  sessionStorage.removeItem("catalog-who");
-  sessionStorage.removeItem("catalog-arn-base");
+  for (const k of SESSION_KEYS) sessionStorage.removeItem(k);
   location.hash = "#/";
   renderLogin(message);
+}
+
+// ---- sign in through an identity provider (OpenID Connect: authorization code with PKCE) -------------
+// The catalog names the provider (GET ui/config: issuer, public client id, scope). The page is a public
+// client: no secret, a PKCE S256 verifier kept in this tab's sessionStorage until the provider sends the
+// browser back with a code, which is exchanged at the token endpoint. The provider's access token is then
+// the bearer token on every call: the catalog verifies it and acts as the role it maps to.
+
+const STS = BASE.replace(/\/_iceberg$/, "") + "/_sts";
+const PENDING = "catalog-oidc-pending";
+const SESSION_KEYS = [
+  "catalog-token",
+  "catalog-who",
+  "catalog-arn-base",
+  "catalog-via",
+  "catalog-role",
+  "catalog-issuer",
+  PENDING,
+];
+let CONFIG = { oidc: null };
+
+async function loadConfig() {
+  try {
+    const resp = await fetch(BASE + "/ui/config", { cache: "no-store" });
+    if (resp.ok) CONFIG = { oidc: ((await resp.json()) || {}).oidc || null };
+  } catch (e) {
+    CONFIG = { oidc: null }; // no provider sign-in: the key sign-in works as before
+  }
+}
+
+function b64url(bytes) {
+  let bin = "";
+  for (const b of new Uint8Array(bytes)) bin += String.fromCharCode(b);
+  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+const randomString = (n) => b64url(crypto.getRandomValues(new Uint8Array(n)));
+
+// A token's claims, read (not verified: the catalog verifies the token on every call) to say who signed in.
+function claimsOf(jwt) {
+  try {
+    const part = jwt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+    const bin = atob(part + "=".repeat((4 - (part.length % 4)) % 4));
+    return JSON.parse(new TextDecoder().decode(Uint8Array.from(bin, (c) => c.charCodeAt(0))));
+  } catch (e) {
+    return {};
+  }
+}
+
+const httpUrl = (u) => /^https?:\/\//i.test(String(u || ""));
+
+async function discover(issuer) {
+  const where = issuer + "/.well-known/openid-configuration";
+  let resp;
+  try {
+    resp = await fetch(where, { headers: { Accept: "application/json" } });
+  } catch (e) {
+    throw new Error(`its discovery document (${where}) could not be fetched: ${e.message}`);
+  }
+  if (!resp.ok) throw new Error(`its discovery document (${where}) answered ${resp.status}`);
+  const meta = await resp.json();
+  if (String(meta.issuer || "").replace(/\/$/, "") !== issuer) {
+    throw new Error(`its discovery document names another issuer (${meta.issuer})`);
+  }
+  if (!httpUrl(meta.authorization_endpoint) || !httpUrl(meta.token_endpoint)) {
+    throw new Error("its discovery document names no authorization or token endpoint");
+  }
+  const methods = meta.code_challenge_methods_supported;
+  if (Array.isArray(methods) && !methods.includes("S256")) throw new Error("it does not support PKCE with S256");
+  return meta;
+}
+
+const redirectUri = () => location.origin + location.pathname;
+
+async function beginProviderSignIn(oidc) {
+  if (!window.crypto || !crypto.subtle) throw new Error("PKCE needs a secure context (https or localhost)");
+  const meta = await discover(oidc.issuer);
+  const verifier = randomString(48); // 64 characters of [A-Za-z0-9-_] (RFC 7636: 43 to 128)
+  const challenge = b64url(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier)));
+  const pending = {
+    state: randomString(24),
+    verifier,
+    issuer: oidc.issuer,
+    client_id: oidc.client_id,
+    token_endpoint: meta.token_endpoint,
+    redirect_uri: redirectUri(),
+    hash: location.hash || "#/",
+  };
+  sessionStorage.setItem(PENDING, JSON.stringify(pending));
+  const params = new URLSearchParams({
+    response_type: "code",
+    client_id: oidc.client_id,
+    redirect_uri: pending.redirect_uri,
+    scope: oidc.scope,
+    state: pending.state,
+    code_challenge: challenge,
+    code_challenge_method: "S256",
+  });
+  const at = meta.authorization_endpoint;
+  location.assign(at + (at.includes("?") ? "&" : "?") + params);
+}
+
+// Back from the provider with ?code=&state= (or ?error=): check the state, trade the code for tokens.
+async function finishProviderSignIn(params) {
+  const raw = sessionStorage.getItem(PENDING);
+  sessionStorage.removeItem(PENDING); // a code and its verifier are used once
+  let pending = null;
+  try {
+    pending = raw ? JSON.parse(raw) : null;
+  } catch (e) {
+    pending = null;
+  }
+  // The code leaves the address bar and the history at once.
+  history.replaceState(null, "", location.pathname + ((pending && pending.hash) || "#/"));
+  const fail = (why) => signOut(`Sign-in with ${(pending && pending.issuer) || "the identity provider"} failed: ${why}`);
+  if (params.has("error")) {
+    const described = params.get("error_description");
+    return fail(`the provider answered ${params.get("error")}${described ? ": " + described : ""}`);
+  }
+  if (!pending) return fail("this tab did not start a sign-in, or it was already completed; sign in again");
+  if (params.get("state") !== pending.state) {
+    return fail("the answer's state does not match the one this tab sent (state mismatch); sign in again");
+  }
+  if (params.has("iss") && params.get("iss").replace(/\/$/, "") !== pending.issuer) {
+    return fail(`the answer comes from another issuer (${params.get("iss")})`);
+  }
+  if (!params.get("code")) return fail("the answer carries no authorization code");
+  let resp, body;
+  try {
+    resp = await fetch(pending.token_endpoint, {
+      method: "POST",
+      headers: { Accept: "application/json" },
+      body: new URLSearchParams({
+        grant_type: "authorization_code",
+        code: params.get("code"),
+        redirect_uri: pending.redirect_uri,
+        code_verifier: pending.verifier,
+        client_id: pending.client_id,
+      }),
+    });
+    body = await resp.json().catch(() => ({}));
+  } catch (e) {
+    return fail(`its token endpoint (${pending.token_endpoint}) could not be reached: ${e.message}`);
+  }
+  if (!resp.ok || !body.access_token) {
+    const why = `${body.error || "no access token"}${body.error_description ? ": " + body.error_description : ""}`;
+    return fail(`its token endpoint answered ${resp.status}: ${why}`);
+  }
+  const claims = claimsOf(body.access_token);
+  sessionStorage.setItem("catalog-token", body.access_token); // sessionStorage: this tab only, gone when closed
+  sessionStorage.setItem("catalog-via", "oidc");
+  sessionStorage.setItem("catalog-who", String(claims.sub || "(no subject)"));
+  sessionStorage.setItem("catalog-issuer", pending.issuer);
+  sessionStorage.removeItem("catalog-role");
+  sessionStorage.removeItem("catalog-arn-base");
+  return route();
+}
+
+function showProviderWho(role) {
+  const sub = sessionStorage.getItem("catalog-who") || "";
+  const issuer = sessionStorage.getItem("catalog-issuer") || "";
+  $("who").replaceChildren(
+    "signed in as ",
+    el("span", { id: "who-sub" }, sub),
+    role ? " (role " : "",
+    role ? el("span", { id: "who-role" }, role) : "",
+    role ? ")" : "",
+    " through " + issuer
+  );
+}
+
+// The role the provider's token acts as, as the catalog's STS face says (GetCallerIdentity), shown beside
+// the subject. A token no role admits is refused (403) with the catalog's reason: shown, not hidden.
+async function providerRole() {
+  const claims = claimsOf(token());
+  if (claims.exp && claims.exp * 1000 <= Date.now()) {
+    signOut(`Your sign-in through ${sessionStorage.getItem("catalog-issuer") || "the provider"} expired; sign in again.`);
+    return false;
+  }
+  const known = sessionStorage.getItem("catalog-role");
+  if (known) {
+    showProviderWho(known);
+    return true;
+  }
+  showProviderWho("");
+  let resp, doc;
+  try {
+    resp = await fetch(STS, {
+      method: "POST",
+      headers: { Authorization: "Bearer " + token(), "Content-Type": "application/x-www-form-urlencoded" },
+      body: "Action=GetCallerIdentity&Version=2011-06-15",
+    });
+    doc = new DOMParser().parseFromString(await resp.text(), "application/xml");
+  } catch (e) {
+    showError("The catalog could not say which role you act as: " + e.message);
+    return true; // the pages themselves will say what they can
+  }
+  const pick = (tag) => ((doc.getElementsByTagName(tag)[0] || {}).textContent || "").trim();
+  if (resp.ok) {
+    const arn = pick("Arn");
+    const role = /:assumed-role\/([^/]+)\//.exec(arn);
+    sessionStorage.setItem("catalog-role", role ? role[1] : arn);
+    showProviderWho(role ? role[1] : arn);
+    return true;
+  }
+  const code = pick("Code");
+  const why = pick("Message") || `${resp.status} ${code}`;
+  if (resp.status === 401 || /^(InvalidClientTokenId|ExpiredToken|ExpiredTokenException|InvalidIdentityToken)$/.test(code)) {
+    signOut("Your session ended; sign in again. (" + why + ")");
+    return false;
+  }
+  if (resp.status !== 403) {
+    showError(`The catalog could not say which role you act as: ${resp.status} ${code}: ${why}`);
+    return true;
+  }
+  const sub = sessionStorage.getItem("catalog-who") || "";
+  const message = `Signed in as ${sub}, but the catalog refuses this identity: ${why}`;
+  $("view").replaceChildren(
+    section(
+      "No role admits you",
+      el("p", { id: "refused", class: "refused" }, message),
+      el("p", {}, "Ask the catalog's operator for a role whose trust policy admits this subject, then sign in again.")
+    ),
+    el("span", { id: "ready", hidden: "" })
+  );
+  return false;
+}
+
+async function start() {
+  await loadConfig();
+  const params = new URLSearchParams(location.search);
+  if (params.has("code") || params.has("error")) return finishProviderSignIn(params);
+  return route();
 }
 
 // ---- pages ---------------------------------------------------------------------------------------
@@ -678,6 +927,7 @@ async function route() {
   $("sign-out").hidden = false;
   $("who").textContent = "signed in as " + (sessionStorage.getItem("catalog-who") || "");
   showError("");
+  if (sessionStorage.getItem("catalog-via") === "oidc" && !(await providerRole())) return;
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
   const view = $("view");
   view.replaceChildren(el("p", { id: "loading" }, "Loading…"));
@@ -705,4 +955,4 @@ window.addEventListener("hashchange", () => {
   notice("");
   route();
 });
-route();
+start();
