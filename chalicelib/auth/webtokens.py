@@ -17,7 +17,6 @@ import logging
 import os
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
@@ -270,6 +269,8 @@ _KEYS = _KeyCache()
 
 
 def _get_json(url: str) -> Any:
+    import urllib.request  # only when a provider's keys are fetched (~40 ms of imports)
+
     if not url.startswith(("https://", "http://")):
         raise ValueError(f"not an http(s) URL: {url[:120]}")
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
