@@ -247,6 +247,9 @@ def _function_props(group: str, handler: str) -> dict[str, Any]:
                 "CATALOG_ACCOUNT_ID": {"Ref": "AWS::AccountId"},
                 # AWS_IAM: AWS checks callers' signatures and names them in the event (auth/front_door.py).
                 "CATALOG_FRONT_DOOR": {"Fn::If": ["WithIamFrontDoor", "aws_iam", ""]},
+                # The browser's sign-in through an OpenID Connect provider (docs/identity.md).
+                "CATALOG_CONSOLE_OIDC_ISSUER": {"Ref": "ConsoleOidcIssuer"},
+                "CATALOG_CONSOLE_OIDC_CLIENT_ID": {"Ref": "ConsoleOidcClientId"},
             }
         },
     }
@@ -387,6 +390,17 @@ def merge_template() -> dict[str, Any]:
                 "AllowedValues": [1, 3, 5, 7, 14, 30, 60, 90, 180, 365],
             },
             "EnableFunctionUrl": {"Type": "String", "Default": "true", "AllowedValues": ["true", "false"]},
+            "ConsoleOidcIssuer": {
+                "Type": "String",
+                "Default": "",
+                "AllowedPattern": "^(https://[\\x21-\\x7e]{1,250})?$",
+                "Description": "the browser signs in through this OpenID Connect provider (its issuer URL)",
+            },
+            "ConsoleOidcClientId": {
+                "Type": "String",
+                "Default": "",
+                "Description": "the browser's public client id at that provider (authorization code with PKCE)",
+            },
             "FunctionUrlAuthType": {
                 "Type": "String",
                 "Default": "NONE",
