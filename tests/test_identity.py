@@ -466,3 +466,127 @@ def test_principal_tags_from_user_tags(catalog_url: str, http: requests.Session,
     with pytest.raises(ClientError) as err:
         s3t.list_namespaces(tableBucketARN=bucket_arn(warehouse))
     assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+
+
+def test_tags_on_every_face_bucket_tags_and_role_tags(
+    catalog_url: str, http: requests.Session, warehouse: str, s3_endpoint: str
+) -> None:
+    """Resource tags decide on the Iceberg REST, Glue and S3 Tables faces alike; a table bucket's tags
+    govern bucket actions; a role's own tags are its sessions' aws:PrincipalTag; TagResource's
+    aws:RequestTag and aws:TagKeys hold back what a caller may tag."""
+    from pyiceberg.catalog.rest import RestCatalog
+    from pyiceberg.exceptions import ForbiddenError
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+
+    from tests.authutil import make_user
+    from tests.conftest import KEYS, rest_catalog
+
+    arn = f"arn:aws:s3tables:::bucket/{warehouse}"
+    root_cat = rest_catalog(catalog_url, warehouse, s3_endpoint)
+    root_cat.create_namespace("tagged")
+    schema = Schema(NestedField(1, "id", LongType(), required=False))
+    root = client("s3tables", catalog_url)
+    for name, team in (("red_t", "red"), ("blue_t", "blue")):
+        root_cat.create_table(f"tagged.{name}", schema)
+        table_arn = root.get_table(tableBucketARN=bucket_arn(warehouse), namespace="tagged", name=name)["tableARN"]
+        root.tag_resource(resourceArn=table_arn, tags={"team": team})
+    root.tag_resource(resourceArn=bucket_arn(warehouse), tags={"team": "red"})
+    same_team = {"StringEquals": {"aws:ResourceTag/team": "${aws:PrincipalTag/team}"}}
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": [
+                    "s3tables:GetTableBucket",
+                    "s3tables:ListNamespaces",
+                    "s3tables:GetNamespace",
+                    "s3tables:ListTables",
+                ],
+                "Resource": arn,
+                "Condition": same_team,
+            },
+            {
+                "Effect": "Allow",
+                "Action": ["s3tables:GetTable", "s3tables:GetTableData", "glue:GetTable"],
+                "Resource": f"{arn}/table/*",
+                "Condition": same_team,
+            },
+            {
+                "Effect": "Allow",
+                "Action": "s3tables:TagResource",
+                "Resource": f"{arn}/table/*",
+                "Condition": {"ForAllValues:StringEquals": {"aws:TagKeys": ["owner"]}},
+            },
+        ],
+    }
+    user, key, secret = make_user(http, catalog_url, {})
+    trust = json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:user/{user}"},
+                    "Action": "sts:AssumeRole",
+                }
+            ],
+        }
+    )
+    name = make_role(catalog_url, trust, policy, Tags=[{"Key": "team", "Value": "red"}])
+    sts = client("sts", catalog_url, aws_access_key_id=key, aws_secret_access_key=secret)
+    creds = sts.assume_role(RoleArn=f"arn:aws:iam::{ACCOUNT}:role/{name}", RoleSessionName="tags")["Credentials"]
+
+    # S3 Tables: the bucket's tag admits the bucket actions.
+    s3t = s3tables_with(catalog_url, creds)
+    assert ["tagged"] in [
+        n["namespace"] for n in s3t.list_namespaces(tableBucketARN=bucket_arn(warehouse))["namespaces"]
+    ]
+    # Iceberg REST (PyIceberg, SigV4 with the session token): the table's tag decides.
+    cat = RestCatalog(
+        "session",
+        uri=catalog_url,
+        warehouse=warehouse,
+        **{
+            "rest.sigv4-enabled": "true",
+            "rest.signing-name": "s3tables",
+            "rest.signing-region": REGION,
+            "client.access-key-id": creds["AccessKeyId"],
+            "client.secret-access-key": creds["SecretAccessKey"],
+            "client.session-token": creds["SessionToken"],
+            "client.region": REGION,
+            "s3.endpoint": s3_endpoint,
+            "s3.access-key-id": KEYS["AWS_ACCESS_KEY_ID"],
+            "s3.secret-access-key": KEYS["AWS_SECRET_ACCESS_KEY"],
+        },
+    )
+    assert cat.load_table("tagged.red_t").schema().find_field("id").field_id == 1
+    with pytest.raises(ForbiddenError):
+        cat.load_table("tagged.blue_t")
+    # Glue: the same.
+    glue = boto3.client(
+        "glue",
+        endpoint_url=f"{base(catalog_url)}/_glue",
+        region_name=REGION,
+        aws_access_key_id=creds["AccessKeyId"],
+        aws_secret_access_key=creds["SecretAccessKey"],
+        aws_session_token=creds["SessionToken"],
+        config=Config(retries={"max_attempts": 1}),
+    )
+    assert glue.get_table(CatalogId=warehouse, DatabaseName="tagged", Name="red_t")["Table"]["Name"] == "red_t"
+    with pytest.raises(ClientError) as err:
+        glue.get_table(CatalogId=warehouse, DatabaseName="tagged", Name="blue_t")
+    assert err.value.response["Error"]["Code"] == "AccessDeniedException"
+    # TagResource: only the keys the policy lets through; a refused tag changes nothing.
+    red_arn = root.get_table(tableBucketARN=bucket_arn(warehouse), namespace="tagged", name="red_t")["tableARN"]
+    s3t.tag_resource(resourceArn=red_arn, tags={"owner": "ana"})
+    with pytest.raises(ClientError) as err:
+        s3t.tag_resource(resourceArn=red_arn, tags={"team": "blue"})
+    assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    assert root.list_tags_for_resource(resourceArn=red_arn)["tags"] == {"team": "red", "owner": "ana"}
+    # The bucket re-tagged: its bucket actions stop for this role at once.
+    root.tag_resource(resourceArn=bucket_arn(warehouse), tags={"team": "blue"})
+    with pytest.raises(ClientError) as err:
+        s3t.list_namespaces(tableBucketARN=bucket_arn(warehouse))
+    assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
