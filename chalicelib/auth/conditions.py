@@ -3,7 +3,8 @@
 Context values are strings, or lists of strings for multivalued keys (aws:TagKeys, a token's list
 claims such as `aud` or `groups`). As in IAM: a negated operator holds when the key is absent;
 `ForAllValues:` holds when every value passes (and when there is none), `ForAnyValue:` when some
-value does; a plain operator on a list asks about any value; `Null` tests presence.
+value does (so never when there is none, negated or not); a plain operator on a list asks about
+any value; `Null` tests presence.
 """
 
 from __future__ import annotations
@@ -67,8 +68,8 @@ def test(operator: str, value: Value | None, expected: Any) -> bool:
     wanted = [str(w).lower() if base in ("Null", "Bool") else str(w) for w in _list(expected)]
     if base == "Null":
         return ("true" in wanted) == (value is None or value == [])
-    if value is None:
-        return if_exists or "Not" in base or qualifier == "ForAllValues"
+    if value is None:  # ForAnyValue: over no values nothing holds, negated or not (IAM's null data set)
+        return if_exists or qualifier == "ForAllValues" or ("Not" in base and qualifier != "ForAnyValue")
     values = [value] if isinstance(value, str) else list(value)
     if base == "Bool":
         return any(v.lower() in wanted for v in values)

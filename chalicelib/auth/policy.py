@@ -417,6 +417,7 @@ _ROLE_ARN = re.compile(
     r"arn:aws:(?:iam::(\d{12}):role/(?:[\x21-\x7e]*/)?|sts::(\d{12}):assumed-role/)([\w+=,.@-]{1,64})(?:/[\w+=,.@-]{2,64})?"
 )
 _ROOT_ARN = re.compile(r"arn:aws:iam::(\d{12}):root")
+_VARIABLE = re.compile(r"\$\{([^}]{1,256})\}")  # as auth/conditions.py substitutes them
 _ACTION = re.compile(r"(s3tables|glue|sts):[A-Za-z*?]+|\*", re.IGNORECASE)
 # What an identity policy may say of roles: who may assume them (auth/trust.py asks it when a trust
 # policy names the account rather than the caller).
@@ -463,11 +464,14 @@ def _arn_meaningful(pattern: str) -> bool:
 
 
 def _condition_meaningful(operator: str, key: str, values: list[str]) -> bool:
-    """A positive test that no valid name can pass makes the statement dead."""
+    """A positive test that no valid name can pass makes the statement dead. A policy variable
+    (`${aws:PrincipalTag/team}`) may stand for any name part; `${*}`, `${?}`, `${$}` are literals."""
     if operator.startswith("StringNot"):
         return True
     chars = _VALUE_CHARS[key.lower()]
-    return any(chars.fullmatch(v) and (operator == "StringLike" or not set(v) & set("*?")) for v in values)
+    like = operator == "StringLike"
+    shapes = [_VARIABLE.sub(lambda m: m[1] if m[1] in ("*", "?", "$") else ("*" if like else "a"), v) for v in values]
+    return any(chars.fullmatch(v) and (like or not set(v) & set("*?")) for v in shapes)
 
 
 def validate(doc: Any, resource_policy: bool = False) -> None:

@@ -124,5 +124,12 @@ def get_caller_identity(req: RequestContext, p: Body) -> Body:
         role_id = "AROA" + uuid.UUID(principal.uuid).hex[:17].upper()
         user_id = f"{role_id}:{principal.session}" if principal.session else role_id
     else:
-        arn, user_id = principal.arn, (account if principal.is_root else principal.uuid or principal.name)
+        arn, user_id = principal.arn, (account if principal.is_root else _user_id(principal.uuid, principal.name))
     return {"UserId": user_id, "Account": account, "Arn": arn}
+
+
+def _user_id(user_uuid: str, name: str) -> str:
+    """IAM's unique id of a user (AIDA...), as the IAM face's GetUser and CreateUser give it."""
+    if not user_uuid:
+        return name
+    return "AIDA" + "".join(c for c in user_uuid.upper() if c.isalnum())[:17].ljust(17, "0")
