@@ -228,6 +228,10 @@ def oidc_provider_from_record(key: str) -> str:
     return unquote(key[len(OIDC_PROVIDERS_PREFIX) : -len(".json")])
 
 
+# Records that carry their last change's audit entry until it is journaled (core/primitives/audit.py).
+SYSTEM_RECORD_PREFIXES = (WAREHOUSES_PREFIX, IAM_USERS_PREFIX, IAM_ROLES_PREFIX, OIDC_PROVIDERS_PREFIX)
+
+
 def session_record(access_key_id: str) -> str:
     return f"{SESSIONS_PREFIX}{access_key_id}.json"
 

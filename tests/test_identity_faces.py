@@ -266,11 +266,6 @@ def test_bucket_policy_deny_naming_a_role_beats_its_own_allow(
     assert namespaces_of(client("s3tables", catalog_url), warehouse) == ["after", "before"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="auth/identities.py Principal.arn drops the role's path (role/<name>): a policy naming the "
-    "role's real ARN (role/team/<name>) never matches its sessions; aws:PrincipalArn lacks the path too",
-)
 def test_bucket_policy_names_a_role_with_a_path(
     catalog_url: str, idp: OidcProvider, provider_arn: str, warehouse: str
 ) -> None:

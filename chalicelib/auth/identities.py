@@ -55,6 +55,7 @@ class Principal:
     session: str = ""  # a role session's name (the assumed-role ARN's last part)
     # aws:PrincipalTag: the user's or role's tags, a session's tags over them.
     tags: tuple[tuple[str, str], ...] = ()
+    path: str = "/"  # a role's IAM path: its ARN is arn:aws:iam::<account>:role<path><name>
 
     @property
     def role(self) -> str:
@@ -68,7 +69,7 @@ class Principal:
         if self.is_root:
             return f"arn:aws:iam::{arns.account()}:root"
         if self.kind == "role":
-            return f"arn:aws:iam::{arns.account()}:role/{self.role}"
+            return f"arn:aws:iam::{arns.account()}:role{self.path}{self.role}"
         return f"arn:aws:iam::{arns.account()}:user/{self.name}"
 
     def arns(self) -> tuple[str, ...]:

@@ -66,6 +66,7 @@ class Role:
             policies=tuple(self.policies.values()),
             uuid=self.uuid,
             kind="role",
+            path=self.path,
             session=session,
             tags=tuple(sorted(tags.items())),
         )

@@ -171,7 +171,7 @@ def sweep(
         names = [warehouse]
     report: dict[str, Any] = {}
     if warehouse is None:  # the system records: warehouses, users
-        for prefix in (keys.WAREHOUSES_PREFIX, keys.IAM_USERS_PREFIX):
+        for prefix in keys.SYSTEM_RECORD_PREFIXES:
             audit.flush_records(ctx, ctx.settings.system_bucket, prefix, keys.SYSTEM_AUDIT_PREFIX)
     for name in names:
         try:

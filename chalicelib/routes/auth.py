@@ -176,5 +176,5 @@ def get_audit(req: RequestContext) -> tuple[int, dict[str, Any]]:
 
     ctx = get_context()
     bucket = ctx.settings.system_bucket
-    tails = audit.table_tails(ctx, bucket, (keys.WAREHOUSES_PREFIX, keys.IAM_USERS_PREFIX))
+    tails = audit.table_tails(ctx, bucket, keys.SYSTEM_RECORD_PREFIXES)
     return 200, audit_page(req, ctx, bucket, keys.SYSTEM_AUDIT_PREFIX, tails)
