@@ -751,9 +751,10 @@ def target(template: dict[str, Any], python: str, arch: str) -> dict[str, Any]:
 
 
 # The AWS APIs the functions call: S3 (storage), STS (vended credentials), Secrets Manager (the root
-# credentials), and for change events SQS, SNS, EventBridge and Lambda (the dispatcher's nudge). A
+# credentials), and for change events SQS, SNS, EventBridge and Lambda (the dispatcher's nudge); and
+# the models the IAM and STS faces parse their query-protocol requests with (chalicelib/awsquery.py). A
 # model loads only when its client is made; the other 400-odd only slow a cold start down.
-BOTOCORE_SERVICES = ("s3", "sts", "secretsmanager", "sqs", "sns", "events", "lambda")
+BOTOCORE_SERVICES = ("s3", "sts", "iam", "secretsmanager", "sqs", "sns", "events", "lambda")
 APP = ("app.py", "chalicelib", "chalice")  # the package's own code (and Chalice's runtime, pure Python)
 
 

@@ -1,6 +1,7 @@
 """Run the built deployment package the way Lambda runs it, locally (test and development tooling).
 
     .venv/bin/python infra/lambda_emulator.py infra/build --port 9001 [--function-url] [--param K=V]...
+        [--function-url-auth AWS_IAM [--api-port P] [--iam-port P]]
 
 Each function of `template.json` runs from `deployment.zip` alone: unzipped into a directory of its
 own (read-only; the only code on the path besides the runtime interface client), under the real
@@ -11,6 +12,30 @@ lower-cased, non-text bodies base64) and routes them as that HTTP API would. Eac
 one request at a time; up to `--max-instances` per function start on demand (cold starts, with
 their init duration measured). A request whose event exceeds Lambda's 6 MB payload limit is refused
 with 413 before any function sees it, and a function that runs past its timeout is killed (502).
+
+With the template's `FunctionUrlAuthType=AWS_IAM` (`--function-url-auth AWS_IAM`, or `--param
+FunctionUrlAuthType=AWS_IAM`), the front door plays AWS's part in front of a Function URL whose
+AuthType is AWS_IAM, with an IAM of its own:
+
+- `url` is the Function URL (everything to the all-in-one function). Every request must carry a
+  SigV4 signature for service `lambda` in us-east-1 (Authorization header, or presigned query
+  with X-Amz-Expires), by an active access key of the local IAM: an IAM user's long-term key, or
+  a temporary key from sts AssumeRole together with its session token. The signature is
+  recomputed with botocore over what arrived (method, raw path, query, the signed headers, the
+  body's SHA-256) and compared in constant time; the date must be within 15 minutes (or the
+  presigned window), and the caller's account must be the template's (the URL's resource policy
+  allows `AWS::AccountId`). IAM policies of the caller are not evaluated: every principal of the
+  account may invoke. Anything else is 403 `{"Message":"Forbidden"}`, as a Function URL answers;
+  why is appended to `Emulator.denials`.
+- A request that passes reaches the function with the caller in
+  `requestContext.authorizer.iam` (accessKey, accountId, callerId, userArn, userId), as AWS sends
+  it: `userArn` is the user's ARN, or `arn:aws:sts::<account>:assumed-role/<role>/<session>`.
+  The template's `WithIamFrontDoor` condition sets CATALOG_FRONT_DOOR=aws_iam in the functions.
+- The IAM is moto's IAM and STS (`moto[server]`), served in this process on `iam_endpoint` as
+  account 000000000000; make users, keys and roles there with any AWS client (it checks no
+  signatures). The front door reads a key's secret and session token from moto's backends.
+- The HTTP API routes are served beside it on `api_url`: there the catalog checks SigV4 and tokens
+  itself (the deployed stack has both), so root administers the catalog there.
 
 Writes outside /tmp are refused with EROFS, as on Lambda's read-only file system, and recorded:
 `violations()` lists them, and the tests fail on any.
@@ -25,9 +50,12 @@ from __future__ import annotations
 
 import argparse
 import base64
+import hashlib
+import hmac
 import itertools
 import json
 import queue
+import re
 import shutil
 import signal
 import socket
@@ -38,16 +66,23 @@ import threading
 import time
 import uuid
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, quote, urlsplit
+
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.compat import HTTPHeaders
+from botocore.credentials import Credentials
 
 ROOT = Path(__file__).resolve().parent.parent
 PAYLOAD_LIMIT = 6 * 1024 * 1024  # 6,291,456 bytes: Lambda's synchronous invocation payload limit
 ACCOUNT = "000000000000"
+REGION = "us-east-1"  # the template's AWS::Region, and the region a Function URL's callers sign for
 TEXT_TYPES = (
     "text/",
     "application/json",
@@ -116,18 +151,25 @@ class FunctionSpec:
     runtime_version: str = "3.11"  # of the template's Runtime (python3.x)
 
 
+NO_VALUE = object()  # {"Ref": "AWS::NoValue"}: the key or list item is left out
+
+
 def _resolver(template: dict[str, Any], params: dict[str, str]) -> Any:
     values = {k: str(v.get("Default", "")) for k, v in template.get("Parameters", {}).items()}
     values.update(params)
     values.update(
-        {"AWS::AccountId": ACCOUNT, "AWS::Region": "us-east-1", "AWS::Partition": "aws", "AWS::StackName": "catalog"}
+        {"AWS::AccountId": ACCOUNT, "AWS::Region": REGION, "AWS::Partition": "aws", "AWS::StackName": "catalog"}
     )
+    conditions = template.get("Conditions", {})
+
+    def holds(name: str) -> bool:
+        return bool(resolve(conditions[name]))
 
     def resolve(value: Any) -> Any:
         if isinstance(value, dict) and len(value) == 1:
             ((kind, arg),) = value.items()
             if kind == "Ref":
-                return values.get(arg, arg)
+                return NO_VALUE if arg == "AWS::NoValue" else values.get(arg, arg)
             if kind == "Fn::Sub":
                 text = arg if isinstance(arg, str) else arg[0]
                 for name, val in values.items():
@@ -135,10 +177,20 @@ def _resolver(template: dict[str, Any], params: dict[str, str]) -> Any:
                 return text
             if kind == "Fn::GetAtt":
                 return f"arn:aws:iam::{ACCOUNT}:role/catalog-{arg[0]}"
+            if kind == "Fn::If":  # the template's conditions, e.g. WithIamFrontDoor -> CATALOG_FRONT_DOOR
+                return resolve(arg[1] if holds(arg[0]) else arg[2])
+            if kind == "Fn::Equals":
+                return str(resolve(arg[0])) == str(resolve(arg[1]))
+            if kind == "Fn::Not":
+                return not resolve(arg[0])
+            if kind in ("Fn::And", "Fn::Or"):
+                return (all if kind == "Fn::And" else any)(resolve(a) for a in arg)
+            if kind == "Condition":
+                return holds(arg)
         if isinstance(value, dict):
-            return {k: resolve(v) for k, v in value.items()}
+            return {k: r for k, r in ((k, resolve(v)) for k, v in value.items()) if r is not NO_VALUE}
         if isinstance(value, list):
-            return [resolve(v) for v in value]
+            return [r for r in (resolve(v) for v in value) if r is not NO_VALUE]
         return value
 
     return resolve
@@ -255,8 +307,8 @@ class Instance:
             "AWS_LAMBDA_LOG_STREAM_NAME": f"local/{index}",
             "AWS_EXECUTION_ENV": f"AWS_Lambda_python{pool.spec.runtime_version}",
             "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
-            "AWS_REGION": "us-east-1",
-            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_REGION": REGION,
+            "AWS_DEFAULT_REGION": REGION,
             "PYTHONPATH": f"{pool.task_root}:{pool.emulator.runtime_dir}",
             "TMPDIR": str(self.tmp),
             "HOME": str(self.tmp),
@@ -337,7 +389,7 @@ def _runtime_handler(instance: Instance) -> type[BaseHTTPRequestHandler]:
 class Pool:
     def __init__(self, emulator: Emulator, spec: FunctionSpec, task_root: Path, max_instances: int) -> None:
         self.emulator, self.spec, self.task_root, self.max = emulator, spec, task_root, max_instances
-        self.arn = f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:{spec.name}"
+        self.arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{spec.name}"
         self.instances: list[Instance] = []
         self.cond = threading.Condition()
         self.counter = itertools.count()
@@ -392,6 +444,192 @@ class Pool:
             raise
         self._release(instance, keep=kind != "init-error")
         return kind, body, (time.perf_counter() - started) * 1000
+
+
+# ---- the IAM in front (FunctionUrlAuthType=AWS_IAM) ---------------------------------------------
+
+FORBIDDEN = b'{"Message":"Forbidden"}'  # what a Function URL answers a caller it refuses, whatever the reason
+SKEW_S = 15 * 60  # how far a signature's X-Amz-Date may be from now (AWS's limit)
+_AUTHORIZATION = re.compile(
+    r"AWS4-HMAC-SHA256 +Credential=([^,\s]+), *SignedHeaders=([^,\s]+), *Signature=([0-9a-f]{64})"
+)
+
+
+class Denied(Exception):
+    """A request the IAM front door refuses; the reason goes to `Emulator.denials`, not to the caller."""
+
+
+@dataclass
+class Credential:
+    secret: str
+    token: str | None  # the session token a temporary (ASIA) key must come with
+    caller: dict[str, Any]  # what the event's requestContext.authorizer.iam says
+
+
+class LocalIam:
+    """The IAM and STS whose principals may call the Function URL: moto's, served in this process on
+    `endpoint` as account ACCOUNT (the template's AWS::AccountId). Users, access keys and roles are
+    made there with any AWS client (CreateUser, CreateAccessKey, CreateRole, sts AssumeRole); it
+    checks no signature itself. `credential()` reads a key's secret, and an assumed role's session
+    token, from moto's backends, which live in this process."""
+
+    def __init__(self, port: int = 0) -> None:
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+        from werkzeug.serving import make_server
+
+        app = DomainDispatcherApplication(create_backend_app)
+
+        def in_account(environ: dict[str, Any], start_response: Any) -> Any:
+            environ.setdefault("HTTP_X_MOTO_ACCOUNT_ID", ACCOUNT)  # moto's default account is 123456789012
+            return app(environ, start_response)
+
+        class Quiet(MotoRequestHandler):
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.server = make_server("127.0.0.1", port, in_account, threaded=True, request_handler=Quiet)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @staticmethod
+    def credential(access_key_id: str) -> Credential | None:
+        from moto.core.utils import utcnow
+        from moto.iam.models import iam_backends
+        from moto.sts.models import sts_backends
+
+        for account, partitions in list(iam_backends.items()):
+            iam = partitions["aws"]
+            key = iam.access_keys.get(access_key_id)
+            if key is None:
+                continue
+            if key.status != "Active":
+                return None
+            if key.user_name is not None:  # an IAM user's long-term key (AKIA)
+                user = iam.users.get(key.user_name)
+                if user is None or key not in user.access_keys:
+                    return None
+                caller = {"userArn": user.arn, "userId": user.id, "callerId": user.id}
+                return Credential(key.secret_access_key, None, _caller(access_key_id, account, caller))
+            session = sts_backends[account]["aws"].get_assumed_role_from_access_key(access_key_id)
+            if session is None or session.expiration <= utcnow():
+                return None
+            caller = {"userArn": session.arn, "userId": session.user_id, "callerId": session.user_id}
+            return Credential(session.secret_access_key, session.session_token, _caller(access_key_id, account, caller))
+        return None
+
+    def stop(self) -> None:
+        self.server.shutdown()
+
+
+def _caller(access_key_id: str, account: str, who: dict[str, str]) -> dict[str, Any]:
+    return {"accessKey": access_key_id, "accountId": account, "cognitoIdentity": None, "principalOrgId": None, **who}
+
+
+class _Recompute(SigV4Auth):
+    """botocore's SigV4 over exactly the headers the caller signed (no headers added or left out)."""
+
+    def __init__(self, credentials: Credentials, service: str, region: str, signed: list[tuple[str, str]]) -> None:
+        super().__init__(credentials, service, region)
+        self._signed = signed
+
+    def headers_to_sign(self, request: AWSRequest) -> HTTPHeaders:
+        out = HTTPHeaders()
+        for name, value in self._signed:
+            out[name] = value  # appends: repeated headers join with "," in the canonical form
+        return out
+
+
+def verify_sigv4(
+    method: str,
+    target: str,
+    items: list[tuple[str, str]],
+    body: bytes,
+    lookup: Callable[[str], Credential | None],
+    service: str = "lambda",
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """Check a request's SigV4 signature (Authorization header or presigned query) as AWS does in
+    front of a Function URL with AuthType AWS_IAM, and return the caller for `authorizer.iam`.
+    Raises Denied. The canonical request is recomputed from what arrived: method, raw path (encoded
+    once more, as for every service but S3), query (without X-Amz-Signature), the signed headers,
+    and the SHA-256 of the body received."""
+    split = urlsplit(target)
+    pairs = parse_qsl(split.query, keep_blank_values=True)
+    query = dict(pairs)
+    headers: dict[str, list[str]] = {}
+    for name, value in items:
+        headers.setdefault(name.lower(), []).append(value)
+    auth = headers.get("authorization", [])
+    if auth:
+        found = _AUTHORIZATION.fullmatch(auth[0].strip()) if len(auth) == 1 else None
+        if found is None:
+            raise Denied("the Authorization header is not one AWS4-HMAC-SHA256 signature")
+        credential, signed, signature = found.groups()
+        stamp, token, expires = _one(headers, "x-amz-date"), _one(headers, "x-amz-security-token"), None
+        if "x-amz-date" not in signed.split(";"):
+            raise Denied("X-Amz-Date is not signed")
+    elif query.get("X-Amz-Algorithm") == "AWS4-HMAC-SHA256":
+        credential, signed = query.get("X-Amz-Credential", ""), query.get("X-Amz-SignedHeaders", "")
+        signature, stamp = query.get("X-Amz-Signature", ""), query.get("X-Amz-Date")
+        token, expires = query.get("X-Amz-Security-Token"), query.get("X-Amz-Expires", "")
+        pairs = [(k, v) for k, v in pairs if k != "X-Amz-Signature"]
+    else:
+        raise Denied("the request is not signed (no SigV4 Authorization header or presigned query)")
+    parts = credential.split("/")
+    if len(parts) != 5 or parts[4] != "aws4_request":
+        raise Denied(f"malformed credential scope {credential[:120]!r}")
+    access_key_id, day, region, signed_for, _ = parts
+    if signed_for != service or region != REGION:
+        raise Denied(f"signed for {signed_for} in {region}, not {service} in {REGION}")
+    try:
+        when = datetime.strptime(stamp or "", "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        raise Denied("no valid X-Amz-Date") from None
+    if day != (stamp or "")[:8]:
+        raise Denied("the credential scope's date is not X-Amz-Date's")
+    now = now or datetime.now(UTC)
+    if expires is None:
+        if abs((now - when).total_seconds()) > SKEW_S:
+            raise Denied("the signature's time is more than 15 minutes from now")
+    elif not expires.isdigit() or not 1 <= int(expires) <= 604800:
+        raise Denied("X-Amz-Expires must be 1 to 604800 seconds")
+    elif (now - when).total_seconds() > int(expires) or (when - now).total_seconds() > SKEW_S:
+        raise Denied("the presigned request has expired or is not valid yet")
+    names = signed.split(";")
+    if names != sorted(set(names)) or "host" not in names or any(n not in headers for n in names):
+        raise Denied(f"signed headers {signed[:200]!r}: sorted, with host, each one sent")
+    declared = _one(headers, "x-amz-content-sha256")
+    if declared is not None and declared != hashlib.sha256(body).hexdigest():
+        raise Denied("X-Amz-Content-SHA256 is not the body's hash")
+    found_key = lookup(access_key_id)
+    if found_key is None:
+        raise Denied(f"the access key {access_key_id[:32]} is not an active key of the IAM")
+    if found_key.token is None and token is not None:
+        raise Denied("a session token came with a long-term key")
+    if found_key.token is not None and not hmac.compare_digest((token or "").encode(), found_key.token.encode()):
+        raise Denied("the session token is not the temporary key's")
+    canonical_query = "&".join(
+        f"{k}={v}" for k, v in sorted((quote(k, safe="-_.~"), quote(v, safe="-_.~")) for k, v in pairs)
+    )
+    request = AWSRequest(method=method, url=f"http://front-door{split.path or '/'}?{canonical_query}", data=body)
+    request.context["timestamp"] = stamp
+    signer = _Recompute(
+        Credentials(access_key_id, found_key.secret, found_key.token),
+        service,
+        REGION,
+        [(n, v) for n in names for v in headers[n]],
+    )
+    expected = signer.signature(signer.string_to_sign(request, signer.canonical_request(request)), request)
+    if not hmac.compare_digest(expected.encode(), signature.encode()):
+        raise Denied("the signature does not match")
+    if found_key.caller["accountId"] != ACCOUNT:  # the URL's resource policy: Principal = AWS::AccountId
+        raise Denied(f"account {found_key.caller['accountId']} may not invoke the function URL")
+    return found_key.caller
+
+
+def _one(headers: dict[str, list[str]], name: str) -> str | None:
+    values = headers.get(name)
+    return ",".join(values) if values else None
 
 
 # ---- the front door ------------------------------------------------------------------------------
@@ -460,7 +698,10 @@ def build_event(
     return event
 
 
-def _front_handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
+def _front_handler(emulator: Emulator, function_url: bool, iam: bool = False) -> type[BaseHTTPRequestHandler]:
+    """The Function URL (everything to the all-in-one function; with `iam`, only SigV4-signed
+    requests of the IAM's principals) or the HTTP API (routes to the functions of route groups)."""
+
     class Handler(_KeepAlive):
         def _read_body(self) -> bytes:
             if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
@@ -477,16 +718,27 @@ def _front_handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
         def _handle(self) -> None:
             body = self._read_body()
             path = urlsplit(self.path).path
-            if emulator.function_url:
-                fn, route_key, params = emulator.function_url, "$default", None
+            caller = None
+            if iam:
+                try:
+                    caller = verify_sigv4(
+                        self.command, self.path, list(self.headers.items()), body, LocalIam.credential
+                    )
+                except Denied as denied:
+                    emulator.denials.append(f"{self.command} {path[:200]}: {denied}")
+                    json_type = ("Content-Type", "application/json")
+                    return self._reply(403, FORBIDDEN, [json_type, ("x-amzn-ErrorType", "AccessDeniedException")])
+            if function_url:
+                fn, route_key, params = "APIHandler", "$default", None
             else:
                 found = emulator.routes.match(self.command, path)
                 if found is None:
                     return self._reply(404, b'{"message":"Not Found"}', [("Content-Type", "application/json")])
                 fn, route_key, params = found
-            event = json.dumps(
-                build_event(self.command, self.path, list(self.headers.items()), body, route_key, params)
-            )
+            built = build_event(self.command, self.path, list(self.headers.items()), body, route_key, params)
+            if caller is not None:  # what AWS vouches for: the function believes it (CATALOG_FRONT_DOOR=aws_iam)
+                built["requestContext"]["authorizer"] = {"iam": caller}
+            event = json.dumps(built)
             if len(event.encode()) > PAYLOAD_LIMIT:  # refused before any function runs, as Lambda does
                 message = f"Request must be smaller than {PAYLOAD_LIMIT} bytes for the InvokeFunction operation"
                 return self._reply(
@@ -535,6 +787,9 @@ class Emulator:
         function_url: bool = False,
         runtime_python: Path | None = None,
         port: int = 0,
+        function_url_auth: str | None = None,
+        api_port: int = 0,
+        iam_port: int = 0,
     ) -> None:
         self.work = work
         self.overrides = overrides
@@ -542,7 +797,14 @@ class Emulator:
         if not self.runtime_python.exists():
             raise RuntimeError(f"no Lambda runtime at {self.runtime_python}: run `make lambda-runtime`")
         template = json.loads((build_dir / "template.json").read_text())
-        self.functions = load_functions(template, params or {})
+        params = dict(params or {})
+        if function_url_auth:  # the same as --param FunctionUrlAuthType=...
+            params["FunctionUrlAuthType"] = function_url_auth
+        default_auth = template.get("Parameters", {}).get("FunctionUrlAuthType", {}).get("Default", "NONE")
+        self.function_url_auth = str(params.get("FunctionUrlAuthType") or default_auth).upper()
+        if self.function_url_auth not in ("NONE", "AWS_IAM"):
+            raise ValueError(f"FunctionUrlAuthType is NONE or AWS_IAM, not {self.function_url_auth}")
+        self.functions = load_functions(template, params)
         task_root = self._unzip(build_dir / "deployment.zip", work / "task")
         self.runtime_dir = work / "runtime"
         self.runtime_dir.mkdir(parents=True, exist_ok=True)
@@ -551,10 +813,26 @@ class Emulator:
         self.violations_file.touch()
         self.pools = {fn: Pool(self, spec, task_root, max_instances) for fn, spec in self.functions.items()}
         self.routes = HttpApiRoutes(self.functions)
-        self.function_url = "APIHandler" if function_url else ""
-        self.server = _Server(("127.0.0.1", port), _front_handler(self))
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.denials: list[str] = []  # why the IAM front door refused each request it refused
+        self.iam: LocalIam | None = None
+        self.servers: list[_Server] = []
+        if self.function_url_auth == "AWS_IAM":
+            self.iam = LocalIam(iam_port)
+            self.url = self._serve(port, _front_handler(self, function_url=True, iam=True))
+            self.api_url = self._serve(api_port, _front_handler(self, function_url=False))
+        else:
+            self.url = self.api_url = self._serve(port, _front_handler(self, function_url))
+
+    def _serve(self, port: int, handler: type[BaseHTTPRequestHandler]) -> str:
+        server = _Server(("127.0.0.1", port), handler)
+        self.servers.append(server)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    @property
+    def iam_endpoint(self) -> str:
+        """The IAM and STS endpoint (AWS_IAM mode) where the Function URL's callers are made."""
+        return self.iam.endpoint if self.iam else ""
 
     @staticmethod
     def _unzip(zip_path: Path, dest: Path) -> Path:
@@ -585,7 +863,10 @@ class Emulator:
                 instance.stop()
 
     def stop(self) -> None:
-        self.server.shutdown()
+        for server in self.servers:
+            server.shutdown()
+        if self.iam is not None:
+            self.iam.stop()
         for pool in self.pools.values():
             for instance in list(pool.instances):
                 instance.stop()
@@ -606,6 +887,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--function-url", action="store_true", help="send everything to the all-in-one function")
     parser.add_argument("--param", action="append", default=[], help="template parameter K=V")
     parser.add_argument("--env", action="append", default=[], help="endpoint override K=V")
+    parser.add_argument(
+        "--function-url-auth",
+        choices=["NONE", "AWS_IAM"],
+        help="the template's FunctionUrlAuthType; AWS_IAM: the IAM front door (module docstring)",
+    )
+    parser.add_argument("--api-port", type=int, default=0, help="AWS_IAM: the HTTP API's port (0: any free)")
+    parser.add_argument("--iam-port", type=int, default=0, help="AWS_IAM: the IAM/STS endpoint's port (0: any free)")
     a = parser.parse_args(argv)
     emulator = Emulator(
         a.build_dir,
@@ -615,8 +903,15 @@ def main(argv: list[str] | None = None) -> int:
         a.max_instances,
         a.function_url,
         port=a.port,
+        function_url_auth=a.function_url_auth,
+        api_port=a.api_port,
+        iam_port=a.iam_port,
     )
     print(f"Lambda emulator: {emulator.url} ({len(emulator.functions)} functions)", flush=True)
+    if emulator.iam is not None:
+        print(f"  Function URL (AWS_IAM, SigV4 for lambda in {REGION}): {emulator.url}", flush=True)
+        print(f"  HTTP API (the catalog checks callers itself): {emulator.api_url}", flush=True)
+        print(f"  IAM and STS of account {ACCOUNT}: {emulator.iam_endpoint}", flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

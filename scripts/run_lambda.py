@@ -4,10 +4,18 @@ embedded S3, and print the Function URL to hand to clients (as `make run` prints
 For benchmarks (bench/bench_lambda.py), RUN_LAMBDA_SIGNALS=1 adds two signals: SIGUSR1 ends every
 idle instance, so the next request of every function starts a new one (a cold start), then prints
 `recycled`; SIGUSR2 prints `emulator stats: <JSON>` (per function: invocations, cold starts, the
-init duration of each). Without it, nothing changes."""
+init duration of each). Without it, nothing changes.
+
+`--function-url-auth AWS_IAM` (or CATALOG_FUNCTION_URL_AUTH=AWS_IAM) deploys the template with
+FunctionUrlAuthType=AWS_IAM: the Function URL admits only requests SigV4-signed for service `lambda`
+by principals of a local IAM (moto's IAM and STS, whose endpoint the banner prints; make users and
+roles there with any AWS client), and the catalog acts, for each, as the catalog role whose trust
+policy names its AWS role or user (infra/lambda_emulator.py). Root administers the catalog through
+the HTTP API, printed beside it."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import secrets
@@ -26,11 +34,19 @@ import run_local  # noqa: E402
 ROOT = local_s3.ROOT
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     import boto3
     import build_template
     import lambda_emulator
 
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--function-url-auth",
+        choices=["NONE", "AWS_IAM"],
+        default=os.environ.get("CATALOG_FUNCTION_URL_AUTH", "NONE").upper(),
+        help="the template's FunctionUrlAuthType (AWS_IAM: the IAM front door)",
+    )
+    iam_mode = parser.parse_args(argv).function_url_auth == "AWS_IAM"
     port = int(os.environ.get("CATALOG_PORT", "9001"))
     s3_port = int(os.environ.get("LOCAL_S3_PORT", "4566"))
     if not local_s3.port_free(port):
@@ -80,8 +96,17 @@ def main() -> int:
             "AWS_ENDPOINT_URL_SECRETS_MANAGER": s3.endpoint,
             **keys,
         }
+        near = [p for p in (port + 1, port + 2) if local_s3.port_free(p)] + [0, 0]  # the HTTP API, the IAM
         emulator = lambda_emulator.Emulator(
-            build, ROOT / ".localdata" / f"lambda-{port}", overrides, params, max_instances=4, port=port
+            build,
+            ROOT / ".localdata" / f"lambda-{port}",
+            overrides,
+            params,
+            max_instances=4,
+            port=port,
+            function_url_auth="AWS_IAM" if iam_mode else None,
+            api_port=near[0] if iam_mode else 0,
+            iam_port=near[1] if iam_mode else 0,
         )
         env = {
             "CATALOG_ROOT_ACCESS_KEY": root_key,
@@ -91,7 +116,7 @@ def main() -> int:
             "S3_ENDPOINT_URL": s3.endpoint,
             **keys,
         }
-        url = f"{emulator.url}/_iceberg"
+        url = f"{emulator.api_url}/_iceberg"  # root's SigV4 is the catalog's to check: the HTTP API
         run_local._ensure_warehouse(url, run_local.DEMO_WAREHOUSE, env)
     except Exception as exc:  # noqa: BLE001
         reason = str(exc) or type(exc).__name__  # some exceptions carry no message
@@ -105,11 +130,30 @@ def main() -> int:
         f"one Lambda function per route group under awslambdaric, behind a local HTTP API.\n"
         f"  Function URL  {url}    (hand this to clients)",
     )
+    if iam_mode:
+        banner = banner.replace(
+            f"  Function URL  {url}    (hand this to clients)",
+            _iam_lines(emulator.url, url, emulator.iam_endpoint),
+        ).replace("behind a local HTTP API.", "behind a local HTTP API and a Function URL with AuthType AWS_IAM.")
     if os.environ.get("RUN_LAMBDA_SIGNALS"):
         _control(emulator)
     print(banner, flush=True)
     threading.Event().wait()
     return 0
+
+
+def _iam_lines(function_url: str, api: str, iam: str) -> str:
+    account = "000000000000"
+    return f"""  Function URL  {function_url}/_iceberg    (AuthType AWS_IAM: SigV4 with signing name lambda,
+                us-east-1, by a principal of the IAM below; it acts as the catalog role that trusts it)
+  HTTP API      {api}    (the catalog checks callers itself: root administers here)
+  IAM and STS   {iam}    (account {account}; any keys; make callers here, e.g.
+                aws --endpoint-url {iam} iam create-role --role-name spark-etl \\
+                    --assume-role-policy-document '{{"Statement":[]}}'
+                aws --endpoint-url {iam} sts assume-role \\
+                    --role-arn arn:aws:iam::{account}:role/spark-etl --role-session-name job
+                then trust arn:aws:iam::{account}:role/spark-etl (sts:AssumeRole) from a catalog role
+                (POST {api.removesuffix("/_iceberg")}/_iam CreateRole, as root)"""
 
 
 def _control(emulator: Any) -> None:
