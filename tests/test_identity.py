@@ -461,7 +461,9 @@ def test_principal_tags_from_user_tags(catalog_url: str, http: requests.Session,
         aws_access_key_id=key["AccessKeyId"],
         aws_secret_access_key=key["SecretAccessKey"],
     )
-    assert s3t.list_namespaces(tableBucketARN=bucket_arn(warehouse))["namespaces"] == []
+    client("s3tables", catalog_url).create_namespace(tableBucketARN=bucket_arn(warehouse), namespace=["gold"])
+    listed = s3t.list_namespaces(tableBucketARN=bucket_arn(warehouse))["namespaces"]
+    assert [n["namespace"] for n in listed] == [["gold"]]
     iam.tag_user(UserName=user, Tags=[{"Key": "level", "Value": "bronze"}])
     with pytest.raises(ClientError) as err:
         s3t.list_namespaces(tableBucketARN=bucket_arn(warehouse))
@@ -589,4 +591,80 @@ def test_tags_on_every_face_bucket_tags_and_role_tags(
     root.tag_resource(resourceArn=bucket_arn(warehouse), tags={"team": "blue"})
     with pytest.raises(ClientError) as err:
         s3t.list_namespaces(tableBucketARN=bucket_arn(warehouse))
+    assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+
+
+def test_role_chaining_passes_transitive_session_tags(catalog_url: str, http: requests.Session, warehouse: str) -> None:
+    """User -> role A with session tag team=red (transitive) -> role B: B's session carries team=red
+    as aws:PrincipalTag, may not replace it, and B's trust must allow sts:TagSession for it."""
+    from tests.authutil import make_user
+
+    user, key, secret = make_user(http, catalog_url, {})
+    arn = f"arn:aws:s3tables:::bucket/{warehouse}"
+
+    def trust_of(principal: str, tag_session: bool = True) -> str:
+        actions = ["sts:AssumeRole"] + (["sts:TagSession"] if tag_session else [])
+        return json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Principal": {"AWS": principal}, "Action": actions}],
+            }
+        )
+
+    first = make_role(catalog_url, trust_of(f"arn:aws:iam::{ACCOUNT}:user/{user}"), None)
+    listing = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": "s3tables:ListNamespaces",
+                "Resource": arn,
+                "Condition": {"StringEquals": {"aws:PrincipalTag/team": "red"}},
+            }
+        ],
+    }
+    second = make_role(catalog_url, trust_of(f"arn:aws:iam::{ACCOUNT}:role/{first}"), listing)
+    strict = make_role(catalog_url, trust_of(f"arn:aws:iam::{ACCOUNT}:role/{first}", tag_session=False), listing)
+    client("s3tables", catalog_url).create_namespace(tableBucketARN=bucket_arn(warehouse), namespace=["chained"])
+    sts = client("sts", catalog_url, aws_access_key_id=key, aws_secret_access_key=secret)
+    a = sts.assume_role(
+        RoleArn=f"arn:aws:iam::{ACCOUNT}:role/{first}",
+        RoleSessionName="hop1",
+        Tags=[{"Key": "team", "Value": "red"}],
+        TransitiveTagKeys=["team"],
+    )["Credentials"]
+    sts_a = client(
+        "sts",
+        catalog_url,
+        aws_access_key_id=a["AccessKeyId"],
+        aws_secret_access_key=a["SecretAccessKey"],
+        aws_session_token=a["SessionToken"],
+    )
+    b = sts_a.assume_role(RoleArn=f"arn:aws:iam::{ACCOUNT}:role/{second}", RoleSessionName="hop2")["Credentials"]
+    listed = s3tables_with(catalog_url, b).list_namespaces(tableBucketARN=bucket_arn(warehouse))["namespaces"]
+    assert [n["namespace"] for n in listed] == [["chained"]]
+    with pytest.raises(ClientError) as err:  # a transitive tag cannot be replaced down the chain
+        sts_a.assume_role(
+            RoleArn=f"arn:aws:iam::{ACCOUNT}:role/{second}",
+            RoleSessionName="hop2",
+            Tags=[{"Key": "team", "Value": "blue"}],
+        )
+    assert err.value.response["Error"]["Code"] == "ValidationError"
+    with pytest.raises(ClientError) as err:  # carrying tags needs sts:TagSession in the next trust
+        sts_a.assume_role(RoleArn=f"arn:aws:iam::{ACCOUNT}:role/{strict}", RoleSessionName="hop2")
+    assert "sts:TagSession" in err.value.response["Error"]["Message"]
+    # Without the transitive key, the tag stops at the first hop.
+    a2 = sts.assume_role(
+        RoleArn=f"arn:aws:iam::{ACCOUNT}:role/{first}", RoleSessionName="hop1", Tags=[{"Key": "team", "Value": "red"}]
+    )["Credentials"]
+    sts_a2 = client(
+        "sts",
+        catalog_url,
+        aws_access_key_id=a2["AccessKeyId"],
+        aws_secret_access_key=a2["SecretAccessKey"],
+        aws_session_token=a2["SessionToken"],
+    )
+    b2 = sts_a2.assume_role(RoleArn=f"arn:aws:iam::{ACCOUNT}:role/{second}", RoleSessionName="hop2")["Credentials"]
+    with pytest.raises(ClientError) as err:
+        s3tables_with(catalog_url, b2).list_namespaces(tableBucketARN=bucket_arn(warehouse))
     assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403

@@ -88,8 +88,8 @@ def holds(condition: dict[str, Any], context: dict[str, Value], open_keys: bool 
     for operator, tests in condition.items():
         for key, expected in tests.items():
             value = lowered.get(key.lower())
-            if value is None and open_keys:
-                return None
+            if value is None and open_keys and not caller_key(key):
+                return None  # a key each item of the list has (its namespace, name, tags): decided per item
             if not test(operator, value, substitute(expected, lowered)):
                 return False
     return True
@@ -116,6 +116,15 @@ def substitute(expected: Any, context: dict[str, Value]) -> Any:
         return value if isinstance(value, str) else _UNSET
 
     return _VARIABLE.sub(one, expected)
+
+
+# Keys that describe the caller or the request, never an item of a list: absent means absent,
+# also at a list's gate (an Allow conditioned on a tag the caller lacks lets no list through).
+_CALLER_KEYS = ("aws:principal", "aws:username", "aws:requesttag/", "aws:tagkeys", "sts:")
+
+
+def caller_key(key: str) -> bool:
+    return key.lower().startswith(_CALLER_KEYS)
 
 
 def _list(value: Any) -> list[Any]:

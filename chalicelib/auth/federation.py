@@ -72,9 +72,9 @@ def principal(ctx: Context, token: str) -> Principal:
     """The role session a provider's token acts as (401 if the token is invalid, 403 if no role)."""
     verified = webtokens.validate(ctx, token)
     role = role_for(ctx, verified)
-    tags, _ = sessions.token_tags(verified)
+    tags, transitive = sessions.token_tags(verified)
     session = _SESSION_CHARS.sub("-", verified.subject)[:64] or "token"
-    found = role.principal(session if len(session) >= 2 else f"{session}-", tags)
+    found = role.principal(session if len(session) >= 2 else f"{session}-", tags, transitive)
     from dataclasses import replace
 
     return replace(found, access_key_id="", via="oidc", token_key=_token_key(verified, role))

@@ -56,6 +56,8 @@ class Principal:
     # aws:PrincipalTag: the user's or role's tags, a session's tags over them.
     tags: tuple[tuple[str, str], ...] = ()
     path: str = "/"  # a role's IAM path: its ARN is arn:aws:iam::<account>:role<path><name>
+    # A role session's transitive tag keys: the session tags a role it assumes next inherits.
+    transitive: tuple[str, ...] = ()
 
     @property
     def role(self) -> str:

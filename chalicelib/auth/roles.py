@@ -58,7 +58,9 @@ class Role:
         """IAM's unique id (AROA...), stable for this role and different for one made again."""
         return "AROA" + uuid.UUID(self.uuid).hex[:17].upper()
 
-    def principal(self, session: str = "", session_tags: dict[str, str] | None = None) -> Principal:
+    def principal(
+        self, session: str = "", session_tags: dict[str, str] | None = None, transitive: tuple[str, ...] = ()
+    ) -> Principal:
         tags = {**self.tags, **(session_tags or {})}  # session tags override the role's (as in AWS)
         return Principal(
             ROLE_PREFIX + self.name,
@@ -69,6 +71,7 @@ class Role:
             path=self.path,
             session=session,
             tags=tuple(sorted(tags.items())),
+            transitive=transitive,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -188,12 +188,21 @@ def with_caller(
     role = role_of_arn(ctx, role_arn)
     name = check_session_name(session_name)
     _check_tags(tags, transitive)
-    context = {**caller.context(), **_request_tags(tags), "sts:RoleSessionName": name}
+    # Role chaining: the caller's transitive session tags pass on, and stay transitive; a new tag may
+    # not replace one of them (as in AWS).
+    inherited = {k: v for k, v in caller.tags if caller.kind == "role" and k in caller.transitive}
+    clash = sorted({k.lower() for k in inherited} & {k.lower() for k in tags})
+    if clash:
+        raise BadRequest(f"Session tags {clash[:5]} are transitive tags of the calling session: they cannot be set")
+    all_tags = {**inherited, **tags}
+    _check_tags(all_tags, (*inherited, *transitive))
+    context = {**caller.context(), **_request_tags(all_tags), "sts:RoleSessionName": name}
     asker = trust.Asker(caller.arns(), False, context, caller.policies, caller.is_root)
-    refuse_unless(role, asker, "sts:AssumeRole", tags)
+    refuse_unless(role, asker, "sts:AssumeRole", all_tags)
     if caller.kind == "role" and duration is not None and isinstance(duration, int) and duration > 3600:
         raise BadRequest("A role's session may assume another role for at most 3600 seconds (role chaining)")
-    return _issue(ctx, role, name, _duration(role, duration), tags, transitive, caller.arns()[-1])
+    keys_on = tuple(dict.fromkeys((*inherited, *transitive)))
+    return _issue(ctx, role, name, _duration(role, duration), all_tags, keys_on, caller.arns()[-1])
 
 
 def refuse_unless(role: roles.Role, asker: trust.Asker, action: str, tags: dict[str, str]) -> None:
@@ -286,7 +295,7 @@ def lookup(ctx: Context, access_key_id: str) -> tuple[Session, Principal] | None
     role = roles.cached(ctx, session.role)
     if role is None or role.uuid != session.role_uuid:
         return None
-    principal = role.principal(session.name, session.tags)
+    principal = role.principal(session.name, session.tags, session.transitive)
     return session, principal
 
 
