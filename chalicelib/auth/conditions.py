@@ -113,7 +113,9 @@ def substitute(expected: Any, context: dict[str, Value]) -> Any:
         if name in _SPECIAL:
             return _SPECIAL[name]
         value = context.get(name.lower())
-        return value if isinstance(value, str) else _UNSET
+        if not isinstance(value, str) or "*" in value or "?" in value:
+            return _UNSET  # a value that would act as a wildcard in a Like test matches nothing instead
+        return value
 
     return _VARIABLE.sub(one, expected)
 
