@@ -84,15 +84,37 @@ def test(operator: str, value: Value | None, expected: Any) -> bool:
 
 def holds(condition: dict[str, Any], context: dict[str, Value], open_keys: bool = False) -> bool | None:
     """Every test of a Condition block; None when a key is absent and open_keys (a list gate)."""
-    lowered = {k.lower(): v for k, v in context.items()}
+    keyed = Keyed(context)
     for operator, tests in condition.items():
         for key, expected in tests.items():
-            value = lowered.get(key.lower())
+            value = keyed.get(key)
             if value is None and open_keys and not caller_key(key):
                 return None  # a key each item of the list has (its namespace, name, tags): decided per item
-            if not test(operator, value, substitute(expected, lowered)):
+            if not test(operator, value, substitute(expected, keyed)):
                 return False
     return True
+
+
+class Keyed:
+    """The context as a policy's keys find it: the key's name in any case, and a tag key after its
+    '/' as written when the context has it so. Tags whose keys differ only in case (a resource's
+    `team` and `Team`, a request's) are two tags: `aws:ResourceTag/team` reads `team`, whatever
+    `Team` says, and falls back to any case only when no tag is written so (the first one set)."""
+
+    def __init__(self, context: dict[str, Value]) -> None:
+        self.exact = {_exact(k): v for k, v in context.items()}
+        self.folded: dict[str, Value] = {}
+        for k, v in context.items():
+            self.folded.setdefault(k.lower(), v)
+
+    def get(self, key: str) -> Value | None:
+        exact = _exact(key)
+        return self.exact[exact] if exact in self.exact else self.folded.get(key.lower())
+
+
+def _exact(key: str) -> str:
+    name, slash, tag = key.partition("/")
+    return name.lower() + slash + tag
 
 
 _VARIABLE = re.compile(r"\$\{([^}]{1,256})\}")
@@ -100,7 +122,7 @@ _SPECIAL = {"*": "*", "?": "?", "$": "$"}
 _UNSET = "\x00unset\x00"  # what a missing variable becomes: no real value equals it
 
 
-def substitute(expected: Any, context: dict[str, Value]) -> Any:
+def substitute(expected: Any, context: Keyed) -> Any:
     """IAM policy variables in condition values: `${aws:PrincipalTag/team}` is the caller's value
     (a key with no single value makes the value match nothing); `${*}`, `${?}`, `${$}` are literals."""
     if isinstance(expected, list):
@@ -112,7 +134,7 @@ def substitute(expected: Any, context: dict[str, Value]) -> Any:
         name = found[1]
         if name in _SPECIAL:
             return _SPECIAL[name]
-        value = context.get(name.lower())
+        value = context.get(name)
         if not isinstance(value, str) or "*" in value or "?" in value:
             return _UNSET  # a value that would act as a wildcard in a Like test matches nothing instead
         return value
