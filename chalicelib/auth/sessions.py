@@ -207,20 +207,21 @@ def with_caller(
 
 def refuse_unless(role: roles.Role, asker: trust.Asker, action: str, tags: dict[str, str]) -> None:
     who = asker.principals[-1] if asker.principals else "caller"
-    # A session tag whose key is a role tag's in another case would stand beside it, and a condition
-    # on `aws:PrincipalTag/Team` would read the caller's value for the admin's `team` tag.
-    shadowing = sorted(k for k in tags if k not in role.tags and k.lower() in {t.lower() for t in role.tags})
-    if shadowing:
-        raise Forbidden(
-            f"Not authorized to perform {action} on {role.arn}: session tag(s) {shadowing[:5]} differ only in case "
-            "from the role's own tags (tag keys are case-insensitive)"
-        )
     if not trust.admits(role.trust, role.arn, asker, action):
         raise Forbidden(f"Not authorized to perform {action} on {role.arn}: its trust policy does not admit {who}")
     if tags and not trust.admits(role.trust, role.arn, asker, "sts:TagSession"):
         raise Forbidden(
             f"Not authorized to perform sts:TagSession on {role.arn}: the request carries session tags and the "
             "role's trust policy does not allow sts:TagSession"
+        )
+    # A session tag whose key is a role tag's in another case would stand beside it, and a condition
+    # on `aws:PrincipalTag/Team` would read the caller's value for the admin's `team` tag. (Asked of
+    # an admitted caller only: the refusal names the role's tag keys.)
+    shadowing = sorted(k for k in tags if k not in role.tags and k.lower() in {t.lower() for t in role.tags})
+    if shadowing:
+        raise Forbidden(
+            f"Not authorized to perform {action} on {role.arn}: session tag(s) {shadowing[:5]} differ only in case "
+            "from the role's own tags (tag keys are case-insensitive)"
         )
 
 
