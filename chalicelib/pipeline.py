@@ -472,14 +472,16 @@ def _reads_only(action: str) -> bool:
 def _idempotency_begin(ctx: RequestContext) -> Any:
     """A replayed Response, a slot to finish, or None when the request carries no key."""
     raw = ctx.headers.get("idempotency-key")
-    if not raw or ctx.method not in MUTATING or ctx.action == "GetToken":
-        return None
+    if not raw or ctx.method not in MUTATING or ctx.action == "GetToken" or ctx.action.startswith(("iam:", "sts:")):
+        return None  # (IAM and STS have no Idempotency-Key; an STS answer holds credentials)
     import hashlib
 
     from chalicelib.core.primitives import idempotency
     from chalicelib.core.primitives.context import get_context
 
     principal = str(getattr(ctx.identity, "name", "anonymous"))
+    if getattr(ctx.identity, "kind", "") == "role":  # a role's sessions are callers of their own
+        principal += "#" + hashlib.sha256(getattr(ctx.identity, "token_key", b"") or b"").hexdigest()[:24]
     fingerprint = hashlib.sha256(
         b"\x00".join(
             [ctx.method.encode(), ctx.raw_path.encode(), json.dumps(ctx.query, sort_keys=True).encode(), ctx.raw_body]

@@ -90,14 +90,16 @@ def test_a_tag_key_differing_only_in_case_does_not_shadow_the_admins(
         user.tag_resource(resourceArn=table["tableARN"], tags={"team": "blue"})
     assert _code(err) == "AccessDeniedException"
 
-    user.tag_resource(resourceArn=table["tableARN"], tags={"Team": "blue"})  # another key: allowed
+    with pytest.raises(ClientError) as err:  # another key only in case: refused at the source
+        user.tag_resource(resourceArn=table["tableARN"], tags={"Team": "blue"})
+    assert _code(err) == "BadRequestException" and "only in case" in err.value.response["Error"]["Message"]
     with pytest.raises(ClientError) as err:
         user.get_table(tableBucketARN=arn, namespace="ns", name="red_only")
     assert _code(err) == "AccessDeniedException"
     with pytest.raises(ClientError) as err:
         user.get_table_metadata_location(tableBucketARN=arn, namespace="ns", name="red_only")
     assert _code(err) == "AccessDeniedException"
-    assert root.list_tags_for_resource(resourceArn=table["tableARN"])["tags"]["team"] == "red"
+    assert root.list_tags_for_resource(resourceArn=table["tableARN"])["tags"] == {"team": "red"}
 
 
 def test_request_tags_differing_only_in_case_do_not_pass_a_tag_value_rule(
@@ -310,3 +312,72 @@ def test_a_page_token_of_one_role_session_does_not_open_for_another(
         with pytest.raises(ClientError) as err:
             other.list_namespaces(tableBucketARN=arn, maxNamespaces=1, continuationToken=token)
         assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] in (400, 403), err.value.response
+
+
+def test_iam_tag_keys_are_case_insensitive(catalog_url: str) -> None:
+    """IAM: `Team` replaces `team` on a role or user (one key per name), and untagging ignores case."""
+    iam = client("iam", catalog_url)
+    role = f"ci-{uuid.uuid4().hex[:8]}"
+    trust = json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"}, "Action": "sts:AssumeRole"}
+            ],
+        }
+    )
+    iam.create_role(RoleName=role, AssumeRolePolicyDocument=trust, Tags=[{"Key": "team", "Value": "red"}])
+    iam.tag_role(RoleName=role, Tags=[{"Key": "Team", "Value": "blue"}])
+    assert iam.list_role_tags(RoleName=role)["Tags"] == [{"Key": "Team", "Value": "blue"}]
+    with pytest.raises(ClientError) as err:
+        iam.tag_role(RoleName=role, Tags=[{"Key": "env", "Value": "a"}, {"Key": "ENV", "Value": "b"}])
+    assert _code(err) == "ValidationError"
+    iam.untag_role(RoleName=role, TagKeys=["TEAM"])
+    assert iam.list_role_tags(RoleName=role)["Tags"] == []
+    user = f"ci-{uuid.uuid4().hex[:8]}"
+    iam.create_user(UserName=user, Tags=[{"Key": "level", "Value": "gold"}])
+    iam.tag_user(UserName=user, Tags=[{"Key": "Level", "Value": "bronze"}])
+    assert iam.list_user_tags(UserName=user)["Tags"] == [{"Key": "Level", "Value": "bronze"}]
+
+
+def test_an_idempotency_key_is_not_shared_by_sessions_of_a_role(
+    catalog_url: str, http: requests.Session, warehouse: str
+) -> None:
+    """Two sessions of one role are two callers: the second's request with the first's
+    Idempotency-Key and body runs (and meets the namespace the first made) instead of replaying."""
+    user, key, secret = make_user(http, catalog_url, {})
+    trust = json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:user/{user}"},
+                    "Action": "sts:AssumeRole",
+                }
+            ],
+        }
+    )
+    role = f"idem-{uuid.uuid4().hex[:8]}"
+    iam = client("iam", catalog_url)
+    iam.create_role(RoleName=role, AssumeRolePolicyDocument=trust)
+    doc = policy(statement("Allow", ["s3tables:*"], f"arn:aws:s3tables:::bucket/{warehouse}"))
+    iam.put_role_policy(RoleName=role, PolicyName="p", PolicyDocument=json.dumps(doc))
+    sts = client("sts", catalog_url, aws_access_key_id=key, aws_secret_access_key=secret)
+    url = f"{catalog_url}/v1/{warehouse}/namespaces"
+    body = json.dumps({"namespace": ["idem"]}).encode()
+    answers = []
+    for session in ("one", "two"):
+        creds = sts.assume_role(RoleArn=f"arn:aws:iam::{ACCOUNT}:role/{role}", RoleSessionName=session)["Credentials"]
+        req = AWSRequest(
+            method="POST",
+            url=url,
+            data=body,
+            headers={"content-type": "application/json", "idempotency-key": "0193e6a0-0000-7000-8000-000000000001"},
+        )
+        SigV4Auth(
+            Credentials(creds["AccessKeyId"], creds["SecretAccessKey"], creds["SessionToken"]), "s3tables", REGION
+        ).add_auth(req)
+        answers.append(requests.post(url, data=body, headers=dict(req.headers.items())))
+    assert answers[0].status_code == 200, answers[0].text
+    assert answers[1].status_code == 409 and "Idempotent-Replayed" not in answers[1].headers

@@ -48,4 +48,18 @@ def principal(ctx: Context, identity: dict[str, str]) -> Principal:
     if len(admitting) > 1:
         names = ", ".join(sorted(r.name for r in admitting)[:10])
         raise Forbidden(f"Several roles trust {who} ({names}): one caller acts as one role")
-    return replace(admitting[0].principal(session), via="aws-iam")
+    role = admitting[0]
+    return replace(role.principal(session), via="aws-iam", token_key=_token_key(arn, role.uuid))
+
+
+def _token_key(caller: str, role_uuid: str) -> bytes:
+    """Key material for this caller's page tokens and grants: bound to the AWS caller and the role,
+    keyed by the root secret (so tokens open on every instance, and only for this caller)."""
+    import hashlib
+    import hmac
+
+    from chalicelib.auth.identities import root_credentials
+
+    root = root_credentials()
+    base = (root[1] if root else "").encode()
+    return hmac.new(base, b"front-door\x00" + f"{caller}\x00{role_uuid}".encode(), hashlib.sha256).digest()

@@ -480,7 +480,10 @@ def tag_user(ctx: Context, name: str, new: dict[str, str]) -> None:
     """IAM's TagUser: the user's tags are its aws:PrincipalTag keys."""
 
     def add(record: dict[str, Any]) -> None:
-        merged = {**(record.get("tags") or {}), **new}
+        lowered = {k.lower() for k in new}  # IAM's tag keys are case-insensitive: Team replaces team
+        if len(lowered) != len(new):
+            raise BadRequest("Tag keys must be unique regardless of case")
+        merged = {**{k: v for k, v in (record.get("tags") or {}).items() if k.lower() not in lowered}, **new}
         if len(merged) > 50:
             raise BadRequest("A user has at most 50 tags")
         record["tags"] = merged
@@ -491,7 +494,8 @@ def tag_user(ctx: Context, name: str, new: dict[str, str]) -> None:
 
 def untag_user(ctx: Context, name: str, tag_keys: list[str]) -> None:
     def drop(record: dict[str, Any]) -> None:
-        record["tags"] = {k: v for k, v in (record.get("tags") or {}).items() if k not in tag_keys}
+        gone = {k.lower() for k in tag_keys}
+        record["tags"] = {k: v for k, v in (record.get("tags") or {}).items() if k.lower() not in gone}
 
     _update_user(ctx, name, drop, "untag-user", keys=sorted(tag_keys))
     forget(user=name)

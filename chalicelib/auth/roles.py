@@ -162,6 +162,8 @@ def check_tags(tags: object) -> dict[str, str]:
             raise BadRequest(f"Tag {key[:128]!r}: letters, numbers, spaces and _.:/=+-@ only")
     if len(tags) > MAX_TAGS:
         raise BadRequest(f"A role has at most {MAX_TAGS} tags")
+    if len({k.lower() for k in tags}) != len(tags):
+        raise BadRequest("Tag keys must be unique regardless of case")
     return dict(tags)
 
 
@@ -391,7 +393,7 @@ def tag(ctx: Context, name: str, new: dict[str, str]) -> None:
     check_tags(new)
 
     def add(r: Role) -> Role:
-        merged = {**r.tags, **new}
+        merged = merge_tags(r.tags, new)
         if len(merged) > MAX_TAGS:
             raise BadRequest(f"A role has at most {MAX_TAGS} tags")
         return replace(r, tags=merged)
@@ -399,11 +401,21 @@ def tag(ctx: Context, name: str, new: dict[str, str]) -> None:
     update(ctx, name, add, "tag-role", keys=sorted(new))
 
 
+def merge_tags(current: dict[str, str], new: dict[str, str]) -> dict[str, str]:
+    """IAM's tag keys are case-insensitive: `Team` replaces `team` (keeping one key per name, so a
+    policy's aws:PrincipalTag/team cannot meet two values)."""
+    lowered = {k.lower() for k in new}
+    if len(lowered) != len(new):
+        raise BadRequest("Tag keys must be unique regardless of case")
+    return {**{k: v for k, v in current.items() if k.lower() not in lowered}, **new}
+
+
 def untag(ctx: Context, name: str, tag_keys: list[str]) -> None:
+    gone = {k.lower() for k in tag_keys}
     update(
         ctx,
         name,
-        lambda r: replace(r, tags={k: v for k, v in r.tags.items() if k not in tag_keys}),
+        lambda r: replace(r, tags={k: v for k, v in r.tags.items() if k.lower() not in gone}),
         "untag-role",
         keys=sorted(tag_keys),
     )

@@ -148,6 +148,8 @@ def check_tags(value: object) -> dict[str, str]:
         if not _tag_text(item):
             raise BadRequest(f"Tag value of {key[:128]!r}: {TAG_CHARACTERS}")
     _check_count(value)  # more than 50 new ones fail whatever the resource holds
+    if len({k.lower() for k in value}) != len(value):
+        raise BadRequest("Tag keys must be unique regardless of case")
     return value
 
 
@@ -182,6 +184,11 @@ def _check_count(tags: dict[str, str]) -> None:
 
 def tag(ctx: Context, wh: str, entry_id: str, new: dict[str, str]) -> None:
     def add(doc: Body) -> Body:
+        # A key that differs from another only in case would let tag-based policies (which name
+        # keys without regard to case) meet two values: refused, as one key per name stays.
+        clash = sorted(k for k in new if k not in doc and k.lower() in {d.lower() for d in doc})
+        if clash:
+            raise BadRequest(f"Tag key {clash[0][:128]!r} differs only in case from a tag the resource has")
         merged = {**doc, **new}
         _check_count(merged)
         return merged
