@@ -84,7 +84,8 @@ test: setup lint docs spark-classpath
 # The core's protocol, crash-point and policy tests on an S3 in memory (infra/memory_s3.py): about
 # a minute, nothing to start. `make test` runs them again on LocalStack, with everything else.
 test-fast: venv lint
-	CATALOG_TEST_TIER=fast $(VENV)/bin/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
+	CATALOG_TEST_TIER=fast $(VENV)/bin/python -m pytest -q $(XDIST) --cov=chalicelib --cov-report= $(PYTEST_ARGS)
+	@echo "make test-fast ran $$($(VENV)/bin/coverage report --format=total)% of chalicelib/'s lines"
 
 # The deployment package and template of this release, named by its version (infra/release.py):
 # dist/s3-iceberg-catalog-<version>.zip, .template.json and .sha256.
