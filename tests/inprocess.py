@@ -11,9 +11,11 @@ is skipped. Settings are injected (a Context with the memory S3), not read from 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -39,6 +41,20 @@ class _Raw:
     def read(self, *_: Any) -> bytes:
         body, self._body = self._body, b""
         return body
+
+
+@dataclass
+class Response:
+    status_code: int
+    headers: dict[str, str]
+    content: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.content) if self.content else None
+
+    @property
+    def text(self) -> str:
+        return self.content.decode(errors="replace")
 
 
 class InProcessCatalog:
@@ -70,6 +86,36 @@ class InProcessCatalog:
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         resp = self.client.http.request(method, path, headers=headers, body=body)
         return resp.status_code, dict(resp.headers), resp.body or b""
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        json_body: Any = None,
+        *,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        key: str = ROOT_KEY,
+        secret: str = ROOT_SECRET,
+        token: str | None = None,
+        service: str = "s3tables",
+        sign: bool = True,
+    ) -> Response:
+        """An HTTP request to a path (`/_iceberg/v1/...`), SigV4-signed as the given keys (root by
+        default) the way PyIceberg signs; the answer's status, headers, body and .json()."""
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+        from botocore.credentials import Credentials
+
+        data = body if body is not None else (b"" if json_body is None else json.dumps(json_body).encode())
+        out = {"content-type": "application/json", **(headers or {})}
+        if sign:
+            req = AWSRequest(method=method, url=f"{BASE}{path}", data=data, headers=out)
+            SigV4Auth(Credentials(key, secret, token), service, REGION).add_auth(req)
+            out = {k: str(v) for k, v in req.headers.items()}
+        out.setdefault("host", HOST)
+        status, got, raw = self.send(method, f"{BASE}{path}", out, data)
+        return Response(status, got, raw)
 
     def _before_send(self, request: Any, **_: Any) -> AWSResponse:
         headers = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in request.headers.items()}
