@@ -128,7 +128,7 @@ class _Checked:
         if head.isascii():  # all one-byte varints (counts, small ids): decoded in C
             self._pos = pos + n
             return tuple(map(_ZIGZAG.__getitem__, head))
-        out = []
+        out: list[int] = []
         append = out.append
         for _ in range(n):  # _varint inlined: sizes and counts are most of a manifest's ints
             value = shift = 0

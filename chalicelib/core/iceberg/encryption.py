@@ -14,8 +14,10 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 from pyiceberg.table.metadata import TableMetadataV3
 from pyiceberg.table.snapshots import Snapshot
-from pyiceberg.table.update import _apply_table_update, _TableMetadataUpdateContext
+from pyiceberg.table.update import _TableMetadataUpdateContext
 from pyiceberg.typedef import IcebergBaseModel
+
+from chalicelib.core.iceberg.dispatch import record_update, register_update
 
 ACTIONS = ("add-encryption-key", "remove-encryption-key")
 
@@ -92,7 +94,7 @@ def _needs_v3(metadata: Any) -> None:
         )
 
 
-@_apply_table_update.register(AddEncryptionKeyUpdate)
+@register_update(AddEncryptionKeyUpdate)
 def _add_key(update: AddEncryptionKeyUpdate, base: Any, context: _TableMetadataUpdateContext) -> Any:
     _needs_v3(base)
     current = keys_of(base)
@@ -101,11 +103,11 @@ def _add_key(update: AddEncryptionKeyUpdate, base: Any, context: _TableMetadataU
         if same == update.key:
             return base  # a retried add: already there
         raise ValueError(f"Encryption key {update.key.key_id!r} already exists with different content")
-    context.add_update(update)  # type: ignore[arg-type]
+    record_update(context, update)
     return _keyed(base).model_copy(update={"encryption_keys": [*current, update.key]})
 
 
-@_apply_table_update.register(RemoveEncryptionKeyUpdate)
+@register_update(RemoveEncryptionKeyUpdate)
 def _remove_key(update: RemoveEncryptionKeyUpdate, base: Any, context: _TableMetadataUpdateContext) -> Any:
     current = keys_of(base)
     if not any(k.key_id == update.key_id for k in current):
@@ -113,7 +115,7 @@ def _remove_key(update: RemoveEncryptionKeyUpdate, base: Any, context: _TableMet
     users = [k.key_id for k in current if k.encrypted_by_id == update.key_id and k.key_id != update.key_id]
     if users:
         raise ValueError(f"Encryption key {update.key_id!r} still encrypts key(s) {users[:5]}; remove those first")
-    context.add_update(update)  # type: ignore[arg-type]
+    record_update(context, update)
     return _keyed(base).model_copy(update={"encryption_keys": [k for k in current if k.key_id != update.key_id]})
 
 

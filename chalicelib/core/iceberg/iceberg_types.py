@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, Literal, cast
 
 from pydantic import Field
 from pyiceberg.types import PrimitiveType
@@ -35,7 +36,7 @@ class SpecType(PrimitiveType):
         return 3
 
 
-EXTENSION_TYPES: dict[str, type[PrimitiveType]] = {"variant": VariantType}
+EXTENSION_TYPES: dict[str, Callable[[], PrimitiveType]] = {"variant": VariantType}
 _SPEC_TYPES: dict[str, PrimitiveType] = {}
 _PARAMETERIZED = re.compile(r"(geometry|geography)\(\s*[^'\"()][^()]*\)")  # unquoted arguments
 _TYPE_KEYS = ("type", "element", "key", "value")  # where a type name appears in schema JSON
@@ -44,7 +45,7 @@ _TYPE_KEYS = ("type", "element", "key", "value")  # where a type name appears in
 def _spec_type(name: str) -> PrimitiveType:
     # PrimitiveType is a per-class singleton, so each distinct type string gets its own class.
     if name not in _SPEC_TYPES:
-        cls = type(f"SpecType{len(_SPEC_TYPES)}", (SpecType,), {"__module__": __name__})
+        cls = cast("type[SpecType]", type(f"SpecType{len(_SPEC_TYPES)}", (SpecType,), {"__module__": __name__}))
         _SPEC_TYPES[name] = cls.model_construct(root=name)  # PyIceberg's validator would refuse it
     return _SPEC_TYPES[name]
 
@@ -85,7 +86,8 @@ def parse_metadata(raw: bytes) -> Any:
 
     extension, keyed = mentions_extension(raw), mentions_keys(raw)
     if not extension and not keyed:
-        return TableMetadataUtil.parse_raw(raw)
+        # Annotated str, parse_raw hands its data to pydantic's model_validate_json, which takes bytes too.
+        return TableMetadataUtil.parse_raw(cast(str, raw))
     data = json.loads(raw)
     if extension:
         data = _walk(data)

@@ -28,7 +28,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.core.model import Namespace, TableChange
+from chalicelib.core.model import Namespace, NewTable, TableChange
 
 UPDATES = ("set-properties", "remove-properties", "add-snapshot", "set-snapshot-ref")
 SNAPSHOT_KEYS = frozenset(
@@ -455,11 +455,9 @@ def _empty(value: Any, key: str) -> bool:
     )
 
 
-def new_table(body: Any) -> Any:
+def new_table(body: Any) -> NewTable | None:
     """A CreateTableRequest as a NewTable with a LightSchema, or None when PyIceberg must read it: a
     flat schema of primitive columns, unpartitioned, unsorted, string properties, not staged."""
-    from chalicelib.core.model import NewTable
-
     if not isinstance(body, dict) or not set(body) <= CREATE_KEYS or body.get("location") or body.get("stage-create"):
         return None
     schema = body.get("schema")

@@ -13,7 +13,8 @@ from collections import OrderedDict
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core.iceberg.validation import short, validation_summary  # noqa: F401 - the core's names for them
+from chalicelib.core.iceberg.validation import short as short  # the core's names for them
+from chalicelib.core.iceberg.validation import validation_summary as validation_summary
 from chalicelib.core.primitives import damage
 from chalicelib.core.primitives.context import Context, env_int
 from chalicelib.errors import BadRequest, CommitFailed
@@ -284,7 +285,9 @@ def _apply_updates(base: Any, updates: list[Any], base_location: str | None) -> 
             logged = True
         if to_v3 and metadata.format_version < 3:
             if metadata.format_version == 1:
-                metadata = update_table_metadata(metadata, (UpgradeFormatVersionUpdate(format_version=2),))
+                metadata = update_table_metadata(
+                    metadata, (UpgradeFormatVersionUpdate.model_validate({"format-version": 2}),)
+                )
             metadata = _to_v3(metadata)
         start = i + 1
     if metadata.format_version >= 3 and metadata.next_row_id is None:

@@ -25,6 +25,7 @@ from pyiceberg.table.update import (
 from pyiceberg.typedef import IcebergBaseModel
 
 from chalicelib.core.iceberg import encryption
+from chalicelib.core.iceberg.dispatch import register_update
 from chalicelib.core.iceberg.iceberg_types import prepared
 from chalicelib.core.iceberg.validation import validation_summary
 from chalicelib.core.model import Namespace, TableChange
@@ -64,7 +65,7 @@ CUSTOM: dict[str, type[IcebergBaseModel]] = {
 }
 
 
-@_apply_table_update.register(AppendUpdate)
+@register_update(AppendUpdate)
 def _append(update: AppendUpdate, base: Any, context: _TableMetadataUpdateContext) -> Any:
     taken = {s.snapshot_id for s in base.snapshots}
     snap_id = random.getrandbits(62) + 1
@@ -89,11 +90,11 @@ def _append(update: AppendUpdate, base: Any, context: _TableMetadataUpdateContex
         fields.update({"first-row-id": base.next_row_id or 0, "added-rows": int(added)})
     snapshot = Snapshot.model_validate(fields)
     base = _apply_table_update(AddSnapshotUpdate(snapshot=snapshot), base, context)
-    move = SetSnapshotRefUpdate(ref_name=update.branch, type="branch", snapshot_id=snap_id)
+    move = SetSnapshotRefUpdate.model_validate({"ref-name": update.branch, "type": "branch", "snapshot-id": snap_id})
     return _apply_table_update(move, base, context)
 
 
-@_apply_table_update.register(LenientRemovePropertiesUpdate)
+@register_update(LenientRemovePropertiesUpdate)
 def _remove_present(update: LenientRemovePropertiesUpdate, base: Any, context: _TableMetadataUpdateContext) -> Any:
     present = [k for k in update.removals if k in base.properties]
     if not present:

@@ -166,11 +166,13 @@ def _file_figures(
     if not listed:
         return out
     if not file_paths.inside(location, str(listed)):
-        return _foreign(str(listed))
+        _foreign(str(listed))
+        return None
     found = manifests.manifest_list(ctx, str(listed))
     foreign = next((m.manifest_path for m in found if not file_paths.inside(location, m.manifest_path)), None)
     if foreign is not None:
-        return _foreign(foreign)
+        _foreign(foreign)
+        return None
     for manifest in found:
         if manifest.content != ManifestContent.DATA:
             continue
@@ -205,7 +207,6 @@ def _undecodable(path: str, field: dict[str, Any], raw: bytes) -> UnprocessableE
 
 def _foreign(path: str) -> None:
     logging.getLogger("catalog").warning("column statistics withheld: %s is outside its table", path[:200])
-    return None
 
 
 def _glue(field: dict[str, Any], ndv: int, fig: dict[str, Any], analyzed: float) -> dict[str, Any]:

@@ -83,7 +83,10 @@ def _parse(raw: Any, schema: Any, counter: list[int], depth: int) -> Any:
     if kind in _SET:
         name = _term(raw.get("child", raw.get("term")), schema)
         values = [_typed(name, v, schema) for v in _literals(raw.get("values"))]
-        return ex.In(name, values) if kind == "in" else ex.NotIn(name, values)
+        # Called through the base class, whose __init__ is the one In and NotIn run (PyIceberg's
+        # models redeclare `type`, so a type checker synthesizes a keyword-only one for each).
+        set_cls: type[ex.SetPredicate] = ex.In if kind == "in" else ex.NotIn
+        return set_cls(name, values)
     raise BadRequest(f"Invalid filter: unknown expression type {kind[:40]!r}")
 
 
@@ -180,8 +183,8 @@ def to_json(expr: Any) -> Any:
     if isinstance(expr, ex.AlwaysFalse):
         return False
     if isinstance(expr, (ex.And, ex.Or)):
-        kind = "and" if isinstance(expr, ex.And) else "or"
-        return {"type": kind, "left": to_json(expr.left), "right": to_json(expr.right)}
+        junction = "and" if isinstance(expr, ex.And) else "or"
+        return {"type": junction, "left": to_json(expr.left), "right": to_json(expr.right)}
     if isinstance(expr, ex.Not):
         return {"type": "not", "child": to_json(expr.child)}
     term = expr.term

@@ -144,8 +144,8 @@ def manifest_list(ctx: Context, location: str) -> list[Any]:
 
     # As pyiceberg.manifest.read_manifest_list reads it.
     schema = MANIFEST_LIST_FILE_SCHEMAS[DEFAULT_READ_VERSION]
-    types = {-1: ManifestFile, 508: PartitionFieldSummary}
-    enums = {517: ManifestContent}
+    types: dict[int, Callable[..., Any]] = {-1: ManifestFile, 508: PartitionFieldSummary}
+    enums: dict[int, Callable[..., Any]] = {517: ManifestContent}
     return list(_records(ctx, location, "manifest list", lambda b: checked_avro.read(b, schema, types, enums)))
 
 
@@ -166,8 +166,8 @@ def entries(ctx: Context, manifest: Any) -> list[Any]:
         _inherit_from_manifest,
     )
 
-    types = {-1: ManifestEntry, 2: DataFile}
-    enums = {0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent}
+    types: dict[int, Callable[..., Any]] = {-1: ManifestEntry, 2: DataFile}
+    enums: dict[int, Callable[..., Any]] = {0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent}
 
     def read(body: bytes) -> tuple[list[Any], int]:
         found, decoded = checked_avro.read(body, MANIFEST_ENTRY_SCHEMAS[3], types, enums)

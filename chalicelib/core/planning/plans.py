@@ -250,7 +250,8 @@ def _renumbered(task: dict[str, Any], renumber: dict[int, int]) -> dict[str, Any
 
 def _read_chunk(ctx: Context, table: Table, record: dict[str, Any], n: int) -> dict[str, Any]:
     key = keys.plan_chunk(table.key, digest(record["reader"]), record["plan-id"], n)
-    return json.loads(ctx.storage.get(table.bucket, key).body)
+    chunk: dict[str, Any] = json.loads(ctx.storage.get(table.bucket, key).body)
+    return chunk
 
 
 def _load(ctx: Context, table: Table, reader: str, plan_id: str) -> tuple[dict[str, Any], str]:

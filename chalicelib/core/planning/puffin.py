@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import Any, TypeGuard
 
 from chalicelib import keys
 from chalicelib.core.iceberg.file_paths import inside
@@ -46,7 +46,7 @@ def footer_blobs(ctx: Context, location: str, stats: dict[str, Any]) -> list[dic
     return _parse(tail)
 
 
-def _count(value: object) -> bool:
+def _count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 

@@ -157,18 +157,24 @@ def _build(operator: str, name: str, values: tuple[str, ...], kind: Any) -> Any:
     from pyiceberg import expressions as ex
     from pyiceberg import types as t
 
+    # Called through their base classes, whose __init__ is the one these run (PyIceberg's models
+    # redeclare `type`, so a type checker synthesizes a keyword-only one for each).
+    in_: type[ex.SetPredicate] = ex.In
+    equal_to: type[ex.LiteralPredicate] = ex.EqualTo
+    starts_with: type[ex.LiteralPredicate] = ex.StartsWith
+    not_null: type[ex.UnaryPredicate] = ex.NotNull
     positive: Any
     if operator in ("StringEquals", "StringNotEquals"):
-        positive = ex.In(name, list(values)) if len(values) > 1 else ex.EqualTo(name, values[0])
+        positive = in_(name, list(values)) if len(values) > 1 else equal_to(name, values[0])
     elif operator in ("StringLike", "StringNotLike"):
         positive = ex.AlwaysFalse()
         for v in values:
             if v == "*":
-                one: Any = ex.NotNull(name)
+                one: Any = not_null(name)
             elif "*" not in v and "?" not in v:
-                one = ex.EqualTo(name, v)
+                one = equal_to(name, v)
             elif isinstance(kind, t.StringType):  # policy validation admits only a trailing *
-                one = ex.StartsWith(name, v[:-1])
+                one = starts_with(name, v[:-1])
             else:
                 raise TypeError(f"a prefix applies to strings, not {kind}")
             positive = ex.Or(positive, one)
@@ -177,7 +183,7 @@ def _build(operator: str, name: str, values: tuple[str, ...], kind: Any) -> Any:
             raise TypeError(f"a number applies to numeric columns, not {kind}")
         numbers = [_number(v) for v in values]
         if operator in ("NumericEquals", "NumericNotEquals"):
-            positive = ex.In(name, numbers) if len(numbers) > 1 else ex.EqualTo(name, numbers[0])
+            positive = in_(name, numbers) if len(numbers) > 1 else equal_to(name, numbers[0])
         else:
             cls = {
                 "NumericLessThan": ex.LessThan,
