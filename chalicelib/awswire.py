@@ -157,7 +157,7 @@ class Headers(dict[str, str]):
     def __getitem__(self, name: str) -> str:
         return super().__getitem__(name.lower())
 
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, name: str, default: Any = None) -> Any:
         return super().get(name.lower(), default)
 
 
@@ -256,7 +256,7 @@ class _Connection:
         return status, headers, self.reader.read(), True  # delimited by the end of the connection
 
     def _chunks(self) -> bytes:
-        parts = []
+        parts: list[bytes] = []
         while True:
             size = int(self.reader.readline(65537).split(b";", 1)[0].strip() or b"x", 16)
             if size == 0:

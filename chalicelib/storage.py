@@ -128,7 +128,8 @@ def sample(metric: str, value: float) -> None:
 
 def _answer(exc: Exception) -> bool:
     """Whether the exception is S3's answer (a ClientError, of botocore or of chalicelib.awswire)."""
-    return isinstance(getattr(exc, "response", None), dict) and "Error" in exc.response  # type: ignore[attr-defined]
+    response = getattr(exc, "response", None)
+    return isinstance(response, dict) and "Error" in response
 
 
 def _noted_retry(exc: Exception) -> None:

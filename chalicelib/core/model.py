@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 Namespace = tuple[str, ...]
 
@@ -113,7 +113,7 @@ class Owner:
         return self.name == "root" and not self.id
 
     @classmethod
-    def from_json(cls, doc: object) -> Owner | None:
+    def from_json(cls, doc: object) -> Self | None:
         if not isinstance(doc, dict) or not isinstance(doc.get("name"), str) or not isinstance(doc.get("id"), str):
             return None
         return cls(doc["name"], doc["id"])

@@ -29,7 +29,7 @@ from chalicelib.core.primitives import audit, pointer_record
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.core.settling import pointers, purges, settle
 from chalicelib.core.tables import entries, functions, projection, trash
-from chalicelib.errors import CatalogError, DamagedObject
+from chalicelib.errors import CatalogError, DamagedObject, WarehouseNotFound
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
 log = logging.getLogger("catalog.sweeper")
@@ -176,7 +176,7 @@ def sweep(
     for name in names:
         try:
             record, _ = warehouses.read_record(ctx, name)
-        except (warehouses.WarehouseNotFound, DamagedObject):
+        except (WarehouseNotFound, DamagedObject):
             continue  # gone, or damaged (logged where it was read; the other warehouses are swept)
         if record.get("state") == "deleting":
             continue

@@ -44,7 +44,8 @@ def of_record(record: dict[str, object]) -> bool:
         return False
     if PROPERTY not in props:
         return True
-    return props[PROPERTY] == "true"
+    value: object = props[PROPERTY]
+    return value == "true"
 
 
 def legacy(ctx: Context, warehouse: str) -> bool:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import gzip
 import hashlib
+import importlib
 import io
 import json
 import re
@@ -134,7 +135,8 @@ def rewrite_metadata(body: bytes, paths: Paths) -> bytes:
 
 def referenced_lists(doc: dict[str, Any]) -> tuple[set[str], set[str]]:
     """The manifest lists and (v1) manifests a metadata file's snapshots name."""
-    lists, manifests = set(), set()
+    lists: set[str] = set()
+    manifests: set[str] = set()
     for snap in doc.get("snapshots") or []:
         if isinstance(snap.get("manifest-list"), str):
             lists.add(snap["manifest-list"])
@@ -148,7 +150,8 @@ def referenced_lists(doc: dict[str, Any]) -> tuple[set[str], set[str]]:
 @dataclass
 class AvroFile:
     schema: Any
-    records: list[dict[str, Any]]
+    # As fastavro read them: records (dicts) in Iceberg's files; another file's values fail where read.
+    records: list[Any]
     codec: str
     metadata: dict[str, str]
     sync: bytes
@@ -296,8 +299,8 @@ def rewrite_deletes(body: bytes, file_format: str, paths: Paths) -> bytes:
     if file_format == "AVRO":
         return write_avro(read_avro(body), lambda r: r.update(file_path=paths.map(r["file_path"])))
     if file_format == "PARQUET":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        pa = importlib.import_module("pyarrow")  # no type information: its members are Any
+        pq = importlib.import_module("pyarrow.parquet")
 
         try:
             parquet = pq.ParquetFile(io.BytesIO(body))
@@ -374,33 +377,39 @@ def plan(ctx: Context, paths: Paths) -> tuple[Plan, dict[str, str]]:
             continue  # not Iceberg's: copied as it is
         if isinstance(doc, dict) and ("format-version" in doc or "view-uuid" in doc):
             docs[key] = doc
-    lists, manifests = set(), set()
+    lists: set[str] = set()
+    manifests: set[str] = set()
     for key, doc in docs.items():
-        more_lists, more_manifests = _parsed(paths, key, lambda d=doc: referenced_lists(d))
+        more_lists, more_manifests = _parsed(paths, key, functools.partial(referenced_lists, doc))
         lists |= more_lists
         manifests |= more_manifests
     list_files = _avro_files(lists, paths, source, get)
     for key, avro in list_files.items():
-        manifests.update(_parsed(paths, key, lambda a=avro: [str(i["manifest_path"]) for i in a.records]))
+        manifests.update(_parsed(paths, key, functools.partial(_manifest_paths, avro)))
     manifest_files = _avro_files(manifests, paths, source, get)
 
     delete_formats: dict[str, str] = {}
     for key, avro in manifest_files.items():
-        _parsed(paths, key, lambda a=avro: _deletes_of(a, paths, source, delete_formats))
+        _parsed(paths, key, functools.partial(_deletes_of, avro, paths, source, delete_formats))
     bodies = dict(zip(*_fetch(list(delete_formats), get), strict=True))
     for key, fmt in delete_formats.items():
-        if bodies.get(key) is not None:
-            out.rewritten[key] = _parsed(paths, key, lambda b=bodies[key], f=fmt: rewrite_deletes(b, f, paths))
+        deletes = bodies.get(key)
+        if deletes is not None:
+            out.rewritten[key] = _parsed(paths, key, functools.partial(rewrite_deletes, deletes, fmt, paths))
     sizes = {k: len(b) for k, b in out.rewritten.items()}
     for key, avro in manifest_files.items():
-        out.rewritten[key] = _parsed(paths, key, lambda a=avro: rewrite_manifest(a, paths, sizes))
+        out.rewritten[key] = _parsed(paths, key, functools.partial(rewrite_manifest, avro, paths, sizes))
     sizes = {k: len(out.rewritten[k]) for k in manifest_files}
     for key, avro in list_files.items():
-        out.rewritten[key] = _parsed(paths, key, lambda a=avro: rewrite_list(a, paths, sizes))
+        out.rewritten[key] = _parsed(paths, key, functools.partial(rewrite_list, avro, paths, sizes))
     for key in docs:
-        out.rewritten[key] = _parsed(paths, key, lambda k=key: rewrite_metadata(metas[k], paths))
+        out.rewritten[key] = _parsed(paths, key, functools.partial(rewrite_metadata, metas[key], paths))
     out.copied = [k for k in source if k not in out.rewritten]
     return out, source
+
+
+def _manifest_paths(avro: AvroFile) -> list[str]:
+    return [str(i["manifest_path"]) for i in avro.records]
 
 
 def _deletes_of(avro: AvroFile, paths: Paths, source: dict[str, str], formats: dict[str, str]) -> None:
@@ -435,7 +444,7 @@ def _avro_files(
 ) -> dict[str, AvroFile]:
     wanted = sorted({k for k in (paths.key(p) for p in named) if k is not None and k in source})
     fetched = zip(*_fetch(wanted, get), strict=True)
-    return {k: _parsed(paths, k, lambda b=b: read_avro(b)) for k, b in fetched if b is not None}
+    return {k: _parsed(paths, k, functools.partial(read_avro, b)) for k, b in fetched if b is not None}
 
 
 @dataclass

@@ -30,7 +30,7 @@ from chalicelib.core.access import data_actions, resource_policies
 from chalicelib.core.containers import warehouses
 from chalicelib.core.primitives import claims, damage, parallel, pointer_record
 from chalicelib.core.primitives.context import Context, dump
-from chalicelib.errors import BadRequest, Conflict, DamagedObject
+from chalicelib.errors import BadRequest, Conflict, DamagedObject, WarehouseNotFound
 from chalicelib.names import check_warehouse
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
@@ -148,7 +148,7 @@ def import_(ctx: Context, doc: dict[str, Any], warehouse: str, copy_data: bool =
     try:
         warehouses.get(ctx, warehouse)
         exists = True
-    except warehouses.WarehouseNotFound:
+    except WarehouseNotFound:
         exists = False
     if exists:
         for prefix in (keys.TABLES_PREFIX, keys.NS_PREFIX, keys.HIVE_PREFIX):

@@ -20,6 +20,7 @@ from chalicelib.errors import (
     NamespaceNotEmpty,
     NamespaceNotFound,
     UnprocessableEntity,
+    WarehouseNotFound,
 )
 from chalicelib.names import check_namespace, check_properties
 from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
@@ -71,7 +72,7 @@ def still_active(ctx: Context, warehouse: str, ns: Namespace) -> bool:
     """Re-check after writing a child: False if the namespace vanished or a deleter holds it."""
     try:
         record, _ = read_record(ctx, warehouse, ns)
-    except (NamespaceNotFound, warehouses.WarehouseNotFound):
+    except (NamespaceNotFound, WarehouseNotFound):
         return False
     return not is_deleting(record)
 
@@ -82,7 +83,7 @@ def accepts_table(ctx: Context, warehouse: str, ns: Namespace, name: str) -> boo
     check the pointer, so one of two racing creators always sees the other."""
     try:
         record, _ = read_record(ctx, warehouse, ns)
-    except (NamespaceNotFound, warehouses.WarehouseNotFound):
+    except (NamespaceNotFound, WarehouseNotFound):
         return False
     if is_deleting(record):
         return False
@@ -115,7 +116,7 @@ def create(ctx: Context, warehouse: str, namespace: object, properties: object) 
     if len(ns) > 1:
         require_active(ctx, warehouse, ns[:-1])
     # The uuid makes the bytes ours alone: after a lost response they prove which create landed.
-    record = {
+    record: dict[str, Any] = {
         "namespace": list(ns),
         "properties": props,
         "state": "active",
@@ -129,7 +130,7 @@ def create(ctx: Context, warehouse: str, namespace: object, properties: object) 
     except (PreconditionFailed, WriteInDoubt):
         raise NamespaceAlreadyExists(f"Namespace {_pretty(ns)!r} already exists") from None
     except BucketNotFound:
-        raise warehouses.WarehouseNotFound(f"Warehouse {warehouse!r} has no bucket") from None
+        raise WarehouseNotFound(f"Warehouse {warehouse!r} has no bucket") from None
     # Guard against a concurrent delete of the warehouse or parent (see warehouses.delete).
     wh_ok = not is_deleting(warehouses.read_record(ctx, warehouse)[0])
     parent_ok = len(ns) == 1 or still_active(ctx, warehouse, ns[:-1])

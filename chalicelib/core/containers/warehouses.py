@@ -217,10 +217,9 @@ def set_request_metrics(ctx: Context, name: str, enabled: bool) -> None:
         if enabled:
             new[REQUEST_METRICS] = {"id": uuid.uuid4().hex}
         # A change of the warehouse's settings, audited and sent as one (events: warehouse.updated).
-        change = (
-            {"updated": [REQUEST_METRICS], "removed": []} if enabled else {"updated": [], "removed": [REQUEST_METRICS]}
-        )
-        stamped, older["entries"] = audit.stamped(new, audit.entry("update-warehouse", _target(warehouse), **change))
+        updated, removed = ([REQUEST_METRICS], []) if enabled else ([], [REQUEST_METRICS])
+        entry = audit.entry("update-warehouse", _target(warehouse), updated=updated, removed=removed)
+        stamped, older["entries"] = audit.stamped(new, entry)
         return stamped
 
     record = cas.update(ctx, sys_bucket, key, change, f"Warehouse {warehouse!r}") or {}
@@ -241,7 +240,8 @@ def _protect_control_plane(ctx: Context, bucket: str) -> None:
 
 def _created_by_us(ctx: Context, bucket: str, warehouse: str) -> bool:
     try:
-        return json.loads(ctx.storage.get(bucket, OWNED_MARKER).body).get("warehouse") == warehouse
+        owner: object = json.loads(ctx.storage.get(bucket, OWNED_MARKER).body).get("warehouse")
+        return owner == warehouse
     except (ObjectNotFound, ValueError):
         return False
 
@@ -334,8 +334,9 @@ def delete(ctx: Context, name: str, preserve_bucket: bool, purge_dropped: bool =
         def mark(record: dict[str, Any]) -> dict[str, Any]:  # a namespace create re-reads it after writing
             record.update(state="deleting", **{"state-since-ms": now_ms()})
             entry = audit.entry("drop-warehouse", _target(warehouse))
-            marked["record"], marked["older"] = audit.stamped(record, entry)
-            return marked["record"]
+            stamped, entries = audit.stamped(record, entry)
+            marked["record"], marked["older"] = stamped, entries
+            return stamped
 
         def blocker() -> str | None:
             return "namespaces" if _has_namespaces(ctx, bucket) else None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import contextvars
+import functools
 import heapq
 import json
 import threading
@@ -340,7 +341,7 @@ class Tails:
     def stream(self) -> Iterator[tuple[tuple[int, str, int], Callable[[], list[dict[str, Any]]]]]:
         """(the newest order an object's entries can have, a reader of them), newest first."""
         for key, etag, modified in self.listed:
-            yield (modified + skew_ms(), "~", 1 << 62), lambda k=key, t=etag: _tail_of(self.ctx, self.bucket, k, t)
+            yield (modified + skew_ms(), "~", 1 << 62), functools.partial(_tail_of, self.ctx, self.bucket, key, etag)
 
 
 def skew_ms() -> int:
@@ -417,8 +418,9 @@ def query(
             if source is not None and f"-{source}-" not in segment:
                 continue
             newest = (_FAR - int(segment[:13]), "~", 1 << 62)  # no entry of this segment orders above it
-            yield newest, lambda k=key: _segment(ctx, bucket, k)
+            yield newest, functools.partial(_segment, ctx, bucket, key)
 
+    streams: Iterator[tuple[tuple[int, str, int], Callable[[], list[dict[str, Any]]]]]
     if isinstance(tails, Tails):
         streams = heapq.merge(segments(), tails.stream(), key=lambda item: item[0], reverse=True)
     else:

@@ -32,7 +32,7 @@ def get(ctx: Context, bucket: str, entry_id: str, version: int) -> dict[str, Any
 def listed(ctx: Context, bucket: str, entry_id: str, below: int, start_after: int, limit: int) -> list[int]:
     """Archived version numbers above start_after and below the current version, ascending."""
     prefix = keys.table_versions_prefix(entry_id)
-    start = keys.table_version(entry_id, start_after) if start_after > 0 else None
+    start = keys.table_version(entry_id, start_after) if start_after > 0 else ""
     out: list[int] = []
     for key in ctx.storage.list_keys(bucket, prefix, start):
         number = int(key[len(prefix) : -len(".json")])

@@ -71,7 +71,8 @@ def after_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, new: Poi
         return
     bucket = ctx.bucket_for(warehouse)
     # The new pointer was live for a moment (and its create readable): its trail says it went.
-    gone = audit.entry("drop", audit.table_target(ns, name, new.data), **{"backed-out": True})
+    backed_out: dict[str, Any] = {"backed-out": True}
+    gone = audit.entry("drop", audit.table_target(ns, name, new.data), **backed_out)
     tomb = audit.appended(pointer_record.tombstone(new.data, purge), [gone])
     try:
         etag = ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(tomb), new.etag)

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core.containers import namespaces, warehouses
+from chalicelib.core.containers import namespaces
 from chalicelib.core.primitives import damage, pointer_record
 from chalicelib.core.primitives.context import Context, now_ms, tombstone_lease_ms
 from chalicelib.core.primitives.pointer_record import Pointer, ident
@@ -18,6 +18,7 @@ from chalicelib.errors import (
     ServiceUnavailable,
     TableNotFound,
     ViewNotFound,
+    WarehouseNotFound,
 )
 from chalicelib.storage import (
     BucketNotFound,
@@ -46,7 +47,7 @@ def read(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Pointer | No
     try:
         obj = ctx.storage.get(bucket, key)
     except BucketNotFound:
-        raise warehouses.WarehouseNotFound(f"Warehouse {warehouse!r} does not exist") from None
+        raise WarehouseNotFound(f"Warehouse {warehouse!r} does not exist") from None
     except ObjectNotFound:
         return None
     return Pointer(parse(obj.body, bucket, ns, name), obj.etag)

@@ -83,7 +83,7 @@ class Release:
         return cls(
             id=doc["id"],
             op=doc["op"],
-            namespace=tuple(ns),  # type: ignore[arg-type]
+            namespace=tuple(doc["namespace"]),
             name=doc["name"],
             table_uuid=doc["table-uuid"],
             location=doc["location"],
@@ -131,7 +131,9 @@ def lookup(ctx: Context, bucket: str, table_uuid: str) -> Release | None:
 
 
 def _readable(doc: object) -> str | None:
-    return damage.is_object(doc) or problem(doc)  # type: ignore[arg-type]
+    if not isinstance(doc, dict):
+        return damage.is_object(doc)
+    return problem(doc)
 
 
 def of_tombstone(
@@ -148,7 +150,8 @@ def of_tombstone(
     if entry is not None and isinstance(target, dict) and target.get("namespace") and target.get("name"):
         ns, name = tuple(str(level) for level in target["namespace"]), str(target["name"])
         internal = entry.get("face") == "internal"  # the catalog's own drop: nobody's but root's
-        detail = entry.get("detail") if isinstance(entry.get("detail"), dict) else {}
+        raw_detail = entry.get("detail")
+        detail = raw_detail if isinstance(raw_detail, dict) else {}
         principal = "" if internal else str(entry.get("principal") or "")
         who = (principal, "" if internal else str(detail.get("principal-uuid") or ""))
         ident, op, at = str(entry.get("id")), str(entry.get("op")), int(entry.get("at") or 0)
