@@ -30,5 +30,5 @@ def table_configuration_entry(entry: TableEntry, what: str, value: dict[str, Any
 
 def warehouse_configuration_entry(warehouse: str, what: str, on: bool) -> dict[str, Any]:
     """The audit entry of a change of a warehouse's configuration kept beside it (warehouse.updated)."""
-    detail = {"updated": [what], "removed": []} if on else {"updated": [], "removed": [what]}
+    detail: dict[str, Any] = {"updated": [what], "removed": []} if on else {"updated": [], "removed": [what]}
     return audit.entry("update-warehouse", {"kind": "warehouse", "warehouse": warehouse}, **detail)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.primitives.context import Context
@@ -62,14 +62,15 @@ def restore_any(
 ) -> tuple[tuple[str, ...], str, str]:
     if is_function(record):
         return functions.restore(ctx, warehouse, str(record["drop-id"]), dst)
-    return restore(ctx, warehouse, drop_id(record), dst)
+    # A read trash record's drop-id is required (pointer_record.trash_problem): the str it is.
+    return restore(ctx, warehouse, cast(str, drop_id(record)), dst)
 
 
 def purge_any(ctx: Context, warehouse: str, record: dict[str, Any]) -> None:
     if is_function(record):
         functions.purge(ctx, warehouse, str(record["drop-id"]))
     else:
-        purge(ctx, warehouse, drop_id(record), purge_budget_s())
+        purge(ctx, warehouse, cast(str, drop_id(record)), purge_budget_s())
 
 
 def table_id(record: dict[str, Any]) -> str | None:

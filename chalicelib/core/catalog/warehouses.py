@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chalicelib.core.access.data_actions import PROPERTY as DATA_ACTIONS_PROPERTY  # noqa: F401 - re-exported
+from chalicelib.core.access import data_actions as _data_actions
 from chalicelib.core.containers.warehouses import create as create
 from chalicelib.core.containers.warehouses import delete as delete
 from chalicelib.core.containers.warehouses import get as get
@@ -11,3 +11,5 @@ from chalicelib.core.containers.warehouses import request_metrics as request_met
 from chalicelib.core.containers.warehouses import require as require
 from chalicelib.core.containers.warehouses import set_request_metrics as set_request_metrics
 from chalicelib.core.containers.warehouses import update_properties as update_properties
+
+DATA_ACTIONS_PROPERTY = _data_actions.PROPERTY  # re-exported

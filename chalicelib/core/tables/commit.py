@@ -85,7 +85,8 @@ def commit(ctx: Context, warehouse: str, req: TableChange) -> TableState:
 
     key = (ctx.bucket_for(warehouse), keys.table_pointer(req.namespace, req.name))
     req = dataclasses.replace(req, actor=req.actor or audit.actor())  # the batch runs in another thread
-    return group_commit.submit(key, req, lambda batch: _commit_batch(ctx, warehouse, batch))
+    state: TableState = group_commit.submit(key, req, lambda batch: _commit_batch(ctx, warehouse, batch))
+    return state
 
 
 def _commit_batch(ctx: Context, warehouse: str, reqs: list[TableChange]) -> list[TableState | CatalogError]:
@@ -99,6 +100,7 @@ def _commit_batch(ctx: Context, warehouse: str, reqs: list[TableChange]) -> list
     outcomes: dict[int, TableState | CatalogError] = {}
     warm = warm_pointer(bucket, ptr_key)
     started, lost = time.monotonic(), 0
+    p: pointer_record.Pointer | None
     while True:
         todo = [i for i in range(len(reqs)) if i not in outcomes]
         if not todo:
@@ -162,6 +164,7 @@ def _judge(
         base = md.table_metadata_light(ctx, p.metadata_location, subject)
     else:
         base = md.table_metadata(ctx, p.metadata_location, subject)
+    log_location: str | None
     current, log_location, applied, changed = base, p.metadata_location, [], False
     for i in todo:
         try:
@@ -257,7 +260,7 @@ def _write(
     return TableState(meta_loc, raw)
 
 
-def resolve_commit(ctx: Context, hint: dict[str, Any]) -> str | None:
+def resolve_commit(ctx: Context, hint: dict[str, Any]) -> TableState | None:
     """For an Idempotency-Key replay of a commit in doubt: its response if it landed, None if not."""
     ns, name = tuple(hint["namespace"]), str(hint["name"])
     meta_loc = str(hint["metadata-location"])

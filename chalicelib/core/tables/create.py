@@ -10,6 +10,7 @@ from chalicelib import keys
 from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.iceberg import definitions, light
 from chalicelib.core.iceberg import metadata as md
+from chalicelib.core.iceberg.validation import short
 from chalicelib.core.model import NewTable, TableChange, TableState
 from chalicelib.core.primitives import audit, listing_marks, pointer_record
 from chalicelib.core.primitives.context import Context
@@ -60,7 +61,7 @@ def create(ctx: Context, warehouse: str, ns: Namespace, new: NewTable) -> TableS
             if metadata.next_row_id is None:
                 metadata = metadata.model_copy(update={"next_row_id": 0})
     except (ValueError, KeyError, TypeError, NotImplementedError) as exc:
-        raise BadRequest(f"Invalid create-table request: {md.short(exc)}") from None
+        raise BadRequest(f"Invalid create-table request: {short(exc)}") from None
     namespaces.require_active(ctx, warehouse, ns)
     if new.stage_create:
         existing = settle.live(ctx, warehouse, ns, name)

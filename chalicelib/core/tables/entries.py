@@ -6,13 +6,14 @@ Iceberg entries are live pointers; Hive entries are hive records. Names are one 
 from __future__ import annotations
 
 import bisect
+import functools
 import heapq
 import itertools
 import json
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,7 @@ from chalicelib.core.primitives.context import Context, env_int
 from chalicelib.core.settling import pointers, settle
 from chalicelib.core.tables import hive
 from chalicelib.errors import DamagedObject, NotFound, ServiceUnavailable, TableNotFound, TableRecoveryInProgress
-from chalicelib.storage import COUNTER, ObjectNotFound, StorageUnavailable, WriteInDoubt
+from chalicelib.storage import COUNTER, ObjectNotFound, Storage, StorageUnavailable, WriteInDoubt
 
 Namespace = tuple[str, ...]
 
@@ -85,8 +86,8 @@ def _read_kind(ctx: Context, warehouse: str, ns: Namespace, name: str, kind: str
         return None  # views are not Glue tables
     if raw.state == "active" and not pointer_record.claimed(raw.data):
         return Entry(ns, name, "iceberg", raw.data, raw.etag, True)
-    found = _read(ctx, warehouse, ns, name)  # settle it as any reader does
-    return found if found is not None and found.kind == "iceberg" else None
+    settled = _read(ctx, warehouse, ns, name)  # settle it as any reader does
+    return settled if settled is not None and settled.kind == "iceberg" else None
 
 
 def _read(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Entry | None:
@@ -182,7 +183,7 @@ class _Shards:
         self.items: OrderedDict[tuple[str, str], tuple[str, dict[str, Any], int, float]] = OrderedDict()
         self.lock = threading.Lock()
 
-    def read(self, storage: Any, bucket: str, key: str) -> dict[str, Any]:
+    def read(self, storage: Storage, bucket: str, key: str) -> dict[str, Any]:
         """A private copy of the shard's entries (callers add to it while others read it)."""
         with self.lock:
             known = self.items.get((bucket, key))
@@ -196,10 +197,10 @@ class _Shards:
         except ObjectNotFound:
             self.keep(bucket, key, "", {}, 64)  # none yet (no sweep since a bulk load): known absent
             return {}
-        if found is None:  # unchanged since we kept it
+        if found is None:  # unchanged since we kept it (only get_if_changed, asked with known's ETag, says so)
             with self.lock:
-                if self.items.get((bucket, key), (None,))[0] == known[0]:  # type: ignore[index]
-                    self.items[(bucket, key)] = (*known[:3], time.monotonic())  # type: ignore[index]
+                if known is not None and self.items.get((bucket, key), (None,))[0] == known[0]:
+                    self.items[(bucket, key)] = (*known[:3], time.monotonic())
                     self.items.move_to_end((bucket, key))
             return dict(known[1]) if known else {}
         entries = _shard_entries(found.body)
@@ -245,7 +246,7 @@ class _Projected:
 
     def get(self, key: tuple[str, str, str, str]) -> dict[str, Any] | None:
         """The projection of an entry at that ETag, if it is the one held."""
-        found = self.latest(key[:3])  # type: ignore[arg-type]
+        found = self.latest(key[:3])
         return found[1] if found is not None and found[0] == key[3] else None
 
     def latest(self, key: tuple[str, str, str]) -> tuple[str, dict[str, Any]] | None:
@@ -257,8 +258,8 @@ class _Projected:
 
     def keep(self, key: tuple[str, str, str, str], projection: dict[str, Any]) -> None:
         with self.lock:
-            self.items[key[:3]] = (key[3], projection)  # type: ignore[index]
-            self.items.move_to_end(key[:3])  # type: ignore[arg-type]
+            self.items[key[:3]] = (key[3], projection)
+            self.items.move_to_end(key[:3])
             while len(self.items) > self.max_items:
                 self.items.popitem(last=False)
 
@@ -333,8 +334,8 @@ class _View:
                 out.append((name, kept[(name, kind)][1]))
             elif (name, kind) not in fresh:
                 out.append((name, self.cached[key]["p"]))
-            elif fresh[(name, kind)] is not None:
-                out.append((name, fresh[(name, kind)][1]))  # type: ignore[index]
+            elif (projected := fresh[(name, kind)]) is not None:
+                out.append((name, projected[1]))
         return out
 
     def _read(self, misses: list[tuple[str, str, str]]) -> list[tuple[str, dict[str, Any]] | None]:
@@ -508,7 +509,7 @@ class Found:
 def search(
     ctx: Context,
     warehouse: str,
-    spaces: list[Namespace],
+    spaces: Sequence[Namespace],
     view: str,
     project: Projection,
     keep: Callable[[Namespace, str], bool],
@@ -533,7 +534,7 @@ def search(
 def search_first(
     ctx: Context,
     warehouse: str,
-    spaces: list[Namespace],
+    spaces: Sequence[Namespace],
     view: str,
     project: Projection,
     keep: Callable[[Namespace, str], bool],
@@ -545,7 +546,7 @@ def search_first(
     out: list[Found] = []
     for ns in sorted(spaces):
         try:
-            out += _listed(ctx, warehouse, ns, view, project, lambda n, ns=ns: keep(ns, n), limit - len(out))
+            out += _listed(ctx, warehouse, ns, view, project, functools.partial(keep, ns), limit - len(out))
         except (NotFound, DamagedObject):
             continue  # deleted meanwhile, or damaged (reported where it was read)
         if len(out) >= limit:

@@ -392,7 +392,8 @@ def restore(
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         raise Conflict(f"Dropped function {drop_id!r} changed concurrently; list the trash") from None
     target = _target(ns, name, str(function.get("function-uuid", "")))
-    entry = audit.entry("restore-function", target, after=function.get("metadata-location"), **{"drop-id": drop_id})
+    detail: dict[str, Any] = {"drop-id": drop_id}
+    entry = audit.entry("restore-function", target, after=function.get("metadata-location"), **detail)
     live, older = audit.stamped(function, entry)
     try:
         _claim(ctx, warehouse, ns, name, live)
@@ -435,7 +436,8 @@ def purge(ctx: Context, warehouse: str, drop_id: str, expired_only: bool = False
         if expired_only and now_ms() < int(record.get("expires-at-ms") or 0):
             return False
         where = _target(tuple(record["namespace"]), record["name"], function_uuid)
-        e = audit.entry("purge-function", where, before=function.get("metadata-location"), **{"drop-id": drop_id})
+        detail: dict[str, Any] = {"drop-id": drop_id}
+        e = audit.entry("purge-function", where, before=function.get("metadata-location"), **detail)
         stamped, older = audit.stamped(function, e)
         purging = {**record, "state": "purging", "function": stamped}
         try:

@@ -35,7 +35,7 @@ def _tombstone(
     needs to bring the table back."""
     before = pointer_record.metadata_location(data)
     # Who dropped it, to the user record: its files, if they stay, are theirs to register again.
-    who = {"principal-uuid": audit.actor_uuid()} if audit.actor_uuid() else {}
+    who: dict[str, Any] = {"principal-uuid": audit.actor_uuid()} if audit.actor_uuid() else {}
     e = audit.entry(op, audit.table_target(ns, name, data), before=before, purge=purge, **who)
     tomb = pointer_record.tombstone(data, purge, uuid.uuid4().hex, retention_ms, (ns, name))
     return audit.appended(tomb, [e])
@@ -82,12 +82,12 @@ def drop(
         except WriteInDoubt:
             now = pointers.read(ctx, warehouse, ns, name)
             if now is None:
-                return  # the drop landed and was finished by someone else
+                return None  # the drop landed and was finished by someone else
             if now.state != "dropped" or not pointer_record.same_table(now.data, p.data):
                 return cas.AGAIN
             tomb, etag = now.data, now.etag
         drops.settle_drop(ctx, bucket, pointer_record.Pointer(tomb, etag), remove=True, ns=ns, name=name)
-        return
+        return None
 
     cas.retrying(attempt, f"Table {pointer_record.ident(ns, name)!r}")
     return last[0]
@@ -123,11 +123,8 @@ def rename(
         _check_version(src, src_ns, src_name, expected_version)  # the `moved` CAS replaces this pointer
         namespaces.require_active(ctx, warehouse, dst_ns)
         started = now_ms()
-        e = audit.entry(
-            "rename",
-            audit.table_target(dst_ns, dst_name, src.data),
-            **{"renamed-from": {"namespace": list(src_ns), "name": src_name}},
-        )
+        renamed_from: dict[str, Any] = {"renamed-from": {"namespace": list(src_ns), "name": src_name}}
+        e = audit.entry("rename", audit.table_target(dst_ns, dst_name, src.data), **renamed_from)
         base = pointer_record.without_glue_rename(src.data)  # the intent ends here
         renamed = audit.appended(dict(base, **(fields or {})), [e])
         reserve = pointer_record.pending(renamed, started, source=(src_ns, src_name))
@@ -158,7 +155,7 @@ def rename(
                     and dst_now.state == "active"
                     and pointer_record.same_table(dst_now.data, src.data)
                 ):
-                    return  # landed, and a reader already settled both sides
+                    return None  # landed, and a reader already settled both sides
                 if now is not None and now.state == "active":
                     pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started, reserve)
                     return cas.AGAIN  # the source is live and not moved: ours did not land
@@ -172,7 +169,7 @@ def rename(
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt, StorageUnavailable):
             pass  # a reader settled it for us, or the next reader will
         pointers.remove_pointer(ctx, bucket, src_key, moved_etag, started)
-        return
+        return None
 
     return cas.retrying(attempt, f"Table {pointer_record.ident(src_ns, src_name)!r}")
 

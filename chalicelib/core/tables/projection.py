@@ -83,10 +83,11 @@ import threading
 import time
 import uuid
 import zlib
+from _json import scanstring  # json.decoder.scanstring (its C speedup), as typeshed types it
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from chalicelib import keys
 from chalicelib.core.primitives import damage, listing_marks, parallel, pointer_record
@@ -102,7 +103,7 @@ from chalicelib.errors import (
     ServiceUnavailable,
     TableRecoveryInProgress,
 )
-from chalicelib.storage import COUNTER, ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
+from chalicelib.storage import COUNTER, ObjectNotFound, PreconditionFailed, Storage, StorageUnavailable, WriteInDoubt
 
 Namespace = tuple[str, ...]
 log = logging.getLogger("catalog.listing")
@@ -174,7 +175,7 @@ class Listed:
         return set(self.shards) | self.complete | set(self.scans)
 
 
-def list_prefix(storage: Any, bucket: str, ns: Namespace) -> Listed:
+def list_prefix(storage: Storage, bucket: str, ns: Namespace) -> Listed:
     out = Listed()
     for key, etag in storage.list_entries(bucket, keys.listing_prefix(ns)):
         out.keys.append(key)
@@ -256,7 +257,7 @@ def _parse_shard(body: bytes, bucket: str, key: str, ns_uuid: str) -> Doc:
 
 
 def read_shards(
-    storage: Any, bucket: str, ns: Namespace, ns_uuid: str, wanted: dict[int, str | None]
+    storage: Storage, bucket: str, ns: Namespace, ns_uuid: str, wanted: dict[int, str | None]
 ) -> dict[int, Held]:
     """The shards asked for (shard -> the ETag a LIST showed, or None: not known), read in parallel;
     a shard whose listed ETag this process holds costs nothing. Absent shards are left out."""
@@ -286,7 +287,7 @@ def read_shards(
 
 
 def _write_shard(
-    storage: Any, bucket: str, ns: Namespace, ns_uuid: str, i: int, names: dict[str, str], etag: str | None
+    storage: Storage, bucket: str, ns: Namespace, ns_uuid: str, i: int, names: dict[str, str], etag: str | None
 ) -> str | None:
     """Compare-and-swap shard i (create it when etag is None); its new ETag, or None when another
     writer got there first (or the outcome is unknown: then nothing may rely on it)."""
@@ -313,14 +314,15 @@ def _merged(shards: dict[int, Held]) -> dict[str, str]:
 
 # ---- settle: the writer keeps the projection current -----------------------------------------------
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 SETTLE_ATTEMPTS = 4
 _UNDECIDED = "?"
 _UUIDS = listing_marks.UUIDS  # a guess only: checked against the record each time
 _COMPLETE = listing_marks.COMPLETE  # (bucket, ns uuid) seen complete
 
 
-def settles(fn: F) -> F:
+def settles(fn: Callable[P, R]) -> Callable[P, R]:
     """Run an operation that writes pointers, then settle the marks it wrote (best effort: an
     unsettled mark is folded later). Nested operations settle once, at the outermost. Only an
     operation that returned, or refused with a catalog error, settles: every write it made has
@@ -328,7 +330,7 @@ def settles(fn: F) -> F:
     as a crash) leaves its marks to the fold."""
 
     @functools.wraps(fn)
-    def run(*args: Any, **kwargs: Any) -> Any:
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
         if listing_marks.current() is not None:
             return fn(*args, **kwargs)
         with listing_marks.scope() as marks:
@@ -341,7 +343,7 @@ def settles(fn: F) -> F:
             settle(marks)
             return out
 
-    return run  # type: ignore[return-value]
+    return run
 
 
 def settle(scope: listing_marks.Scope) -> int:
@@ -367,7 +369,7 @@ HOT_S = 1.0  # a shard this process wrote or read that recently is used as is (a
 
 
 def _settle_namespace(
-    storage: Any, bucket: str, ns: Namespace, marks: dict[str, list[str]], metadata: dict[str, bytes]
+    storage: Storage, bucket: str, ns: Namespace, marks: dict[str, list[str]], metadata: dict[str, bytes]
 ) -> int:
     """Settle one namespace's marks: [record, shards] -> pointers -> CAS -> delete marks. When this
     process knows the uuid and holds every shard concerned from the last second (a busy process),
@@ -390,10 +392,12 @@ def _settle_namespace(
         hot = _hot(bucket, ns, wanted) if attempt == 0 else None
         if hot is not None:
             ns_uuid, shards = hot
-            found = parallel.map_counted(
-                lambda step: step(),
-                [lambda: _record_uuid(storage, bucket, ns), *[lambda n=n: kinds_of(n) for n in names], *extra],
-            )
+            first: list[Callable[[], Any]] = [
+                functools.partial(_record_uuid, storage, bucket, ns),
+                *[functools.partial(kinds_of, n) for n in names],
+                *extra,
+            ]
+            found = parallel.map_counted(lambda step: step(), first)
             if found[0] != ns_uuid:
                 continue  # the namespace was made again: read everything
             read = dict(zip(names, found[1 : 1 + len(names)], strict=True))
@@ -421,7 +425,7 @@ def _settle_namespace(
                     new[name] = str(kinds[name])
             writes.append((i, group, new, etag))
         steps: list[Callable[[], Any]] = [
-            lambda w=w, u=ns_uuid: _write_shard(storage, bucket, ns, u, w[0], w[2], w[3]) for w in writes
+            functools.partial(_write_shard, storage, bucket, ns, ns_uuid, w[0], w[2], w[3]) for w in writes
         ]
         if glue and attempt == 0:
             steps += _entries_writes(storage, bucket, ns, read, metadata)
@@ -449,18 +453,20 @@ def entries_shard_of(name: str) -> int:
     return zlib.crc32(name.encode()) % keys.ENTRIES_VIEW_SHARDS
 
 
-def _entries_reads(storage: Any, bucket: str, ns: Namespace, names: list[str]) -> list[Callable[[], Any]]:
+def _entries_reads(storage: Storage, bucket: str, ns: Namespace, names: list[str]) -> list[Callable[[], Any]]:
     """Read (into ENTRIES) the entries shards of these names that this process does not hold from
     the last second, beside the settle's first round."""
     wanted = sorted({entries_shard_of(n) for n in names})
     keys_ = [keys.entries_view_shard(ns, i) for i in wanted]
-    return [lambda k=k: _read_entries(storage, bucket, k) for k in keys_ if ENTRIES.get(bucket, k, HOT_S) is None]
+    return [
+        functools.partial(_read_entries, storage, bucket, k) for k in keys_ if ENTRIES.get(bucket, k, HOT_S) is None
+    ]
 
 
 _ABSENT: set[tuple[str, str]] = set()  # entries shards last found missing
 
 
-def _read_entries(storage: Any, bucket: str, key: str) -> Held | None:
+def _read_entries(storage: Storage, bucket: str, key: str) -> Held | None:
     held = ENTRIES.get(bucket, key)
     try:
         found = storage.get_if_changed(bucket, key, held[0]) if held else storage.get(bucket, key)
@@ -517,14 +523,14 @@ class _KeptNames(Mapping[str, Any]):
             self.pieces = pieces
         return self.pieces
 
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, name: str, default: Any = None) -> Any:
         if self.decoded is not None:
             return self.decoded.get(name, default)
         piece = self._index().get(json.dumps(name)[1:-1].encode())  # as the writers spell it (ASCII)
         if piece is None:
             return default
         try:
-            return json.decoder.scanstring((piece + b'"').decode("utf-8", "replace"), 1)[0]  # (its quote cut)
+            return scanstring((piece + b'"').decode("utf-8", "replace"), 1)[0]  # (its quote cut)
         except ValueError:
             return default  # damaged there: that table is read instead
 
@@ -544,7 +550,7 @@ class _KeptNames(Mapping[str, Any]):
 
 
 def _entries_writes(
-    storage: Any,
+    storage: Storage,
     bucket: str,
     ns: Namespace,
     read: dict[str, tuple[str | None, Pointer | None]],
@@ -561,7 +567,9 @@ def _entries_writes(
         # Each entry is its own JSON text: a reader parses a shard fast and decodes only what it uses.
         entry = json.dumps({"etag": p.etag, "d": data, "m": summary}, separators=(",", ":"))
         new.setdefault(entries_shard_of(name), {})[name] = entry
-    return [lambda i=i, e=e: _write_entries(storage, bucket, keys.entries_view_shard(ns, i), e) for i, e in new.items()]
+    return [
+        functools.partial(_write_entries, storage, bucket, keys.entries_view_shard(ns, i), e) for i, e in new.items()
+    ]
 
 
 def _metadata_summary(raw: bytes | None) -> dict[str, Any] | None:
@@ -584,7 +592,7 @@ def _metadata_summary(raw: bytes | None) -> dict[str, Any] | None:
     return out
 
 
-def _write_entries(storage: Any, bucket: str, key: str, entries: dict[str, Any]) -> str | None:
+def _write_entries(storage: Storage, bucket: str, key: str, entries: dict[str, Any]) -> str | None:
     """Add entries to a shard (compare-and-swap, read again and retried when another writer got
     there first; given up after 3: the Glue face then reads those tables itself)."""
     for _ in range(3):
@@ -608,7 +616,7 @@ def _write_entries(storage: Any, bucket: str, key: str, entries: dict[str, Any])
     return None
 
 
-def kept_entries(storage: Any, bucket: str, ns: Namespace, wanted: dict[str, str | None]) -> dict[str, Any]:
+def kept_entries(storage: Storage, bucket: str, ns: Namespace, wanted: dict[str, str | None]) -> dict[str, Any]:
     """The kept entries of these names at these pointer ETags (None: at any): name -> {"etag", "d":
     pointer, "m": metadata summary}. From the shards this process holds; a shard that misses one of
     them is asked for again (a 304 when unchanged), in parallel. Names without one are left out."""
@@ -616,9 +624,9 @@ def kept_entries(storage: Any, bucket: str, ns: Namespace, wanted: dict[str, str
     def hit(name: str) -> dict[str, Any] | None:
         held = ENTRIES.get(bucket, keys.entries_view_shard(ns, entries_shard_of(name)))
         found = _entry(held[1]["names"].get(name)) if held else None
-        ok = isinstance(found, dict) and isinstance(found.get("d"), dict) and "etag" in found
-        ok = ok and (wanted[name] is None or found.get("etag") == wanted[name])
-        return found if ok else None
+        if not isinstance(found, dict) or not isinstance(found.get("d"), dict) or "etag" not in found:
+            return None
+        return found if wanted[name] is None or found.get("etag") == wanted[name] else None
 
     out = {name: found for name in wanted if (found := hit(name)) is not None}
     again = sorted({entries_shard_of(n) for n in wanted if n not in out})
@@ -652,7 +660,7 @@ def _hot(bucket: str, ns: Namespace, wanted: list[int]) -> tuple[str, dict[int, 
 
 
 def _settle_reads(
-    storage: Any, bucket: str, ns: Namespace, wanted: list[int], extra: list[Callable[[], Any]]
+    storage: Storage, bucket: str, ns: Namespace, wanted: list[int], extra: list[Callable[[], Any]]
 ) -> tuple[str, dict[int, Held]] | None:
     """The namespace's uuid (read now: after the operation's writes) and the wanted shards, when its
     projection is complete. The shards of the uuid last seen are read beside the record (one flat
@@ -660,9 +668,10 @@ def _settle_reads(
     guess = _UUIDS.get((bucket, ns))
 
     def shard_steps(ns_uuid: str) -> list[Callable[[], Any]]:
-        steps: list[Callable[[], Any]] = [
-            lambda i=i: read_shards(storage, bucket, ns, ns_uuid, {i: None}).get(i) for i in wanted
-        ]
+        def read_one(i: int) -> Held | None:
+            return read_shards(storage, bucket, ns, ns_uuid, {i: None}).get(i)
+
+        steps: list[Callable[[], Any]] = [functools.partial(read_one, i) for i in wanted]
         if (bucket, ns_uuid) not in _COMPLETE:
             steps.append(lambda: _exists(storage, bucket, keys.listing_complete(ns, ns_uuid)))
         return steps
@@ -685,7 +694,7 @@ def _settle_reads(
     return ns_uuid, shards
 
 
-def _record_uuid(storage: Any, bucket: str, ns: Namespace) -> str:
+def _record_uuid(storage: Storage, bucket: str, ns: Namespace) -> str:
     try:
         doc = json.loads(storage.get(bucket, keys.namespace_record(ns)).body)
     except (ObjectNotFound, ValueError, RecursionError):
@@ -694,7 +703,7 @@ def _record_uuid(storage: Any, bucket: str, ns: Namespace) -> str:
     return value if isinstance(value, str) and doc.get("state") != "deleting" else ""
 
 
-def _exists(storage: Any, bucket: str, key: str) -> bool:
+def _exists(storage: Storage, bucket: str, key: str) -> bool:
     try:
         storage.get(bucket, key)
         return True
@@ -702,7 +711,7 @@ def _exists(storage: Any, bucket: str, key: str) -> bool:
         return False
 
 
-def _pointer_kind(storage: Any, bucket: str, ns: Namespace, name: str) -> tuple[str | None, Pointer | None]:
+def _pointer_kind(storage: Storage, bucket: str, ns: Namespace, name: str) -> tuple[str | None, Pointer | None]:
     """What a name lists as, from its pointer alone (_UNDECIDED when other objects decide), and the
     pointer read."""
     from chalicelib.core.settling.pointers import parse
@@ -732,8 +741,8 @@ def names(
     if not namespace_uuid:
         # No uuid: the namespace's record is damaged (namespaces.listed_record). Its tables list, from
         # a scan, and nothing is kept or folded that a repaired record would have to undo.
-        found = _scan_all(ctx, warehouse, ns)
-        return {n: k for n, k in found.items() if k != DAMAGED}
+        scanned = _scan_all(ctx, warehouse, ns)
+        return {n: k for n, k in scanned.items() if k != DAMAGED}
     shards: dict[int, Held] | None = None
     if namespace_uuid in listed.complete:
         wanted: dict[int, str | None] = dict(listed.shards.get(namespace_uuid, {}))
@@ -761,7 +770,7 @@ def names(
 
 
 def _fold(
-    storage: Any,
+    storage: Storage,
     bucket: str,
     ns: Namespace,
     ns_uuid: str,
@@ -792,7 +801,7 @@ def _fold(
         storage.delete_many(bucket, gone)
 
 
-def _reopen(storage: Any, bucket: str, ns: Namespace, ns_uuid: str) -> None:
+def _reopen(storage: Storage, bucket: str, ns: Namespace, ns_uuid: str) -> None:
     """A damaged shard: the projection is scanned again (a scan position first, so no migration of an
     earlier release's snapshot runs after marks have been settled), then completed anew."""
     try:
@@ -819,7 +828,7 @@ def _complete(ctx: Context, warehouse: str, ns: Namespace, ns_uuid: str, listed:
     return _scan(ctx, warehouse, ns, ns_uuid, listed)
 
 
-def _legacy_snapshot(storage: Any, bucket: str, ns: Namespace, ns_uuid: str) -> dict[str, str] | None:
+def _legacy_snapshot(storage: Storage, bucket: str, ns: Namespace, ns_uuid: str) -> dict[str, str] | None:
     key = keys.listing_snapshot(ns)
     try:
         body = storage.get(bucket, key).body
@@ -838,7 +847,7 @@ def _legacy_snapshot(storage: Any, bucket: str, ns: Namespace, ns_uuid: str) -> 
 
 
 def _migrate(
-    storage: Any, bucket: str, ns: Namespace, ns_uuid: str, legacy: dict[str, str], etags: dict[int, str]
+    storage: Storage, bucket: str, ns: Namespace, ns_uuid: str, legacy: dict[str, str], etags: dict[int, str]
 ) -> dict[int, Held] | None:
     """An earlier release's snapshot, split into shards. Exact: no mark of this namespace has been
     deleted since that snapshot was written, except by an earlier release's fold that rewrote it
@@ -898,7 +907,7 @@ def _scan(ctx: Context, warehouse: str, ns: Namespace, ns_uuid: str, listed: Lis
     return shards
 
 
-def _scan_position(storage: Any, bucket: str, ns: Namespace, ns_uuid: str, etag: str | None) -> tuple[str, str]:
+def _scan_position(storage: Storage, bucket: str, ns: Namespace, ns_uuid: str, etag: str | None) -> tuple[str, str]:
     """(pointer key the scan goes on after, ETag of the position); written first when there is none,
     so no migration runs beside a scan."""
     key = keys.listing_scan(ns, ns_uuid)
@@ -919,7 +928,7 @@ def _scan_position(storage: Any, bucket: str, ns: Namespace, ns_uuid: str, etag:
     return after, obj.etag
 
 
-def _pointer_names(storage: Any, bucket: str, ns: Namespace, after: str) -> Iterator[tuple[str, str]]:
+def _pointer_names(storage: Storage, bucket: str, ns: Namespace, after: str) -> Iterator[tuple[str, str]]:
     for key in storage.list_keys(bucket, keys.tables_prefix(ns), after):
         yield key, keys.table_from_pointer(key)
 
@@ -961,17 +970,20 @@ def _scan_batch(
                     f"The listing of namespace {'.'.join(ns)!r} is being built by several requests; retry",
                     headers={"Retry-After": "1"},
                 )
-            again = read_shards(storage, bucket, ns, ns_uuid, {i: None})
-            shards[i] = again.get(i, (None, {"names": {}}))
-            if shards[i][1].get("bad"):
-                shards[i] = (shards[i][0], {"names": {}})
+            again = read_shards(storage, bucket, ns, ns_uuid, {i: None}).get(i)
+            if again is None:
+                shards.pop(i, None)  # none stored: the next attempt creates it (as (None, {"names": {}}))
+            elif again[1].get("bad"):
+                shards[i] = (again[0], {"names": {}})
+            else:
+                shards[i] = again
             kinds.update(
                 zip(group, parallel.map_counted(lambda n: classify(ctx, warehouse, ns, n), group), strict=True)
             )
     return shards
 
 
-def _advance(storage: Any, bucket: str, ns: Namespace, ns_uuid: str, after: str, etag: str) -> str:
+def _advance(storage: Storage, bucket: str, ns: Namespace, ns_uuid: str, after: str, etag: str) -> str:
     """Move the scan position to `after` (never back); its new ETag."""
     key = keys.listing_scan(ns, ns_uuid)
     for _ in range(4):
@@ -1006,7 +1018,7 @@ def _scan_all(ctx: Context, warehouse: str, ns: Namespace) -> dict[str, str]:
 _SUSPECTED: set[tuple[str, str, str]] = set()
 
 
-def suspect(storage: Any, bucket: str, pointer: str, etag: str) -> None:
+def suspect(storage: Storage, bucket: str, pointer: str, etag: str) -> None:
     """A reader met a damaged pointer. Bytes written around the catalog (an operator's upload, a bug
     elsewhere) left no mark, so the projection may still list the name: a mark makes every full
     listing read it again (and skip it) until a fold records it as damaged. Once per pointer

@@ -6,7 +6,7 @@ audit trail see a "rollback" entry naming both files)."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chalicelib import keys
 from chalicelib.core.iceberg import metadata as md
@@ -16,6 +16,9 @@ from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.core.settling import settle
 from chalicelib.errors import BadRequest, CommitFailed
 from chalicelib.storage import ObjectNotFound, PreconditionFailed
+
+if TYPE_CHECKING:
+    from pyiceberg.table.snapshots import MetadataLogEntry
 
 
 def history(ctx: Context, warehouse: str, ns: Namespace, name: str) -> list[dict[str, Any]]:
@@ -60,7 +63,8 @@ def rollback(ctx: Context, warehouse: str, ns: Namespace, name: str, target: str
     meta_loc = keys.metadata_file(current.location, version, str(uuid.uuid4()))
     raw = md.write_metadata(ctx, meta_loc, restored)
     target_of = audit.table_target(ns, name, p.data)
-    e = audit.entry("rollback", target_of, p.metadata_location, meta_loc, **{"restored-from": target})
+    detail: dict[str, Any] = {"restored-from": target}
+    e = audit.entry("rollback", target_of, p.metadata_location, meta_loc, **detail)
     data = audit.appended(pointer_record.advanced(p.data, meta_loc), [e])
     try:
         with listing_marks.same_names():  # a live table stays one
@@ -73,7 +77,8 @@ def rollback(ctx: Context, warehouse: str, ns: Namespace, name: str, target: str
     return TableState(meta_loc, raw)
 
 
-def _log_entry(location: str, timestamp_ms: int) -> Any:
-    from pyiceberg.table.metadata import MetadataLogEntry
+def _log_entry(location: str, timestamp_ms: int) -> MetadataLogEntry:
+    from pyiceberg.table.snapshots import MetadataLogEntry
 
-    return MetadataLogEntry(**{"metadata-file": location, "timestamp-ms": timestamp_ms})
+    fields: dict[str, Any] = {"metadata-file": location, "timestamp-ms": timestamp_ms}
+    return MetadataLogEntry(**fields)

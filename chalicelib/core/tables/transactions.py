@@ -446,7 +446,8 @@ def _commit_point(ctx: Context, warehouse: str, txn: Txn, record: dict[str, Any]
     if found is None or found[0]["state"] == "pending":
         hint = {"kind": "transaction", "warehouse": warehouse, "txn": txn.id, "lease-until-ms": txn.lease_until_ms}
         raise CommitStateUnknown("The transaction may or may not have been committed; reload the tables", hint=hint)
-    return found[0]["state"] == "committed"
+    state: str = found[0]["state"]
+    return state == "committed"
 
 
 def _creating(data: dict[str, Any]) -> bool:

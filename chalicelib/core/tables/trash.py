@@ -125,11 +125,13 @@ def restore(
     namespaces.require_active(ctx, warehouse, ns)
     original = pointer_record.kept_pointer(record)
     started = now_ms()
+    detail: dict[str, Any] = {
+        "drop-id": drop_id,
+        "dropped-as": {"namespace": list(was_ns), "name": was_name},
+        "via": via,
+    }
     e = audit.entry(
-        "undrop",
-        audit.table_target(ns, name, original),
-        after=pointer_record.metadata_location(original),
-        **{"drop-id": drop_id, "dropped-as": {"namespace": list(was_ns), "name": was_name}, "via": via},
+        "undrop", audit.table_target(ns, name, original), after=pointer_record.metadata_location(original), **detail
     )
     reserve = audit.appended(pointer_record.pending(original, started, trash=drop_id), [e])
     dst_key = keys.table_pointer(ns, name)
@@ -177,7 +179,8 @@ def purge(ctx: Context, warehouse: str, drop_id: str, budget_s: float, expired_o
         original = pointer_record.kept_pointer(record)
         where = audit.table_target(*pointer_record.dropped_as(record), original)
         before = pointer_record.metadata_location(original)
-        e = audit.entry("purge", where, before=before, **{"drop-id": drop_id})
+        detail: dict[str, Any] = {"drop-id": drop_id}
+        e = audit.entry("purge", where, before=before, **detail)
         purging = pointer_record.trash_purging(record, audit.appended(original, [e]))
         try:
             etag = ctx.storage.put_if_match(bucket, keys.trash_record(drop_id), dump(purging), etag)
