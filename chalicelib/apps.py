@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from chalice import Chalice
+from chalice.app import Chalice
 
 GROUPS: dict[str, tuple[str, ...]] = {
     "config": ("config",),

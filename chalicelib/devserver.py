@@ -6,6 +6,10 @@ import argparse
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chalice.local import LocalGateway
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -38,15 +42,17 @@ def main(argv: list[str] | None = None) -> None:
     server.serve_forever()
 
 
-def _unknown_routes_are_404(gateway: type) -> None:
+def _unknown_routes_are_404(gateway: type[LocalGateway]) -> None:
     """API Gateway's 403 "Missing Authentication Token" for an unknown path becomes Iceberg's 404."""
     import json
 
     original = gateway.handle_request
 
-    def handle_request(self: object, method: str, path: str, headers: object, body: object) -> object:
+    def handle_request(
+        self: LocalGateway, method: str, path: str, headers: dict[str, Any], body: bytes | None
+    ) -> dict[str, Any]:
         try:
-            self.event_converter._route_matcher.match_route(path)  # type: ignore[attr-defined]
+            self.event_converter._route_matcher.match_route(path)
         except ValueError:
             error = {"message": f"No route for {path.split('?', 1)[0][:200]}", "type": "NotFound", "code": 404}
             return {

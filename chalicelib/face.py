@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from chalice import Response
+from chalice.app import Response
 
 from chalicelib.errors import CatalogError
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
-from chalice import Chalice
+from chalice.app import Chalice
 
 
 class RouteTable:

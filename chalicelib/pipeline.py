@@ -12,10 +12,10 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, cast
 from urllib.parse import unquote
 
-from chalice import Chalice, Response
+from chalice.app import Chalice, Response
 
 from chalicelib import telemetry
 from chalicelib.encodings import latin1_as_utf8
@@ -243,6 +243,9 @@ class RouteGroup:
             )
 
 
+Handler = TypeVar("Handler", bound=Callable[[RequestContext], Any])
+
+
 def operation(
     group: RouteGroup,
     path: str,
@@ -252,13 +255,13 @@ def operation(
     iceberg: bool = True,
     checks: Callable[[RequestContext], list[Check]] | None = None,
     resolve: Callable[[RequestContext], None] | None = None,
-) -> Callable[[Callable[[RequestContext], Any]], Callable[[RequestContext], Any]]:
+) -> Callable[[Handler], Handler]:
     """Declare a handler taking a RequestContext and returning (status, body[, headers]).
 
     ``checks`` names the policy resource and conditions of the action; ``resolve`` sets the action
     and checks per request, for a face that dispatches many operations on one route."""
 
-    def register(handler: Callable[[RequestContext], Any]) -> Callable[[RequestContext], Any]:
+    def register(handler: Handler) -> Handler:
         ROUTES.append(RouteInfo(method, path, action, iceberg, group.name.rsplit(".", 1)[-1]))
         view_name = f"{action}_{method}_{len(ROUTES)}"
         group.specs.append(_Spec(path, method, action, handler, view_name, group.face, checks, resolve))
@@ -272,7 +275,7 @@ def _make_view(app: Chalice, spec: _Spec) -> Callable[..., Response]:
         return _dispatch(app.current_request, spec, params)
 
     view.__name__ = spec.view_name
-    view.face = spec.face  # type: ignore[attr-defined] # method_not_allowed answers in this face's shape
+    view.__dict__["face"] = spec.face  # method_not_allowed answers in this face's shape
     return view
 
 
@@ -489,7 +492,7 @@ def _idempotency_begin(ctx: RequestContext) -> Any:
     ).hexdigest()
     found = idempotency.begin(get_context(), principal, raw, fingerprint)
     if isinstance(found, idempotency.Stored):
-        headers = dict(found.headers, **{"Idempotent-Replayed": "true"})
+        headers: dict[str, str | list[str]] = {**found.headers, "Idempotent-Replayed": "true"}
         return Response(body=found.body, status_code=found.status, headers=headers)
     return found
 
@@ -499,7 +502,10 @@ def _idempotency_finish(slot: Any, resp: Response, hint: dict[str, Any] | None, 
     from chalicelib.core.primitives.context import get_context
 
     body = resp.body if isinstance(resp.body, str) else json.dumps(resp.body)
-    headers = {k: v for k, v in resp.headers.items() if k.lower() in ("content-type", "etag", "retry-after")}
+    # (single-valued headers: the faces set each as one string)
+    headers = cast(
+        dict[str, str], {k: v for k, v in resp.headers.items() if k.lower() in ("content-type", "etag", "retry-after")}
+    )
     try:
         status = 503 if transient else resp.status_code  # released, like a 5xx: the retry runs again
         idempotency.finish(get_context(), slot, status, body, headers, hint)
@@ -518,7 +524,9 @@ def method_not_allowed(app: Chalice) -> None:
 
         def view(_allowed: tuple[str, ...] = tuple(sorted(views)), _face: Face = face, **_: str) -> Response:
             err = MethodNotAllowed(f"Method not allowed here; allowed: {', '.join(_allowed)}")
-            return error_response(err, _face, head=app.current_request.method == "HEAD")
+            request = app.current_request
+            assert request is not None  # a view runs for a request
+            return error_response(err, _face, head=request.method == "HEAD")
 
         name = "not_allowed_" + str(abs(hash(path)))
         view.__name__ = name

@@ -6,9 +6,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from chalice import Response
+from chalice.app import Response
 
 from chalicelib import awsquery
 from chalicelib import errors as e
@@ -27,6 +27,10 @@ class QueryFailure(e.BadRequest):
         self.code, self.status = code, status
 
 
+# An operation's handler, as the faces' `op` decorators register it (and hand it back unchanged).
+Run = TypeVar("Run", bound=Callable[[RequestContext, Body], Body | None])
+
+
 @dataclass(frozen=True)
 class Op:
     run: Callable[[RequestContext, Body], Body | None]
@@ -41,7 +45,7 @@ def face(service: str, errors: dict[type[e.CatalogError], tuple[int, str]]) -> F
             status, code = e.wire_error(errors, exc) or (500, "ServiceFailure")
         request_id = str(uuid.uuid4())
         body = awsquery.render_error(service, code, exc.message, request_id, sender=status < 500)
-        headers = {"Content-Type": XML, "x-amzn-RequestId": request_id, **exc.headers}
+        headers: dict[str, str | list[str]] = {"Content-Type": XML, "x-amzn-RequestId": request_id, **exc.headers}
         return Response(body=body.decode(), status_code=status, headers=headers)
 
     return Face(service, (service,), render)

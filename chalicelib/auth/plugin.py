@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chalicelib.auth import identities, sign_tokens, sigv4, tokens
 from chalicelib.auth.authorization import Authorization
 from chalicelib.core.primitives.context import get_context
 from chalicelib.errors import BadRequest, Forbidden, Unauthorized
 from chalicelib.pipeline import AllowAnonymous, Pipeline, RequestContext
+
+if TYPE_CHECKING:
+    from chalicelib.auth.sessions import Session
 
 # Routes any authenticated caller may use (they reveal nothing a policy protects).
 OPEN_TO_AUTHENTICATED = frozenset({"GetConfig", "sts:GetCallerIdentity", "sts:AssumeRole"})
@@ -42,7 +45,7 @@ class CatalogAuthenticator:
             if hit is None or hit[1].name != str(claims.get("sub")):
                 raise Unauthorized("The bearer token's user or access key no longer exists")
             return replace(hit[1], via="bearer", token_key=sign_tokens.derive_key(hit[0]))
-        found: dict[str, Any] = {}
+        found: dict[str, tuple[str, identities.Principal, Session | None]] = {}
 
         def secret_for(access_key_id: str) -> str | None:
             hit = credentials(ctx, access_key_id)
@@ -76,7 +79,7 @@ def looks_like_jwt(token: str) -> bool:
     return token.startswith("eyJ") and token.count(".") == 2
 
 
-def credentials(ctx: Any, access_key_id: str) -> tuple[str, identities.Principal, Any] | None:
+def credentials(ctx: Any, access_key_id: str) -> tuple[str, identities.Principal, Session | None] | None:
     """Secret and principal of an access key: root's, a user's, or an STS session's."""
     if access_key_id.startswith("ASIA"):  # STS's temporary keys (auth/sessions.py)
         from chalicelib.auth import sessions

@@ -388,7 +388,7 @@ def principal_matches(st: dict[str, Any], who: str | tuple[str, ...]) -> bool:
     """A resource policy statement's Principal: "*", {"AWS": "*" | account id | account root ARN |
     user, role or assumed-role ARN | a list of them}. The account (id or root) stands for every user
     and role of the catalog."""
-    principal = st.get("Principal")
+    principal: Any = st.get("Principal")  # a JSON value: "*" or {"AWS": ...} once validated
     if principal == "*":
         return True
     account = arns.account()

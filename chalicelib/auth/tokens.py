@@ -49,21 +49,23 @@ def _claims(ctx: Context, token: str) -> dict[str, Any] | None:
     if hit is not None and hit[0] > time.monotonic():
         return hit[1]
     key = keys.token_record(digest)
+    record: object
     try:
-        claims = json.loads(ctx.storage.get(ctx.settings.system_bucket, key).body)
+        record = json.loads(ctx.storage.get(ctx.settings.system_bucket, key).body)
     except ObjectNotFound:
-        claims = None
+        record = None
     except ValueError:  # damaged: it authenticates nobody (logged; never a 500)
         from chalicelib.core.primitives import damage
 
         damage.damaged(ctx.settings.system_bucket, key, "A bearer token's record", "not JSON")
-        claims = None
+        record = None
+    claims: dict[str, Any] | None = None  # unless a token record this catalog wrote: it authenticates nobody
     if (
-        not isinstance(claims, dict)
-        or not isinstance(claims.get("exp"), (int, float))
-        or isinstance(claims.get("exp"), bool)
+        isinstance(record, dict)
+        and isinstance(record.get("exp"), (int, float))
+        and not isinstance(record.get("exp"), bool)
     ):
-        claims = None  # not a token record this catalog wrote: it authenticates nobody
+        claims = record
     if len(_known) > 10_000:
         _known.clear()
     keep = _UNKNOWN_TTL_S if claims is None else max(0.0, float(claims.get("exp", 0)) - time.time())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 
-from chalice import Response
+from chalice.app import Response
 
 from chalicelib import errors as e
 from chalicelib.face import Face
@@ -57,7 +57,7 @@ def error_detail(exc: e.CatalogError) -> dict[str, str]:
 
 def render(exc: e.CatalogError, head: bool = False) -> Response:
     status, kind = glue_error(exc)
-    headers = {
+    headers: dict[str, str | list[str]] = {
         "Content-Type": JSON_11,
         "x-amzn-ErrorType": kind,
         "x-amzn-RequestId": str(uuid.uuid4()),

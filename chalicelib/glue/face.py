@@ -159,7 +159,7 @@ def _tables_of(req: RequestContext, wh: str, body: Body) -> list[Check]:
     ns, names = _db_of(body), body.get("TablesToDelete")
     if ns is None or not isinstance(names, list):
         return [("DeleteTable", table_arn(wh), {}, False)]
-    out = []
+    out: list[Check] = []
     for raw in names[:100]:
         name = _tbl_of(raw)
         if name is not None:
@@ -524,7 +524,8 @@ def search_tables(ctx: Context, wh: str, body: Body, req: RequestContext) -> Bod
         raise BadRequest("ResourceShareType FOREIGN and FEDERATED are not supported: nothing is shared here")
     query = hashlib.sha256(json.dumps([filters, body.get("SearchText"), sort]).encode()).hexdigest()[:16]
     after = _token(req, body.get("NextToken"), query)
-    spaces = [ns for ns in glue.all_namespaces(ctx, wh) if len(ns) == 1]  # Glue databases are one level
+    # Glue databases are one level
+    spaces: list[tuple[str, ...]] = [ns for ns in glue.all_namespaces(ctx, wh) if len(ns) == 1]
 
     def visible(ns: tuple[str, ...], name: str) -> bool:
         return _readable(req, wh, ns, name)

@@ -40,7 +40,7 @@ def predicate(f: object) -> Callable[[Body], bool]:
             bound = float(value)
         except ValueError:
             raise BadRequest(f"Filters[].Value for {key} must be epoch seconds") from None
-        ops = {
+        ops: dict[str, Callable[[float], bool]] = {
             "EQUALS": lambda x: x == bound,
             "GREATER_THAN": lambda x: x > bound,
             "LESS_THAN": lambda x: x < bound,
@@ -48,7 +48,12 @@ def predicate(f: object) -> Callable[[Body], bool]:
             "LESS_THAN_EQUALS": lambda x: x <= bound,
         }
         test = ops[comparator]
-        return lambda t: isinstance(_field_of(t, key), (int, float)) and bool(test(float(_field_of(t, key))))  # type: ignore[arg-type]
+
+        def timed(t: Body) -> bool:
+            field = _field_of(t, key)
+            return isinstance(field, (int, float)) and bool(test(float(field)))
+
+        return timed
     wanted = value.lower()
 
     def matches(t: Body) -> bool:

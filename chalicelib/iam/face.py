@@ -9,6 +9,7 @@ Reserved for the root user, as the admin API is.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
@@ -17,7 +18,7 @@ from chalicelib import errors as e
 from chalicelib.auth import arns, identities, providers, roles, trust
 from chalicelib.core.primitives.context import get_context
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
-from chalicelib.querywire import Body, Op, QueryFailure, dispatch, face, page, resolve
+from chalicelib.querywire import Body, Op, QueryFailure, Run, dispatch, face, page, resolve
 
 SERVICE = "iam"
 IAM_ERRORS: dict[type[e.CatalogError], tuple[int, str]] = {
@@ -38,8 +39,8 @@ bp = RouteGroup("iam", IAM_FACE, ["application/x-www-form-urlencoded", "text/pla
 OPS: dict[str, Op] = {}
 
 
-def op(name: str) -> Any:
-    def register(fn: Any) -> Any:
+def op(name: str) -> Callable[[Run], Run]:
+    def register(fn: Run) -> Run:
         OPS[name] = Op(fn)
         return fn
 

@@ -37,9 +37,12 @@ def audit_page(
     ctx: Context,
     bucket: str,
     prefix: str,
-    tails: list[dict[str, object]],
+    tails: Any,  # entries, or audit.table_tails' reader (core.primitives.audit.Tails; the facade names no type)
     keep: Callable[[dict[str, Any]], bool] | None = None,
-    **filters: object,
+    *,
+    source: str | None = None,
+    namespace: list[str] | None = None,
+    name: str | None = None,
 ) -> dict[str, object]:
     """A page of an audit trail, with the caller's principal/operation filters and paging."""
     from chalicelib.core.catalog import audit
@@ -49,13 +52,15 @@ def audit_page(
         ctx,
         bucket,
         prefix,
-        tails,  # type: ignore[arg-type]
+        tails,
+        source=source,
         principal=req.query.get("principal") or None,
         op=req.query.get("operation") or None,
         page_token=req.unseal(req.query.get("pageToken") or None),
         page_size=parse_page_size(req.query.get("pageSize")),
         keep=keep,
-        **filters,  # type: ignore[arg-type]
+        namespace=namespace,
+        name=name,
     )
     return paged(req, "entries", list(entries), token)
 

@@ -53,6 +53,7 @@ def get_audit(req: RequestContext) -> tuple[int, dict[str, Any]]:
     ns, table = _filters(req)
     bucket = ctx.bucket_for(wh)
     source = None
+    tails: Any  # the live table's entries, or the warehouse's (audit.table_tails)
     if ns is not None and table is not None:
         trail = audit.live_trail(ctx, wh, ns, table)
         if trail is not None:
@@ -60,6 +61,15 @@ def get_audit(req: RequestContext) -> tuple[int, dict[str, Any]]:
     if source is None:
         audit.require_warehouse(ctx, wh)
         tails = audit.table_tails(ctx, bucket, (keys.TABLES_PREFIX, keys.TRASH_PREFIX, keys.NS_PREFIX))
-    filters = {"source": source, "namespace": list(ns) if ns is not None else None}
-    filters["name"] = table if source is None else None
-    return 200, audit_page(req, ctx, bucket, keys.AUDIT_PREFIX, tails, _reader(req, wh), **filters)
+    namespace = list(ns) if ns is not None else None
+    return 200, audit_page(
+        req,
+        ctx,
+        bucket,
+        keys.AUDIT_PREFIX,
+        tails,
+        _reader(req, wh),
+        source=source,
+        namespace=namespace,
+        name=table if source is None else None,
+    )

@@ -129,8 +129,8 @@ def sign_request(req: RequestContext) -> tuple[int, dict[str, Any], dict[str, st
     # creating: the route checked CreateTable. A grant's check is kept as long as a table's location
     # (one GET per 5 s), so a create's commit ends its grant within 5 s, as a drop or rename ends signing.
     wh, ns, name, location, creating, replica = _location(req, grant, LOCATION_TTL_S)
-    grant = data.Grant.of(location, write=True)
-    s3 = data.check(grant, method, uri, headers, payload, ctx.settings.client_endpoint_for(wh))
+    table_grant = data.Grant.of(location, write=True)
+    s3 = data.check(table_grant, method, uri, headers, payload, ctx.settings.client_endpoint_for(wh))
     if s3.writes and replica:
         raise Forbidden(
             f"Table {'.'.join(ns)}.{name} is a read-only replica: its data changes only by replication, "

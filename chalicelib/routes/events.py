@@ -67,9 +67,9 @@ def create_sink(req: RequestContext) -> tuple[int, dict[str, Any]]:
     body = req.json_object()
     who = req.identity
     owner = events.SinkOwner(who.name, "" if who.is_root else who.uuid)  # it is sent what they may read
-    made = events.create_sink(
-        ctx, wh, body.get("name"), body.get("kind"), body.get("target"), body.get("filters"), owner=owner
-    )
+    name: Any = body.get("name")  # the JSON values as sent: create_sink checks them
+    kind: Any = body.get("kind")
+    made = events.create_sink(ctx, wh, name, kind, body.get("target"), body.get("filters"), owner=owner)
     return 200, made
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from chalice import Response
+from chalice.app import Response
 
 from chalicelib import errors as e
 from chalicelib.face import Face
@@ -60,7 +60,7 @@ def iceberg_body(exc: e.CatalogError) -> dict[str, object]:
 
 def render(exc: e.CatalogError, head: bool = False) -> Response:
     status, _ = iceberg_error(exc)
-    headers = {"Content-Type": "application/json", **exc.headers}
+    headers: dict[str, str | list[str]] = {"Content-Type": "application/json", **exc.headers}
     return Response(body="" if head else json.dumps(iceberg_body(exc)), status_code=status, headers=headers)
 
 

@@ -219,7 +219,8 @@ BUCKET_MAINTENANCE_DEFAULTS: Body = {
         "settings": {"icebergUnreferencedFileRemoval": {"unreferencedDays": 3, "nonCurrentDays": 10}},
     }
 }
-_SETTINGS = {
+# Each setting: its (min, max) integers, or the strings it may be.
+_SETTINGS: dict[str, dict[str, tuple[Any, ...]]] = {
     "icebergCompaction": {"targetFileSizeMB": (64, 512), "strategy": ("auto", "binpack", "sort")},
     "icebergSnapshotManagement": {"minSnapshotsToKeep": (1, 10**6), "maxSnapshotAgeHours": (1, 10**6)},
     "icebergUnreferencedFileRemoval": {"unreferencedDays": (1, 10**6), "nonCurrentDays": (1, 10**6)},
@@ -506,7 +507,8 @@ def _table_metadata(ctx: Context, wh: str, entry: TableEntry) -> Body:
 
     if entry.staged:
         raise BadRequest("A table without metadata has no rows to expire: write its first metadata first")
-    return json.loads(tables.load(ctx, wh, entry.namespace, entry.name).raw_metadata)
+    metadata: Body = json.loads(tables.load(ctx, wh, entry.namespace, entry.name).raw_metadata)
+    return metadata
 
 
 def _stored_expiration(ctx: Context, wh: str, entry: TableEntry) -> Body:

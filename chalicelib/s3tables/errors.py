@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 
-from chalice import Response
+from chalice.app import Response
 
 from chalicelib import errors as e
 from chalicelib.face import Face
@@ -40,7 +40,7 @@ def s3tables_error(exc: e.CatalogError) -> tuple[int, str]:
 
 def render(exc: e.CatalogError, head: bool = False) -> Response:
     status, kind = s3tables_error(exc)
-    headers = {
+    headers: dict[str, str | list[str]] = {
         "Content-Type": "application/json",
         "x-amzn-ErrorType": kind,
         "x-amzn-RequestId": str(uuid.uuid4()),

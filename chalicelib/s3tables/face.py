@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from chalicelib.auth import acting, arns
@@ -19,7 +19,7 @@ from chalicelib.core.catalog.tables import TableEntry
 from chalicelib.core.primitives.context import Context, get_context
 from chalicelib.errors import BadRequest, DamagedObject, Forbidden, NotFound
 from chalicelib.names import check_namespace, check_table, check_warehouse
-from chalicelib.pipeline import Check, RequestContext, RouteGroup, operation
+from chalicelib.pipeline import Check, Handler, RequestContext, RouteGroup, operation
 from chalicelib.s3tables import backend, shapes
 from chalicelib.s3tables.errors import S3TABLES_FACE, Unsupported
 
@@ -80,7 +80,9 @@ def _continue(req: RequestContext, listing: str, position: str | None) -> Body:
     return {"continuationToken": req.seal(json.dumps([listing, position]))} if position else {}
 
 
-def _op(path: str, method: str, action: str, checks: Any) -> Any:
+def _op(
+    path: str, method: str, action: str, checks: Callable[[RequestContext], list[Check]]
+) -> Callable[[Handler], Handler]:
     return operation(bp, BASE + path, method, action, iceberg=False, checks=checks)
 
 
@@ -311,7 +313,9 @@ _TABLE_ARN = re.compile(r"(arn:aws[-a-z0-9]*:s3tables:[a-z0-9-]*:\d{12}:bucket/[
 def _resolved(req: RequestContext, action: str, arn: str) -> tuple[str, tuple[str, ...], str]:
     """The table a table ARN names, once the caller may perform the action on that very table."""
     wh, ns, name = _by_table_arn(get_context(), arn)
-    table_id = str(uuid.UUID(_TABLE_ARN.fullmatch(arn).group(2)))  # type: ignore[union-attr] - found by it
+    found = _TABLE_ARN.fullmatch(arn)
+    assert found is not None  # _by_table_arn found the table by it
+    table_id = str(uuid.UUID(found.group(2)))
     tagging = _request_tags(req) if action in ("TagResource", "UntagResource") else {}
     req.require(action, table_arn(wh, ns, name, table_id), {**ns_context(ns, name), **tagging})
     return wh, ns, name
@@ -526,7 +530,8 @@ def _stored_only(req: RequestContext) -> bool:
 def _authz(req: RequestContext) -> Authorization:
     if req.authz is None:
         raise Forbidden("Access denied: this needs an authenticated caller")
-    return req.authz
+    authz: Authorization = req.authz
+    return authz
 
 
 def _owner(req: RequestContext) -> backend.ConfigOwner:
@@ -881,7 +886,8 @@ def _policy_in(req: RequestContext, governs: arns.Resource) -> Body:
             return False
 
     validate_resource_policy(doc, governs, user_exists)
-    return doc
+    policy: Body = doc  # an object, or refused
+    return policy
 
 
 @_op("/buckets/{tableBucketARN}/policy", "GET", "GetTableBucketPolicy", _bucket_check)

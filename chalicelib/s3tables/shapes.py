@@ -133,7 +133,8 @@ def _int(value: object, what: str) -> int:
 def partition_spec(raw: object) -> Body:
     """S3 Tables' partitionSpec as an Iceberg partition spec (the wire names are Iceberg's: source-id,
     field-id, spec-id; botocore's camelCase names are the SDK's parameters)."""
-    fields = raw.get("fields") if isinstance(raw, dict) else None
+    spec: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    fields = spec.get("fields")
     if not isinstance(fields, list):
         raise BadRequest("metadata.iceberg.partitionSpec.fields must be a list")
     out = []
@@ -149,12 +150,13 @@ def partition_spec(raw: object) -> Body:
                 "name": f["name"],
             }
         )
-    return {"spec-id": _int(raw.get("spec-id", 0), "partitionSpec spec-id"), "fields": out}  # type: ignore[union-attr]
+    return {"spec-id": _int(spec.get("spec-id", 0), "partitionSpec spec-id"), "fields": out}
 
 
 def write_order(raw: object) -> Body:
     """S3 Tables' writeOrder as an Iceberg sort order (order-id, source-id, direction, null-order)."""
-    fields = raw.get("fields") if isinstance(raw, dict) else None
+    order: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    fields = order.get("fields")
     if not isinstance(fields, list):
         raise BadRequest("metadata.iceberg.writeOrder.fields must be a list")
     out = []
@@ -171,7 +173,7 @@ def write_order(raw: object) -> Body:
                 "null-order": f["null-order"],
             }
         )
-    return {"order-id": _int(raw.get("order-id", 1 if out else 0), "writeOrder order-id"), "fields": out}  # type: ignore[union-attr]
+    return {"order-id": _int(order.get("order-id", 1 if out else 0), "writeOrder order-id"), "fields": out}
 
 
 def definition(name: str, metadata: object) -> Body:

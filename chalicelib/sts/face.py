@@ -9,14 +9,14 @@ SigV4 requests on every face (auth/sessions.py).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 from chalicelib import errors as e
 from chalicelib.auth import arns, sessions, webtokens
 from chalicelib.core.primitives.context import get_context
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
-from chalicelib.querywire import Body, Op, dispatch, face, resolve
+from chalicelib.querywire import Body, Op, Run, dispatch, face, resolve
 
 SERVICE = "sts"
 STS_ERRORS: dict[type[e.CatalogError], tuple[int, str]] = {
@@ -37,8 +37,8 @@ OPS: dict[str, Op] = {}
 ANONYMOUS = ("sts:AssumeRoleWithWebIdentity",)  # auth/plugin.py lets these through unsigned
 
 
-def op(name: str) -> Any:
-    def register(fn: Any) -> Any:
+def op(name: str) -> Callable[[Run], Run]:
+    def register(fn: Run) -> Run:
         OPS[name] = Op(fn)
         return fn
 
