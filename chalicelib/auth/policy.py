@@ -391,9 +391,11 @@ def principal_matches(st: dict[str, Any], who: str | tuple[str, ...]) -> bool:
     principal: Any = st.get("Principal")  # a JSON value: "*" or {"AWS": ...} once validated
     if principal == "*":
         return True
+    if not isinstance(principal, dict):
+        return False  # a stored policy that skipped validation names nobody
     account = arns.account()
     wanted = ("*", account, f"arn:aws:iam::{account}:root", *_arns_of(who))
-    return any(v in wanted for v in _list(principal.get("AWS")) if isinstance(principal, dict))
+    return any(v in wanted for v in _list(principal.get("AWS")))
 
 
 def for_principal(docs: list[dict[str, Any]], who: str | tuple[str, ...]) -> Policies:
