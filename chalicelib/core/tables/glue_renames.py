@@ -27,7 +27,7 @@ from chalicelib.core.primitives import cas, pointer_record
 from chalicelib.core.primitives.context import Context, dump, now_ms, tombstone_lease_ms
 from chalicelib.core.settling import name_claims, pointers, settle
 from chalicelib.core.tables import lifecycle, lookup
-from chalicelib.errors import Conflict
+from chalicelib.errors import Conflict, TableAlreadyExists
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 Namespace = tuple[str, ...]
@@ -66,6 +66,8 @@ def begin(
         held = name_claims.claim_name(ctx, warehouse, dst[0], dst[1], reserve)  # TableAlreadyExists if taken
         if not namespaces.accepts_table(ctx, warehouse, *dst):
             pointers.remove_pointer(ctx, bucket, keys.table_pointer(*dst), held, started)
+            if namespaces.still_active(ctx, warehouse, dst[0]):  # a non-Iceberg (Hive) table holds the name
+                raise TableAlreadyExists(f"Table {'.'.join((*dst[0], dst[1]))!r} already exists (a non-Iceberg table)")
             raise Conflict(f"Namespace {'.'.join(dst[0])!r} is being deleted")
         marked = dict(src.data, **{INTENT: intent})
         dst_key = keys.table_pointer(*dst)
