@@ -82,9 +82,10 @@ setup:
 test: setup lint docs spark-classpath
 	$(VENV)/bin/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
-# The core's protocol, crash-point and policy tests on an S3 in memory (infra/memory_s3.py): about
-# a minute, nothing to start. `make test` runs them again on LocalStack, with everything else.
-test-fast: venv lint
+# Every face and the core in process, on an S3 in memory (infra/memory_s3.py, tests/inprocess.py):
+# under a minute, nothing to start; it prints its coverage of chalicelib/. `make lint` is separate
+# (`make test` runs both, and these again on LocalStack with everything else).
+test-fast: venv
 	CATALOG_TEST_TIER=fast $(VENV)/bin/python -m pytest -q $(XDIST) --cov=chalicelib --cov-report= $(PYTEST_ARGS)
 	@echo "make test-fast ran $$($(VENV)/bin/coverage report --format=total)% of chalicelib/'s lines"
 
