@@ -10,7 +10,6 @@ import re
 import secrets
 import string
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -18,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.caches import MISSING, Cache
 from chalicelib.core.primitives import audit, cas
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.errors import BadRequest, CatalogError, Conflict, NotFound, ServiceUnavailable
@@ -190,8 +190,7 @@ def _user_problem(doc: Any) -> str | None:
 # identity; a deleted key, user or policy takes effect within it (at once in the process that made
 # the change, which drops its own entries).
 _IDENTITY_TTL_S = float(os.environ.get("CATALOG_IDENTITY_TTL_S", "5"))
-_cache: dict[str, tuple[float, tuple[str, Principal] | None]] = {}
-_cache_lock = threading.Lock()
+_cache: Cache[str, tuple[str, Principal] | None] = Cache("access keys", 10_000, ttl=_IDENTITY_TTL_S)
 
 
 def lookup(ctx: Context, access_key_id: str) -> tuple[str, Principal] | None:
@@ -201,25 +200,19 @@ def lookup(ctx: Context, access_key_id: str) -> tuple[str, Principal] | None:
         return root[1], Principal(ROOT, access_key_id, is_root=True)
     if not _ACCESS_KEY.fullmatch(access_key_id):
         return None
-    now = time.monotonic()
-    with _cache_lock:
-        hit = _cache.get(access_key_id)
-    if hit is not None and hit[0] > now:
-        return hit[1]
+    hit = _cache.lookup(access_key_id)
+    if hit is not MISSING:
+        return hit
     found = _lookup_stored(ctx, access_key_id)
-    with _cache_lock:
-        if len(_cache) > 10_000:
-            _cache.clear()
-        _cache[access_key_id] = (now + _IDENTITY_TTL_S, found)
+    _cache.put(access_key_id, found)
     return found
 
 
 def forget(user: str | None = None, access_key_id: str | None = None) -> None:
     """Drop cached identities of a user (or one key) after this process changed them."""
-    with _cache_lock:
-        for akid, (_, hit) in list(_cache.items()):
-            if akid == access_key_id or (user is not None and hit is not None and hit[1].name == user):
-                del _cache[akid]
+    _cache.discard(
+        lambda akid, hit: not (akid == access_key_id or (user is not None and hit is not None and hit[1].name == user))
+    )
 
 
 def _lookup_stored(ctx: Context, access_key_id: str) -> tuple[str, Principal] | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -19,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from chalicelib import keys
+from chalicelib.caches import MISSING, Cache
 from chalicelib.core.primitives import audit, cas, damage
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.errors import AlreadyExists, BadRequest, NotFound
@@ -169,17 +169,16 @@ def names(ctx: Context) -> list[str]:
 
 
 _TTL_S = 5.0
-_cache: dict[str, tuple[float, Provider | None]] = {}
+_cache: Cache[str, Provider | None] = Cache("identity providers by issuer", 1000, ttl=_TTL_S)
 
 
 def for_issuer(ctx: Context, issuer: str) -> Provider | None:
     """The provider whose URL is this token issuer (cached, known and unknown alike, as identities)."""
     from chalicelib.errors import DamagedObject
 
-    now = time.monotonic()
-    hit = _cache.get(issuer)
-    if hit is not None and hit[0] > now:
-        return hit[1]
+    hit = _cache.lookup(issuer)
+    if hit is not MISSING:
+        return hit
     provider = None
     if isinstance(issuer, str) and issuer.startswith(("https://", "http://")) and len(issuer) <= 255:
         try:
@@ -188,9 +187,7 @@ def for_issuer(ctx: Context, issuer: str) -> Provider | None:
             found = None
         if found is not None and found[0].url.rstrip("/") == issuer.rstrip("/"):
             provider = found[0]
-    if len(_cache) > 1000:
-        _cache.clear()
-    _cache[issuer] = (now + _TTL_S, provider)
+    _cache.put(issuer, provider)
     return provider
 
 

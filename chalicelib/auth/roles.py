@@ -10,7 +10,6 @@ under the name is another role).
 from __future__ import annotations
 
 import re
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -19,6 +18,7 @@ from typing import Any
 
 from chalicelib import keys
 from chalicelib.auth.identities import ROLE_PREFIX, Principal
+from chalicelib.caches import MISSING, Cache
 from chalicelib.core.primitives import audit, cas, damage
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.errors import AlreadyExists, BadRequest, DeleteConflict, NotFound
@@ -211,26 +211,23 @@ def names(ctx: Context) -> list[str]:
 # Roles read for sessions and tokens are kept this long (as access keys are: identities.py), so a
 # warm request reads none; a deleted role or changed policy takes effect within it.
 _TTL_S = 5.0
-_cache: dict[str, tuple[float, Role | None]] = {}
-_every: list[tuple[float, tuple[Role, ...]]] = []
+_cache: Cache[str, Role | None] = Cache("roles", 10_000, ttl=_TTL_S)
+_every: Cache[str, tuple[Role, ...]] = Cache("every role", 1, ttl=_TTL_S)
 
 
 def cached(ctx: Context, name: str) -> Role | None:
     """The role for authenticating a session (None: gone or unreadable, so the session is refused)."""
     from chalicelib.errors import DamagedObject
 
-    now = time.monotonic()
-    hit = _cache.get(name)
-    if hit is not None and hit[0] > now:
-        return hit[1]
+    hit = _cache.lookup(name)
+    if hit is not MISSING:
+        return hit
     try:
         found = load(ctx, name)
     except (DamagedObject, BadRequest):
         found = None
     role = None if found is None else found[0]
-    if len(_cache) > 10_000:
-        _cache.clear()
-    _cache[name] = (now + _TTL_S, role)
+    _cache.put(name, role)
     return role
 
 
@@ -238,11 +235,11 @@ def every(ctx: Context) -> tuple[Role, ...]:
     """All roles (a bearer token that names none is matched against their trust policies), cached."""
     from chalicelib.core.primitives import parallel
 
-    now = time.monotonic()
-    if _every and _every[0][0] > now:
-        return _every[0][1]
+    hit = _every.get("")
+    if hit is not None:
+        return hit
     found = tuple(r for r in parallel.map_counted(lambda n: cached(ctx, n), names(ctx)) if r is not None)
-    _every[:] = [(now + _TTL_S, found)]
+    _every.put("", found)
     return found
 
 
@@ -250,7 +247,7 @@ def forget(name: str | None = None) -> None:
     if name is None:
         _cache.clear()
     else:
-        _cache.pop(name, None)
+        _cache.pop(name)
     _every.clear()
 
 

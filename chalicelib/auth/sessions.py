@@ -23,6 +23,7 @@ from chalicelib import keys
 from chalicelib.auth import roles, trust
 from chalicelib.auth.identities import Principal
 from chalicelib.auth.webtokens import TAGS_CLAIM, Verified
+from chalicelib.caches import MISSING, Cache
 from chalicelib.core.primitives import damage
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.errors import BadRequest, Forbidden, InvalidIdentityToken, Unauthorized
@@ -265,7 +266,7 @@ def _issue(
 
 # Session records never change: one read is kept until the session expires; unknown keys briefly.
 _UNKNOWN_TTL_S = 5.0
-_known: dict[str, tuple[float, Session | None]] = {}
+_known: Cache[str, Session | None] = Cache("STS sessions", 10_000)
 
 
 def is_session_key(access_key_id: str) -> bool:
@@ -275,19 +276,16 @@ def is_session_key(access_key_id: str) -> bool:
 def _record(ctx: Context, access_key_id: str) -> Session | None:
     from chalicelib.errors import DamagedObject
 
-    now = time.monotonic()
-    hit = _known.get(access_key_id)
-    if hit is not None and hit[0] > now:
-        return hit[1]
+    hit = _known.lookup(access_key_id)
+    if hit is not MISSING:
+        return hit
     try:
         found = damage.load(ctx, ctx.settings.system_bucket, keys.session_record(access_key_id), "A session", _problem)
     except DamagedObject:
         found = None
     session = None if found is None else Session.from_json(found[0])
-    if len(_known) > 10_000:
-        _known.clear()
     keep = _UNKNOWN_TTL_S if session is None else max(0.0, session.expires - time.time())
-    _known[access_key_id] = (now + keep, session)
+    _known.put(access_key_id, session, ttl=keep)
     return session
 
 

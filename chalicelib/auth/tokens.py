@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.caches import MISSING, Cache
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.errors import Unauthorized
 from chalicelib.storage import ObjectNotFound
@@ -40,14 +41,14 @@ def issue(ctx: Context, principal: str, access_key_id: str) -> tuple[str, int]:
 # Token records never change (a token is revoked by deleting its key or user, which the identity
 # lookup after this sees), so a verified token is kept until it expires; unknown ones for a while.
 _UNKNOWN_TTL_S = 5.0
-_known: dict[str, tuple[float, dict[str, Any] | None]] = {}
+_known: Cache[str, dict[str, Any] | None] = Cache("bearer tokens", 10_000)
 
 
 def _claims(ctx: Context, token: str) -> dict[str, Any] | None:
     digest = _digest(token)
-    hit = _known.get(digest)
-    if hit is not None and hit[0] > time.monotonic():
-        return hit[1]
+    hit = _known.lookup(digest)
+    if hit is not MISSING:
+        return hit
     key = keys.token_record(digest)
     record: object
     try:
@@ -66,10 +67,8 @@ def _claims(ctx: Context, token: str) -> dict[str, Any] | None:
         and not isinstance(record.get("exp"), bool)
     ):
         claims = record
-    if len(_known) > 10_000:
-        _known.clear()
     keep = _UNKNOWN_TTL_S if claims is None else max(0.0, float(claims.get("exp", 0)) - time.time())
-    _known[digest] = (time.monotonic() + keep, claims)
+    _known.put(digest, claims, ttl=keep)
     return claims
 
 

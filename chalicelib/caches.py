@@ -1,0 +1,85 @@
+"""The one in-process cache the catalog keeps things in: named, bounded, with real eviction.
+
+Each cache says how many entries it holds (the least recently used goes first when it is full, never
+the whole cache) and how long an entry stays fresh (its staleness: per cache, or per entry, e.g. a
+session until it expires). Caches are per process, so a Lambda instance keeps them across
+requests; `CACHES` lists every one, with its bound and staleness, for `/metrics` and the docs.
+cachetools' TLRUCache does the bookkeeping; a lock makes each cache safe across request threads.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import threading
+import time
+from collections.abc import Callable, Hashable
+from typing import Any, Generic, Literal, TypeVar, cast
+
+import cachetools
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class _Missing(enum.Enum):
+    """What `lookup` answers for a key with no fresh entry (None can be a cached value)."""
+
+    MISSING = 0
+
+
+MISSING = _Missing.MISSING
+
+
+class Cache(Generic[K, V]):
+    def __init__(
+        self, name: str, maxsize: int, ttl: float | None = None, timer: Callable[[], float] = time.monotonic
+    ) -> None:
+        """ttl: seconds an entry stays fresh (None: until evicted); `put` may give an entry its own."""
+        self.name, self.maxsize, self.ttl, self._timer = name, maxsize, ttl, timer
+        self._lock = threading.Lock()
+        self._data: Any = cachetools.TLRUCache(  # keys to (value, expiry on the timer)
+            maxsize, ttu=lambda _k, v, _now: v[1], timer=timer
+        )
+        CACHES.append(self)
+
+    def get(self, key: K, default: V | None = None) -> V | None:
+        found = self.lookup(key)
+        return default if found is MISSING else found
+
+    def lookup(self, key: K) -> V | Literal[_Missing.MISSING]:
+        """The fresh value (None may be a value: "known to be absent"), or MISSING."""
+        with self._lock:
+            hit = self._data.get(key, MISSING)
+        return MISSING if hit is MISSING else cast(V, hit[0])
+
+    def put(self, key: K, value: V, ttl: float | None = None) -> None:
+        life = self.ttl if ttl is None else ttl
+        expires = math.inf if life is None else self._timer() + life
+        with self._lock:
+            self._data[key] = (value, expires)
+
+    def pop(self, key: K) -> None:
+        with self._lock:
+            self._data.pop(key, None)
+
+    def discard(self, keep: Callable[[K, V], bool]) -> None:
+        """Drop the entries `keep` refuses (after a change this process made to what they hold)."""
+        with self._lock:
+            for key, (value, _) in list(self._data.items()):
+                if not keep(key, value):
+                    self._data.pop(key, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._data)
+
+    def __contains__(self, key: object) -> bool:
+        return self.lookup(cast(K, key)) is not MISSING
+
+
+CACHES: list[Cache[Any, Any]] = []
