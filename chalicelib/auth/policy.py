@@ -147,7 +147,7 @@ CONDITION_KEYS = ("s3tables:namespace", "s3tables:tablename")
 ROW_KEY = "s3tables:partition/"
 COLUMN_KEY = "s3tables:column"
 # A column an Allow grants only masked: the Iceberg REST spec's read-restriction actions, which a
-# trusted engine applies (core/planning/read_rules.py; docs/security.md "Read restrictions").
+# trusted engine applies (core/planning/read_rules.py; docs/planning.md, "Read restrictions and trusted engines").
 MASK_KEY = "s3tables:columnmask/"
 MASK_ACTIONS = (
     "mask-alphanum",
