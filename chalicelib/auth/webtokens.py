@@ -83,7 +83,7 @@ class Verified:
             return {}, ()
         if not isinstance(doc, dict):
             raise InvalidIdentityToken(f"The token's {TAGS_CLAIM} claim is not an object")
-        principal_tags = doc.get("principal_tags") or {}
+        principal_tags = doc.get("principal_tags", {})  # present means an object: [] or "" is refused
         if not isinstance(principal_tags, dict):
             raise InvalidIdentityToken(f"The token's {TAGS_CLAIM} principal_tags is not an object")
         tags: dict[str, str] = {}
@@ -92,7 +92,7 @@ class Verified:
             if len(values) != 1 or not isinstance(values[0], str):
                 raise InvalidIdentityToken(f"Session tag {str(key)[:60]!r}: exactly one string value")
             tags[str(key)] = values[0]
-        transitive = doc.get("transitive_tag_keys") or []
+        transitive = doc.get("transitive_tag_keys", [])
         if not isinstance(transitive, list) or not all(isinstance(k, str) for k in transitive):
             raise InvalidIdentityToken("transitive_tag_keys must be a list of tag keys")
         return tags, tuple(transitive)
