@@ -38,6 +38,7 @@ class _Object:
     body: bytes
     etag: str
     modified: datetime = field(default_factory=lambda: datetime.now(UTC).replace(microsecond=0))  # S3: seconds
+    metadata: dict[str, str] = field(default_factory=dict)  # x-amz-meta-*
 
 
 @dataclass
@@ -194,6 +195,41 @@ class MemoryS3:
                 return {"ETag": etag}
 
         return self._send("PutObject", "PUT", Bucket, Key, headers, run)
+
+    def copy_object(
+        self,
+        Bucket: str,  # noqa: N803 - boto3's names
+        Key: str,  # noqa: N803
+        CopySource: dict[str, str],  # noqa: N803
+        CopySourceIfMatch: str | None = None,  # noqa: N803
+        Metadata: dict[str, str] | None = None,  # noqa: N803
+        MetadataDirective: str = "COPY",  # noqa: N803
+        **_: Any,
+    ) -> dict[str, Any]:
+        """A server-side copy: the source's bytes and ETag; its metadata, or (REPLACE) the given."""
+
+        def run() -> dict[str, Any]:
+            with self.lock:
+                found = self._bucket(CopySource["Bucket"], "CopyObject").objects.get(CopySource["Key"])
+                if found is None:
+                    raise _error("NoSuchKey", "CopyObject")
+                if CopySourceIfMatch is not None and CopySourceIfMatch != found.etag:
+                    raise _error("PreconditionFailed", "CopyObject")
+                meta = dict(Metadata or {}) if MetadataDirective == "REPLACE" else dict(found.metadata)
+                self._bucket(Bucket, "CopyObject").objects[Key] = _Object(found.body, found.etag, metadata=meta)
+            return {"CopyObjectResult": {"ETag": found.etag}}
+
+        return self._send("CopyObject", "PUT", Bucket, Key, {}, run)
+
+    def head_object(self, Bucket: str, Key: str, **_: Any) -> dict[str, Any]:  # noqa: N803
+        def run() -> dict[str, Any]:
+            with self.lock:
+                obj = self._bucket(Bucket, "HeadObject").objects.get(Key)
+            if obj is None:
+                raise _error("NoSuchKey", "HeadObject")
+            return {"ETag": obj.etag, "ContentLength": len(obj.body), "Metadata": dict(obj.metadata)}
+
+        return self._send("HeadObject", "HEAD", Bucket, Key, {}, run)
 
     def delete_object(self, Bucket: str, Key: str, IfMatch: str | None = None) -> dict[str, Any]:  # noqa: N803
         def run() -> dict[str, Any]:

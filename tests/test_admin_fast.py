@@ -39,52 +39,7 @@ PATH = relocate.POSITION_PATH_FIELD
 @pytest.fixture(scope="module")
 def cat() -> Iterator[InProcessCatalog]:
     with catalog() as found:
-        _copies(found.storage._s3)
         yield found
-
-
-def _copies(s3: Any) -> None:
-    """CopyObject (If-Match on the source, user metadata) and HeadObject on this module's memory S3:
-    infra/memory_s3.py has neither, and the copy of `import --copy-data` needs both
-    (S3Storage.copy and copied_from). Set on the instance: other modules' clients are untouched."""
-    from infra.memory_s3 import _error, _Object
-
-    marks: dict[tuple[str, str], tuple[Any, dict[str, str]]] = {}
-
-    def copy_object(
-        Bucket: str,  # noqa: N803
-        Key: str,  # noqa: N803
-        CopySource: dict[str, str],  # noqa: N803
-        CopySourceIfMatch: str | None = None,  # noqa: N803
-        Metadata: dict[str, str] | None = None,  # noqa: N803
-        **_: Any,
-    ) -> dict[str, Any]:
-        def run() -> dict[str, Any]:
-            with s3.lock:
-                source = s3._bucket(CopySource["Bucket"], "CopyObject").objects.get(CopySource["Key"])
-                if source is None:
-                    raise _error("NoSuchKey", "CopyObject")
-                if CopySourceIfMatch is not None and source.etag.strip('"') != CopySourceIfMatch.strip('"'):
-                    raise _error("PreconditionFailed", "CopyObject")
-                made = _Object(source.body, source.etag)
-                s3._bucket(Bucket, "CopyObject").objects[Key] = made
-                marks[(Bucket, Key)] = (made, dict(Metadata or {}))
-                return {"CopyObjectResult": {"ETag": made.etag}}
-
-        return s3._send("CopyObject", "PUT", Bucket, Key, {}, run)
-
-    def head_object(Bucket: str, Key: str, **_: Any) -> dict[str, Any]:  # noqa: N803
-        def run() -> dict[str, Any]:
-            with s3.lock:
-                obj = s3._bucket(Bucket, "HeadObject").objects.get(Key)
-            if obj is None:
-                raise _error("NoSuchKey", "HeadObject")
-            made, metadata = marks.get((Bucket, Key), (None, {}))
-            return {"ETag": obj.etag, "ContentLength": len(obj.body), "Metadata": metadata if made is obj else {}}
-
-        return s3._send("HeadObject", "HEAD", Bucket, Key, {}, run)
-
-    s3.copy_object, s3.head_object = copy_object, head_object
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,6 @@ with engines on LocalStack (tests/test_replication.py, test_redteam_replication.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import random
@@ -33,43 +32,8 @@ SCHEMA = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "
 
 @pytest.fixture()
 def cat() -> Iterator[InProcessCatalog]:
-    with catalog() as found, with_copy(found):
+    with catalog() as found:
         yield found
-
-
-@contextlib.contextmanager
-def with_copy(cat: InProcessCatalog) -> Iterator[None]:
-    """infra/memory_s3.py answers no CopyObject (the replicator's server-side copy of data files):
-    this S3 in memory's, as S3 does it for chalicelib/storage.py's `copy` (CopySourceIfMatch on the
-    source's ETag, else PreconditionFailed), added for the module's catalogs only."""
-    from infra import memory_s3
-
-    client = cat.storage._s3
-
-    def copy_object(
-        Bucket: str,  # noqa: N803 - boto3's names
-        Key: str,  # noqa: N803
-        CopySource: dict[str, str],  # noqa: N803
-        CopySourceIfMatch: str | None = None,  # noqa: N803
-        **_: Any,
-    ) -> dict[str, Any]:
-        def run() -> dict[str, Any]:
-            with client.lock:
-                found = client._bucket(CopySource["Bucket"], "CopyObject").objects.get(CopySource["Key"])
-                if found is None:
-                    raise memory_s3._error("NoSuchKey", "CopyObject")
-                if CopySourceIfMatch is not None and CopySourceIfMatch != found.etag:
-                    raise memory_s3._error("PreconditionFailed", "CopyObject")
-                client._bucket(Bucket, "CopyObject").objects[Key] = memory_s3._Object(found.body, found.etag)
-            return {"CopyObjectResult": {"ETag": found.etag}}
-
-        return client._send("CopyObject", "PUT", Bucket, Key, {}, run)
-
-    client.copy_object = copy_object
-    try:
-        yield
-    finally:
-        del client.copy_object
 
 
 # ---- helpers ------------------------------------------------------------------------------------
@@ -669,7 +633,7 @@ def test_events_reach_webhooks_and_queues_in_order_and_failures_are_parked(tmp_p
     threading.Thread(target=server.serve_forever, daemon=True).start()
     emulator = "http://127.0.0.1:1"  # a local run: plain-HTTP receivers on this machine are allowed
     try:
-        with catalog(s3_endpoint_url=emulator) as cat, with_copy(cat):
+        with catalog(s3_endpoint_url=emulator) as cat:
             wh = f"wh-{uuid.uuid4().hex[:10]}"
             ok(cat.request("POST", f"{V1}/warehouses", {"name": wh}))
             sinks = f"{V1}/{wh}/event-sinks"
