@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote_plus, urlsplit
 
+from chalicelib.caches import Cache
+
 Credentials = tuple[str, str, str | None]  # access key id, secret access key, session token
 
 
@@ -78,7 +80,8 @@ def process_credentials() -> Credentials:
 
 # ---- SigV4 ---------------------------------------------------------------------------------------
 
-_keys: dict[tuple[str, str, str, str], bytes] = {}
+# SigV4 signing keys by (secret, date, region, service): a day's key is the same all day (the date is in the key).
+_keys: Cache[tuple[str, str, str, str], bytes] = Cache("SigV4 signing keys", 64)
 
 
 def _signing_key(secret: str, date: str, region: str, service: str) -> bytes:
@@ -87,9 +90,8 @@ def _signing_key(secret: str, date: str, region: str, service: str) -> bytes:
         k = hmac.new(f"AWS4{secret}".encode(), date.encode(), hashlib.sha256).digest()
         for part in (region, service, "aws4_request"):
             k = hmac.new(k, part.encode(), hashlib.sha256).digest()
-        if len(_keys) > 64:
-            _keys.clear()
-        _keys[(secret, date, region, service)] = cached = k
+        _keys.put((secret, date, region, service), k)
+        cached = k
     return cached
 
 

@@ -59,9 +59,28 @@ class Cache(Generic[K, V]):
         with self._lock:
             self._data[key] = (value, expires)
 
-    def pop(self, key: K) -> None:
+    def pop(self, key: K, default: V | None = None) -> V | None:
+        """Drop the key's entry: its value when fresh, else `default` (as dict.pop with a default)."""
         with self._lock:
-            self._data.pop(key, None)
+            hit = self._data.pop(key, MISSING)
+        return default if hit is MISSING else cast(V, hit[0])
+
+    # The dict operations callers share with a plain dict (code a test hands a dict in its place):
+    # `cache[key] = value` is put() at the cache's staleness, `cache[key]` a fresh value or KeyError,
+    # and keys() with cache[key] make `dict(cache)` a snapshot of the fresh entries.
+    def __setitem__(self, key: K, value: V) -> None:
+        self.put(key, value)
+
+    def __getitem__(self, key: K) -> V:
+        found = self.lookup(key)
+        if found is MISSING:
+            raise KeyError(key)
+        return found
+
+    def keys(self) -> list[K]:
+        """The keys of the fresh entries (a snapshot)."""
+        with self._lock:
+            return list(self._data.keys())
 
     def discard(self, keep: Callable[[K, V], bool]) -> None:
         """Drop the entries `keep` refuses (after a change this process made to what they hold)."""

@@ -6,11 +6,11 @@ reads the table's pointer (cached a few seconds) and signs, importing no PyIcebe
 from __future__ import annotations
 
 import re
-import threading
 import time
 from typing import Any
 
 from chalicelib.auth import resources
+from chalicelib.caches import Cache
 from chalicelib.core.catalog import data, planning, tables
 from chalicelib.errors import BadRequest, Forbidden, NotFound, Unauthorized
 from chalicelib.names import check_table
@@ -22,8 +22,10 @@ bp = RouteGroup(__name__, ICEBERG_FACE)
 TABLE = PREFIX + "/namespaces/{namespace}/tables/{table}"
 # How long a signer trusts a table's location (a drop or rename stops signing within this).
 LOCATION_TTL_S = 5.0
-_lock = threading.Lock()
-_pointers: dict[tuple[str, tuple[str, ...], str], tuple[float, str, bool]] = {}
+# (warehouse, namespace, table) -> (location, whether a read-only replica), trusted for LOCATION_TTL_S.
+_pointers: Cache[tuple[str, tuple[str, ...], str], tuple[str, bool]] = Cache(
+    "signer's table locations", 10_000, ttl=LOCATION_TTL_S
+)
 
 
 def _location(
@@ -85,18 +87,15 @@ def _spent(
 
 def _live_location(ctx: Any, wh: str, ns: tuple[str, ...], name: str) -> tuple[str, tuple[str, ...], str, str, bool]:
     key = (wh, ns, name)
-    now = time.monotonic()
-    with _lock:
-        hit = _pointers.get(key)
-    if hit is None or now - hit[0] > LOCATION_TTL_S:
+    started = time.monotonic()
+    hit = _pointers.get(key)
+    if hit is None:
         metadata, replica = tables.located(ctx, wh, ns, name)
         location = data.table_location(ctx, metadata)
-        with _lock:
-            if len(_pointers) > 10_000:
-                _pointers.clear()
-            _pointers[key] = (now, location, replica)
+        trusted_s = LOCATION_TTL_S - (time.monotonic() - started)  # counted from before the read
+        _pointers.put(key, (location, replica), ttl=trusted_s)
     else:
-        location, replica = hit[1], hit[2]
+        location, replica = hit
     return wh, ns, name, location, replica
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from chalicelib.caches import Cache
 from chalicelib.errors import BadRequest, Forbidden
 
 CONTROL_PREFIX = ".catalog/"
@@ -310,7 +311,8 @@ def _writing(grant: Grant, request: S3Request) -> S3Request:
     return request
 
 
-_locations: dict[str, str] = {}
+# A metadata file's table location, by the file's location (immutable: never stale).
+_locations: Cache[str, str] = Cache("table locations by metadata file", 10_000)
 
 
 def _names_location(doc: object) -> str | None:
@@ -331,7 +333,5 @@ def table_location(ctx: Any, metadata_location: str) -> str:
         raw = md.table_metadata_raw(ctx, metadata_location, subject)
         bucket, key = keys.split_s3_uri(metadata_location)
         hit = str(damage.parse(raw, bucket, key, subject, _names_location)["location"])
-        if len(_locations) > 10_000:
-            _locations.clear()
-        _locations[metadata_location] = hit
+        _locations.put(metadata_location, hit)
     return hit

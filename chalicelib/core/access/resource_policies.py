@@ -13,13 +13,13 @@ Every authorized request of a non-root caller reads it, so a process keeps it fo
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from chalicelib.auth.arns import Resource
 from chalicelib.auth.policy import validate, without_denies
+from chalicelib.caches import Cache
 from chalicelib.core.primitives import cas, damage
 from chalicelib.core.primitives.context import Context
 from chalicelib.errors import BadRequest
@@ -28,8 +28,8 @@ from chalicelib.storage import BucketNotFound, ObjectNotFound
 KEY = ".catalog/resource-policies.json"
 SUBJECT = "The warehouse's resource policies"
 Doc = dict[str, Any]
-_cache: dict[str, tuple[float, Doc]] = {}
-_lock = threading.Lock()
+# Per bucket: (when read, the policies), fresh for ttl_s() (read() checks it: the setting is read each time).
+_cache: Cache[str, tuple[float, Doc]] = Cache("resource policies by bucket", 10_000)
 
 
 def ttl_s() -> float:
@@ -38,8 +38,7 @@ def ttl_s() -> float:
 
 def read(ctx: Context, warehouse: str, fresh: bool = False) -> Doc:
     bucket, now = ctx.bucket_for(warehouse), time.monotonic()
-    with _lock:
-        hit = _cache.get(bucket)
+    hit = _cache.get(bucket)
     if hit is not None and not fresh and now - hit[0] < ttl_s():
         return hit[1]
     try:
@@ -47,8 +46,7 @@ def read(ctx: Context, warehouse: str, fresh: bool = False) -> Doc:
     except BucketNotFound:
         found = None
     doc = found[0] if found is not None else {}
-    with _lock:
-        _cache[bucket] = (now, doc)
+    _cache.put(bucket, (now, doc))
     return doc
 
 
@@ -71,8 +69,7 @@ def shape(doc: Any) -> str | None:
 
 def forget(bucket: str) -> None:
     """Drop this process's copy (the bucket's catalog state was removed or changed)."""
-    with _lock:
-        _cache.pop(bucket, None)
+    _cache.pop(bucket)
 
 
 def change(ctx: Context, warehouse: str, fn: Callable[[Doc], Doc]) -> None:

@@ -17,21 +17,19 @@ any file of anyone else can lie there.
 from __future__ import annotations
 
 import re
-import threading
 import time
 import uuid
-from collections import OrderedDict
 
 from chalicelib import keys
+from chalicelib.caches import Cache
 from chalicelib.core.primitives.context import Context
 from chalicelib.storage import ObjectNotFound
 
 Namespace = tuple[str, ...]
 _UUID_HEX = re.compile(r".+-([0-9a-f]{32})")
-_lock = threading.Lock()
-# (bucket, table uuid) -> (when read, whether its record existed); the oldest go first past _SEEN_MAX.
-_seen: OrderedDict[tuple[str, str], tuple[float, bool]] = OrderedDict()
 _SEEN_MAX = 10_000
+# (bucket, table uuid) -> (when read, whether its record existed): as fresh as each caller's max_age_s.
+_seen: Cache[tuple[str, str], tuple[float, bool]] = Cache("staged tables' uuid records", _SEEN_MAX)
 
 
 def staged_uuid(bucket: str, ns: Namespace, name: str, location: str) -> str | None:
@@ -50,8 +48,7 @@ def held(ctx: Context, bucket: str, table_uuid: str, max_age_s: float = 0.0) -> 
     location). StorageUnavailable when S3 does not answer: nothing is granted on a guess."""
     key, now = (bucket, table_uuid), time.monotonic()
     if max_age_s > 0:
-        with _lock:
-            hit = _seen.get(key)
+        hit = _seen.get(key)
         if hit is not None and now - hit[0] <= max_age_s:
             return hit[1]
     try:
@@ -59,9 +56,5 @@ def held(ctx: Context, bucket: str, table_uuid: str, max_age_s: float = 0.0) -> 
         found = True
     except ObjectNotFound:
         found = False
-    with _lock:
-        _seen[key] = (now, found)
-        _seen.move_to_end(key)
-        while len(_seen) > _SEEN_MAX:
-            _seen.popitem(last=False)
+    _seen.put(key, (now, found))
     return found

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from chalicelib.caches import Cache
 from chalicelib.core.access.data_access import Grant, session_policy
 from chalicelib.errors import BadRequest, ServiceUnavailable
 from chalicelib.settings import Settings
@@ -38,7 +39,9 @@ class _Cached:
 
 
 _lock = threading.Lock()
-_cache: dict[tuple[str, Grant], _Cached] = {}
+# Per (principal, grant): credentials handed out again until their reuse_until_ms (checked by vend(),
+# on the wall clock as STS's expiry). Only dict operations (get, [key] =): tests hand a dict in its place.
+_cache: Cache[tuple[str, Grant], _Cached] = Cache("vended credentials by (principal, grant)", 1000)
 _clients: dict[str, Any] = {}
 
 
@@ -74,8 +77,6 @@ def vend(settings: Settings, grant: Grant, principal: str) -> Credentials:
         creds = _assume(settings, grant, principal, now_ms)
         assert creds.expires_at_ms is not None
         with _lock:
-            if len(_cache) > 1000:
-                _cache.clear()
             _cache[key] = _Cached(creds, reuse_until_ms(now_ms, creds.expires_at_ms))
         return creds
     if settings.vend_s3_credentials:  # an emulator's keys: only ever set with S3_ENDPOINT_URL

@@ -32,6 +32,7 @@ from collections import OrderedDict
 from typing import Any
 from urllib.parse import unquote
 
+from chalicelib.caches import Cache
 from chalicelib.core.iceberg import avro_paths
 from chalicelib.core.primitives import parallel
 from chalicelib.core.primitives.context import Context
@@ -46,8 +47,9 @@ _LISTS_WEIGHT = 16 * 1024 * 1024  # characters of manifest paths kept per proces
 _lock = threading.Lock()
 _lists: OrderedDict[str, tuple[str, ...]] = OrderedDict()  # manifest list -> the manifests it names
 _lists_weight = 0
-_clean: OrderedDict[tuple[str, str], None] = OrderedDict()  # (location, manifest) whose files were inside
 _CLEAN_MAX = 100_000
+# (location, manifest) whose files were inside (a manifest is immutable: never stale).
+_clean: Cache[tuple[str, str], bool] = Cache("manifests found inside their table", _CLEAN_MAX)
 
 
 def _parts(uri: str) -> tuple[str, str] | None:
@@ -248,10 +250,7 @@ def _files_of(ctx: Context, manifest: str) -> list[str] | None:
 
 
 def _remember_clean(location: str, manifest: str) -> None:
-    with _lock:
-        _clean[(location, manifest)] = None
-        while len(_clean) > _CLEAN_MAX:  # the oldest go first: a full cache never empties whole
-            _clean.popitem(last=False)
+    _clean.put((location, manifest), True)
 
 
 def clear() -> None:

@@ -13,6 +13,7 @@ from collections import OrderedDict
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.caches import Cache
 from chalicelib.core.iceberg.validation import short as short  # the core's names for them
 from chalicelib.core.iceberg.validation import validation_summary as validation_summary
 from chalicelib.core.primitives import damage
@@ -90,7 +91,8 @@ def table_metadata_raw(ctx: Context, location: str, subject: str) -> bytes:
         raise damage.damaged(*keys.split_s3_uri(location), subject, "missing") from None
 
 
-_sound: set[str] = set()  # files checked to be JSON objects (immutable: once per process)
+# Files checked to be JSON objects (immutable: never stale; checked once per process while kept).
+_sound: Cache[str, bool] = Cache("metadata files checked sound", 10_000)
 
 
 def sound_metadata_raw(ctx: Context, location: str, subject: str) -> bytes:
@@ -99,9 +101,7 @@ def sound_metadata_raw(ctx: Context, location: str, subject: str) -> bytes:
     raw = table_metadata_raw(ctx, location, subject)
     if location not in _sound:
         damage.parse(raw, *keys.split_s3_uri(location), subject)
-        if len(_sound) > 10_000:
-            _sound.clear()
-        _sound.add(location)
+        _sound.put(location, True)
     return raw
 
 

@@ -14,12 +14,12 @@ import hashlib
 import json
 import re
 import secrets
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.caches import Cache
 from chalicelib.core.planning import planner, read_rules
 from chalicelib.core.primitives.context import Context, env_int
 from chalicelib.errors import BadRequest, PlanNotFound, PlanTaskNotFound
@@ -349,16 +349,18 @@ def tasks(ctx: Context, table: Table, reader: str, token: Any, rule: Any) -> dic
 
 # ---- the signer's question: may this restricted reader read this object? --------------------------
 
-_grants_lock = threading.Lock()
-# Per (table, reader): when its plans were last read, and each live plan's (expiry, rule, objects).
-_grants: dict[tuple[str, str], tuple[float, dict[str, tuple[int, str, frozenset[str]]]]] = {}
-_chunks: dict[str, frozenset[str]] = {}  # a group's servable objects, by key (immutable content)
-_records: dict[tuple[str, str], dict[str, Any]] = {}  # plan records by (key, ETag)
+# Per (table, reader): each live plan's (expiry, rule, objects), as read; trusted for GRANT_TTL_S.
+_grants: Cache[tuple[str, str], dict[str, tuple[int, str, frozenset[str]]]] = Cache(
+    "signer's plan grants by (table, reader)", 1000, ttl=GRANT_TTL_S
+)
+# A group's servable objects, by key (immutable content: never stale).
+_chunks: Cache[str, frozenset[str]] = Cache("plan task objects", 10_000)
+# Plan records by (key, ETag): never stale, as a changed record has another ETag.
+_records: Cache[tuple[str, str], dict[str, Any]] = Cache("plan records by ETag", 10_000)
 
 
 def _forget(table_key: str, reader_key: str) -> None:
-    with _grants_lock:
-        _grants.pop((table_key, reader_key), None)
+    _grants.pop((table_key, reader_key))
 
 
 def granted(
@@ -370,15 +372,11 @@ def granted(
     back to S3 (one LIST, and reads of what changed)."""
     table_key, reader_key = digest(location.rstrip("/")), digest(reader)
     fp = read_rules.fingerprint(rule)
-    with _grants_lock:
-        read_at, plans = _grants.get((table_key, reader_key), (0.0, {}))
-    if time.monotonic() - read_at < GRANT_TTL_S and _holds(plans, fp, obj)[0]:
+    trusted = _grants.get((table_key, reader_key))
+    if trusted is not None and _holds(trusted, fp, obj)[0]:
         return True, []
     plans = _read_plans(ctx, bucket, table_key, reader_key)
-    with _grants_lock:
-        if len(_grants) > 1000:
-            _grants.clear()
-        _grants[(table_key, reader_key)] = (time.monotonic(), plans)
+    _grants.put((table_key, reader_key), plans)
     return _holds(plans, fp, obj)
 
 
@@ -418,9 +416,7 @@ def _read_plans(
                 record = json.loads(ctx.storage.get(bucket, record_key).body)
             except ObjectNotFound:
                 continue
-            if len(_records) > 10_000:
-                _records.clear()
-            _records[(record_key, found[record_key])] = record
+            _records.put((record_key, found[record_key]), record)
         if record.get("status") not in ("submitted", "completed"):
             continue  # cancelled or failed: its objects grant nothing, even one a racing poll wrote
         objects: set[str] = set()
@@ -433,9 +429,7 @@ def _read_plans(
                     cached = frozenset(json.loads(ctx.storage.get(bucket, key).body).get("paths") or ())
                 except ObjectNotFound:
                     continue
-                if len(_chunks) > 10_000:
-                    _chunks.clear()
-                _chunks[key] = cached
+                _chunks.put(key, cached)
             objects |= cached
         out[plan_id] = (int(record.get("expires-ms", 0)), str(record.get("rule", "")), frozenset(objects))
     return out

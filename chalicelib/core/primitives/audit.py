@@ -26,6 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.caches import Cache
 from chalicelib.core.primitives import damage, parallel, pointer_record
 from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.errors import BadRequest, DamagedObject
@@ -203,8 +204,10 @@ def flush_records(ctx: Context, bucket: str, records_prefix: str, journal_prefix
 
 # ---- reading the trail --------------------------------------------------------------------------
 
-_segments: dict[tuple[str, str], list[dict[str, Any]]] = {}  # immutable: cached by key
-_tails: dict[tuple[str, str, str], tuple[str, list[dict[str, Any]]]] = {}  # by (bucket, key, etag)
+# Journal segments' entries by (bucket, key): immutable, never stale.
+_segments: Cache[tuple[str, str], list[dict[str, Any]]] = Cache("audit journal segments", 20_000)
+# A settled pointer's (source, tail) by (bucket, key, etag): never stale, as changed bytes have another ETag.
+_tails: Cache[tuple[str, str, str], tuple[str, list[dict[str, Any]]]] = Cache("audit tails by pointer ETag", 50_000)
 _cache_lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 
@@ -227,10 +230,7 @@ def _segment(ctx: Context, bucket: str, key: str) -> list[dict[str, Any]]:
         except (ObjectNotFound, DamagedObject):  # damaged: its entries are lost (logged; fsck says so)
             return []
         cached = [dict(e, source=doc["source"]) for e in doc["entries"]]
-        with _cache_lock:
-            if len(_segments) > 20_000:
-                _segments.clear()
-            _segments[(bucket, key)] = cached
+        _segments.put((bucket, key), cached)
     return cached
 
 
@@ -251,10 +251,7 @@ def _tail_of(ctx: Context, bucket: str, key: str, etag: str) -> list[dict[str, A
         cached = (source_of(data), list(data.get(TAIL) or []))
         if not final:  # the same bytes will carry the claim's entry once its transaction commits
             return [dict(e, source=cached[0]) for e in cached[1]]
-        with _cache_lock:
-            if len(_tails) > 50_000:
-                _tails.clear()
-            _tails[(bucket, key, obj.etag)] = cached
+        _tails.put((bucket, key, obj.etag), cached)
     source, tail = cached
     return [dict(e, source=source) for e in tail]
 

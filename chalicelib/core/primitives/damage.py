@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from chalicelib.caches import MISSING, Cache
 from chalicelib.errors import DamagedObject
 from chalicelib.storage import ObjectNotFound
 
@@ -101,14 +102,13 @@ def required(doc: dict[str, Any], *names: str) -> str | None:
 
 # Metadata files are read by location; the table a location belongs to is remembered when a reader
 # resolves the table's pointer, so an error about the file can name the table.
-_owners: dict[str, str] = {}
+_owners: Cache[str, str] = Cache("tables by metadata file", 10_000)  # immutable files: never stale
 
 
 def owns(location: str, subject: str) -> None:
-    if len(_owners) > 10_000:
-        _owners.clear()
-    _owners[location] = subject
+    _owners.put(location, subject)
 
 
 def owner(location: str) -> str:
-    return _owners.get(location, "A table")
+    found = _owners.lookup(location)
+    return "A table" if found is MISSING else found

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.caches import Cache
 from chalicelib.storage import COUNTER, WRITE_WATCHERS, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
 # A mark older than this is folded into the projection: any write it preceded has landed by then (a
@@ -43,16 +44,14 @@ _local = threading.local()
 # -> the uuid last seen (a guess: a settle checks it against the record it reads), and the
 # (bucket, namespace uuid) pairs whose projection is complete (it never becomes incomplete again,
 # except when a damaged shard is rebuilt).
-UUIDS: dict[tuple[str, tuple[str, ...]], str] = {}
-COMPLETE: set[tuple[str, str]] = set()
+UUIDS: Cache[tuple[str, tuple[str, ...]], str] = Cache("namespace uuids last seen", 100_000)
+COMPLETE: Cache[tuple[str, str], bool] = Cache("namespace projections seen complete", 100_000)
 
 
 def known(bucket: str, ns: tuple[str, ...], ns_uuid: str, complete: bool) -> None:
-    if len(UUIDS) > 100_000:
-        UUIDS.clear()
-    UUIDS[(bucket, ns)] = ns_uuid
+    UUIDS.put((bucket, ns), ns_uuid)
     if complete:
-        COMPLETE.add((bucket, ns_uuid))
+        COMPLETE.put((bucket, ns_uuid), True)
 
 
 @dataclass

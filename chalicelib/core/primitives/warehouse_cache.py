@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.caches import Cache
 from chalicelib.core.primitives.context import Context
 from chalicelib.storage import ObjectNotFound
 
@@ -23,7 +24,9 @@ from chalicelib.storage import ObjectNotFound
 REQUEST_METRICS = "request-metrics"
 
 _lock = threading.Lock()
-_cache: dict[tuple[str, str], tuple[float, dict[str, Any] | None]] = {}  # (system bucket, warehouse)
+# (system bucket, warehouse) -> (when read, the record): fresh for CATALOG_RESOURCE_POLICY_TTL_S, which
+# record() checks; peek() serves an older one while it reads it again.
+_cache: Cache[tuple[str, str], tuple[float, dict[str, Any] | None]] = Cache("warehouse records", 10_000)
 
 
 def record(ctx: Context, warehouse: str) -> dict[str, Any] | None:
@@ -39,16 +42,14 @@ def record(ctx: Context, warehouse: str) -> dict[str, Any] | None:
     except (ObjectNotFound, ValueError, RecursionError):
         found = None
     with _lock:
-        if len(_cache) > 10_000:
-            _cache.clear()
-        _cache[key] = (now, found)
+        _cache.put(key, (now, found))
     return found
 
 
 def remember(ctx: Context, warehouse: str, found: dict[str, Any]) -> None:
     """This process wrote the record: keep what it wrote."""
     with _lock:
-        _cache[(ctx.settings.system_bucket, warehouse)] = (time.monotonic(), found)
+        _cache.put((ctx.settings.system_bucket, warehouse), (time.monotonic(), found))
 
 
 _refreshing: set[tuple[str, str]] = set()
@@ -84,7 +85,7 @@ def peek(ctx: Context, warehouse: str) -> dict[str, Any] | None:
 def forget(ctx: Context, warehouse: str) -> None:
     """This process changed the record: the next request reads it again."""
     with _lock:
-        _cache.pop((ctx.settings.system_bucket, warehouse), None)
+        _cache.pop((ctx.settings.system_bucket, warehouse))
 
 
 def request_metrics_on(ctx: Context, warehouse: str) -> bool:

@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.caches import Cache
 from chalicelib.core.iceberg import light
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import TableChange, TableState
@@ -57,8 +58,9 @@ def _landed(ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: st
 # reads the pointer and tries again, so the cache can cost a retry but never a lost update. After
 # a transaction it is the committed view of the claim this process wrote, under the claim's ETag
 # (transactions._remember_committed): the next write replaces the claim with its roll-forward plus
-# its own change.
-_warm: dict[tuple[str, str], pointer_record.Pointer] = {}
+# its own change. Only dict operations (get, [key] =, pop with a default): a test hands a dict in
+# its place to play another process.
+_warm: Cache[tuple[str, str], pointer_record.Pointer] = Cache("warm table pointers", 10_000)
 
 
 def warm_pointer(bucket: str, key: str) -> pointer_record.Pointer | None:
@@ -74,8 +76,6 @@ def remember(bucket: str, key: str, p: pointer_record.Pointer | None) -> None:
     if p is None or p.state != "active" or pointer_record.claimed(p.data) or pointer_record.kind_of(p.data) != "table":
         _warm.pop((bucket, key), None)
         return
-    if len(_warm) > 10_000:
-        _warm.clear()
     _warm[(bucket, key)] = p
 
 

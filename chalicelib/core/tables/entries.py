@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.caches import Cache
 from chalicelib.core.containers import namespaces
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.primitives import damage, parallel, pointer_record
@@ -264,7 +265,8 @@ class _Projected:
                 self.items.popitem(last=False)
 
 
-_HIVE_SEEN: set[tuple[str, Namespace]] = set()  # namespaces this process saw flagged as holding Hive tables
+# Namespaces this process saw flagged as holding Hive tables (a hint: unflagged, the record read tells).
+_HIVE_SEEN: Cache[tuple[str, Namespace], bool] = Cache("namespaces seen holding Hive tables", 100_000)
 
 
 PROJECTED = _Projected(60_000)  # a Glue table shape is about 2 KB in memory
@@ -489,7 +491,7 @@ def _opening(
     record, stored, *rest = parallel.map_counted(lambda step: step(), first)  # one round trip
     if not flagged and (record.get("hive-tables") or not record):  # (a damaged record: listed anyway)
         if record.get("hive-tables"):
-            _HIVE_SEEN.add((bucket, ns))
+            _HIVE_SEEN.put((bucket, ns), True)
         rest.append(_started(hive))
     return record, stored, rest
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.caches import Cache
 from chalicelib.core.containers import namespaces
 from chalicelib.core.paging import decode_token, encode_token
 from chalicelib.core.primitives import parallel, pointer_record
@@ -119,7 +120,8 @@ def occupied(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
 
 # Whether a pointer is listed, by its ETag: the listing that names a key also gives its ETag, so a
 # warm page reads no pointer at all. Only pointers whose bytes alone decide are kept.
-_listed: dict[tuple[str, str, str], tuple[str, bool]] = {}
+# (bucket, pointer key, variant) -> (ETag, listed): never stale, as a changed pointer has another ETag.
+_listed: Cache[tuple[str, str, str], tuple[str, bool]] = Cache("listed flags by pointer ETag", 100_000)
 WANTED = {"view": ("view",), "table+staged": ("table", "staged"), "table": ("table",)}
 
 
@@ -149,9 +151,7 @@ def listed_flags(
             projection.suspect(ctx.storage, bucket, keys.table_pointer(ns, name), etags.get(name, ""))
             return False  # skipped (and logged), never cached: listed again once repaired
         if p is not None and projection.decided(p):
-            if len(_listed) > 100_000:
-                _listed.clear()
-            _listed[(bucket, keys.table_pointer(ns, name), variant)] = (p.etag, flag)
+            _listed.put((bucket, keys.table_pointer(ns, name), variant), (p.etag, flag))
         return flag
 
     for (i, _, _), flag in zip(misses, live_flags(ctx, warehouse, ns, [n for _, _, n in misses], test), strict=True):

@@ -90,6 +90,7 @@ from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
 from chalicelib import keys
+from chalicelib.caches import Cache
 from chalicelib.core.primitives import damage, listing_marks, parallel, pointer_record
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.core.primitives.pointer_record import STAGED, Pointer, kind_of
@@ -463,7 +464,8 @@ def _entries_reads(storage: Storage, bucket: str, ns: Namespace, names: list[str
     ]
 
 
-_ABSENT: set[tuple[str, str]] = set()  # entries shards last found missing
+# Entries shards last found missing, by (bucket, key): a hint only (a write that finds one is told).
+_ABSENT: Cache[tuple[str, str], bool] = Cache("entries shards found missing", 100_000)
 
 
 def _read_entries(storage: Storage, bucket: str, key: str) -> Held | None:
@@ -472,11 +474,9 @@ def _read_entries(storage: Storage, bucket: str, key: str) -> Held | None:
         found = storage.get_if_changed(bucket, key, held[0]) if held else storage.get(bucket, key)
     except ObjectNotFound:
         ENTRIES.drop(bucket, key)
-        if len(_ABSENT) > 100_000:
-            _ABSENT.clear()
-        _ABSENT.add((bucket, key))
+        _ABSENT.put((bucket, key), True)
         return None
-    _ABSENT.discard((bucket, key))
+    _ABSENT.pop((bucket, key))
     if found is None and held is not None:
         ENTRIES.keep(bucket, key, *held)
         return held
@@ -608,9 +608,9 @@ def _write_entries(storage: Storage, bucket: str, key: str, entries: dict[str, A
                 etag = storage.put_if_match(bucket, key, body, held[0])
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
             ENTRIES.drop(bucket, key)
-            _ABSENT.discard((bucket, key))
+            _ABSENT.pop((bucket, key))
             continue
-        _ABSENT.discard((bucket, key))
+        _ABSENT.pop((bucket, key))
         ENTRIES.keep(bucket, key, etag, {"names": merged})
         return etag
     return None
@@ -689,7 +689,7 @@ def _settle_reads(
     if (bucket, ns_uuid) not in _COMPLETE:
         if not found[-1]:
             return None
-        _COMPLETE.add((bucket, ns_uuid))
+        _COMPLETE.put((bucket, ns_uuid), True)
     shards = {i: h for i, h in zip(wanted, found[1 : 1 + len(wanted)], strict=True) if h is not None}
     return ns_uuid, shards
 
@@ -809,7 +809,7 @@ def _reopen(storage: Storage, bucket: str, ns: Namespace, ns_uuid: str) -> None:
     except WriteInDoubt:
         pass
     storage.delete(bucket, keys.listing_complete(ns, ns_uuid))
-    _COMPLETE.discard((bucket, ns_uuid))
+    _COMPLETE.pop((bucket, ns_uuid))
 
 
 # ---- completing the projection of an earlier release's namespace ------------------------------------
@@ -866,7 +866,7 @@ def _migrate(
     if any(h is None for h in written.values()):
         return None  # another migration or scan wrote first: scan (its writes are exact too)
     storage.put(bucket, keys.listing_complete(ns, ns_uuid), b"")
-    _COMPLETE.add((bucket, ns_uuid))
+    _COMPLETE.put((bucket, ns_uuid), True)
     return {i: h for i, h in written.items() if h is not None}
 
 
@@ -899,7 +899,7 @@ def _scan(ctx: Context, warehouse: str, ns: Namespace, ns_uuid: str, listed: Lis
         read_count += len(batch)
         last_batch_s = time.monotonic() - began
     storage.put(bucket, keys.listing_complete(ns, ns_uuid), b"")
-    _COMPLETE.add((bucket, ns_uuid))
+    _COMPLETE.put((bucket, ns_uuid), True)
     try:
         storage.delete(bucket, keys.listing_scan(ns, ns_uuid))
     except StorageUnavailable:
@@ -1015,7 +1015,8 @@ def _scan_all(ctx: Context, warehouse: str, ns: Namespace) -> dict[str, str]:
     return out
 
 
-_SUSPECTED: set[tuple[str, str, str]] = set()
+# (bucket, pointer, etag) this process marked as suspected: once per pointer version while kept.
+_SUSPECTED: Cache[tuple[str, str, str], bool] = Cache("damaged pointers marked", 10_000)
 
 
 def suspect(storage: Storage, bucket: str, pointer: str, etag: str) -> None:
@@ -1029,9 +1030,7 @@ def suspect(storage: Storage, bucket: str, pointer: str, etag: str) -> None:
         listing_marks.before_pointer_write(storage, bucket, pointer)
     except (StorageUnavailable, WriteInDoubt):
         return
-    if len(_SUSPECTED) > 10_000:
-        _SUSPECTED.clear()
-    _SUSPECTED.add((bucket, pointer, etag))
+    _SUSPECTED.put((bucket, pointer, etag), True)
 
 
 # ---- for fsck and the sweeper ------------------------------------------------------------------------
