@@ -3,7 +3,7 @@
 Each cache says how many entries it holds (the least recently used goes first when it is full, never
 the whole cache) and how long an entry stays fresh (its staleness: per cache, or per entry, e.g. a
 session until it expires). Caches are per process, so a Lambda instance keeps them across
-requests; `CACHES` lists every one, with its bound and staleness, for `/metrics` and the docs.
+requests. A cache is a value its module owns: nothing registers itself anywhere.
 cachetools' TLRUCache does the bookkeeping; a lock makes each cache safe across request threads.
 """
 
@@ -41,7 +41,6 @@ class Cache(Generic[K, V]):
         self._data: Any = cachetools.TLRUCache(  # keys to (value, expiry on the timer)
             maxsize, ttu=lambda _k, v, _now: v[1], timer=timer
         )
-        CACHES.append(self)
 
     def get(self, key: K, default: V | None = None) -> V | None:
         found = self.lookup(key)
@@ -99,6 +98,3 @@ class Cache(Generic[K, V]):
 
     def __contains__(self, key: object) -> bool:
         return self.lookup(cast(K, key)) is not MISSING
-
-
-CACHES: list[Cache[Any, Any]] = []

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.auth import arns, conditions, wildcard
+from chalicelib.auth import arns, conditions, policy, wildcard
 from chalicelib.errors import MalformedPolicy
 
 ACTIONS = ("sts:AssumeRole", "sts:AssumeRoleWithWebIdentity", "sts:TagSession", "sts:SetSourceIdentity")
@@ -42,9 +42,7 @@ def _list(value: Any) -> list[Any]:
     return [value] if isinstance(value, str) else list(value or []) if isinstance(value, list) else [value]
 
 
-def statements(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    found = doc.get("Statement", [])
-    return [found] if isinstance(found, dict) else list(found)
+statements = policy.statements  # the same Statement rules as permission policies
 
 
 def _action_hit(st: dict[str, Any], action: str) -> bool:
