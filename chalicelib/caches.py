@@ -33,14 +33,48 @@ MISSING = _Missing.MISSING
 
 class Cache(Generic[K, V]):
     def __init__(
-        self, name: str, maxsize: int, ttl: float | None = None, timer: Callable[[], float] = time.monotonic
+        self,
+        name: str,
+        maxsize: int,
+        ttl: float | None = None,
+        timer: Callable[[], float] = time.monotonic,
+        weigh: Callable[[V], int] | None = None,
     ) -> None:
-        """ttl: seconds an entry stays fresh (None: until evicted); `put` may give an entry its own."""
-        self.name, self.maxsize, self.ttl, self._timer = name, maxsize, ttl, timer
+        """ttl: seconds an entry stays fresh (None: until evicted); `put` may give an entry its own.
+        weigh: an entry's weight (e.g. its bytes), making `maxsize` the bound of their sum (default: 1
+        per entry); an entry heavier than the bound is not kept."""
+        self.name, self.maxsize, self.ttl, self._timer, self._weigh = name, maxsize, ttl, timer, weigh
         self._lock = threading.Lock()
-        self._data: Any = cachetools.TLRUCache(  # keys to (value, expiry on the timer)
-            maxsize, ttu=lambda _k, v, _now: v[1], timer=timer
+        self._data: Any = self._new(maxsize)
+
+    def _new(self, maxsize: int) -> Any:
+        weigh = self._weigh
+        return cachetools.TLRUCache(  # keys to (value, expiry on the timer)
+            maxsize,
+            ttu=lambda _k, v, _now: v[1],
+            timer=self._timer,
+            getsizeof=None if weigh is None else (lambda v: weigh(v[0])),
         )
+
+    def bound(self, maxsize: int) -> None:
+        """Change the bound (a setting read per request): the most recently used entries that fit stay."""
+        with self._lock:
+            if maxsize == self.maxsize:
+                return
+            old, self.maxsize, self._data = self._data, maxsize, self._new(maxsize)
+            for key in list(old.keys()):
+                entry = old.get(key)
+                if entry is not None:
+                    try:
+                        self._data[key] = entry
+                    except ValueError:  # heavier than the new bound
+                        pass
+
+    @property
+    def weight(self) -> int:
+        """The sum of the entries' weights (their count without `weigh`)."""
+        with self._lock:
+            return int(self._data.currsize)
 
     def get(self, key: K, default: V | None = None) -> V | None:
         found = self.lookup(key)
@@ -56,7 +90,10 @@ class Cache(Generic[K, V]):
         life = self.ttl if ttl is None else ttl
         expires = math.inf if life is None else self._timer() + life
         with self._lock:
-            self._data[key] = (value, expires)
+            try:
+                self._data[key] = (value, expires)
+            except ValueError:  # heavier than the whole bound: not kept, and no other entry evicted for it
+                self._data.pop(key, None)
 
     def pop(self, key: K, default: V | None = None) -> V | None:
         """Drop the key's entry: its value when fresh, else `default` (as dict.pop with a default)."""

@@ -110,3 +110,19 @@ def test_threads_share_it_safely_and_it_stays_bounded():
     for th in threads:
         th.join()
     assert not errors and 0 < len(c) <= 100
+
+
+def test_a_weighed_cache_bounds_the_sum_and_evicts_least_recent_first():
+    c: Cache[str, bytes] = Cache("test weights", 100, weigh=len)
+    c.put("a", b"x" * 40)
+    c.put("b", b"x" * 40)
+    assert c.get("a") is not None  # a is now the most recently used
+    c.put("c", b"x" * 40)  # over the bound: b goes, not the whole cache
+    assert "b" not in c and "a" in c and "c" in c and c.weight == 80
+    c.put("huge", b"x" * 101)  # heavier than the bound: not kept, nothing evicted for it
+    assert "huge" not in c and c.weight == 80
+    c.bound(50)  # a smaller bound keeps what fits
+    assert c.weight <= 50 and len(c) == 1
+    c.bound(1000)
+    c.put("d", b"x" * 900)
+    assert c.weight == 940 and c.maxsize == 1000

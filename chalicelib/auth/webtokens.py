@@ -22,6 +22,7 @@ from typing import Any
 
 from chalicelib.auth import providers
 from chalicelib.auth.providers import Provider
+from chalicelib.caches import Cache
 from chalicelib.core.primitives.context import Context
 from chalicelib.errors import InvalidIdentityToken
 
@@ -192,7 +193,8 @@ class _KeyCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._keys: dict[str, tuple[Any, float, float]] = {}  # url -> (KeySet, fetched, tried)
+        # url -> (KeySet, fetched, tried); the refresh rule below decides staleness, not the cache
+        self._keys: Cache[str, tuple[Any, float, float]] = Cache("identity providers' signing keys", 1024)
         self._fetching: dict[str, threading.Event] = {}  # url -> set when the fetch under way ends
 
     def key(self, provider: Provider, kid: Any, alg: str) -> Any:

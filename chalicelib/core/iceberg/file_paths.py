@@ -27,8 +27,6 @@ reads too (`planning/planner.py`).
 from __future__ import annotations
 
 import functools
-import threading
-from collections import OrderedDict
 from typing import Any
 from urllib.parse import unquote
 
@@ -44,9 +42,10 @@ PATH_PROPERTIES = ("write.data.path", "write.metadata.path", "write.object-stora
 MAX_FILE_BYTES = 256 * 1024 * 1024  # as the planner's manifest reads
 _LISTS_WEIGHT = 16 * 1024 * 1024  # characters of manifest paths kept per process
 
-_lock = threading.Lock()
-_lists: OrderedDict[str, tuple[str, ...]] = OrderedDict()  # manifest list -> the manifests it names
-_lists_weight = 0
+# Manifest list -> the manifests it names, weighed by their characters (a list is written once: never stale).
+_lists: Cache[str, tuple[str, ...]] = Cache(
+    "manifests a manifest list names", _LISTS_WEIGHT, weigh=lambda f: sum(map(len, f))
+)
 _CLEAN_MAX = 100_000
 # (location, manifest) whose files were inside (a manifest is immutable: never stale).
 _clean: Cache[tuple[str, str], bool] = Cache("manifests found inside their table", _CLEAN_MAX)
@@ -212,12 +211,9 @@ def _manifests_of(ctx: Context, listed: str, lenient: bool, sealed: bool = False
     """The manifests a manifest list names (kept per process: a list is written once). `lenient`: a
     parent's list, which only saves reads; unreadable, it saves none. `sealed`: an encrypted list,
     None when it is (no Avro file)."""
-    global _lists_weight
-    with _lock:
-        hit = _lists.get(listed)
-        if hit is not None:
-            _lists.move_to_end(listed)
-            return hit
+    hit = _lists.get(listed)
+    if hit is not None:
+        return hit
     body = _read(ctx, listed, "Manifest list")
     if body is None or (sealed and not body.startswith(avro_paths.MAGIC)):
         return None
@@ -227,13 +223,7 @@ def _manifests_of(ctx: Context, listed: str, lenient: bool, sealed: bool = False
         if lenient:
             return None
         raise BadRequest(f"Manifest list {listed[:300]!r} is not a readable Avro manifest list") from None
-    with _lock:
-        if listed not in _lists:
-            _lists[listed] = found
-            _lists_weight += sum(map(len, found))
-        while _lists_weight > _LISTS_WEIGHT and _lists:
-            _, dropped = _lists.popitem(last=False)
-            _lists_weight -= sum(map(len, dropped))
+    _lists.put(listed, found)
     return found
 
 
@@ -255,8 +245,5 @@ def _remember_clean(location: str, manifest: str) -> None:
 
 def clear() -> None:
     """Forget what was read (tests)."""
-    global _lists_weight
-    with _lock:
-        _lists.clear()
-        _clean.clear()
-        _lists_weight = 0
+    _lists.clear()
+    _clean.clear()

@@ -8,8 +8,6 @@ PyIceberg's models and update logic do the work; this module adds what PyIceberg
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from typing import Any
 
 from chalicelib import keys
@@ -29,15 +27,6 @@ def max_metadata_bytes() -> int:
     return env_int("CATALOG_MAX_METADATA_BYTES", 64 * 1024 * 1024)
 
 
-_cache: OrderedDict[str, tuple[bytes, Any]] = OrderedDict()
-
-
-_cache_lock = threading.Lock()
-
-
-_cache_bytes = 0
-
-
 PARSED_WEIGHT = 8  # a parsed model costs several times its JSON
 
 
@@ -45,37 +34,31 @@ def cache_limit_bytes() -> int:
     return env_int("CATALOG_METADATA_CACHE_BYTES", 64 * 1024 * 1024)
 
 
-def _weight(raw: bytes, parsed: Any) -> int:
+def _weight(entry: tuple[bytes, Any]) -> int:
+    raw, parsed = entry
     return len(raw) * (1 + (PARSED_WEIGHT if parsed is not None else 0))
 
 
+# Location to (bytes, parsed model or None), weighed by bytes (immutable files: never stale).
+_cache: Cache[str, tuple[bytes, Any]] = Cache("metadata files", cache_limit_bytes(), weigh=_weight)
+
+
 def _remember(location: str, raw: bytes, parsed: Any = None) -> None:
-    global _cache_bytes
-    limit = cache_limit_bytes()
-    with _cache_lock:
-        old = _cache.pop(location, None)
-        if old is not None:
-            _cache_bytes -= _weight(*old)
-            parsed = parsed if parsed is not None else old[1]
-        if _weight(raw, parsed) > limit:
-            return
-        _cache[location] = (raw, parsed)
-        _cache_bytes += _weight(raw, parsed)
-        while _cache_bytes > limit:
-            _, evicted = _cache.popitem(last=False)
-            _cache_bytes -= _weight(*evicted)
+    _cache.bound(cache_limit_bytes())
+    if parsed is None:
+        old = _cache.get(location)
+        parsed = old[1] if old is not None else None
+    _cache.put(location, (raw, parsed))
 
 
 def cache_bytes() -> int:
-    return _cache_bytes
+    return _cache.weight
 
 
 def read_metadata_raw(ctx: Context, location: str) -> bytes:
-    with _cache_lock:
-        hit = _cache.get(location)
-        if hit is not None:
-            _cache.move_to_end(location)
-            return hit[0]
+    hit = _cache.get(location)
+    if hit is not None:
+        return hit[0]
     bucket, key = keys.split_s3_uri(location)
     raw = ctx.storage.get(bucket, key, max_metadata_bytes()).body
     _remember(location, raw)
@@ -140,12 +123,8 @@ def metadata_at(ctx: Context, location: str) -> Any:
 
 
 def _parsed_hit(location: str) -> Any:
-    with _cache_lock:
-        hit = _cache.get(location)
-        if hit is not None and hit[1] is not None:
-            _cache.move_to_end(location)
-            return hit[1]
-    return None
+    hit = _cache.get(location)
+    return hit[1] if hit is not None else None
 
 
 def _parse_and_keep(location: str, raw: bytes) -> Any:
