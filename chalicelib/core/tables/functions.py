@@ -56,6 +56,7 @@ from chalicelib.names import check_namespace, check_table
 from chalicelib.storage import ObjectNotFound
 
 KIND = function_record.KIND  # a trash item's kind (core/catalog/trash.py)
+_RECORD, _DROPPED = "A function's record", "A dropped function"  # what a damaged one's error names
 
 
 def writable() -> bool:
@@ -272,7 +273,7 @@ def _remove_tomb(ctx: Context, bucket: str, key: str, tomb: FunctionRecord) -> N
     has no conditional delete, after a read: a create takes over a tombstone only after its
     dropper's lease, so the dropper's read-then-delete is safe; the sweeper's, after the lease,
     can meet a create there, which only such a store allows). A create may have finished this drop."""
-    cas.delete_if_same(ctx, bucket, key, tomb.to_json(), "A function's record")
+    cas.delete_if_same(ctx, bucket, key, tomb.to_json(), _RECORD)
 
 
 # ---- the trash ---------------------------------------------------------------------------------------
@@ -288,9 +289,6 @@ def _to_trash(ctx: Context, warehouse: str, tomb: FunctionRecord) -> None:
         return
     bucket, key = ctx.bucket_for(warehouse), keys.function_trash_record(record.drop_id)
     cas.update(ctx, bucket, key, lambda found: None if found else record.to_json(), _DROPPED, absent=True)
-
-
-_DROPPED = "A dropped function"
 
 
 def public_dropped(record: dict[str, Any]) -> dict[str, Any]:
@@ -343,7 +341,8 @@ def list_dropped(ctx: Context, warehouse: str, start: str, size: int) -> tuple[l
 def _swap(ctx: Context, warehouse: str, was: FunctionTrash, new: FunctionTrash, refuse: bool) -> bool:
     """Move a trash record from `was` to `new` (cas.update: If-Match, a lost answer settled by
     reading back). When it is no longer `was`: Conflict if `refuse`, else False (someone settled
-    it meanwhile)."""
+    it meanwhile). A settling step (not `refuse`) that loses every race until the deadline is
+    also False: the sweeper settles it later."""
     bucket, key = ctx.bucket_for(warehouse), keys.function_trash_record(was.drop_id)
 
     def change(doc: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -353,7 +352,12 @@ def _swap(ctx: Context, warehouse: str, was: FunctionTrash, new: FunctionTrash, 
             raise Conflict(f"Dropped function {was.drop_id!r} changed concurrently; list the trash")
         return None
 
-    return cas.update(ctx, bucket, key, change, _DROPPED) == new.to_json()
+    try:
+        return cas.update(ctx, bucket, key, change, _DROPPED) == new.to_json()
+    except ServiceUnavailable:
+        if refuse:
+            raise
+        return False
 
 
 def restore(
@@ -385,10 +389,7 @@ def restore(
 def _mark_restored(ctx: Context, warehouse: str, moved: FunctionTrash) -> None:
     """The record stays, "restored", until the drop's retention ends: an unfinished drop finished
     again later (put-if-absent under the same id) cannot bring it back into the trash."""
-    try:
-        _swap(ctx, warehouse, moved, replace(moved, state="restored"), refuse=False)
-    except ServiceUnavailable:
-        pass  # lost every race until the deadline: the sweeper settles it
+    _swap(ctx, warehouse, moved, replace(moved, state="restored"), refuse=False)
 
 
 def purge(ctx: Context, warehouse: str, drop_id: str, expired_only: bool = False) -> bool:
@@ -453,9 +454,6 @@ def _named_elsewhere(ctx: Context, bucket: str, location: str, drop_id: str) -> 
     return False
 
 
-_RECORD = "A function's record"
-
-
 def _settle_move(ctx: Context, warehouse: str, record: FunctionTrash, expired_only: bool) -> bool:
     """A restore's "moved" record: done once the function is live under its target (the record goes),
     else, once the restorer must have died, back to the trash. Never purged."""
@@ -475,12 +473,8 @@ def _settle_move(ctx: Context, warehouse: str, record: FunctionTrash, expired_on
         if expired_only:
             return False
         raise Conflict(f"Dropped function {drop_id!r} is being restored; retry")
-    try:
-        _swap(
-            ctx, warehouse, record, replace(record, state="dropped", restored_as=None, moved_at_ms=None), refuse=False
-        )
-    except ServiceUnavailable:
-        pass  # the sweeper's next pass
+    back = replace(record, state="dropped", restored_as=None, moved_at_ms=None)
+    _swap(ctx, warehouse, record, back, refuse=False)
     return False
 
 
