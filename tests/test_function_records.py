@@ -1,6 +1,7 @@
 """A function's records (core/tables/function_record.py) and their changes through core/primitives/cas:
 the codec reads every shape a release wrote and refuses damage; a write whose answer is lost is
-settled by reading back (create, drop and undrop still land once); many creates of one name, one wins."""
+settled by reading back (create, drop and undrop still land once); many creates of one name, one wins;
+cas.delete_if_same, which frees a dropped function's name."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ import pytest
 from chalicelib import keys
 from chalicelib.core.catalog import trash as catalog_trash
 from chalicelib.core.containers import namespaces, warehouses
+from chalicelib.core.primitives import cas
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import functions
 from chalicelib.core.tables.function_record import FunctionRecord, FunctionTrash
 from chalicelib.errors import AlreadyExists, CatalogError, DamagedObject, FunctionNotFound
-from chalicelib.storage import WriteInDoubt
+from chalicelib.storage import ConditionalDeleteUnsupported, WriteInDoubt
 from tests.test_spec_semantics import FUNCTION
 
 LOC = "s3://wh/f/add-0a1b/metadata/00000-9c1e.json"
@@ -220,3 +222,29 @@ def test_many_creates_of_one_name_one_wins(crash_ctx: Context, fn_wh: str) -> No
     bucket = ctx.bucket_for(wh)
     files = [k for k in ctx.storage.list_keys(bucket, "f/same-") if k.endswith(".json")]
     assert [f"s3://{bucket}/{k}" for k in files] == won
+
+
+class NoConditionalDelete:
+    """An S3 without conditional deletes (LocalStack's)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def delete_if_match(self, bucket: str, key: str, etag: str) -> None:
+        raise ConditionalDeleteUnsupported(bucket)
+
+
+@pytest.mark.parametrize("conditional", [True, False])
+def test_delete_if_same_deletes_only_the_document_it_was_given(core: Context, conditional: bool) -> None:
+    ctx = core if conditional else Context(core.settings, NoConditionalDelete(core.storage))
+    bucket = f"cas-{uuid.uuid4().hex[:10]}"
+    ctx.storage.create_bucket(bucket)
+    ctx.storage.put(bucket, "tomb", json.dumps(TOMB).encode())
+    assert not cas.delete_if_same(ctx, bucket, "tomb", {**TOMB, "name": "other"}, "a tombstone")
+    assert cas.read(ctx, bucket, "tomb")[0] == TOMB  # not the one it was given: kept
+    assert cas.delete_if_same(ctx, bucket, "tomb", TOMB, "a tombstone")
+    assert cas.read(ctx, bucket, "tomb") == (None, None)
+    assert not cas.delete_if_same(ctx, bucket, "tomb", TOMB, "a tombstone")  # gone already
