@@ -19,7 +19,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from chalicelib.core.primitives import damage
 from chalicelib.errors import Conflict, ServiceUnavailable
-from chalicelib.storage import COUNTER, ObjectNotFound, PreconditionFailed, WriteInDoubt
+from chalicelib.storage import COUNTER, ConditionalDeleteUnsupported, ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 Doc = dict[str, Any]
 T = TypeVar("T")
@@ -182,3 +182,19 @@ def retrying(attempt: Callable[[], T | Again], what: str) -> T:
         lost += 1
         if not contention_pause(lost, started):
             raise busy(what, lost)
+
+
+def delete_if_same(ctx: Any, bucket: str, key: str, doc: Doc, what: str) -> bool:
+    """Delete the document at key if it still is `doc` (a tombstone its writer, or the sweeper,
+    finishes), If-Match on the ETag read; True when deleted. Where S3 has no conditional delete,
+    right after the read: the caller keeps every other writer away meanwhile (a lease)."""
+    found, etag = read(ctx, bucket, key, what)
+    if found != doc or etag is None:
+        return False
+    try:
+        ctx.storage.delete_if_match(bucket, key, etag)
+    except (PreconditionFailed, ObjectNotFound):
+        return False
+    except ConditionalDeleteUnsupported:
+        ctx.storage.delete(bucket, key)
+    return True

@@ -18,6 +18,12 @@ cannot bring it back); a purge moves it to "purging" first, so a restore and a p
 land, then deletes the one metadata file it names, unless another record names it too. The
 sweeper purges what outlived the retention, finishes drops that died past their tombstone, and
 settles restores that died midway.
+
+Both records are typed (core/tables/function_record.py: FunctionRecord and FunctionTrash, one
+codec each, which alone reads their fields), and every change to them goes through
+core/primitives/cas: `claim` writes a record under a name, `update` a tombstone or a trash
+record's state, `delete_if_same` removes a tombstone. None retries on its own, and a write whose
+answer was lost is settled by reading it back.
 """
 
 from __future__ import annotations
@@ -25,19 +31,32 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from chalicelib import keys
 from chalicelib.core.containers import namespaces
 from chalicelib.core.model import Namespace
-from chalicelib.core.primitives import audit, damage
+from chalicelib.core.primitives import audit, cas
 from chalicelib.core.primitives.context import Context, dump, env_int, now_ms, tombstone_lease_ms
+from chalicelib.core.tables import function_record
+from chalicelib.core.tables.function_record import FunctionRecord, FunctionTrash
 from chalicelib.core.tables.trash import retention_ms
-from chalicelib.errors import AlreadyExists, BadRequest, CatalogError, Conflict, FunctionNotFound, NotFound
+from chalicelib.errors import (
+    AlreadyExists,
+    BadRequest,
+    CatalogError,
+    Conflict,
+    DamagedObject,
+    FunctionNotFound,
+    NotFound,
+    ServiceUnavailable,
+)
 from chalicelib.names import check_namespace, check_table
-from chalicelib.storage import ConditionalDeleteUnsupported, ObjectNotFound, PreconditionFailed, WriteInDoubt
+from chalicelib.storage import ObjectNotFound
 
-KIND = "function"
+KIND = function_record.KIND  # a trash item's kind (core/catalog/trash.py)
+_RECORD, _DROPPED = "A function's record", "A dropped function"  # what a damaged one's error names
 
 
 def writable() -> bool:
@@ -128,15 +147,21 @@ def _check_versions(d: dict[str, Any]) -> None:
         raise BadRequest(f"Invalid function: current-version-id of {where} names none of its versions")
 
 
-def _read(ctx: Context, warehouse: str, ns: Namespace, name: str) -> tuple[dict[str, Any], str]:
+def _read(ctx: Context, warehouse: str, ns: Namespace, name: str) -> FunctionRecord:
+    """The live function under the name (FunctionNotFound for none, or a drop's tombstone)."""
+    bucket, key = ctx.bucket_for(warehouse), keys.function_record(ns, name)
     try:
-        obj = ctx.storage.get(ctx.bucket_for(warehouse), keys.function_record(ns, name))
+        obj = ctx.storage.get(bucket, key)
     except ObjectNotFound:
         raise _missing(ctx, warehouse, ns, name) from None
-    record = json.loads(obj.body)
-    if record.get("state") == "dropped":
+    record = FunctionRecord.parse(obj.body, bucket, key, _subject(ns, name))
+    if record.dropped:
         raise _missing(ctx, warehouse, ns, name)
-    return record, obj.etag
+    return record
+
+
+def _subject(ns: Namespace, name: str) -> str:
+    return f"Function {'.'.join((*ns, name))}"
 
 
 def _missing(ctx: Context, warehouse: str, ns: Namespace, name: str) -> FunctionNotFound:
@@ -147,8 +172,7 @@ def _missing(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Function
 def load(ctx: Context, warehouse: str, ns: Namespace, name: str) -> dict[str, Any]:
     """LoadFunctionResult: the metadata location and the function's metadata."""
     check_table(name)
-    record, _ = _read(ctx, warehouse, ns, name)
-    location = str(record["metadata-location"])
+    location = _read(ctx, warehouse, ns, name).metadata_location
     body = ctx.storage.get(*keys.split_s3_uri(location)).body
     return {"metadata-location": location, "metadata": json.loads(body)}
 
@@ -187,169 +211,108 @@ def create(ctx: Context, warehouse: str, ns: Namespace, name: str, metadata: obj
     doc.setdefault("definition-log", [])
     meta_loc = keys.metadata_file(location, 0, str(uuid.uuid4()))
     ctx.storage.put_if_absent(*keys.split_s3_uri(meta_loc), dump(doc))
-    record = {"metadata-location": meta_loc, "function-uuid": function_uuid, "created-ms": now_ms()}
-    stamped, _ = audit.stamped(record, audit.entry("create-function", _target(ns, name, function_uuid), after=meta_loc))
+    record = FunctionRecord(metadata_location=meta_loc, function_uuid=function_uuid, created_ms=now_ms())
+    stamped, _ = record.stamped(audit.entry("create-function", _target(ns, name, function_uuid), after=meta_loc))
     try:
         _claim(ctx, warehouse, ns, name, stamped)
     except AlreadyExists:
         ctx.storage.delete(*keys.split_s3_uri(meta_loc))  # ours, never named by a record
         raise
-    audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, _source(function_uuid), stamped)
+    audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, _source(function_uuid), stamped.to_json())
     return {"metadata-location": meta_loc, "metadata": doc}
 
 
-def _claim(ctx: Context, warehouse: str, ns: Namespace, name: str, record: dict[str, Any]) -> None:
-    """Write a live record under the name (If-None-Match). A drop not yet finished there (its
-    tombstone) is finished first, trash included, then its place taken (If-Match); AlreadyExists
-    for a live function, or one made meanwhile."""
+def _claim(ctx: Context, warehouse: str, ns: Namespace, name: str, record: FunctionRecord) -> None:
+    """Write a live record under the name (cas.claim: If-None-Match). A drop not yet finished there
+    (its tombstone) is finished first, trash included, then its place taken (If-Match);
+    AlreadyExists for a live function, or one made meanwhile."""
     bucket, key = ctx.bucket_for(warehouse), keys.function_record(ns, name)
-    for _ in range(3):
-        try:
-            ctx.storage.put_if_absent(bucket, key, dump(record))
-            return
-        except (PreconditionFailed, WriteInDoubt):
-            pass  # taken, or its answer lost: what is there now says which (ours is recognised below)
-        try:
-            current = ctx.storage.get(bucket, key)
-        except ObjectNotFound:
-            continue  # its drop finished meanwhile: the name is free again
-        found = json.loads(current.body)
-        if found.get("metadata-location") == record["metadata-location"] and found.get("state") != "dropped":
-            return  # ours (a retry after a lost answer)
-        if found.get("state") != "dropped":
+
+    def judge(doc: dict[str, Any], etag: str) -> cas.Ours | cas.TakeOver | None:
+        found = FunctionRecord.decode(doc, bucket, key, _subject(ns, name))
+        if found == record:
+            return cas.Ours(etag)  # a retry after a lost answer
+        if not found.dropped:
             raise AlreadyExists(f"Function already exists: {'.'.join((*ns, name))}")
-        if now_ms() - int(_drop_entry(found).get("at") or 0) < tombstone_lease_ms():
+        if now_ms() - found.dropped_at_ms < tombstone_lease_ms():
             # Its dropper is finishing it (and, on an S3 without conditional deletes, deletes it
             # after a read): the name frees in a moment.
             raise Conflict(f"Function {'.'.join((*ns, name))} is being dropped; retry in a moment")
         _to_trash(ctx, warehouse, found)
-        try:
-            ctx.storage.put_if_match(bucket, key, dump(record), current.etag)
-            return
-        except (PreconditionFailed, ObjectNotFound):
-            continue
-    raise Conflict(f"Function {'.'.join((*ns, name))} changed concurrently; retry")
+        return cas.TakeOver(etag)
+
+    cas.claim(ctx, bucket, key, dump(record.to_json()), judge, _subject(ns, name))
 
 
 def drop(ctx: Context, warehouse: str, ns: Namespace, name: str) -> None:
-    """Tombstone the record (If-Match; its audit entry rides with it), journal, then delete it."""
+    """Tombstone the record (cas.update, If-Match: the commit point; its audit entry rides with
+    it), journal, move it into the trash, then delete the tombstone."""
     check_table(name)
     bucket, key = ctx.bucket_for(warehouse), keys.function_record(ns, name)
-    record, etag = _read(ctx, warehouse, ns, name)
-    function_uuid = str(record.get("function-uuid", ""))
-    entry = audit.entry("drop-function", _target(ns, name, function_uuid), before=record.get("metadata-location"))
-    tomb, older = audit.stamped({**record, "state": "dropped"}, entry)
-    tomb.update({"namespace": list(ns), "name": name})  # where it was, for its trash record
-    try:
-        tomb_etag = ctx.storage.put_if_match(bucket, key, dump(tomb), etag)
-    except (PreconditionFailed, ObjectNotFound):
-        raise _missing(ctx, warehouse, ns, name) from None  # dropped (or replaced) by someone else meanwhile
-    audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, _source(function_uuid), tomb, older)
+    carried: list[list[dict[str, Any]]] = [[]]  # the entries the dropped record carried
+
+    def tombstone(doc: dict[str, Any] | None) -> dict[str, Any]:
+        found = None if doc is None else FunctionRecord.decode(doc, bucket, key, _subject(ns, name))
+        if found is None or found.dropped:
+            raise _missing(ctx, warehouse, ns, name)  # dropped by someone else meanwhile
+        entry = audit.entry(
+            "drop-function", _target(ns, name, found.function_uuid or ""), before=found.metadata_location
+        )
+        tomb, carried[0] = found.tombstone(ns, name, entry)
+        return tomb.to_json()
+
+    written = cas.update(ctx, bucket, key, tombstone, _subject(ns, name))
+    tomb = FunctionRecord.decode(written, bucket, key, _subject(ns, name))
+    audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, _source(tomb.function_uuid or ""), tomb.to_json(), carried[0])
     _to_trash(ctx, warehouse, tomb)
-    _remove_tomb(ctx, bucket, key, tomb_etag)
+    _remove_tomb(ctx, bucket, key, tomb)
 
 
-def _remove_tomb(ctx: Context, bucket: str, key: str, etag: str) -> None:
-    """Free the name: delete the tombstone if it is still ours (If-Match; where S3 has no
-    conditional delete, after a read: a create takes over a tombstone only after its dropper's
-    lease, so the dropper's read-then-delete is safe; the sweeper's, after the lease, can meet a
-    create there, which only such a store allows). A create may have finished this drop."""
-    try:
-        ctx.storage.delete_if_match(bucket, key, etag)
-        return
-    except (PreconditionFailed, ObjectNotFound):
-        return
-    except ConditionalDeleteUnsupported:
-        pass
-    try:
-        if ctx.storage.get(bucket, key).etag == etag:
-            ctx.storage.delete(bucket, key)
-    except ObjectNotFound:
-        pass
+def _remove_tomb(ctx: Context, bucket: str, key: str, tomb: FunctionRecord) -> None:
+    """Free the name: delete the tombstone if it is still this one (cas.delete_if_same; where S3
+    has no conditional delete, after a read: a create takes over a tombstone only after its
+    dropper's lease, so the dropper's read-then-delete is safe; the sweeper's, after the lease,
+    can meet a create there, which only such a store allows). A create may have finished this drop."""
+    cas.delete_if_same(ctx, bucket, key, tomb.to_json(), _RECORD)
 
 
 # ---- the trash ---------------------------------------------------------------------------------------
 
 
-def _drop_entry(record: dict[str, Any]) -> dict[str, Any]:
-    return next((e for e in reversed(record.get(audit.TAIL) or []) if e.get("op") == "drop-function"), {})
-
-
-def _to_trash(ctx: Context, warehouse: str, tomb: dict[str, Any]) -> None:
+def _to_trash(ctx: Context, warehouse: str, tomb: FunctionRecord) -> None:
     """Keep a dropped function for the warehouse's retention (none: its files stay, as before the
-    trash). Idempotent: the record is named by the drop's entry id."""
+    trash). Idempotent: the record is named by the drop's entry id, so any record there is this
+    drop's, in whatever state it has reached (written once, by cas.update's If-None-Match)."""
     keep_ms = retention_ms(ctx, warehouse)
-    entry = _drop_entry(tomb)
-    if keep_ms <= 0 or not entry.get("id") or "name" not in tomb:
+    record = FunctionTrash.of_drop(tomb, keep_ms, now_ms()) if keep_ms > 0 else None
+    if record is None:
         return
-    record = {
-        "kind": KIND,
-        "drop-id": entry["id"],
-        "state": "dropped",
-        "namespace": tomb["namespace"],
-        "name": tomb["name"],
-        "dropped-at-ms": int(entry.get("at") or now_ms()),
-        "dropped-by": entry.get("principal"),
-        "expires-at-ms": int(entry.get("at") or now_ms()) + keep_ms,
-        "function": {k: v for k, v in tomb.items() if k not in ("state", "namespace", "name")},
-    }
-    bucket, key = ctx.bucket_for(warehouse), keys.function_trash_record(entry["id"])
-    for _ in range(3):
-        try:
-            ctx.storage.put_if_absent(bucket, key, dump(record))
-            return
-        except (PreconditionFailed, WriteInDoubt):
-            pass  # written already (a drop finished twice, or restored since), or its answer lost
-        try:
-            ctx.storage.get(bucket, key)
-            return  # there: this drop's record, in whatever state it has reached
-        except ObjectNotFound:
-            continue
-    raise WriteInDoubt(f"{bucket}/{key}")
+    bucket, key = ctx.bucket_for(warehouse), keys.function_trash_record(record.drop_id)
+    cas.update(ctx, bucket, key, lambda found: None if found else record.to_json(), _DROPPED, absent=True)
 
 
 def public_dropped(record: dict[str, Any]) -> dict[str, Any]:
-    function = record.get("function") or {}
-    return {
-        "id": record["drop-id"],
-        "kind": KIND,
-        "identifier": {"namespace": list(record["namespace"]), "name": record["name"]},
-        "function-uuid": function.get("function-uuid"),
-        "metadata-location": function.get("metadata-location"),
-        "dropped-at-ms": record.get("dropped-at-ms"),
-        "dropped-by": record.get("dropped-by"),
-        "expires-at-ms": record.get("expires-at-ms"),
-        "state": record.get("state"),
-    }
+    """A trash record get_dropped or list_dropped gave, in the trash listing's shape."""
+    return FunctionTrash.from_json(record).public()
 
 
-def _trash_problem(doc: Any) -> str | None:
-    if not isinstance(doc, dict) or doc.get("kind") != KIND or not isinstance(doc.get("function"), dict):
-        return "not a dropped function's record"
-    if not isinstance(doc.get("namespace"), list) or not isinstance(doc.get("name"), str):
-        return "no namespace and name"
-    if doc.get("state") not in ("dropped", "moved", "restored", "purging"):
-        return f"unknown state {str(doc.get('state'))[:40]!r}"
-    return None
-
-
-def _trash_record(ctx: Context, warehouse: str, drop_id: str) -> tuple[dict[str, Any], str]:
+def _trash_record(ctx: Context, warehouse: str, drop_id: str) -> FunctionTrash:
     if not drop_id or len(drop_id) > 64 or not drop_id.isalnum():
         raise NotFound(f"No dropped table, view or function {drop_id[:80]!r}")
+    bucket, key = ctx.bucket_for(warehouse), keys.function_trash_record(drop_id)
     try:
-        obj = ctx.storage.get(ctx.bucket_for(warehouse), keys.function_trash_record(drop_id))
+        obj = ctx.storage.get(bucket, key)
     except ObjectNotFound:
         raise NotFound(f"No dropped table, view or function {drop_id!r}") from None
-    key = keys.function_trash_record(drop_id)
-    return damage.parse(obj.body, ctx.bucket_for(warehouse), key, "A dropped function", _trash_problem), obj.etag
+    return FunctionTrash.parse(obj.body, bucket, key, _DROPPED)
 
 
 def get_dropped(ctx: Context, warehouse: str, drop_id: str) -> dict[str, Any]:
     """A dropped function's trash record (NotFound unless it is in the trash, dropped)."""
-    record, _ = _trash_record(ctx, warehouse, drop_id)
-    if record.get("state") != "dropped":
-        raise NotFound(f"Dropped function {drop_id!r} is {record.get('state')}")
-    return record
+    record = _trash_record(ctx, warehouse, drop_id)
+    if record.state != "dropped":
+        raise NotFound(f"Dropped function {drop_id!r} is {record.state}")
+    return record.to_json()
 
 
 def list_dropped(ctx: Context, warehouse: str, start: str, size: int) -> tuple[list[dict[str, Any]], str | None]:
@@ -366,87 +329,100 @@ def list_dropped(ctx: Context, warehouse: str, start: str, size: int) -> tuple[l
     out = []
     for key in listed[:size]:
         try:
-            record = json.loads(ctx.storage.get(bucket, key).body)
-        except (ObjectNotFound, ValueError):
+            record = FunctionTrash.parse(ctx.storage.get(bucket, key).body, bucket, key, _DROPPED)
+        except (ObjectNotFound, DamagedObject):
             continue  # gone meanwhile, or damaged (skipped: its own id answers 422)
-        if _trash_problem(record) is None and record.get("state") == "dropped":
-            out.append(record)
+        if record.state == "dropped":
+            out.append(record.to_json())
     last = listed[size - 1][len(keys.FUNCTION_TRASH_PREFIX) : -len(".json")] if more else None
     return out, last
+
+
+def _swap(ctx: Context, warehouse: str, was: FunctionTrash, new: FunctionTrash, refuse: bool) -> bool:
+    """Move a trash record from `was` to `new` (cas.update: If-Match, a lost answer settled by
+    reading back). When it is no longer `was`: Conflict if `refuse`, else False (someone settled
+    it meanwhile). A settling step (not `refuse`) that loses every race until the deadline is
+    also False: the sweeper settles it later."""
+    bucket, key = ctx.bucket_for(warehouse), keys.function_trash_record(was.drop_id)
+
+    def change(doc: dict[str, Any] | None) -> dict[str, Any] | None:
+        if doc is not None and FunctionTrash.decode(doc, bucket, key, _DROPPED) == was:
+            return new.to_json()
+        if refuse:
+            raise Conflict(f"Dropped function {was.drop_id!r} changed concurrently; list the trash")
+        return None
+
+    try:
+        return cas.update(ctx, bucket, key, change, _DROPPED) == new.to_json()
+    except ServiceUnavailable:
+        if refuse:
+            raise
+        return False
 
 
 def restore(
     ctx: Context, warehouse: str, drop_id: str, dst: tuple[Namespace, str] | None = None
 ) -> tuple[Namespace, str, str]:
     """Bring a dropped function back under its old name or dst: (namespace, name, metadata location)."""
-    bucket, trash_key = ctx.bucket_for(warehouse), keys.function_trash_record(drop_id)
-    record, etag = _trash_record(ctx, warehouse, drop_id)
-    if record.get("state") != "dropped":
-        raise Conflict(f"Dropped function {drop_id!r} is being {record.get('state')}")
-    ns, name = dst or (check_namespace(record["namespace"]), check_table(record["name"]))
+    record = _trash_record(ctx, warehouse, drop_id)
+    if record.state != "dropped":
+        raise Conflict(f"Dropped function {drop_id!r} is being {record.state}")
+    ns, name = dst or (check_namespace(list(record.namespace)), check_table(record.name))
     namespaces.require_active(ctx, warehouse, ns)
-    function = dict(record["function"])
-    moved = {**record, "state": "moved", "restored-as": [list(ns), name], "moved-at-ms": now_ms()}
-    try:
-        moved_etag = ctx.storage.put_if_match(bucket, trash_key, dump(moved), etag)
-    except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
-        raise Conflict(f"Dropped function {drop_id!r} changed concurrently; list the trash") from None
-    target = _target(ns, name, str(function.get("function-uuid", "")))
+    moved = replace(record, state="moved", restored_as=(ns, name), moved_at_ms=now_ms())
+    _swap(ctx, warehouse, record, moved, refuse=True)  # the commit point
+    function = record.function
+    target = _target(ns, name, function.function_uuid or "")
     detail: dict[str, Any] = {"drop-id": drop_id}
-    entry = audit.entry("restore-function", target, after=function.get("metadata-location"), **detail)
-    live, older = audit.stamped(function, entry)
+    live, older = function.stamped(audit.entry("restore-function", target, after=function.metadata_location, **detail))
     try:
         _claim(ctx, warehouse, ns, name, live)
     except CatalogError:
-        ctx.storage.put_if_match(bucket, trash_key, dump(record), moved_etag)  # still in the trash
+        _swap(ctx, warehouse, moved, record, refuse=False)  # still in the trash
         raise
-    audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, _source(str(function.get("function-uuid", ""))), live, older)
-    _mark_restored(ctx, bucket, trash_key, moved, moved_etag)
-    return ns, name, str(function.get("metadata-location"))
+    bucket = ctx.bucket_for(warehouse)
+    audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, _source(function.function_uuid or ""), live.to_json(), older)
+    _mark_restored(ctx, warehouse, moved)
+    return ns, name, function.metadata_location
 
 
-def _mark_restored(ctx: Context, bucket: str, trash_key: str, record: dict[str, Any], etag: str) -> None:
+def _mark_restored(ctx: Context, warehouse: str, moved: FunctionTrash) -> None:
     """The record stays, "restored", until the drop's retention ends: an unfinished drop finished
     again later (put-if-absent under the same id) cannot bring it back into the trash."""
-    try:
-        ctx.storage.put_if_match(bucket, trash_key, dump({**record, "state": "restored"}), etag)
-    except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
-        pass  # settled meanwhile (the sweeper, after the lease), or in doubt: the sweeper settles it
+    _swap(ctx, warehouse, moved, replace(moved, state="restored"), refuse=False)
 
 
 def purge(ctx: Context, warehouse: str, drop_id: str, expired_only: bool = False) -> bool:
     """Delete a dropped function's metadata files and its trash record now (expired_only: only once
     its retention is over). True when nothing of it is left."""
     bucket, trash_key = ctx.bucket_for(warehouse), keys.function_trash_record(drop_id)
-    record, etag = _trash_record(ctx, warehouse, drop_id)
-    state = record.get("state")
-    function = record.get("function") or {}
-    function_uuid = str(function.get("function-uuid", ""))
-    if state == "moved":
-        return _settle_move(ctx, warehouse, drop_id, record, etag, expired_only)
-    if state == "restored":
+    record = _trash_record(ctx, warehouse, drop_id)
+    expired = now_ms() >= (record.expires_at_ms or 0)
+    if record.state == "moved":
+        return _settle_move(ctx, warehouse, record, expired_only)
+    if record.state == "restored":
         if not expired_only:
-            target = ".".join((*record["restored-as"][0], record["restored-as"][1]))
+            ns, name = record.target()
+            target = ".".join((*ns, name))
             raise NotFound(f"Dropped function {drop_id!r} was restored as {target}; nothing was purged")
-        if now_ms() < int(record.get("expires-at-ms") or 0):
+        if not expired:
             return False
         ctx.storage.delete(bucket, trash_key)
         return True
-    if state == "dropped":
-        if expired_only and now_ms() < int(record.get("expires-at-ms") or 0):
+    function = record.function
+    if record.state == "dropped":
+        if expired_only and not expired:
             return False
-        where = _target(tuple(record["namespace"]), record["name"], function_uuid)
+        where = _target(record.namespace, record.name, function.function_uuid or "")
         detail: dict[str, Any] = {"drop-id": drop_id}
-        e = audit.entry("purge-function", where, before=function.get("metadata-location"), **detail)
-        stamped, older = audit.stamped(function, e)
-        purging = {**record, "state": "purging", "function": stamped}
-        try:
-            ctx.storage.put_if_match(bucket, trash_key, dump(purging), etag)
-        except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
-            raise Conflict(f"Dropped function {drop_id!r} changed concurrently; list the trash") from None
-        audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, _source(function_uuid), stamped, older)
-        record = purging
-    location = str(function.get("metadata-location") or "")
+        stamped, older = function.stamped(
+            audit.entry("purge-function", where, before=function.metadata_location, **detail)
+        )
+        _swap(ctx, warehouse, record, replace(record, state="purging", function=stamped), refuse=True)
+        audit.flush_record(
+            ctx, bucket, keys.AUDIT_PREFIX, _source(function.function_uuid or ""), stamped.to_json(), older
+        )
+    location = function.metadata_location
     if location.startswith(f"s3://{bucket}/") and not _named_elsewhere(ctx, bucket, location, drop_id):
         ctx.storage.delete(*keys.split_s3_uri(location))  # the one file a function has
     ctx.storage.delete(bucket, trash_key)
@@ -457,48 +433,48 @@ def _named_elsewhere(ctx: Context, bucket: str, location: str, drop_id: str) -> 
     """Whether a function record (live, or a drop unfinished) or another trash record still names
     this metadata file: a crash may leave two records of one function, and only the last may
     take its file."""
-    for prefix in (keys.FUNCTIONS_PREFIX, keys.FUNCTION_TRASH_PREFIX):
-        for key in ctx.storage.list_keys(bucket, prefix):
-            if key == keys.function_trash_record(drop_id):
-                continue
-            try:
-                doc = json.loads(ctx.storage.get(bucket, key).body)
-            except (ObjectNotFound, ValueError):
-                continue
-            if not isinstance(doc, dict) or doc.get("state") in ("purging", "restored"):
-                continue
-            named = doc.get("function", doc) if prefix == keys.FUNCTION_TRASH_PREFIX else doc
-            if isinstance(named, dict) and named.get("metadata-location") == location:
+    for key in ctx.storage.list_keys(bucket, keys.FUNCTIONS_PREFIX):
+        try:
+            if (
+                FunctionRecord.parse(ctx.storage.get(bucket, key).body, bucket, key, _RECORD).metadata_location
+                == location
+            ):
                 return True
+        except (ObjectNotFound, DamagedObject):
+            continue
+    for key in ctx.storage.list_keys(bucket, keys.FUNCTION_TRASH_PREFIX):
+        if key == keys.function_trash_record(drop_id):
+            continue
+        try:
+            other = FunctionTrash.parse(ctx.storage.get(bucket, key).body, bucket, key, _DROPPED)
+        except (ObjectNotFound, DamagedObject):
+            continue
+        if other.state not in ("purging", "restored") and other.function.metadata_location == location:
+            return True
     return False
 
 
-def _settle_move(
-    ctx: Context, warehouse: str, drop_id: str, record: dict[str, Any], etag: str, expired_only: bool
-) -> bool:
+def _settle_move(ctx: Context, warehouse: str, record: FunctionTrash, expired_only: bool) -> bool:
     """A restore's "moved" record: done once the function is live under its target (the record goes),
     else, once the restorer must have died, back to the trash. Never purged."""
-    bucket, trash_key = ctx.bucket_for(warehouse), keys.function_trash_record(drop_id)
-    ns, name = tuple(record["restored-as"][0]), str(record["restored-as"][1])
-    uuid_ = (record.get("function") or {}).get("function-uuid")
+    bucket, drop_id = ctx.bucket_for(warehouse), record.drop_id
+    ns, name = record.target()
+    key = keys.function_record(ns, name)
     try:
-        live = json.loads(ctx.storage.get(bucket, keys.function_record(ns, name)).body)
+        live: FunctionRecord | None = FunctionRecord.parse(ctx.storage.get(bucket, key).body, bucket, key, _RECORD)
     except ObjectNotFound:
-        live = {}
-    if live.get("state") != "dropped" and live.get("function-uuid") == uuid_:
-        _mark_restored(ctx, bucket, trash_key, record, etag)
+        live = None
+    if live is not None and not live.dropped and live.function_uuid == record.function.function_uuid:
+        _mark_restored(ctx, warehouse, record)
         if expired_only:
             return False  # the marker stays until the retention ends
         raise NotFound(f"Dropped function {drop_id!r} was restored as {'.'.join((*ns, name))}; nothing was purged")
-    if now_ms() - int(record.get("moved-at-ms") or 0) < tombstone_lease_ms():  # the restorer's still
+    if now_ms() - (record.moved_at_ms or 0) < tombstone_lease_ms():  # the restorer's still
         if expired_only:
             return False
         raise Conflict(f"Dropped function {drop_id!r} is being restored; retry")
-    back = {k: v for k, v in record.items() if k not in ("restored-as", "moved-at-ms")}
-    try:
-        ctx.storage.put_if_match(bucket, trash_key, dump({**back, "state": "dropped"}), etag)
-    except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
-        pass
+    back = replace(record, state="dropped", restored_as=None, moved_at_ms=None)
+    _swap(ctx, warehouse, record, back, refuse=False)
     return False
 
 
@@ -510,16 +486,13 @@ def _finish_drops(ctx: Context, warehouse: str, deadline: float) -> int:
         if time.monotonic() >= deadline:
             break
         try:
-            obj = ctx.storage.get(bucket, key)
-            tomb = json.loads(obj.body)
-        except (ObjectNotFound, ValueError):
-            continue
-        if not isinstance(tomb, dict) or tomb.get("state") != "dropped":
-            continue
-        if now_ms() - int(_drop_entry(tomb).get("at") or 0) < tombstone_lease_ms():
+            tomb = FunctionRecord.parse(ctx.storage.get(bucket, key).body, bucket, key, _RECORD)
+        except (ObjectNotFound, DamagedObject):
+            continue  # gone meanwhile, or damaged (skipped, logged)
+        if not tomb.dropped or now_ms() - tomb.dropped_at_ms < tombstone_lease_ms():
             continue
         _to_trash(ctx, warehouse, tomb)
-        _remove_tomb(ctx, bucket, key, obj.etag)
+        _remove_tomb(ctx, bucket, key, tomb)
         done += 1
     return done
 
