@@ -26,7 +26,7 @@ from pathlib import Path
 import grimp
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # grimp finds chalicelib/ on the path, as `python scripts/layout_map.py` has not
+if str(ROOT) not in sys.path:  # grimp imports chalicelib; run as a script, the path holds scripts/ only
     sys.path.insert(0, str(ROOT))
 PACKAGE = ROOT / "chalicelib"
 WIDTH = 104
@@ -190,10 +190,10 @@ def grouped(contracts: Contracts) -> dict[str, list[Path]]:
     return {g: sorted(paths, key=lambda p: (order.get(_name(p), len(order)), p.name)) for g, paths in groups.items()}
 
 
-def package_map(contracts: Contracts) -> str:
+def package_map(contracts: Contracts, groups: dict[str, list[Path]]) -> str:
     """docs/layout.md's map: every package and module of chalicelib/, in the groups of the layers."""
     out: list[str] = []
-    for group, paths in grouped(contracts).items():
+    for group, paths in groups.items():
         if group == CORE:
             out += ["", f'{group} (its layers, top first: docs/design.md, "The parts")']
             out += _entry("chalicelib/core/", summary(PACKAGE / "core"))
@@ -231,9 +231,8 @@ ROWS = (("entry points", SERVING), ("faces", FACES), ("pipeline", PIPELINE), ("i
 PICTURE_COLUMN = 16
 
 
-def parts_picture(contracts: Contracts) -> str:
+def parts_picture(contracts: Contracts, groups: dict[str, list[Path]]) -> str:
     """docs/design.md's "The parts": the layers with each part's first sentence, and the contracts."""
-    groups = grouped(contracts)
     lines = ["```text"]
     column = PICTURE_COLUMN
     for label, group in ROWS:
@@ -245,7 +244,8 @@ def parts_picture(contracts: Contracts) -> str:
         for n, name in enumerate(layer):
             beside = f"(beside {first}) " if n else ""
             path = _core_path(name)
-            inside = f" [{', '.join(_name(p) for p in children(path))}]" if path.is_dir() else ""
+            inside = ", ".join(_name(p) for p in children(path)) if path.is_dir() else ""
+            inside = f" [{inside}]" if inside else ""
             lines += _entry(_label(path), beside + short(path) + inside, "  ", column)
     lines += _entry("below", "chalicelib/ " + ", ".join(_label(p) for p in groups[BELOW]), column=column)
     lines += ["```", "", "The contracts of `.importlinter`, each checked by `make lint`:", ""]
@@ -268,10 +268,11 @@ def replace(text: str, name: str, body: str) -> str:
 def pages() -> dict[Path, str]:
     """Each page as this script writes it."""
     contracts = read_contracts()
+    groups = grouped(contracts)
     layout, design = ROOT / "docs" / "layout.md", ROOT / "docs" / "design.md"
     return {
-        layout: replace(layout.read_text(), "package map", "```text\n" + package_map(contracts) + "```\n"),
-        design: replace(design.read_text(), "layer picture", parts_picture(contracts)),
+        layout: replace(layout.read_text(), "package map", "```text\n" + package_map(contracts, groups) + "```\n"),
+        design: replace(design.read_text(), "layer picture", parts_picture(contracts, groups)),
     }
 
 
@@ -279,14 +280,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a page differs")
     args = parser.parse_args(argv)
-    stale = [path for path, text in pages().items() if path.read_text() != text]
-    if args.check:
-        for path in stale:
+    stale = {path: text for path, text in pages().items() if path.read_text() != text}
+    for path, text in stale.items():
+        if args.check:
             print(f"{path.relative_to(ROOT)} is not what scripts/layout_map.py writes: run make docs-map")
-        return 1 if stale else 0
-    for path, text in pages().items():
-        path.write_text(text)
-    return 0
+        else:
+            path.write_text(text)
+    return 1 if stale and args.check else 0
 
 
 if __name__ == "__main__":
