@@ -72,6 +72,7 @@ class Contracts:
     layers: list[list[str]]  # the core's layers, top first; the parts of one layer sit beside each other
     names: list[str]  # every contract's name
     known_edges: list[str]  # the imports the cycle contract ignores
+    package_layers: dict[str, list[str]]  # another layered package's parts (chalicelib/x/), top first
 
 
 def _lines(value: str) -> list[str]:
@@ -86,12 +87,17 @@ def read_contracts(path: Path = ROOT / ".importlinter") -> Contracts:
     pipeline: list[str] = []
     layers: list[list[str]] = []
     edges: list[str] = []
+    package_layers: dict[str, list[str]] = {}
     for contract in contracts:
         kind = contract.get("type")
         if kind == "independence":
             faces += [m.removeprefix("chalicelib.") for m in _lines(contract["modules"])]
         elif kind == "layers" and _lines(contract.get("containers", "")) == ["chalicelib.core"]:
             layers = [[p.strip() for p in re.split(r"[|:]", layer)] for layer in _lines(contract["layers"])]
+        elif kind == "layers":
+            parts = [p.strip() for layer in _lines(contract["layers"]) for p in re.split(r"[|:]", layer)]
+            for container in _lines(contract.get("containers", "")):
+                package_layers[container.removeprefix("chalicelib.").replace(".", "/")] = parts
         elif kind == "acyclic_siblings":
             edges += _lines(contract.get("ignore_imports", ""))
     for contract in contracts:
@@ -100,7 +106,7 @@ def read_contracts(path: Path = ROOT / ".importlinter") -> Contracts:
         if contract.get("type") == "forbidden" and "chalicelib.core" in sources and forbidden >= set(faces):
             pipeline += [m.removeprefix("chalicelib.") for m in sources if m != "chalicelib.core"]
     names = [c["name"] for c in contracts]
-    return Contracts(list(dict.fromkeys(faces)), list(dict.fromkeys(pipeline)), layers, names, edges)
+    return Contracts(list(dict.fromkeys(faces)), list(dict.fromkeys(pipeline)), layers, names, edges, package_layers)
 
 
 def summary(path: Path) -> str:
@@ -172,10 +178,12 @@ def _entry(label: str, text: str, indent: str = "", column: int = NAME_COLUMN) -
     return wrapped or [head.rstrip()]
 
 
-def _part(path: Path, prefix: str) -> list[str]:
+def _part(path: Path, prefix: str, contracts: Contracts) -> list[str]:
+    """A part and, for a package, its modules: in its layers' order where a contract layers it."""
     lines = _entry(prefix + _label(path), summary(path))
     if path.is_dir() and (path / "__init__.py").exists():
-        for child in children(path):
+        order = {n: i for i, n in enumerate(contracts.package_layers.get(path.relative_to(PACKAGE).as_posix(), []))}
+        for child in sorted(children(path), key=lambda c: order.get(_name(c), len(order))):
             lines += _entry(_label(child), summary(child), indent="  ")
     return lines
 
@@ -199,11 +207,11 @@ def package_map(contracts: Contracts, groups: dict[str, list[Path]]) -> str:
             out += _entry("chalicelib/core/", summary(PACKAGE / "core"))
             for layer in _core_layers(contracts):
                 for name in layer:
-                    out += _part(_core_path(name), "chalicelib/core/")
+                    out += _part(_core_path(name), "chalicelib/core/", contracts)
         elif paths:
             out += ["", group]
             for path in paths:
-                out += _part(path, "chalicelib/")
+                out += _part(path, "chalicelib/", contracts)
     return "\n".join(out[1:]) + "\n"
 
 
