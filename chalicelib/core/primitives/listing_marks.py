@@ -15,8 +15,9 @@ A mark is a request's own until that request settles it: an operation that write
 a `scope()` (projection.settles), which records the marks this thread writes, and once the
 operation is over (every write it made has landed or failed) the projection settles them: it
 records each marked name as its pointer now reads in the projection, then deletes the request's own
-marks (projection.py says why that is exact). A mark nobody settles (a crashed writer, a write made
-outside any scope) is folded after `GRACE_MS` by the next full listing or the sweeper.
+marks (docs/design.md, "Full listings", says why that is exact). A mark nobody settles (a crashed
+writer, a write made outside any scope) is folded after `GRACE_MS` by the next full listing or the
+sweeper.
 """
 
 from __future__ import annotations

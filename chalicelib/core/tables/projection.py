@@ -1,76 +1,13 @@
 """A namespace's listed names, kept current as writes land, so that a full listing reads a few
 objects however many tables the namespace holds, right after any history.
 
-Objects (all under `keys.listing_prefix(ns)`, so one LIST returns every one of them):
-- **shards** `@{ns-uuid}.{i}.json`: the listed names whose `crc32(name) % 16 == i`, each with what
-  it lists as: "table", "view", "staged" (an S3 Tables table whose first metadata is not written
-  yet) or "damaged" (a pointer that cannot be read: listed nowhere, read again by every full
-  listing, so a repair that leaves no mark still shows). A shard is written only by
-  compare-and-swap on its ETag; an absent shard holds no name. Each write carries a fresh nonce,
-  so no two writes have the same ETag (no ABA).
-- **the completion mark** `@{ns-uuid}` (empty): the shards of the namespace with that uuid name
-  every listed table. A namespace created by this release writes it before its record exists, so
-  its projection is complete (and empty) from the start. The uuid in every key keeps the objects
-  of an earlier namespace of the same name apart; the sweeper removes them.
-- **marks** `{name}/{ms}-{nonce}` (core/primitives/listing_marks.py): every pointer write that may change how a
-  name lists writes one before it lands.
-
-**Settle** (the writer's side, `settles`): an operation that writes pointers records the marks its
-thread wrote; when it is over, every write it made has landed or failed. Then, per namespace: read
-the namespace record (its uuid) and the names' shards, THEN read each marked pointer; a pointer
-whose bytes alone decide what it lists as (`decided`: no claim, no half-done rename) gives the
-name's new kind; compare-and-swap the shard with it; THEN delete the operation's own marks. A
-settle that loses its CAS reads again and retries (4 times), then leaves its marks. A busy process
-that wrote or read the shard in the last second CASes on the version it holds (a version learned
-before the pointer read, as a GET would be; a stale one just fails its CAS). The pool threads
-working for the operation record their marks in its scope too (`listing_marks.joined`). The
-namespace's uuid is read after the operation's writes, so a table created into a namespace made
-again under the same name goes into the new namespace's shards. In a one-level namespace, a table
-whose metadata the operation wrote (a create) also goes into the Glue face's entries view
-(core/tables/entries.py), read and written in the same rounds: never authoritative, each entry checked
-against its pointer's listed ETag.
-
-**Full listing** (`names`): read the namespace record and LIST the listing prefix (at once); read
-the namespace's shards (those the LIST shows, and only those whose ETag this process has not
-cached); read every marked name, and every "damaged" one, again; apply what was read. Marks older
-than `GRACE_MS` are folded: the shards they name are compare-and-swapped with the values just read,
-then those marks are deleted. So a warm listing is 2 S3 requests, a cold one 2 + 16, plus one GET
-per name marked at that moment (a write in flight, or a writer that crashed in the last 2 minutes).
-
-**Why the answer is exact.** Call the value a shard holds for a name its *entry*. Invariant: at any
-moment, for every name, either its entry is what its pointer lists as, or a mark for that name
-exists. It holds at creation (a new namespace has no pointer that lists; a namespace delete
-leaves none, and a creator that raced it backs out with a marked write, core/containers/namespaces.py). It is
-kept because:
-1. A mark is written before the write it announces, so a change without an existing mark is never
-   unannounced.
-2. Entries are written only by CAS from reads made after the shard was read (settle, fold, scan),
-   so the successful CASes on one shard are ordered, and so are the pointer reads they carry: each
-   winner read its pointers after the previous winner's CAS, which came after that winner's reads.
-   An entry is therefore never replaced by one read earlier.
-3. A mark is deleted only after a CAS whose entry was read after every write the mark announced
-   had landed: by its own operation's settle (the operation is over; a settle is skipped when any
-   S3 call of the request was retried, since a retried write might still land), or by a fold once
-   it is older than `GRACE_MS` (a request's writes end with its deadline, well inside the grace).
-A listing lists the marks first and reads the shards after: a mark deleted before the LIST had its
-CAS land before the LIST, so the shard read shows it; a mark listed is read again after the LIST.
-Every change that finished before the listing began therefore shows; one in flight may or may not,
-as with a LIST of the pointers. A writer that crashes between its pointer write and its settle
-leaves its mark: every listing reads that name until a fold records it. Bytes written around the
-catalog leave no mark: a paged listing that meets a damaged pointer marks it (`suspect`), and a
-damaged shard has its completion mark removed, so the namespace is scanned again.
-
-**Earlier releases' namespaces** have no completion mark. Their first full listing (or the
-sweeper) completes the projection, settling nothing meanwhile (a settle that finds no completion
-mark leaves its marks, so an earlier release's snapshot stays exact modulo marks):
-- with the earlier release's snapshot (`keys.listing_snapshot`, uuid checked), the snapshot is
-  split into shards (CAS on what the LIST showed) and the completion mark written: no pointer read;
-- without one, the pointers are scanned in key order in batches, each batch's kinds written into
-  the shards by CAS (shards read before the batch's pointers), then the scan's position
-  (`@{uuid}.scan.json`, CAS) moved past it. Names at or before the position are complete, the
-  others are read by the scan. Near its request's deadline the scan answers 503 (Retry-After: 1)
-  with its progress kept; the next attempt resumes there, so a namespace of any size completes in
-  about `tables / (tables read per deadline)` attempts. The sweeper advances the same scans.
+The protocol and its proof are stated once, in docs/design.md, "Full listings": the objects (shards
+`@{ns-uuid}.{i}.json`, the completion mark `@{ns-uuid}`, marks `{name}/{ms}-{nonce}` written by
+core/primitives/listing_marks.py), the invariant that makes a listing exact, and how an earlier
+release's namespace is completed. This module implements it: `settles` (a writer settles its own
+marks), `names` (a full listing), `fold` (old marks, by listings and the sweeper), `suspect` (a
+damaged pointer a paged listing met), and the Glue face's entries view (core/tables/entries.py),
+kept in the same rounds and never authoritative.
 """
 
 from __future__ import annotations

@@ -1,57 +1,11 @@
-"""Atomic multi-table commits on S3 conditional writes alone (protocol: docs/design.md).
+"""Atomic multi-table commits on S3 conditional writes alone.
 
-1. Judge: validate each table change against its current metadata (the pointer this process last
-   wrote, when it knows one, else a GET; tables in parallel) and build its new metadata. Nothing is
-   written yet, except the uuid claim of a table the transaction creates.
-2. Write and claim, in one parallel round: each new metadata file (If-None-Match on a fresh key),
-   the full audit chunks of the pointers, and a claim on each table pointer (If-Match on the ETag
-   judged in 1; If-None-Match for a create) naming the transaction, its new metadata file and the
-   lease until which it may still commit. After a lost race the claims go one by one in table
-   order (still beside the files).
-3. Commit point: the transaction record, written once, "committed" (If-None-Match). The client is
-   answered here.
-4. Roll forward: swap each claimed pointer to its new metadata (If-Match). Not on the request
-   path: this process remembers each claim's committed view, and its next write to the table
-   goes over the claim straight to its own state; so do other processes' commits and transactions,
-   after one GET of the record (settle.live(follow=True)); other writers and the sweeper roll a
-   claim forward when they meet it, and readers follow it (one GET of the record).
-
-Whoever meets a claim settles it from the record: committed -> roll forward, aborted -> roll back,
-none yet -> pending while the claim's lease runs; after it a helper writes the record itself,
-"aborted" (If-None-Match), and rolls back. Of that write and the commit point exactly one lands.
-
-Why each step is safe (crashes and lost responses included):
-
-- Judging from a remembered pointer is judging the bytes of the object with that ETag (invariant 1
-  of docs/design.md), and the claim is If-Match on that ETag: a pointer that moved since fails the
-  claim, and the attempt runs again on fresh reads. A change refused on a remembered pointer is
-  judged again on fresh reads before it is answered.
-- Round 2 may land in any part (a crash; a write in doubt is resolved by the storage port, or
-  reported as not confirmed): metadata files under fresh names that nothing names yet, and claims
-  that read as the table's old state (no record: nothing committed) and hold writers off until
-  the lease runs out. A claim may name a metadata file that never landed: only a committed
-  record makes anyone follow it, and the record is written after every file and claim answered.
-  On a failure we know of, the claims are rolled back and the files deleted; where a claim's
-  outcome is unknown the record is first written "aborted", so that helpers settle at once. A
-  journal chunk holds committed entries only, under a key that is a function of them, so writing
-  it again (or for an attempt that then fails) changes nothing.
-- Claims at once: each is a CAS of its own pointer and the commit point waits for all, so their
-  order does not matter to safety. It matters to progress: two transactions that each won a claim
-  the other needs both undo theirs and run again. So only a first attempt claims at once; after
-  a lost race the transaction claims in table order, as everyone does then, and of two ordered
-  claimers the one that loses the first table they share holds nothing the other needs.
-- The owner never writes "aborted" for a commit point it did not send: only it commits, so a
-  transaction whose commit point was never sent is aborted without a record.
-- A claim write in doubt is ours if the pointer carries our claim (it names our transaction); the
-  commit point in doubt is the record's state (only we commit, only helpers abort).
-- Answering at the commit point: the record is final, so a claim under a committed record reads
-  as the new state to everyone (readers follow it, writers roll it forward first), and a crash
-  right after the commit point is the same as answering. A remembered committed view is judged
-  and written over with If-Match on the claim's ETag, which is that same object: the write
-  replaces the claim with what its roll-forward would be plus the new change, with the claim's
-  audit entry in the tail once (the same seq whoever rolls forward).
-- A crash in the middle of a round (an exception the protocol does not handle) propagates at once,
-  with no further write: what landed is settled from the record, or its absence, as after any crash.
+The protocol and its proof are stated once, in docs/design.md, "Multi-table transactions": judge,
+write and claim (one parallel round), the commit point (the transaction record, written once,
+"committed", If-None-Match; the client is answered here), and the roll-forward by whoever meets a
+claim next. This module implements it: `commit` (the owner's side) and `resolve` (an
+Idempotency-Key replay of a transaction in doubt); core/primitives/claims.py settles a claim from
+its record for everyone else.
 """
 
 from __future__ import annotations
