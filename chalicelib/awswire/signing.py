@@ -15,11 +15,13 @@ import hashlib
 import hmac
 import time
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from chalicelib.awswire.credentials import Credentials
-from chalicelib.awswire.messages import Headers
 from chalicelib.caches import Cache
+
+if TYPE_CHECKING:
+    from chalicelib.awswire.credentials import Credentials
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 
@@ -90,6 +92,8 @@ def sign(
     """Headers with SigV4's added (x-amz-date, x-amz-security-token, authorization). `path` is the
     request's path as sent (already URI-encoded); every header given is signed. `query_string`,
     when given, is the canonical query already (a client's own encoding, as S3 reads it)."""
+    from chalicelib.awswire.messages import Headers  # the client's: the verifier never loads it
+
     key, secret, token = credentials
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
     out = Headers((k.lower(), v) for k, v in headers.items())
