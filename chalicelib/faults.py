@@ -58,7 +58,7 @@ class FaultInjector:
         self._http: Any = None
 
     def _send_for_real(self, request: Any) -> Any:
-        transport = getattr(request, "transport", None)  # the catalog's S3 client (chalicelib/awswire.py)
+        transport = getattr(request, "transport", None)  # the catalog's S3 client (chalicelib/awswire/)
         if transport is not None and self._http is None:
             return transport.send(request)
         from botocore.httpsession import URLLib3Session

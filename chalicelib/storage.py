@@ -1,6 +1,6 @@
 """The storage port (get / put-if-absent / put-if-match / list / delete) and its S3 adapter.
 
-The adapter owns every retry. Its S3 client (chalicelib/awswire.py) never retries, because a retried conditional PUT
+The adapter owns every retry. Its S3 client (chalicelib/awswire/) never retries, because a retried conditional PUT
 whose first attempt landed (response lost) meets its own write and gets 412: only the adapter knows
 that an earlier attempt may have landed. It then reads the key back: the bytes it sent mean the
 write landed (every body the catalog writes is unique or is exactly the desired state, see
@@ -567,7 +567,7 @@ class RoutedStorage:
 
 
 def s3_client(endpoint_url: str | None, region: str) -> Any:
-    """The catalog's S3 client (chalicelib/awswire.py: the standard library, not botocore, whose
+    """The catalog's S3 client (chalicelib/awswire/s3.py: the standard library, not botocore, whose
     import alone would cost a cold start more than its budget). It never retries: S3Storage does,
     knowing which writes may have landed."""
     from chalicelib.awswire import S3Client

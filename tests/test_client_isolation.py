@@ -3,7 +3,7 @@
 The S3 storage client left timestamps as text; botocore's session gave one response parser factory
 to every client, so STS, Secrets Manager and the event senders read text too, and vended
 credentials expired the moment they were issued. The storage port and the root secret's read now
-speak HTTP themselves (chalicelib/awswire.py); the botocore clients that remain are built here
+speak HTTP themselves (chalicelib/awswire/); the botocore clients that remain are built here
 through the catalog's own call sites, on one fresh session, after the storage client has worked,
 and each must parse the timestamps of its own answers.
 """

@@ -249,7 +249,7 @@ def test_group_handler_imports_only_its_own_modules(group):
     from chalicelib.apps import GROUPS
 
     own = {f"chalicelib.routes.{m}" for m in GROUPS[group] if "." not in m}  # Glue's face: chalicelib.glue
-    # No botocore at all: S3 and the root secret go through chalicelib/awswire.py (cold starts)
+    # No botocore at all: S3 and the root secret go through chalicelib/awswire/ (cold starts)
     assert not any(m.startswith(("boto3", "botocore")) for m in loaded), loaded
     assert loaded == own, loaded  # no other group, and no heavy library at import
 

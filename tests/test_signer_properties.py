@@ -214,7 +214,7 @@ sign_headers = st.lists(
     also=st.sampled_from([(), ("range",)]),
 )
 def test_the_signature_is_botocores(method, scheme, host, path, query, headers, token, also) -> None:
-    """The signer writes SigV4 itself (chalicelib/awswire.py); for every request it must produce
+    """The signer writes SigV4 itself (chalicelib/awswire/signing.py); for every request it must produce
     exactly the Authorization botocore's S3SigV4Auth produces for the same request and time."""
     import calendar
     import time

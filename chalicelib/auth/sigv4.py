@@ -1,4 +1,10 @@
-"""Verify AWS Signature Version 4 (header and presigned query forms) against the exact request bytes."""
+"""Verify AWS Signature Version 4 (header and presigned query forms) against the exact request bytes.
+
+This module is the verification policy: what it reads from a request, which clock skew, expiry,
+payload hashes and path encodings it accepts, and what it answers. The SigV4 algorithm itself (the
+canonical request, the string to sign, the signing key) is the one the catalog signs its own
+requests with (chalicelib/awswire/signing.py), so the two cannot drift apart.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +17,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import quote
 
+from chalicelib.awswire import signing
 from chalicelib.encodings import latin1_as_utf8
 from chalicelib.errors import Unauthorized
 
-ALGORITHM = "AWS4-HMAC-SHA256"
+ALGORITHM = signing.ALGORITHM
 SERVICES = ("s3tables", "s3")
 MAX_SKEW_S = 15 * 60
 # Presigned URLs end up in logs and proxies: read-only, and short-lived.
@@ -159,22 +166,11 @@ def _payload_hashes(parts: SignedParts, headers: Mapping[str, str], query: Mappi
 
 
 def _canonical_query(query: Mapping[str, list[str]], presigned: bool) -> str:
-    """Every value of every key (a repeated key signs each), encoded as AWS specifies and sorted by
-    encoded name, then value."""
-    pairs = sorted(
-        (quote(k, safe="-_.~"), quote(v, safe="-_.~"))
-        for k, values in query.items()
-        for v in values
-        if not (presigned and k == "X-Amz-Signature")
+    """Every value of every key (a repeated key signs each); a presigned URL's signature is not
+    part of what it signs."""
+    return signing.canonical_query(
+        (k, v) for k, values in query.items() for v in values if not (presigned and k == "X-Amz-Signature")
     )
-    return "&".join(f"{k}={v}" for k, v in pairs)
-
-
-def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
-    key = hmac.new(("AWS4" + secret).encode(), date.encode(), hashlib.sha256).digest()
-    for part in (region, service, "aws4_request"):
-        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-    return key
 
 
 def verify(
@@ -206,20 +202,18 @@ def verify(
     secret = secret_for(parts.access_key)
     if secret is None:
         raise Unauthorized("The access key id is not valid")
-    key = signing_key(secret, parts.date, parts.region, parts.service)
-    canon_headers = "".join(f"{n}:{' '.join(str(headers.get(n)).split())}\n" for n in parts.signed_headers)
+    key = signing.signing_key(secret, parts.date, parts.region, parts.service)
+    signed = ";".join(parts.signed_headers)
+    canon_headers = signing.canonical_headers(headers, parts.signed_headers)
     canon_query = _canonical_query(multi_query or {k: [v] for k, v in query.items()}, parts.presigned)
-    scope = f"{parts.date}/{parts.region}/{parts.service}/aws4_request"
+    scope = signing.credential_scope(parts.date, parts.region, parts.service)
     # Clients differ: botocore and the AWS Java SDK encode the path again (a%1Fb -> a%251Fb).
     paths = dict.fromkeys((raw_path or "/", quote(raw_path or "/", safe="/~")))
     matched = False
     for path in paths:
         for payload in payloads:
-            canonical = "\n".join(
-                (method.upper(), path, canon_query, canon_headers, ";".join(parts.signed_headers), payload)
-            )
-            to_sign = "\n".join((ALGORITHM, parts.amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()))
-            expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+            canonical = signing.canonical_request(method.upper(), path, canon_query, canon_headers, signed, payload)
+            expected = signing.signature(key, signing.string_to_sign(parts.amz_date, scope, canonical))
             matched |= hmac.compare_digest(expected, parts.signature)
     if not matched:
         raise Unauthorized("The request signature does not match; check the secret key and signing method")
