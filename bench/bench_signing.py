@@ -43,7 +43,11 @@ def main() -> None:
         user = f"reader-{uuid.uuid4().hex[:6]}"
         root.post(admin, json={"name": user}).raise_for_status()
         creds = root.post(f"{admin}/{user}/access-keys").json()
-        policy = {"Statement": [{"Effect": "Allow", "Action": "s3tables:GetTable", "Resource": "*"}]}
+        policy = {
+            "Statement": [
+                {"Effect": "Allow", "Action": ["s3tables:GetTable", "s3tables:GetTableData"], "Resource": "*"}
+            ]
+        }  # signing a GET asks for the data action too, as AWS does
         root.put(f"{admin}/{user}/policies/read", json=policy).raise_for_status()
         reader = catalog_admin.session(creds["access-key-id"], creds["secret-access-key"])
 
