@@ -40,7 +40,7 @@ def _create(req: RequestContext) -> tuple[int, dict[str, Any]]:
 
 def _list(req: RequestContext) -> tuple[int, dict[str, Any]]:
     def keep(name: str) -> bool:
-        return req.visible("ListWarehouses", bucket_arn(name), {})
+        return req.authz.visible("ListWarehouses", bucket_arn(name), {})
 
     names, token = warehouses.list_names(get_context(), *paging_of(req), keep)
     return 200, paged(req, "warehouses", list(names), token)
