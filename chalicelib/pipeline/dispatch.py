@@ -13,7 +13,7 @@ from urllib.parse import unquote
 
 from chalice.app import Response
 
-from chalicelib import telemetry
+from chalicelib import scope, telemetry
 from chalicelib.errors import BadRequest, Conflict
 from chalicelib.face import Face
 from chalicelib.pipeline import idempotency
@@ -48,9 +48,14 @@ class Spec:
 
 
 def dispatch(req: Any, spec: Spec, params: dict[str, str]) -> Response:
+    """The request's answer, made in a request scope of its own (chalicelib/scope.py), left after."""
+    with scope.entered():
+        return _dispatch(req, spec, params)
+
+
+def _dispatch(req: Any, spec: Spec, params: dict[str, str]) -> Response:
     global _COLD
     started = time.perf_counter()
-    COUNTER.reset()
     if _COLD:
         _COLD = False
         note("ColdStarts")
