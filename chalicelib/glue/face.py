@@ -648,7 +648,7 @@ def _read_policy(req: RequestContext, wh: str, entry: glue.Entry) -> tuple[Any, 
     rule = req.authz.read_policy(table_arn(wh, ns, name), ns_context(ns, name))
     if not planning.reads_any(rule):
         action = "s3tables:GetTable" if data.legacy_data_actions(get_context(), wh) else "s3tables:GetTableData"
-        who = getattr(req.identity, "name", None) or "anonymous"
+        who = req.who
         raise Forbidden(
             f"Access denied: {who} may not read the data of {'.'.join(ns)}.{name} ({action}), "
             "whose values its column statistics are"
@@ -659,7 +659,7 @@ def _read_policy(req: RequestContext, wh: str, entry: glue.Entry) -> tuple[Any, 
 def _error_of(req: RequestContext, wh: str, entry: glue.Entry, column: str, withheld: bool) -> Body:
     if not withheld:
         return error_detail(EntityNotFound(f"No statistics for {column!r}"))
-    who = getattr(req.identity, "name", None) or "anonymous"
+    who = req.who
     return error_detail(
         Forbidden(
             f"Access denied: {who} may not read every row of column {column!r} of {'.'.join(entry.namespace)}."

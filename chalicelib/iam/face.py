@@ -232,7 +232,7 @@ def create_access_key(req: RequestContext, p: Body) -> Body:
 
 @op("ListAccessKeys")
 def list_access_keys(req: RequestContext, p: Body) -> Body:
-    name = p.get("UserName") or getattr(req.identity, "name", "")
+    name = p.get("UserName") or (req.identity.name if req.identity is not None else "")
     user = _user(_user_name(name))
     ctx = get_context()
     keys = [

@@ -36,7 +36,7 @@ def read_policy(req: RequestContext, wh: str, ns: tuple[str, ...], name: str) ->
 
 
 def trusted_engine(req: RequestContext) -> bool:
-    return bool(getattr(req.identity, "trusted_engine", False))
+    return req.identity is not None and req.identity.trusted_engine
 
 
 def read_restrictions(req: RequestContext, policy: tuple[Any, ...], raw_metadata: bytes) -> dict[str, Any] | None:

@@ -25,7 +25,7 @@ def _target(req: RequestContext) -> tuple[Any, str, tuple[str, ...], str, str, t
     earlier meaning) the caller has nothing to plan."""
     ctx, wh = warehouse_of(req)
     ns, name = namespace_of(req), check_table(req.param("table"))
-    reader = str(getattr(req.identity, "name", None) or "anonymous")
+    reader = req.who
     rule = req.authz.read_rule(table_arn(wh, ns, name), ns_context(ns, name))
     if req.action != "CancelPlanning" and not planning.reads_any(rule):
         raise Forbidden(
