@@ -63,6 +63,8 @@ class RequestContext:
     # The caller AWS verified in front of the function (a Function URL with AuthType AWS_IAM, an API
     # Gateway route with IAM authorization): the event's requestContext identity; {} when none.
     front_door: dict[str, str] = field(default_factory=dict)
+    _json: Any = field(default=None, init=False, repr=False, compare=False)  # the body, once parsed
+    _parsed: bool = field(default=False, init=False, repr=False, compare=False)
 
     @property
     def who(self) -> str:
@@ -71,7 +73,7 @@ class RequestContext:
 
     def json(self) -> Any:
         """The parsed body, parsed once (the authorizer and the handler both read it)."""
-        if "_json" not in self.__dict__:
+        if not self._parsed:
             if not self.raw_body:
                 raise BadRequest("A JSON request body is required")
             try:
@@ -82,8 +84,8 @@ class RequestContext:
             except RecursionError:
                 raise BadRequest(f"Malformed JSON body: nested deeper than {MAX_JSON_DEPTH} levels") from None
             _check_depth(parsed)
-            self.__dict__["_json"] = parsed
-        return self.__dict__["_json"]
+            self._json, self._parsed = parsed, True
+        return self._json
 
     def json_object(self) -> dict[str, Any]:
         """The body as a JSON object; an empty body is {} (AWS JSON APIs send none for no input)."""
