@@ -13,11 +13,12 @@ from __future__ import annotations
 import os
 import random
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from chalicelib import scope
 
 
 class ObjectNotFound(Exception):
@@ -85,22 +86,56 @@ CLASS_A = ("Put", "Copy", "List", "Create", "Complete", "Upload")  # S3 operatio
 COPY_OF = "copy-of"  # user metadata of an object copy() wrote: the source's ETag
 
 
-class RequestCounter(threading.local):
-    """Per thread (one catalog request per thread): S3 requests made, how many of them one after
-    another (rounds: requests overlapped by parallel.map_counted count as their longest chain),
-    the request's deadline, and what happened on the way (events: counts for the request's
-    metrics, chalicelib/telemetry.py)."""
+class RequestCounter:
+    """The request's S3 requests made, how many of them one after another (rounds: requests
+    overlapped by parallel.map_counted count as their longest chain), its deadline, and what
+    happened on the way (events: counts for the request's metrics, chalicelib/telemetry.py): read and
+    written in the request scope the running code works for (chalicelib/scope.py)."""
 
-    count = 0
-    rounds = 0
-    deadline = 0.0  # time.monotonic() after which no retry starts; 0 = none
+    @property
+    def count(self) -> int:
+        return scope.current().count
 
-    def __init__(self) -> None:
-        self.events: dict[str, float] = {}
-        self.samples: dict[str, list[float]] = {}
+    @count.setter
+    def count(self, value: int) -> None:
+        scope.current().count = value
+
+    @property
+    def rounds(self) -> int:
+        return scope.current().rounds
+
+    @rounds.setter
+    def rounds(self, value: int) -> None:
+        scope.current().rounds = value
+
+    @property
+    def deadline(self) -> float:
+        """time.monotonic() after which no retry starts; 0 = none."""
+        return scope.current().deadline
+
+    @deadline.setter
+    def deadline(self, value: float) -> None:
+        scope.current().deadline = value
+
+    @property
+    def events(self) -> dict[str, float]:
+        return scope.current().events
+
+    @events.setter
+    def events(self, value: dict[str, float]) -> None:
+        scope.current().events = value
+
+    @property
+    def samples(self) -> dict[str, list[float]]:
+        return scope.current().samples
+
+    @samples.setter
+    def samples(self, value: dict[str, list[float]]) -> None:
+        scope.current().samples = value
 
     def reset(self) -> None:
-        self.count, self.rounds, self.events, self.samples = 0, 0, {}, {}
+        current = scope.current()
+        current.count, current.rounds, current.events, current.samples = 0, 0, {}, {}
 
 
 COUNTER = RequestCounter()
@@ -117,13 +152,14 @@ def _watch(storage: Any, bucket: str, key: str) -> None:
 
 
 def note(event: str, n: float = 1.0) -> None:
-    """Count an event for the request this thread serves (S3 retries, lost answers, commits...)."""
-    COUNTER.events[event] = COUNTER.events.get(event, 0.0) + n
+    """Count an event for the request this code works for (S3 retries, lost answers, commits...)."""
+    events = scope.current().events
+    events[event] = events.get(event, 0.0) + n
 
 
 def sample(metric: str, value: float) -> None:
     """A value of a distribution (group-commit batch sizes): each becomes a metric value."""
-    COUNTER.samples.setdefault(metric, []).append(value)
+    scope.current().samples.setdefault(metric, []).append(value)
 
 
 def _answer(exc: Exception) -> bool:
@@ -203,8 +239,9 @@ class S3Storage:
 
     @staticmethod
     def _count(event_name: str = "", **_: Any) -> None:
-        COUNTER.count += 1
-        COUNTER.rounds += 1
+        current = scope.current()
+        current.count += 1
+        current.rounds += 1
         if event_name.rsplit(".", 1)[-1].startswith(CLASS_A):
             note("S3ClassA")  # billed at the PUT/COPY/POST/LIST rate; the rest (GET, HEAD) at the GET rate
 

@@ -20,9 +20,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import threading
 from dataclasses import dataclass, field
 from typing import Any
+
+from chalicelib import scope
 
 SERVICE = "catalog"
 NAMESPACE = os.environ.get("CATALOG_METRICS_NAMESPACE", "IcebergCatalog")
@@ -32,17 +33,12 @@ _logger: Any = None
 _prometheus: Any = None  # the registry's metrics, once the local server enables them
 
 
-class _Keys(threading.local):
-    keys: dict[str, Any] = {}  # noqa: RUF012 - per thread: each thread's is replaced, never mutated
-
-
 class JsonLogger:
     """The "catalog" logger's handler and the keys its lines carry (the calls of Powertools'
     Logger the catalog made: info/warning/..., thread_safe_append_keys, thread_safe_clear_keys)."""
 
     def __init__(self, service: str, level: str, stream: Any = None) -> None:
         self.service = service
-        self._keys = _Keys()
         self._log = logging.getLogger(service)
         self._log.setLevel(level.upper())
         handler = logging.StreamHandler(stream or sys.stdout)
@@ -51,13 +47,20 @@ class JsonLogger:
         self._log.propagate = False  # Lambda's root handler would print each line again
 
     def thread_safe_append_keys(self, **keys: Any) -> None:
-        self._keys.keys = {**self._keys.keys, **keys}
+        """Keys for the lines of the request this code works for (its scope: chalicelib/scope.py)."""
+        current = scope.current()
+        current.log_keys = {**current.log_keys, **keys}
 
     def thread_safe_clear_keys(self) -> None:
-        self._keys.keys = {}
+        scope.current().log_keys = {}
 
     def __getattr__(self, name: str) -> Any:  # info, warning, error, exception, debug
         return getattr(self._log, name)
+
+
+def _log_keys() -> dict[str, Any]:
+    current = scope.peek()
+    return current.log_keys if current is not None else {}
 
 
 _RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
@@ -79,7 +82,7 @@ class _JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
             "timestamp": f"{stamp},{int(record.msecs):03d}{time.strftime('%z', time.localtime(record.created))}",
             "service": self.owner.service,
-            **self.owner._keys.keys,
+            **_log_keys(),
         }
         line.update({k: v for k, v in vars(record).items() if k not in _RECORD_FIELDS})
         if record.exc_info and record.exc_info[0] is not None:

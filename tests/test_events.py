@@ -331,8 +331,12 @@ def test_a_rename_event_needs_both_ends_readable(core):
     from chalicelib.core.tables import lifecycle as tables_lifecycle
     from chalicelib.routes.audit import _reader
 
-    class Caller:  # may read tables of namespace "pub" only
+    class Caller:  # may read tables of namespace "pub" only (the request and its authorization)
         action = "GetAuditLog"
+
+        @property
+        def authz(self) -> Caller:
+            return self
 
         def denied(self, action: str, arn: object, cond: dict[str, str]) -> bool:
             return "secret" in str(arn) or "secret" in str(cond)

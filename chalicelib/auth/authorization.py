@@ -1,6 +1,6 @@
 """What one principal may do: its own policies and the resource policies that name it, evaluated
-for a request (auth/plugin.py hands its methods to the request) or outside one, for a principal the
-catalog acts for later (who put a replication rule, who owns an event sink).
+for a request (auth/plugin.py puts it on the request, and the faces ask it) or outside one, for a
+principal the catalog acts for later (who put a replication rule, who owns an event sink).
 
 An instance reads each warehouse's resource policies and each named table's id once: make one per
 request or per pass, never keep one across them (a policy change must take effect on the next).
@@ -211,3 +211,9 @@ def _naming(doc: dict[str, Any], user: str | tuple[str, ...]) -> dict[str, Any]:
     tables = {k: policy.for_principal([v], user) for k, v in (doc.get("tables") or {}).items()}
     out["tables"] = {k: found[0] for k, found in tables.items() if found}
     return {k: v for k, v in out.items() if v}
+
+
+def of_request(authz: object) -> Authorization | None:
+    """A request's policy authorization (auth/plugin.py put it on the request), or None on a route
+    no authorizer checks (the pipeline's pipeline.UNRESTRICTED)."""
+    return authz if isinstance(authz, Authorization) else None

@@ -20,7 +20,7 @@ from chalicelib import keys
 from chalicelib.caches import MISSING, Cache
 from chalicelib.core.primitives import audit, cas
 from chalicelib.core.primitives.context import Context, dump
-from chalicelib.errors import BadRequest, CatalogError, Conflict, NotFound, ServiceUnavailable
+from chalicelib.errors import BadRequest, CatalogError, Conflict, NotFound, ServiceUnavailable, Unauthorized
 from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 log = logging.getLogger("catalog.identities")
@@ -100,6 +100,20 @@ def _account() -> str:
     from chalicelib.auth import arns
 
     return arns.account()
+
+
+def as_principal(identity: object) -> Principal | None:
+    """A request's caller (pipeline.RequestContext.identity) as the authenticator made it; None if
+    anonymous."""
+    return identity if isinstance(identity, Principal) else None
+
+
+def signed_in(identity: object) -> Principal:
+    """A request's caller on a route that lets no anonymous caller in."""
+    principal = as_principal(identity)
+    if principal is None:
+        raise Unauthorized("This operation needs a signed request")
+    return principal
 
 
 _root_from_secret: tuple[str, str] | None = None

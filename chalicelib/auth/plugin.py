@@ -119,7 +119,8 @@ def _in_scope(req: RequestContext, scope: tuple[str, ...]) -> bool:
 
 class PolicyAuthorizer:
     def authorize(self, req: RequestContext) -> None:
-        principal: identities.Principal = req.identity
+        principal = req.identity
+        assert isinstance(principal, identities.Principal)  # what CatalogAuthenticator returns
         if principal.scope is not None and not _in_scope(req, principal.scope):
             raise Forbidden("Access denied: a sign token only signs S3 requests for the table it was issued for")
         authz = req.authz = Authorization(get_context(), principal)
@@ -129,12 +130,6 @@ class PolicyAuthorizer:
             raise Forbidden(f"Access denied: s3tables:{req.action} is reserved for the root user")
         if req.action.startswith("iam:"):
             raise Forbidden(f"User: {principal.arn} is not authorized to perform: {req.action}: the IAM API is root's")
-        req.visible = authz.visible
-        req.denied = authz.denied
-        req.read_rule = authz.read_rule
-        req.read_policy = authz.read_policy
-        req.may_write_data = authz.may_write_data
-        req.may_limit_reads = authz.may_limit_reads
         if req.action in OPEN_TO_AUTHENTICATED:
             return
         for action, resource, cond, partial in req.checks(req):

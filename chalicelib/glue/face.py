@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.auth import acting
+from chalicelib.auth.authorization import of_request
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
 from chalicelib.core.catalog import glue, namespaces, tables
 from chalicelib.core.model import NamespaceInfo
@@ -90,7 +91,7 @@ def _resolve(req: RequestContext) -> None:
         return spec.checks(r, _warehouse(r, body), body)
 
     req.checks = checks
-    req.__dict__["glue_op"] = name
+    req.operation = name
 
 
 def _respond(body: Body) -> Result:
@@ -98,7 +99,7 @@ def _respond(body: Body) -> Result:
 
 
 def _dispatch(req: RequestContext) -> Result:
-    name = req.__dict__["glue_op"]
+    name = req.operation
     body = _body(req)
     wh = _warehouse(req, body)
     for unsupported in ("TransactionId", "QueryAsOfTime"):
@@ -176,7 +177,7 @@ def _readable(req: RequestContext, wh: str, ns: tuple[str, ...], name: str) -> b
     """GetTables and SearchTables return whole definitions: a table is listed when the caller may
     list it and read it."""
     table, cond = table_arn(wh, ns, name), ns_context(ns, name)
-    return req.visible("ListTables", table, cond) and req.visible("GetTable", table, cond)
+    return req.authz.visible("ListTables", table, cond) and req.authz.visible("GetTable", table, cond)
 
 
 # ---- databases (one-level namespaces) -------------------------------------------------------
@@ -263,7 +264,9 @@ def get_databases(ctx: Context, wh: str, body: Body, req: RequestContext) -> Bod
 
     def keep(ns: tuple[str, ...]) -> bool:  # a list of definitions: listed, and readable
         cond = ns_context(ns)
-        return req.visible("ListNamespaces", bucket_arn(wh), cond) and req.visible("GetNamespace", bucket_arn(wh), cond)
+        return req.authz.visible("ListNamespaces", bucket_arn(wh), cond) and req.authz.visible(
+            "GetNamespace", bucket_arn(wh), cond
+        )
 
     items, token = namespaces.list_children(ctx, wh, (), start, size, keep)
     out = []
@@ -322,7 +325,7 @@ def create_table(ctx: Context, wh: str, body: Body, req: RequestContext) -> Body
         from chalicelib.core.catalog.data import legacy_data_actions
 
         arn, context = table_arn(wh, ns, table["Name"]), ns_context(ns, table["Name"])
-        return req.may_write_data(arn, context) or legacy_data_actions(ctx, wh)
+        return req.authz.may_write_data(arn, context) or legacy_data_actions(ctx, wh)
 
     may_rename = _may_rename(req, wh, (ns, table["Name"]))
     backend.create_table(ctx, wh, ns, table, indexes, may_rename, may_bring_files, _may_take_back(req, wh))
@@ -334,7 +337,7 @@ def _may_take_back(req: RequestContext, wh: str) -> tables.MayAdopt:
     face's register asks (auth/acting.py `take_back_refusal`, issue 58)."""
 
     def check(release: tables.Release) -> None:
-        why = acting.take_back_refusal(req.authz, wh, release)
+        why = acting.take_back_refusal(of_request(req.authz), wh, release)
         if why is not None:
             raise Forbidden(f"Access denied: {why}")
 
@@ -377,7 +380,7 @@ def _may_rename(
             req.require("RenameTable", table_arn(wh, *side), ns_context(*side))
         if (ns, name) != other:
             for side in ((ns, name), other):
-                acting.refuse_move(req.authz, wh, *side)
+                acting.refuse_move(of_request(req.authz), wh, *side)
 
     return check
 
@@ -642,10 +645,10 @@ def _read_policy(req: RequestContext, wh: str, entry: glue.Entry) -> tuple[Any, 
     from chalicelib.core.catalog import data, planning
 
     ns, name = entry.namespace, entry.name
-    rule = req.read_policy(table_arn(wh, ns, name), ns_context(ns, name))
+    rule = req.authz.read_policy(table_arn(wh, ns, name), ns_context(ns, name))
     if not planning.reads_any(rule):
         action = "s3tables:GetTable" if data.legacy_data_actions(get_context(), wh) else "s3tables:GetTableData"
-        who = getattr(req.identity, "name", None) or "anonymous"
+        who = req.who
         raise Forbidden(
             f"Access denied: {who} may not read the data of {'.'.join(ns)}.{name} ({action}), "
             "whose values its column statistics are"
@@ -656,7 +659,7 @@ def _read_policy(req: RequestContext, wh: str, entry: glue.Entry) -> tuple[Any, 
 def _error_of(req: RequestContext, wh: str, entry: glue.Entry, column: str, withheld: bool) -> Body:
     if not withheld:
         return error_detail(EntityNotFound(f"No statistics for {column!r}"))
-    who = getattr(req.identity, "name", None) or "anonymous"
+    who = req.who
     return error_detail(
         Forbidden(
             f"Access denied: {who} may not read every row of column {column!r} of {'.'.join(entry.namespace)}."

@@ -11,6 +11,13 @@ from typing import Any
 def pass_over(ctx: Any, names: list[str], budget_s: float) -> dict[str, Any]:
     """One pass over the warehouses: events, then replication. A warehouse's report holds its sinks'
     and, when it replicates, `replication`: tables looked at and destinations failing."""
+    from chalicelib import scope
+
+    with scope.entered():  # each pass counts and acts on its own (chalicelib/scope.py)
+        return _pass_over(ctx, names, budget_s)
+
+
+def _pass_over(ctx: Any, names: list[str], budget_s: float) -> dict[str, Any]:
     import logging
 
     from chalicelib.auth.acting import ActingFor

@@ -16,6 +16,7 @@ from urllib.parse import unquote
 
 from chalicelib import errors as e
 from chalicelib.auth import arns, identities, providers, roles, trust
+from chalicelib.auth.identities import signed_in
 from chalicelib.core.primitives.context import get_context
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.querywire import Body, Op, QueryFailure, Run, dispatch, face, page, resolve
@@ -169,7 +170,7 @@ def create_user(req: RequestContext, p: Body) -> Body:
 def get_user(req: RequestContext, p: Body) -> Body:
     name = p.get("UserName")
     if name is None:  # the caller itself
-        principal = req.identity
+        principal = signed_in(req.identity)
         if principal.is_root or principal.kind != "user":
             who = principal.arn
             return {
@@ -231,7 +232,7 @@ def create_access_key(req: RequestContext, p: Body) -> Body:
 
 @op("ListAccessKeys")
 def list_access_keys(req: RequestContext, p: Body) -> Body:
-    name = p.get("UserName") or getattr(req.identity, "name", "")
+    name = p.get("UserName") or (req.identity.name if req.identity is not None else "")
     user = _user(_user_name(name))
     ctx = get_context()
     keys = [

@@ -36,14 +36,14 @@ def _checks(req: RequestContext) -> list[Check]:
     if ns is not None and table is not None:
         return [(req.action, table_arn(wh, ns, table), ns_context(ns, table), False)]
     cond = ns_context(ns) if ns else {}
-    if req.visible(req.action, bucket_arn(wh), cond, True):
+    if req.authz.visible(req.action, bucket_arn(wh), cond, True):
         return []  # the bucket's trail may be read (entries are still filtered one by one)
     return [(req.action, table_arn(wh, ns), cond, True)]
 
 
 def _reader(req: RequestContext, wh: str) -> Callable[[dict[str, Any]], bool]:
     """The entries the caller may read (auth/acting.py `trail_reader`: event sinks filter alike)."""
-    return trail_reader(req.visible, req.denied, req.action, wh)
+    return trail_reader(req.authz.visible, req.authz.denied, req.action, wh)
 
 
 @operation(bp, PREFIX + "/audit", "GET", "GetAuditLog", iceberg=False, checks=_checks)

@@ -90,10 +90,10 @@ def _config(req: RequestContext, warehouse: str | None) -> tuple[int, dict[str, 
     if not warehouse:
         return 200, _body(ctx, None, {})
     # Only callers who may see the warehouse learn whether it exists.
-    if req.visible("GetWarehouse", bucket_arn(check_warehouse(warehouse)), {}):
+    if req.authz.visible("GetWarehouse", bucket_arn(check_warehouse(warehouse)), {}):
         warehouses.require(ctx, warehouse)
     overrides = {"prefix": warehouse}
-    if req.may_limit_reads(table_arn(check_warehouse(warehouse))):
+    if req.authz.may_limit_reads(table_arn(check_warehouse(warehouse))):
         # Some table's reads are limited for this caller: its clients must plan on the server
         # (PyIceberg reads the mode from the catalog's properties; Java from each table's config).
         overrides["scan-planning-mode"] = "server"

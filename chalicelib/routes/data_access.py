@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from chalicelib.auth import resources
+from chalicelib.auth.identities import signed_in
 from chalicelib.caches import Cache
 from chalicelib.core.catalog import data, planning, tables
 from chalicelib.errors import BadRequest, Forbidden, NotFound, Unauthorized
@@ -55,7 +56,7 @@ def _staged_location(req: RequestContext, ctx: Any, wh: str, ns: tuple[str, ...]
     warehouse, namespace and name), unexpired; 403 for anything else."""
     from chalicelib.auth import sign_tokens
 
-    principal = req.identity
+    principal = signed_in(req.identity)
     if not grant.startswith(sign_tokens.PREFIX) or not principal.token_key:
         raise Forbidden("Invalid staged-table grant")
     try:
@@ -137,12 +138,10 @@ def sign_request(req: RequestContext) -> tuple[int, dict[str, Any], dict[str, st
         )
     if creating and not data.legacy_data_actions(ctx, wh) and not delegation.may_write(req, wh, ns, name):
         # A table being created is written by its creator: its data is the creator's to write.
-        raise Forbidden(
-            f"Access denied: {req.identity.name} may create this table, not write its data (s3tables:PutTableData)"
-        )
+        raise Forbidden(f"Access denied: {req.who} may create this table, not write its data (s3tables:PutTableData)")
     if s3.writes and not (creating or delegation.may_write(req, wh, ns, name)):
         raise Forbidden(
-            f"Access denied: {req.identity.name} may not write the data of {'.'.join(ns)}.{name} "
+            f"Access denied: {req.who} may not write the data of {'.'.join(ns)}.{name} "
             f"({delegation.write_action(req, wh)})"
         )
     also: tuple[str, ...] = ()
@@ -169,7 +168,7 @@ def _check_planned(
     rule = delegation.read_rule(req, wh, ns, name)
     if not planning.restricted(rule):
         return ()
-    who = req.identity.name
+    who = req.who
     if s3.key:
         whole, ranges = planning.granted(ctx, wh, location, who, rule, f"{s3.bucket}/{s3.key}")
         if whole:
@@ -207,7 +206,7 @@ def load_credentials(req: RequestContext) -> tuple[int, dict[str, Any]]:
     wh, ns, name, location, creating, replica = _location(req)
     if not delegation.may_read(req, wh, ns, name):
         raise Forbidden(
-            f"Access denied: {req.identity.name} may not read the data of {'.'.join(ns)}.{name} "
+            f"Access denied: {req.who} may not read the data of {'.'.join(ns)}.{name} "
             f"({delegation.read_action(req, wh)}): credentials are vended to readers (a writer that may not "
             "read signs its writes: X-Iceberg-Access-Delegation: remote-signing)"
         )

@@ -7,6 +7,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from chalicelib.auth.identities import as_principal
 from chalicelib.auth.resources import ns_context, table_arn
 from chalicelib.core.catalog import data
 from chalicelib.core.primitives.context import Context
@@ -26,16 +27,16 @@ def requested(req: RequestContext) -> set[str]:
 
 def read_rule(req: RequestContext, wh: str, ns: tuple[str, ...], name: str) -> tuple[Any, ...]:
     """The caller's s3tables:GetTableData statements on the table (core.model.ReadRule)."""
-    return req.read_rule(table_arn(wh, ns, name), ns_context(ns, name))
+    return req.authz.read_rule(table_arn(wh, ns, name), ns_context(ns, name))
 
 
 def read_policy(req: RequestContext, wh: str, ns: tuple[str, ...], name: str) -> tuple[Any, ...]:
     """The GetTableData statements as the policies say them (a trusted engine's included)."""
-    return req.read_policy(table_arn(wh, ns, name), ns_context(ns, name))
+    return req.authz.read_policy(table_arn(wh, ns, name), ns_context(ns, name))
 
 
 def trusted_engine(req: RequestContext) -> bool:
-    return bool(getattr(req.identity, "trusted_engine", False))
+    return req.identity is not None and req.identity.trusted_engine
 
 
 def read_restrictions(req: RequestContext, policy: tuple[Any, ...], raw_metadata: bytes) -> dict[str, Any] | None:
@@ -87,8 +88,7 @@ def refuse_unreadable(req: RequestContext, wh: str, ns: tuple[str, ...], name: s
         from chalicelib.errors import Forbidden
 
         raise Forbidden(
-            f"Access denied: {req.identity.name} may not read the data of {'.'.join(ns)}.{name} "
-            f"({read_action(req, wh)})"
+            f"Access denied: {req.who} may not read the data of {'.'.join(ns)}.{name} ({read_action(req, wh)})"
         )
 
 
@@ -97,7 +97,7 @@ def refuse_vending_if_limited(req: RequestContext, wh: str, ns: tuple[str, ...],
         from chalicelib.errors import Forbidden
 
         raise Forbidden(
-            f"Access denied: {req.identity.name}'s policy limits which rows of {'.'.join(ns)}.{name} it may read "
+            f"Access denied: {req.who}'s policy limits which rows of {'.'.join(ns)}.{name} it may read "
             "(s3tables:GetTableData) and credentials cannot be scoped to them: read through remote signing "
             "with server-side scan planning (X-Iceberg-Access-Delegation: remote-signing)"
         )
@@ -118,7 +118,7 @@ def refuse_forgetting(req: RequestContext, wh: str, changes: list[Any]) -> None:
             from chalicelib.errors import Forbidden
 
             raise Forbidden(
-                f"Access denied: {req.identity.name}'s reads of {'.'.join(change.namespace)}.{change.name} are "
+                f"Access denied: {req.who}'s reads of {'.'.join(change.namespace)}.{change.name} are "
                 "limited by policy (s3tables:GetTableData), whose column names cover every name a column has had "
                 "in the table's schemas: it may not remove schemas"
             )
@@ -129,7 +129,7 @@ def may_write(req: RequestContext, wh: str, ns: tuple[str, ...], name: str) -> b
     from chalicelib.errors import DamagedObject
 
     try:
-        return req.may_write_data(table_arn(wh, ns, name), ns_context(ns, name))
+        return req.authz.may_write_data(table_arn(wh, ns, name), ns_context(ns, name))
     except DamagedObject:
         return False
 
@@ -140,7 +140,7 @@ def refuse_registering_unwritten(req: RequestContext, wh: str, ns: tuple[str, ..
         from chalicelib.errors import Forbidden
 
         raise Forbidden(
-            f"Access denied: {req.identity.name} may not write the data of {'.'.join(ns)}.{name} "
+            f"Access denied: {req.who} may not write the data of {'.'.join(ns)}.{name} "
             "(s3tables:PutTableData), so it may not register a metadata file as it"
         )
 
@@ -150,9 +150,10 @@ def may_take_back(req: RequestContext, wh: str) -> MayAdopt:
     kept (core.catalog.tables.Release): auth/acting.py `take_back_refusal`. Files stay bound to their
     table (issue 58)."""
     from chalicelib.auth import acting
+    from chalicelib.auth.authorization import of_request
 
     def check(release: Release) -> None:
-        why = acting.take_back_refusal(req.authz, wh, release)
+        why = acting.take_back_refusal(of_request(req.authz), wh, release)
         if why is not None:
             from chalicelib.errors import Forbidden
 
@@ -178,7 +179,7 @@ def refuse_unwritten_files(req: RequestContext, wh: str, changes: list[Any]) -> 
         from chalicelib.errors import Forbidden
 
         raise Forbidden(
-            f"Access denied: {req.identity.name} may not write the data of {'.'.join(change.namespace)}."
+            f"Access denied: {req.who} may not write the data of {'.'.join(change.namespace)}."
             f"{change.name} ({write_action(req, wh)}), so it may not add a snapshot to it"
         )
 
@@ -250,7 +251,7 @@ def signing_config(
     from chalicelib.auth import sign_tokens
 
     endpoint = f"v1/{quote(wh)}/namespaces/{quote(chr(0x1F).join(ns), safe='')}/tables/{quote(name)}/sign"
-    principal = req.identity
+    principal = as_principal(req.identity)
     grant = staged_grant(req, wh, ns, name, staged_location) if staged_location is not None else None
     if grant is not None:
         endpoint += "?staged=" + quote(grant, safe="")
@@ -284,7 +285,7 @@ def staged_grant(req: RequestContext, wh: str, ns: tuple[str, ...], name: str, l
     its create's commit spends it (None for a caller without a key to mint it under)."""
     from chalicelib.auth import sign_tokens
 
-    principal = req.identity
+    principal = as_principal(req.identity)
     if principal is None or not principal.token_key:
         return None
     return sign_tokens.mint(

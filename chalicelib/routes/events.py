@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from chalicelib.auth.identities import signed_in
 from chalicelib.auth.resources import bucket_arn, table_arn
 from chalicelib.core.catalog import events
 from chalicelib.names import check_warehouse
@@ -24,7 +25,9 @@ def _warehouse(req: RequestContext) -> list[Check]:
 def _feed(req: RequestContext) -> list[Check]:
     """Like the warehouse's audit trail: some of it must be readable; each event is filtered."""
     wh = check_warehouse(req.param("warehouse"))
-    return [] if req.visible(req.action, bucket_arn(wh), {}, True) else [(req.action, table_arn(wh, None), {}, True)]
+    return (
+        [] if req.authz.visible(req.action, bucket_arn(wh), {}, True) else [(req.action, table_arn(wh, None), {}, True)]
+    )
 
 
 @operation(bp, PREFIX + "/events", "POST", "GetAuditLog", iceberg=False, checks=_feed)
@@ -53,7 +56,7 @@ def list_sinks(req: RequestContext) -> tuple[int, dict[str, Any]]:
 def _owns(req: RequestContext, sink: dict[str, Any]) -> bool:
     """A sink's record (its target may itself be a credential, its filters name tables) is its
     owner's and root's to see and replay; a user who manages the warehouse's sinks may delete any."""
-    who = req.identity
+    who = signed_in(req.identity)
     if who.is_root:
         return True
     return events.SinkOwner.of_sink(sink) == events.SinkOwner(who.name, who.uuid)
@@ -65,7 +68,7 @@ def create_sink(req: RequestContext) -> tuple[int, dict[str, Any]]:
     carries its HMAC secret, shown only here."""
     ctx, wh = warehouse_of(req)
     body = req.json_object()
-    who = req.identity
+    who = signed_in(req.identity)
     owner = events.SinkOwner(who.name, "" if who.is_root else who.uuid)  # it is sent what they may read
     name: Any = body.get("name")  # the JSON values as sent: create_sink checks them
     kind: Any = body.get("kind")

@@ -34,7 +34,7 @@ def list_functions(req: RequestContext) -> tuple[int, dict[str, Any]]:
     ns = namespace_of(req)
     token, size = paging_of(req, spec=True)
     names, nxt = functions.list_names(ctx, wh, ns, token, size or 10_000)
-    shown = [n for n in names if req.visible(req.action, table_arn(wh, ns, n), ns_context(ns, n))]
+    shown = [n for n in names if req.authz.visible(req.action, table_arn(wh, ns, n), ns_context(ns, n))]
     # The spec's CatalogObjectIdentifier: the levels as one list, the function's name last.
     return 200, paged(req, "identifiers", [[*ns, n] for n in shown], nxt)
 

@@ -31,7 +31,7 @@ def list_namespaces(req: RequestContext) -> tuple[int, dict[str, Any]]:
     arn = bucket_arn(wh)
 
     def keep(ns: tuple[str, ...]) -> bool:
-        return req.visible("ListNamespaces", arn, ns_context(ns))
+        return req.authz.visible("ListNamespaces", arn, ns_context(ns))
 
     items, token = namespaces.list_children(ctx, wh, parent, *paging_of(req, spec=True), keep)
     return 200, paged(req, "namespaces", list(items), token)

@@ -25,8 +25,8 @@ def _target(req: RequestContext) -> tuple[Any, str, tuple[str, ...], str, str, t
     earlier meaning) the caller has nothing to plan."""
     ctx, wh = warehouse_of(req)
     ns, name = namespace_of(req), check_table(req.param("table"))
-    reader = str(getattr(req.identity, "name", None) or "anonymous")
-    rule = req.read_rule(table_arn(wh, ns, name), ns_context(ns, name))
+    reader = req.who
+    rule = req.authz.read_rule(table_arn(wh, ns, name), ns_context(ns, name))
     if req.action != "CancelPlanning" and not planning.reads_any(rule):
         raise Forbidden(
             f"Access denied: {reader} may not read the data of {'.'.join(ns)}.{name} "
@@ -38,7 +38,7 @@ def _target(req: RequestContext) -> tuple[Any, str, tuple[str, ...], str, str, t
 @operation(bp, TABLE + "/plan", "POST", "PlanTableScan", checks=resources.table_read)
 def plan_table_scan(req: RequestContext) -> tuple[int, dict[str, Any]]:
     ctx, wh, ns, name, reader, rule = _target(req)
-    policy = req.read_policy(table_arn(wh, ns, name), ns_context(ns, name))  # a trusted engine's stats-fields
+    policy = req.authz.read_policy(table_arn(wh, ns, name), ns_context(ns, name))  # a trusted engine's stats-fields
     return 200, planning.plan(ctx, wh, ns, name, req.json_object(), reader, rule, policy)
 
 

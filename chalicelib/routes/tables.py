@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 from chalicelib.auth import acting, resources
+from chalicelib.auth.authorization import of_request
 from chalicelib.auth.resources import ns_context, table_arn
 from chalicelib.core.catalog import tables
 from chalicelib.core.model import TableState
@@ -33,7 +34,7 @@ def list_page(req: RequestContext, kind: str) -> tuple[int, dict[str, Any]]:
     ns = namespace_of(req)
 
     def keep(name: str) -> bool:
-        return req.visible(req.action, table_arn(wh, ns, name), ns_context(ns, name))
+        return req.authz.visible(req.action, table_arn(wh, ns, name), ns_context(ns, name))
 
     items, token = tables.list_names(ctx, wh, ns, *paging_of(req, spec=True), keep, kind=kind)
     return 200, paged(req, "identifiers", list(items), token)
@@ -83,7 +84,7 @@ def register_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
         req.require("RestoreTable", *dropped_resource(wh, record))
         was = (tuple(record["namespace"]), str(record["name"]))
         if was != (ns, name):  # under another name: what an undrop there asks (routes/trash.py)
-            acting.refuse_move(req.authz, wh, *was, trash.table_id(record))
+            acting.refuse_move(of_request(req.authz), wh, *was, trash.table_id(record))
 
     may_adopt = delegation.may_take_back(req, wh)  # a released table's files: its own data actions
     state = tables.register(ctx, wh, ns, name, location, overwrite, may_restore=may_restore, may_adopt=may_adopt)
@@ -196,6 +197,6 @@ def rename_table(req: RequestContext) -> tuple[int, None]:
     ctx, wh = warehouse_of(req)
     source, destination = iceberg_io.parse_rename(req.json())
     if source != destination:  # policies naming the source stop applying to it: only its owner moves it
-        acting.refuse_move(req.authz, wh, *source)
+        acting.refuse_move(of_request(req.authz), wh, *source)
     tables.rename(ctx, wh, source, destination)
     return 204, None

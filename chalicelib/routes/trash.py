@@ -11,6 +11,7 @@ from typing import Any
 
 from chalicelib.auth import acting
 from chalicelib.auth.arns import Resource
+from chalicelib.auth.authorization import of_request
 from chalicelib.auth.resources import ns_context, table_arn
 from chalicelib.core.catalog import trash
 from chalicelib.errors import BadRequest, Forbidden
@@ -48,7 +49,7 @@ def list_dropped(req: RequestContext) -> tuple[int, dict[str, Any]]:
     ctx, wh = warehouse_of(req)
 
     def keep(record: dict[str, Any]) -> bool:
-        return req.visible("ListDroppedTables", *dropped_resource(wh, record))
+        return req.authz.visible("ListDroppedTables", *dropped_resource(wh, record))
 
     items, token = trash.list_dropped(ctx, wh, *paging_of(req), keep)
     return 200, paged(req, "dropped", list(items), token)
@@ -57,15 +58,17 @@ def list_dropped(req: RequestContext) -> tuple[int, dict[str, Any]]:
 @operation(bp, DROPPED, "GET", "GetDroppedTable", iceberg=False, checks=_any_table)
 def get_dropped(req: RequestContext) -> tuple[int, dict[str, Any]]:
     ctx, wh, record = _record(req, "GetDroppedTable")
-    if req.denied("GetTable", *dropped_resource(wh, record)):  # its metadata, as a load would show it
-        raise Forbidden(f"Access denied: {req.identity.name} is denied s3tables:GetTable on the dropped table")
+    if req.authz.denied("GetTable", *dropped_resource(wh, record)):  # its metadata, as a load would show it
+        raise Forbidden(f"Access denied: {req.who} is denied s3tables:GetTable on the dropped table")
     out = trash.public_any(record)
     location = out.get("metadata-location")
     if location:  # as a load of the table would have shown it to this caller
         from chalicelib.core.catalog import planning
 
         raw = trash.read_metadata_raw(ctx, str(location))
-        out["metadata"] = json.loads(planning.visible_statistics(raw, req.read_policy(*dropped_resource(wh, record))))
+        out["metadata"] = json.loads(
+            planning.visible_statistics(raw, req.authz.read_policy(*dropped_resource(wh, record)))
+        )
     return 200, out
 
 
@@ -83,7 +86,7 @@ def restore(req: RequestContext) -> tuple[int, dict[str, Any]]:
         req.require(create, table_arn(wh, *target), ns_context(*target))
         was = (tuple(record["namespace"]), str(record["name"]))
         if record.get("kind", "table") == "table" and target != was:  # a table's data, moved elsewhere
-            acting.refuse_move(req.authz, wh, *was, trash.table_id(record))
+            acting.refuse_move(of_request(req.authz), wh, *was, trash.table_id(record))
     ns, name, location = trash.restore_any(ctx, wh, record, target)
     return 200, {"identifier": {"namespace": list(ns), "name": name}, "metadata-location": location}
 

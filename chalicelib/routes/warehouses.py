@@ -21,7 +21,7 @@ def _root_only_meaning(req: RequestContext, props: object) -> None:
     """What policies mean for table data (`legacy-data-actions`) is the operator's (root's) to set: a
     user who may update a warehouse must not widen what every policy in it grants."""
     if isinstance(props, dict) and warehouses.DATA_ACTIONS_PROPERTY in props:
-        if not getattr(req.identity, "is_root", True):
+        if req.identity is not None and not req.identity.is_root:
             raise Forbidden(
                 f"Access denied: only root may set the warehouse property {warehouses.DATA_ACTIONS_PROPERTY!r}"
             )
@@ -40,7 +40,7 @@ def _create(req: RequestContext) -> tuple[int, dict[str, Any]]:
 
 def _list(req: RequestContext) -> tuple[int, dict[str, Any]]:
     def keep(name: str) -> bool:
-        return req.visible("ListWarehouses", bucket_arn(name), {})
+        return req.authz.visible("ListWarehouses", bucket_arn(name), {})
 
     names, token = warehouses.list_names(get_context(), *paging_of(req), keep)
     return 200, paged(req, "warehouses", list(names), token)

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from chalicelib.auth import acting, arns
-from chalicelib.auth.authorization import Authorization
+from chalicelib.auth.authorization import Authorization, of_request
+from chalicelib.auth.identities import signed_in
 from chalicelib.auth.resources import bucket_arn, ns_context, table_arn
 from chalicelib.core.catalog import namespaces, tables, warehouses
 from chalicelib.core.catalog.tables import TableEntry
@@ -199,7 +200,7 @@ def list_table_buckets(req: RequestContext) -> Result:
     size = _page_size(req, "maxBuckets")
 
     def keep(name: str) -> bool:
-        return name.startswith(prefix) and req.visible("ListTableBuckets", bucket_arn(name), {})
+        return name.startswith(prefix) and req.authz.visible("ListTableBuckets", bucket_arn(name), {})
 
     listing = json.dumps(["buckets", prefix])
     names, token = warehouses.list_names(ctx, _continuation(req, listing), size, keep)
@@ -242,7 +243,7 @@ def list_namespaces(req: RequestContext) -> Result:
     prefix, size = req.query.get("prefix", ""), _page_size(req, "maxNamespaces")
 
     def keep(ns: tuple[str, ...]) -> bool:
-        return ns[0].startswith(prefix) and req.visible("ListNamespaces", bucket_arn(wh), ns_context(ns))
+        return ns[0].startswith(prefix) and req.authz.visible("ListNamespaces", bucket_arn(wh), ns_context(ns))
 
     listing = json.dumps(["namespaces", wh, prefix])
     items, token = namespaces.list_children(ctx, wh, (), _continuation(req, listing), size, keep)
@@ -352,7 +353,9 @@ def list_tables(req: RequestContext) -> Result:
             return _ok(200, {"tables": out, **_continue(req, listing, json.dumps([ns[0], None]))})
 
         def keep(name: str, ns: tuple[str, ...] = ns) -> bool:
-            return name.startswith(prefix) and req.visible("ListTables", table_arn(wh, ns, name), ns_context(ns, name))
+            return name.startswith(prefix) and req.authz.visible(
+                "ListTables", table_arn(wh, ns, name), ns_context(ns, name)
+            )
 
         start = resume_at if ns[0] == resume_ns else None
         names, more = tables.list_names(ctx, wh, ns, start, size - len(out), keep, staged=True)
@@ -418,7 +421,7 @@ def rename_table(req: RequestContext) -> Result:
     dst_name = check_table(new_name) if new_name is not None else name
     req.require("RenameTable", table_arn(wh, dst_ns, dst_name), ns_context(dst_ns, dst_name))  # as REST asks
     if (dst_ns, dst_name) != (ns, name):  # policies naming the source stop applying: only its owner moves it
-        acting.refuse_move(req.authz, wh, ns, name)
+        acting.refuse_move(of_request(req.authz), wh, ns, name)
     backend.rename_table(ctx, wh, (ns, name), (dst_ns, dst_name), body.get("versionToken"))
     return _ok(204, None)
 
@@ -528,15 +531,15 @@ def _stored_only(req: RequestContext) -> bool:
 
 
 def _authz(req: RequestContext) -> Authorization:
-    if req.authz is None:
+    authz = of_request(req.authz)
+    if authz is None:
         raise Forbidden("Access denied: this needs an authenticated caller")
-    authz: Authorization = req.authz
     return authz
 
 
 def _owner(req: RequestContext) -> backend.ConfigOwner:
     """Who is putting a configuration a job carries out for them (as a replication rule's owner)."""
-    principal = req.identity
+    principal = signed_in(req.identity)
     return backend.ConfigOwner(principal.name, "" if principal.is_root else principal.uuid)
 
 
@@ -646,7 +649,7 @@ def put_job_status(req: RequestContext) -> Result:
     resource, cond = _table_resource(wh, entry)
     if not _authz(req).may_write_data(resource, cond):
         raise Forbidden(
-            f"Access denied: {req.identity.name} may not report maintenance runs of {entry.name!r}: that takes "
+            f"Access denied: {req.who} may not report maintenance runs of {entry.name!r}: that takes "
             "s3tables:PutTableData on the table, as the maintenance job's own work does"
         )
     backend.set_job_status(ctx, wh, entry.entry_id, clean)
@@ -669,7 +672,7 @@ def _arn_target(req: RequestContext) -> tuple[Context, str, TableEntry]:
 
 def _root_only(req: RequestContext, what: str) -> None:
     """The expiration job's own calls: it runs with the root keys (docs/spark.md)."""
-    if not req.identity.is_root:
+    if not signed_in(req.identity).is_root:
         raise Forbidden(f"Access denied: {what} is reserved for the root user (the record expiration job's keys)")
 
 
@@ -760,7 +763,7 @@ def _may_replicate(req: RequestContext, wh: str, clean: Body, entry: TableEntry 
     destination, on the real ARNs and condition keys. The rule remembers who put it: each later
     copy asks again for them (core/replication/replicate.py, auth/acting.py)."""
     ns, name = (entry.namespace, entry.name) if entry is not None else (None, None)
-    authz = req.authz
+    authz = of_request(req.authz)
     if authz is None:
         raise Forbidden("Access denied: replication needs an authenticated caller")
     why = acting.source_refusal(authz, wh, ns, name)
@@ -770,7 +773,7 @@ def _may_replicate(req: RequestContext, wh: str, clean: Body, entry: TableEntry 
             why = acting.destination_refusal(authz, dst, ns, name, new)
     if why is not None:
         raise Forbidden(f"Access denied: {why}")
-    principal = req.identity
+    principal = signed_in(req.identity)
     return {**clean, "owner": {"name": principal.name, "id": "" if principal.is_root else principal.uuid}}
 
 

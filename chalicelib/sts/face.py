@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 from chalicelib import errors as e
 from chalicelib.auth import arns, sessions, webtokens
+from chalicelib.auth.identities import signed_in
 from chalicelib.core.primitives.context import get_context
 from chalicelib.pipeline import RequestContext, RouteGroup, operation
 from chalicelib.querywire import Body, Op, Run, dispatch, face, resolve
@@ -105,7 +106,7 @@ def assume_role(req: RequestContext, p: Body) -> Body:
         raise e.BadRequest("Session tag keys must be unique")
     issued = sessions.with_caller(
         get_context(),
-        req.identity,
+        signed_in(req.identity),
         p["RoleArn"],
         p["RoleSessionName"],
         p.get("DurationSeconds"),
@@ -117,7 +118,7 @@ def assume_role(req: RequestContext, p: Body) -> Body:
 
 @op("GetCallerIdentity")
 def get_caller_identity(req: RequestContext, p: Body) -> Body:
-    principal = req.identity
+    principal = signed_in(req.identity)
     account = arns.account()
     if principal.kind == "role":
         arn = principal.arns()[-1]

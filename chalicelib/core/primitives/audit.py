@@ -15,7 +15,6 @@ entries it holds, and a 412 on If-None-Match means they are in the journal alrea
 from __future__ import annotations
 
 import base64
-import contextvars
 import functools
 import heapq
 import json
@@ -26,6 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from chalicelib import keys
+from chalicelib import scope as request_scope
 from chalicelib.caches import Cache
 from chalicelib.core.primitives import damage, parallel, pointer_record
 from chalicelib.core.primitives.context import Context, dump, now_ms
@@ -38,29 +38,27 @@ SEQ = pointer_record.AUDIT_SEQ
 _FAR = 10**13  # inverted times sort newest first
 MAX_PAGE = 200
 
-_actor: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("audit_actor", default=None)
-_actor_uuid: contextvars.ContextVar[str] = contextvars.ContextVar("audit_actor_uuid", default="")
-
 
 def set_actor(principal: str, face: str, request_id: str = "", user_uuid: str = "") -> None:
-    """Set by the request pipeline once the caller is authenticated."""
-    _actor.set({"principal": principal, "face": face, "request": request_id or uuid.uuid4().hex})
-    _actor_uuid.set(user_uuid)
+    """Set by the request pipeline once the caller is authenticated (in the request's scope)."""
+    held = request_scope.current()
+    held.actor = {"principal": principal, "face": face, "request": request_id or uuid.uuid4().hex}
+    held.actor_uuid = user_uuid
 
 
 def clear_actor() -> None:
-    _actor.set(None)
-    _actor_uuid.set("")
+    held = request_scope.current()
+    held.actor, held.actor_uuid = None, ""
 
 
 def actor() -> dict[str, str]:
-    return dict(_actor.get() or {"principal": "catalog", "face": "internal", "request": ""})
+    return dict(request_scope.current().actor or {"principal": "catalog", "face": "internal", "request": ""})
 
 
 def actor_uuid() -> str:
     """The user record's uuid of the principal acting ("" for root and the catalog itself): a user
     made again under a deleted one's name is another principal (core/settling/releases.py)."""
-    return _actor_uuid.get()
+    return request_scope.current().actor_uuid
 
 
 def entry(

@@ -12,7 +12,7 @@ which names to read again, with no GET. A mark that cannot be written stops the 
 (StorageUnavailable): a change the listing might miss is not made.
 
 A mark is a request's own until that request settles it: an operation that writes pointers runs in
-a `scope()` (projection.settles), which records the marks this thread writes, and once the
+a `scope()` (projection.settles), which records the marks its request writes, and once the
 operation is over (every write it made has landed or failed) the projection settles them: it
 records each marked name as its pointer now reads in the projection, then deletes the request's own
 marks (docs/design.md, "Full listings", says why that is exact). A mark nobody settles (a crashed
@@ -32,14 +32,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib import keys
+from chalicelib import scope as request_scope
 from chalicelib.caches import Cache
-from chalicelib.storage import COUNTER, WRITE_WATCHERS, PreconditionFailed, StorageUnavailable, WriteInDoubt
+from chalicelib.storage import WRITE_WATCHERS, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
 # A mark older than this is folded into the projection: any write it preceded has landed by then (a
 # request's writes, and a first listing's scan, end with its deadline, well inside this).
 GRACE_MS = int(os.environ.get("CATALOG_LISTING_GRACE_MS", "120000"))  # shorter in tests only
-
-_local = threading.local()
 
 # What this process knows of namespaces' projections (core/tables/projection.py): (bucket, namespace)
 # -> the uuid last seen (a guess: a settle checks it against the record it reads), and the
@@ -77,8 +76,9 @@ class Scope:
 
 
 def current() -> Scope | None:
-    """The scope this thread's pointer writes are recorded in (None: they are left to the fold)."""
-    return getattr(_local, "scope", None)
+    """The scope this request's pointer writes are recorded in (None: they are left to the fold)."""
+    marks: Scope | None = request_scope.current().marks
+    return marks
 
 
 @contextlib.contextmanager
@@ -89,12 +89,13 @@ def scope() -> Iterator[Scope]:
     if outer is not None:
         yield outer
         return
-    opened = Scope(retries=COUNTER.events.get("S3Retries", 0.0))
-    _local.scope = opened
+    held = request_scope.current()
+    opened = Scope(retries=held.events.get("S3Retries", 0.0))
+    held.marks = opened
     try:
         yield opened
     finally:
-        _local.scope = None
+        held.marks = None
 
 
 def wrote_metadata(location: str, raw: bytes) -> None:
@@ -109,27 +110,27 @@ def wrote_metadata(location: str, raw: bytes) -> None:
 @contextlib.contextmanager
 def joined(shared: Scope | None) -> Iterator[None]:
     """Inside a pool thread working for an operation: its marks are recorded in the operation's scope."""
-    before = current()
-    _local.scope = shared
+    held = request_scope.current()
+    before, held.marks = held.marks, shared
     try:
         yield
     finally:
-        _local.scope = before
+        held.marks = before
 
 
 @contextlib.contextmanager
 def same_names() -> Iterator[None]:
     """Pointer writes inside change no name's listing (a commit of a live table): no mark."""
-    before = getattr(_local, "quiet", False)
-    _local.quiet = True
+    held = request_scope.current()
+    before, held.quiet_marks = held.quiet_marks, True
     try:
         yield
     finally:
-        _local.quiet = before
+        held.quiet_marks = before
 
 
 def before_pointer_write(storage: Any, bucket: str, key: str) -> None:
-    if getattr(_local, "quiet", False) or not key.endswith(".json"):
+    if request_scope.current().quiet_marks or not key.endswith(".json"):
         return
     ns, name = keys.namespace_of_pointer(key), keys.table_from_pointer(key)
     for _ in range(3):

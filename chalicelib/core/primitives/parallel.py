@@ -1,6 +1,7 @@
 """S3 round trips overlapped on shared thread pools, still counted for the request that made them
-and still bound by its deadline (storage.COUNTER is per thread, so each task carries its count,
-events and deadline back)."""
+and still bound by its deadline (a pool thread does not see the request's scope, chalicelib/scope.py:
+each task runs in a scope of its own with the request's deadline, and carries its counts and events
+back)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from chalicelib import scope
 from chalicelib.storage import COUNTER, note
 
 T = TypeVar("T")
@@ -37,12 +39,8 @@ def map_counted(fn: Callable[[T], R], items: Iterable[T], pool: str = "io") -> l
     deadline = COUNTER.deadline
 
     def one(item: T) -> tuple[R, tuple[int, int], dict[str, float], dict[str, list[float]]]:
-        COUNTER.reset()
-        COUNTER.deadline = deadline
-        try:
-            return fn(item), (COUNTER.count, COUNTER.rounds), COUNTER.events, COUNTER.samples
-        finally:
-            COUNTER.deadline = 0.0
+        with scope.entered(deadline) as task:
+            return fn(item), (task.count, task.rounds), task.events, task.samples
 
     results: list[tuple[Any, tuple[int, int], dict[str, float], dict[str, list[float]]]]
     results = list(_pool(pool).map(one, items))

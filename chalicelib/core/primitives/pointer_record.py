@@ -11,7 +11,6 @@ transaction (claims.py), and the audit tail rides along (audit.TAIL)."""
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -567,23 +566,28 @@ def appended(data: dict[str, Any], entries: Iterable[dict[str, Any]]) -> dict[st
 # A replica's pointer names its source ({warehouse, entry}); every writer of the core refuses such a
 # table, except the replicator (in `replicating()`), until deleting the replication releases it.
 REPLICA_OF = "replica-of"
-_replicator = threading.local()
 
 
 class replicating:  # noqa: N801 - used as `with pointer_record.replicating():`
-    """The replicator's own writes to its replicas (this thread only)."""
+    """The replicator's own writes to its replicas (this request scope only: chalicelib/scope.py)."""
 
     def __enter__(self) -> None:
-        _replicator.on = getattr(_replicator, "on", 0) + 1
+        from chalicelib import scope
+
+        scope.current().replicating += 1
 
     def __exit__(self, *exc: object) -> None:
-        _replicator.on -= 1
+        from chalicelib import scope
+
+        scope.current().replicating -= 1
 
 
 def check_writable(data: dict[str, Any], ns: Iterable[str], name: str) -> None:
     """Forbidden for a replica (outside the replicator): it changes only by replication."""
     source = data.get(REPLICA_OF)
-    if isinstance(source, dict) and not getattr(_replicator, "on", 0):
+    from chalicelib import scope
+
+    if isinstance(source, dict) and not scope.current().replicating:
         from chalicelib.errors import Forbidden
 
         raise Forbidden(
