@@ -249,7 +249,7 @@ def test_another_process_sees_a_transaction_at_its_answer(core, monkeypatch):
 
     wh = _committed_unrolled(core, "o")
     monkeypatch.setattr(commits, "_warm", {})  # another process
-    monkeypatch.setattr(md, "_cache", type(md._cache)())
+    monkeypatch.setattr(md, "_cache", md.Cache("metadata files (test)", md.cache_limit_bytes(), weigh=md._weight))
     for t in ("a", "b"):
         COUNTER.count = 0
         raw = json.loads(lookup.load(core, wh, ("o",), t).raw_metadata)
