@@ -21,7 +21,7 @@ from chalicelib.caches import MISSING, Cache
 from chalicelib.core.primitives import audit, cas
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.errors import BadRequest, CatalogError, Conflict, NotFound, ServiceUnavailable
-from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed, WriteInDoubt
+from chalicelib.storage import ObjectNotFound
 
 log = logging.getLogger("catalog.identities")
 ROOT = "root"
@@ -276,16 +276,17 @@ def create_user(ctx: Context, name: object) -> dict[str, Any]:
     user = check_user(name)
     record = {"name": user, "access-keys": [], "policies": {}, "created-at": _now(), "uuid": str(uuid.uuid4())}
     record, _ = audit.stamped(record, audit.entry("create-user", _target(user)))
-    for attempt in range(2):
-        try:
-            ctx.storage.put_if_absent(ctx.settings.system_bucket, keys.user_record(user), dump(record))
-            break
-        except (PreconditionFailed, WriteInDoubt):
-            raise Conflict(f"User {user!r} already exists") from None
-        except BucketNotFound:  # a deployment's first write may be a user, before any warehouse
-            if attempt:
-                raise
-            ctx.storage.create_bucket(ctx.settings.system_bucket)
+    # A deployment's first write may be a user, before any warehouse: the system bucket is made then.
+    cas.create(
+        ctx,
+        ctx.settings.system_bucket,
+        keys.user_record(user),
+        dump(record),
+        lambda: Conflict(f"User {user!r} already exists"),
+        f"User {user!r}",
+        mine=lambda found: found.get("uuid") == record["uuid"],
+        make_bucket=True,
+    )
     _journal(ctx, record)
     return public(record)
 
