@@ -98,8 +98,7 @@ def _granting(
 
 
 def check(ctx: Context, warehouse: str) -> Report:
-    record, _ = warehouses.read_record(ctx, warehouse)
-    legacy = data_actions.of_record(record)
+    legacy = data_actions.of_properties(warehouses.load(ctx, warehouse)[0].properties)
     stored = resource_policies.read(ctx, warehouse, fresh=True)
     tables = _tables(ctx, warehouse)
     ids = {(ns, name): table_id for ns, name, table_id in tables}

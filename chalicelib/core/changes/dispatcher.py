@@ -28,6 +28,7 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.core.changes import event_sinks, events
 from chalicelib.core.changes.event_sinks import SinkOwner
+from chalicelib.core.changes.sink_record import EventSink
 from chalicelib.core.primitives import audit, damage, parallel
 from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.errors import Conflict, DamagedObject
@@ -44,20 +45,20 @@ NO_OWNER = (
     "The sink names no owner (a user made it before sinks recorded who made them), so nobody's access says "
     "what it may be sent: it sends nothing until it is made again"
 )
-Sender = Callable[[dict[str, Any], list[dict[str, Any]]], list[str | None]]
+Sender = Callable[[EventSink, list[dict[str, Any]]], list[str | None]]
 
 
-def _cursor(ctx: Context, bucket: str, sink: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+def _cursor(ctx: Context, bucket: str, sink: EventSink) -> tuple[dict[str, Any], str | None]:
     try:
-        obj = ctx.storage.get(bucket, keys.event_cursor(sink["name"]))
+        obj = ctx.storage.get(bucket, keys.event_cursor(sink.name))
     except ObjectNotFound:
-        return {"sink-uuid": sink["uuid"], "sources": {}, "etags": {}, "failing": {}}, None
+        return {"sink-uuid": sink.uuid, "sources": {}, "etags": {}, "failing": {}}, None
     try:
-        doc = damage.parse(obj.body, bucket, keys.event_cursor(sink["name"]), f"Event sink {sink['name']!r}'s position")
+        doc = damage.parse(obj.body, bucket, keys.event_cursor(sink.name), f"Event sink {sink.name!r}'s position")
     except DamagedObject:  # position unknown: send everything again (at least once; ids let consumers dedupe)
         doc = {}
-    if doc.get("sink-uuid") != sink["uuid"]:  # an earlier sink of that name (or damaged): start afresh
-        return {"sink-uuid": sink["uuid"], "sources": {}, "etags": {}, "failing": {}}, obj.etag
+    if doc.get("sink-uuid") != sink.uuid:  # an earlier sink of that name (or damaged): start afresh
+        return {"sink-uuid": sink.uuid, "sources": {}, "etags": {}, "failing": {}}, obj.etag
     return doc, obj.etag
 
 
@@ -218,7 +219,7 @@ HOLD_MS = 10 * 60_000
 Readers = Callable[[SinkOwner, str], Callable[[dict[str, Any]], bool]]
 
 
-def reader_of(sink: dict[str, Any], warehouse: str, readers: Readers | None) -> Callable[[dict[str, Any]], bool] | None:
+def reader_of(sink: EventSink, warehouse: str, readers: Readers | None) -> Callable[[dict[str, Any]], bool] | None:
     """What the sink's owner may be sent; None when the sink has no owner on record (made before
     sinks recorded them: it delivers nothing until made again)."""
     owner = SinkOwner.of_sink(sink)
@@ -234,7 +235,7 @@ def reader_of(sink: dict[str, Any], warehouse: str, readers: Readers | None) -> 
 def dispatch_sink(
     ctx: Context,
     warehouse: str,
-    sink: dict[str, Any],
+    sink: EventSink,
     deadline: float,
     send: Sender,
     sees: Callable[[dict[str, Any]], bool] = lambda e: False,
@@ -247,20 +248,20 @@ def dispatch_sink(
     bucket = ctx.bucket_for(warehouse)
     stats = {"sent": 0, "filtered": 0, "failed": 0, "parked": 0}
     cursor, etag = _cursor(ctx, bucket, sink)
-    since = int(sink.get("created-ms", 0))
+    since = sink.created_ms or 0
     found, read, listed, journal_ms = pending(ctx, warehouse, cursor, since)
     sources: dict[str, int] = dict(cursor.get("sources", {}))
     failing: dict[str, dict[str, Any]] = dict(cursor.get("failing", {}))
     holding: dict[str, int] = dict(cursor.get("holding", {}))
     etags: dict[str, str] = {k: v for k, v in cursor.get("etags", {}).items() if k in listed}
     journal = int(cursor.get("journal-ms", 0))
-    filters = sink.get("filters") or {}
+    filters = dict(sink.filters or {})
     now = now_ms()
     queues = runs(found, sources, holding, since, now)
 
     def doc() -> dict[str, Any]:
         return {
-            "sink-uuid": sink["uuid"],
+            "sink-uuid": sink.uuid,
             "sources": sources,
             "etags": etags,
             "failing": failing,
@@ -277,7 +278,7 @@ def dispatch_sink(
         if doc() == cursor:
             return True
         try:
-            etag = _save(ctx, bucket, sink["name"], doc(), etag)
+            etag = _save(ctx, bucket, sink.name, doc(), etag)
         except (PreconditionFailed, WriteInDoubt):
             return False  # another run moved the cursor: it carries on from its own reads
         cursor = json.loads(dump(doc()))
@@ -347,10 +348,10 @@ def dispatch_sink(
     return stats
 
 
-def _park(ctx: Context, bucket: str, sink: dict[str, Any], event: dict[str, Any], error: str, tries: int) -> None:
+def _park(ctx: Context, bucket: str, sink: EventSink, event: dict[str, Any], error: str, tries: int) -> None:
     record = {"event": event, "error": error, "runs": tries, "parked-ms": now_ms()}
     try:
-        ctx.storage.put_if_absent(bucket, keys.dead_event(sink["name"], sink["uuid"], str(event["id"])), dump(record))
+        ctx.storage.put_if_absent(bucket, keys.dead_event(sink.name, sink.uuid, str(event["id"])), dump(record))
     except (PreconditionFailed, WriteInDoubt):
         pass  # parked already (a run that died before its cursor write)
 
@@ -377,13 +378,13 @@ def dispatch(
     for sink in sinks:
         sees = reader_of(sink, warehouse, readers)
         if sees is None:
-            report[sink["name"]] = {"error": NO_OWNER}
+            report[sink.name] = {"error": NO_OWNER}
             continue
         try:
-            report[sink["name"]] = dispatch_sink(ctx, warehouse, sink, deadline, send, sees)
+            report[sink.name] = dispatch_sink(ctx, warehouse, sink, deadline, send, sees)
         except (StorageUnavailable, WriteInDoubt, ObjectNotFound, DamagedObject) as exc:
-            log.warning("dispatcher: %s/%s: %s", warehouse, sink["name"], exc)
-            report[sink["name"]] = {"error": str(exc)[:200]}
+            log.warning("dispatcher: %s/%s: %s", warehouse, sink.name, exc)
+            report[sink.name] = {"error": str(exc)[:200]}
     return report
 
 
@@ -399,7 +400,7 @@ def replay(
         raise Conflict(NO_OWNER)
     bucket = ctx.bucket_for(warehouse)
     stats = {"replayed": 0, "still-failing": 0, "withheld": 0}
-    for key in list(ctx.storage.list_keys(bucket, keys.dead_events_prefix(sink_name, sink["uuid"]))):
+    for key in list(ctx.storage.list_keys(bucket, keys.dead_events_prefix(sink_name, sink.uuid))):
         try:
             record = damage.parse(ctx.storage.get(bucket, key).body, bucket, key, "A parked event")
         except (ObjectNotFound, DamagedObject):  # damaged: logged, left for the operator; the others go
