@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from chalicelib import keys
+from chalicelib.auth.user_records import AccessKeyRecord, UserRecord
 from chalicelib.core.changes.event_sinks import OPERATOR, SinkOwner
 from chalicelib.core.changes.sink_record import EventSink
 from chalicelib.core.primitives.container_records import NamespaceRecord, WarehouseRecord
@@ -146,3 +147,53 @@ def test_a_damaged_event_sink_is_refused(doc):
     assert EventSink.problem(doc) is not None
     with pytest.raises(ValueError):
         EventSink.from_json(doc)
+
+
+@pytest.mark.parametrize("doc", _released("system", keys.IAM_USERS_PREFIX))
+def test_a_released_user_record_reads_and_writes_back_unchanged(doc):
+    user = UserRecord.from_json(doc)
+    assert user.to_json() == doc and user.uuid and user.keys
+
+
+@pytest.mark.parametrize("doc", _released("system", keys.access_key_record("")[: -len(".json")]))
+def test_a_released_access_key_record_reads_and_writes_back_unchanged(doc):
+    assert AccessKeyRecord.from_json(doc).to_json() == doc
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"name": "u"},  # the earliest shape: no keys, policies, uuid, tags or trusted-engine
+        {"name": "u", "access-keys": ["CK1"], "policies": {}, "created-at": "t", "uuid": "i", "audit": [{}]},
+        {"name": "u", "trusted-engine": True, "tags": {"team": "a"}, "created-at": 5, "uuid": None},
+    ],
+)
+def test_every_user_record_shape_round_trips(doc):
+    assert UserRecord.from_json(doc).to_json() == doc
+
+
+def test_a_user_answers_as_before():
+    user = UserRecord.from_json({"name": "u", "access-keys": ["CK1"], "trusted-engine": True, "audit": []})
+    assert user.public() == {
+        "name": "u",
+        "access-keys": ["CK1"],
+        "policies": {},
+        "trusted-engine": True,
+        "created-at": None,
+        "tags": {},
+    }
+
+
+@pytest.mark.parametrize(
+    ("codec", "doc"),
+    [
+        (UserRecord, {"name": "x", "policies": {"p": {"Statement": "nonsense"}}}),
+        (UserRecord, {"name": "x", "access-keys": "CK"}),
+        (AccessKeyRecord, {"user": "u"}),
+        (AccessKeyRecord, {"user": "u", "secret": 5}),
+    ],
+)
+def test_a_damaged_identity_record_is_refused(codec, doc):
+    assert codec.problem(doc) is not None
+    with pytest.raises(ValueError):
+        codec.from_json(doc)

@@ -110,7 +110,7 @@ def check(ctx: Context, warehouse: str) -> Report:
 
     for user in users:
         try:
-            own = identities.get_user(ctx, user).get("policies") or {}
+            own = identities.get_user(ctx, user)["policies"]
         except DamagedObject:
             continue  # reported by the admin API and fsck; its requests answer 401
         user_docs: list[tuple[Source, dict[str, Any]]] = [(f"user policy {n}", d) for n, d in sorted(own.items())]

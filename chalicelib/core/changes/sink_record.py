@@ -1,9 +1,8 @@
 """An event sink's record (keys.event_sink): a frozen type and its one codec.
 
 Every release's sink reads: the earliest have no owner (core/changes/event_sinks.py, SinkOwner),
-and a sink made without filters stores {} or none. Fields the codec does not model (the audit
-tail, which `audit` owns, or a later release's) ride along in `other`, so a sink read and
-written again loses nothing; absent fields stay absent (None)."""
+and a sink made without filters stores {} or none. How it maps to its document, and keeps what it
+does not model: core/primitives/record_codec.py."""
 
 from __future__ import annotations
 
@@ -11,16 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-_MODELLED = {
-    "name": "name",
-    "kind": "kind",
-    "target": "target",
-    "uuid": "uuid",
-    "filters": "filters",
-    "created-ms": "created_ms",
-    "owner": "owner",
-    "secret": "secret",
-}
+from chalicelib.core.primitives import record_codec
+
 _HIDDEN = ("secret",)  # never answered: a webhook's secret is shown once, when it is made
 
 
@@ -48,25 +39,11 @@ class EventSink:
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> EventSink:
         """The sink of a document `problem` passes (ValueError for one it refuses)."""
-        reason = cls.problem(doc)
-        if reason is not None:
-            raise ValueError(reason)
-        known = {_MODELLED[k]: v for k, v in doc.items() if k in _MODELLED and v is not None}
-        other = {k: v for k, v in doc.items() if k not in _MODELLED or v is None}
-        loose = {"filters": dict, "created_ms": int, "secret": str}  # never judged: read as absent
-        for name, kind in loose.items():
-            value = known.get(name)
-            if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
-                other[name.replace("_", "-")] = known.pop(name)
+        known, other = record_codec.decode(cls, doc, cls.problem(doc), filters=dict, created_ms=int, secret=str)
         return cls(**known, other=other)
 
     def to_json(self) -> dict[str, Any]:
-        out = dict(self.other)
-        for stored, attr in _MODELLED.items():
-            value = getattr(self, attr)
-            if value is not None:
-                out[stored] = dict(value) if isinstance(value, Mapping) else value
-        return out
+        return record_codec.encode(self)
 
     def public(self, *hidden: str) -> dict[str, Any]:
         """The sink as answered: without its secret and the fields named (the audit tail)."""

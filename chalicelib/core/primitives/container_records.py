@@ -4,37 +4,19 @@ the system bucket (keys.warehouse_record) and a namespace's in its warehouse's b
 
 `problem(doc)` says what makes a stored document unusable (the damage rules of docs/design.md);
 `from_json` reads any document it passes, whichever release wrote it: the earliest warehouse
-records have no uuid, created-at, properties or state, and an absent state is active. Fields a
-codec does not model (the audit tail, which `audit` owns, or a later release's) ride along in
-`other`, so a record read and written again loses nothing. Absent fields stay absent (None)."""
+records have no uuid, created-at, properties or state, and an absent state is active. How a
+record maps to its document, and keeps what it does not model: primitives/record_codec.py."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Self, cast
 
-from chalicelib.core.primitives import damage
+from chalicelib.core.primitives import damage, record_codec
 from chalicelib.core.primitives.context import delete_lease_ms, now_ms
 
 DELETING = "deleting"
-
-
-def _split(cls: type, doc: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A document's modelled fields (by attribute name) and the rest (by stored name)."""
-    stored = {f.name.replace("_", "-"): f.name for f in fields(cls) if f.name != "other"}
-    known = {stored[k]: v for k, v in doc.items() if k in stored and v is not None}
-    return known, {k: v for k, v in doc.items() if k not in stored or v is None}
-
-
-def _join(record: Any) -> dict[str, Any]:
-    """The stored document: the modelled fields that are present over the rest."""
-    out = dict(record.other)
-    for f in fields(record):
-        value = getattr(record, f.name)
-        if f.name != "other" and value is not None:
-            out[f.name.replace("_", "-")] = dict(value) if isinstance(value, Mapping) else value
-    return out
 
 
 class _Container:
@@ -44,7 +26,7 @@ class _Container:
     state_since_ms: int | None
 
     def to_json(self) -> dict[str, Any]:
-        return _join(self)
+        return record_codec.encode(self)
 
     @property
     def deleting(self) -> bool:
@@ -54,22 +36,6 @@ class _Container:
     def marked_deleting(self) -> Self:
         marked: Self = replace(cast(Any, self), state=DELETING, state_since_ms=now_ms())  # each subclass is a dataclass
         return marked
-
-
-def _decode(
-    cls: type, doc: Mapping[str, Any], problem: str | None, **loose: type
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A document's modelled fields and the rest, or ValueError(problem). The `loose` fields are
-    not judged by `problem` (a wrong one never made the record unusable): one of another type is
-    kept as stored, unmodelled, and reads as absent."""
-    if problem is not None:
-        raise ValueError(problem)
-    known, other = _split(cls, doc)
-    for name, kind in loose.items():
-        value = known.get(name)
-        if value is not None and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
-            other[name.replace("_", "-")] = known.pop(name)
-    return known, other
 
 
 @dataclass(frozen=True)
@@ -98,7 +64,7 @@ class WarehouseRecord(_Container):
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> WarehouseRecord:
         """The record of a document `problem` passes (ValueError for one it refuses)."""
-        known, other = _decode(cls, doc, cls.problem(doc), request_metrics=dict, state_since_ms=int)
+        known, other = record_codec.decode(cls, doc, cls.problem(doc), request_metrics=dict, state_since_ms=int)
         known["name"], known["bucket"] = str(known["name"]), str(known["bucket"])
         return cls(**known, other=other)
 
@@ -131,5 +97,7 @@ class NamespaceRecord(_Container):
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> NamespaceRecord:
         """The record of a document `problem` passes (ValueError for one it refuses)."""
-        known, other = _decode(cls, doc, cls.problem(doc), namespace=list, hive_tables=bool, state_since_ms=int)
+        known, other = record_codec.decode(
+            cls, doc, cls.problem(doc), namespace=list, hive_tables=bool, state_since_ms=int
+        )
         return cls(**known, other=other)
