@@ -261,7 +261,6 @@ def create_user(ctx: Context, name: object) -> dict[str, Any]:
         dump(record),
         lambda: Conflict(f"User {user!r} already exists"),
         f"User {user!r}",
-        mine=lambda found: found.get("uuid") == new.uuid,
         make_bucket=True,
     )
     _journal(ctx, record)

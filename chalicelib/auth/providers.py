@@ -228,7 +228,6 @@ def create(
         dump(record),
         lambda: AlreadyExists(f"Provider with url {provider.url} already exists."),
         f"OpenID Connect provider {name!r}",
-        mine=lambda found: found.get("uuid") == provider.uuid,
         make_bucket=True,
     )
     _journal(ctx, record)

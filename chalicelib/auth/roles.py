@@ -306,7 +306,6 @@ def create(
         dump(record),
         lambda: AlreadyExists(f"Role with name {name} already exists."),
         f"Role {name!r}",
-        mine=lambda found: found.get("uuid") == role.uuid,  # ours if the record there is ours
         make_bucket=True,
     )
     _journal(ctx, record)

@@ -25,7 +25,7 @@ from chalicelib.errors import (
     WarehouseNotFound,
 )
 from chalicelib.names import check_namespace, check_properties
-from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
+from chalicelib.storage import BucketNotFound, ObjectNotFound, StorageUnavailable, WriteInDoubt
 
 Namespace = tuple[str, ...]
 MAX_PROPERTIES = 1000  # every namespace read loads them all
@@ -125,9 +125,14 @@ def create(ctx: Context, warehouse: str, namespace: object, properties: object) 
     record, _ = audit.stamped(new.to_json(), audit.entry("create-namespace", _target(ns), properties=props))
     _start_listing(ctx, bucket, ns, str(new.uuid))
     try:
-        ctx.storage.put_if_absent(bucket, keys.namespace_record(ns), dump(record))
-    except (PreconditionFailed, WriteInDoubt):
-        raise NamespaceAlreadyExists(f"Namespace {_pretty(ns)!r} already exists") from None
+        cas.create(
+            ctx,
+            bucket,
+            keys.namespace_record(ns),
+            dump(record),
+            lambda: NamespaceAlreadyExists(f"Namespace {_pretty(ns)!r} already exists"),
+            f"Namespace {_pretty(ns)!r}",
+        )
     except BucketNotFound:
         raise WarehouseNotFound(f"Warehouse {warehouse!r} has no bucket") from None
     # Guard against a concurrent delete of the warehouse or parent (see warehouses.delete).

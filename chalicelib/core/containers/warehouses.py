@@ -26,7 +26,7 @@ from chalicelib.errors import (
     WarehouseNotFound,
 )
 from chalicelib.names import check_new_warehouse, check_properties, check_warehouse
-from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed, StoredObject, WriteInDoubt
+from chalicelib.storage import BucketNotFound, ObjectNotFound, StoredObject
 
 # Marks a bucket the catalog created, so a retried create (after a crash) may take it back.
 OWNED_MARKER = keys.CATALOG_PREFIX + "warehouse-bucket.json"
@@ -115,10 +115,14 @@ def create(ctx: Context, name: object, upgrade_existing: bool, properties: objec
     )
     entry = audit.entry("create-warehouse", _target(warehouse), properties=props)
     record, _ = audit.stamped(new.to_json(), entry)
-    try:
-        store.put_if_absent(sys_bucket, keys.warehouse_record(warehouse), dump(record))
-    except (PreconditionFailed, WriteInDoubt):
-        raise WarehouseAlreadyExists(f"Warehouse {warehouse!r} already exists") from None
+    cas.create(
+        ctx,
+        sys_bucket,
+        keys.warehouse_record(warehouse),
+        dump(record),
+        lambda: WarehouseAlreadyExists(f"Warehouse {warehouse!r} already exists"),
+        f"Warehouse {warehouse!r}",
+    )
     audit.flush_record(ctx, sys_bucket, keys.SYSTEM_AUDIT_PREFIX, audit.source_of(record), record)
     return info(new)
 

@@ -192,11 +192,11 @@ def create(
     body: bytes,
     taken: Callable[[], Exception],
     what: str,
-    mine: Callable[[Doc], bool] | None = None,
     make_bucket: bool = False,
 ) -> None:
     """Write a new document where none is (If-None-Match), or raise `taken()`. A write whose answer
-    was lost is settled by reading back: `mine(document)` (default: the very bytes) says it landed.
+    was lost is settled by reading back: our document there (a new record carries a uuid or a
+    secret of its own, so no one else's is equal) means it landed.
     `make_bucket`: the bucket may not exist yet (the system bucket before a deployment's first
     record): it is made, once. Nothing here is retried: a name that is taken stays taken."""
     made = not make_bucket
@@ -207,7 +207,7 @@ def create(
         except PreconditionFailed:
             raise taken() from None
         except WriteInDoubt:
-            if not _landed(ctx, bucket, key, body, what, mine):
+            if not _landed(ctx, bucket, key, body, what):
                 raise taken() from None
             return
         except BucketNotFound:
@@ -217,9 +217,9 @@ def create(
             ctx.storage.create_bucket(bucket)
 
 
-def _landed(ctx: Any, bucket: str, key: str, body: bytes, what: str, mine: Callable[[Doc], bool] | None) -> bool:
+def _landed(ctx: Any, bucket: str, key: str, body: bytes, what: str) -> bool:
     try:
         found = read(ctx, bucket, key, what)[0]
     except DamagedObject:
         return False
-    return found is not None and (mine(found) if mine is not None else found == json.loads(body))
+    return found is not None and found == json.loads(body)
