@@ -14,6 +14,7 @@ import pytest
 from chalicelib import keys
 from chalicelib.auth.user_records import AccessKeyRecord, UserRecord
 from chalicelib.core.changes.event_sinks import OPERATOR, SinkOwner
+from chalicelib.core.changes.position_record import Position
 from chalicelib.core.changes.sink_record import EventSink
 from chalicelib.core.primitives.container_records import NamespaceRecord, WarehouseRecord
 
@@ -197,3 +198,23 @@ def test_a_damaged_identity_record_is_refused(codec, doc):
     assert codec.problem(doc) is not None
     with pytest.raises(ValueError):
         codec.from_json(doc)
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"sink-uuid": "u", "sources": {}, "etags": {}, "failing": {}},  # a new sink's cursor
+        {"sink-uuid": "u", "sources": {"t": 3}, "etags": {"k": "e"}, "failing": {}, "holding": {}, "journal-ms": 9},
+        {"sources": {"t": 1}, "etags": {}, "holding": {"t": 5}, "journal-ms": 0, "from-ms": 7},  # a feed token's
+        {"sink-uuid": 5, "sources": [], "journal-ms": "x", "later": True},  # read as absent, kept as stored
+    ],
+)
+def test_every_position_shape_round_trips(doc):
+    assert Position.from_json(doc).to_json() == doc
+
+
+def test_a_position_of_the_wrong_type_reads_as_absent():
+    found = Position.from_json({"sink-uuid": 5, "sources": [], "journal-ms": True})
+    assert found.sink_uuid is None and found.sources is None and found.journal_ms is None
+    with pytest.raises(ValueError):
+        Position.from_json([])

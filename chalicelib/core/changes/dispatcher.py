@@ -28,6 +28,7 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.core.changes import event_sinks, events
 from chalicelib.core.changes.event_sinks import SinkOwner
+from chalicelib.core.changes.position_record import Position
 from chalicelib.core.changes.sink_record import EventSink
 from chalicelib.core.primitives import audit, damage, parallel
 from chalicelib.core.primitives.context import Context, dump, now_ms
@@ -48,21 +49,24 @@ NO_OWNER = (
 Sender = Callable[[EventSink, list[dict[str, Any]]], list[str | None]]
 
 
-def _cursor(ctx: Context, bucket: str, sink: EventSink) -> tuple[dict[str, Any], str | None]:
+def _cursor(ctx: Context, bucket: str, sink: EventSink) -> tuple[Position, str | None]:
+    fresh = Position(sink.uuid, sources={}, etags={}, failing={})
     try:
         obj = ctx.storage.get(bucket, keys.event_cursor(sink.name))
     except ObjectNotFound:
-        return {"sink-uuid": sink.uuid, "sources": {}, "etags": {}, "failing": {}}, None
+        return fresh, None
     try:
         doc = damage.parse(obj.body, bucket, keys.event_cursor(sink.name), f"Event sink {sink.name!r}'s position")
     except DamagedObject:  # position unknown: send everything again (at least once; ids let consumers dedupe)
         doc = {}
-    if doc.get("sink-uuid") != sink.uuid:  # an earlier sink of that name (or damaged): start afresh
-        return {"sink-uuid": sink.uuid, "sources": {}, "etags": {}, "failing": {}}, obj.etag
-    return doc, obj.etag
+    found = Position.from_json(doc)
+    if found.sink_uuid != sink.uuid:  # an earlier sink of that name (or damaged): start afresh
+        return fresh, obj.etag
+    return found, obj.etag
 
 
 def _save(ctx: Context, bucket: str, sink: str, doc: dict[str, Any], etag: str | None) -> str:
+    """One swap of the cursor, not retried: a run that loses it stops, the winner carries on."""
     key = keys.event_cursor(sink)
     body = dump(doc)
     return ctx.storage.put_if_match(bucket, key, body, etag) if etag else ctx.storage.put_if_absent(bucket, key, body)
@@ -74,7 +78,7 @@ def _newest_ms(bucket: str, segment_key: str) -> int:
 
 
 def pending(
-    ctx: Context, warehouse: str, cursor: dict[str, Any], since_ms: int
+    ctx: Context, warehouse: str, cursor: Position, since_ms: int
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, tuple[str, dict[str, int]]], set[str], int]:
     """New entries per source, past the cursor and in seq order: the run that follows the cursor
     without a gap (others wait, see `runs`); for each object read, its ETag and the last seq of
@@ -93,7 +97,7 @@ def pending(
     reads += [_lister(ctx, system, own), _source_reader(ctx, warehouse)]
     *lists, own_listed, wh_source = parallel.map_counted(lambda read: read(), reads)
     listed = [ke for found in lists for ke in found] + [(k, e) for k, e in own_listed if k == own]
-    seen = cursor.get("etags", {})
+    seen = cursor.etags or {}
     changed = [(k, e) for k, e in listed if seen.get(k) != e]
 
     def tail(key: str, etag: str) -> list[dict[str, Any]]:
@@ -101,7 +105,7 @@ def pending(
 
     tails = parallel.map_counted(lambda ke: tail(*ke), changed)
     journal_ms = now_ms()
-    after = int(cursor.get("journal-ms", 0)) - audit.skew_ms()
+    after = (cursor.journal_ms or 0) - audit.skew_ms()
     journals: list[tuple[str, str]] = [(bucket, keys.AUDIT_PREFIX)]
     if wh_source:
         journals.append((system, keys.SYSTEM_AUDIT_PREFIX))
@@ -112,7 +116,7 @@ def pending(
             (system, k, m) for k, _, m in stamped[1] if _segment_source(k, keys.SYSTEM_AUDIT_PREFIX) == wh_source
         ]
     fresh = [(b, k) for b, k, m in journal if m >= after and _newest_ms(b, k) >= since_ms - audit.skew_ms()]
-    sent = cursor.get("sources", {})
+    sent = cursor.sources or {}
     found: dict[str, dict[int, dict[str, Any]]] = {}
     read: dict[str, tuple[str, dict[str, int]]] = {}
 
@@ -250,24 +254,18 @@ def dispatch_sink(
     cursor, etag = _cursor(ctx, bucket, sink)
     since = sink.created_ms or 0
     found, read, listed, journal_ms = pending(ctx, warehouse, cursor, since)
-    sources: dict[str, int] = dict(cursor.get("sources", {}))
-    failing: dict[str, dict[str, Any]] = dict(cursor.get("failing", {}))
-    holding: dict[str, int] = dict(cursor.get("holding", {}))
-    etags: dict[str, str] = {k: v for k, v in cursor.get("etags", {}).items() if k in listed}
-    journal = int(cursor.get("journal-ms", 0))
+    sources: dict[str, int] = dict(cursor.sources or {})
+    failing: dict[str, dict[str, Any]] = dict(cursor.failing or {})
+    holding: dict[str, int] = dict(cursor.holding or {})
+    etags: dict[str, str] = {k: v for k, v in (cursor.etags or {}).items() if k in listed}
+    journal = cursor.journal_ms or 0
     filters = dict(sink.filters or {})
     now = now_ms()
     queues = runs(found, sources, holding, since, now)
 
-    def doc() -> dict[str, Any]:
-        return {
-            "sink-uuid": sink.uuid,
-            "sources": sources,
-            "etags": etags,
-            "failing": failing,
-            "holding": holding,
-            "journal-ms": journal,
-        }
+    def position() -> Position:  # as it would be stored: a copy that nothing here changes later
+        now_at = Position(sink.uuid, sources, etags, failing, holding, journal, other=cursor.other)
+        return Position.from_json(json.loads(dump(now_at.to_json())))
 
     def advance(source: str, seq: int) -> None:
         sources[source] = max(int(sources.get(source, 0)), seq)
@@ -275,13 +273,14 @@ def dispatch_sink(
 
     def save() -> bool:
         nonlocal etag, cursor
-        if doc() == cursor:
+        new = position()
+        if new == cursor:
             return True
         try:
-            etag = _save(ctx, bucket, sink.name, doc(), etag)
+            etag = _save(ctx, bucket, sink.name, new.to_json(), etag)
         except (PreconditionFailed, WriteInDoubt):
             return False  # another run moved the cursor: it carries on from its own reads
-        cursor = json.loads(dump(doc()))
+        cursor = new
         return True
 
     # A failing table is tried again with backoff (1 s, 2 s, 4 s ... 5 min), not on every nudge.
