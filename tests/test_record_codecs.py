@@ -15,7 +15,7 @@ from chalicelib import keys
 from chalicelib.auth.user_records import AccessKeyRecord, UserRecord
 from chalicelib.core.changes.event_sinks import OPERATOR, SinkOwner
 from chalicelib.core.changes.position_record import Position
-from chalicelib.core.changes.sink_record import EventSink
+from chalicelib.core.changes.sink_record import EventSink, ParkedEvent
 from chalicelib.core.primitives.container_records import NamespaceRecord, WarehouseRecord
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -218,3 +218,23 @@ def test_a_position_of_the_wrong_type_reads_as_absent():
     assert found.sink_uuid is None and found.sources is None and found.journal_ms is None
     with pytest.raises(ValueError):
         Position.from_json([])
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"event": {"id": "e", "data": {}}, "error": "HTTP 500", "runs": 5, "parked-ms": 1},
+        {"event": {"id": "e"}, "runs": "5", "later": 1},  # a run count of another type is kept as stored
+    ],
+)
+def test_every_parked_event_shape_round_trips(doc):
+    assert ParkedEvent.from_json(doc).to_json() == doc
+
+
+@pytest.mark.parametrize(
+    ("doc", "reason"), [([], "not a JSON object"), ({"event": "x"}, "no 'event'"), ({}, "no 'event'")]
+)
+def test_a_damaged_parked_event_is_refused(doc, reason):
+    assert ParkedEvent.problem(doc) == reason
+    with pytest.raises(ValueError, match=reason):
+        ParkedEvent.from_json(doc)

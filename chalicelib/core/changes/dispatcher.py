@@ -29,8 +29,8 @@ from chalicelib import keys
 from chalicelib.core.changes import event_sinks, events
 from chalicelib.core.changes.event_sinks import SinkOwner
 from chalicelib.core.changes.position_record import Position
-from chalicelib.core.changes.sink_record import EventSink
-from chalicelib.core.primitives import audit, damage, parallel
+from chalicelib.core.changes.sink_record import EventSink, ParkedEvent
+from chalicelib.core.primitives import audit, cas, damage, parallel
 from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.errors import Conflict, DamagedObject
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
@@ -348,10 +348,11 @@ def dispatch_sink(
 
 
 def _park(ctx: Context, bucket: str, sink: EventSink, event: dict[str, Any], error: str, tries: int) -> None:
-    record = {"event": event, "error": error, "runs": tries, "parked-ms": now_ms()}
+    record = ParkedEvent(event, error, tries, now_ms()).to_json()
+    key = keys.dead_event(sink.name, sink.uuid, str(event["id"]))
     try:
-        ctx.storage.put_if_absent(bucket, keys.dead_event(sink.name, sink.uuid, str(event["id"])), dump(record))
-    except (PreconditionFailed, WriteInDoubt):
+        cas.create(ctx, bucket, key, dump(record), lambda: Conflict("parked already"), "A parked event")
+    except Conflict:
         pass  # parked already (a run that died before its cursor write)
 
 
@@ -401,19 +402,17 @@ def replay(
     stats = {"replayed": 0, "still-failing": 0, "withheld": 0}
     for key in list(ctx.storage.list_keys(bucket, keys.dead_events_prefix(sink_name, sink.uuid))):
         try:
-            record = damage.parse(ctx.storage.get(bucket, key).body, bucket, key, "A parked event")
+            body = ctx.storage.get(bucket, key).body
+            parked = ParkedEvent.from_json(damage.parse(body, bucket, key, "A parked event", ParkedEvent.problem))
         except (ObjectNotFound, DamagedObject):  # damaged: logged, left for the operator; the others go
             continue
-        if not isinstance(record.get("event"), dict):
-            damage.damaged(bucket, key, "A parked event", "no 'event'")
-            continue
-        data = record["event"].get("data")
+        data = parked.event.get("data")
         about = {k: data.get(k) for k in ("target", "detail")} if isinstance(data, dict) else {}
         if not sees(about):  # the owner may no longer see what it is about: it is not sent
             ctx.storage.delete(bucket, key)
             stats["withheld"] += 1
             continue
-        if send(sink, [record["event"]])[0] is None:
+        if send(sink, [dict(parked.event)])[0] is None:
             ctx.storage.delete(bucket, key)
             stats["replayed"] += 1
         else:

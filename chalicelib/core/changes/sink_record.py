@@ -48,3 +48,28 @@ class EventSink:
     def public(self, *hidden: str) -> dict[str, Any]:
         """The sink as answered: without its secret and the fields named (the audit tail)."""
         return {k: v for k, v in self.to_json().items() if k not in (*_HIDDEN, *hidden)}
+
+
+@dataclass(frozen=True)
+class ParkedEvent:
+    """An event a sink kept failing to take (keys.dead_event), parked until replayed."""
+
+    event: Mapping[str, Any]  # the CloudEvent as it was sent
+    error: Any = None  # the sink's last answer
+    runs: int | None = None  # passes that failed to send it
+    parked_ms: int | None = None
+    other: Mapping[str, Any] = field(default_factory=dict)
+
+    @staticmethod
+    def problem(doc: object) -> str | None:
+        if not isinstance(doc, dict):
+            return "not a JSON object"
+        return None if isinstance(doc.get("event"), dict) else "no 'event'"
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> ParkedEvent:
+        known, other = record_codec.decode(cls, doc, cls.problem(doc), runs=int, parked_ms=int)
+        return cls(**known, other=other)
+
+    def to_json(self) -> dict[str, Any]:
+        return record_codec.encode(self)
