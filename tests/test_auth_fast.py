@@ -356,6 +356,8 @@ def test_a_damaged_user_record_is_skipped_and_named(cat: InProcessCatalog) -> No
     assert identities.list_users(ctx) == ["gus"]
     with pytest.raises(Exception, match="does not exist"):
         identities.delete_user(ctx, "hal")
+    from chalicelib.auth.user_records import UserRecord
+
     for bad, problem in (
         ([], "not a user record"),
         ({"name": 1}, "'name' is not a string"),
@@ -364,7 +366,7 @@ def test_a_damaged_user_record_is_skipped_and_named(cat: InProcessCatalog) -> No
         ({"name": "x", "tags": {"k": 1}}, "'tags' is not an object of strings"),
         ({"name": "x", "access-keys": "CK"}, "not a user record"),
     ):
-        assert identities._user_problem(bad) == problem  # noqa: SLF001 - each shape of damage
+        assert UserRecord.problem(bad) == problem  # each shape of damage
 
 
 def test_identities_directly(cat: InProcessCatalog, monkeypatch: pytest.MonkeyPatch) -> None:

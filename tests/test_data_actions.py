@@ -479,12 +479,12 @@ def test_a_staged_grant_signs_only_while_its_table_is_being_created(lake, s3_end
 def test_a_bad_value_of_the_property_takes_the_meaning_that_grants_least():
     from chalicelib.core.access import data_actions
 
-    assert data_actions.of_record({"properties": {}})  # an earlier release's record
-    assert data_actions.of_record({"properties": {"legacy-data-actions": "true"}})
+    assert data_actions.of_properties({})  # an earlier release's record
+    assert data_actions.of_properties({"legacy-data-actions": "true"})
     for value in ("false", "maybe", "FALSE", " false", 5, None, "", "True"):
-        assert not data_actions.of_record({"properties": {"legacy-data-actions": value}}), value
+        assert not data_actions.of_properties({"legacy-data-actions": value}), value
     for props in ("str", None, ["legacy-data-actions"]):
-        assert not data_actions.of_record({"properties": props}), props
+        assert not data_actions.of_properties(props), props
 
 
 def test_a_warehouse_record_with_damaged_properties_is_refused_not_a_500(url, lake, s3, system_bucket):

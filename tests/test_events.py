@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from chalicelib.core.changes import dispatcher, event_senders, event_sinks, sink_network
+from chalicelib.core.changes.sink_record import EventSink
 from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.primitives import audit
 from chalicelib.core.primitives.context import Context
@@ -78,7 +79,7 @@ def test_every_change_once_in_order_per_table_with_filters(core):
     lifecycle.drop(core, wh, ("sales",), "c", False)
     everything, commits_only = Recorder(), Recorder()
     sinks = {"all": everything, "sales-commits": commits_only}
-    report = dispatcher.dispatch(core, wh, send=lambda sink, batch: sinks[sink["name"]](sink, batch))
+    report = dispatcher.dispatch(core, wh, send=lambda sink, batch: sinks[sink.name](sink, batch))
     types = [e["type"].rsplit(".", 2)[-2] + "." + e["type"].rsplit(".", 1)[-1] for e in everything.got]
     assert types.count("table.committed") == 2 * audit.CHUNK + 3 + 1
     assert types.count("table.created") == 2 and "namespace.created" in types  # not "before"'s: older
@@ -313,7 +314,7 @@ def test_a_warehouse_without_its_bucket_stops_no_other(core, monkeypatch):
     wh, sink = _sink(core)
     real = event_sinks.all_of
 
-    def all_of(ctx: Context, warehouse: str) -> list[dict[str, Any]]:
+    def all_of(ctx: Context, warehouse: str) -> list[EventSink]:
         if warehouse == bad:  # its bucket is gone (a delete that died between bucket and record)
             raise BucketNotFound(core.bucket_for(bad))
         return real(ctx, warehouse)
@@ -377,7 +378,7 @@ def test_a_redirected_webhook_is_not_delivered(core):
     server = HTTPServer(("127.0.0.1", 0), Redirects)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        sink = {"kind": "webhook", "target": f"http://127.0.0.1:{server.server_port}/hook", "secret": "k"}
+        sink = EventSink("s", "webhook", f"http://127.0.0.1:{server.server_port}/hook", "u", secret="k")
         events = [{"id": str(i), "subject": "db.t", "data": {"trail": "x", "sequence": i}} for i in (1, 2)]
         local = sink_network.Policy(loopback=True)  # a receiver on this machine, as on a local run
         assert event_senders.send(sink, events, policy=local) == ["HTTP 301", "an earlier event of its table failed"]

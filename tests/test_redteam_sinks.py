@@ -28,6 +28,7 @@ import pytest
 
 from chalicelib import keys
 from chalicelib.core.changes import dispatcher, event_senders, event_sinks, sink_network
+from chalicelib.core.changes.sink_record import EventSink
 from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.errors import BadRequest
@@ -218,7 +219,7 @@ def test_only_an_emulator_on_this_machine_makes_a_local_run(endpoint, local, cor
         event_sinks._check_target(ctx, "webhook", "http://127.0.0.1:9/hook")
     else:
         assert "loopback" in _refused(ctx, "webhook", "https://127.0.0.1:9/hook")
-    sink = {"kind": "webhook", "target": "https://127.0.0.1:9/hook", "secret": "k"}
+    sink = _webhook("https://127.0.0.1:9/hook")
     (error,) = event_senders.send(sink, [_event()], emulator=endpoint)  # the default: the same rule
     assert (error or "").startswith("refused: ") is not local
 
@@ -341,6 +342,10 @@ def _serve(tls: ssl.SSLContext | None = None) -> ThreadingHTTPServer:
     return server
 
 
+def _webhook(target: str) -> EventSink:
+    return EventSink("hook", "webhook", target, "u", secret="k")
+
+
 def _event() -> dict[str, Any]:
     return {"id": str(uuid.uuid4()), "type": "t", "data": {"trail": "x"}}
 
@@ -361,7 +366,7 @@ def test_an_allowed_delivery_connects_to_the_address_it_checked(monkeypatch):
     _Receiver.hosts = []
     try:
         port = server.server_address[1]
-        sink = {"kind": "webhook", "target": f"http://hooks.example.test:{port}/hook", "secret": "k"}
+        sink = _webhook(f"http://hooks.example.test:{port}/hook")
         assert event_senders.send(sink, [_event()], policy=sink_network.Policy(loopback=True)) == [None]
         assert calls == ["hooks.example.test"] and _Receiver.hosts == [f"hooks.example.test:{port}"]
         # The same under a deployment's policy: refused, and the receiver hears nothing more.
@@ -417,10 +422,10 @@ def test_https_to_the_checked_address_verifies_the_name(monkeypatch, tmp_path):
     _Receiver.hosts = []
     try:
         port, local = server.server_address[1], sink_network.Policy(loopback=True)
-        sink = {"kind": "webhook", "target": f"https://hooks.example.test:{port}/hook", "secret": "k"}
+        sink = _webhook(f"https://hooks.example.test:{port}/hook")
         assert event_senders.send(sink, [_event()], policy=local) == [None]
         assert sni == ["hooks.example.test"] and _Receiver.hosts == [f"hooks.example.test:{port}"]
-        other = {**sink, "target": f"https://other.example.test:{port}/hook"}
+        other = _webhook(f"https://other.example.test:{port}/hook")
         (error,) = event_senders.send(other, [_event()], policy=local)
         assert error is not None and "certificate" in error.lower(), error
     finally:

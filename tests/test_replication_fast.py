@@ -719,12 +719,13 @@ def test_senders_answer_per_event(monkeypatch):
     """event_senders.send on its own: what each kind refuses or fails, event by event."""
     from chalicelib.core.changes import event_senders
     from chalicelib.core.changes.sink_network import Policy
+    from chalicelib.core.changes.sink_record import EventSink
 
     events = [{"id": "1", "type": "t", "source": "/x", "data": {"trail": "a"}}]
-    inside = {"kind": "sqs", "target": "http://10.0.0.1/000000000000/q"}
+    inside = EventSink("s", "sqs", "http://10.0.0.1/000000000000/q", "u")
     assert event_senders.send(inside, events, policy=Policy())[0].startswith("refused: its host 10.0.0.1")
-    assert event_senders.send({"kind": "pigeon", "target": "x"}, events) == ["unknown sink kind 'pigeon'"]
-    loop = {"kind": "webhook", "target": "http://127.0.0.1:9/x", "secret": "s"}
+    assert event_senders.send(EventSink("s", "pigeon", "x", "u"), events) == ["unknown sink kind 'pigeon'"]
+    loop = EventSink("s", "webhook", "http://127.0.0.1:9/x", "u", secret="s")
     assert event_senders.send(loop, events, policy=Policy())[0].startswith("refused: its host 127.0.0.1")
     # Loopback allowed, but nobody listens: the connection's error, and the table's later event waits.
     closed = event_senders.send(loop, [*events, {**events[0], "id": "2"}], policy=Policy(loopback=True))

@@ -85,7 +85,8 @@ def test_a_replay_withholds_what_the_owner_may_no_longer_read(core):
     identities.put_policy(core, user, "p", policy, len(json.dumps(policy)))
     record = json.loads(core.storage.get(core.settings.system_bucket, keys.user_record(user)).body)
     owner = event_sinks.SinkOwner(user, str(record["uuid"]))
-    sink = event_sinks.create(core, wh, "s", "sqs", QUEUE, owner=owner)
+    event_sinks.create(core, wh, "s", "sqs", QUEUE, owner=owner)
+    sink = event_sinks.read(core, wh, "s")
     for ns in ("hidden", "open"):
         event = {"id": f"ev-{ns}", "data": {"target": {"kind": "table", "namespace": [ns], "name": "t"}}}
         dispatcher._park(core, core.bucket_for(wh), sink, event, "HTTP 500", dispatcher.DEAD_AFTER)
@@ -93,7 +94,7 @@ def test_a_replay_withholds_what_the_owner_may_no_longer_read(core):
     stats = dispatcher.replay(core, wh, "s", send=send, readers=ActingFor(core).event_reader)
     assert stats == {"replayed": 1, "still-failing": 0, "withheld": 1}, stats
     assert [e["id"] for e in got] == ["ev-open"]
-    assert list(core.storage.list_keys(core.bucket_for(wh), keys.dead_events_prefix("s", sink["uuid"]))) == []
+    assert list(core.storage.list_keys(core.bucket_for(wh), keys.dead_events_prefix("s", sink.uuid))) == []
     # Without a policy evaluator, nothing a user's sink parked leaves.
     dispatcher._park(core, core.bucket_for(wh), sink, {"id": "ev-x", "data": {"target": {}}}, "HTTP 500", 5)
     got, send = _sent()

@@ -17,11 +17,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib import keys
+from chalicelib.auth.user_records import AccessKeyRecord, UserRecord
 from chalicelib.caches import MISSING, Cache
 from chalicelib.core.primitives import audit, cas
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.errors import BadRequest, CatalogError, Conflict, NotFound, ServiceUnavailable, Unauthorized
-from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed, WriteInDoubt
+from chalicelib.storage import ObjectNotFound
 
 log = logging.getLogger("catalog.identities")
 ROOT = "root"
@@ -150,9 +151,7 @@ def _read_root_secret(secret_id: str) -> tuple[str, str] | None:
     return _root_from_secret
 
 
-def _read_json(
-    ctx: Context, key: str, check: Callable[[Any], str | None] | None = None
-) -> tuple[dict[str, Any], str] | None:
+def _read_json(ctx: Context, key: str, check: Callable[[Any], str | None]) -> dict[str, Any] | None:
     """A system record; None when absent, or damaged (then logged: a key whose record cannot be read
     authenticates nobody, it never answers 500)."""
     from chalicelib.core.primitives import damage
@@ -163,41 +162,19 @@ def _read_json(
     except ObjectNotFound:
         return None
     try:
-        return damage.parse(
-            obj.body, ctx.settings.system_bucket, key, "An identity record", check or damage.is_object
-        ), obj.etag
+        return damage.parse(obj.body, ctx.settings.system_bucket, key, "An identity record", check)
     except DamagedObject:
         return None
 
 
-def _key_problem(doc: Any) -> str | None:
-    if not isinstance(doc, dict) or not isinstance(doc.get("user"), str) or not isinstance(doc.get("secret"), str):
-        return "not an access key record"
-    return None
+def _stored_key(ctx: Context, access_key_id: str) -> AccessKeyRecord | None:
+    found = _read_json(ctx, keys.access_key_record(access_key_id), AccessKeyRecord.problem)
+    return None if found is None else AccessKeyRecord.from_json(found)
 
 
-def _user_problem(doc: Any) -> str | None:
-    from chalicelib.auth.policy import validate
-    from chalicelib.errors import BadRequest
-
-    if not isinstance(doc, dict) or not isinstance(doc.get("access-keys", []), list):
-        return "not a user record"
-    if not isinstance(doc.get("name"), str):
-        return "'name' is not a string"
-    policies = doc.get("policies", {})
-    if not isinstance(policies, dict):
-        return "'policies' is not an object"
-    if not isinstance(doc.get("trusted-engine", False), bool):
-        return "'trusted-engine' is not a boolean"
-    tags = doc.get("tags", {})
-    if not isinstance(tags, dict) or not all(isinstance(v, str) for v in tags.values()):
-        return "'tags' is not an object of strings"
-    for name, policy in policies.items():
-        try:
-            validate(policy)
-        except BadRequest as e:
-            return f"policy {str(name)[:80]!r}: {e}"
-    return None
+def _stored_user(ctx: Context, name: str) -> UserRecord | None:
+    found = _read_json(ctx, keys.user_record(name), UserRecord.problem)
+    return None if found is None else UserRecord.from_json(found)
 
 
 # Access keys read from S3 are kept this long, known and unknown alike, so a warm request reads no
@@ -230,15 +207,14 @@ def forget(user: str | None = None, access_key_id: str | None = None) -> None:
 
 
 def _lookup_stored(ctx: Context, access_key_id: str) -> tuple[str, Principal] | None:
-    found = _read_json(ctx, keys.access_key_record(access_key_id), _key_problem)
-    if found is None:
+    record = _stored_key(ctx, access_key_id)
+    if record is None:
         return None
-    record = found[0]
-    user = _read_json(ctx, keys.user_record(record["user"]), _user_problem)
-    if user is None or access_key_id not in user[0].get("access-keys", []):
+    user = _stored_user(ctx, record.user)
+    if user is None or access_key_id not in user.keys:
         return None
-    principal = replace(_user_principal(user[0], record["user"]), access_key_id=access_key_id)
-    return record["secret"], principal
+    principal = replace(_user_principal(user, record.user), access_key_id=access_key_id)
+    return record.secret, principal
 
 
 def principal_for(ctx: Context, name: str, access_key_id: str) -> Principal | None:
@@ -260,20 +236,21 @@ def stored_principal(ctx: Context, name: str, user_uuid: str) -> Principal | Non
     if not _USER.fullmatch(name):
         return None
     key = keys.user_record(name)
-    found = damage.load(ctx, ctx.settings.system_bucket, key, f"User {name!r}", _user_problem)
-    if found is None or str(found[0].get("uuid") or "") != user_uuid:
+    found = damage.load(ctx, ctx.settings.system_bucket, key, f"User {name!r}", UserRecord.problem)
+    user = None if found is None else UserRecord.from_json(found[0])
+    if user is None or (user.uuid or "") != user_uuid:
         return None
-    return _user_principal(found[0], name)
+    return _user_principal(user, name)
 
 
-def _user_principal(user: dict[str, Any], name: str) -> Principal:
+def _user_principal(user: UserRecord, name: str) -> Principal:
     return Principal(
         name,
         "",
-        policies=tuple(user.get("policies", {}).values()),
-        trusted_engine=user.get("trusted-engine") is True,
-        uuid=str(user.get("uuid") or ""),
-        tags=tuple(sorted((user.get("tags") or {}).items())),
+        policies=tuple((user.policies or {}).values()),
+        trusted_engine=user.trusted_engine is True,
+        uuid=user.uuid or "",
+        tags=tuple(sorted((user.tags or {}).items())),
     )
 
 
@@ -288,20 +265,20 @@ def check_user(name: object) -> str:
 
 def create_user(ctx: Context, name: object) -> dict[str, Any]:
     user = check_user(name)
-    record = {"name": user, "access-keys": [], "policies": {}, "created-at": _now(), "uuid": str(uuid.uuid4())}
-    record, _ = audit.stamped(record, audit.entry("create-user", _target(user)))
-    for attempt in range(2):
-        try:
-            ctx.storage.put_if_absent(ctx.settings.system_bucket, keys.user_record(user), dump(record))
-            break
-        except (PreconditionFailed, WriteInDoubt):
-            raise Conflict(f"User {user!r} already exists") from None
-        except BucketNotFound:  # a deployment's first write may be a user, before any warehouse
-            if attempt:
-                raise
-            ctx.storage.create_bucket(ctx.settings.system_bucket)
+    new = UserRecord(user, access_keys=(), policies={}, created_at=_now(), uuid=str(uuid.uuid4()))
+    record, _ = audit.stamped(new.to_json(), audit.entry("create-user", _target(user)))
+    # A deployment's first write may be a user, before any warehouse: the system bucket is made then.
+    cas.create(
+        ctx,
+        ctx.settings.system_bucket,
+        keys.user_record(user),
+        dump(record),
+        lambda: Conflict(f"User {user!r} already exists"),
+        f"User {user!r}",
+        make_bucket=True,
+    )
     _journal(ctx, record)
-    return public(record)
+    return new.public()
 
 
 def _target(user: str) -> dict[str, Any]:
@@ -314,52 +291,57 @@ def _journal(ctx: Context, record: dict[str, Any], *older: Any) -> None:
     )
 
 
-def public(record: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "name": record["name"],
-        "access-keys": record.get("access-keys", []),
-        "policies": record.get("policies", {}),
-        "trusted-engine": record.get("trusted-engine") is True,
-        "created-at": record.get("created-at"),
-        "tags": record.get("tags") or {},
-    }
+def public(record: UserRecord) -> dict[str, Any]:
+    return record.public()
 
 
-def _user_record(ctx: Context, name: str) -> tuple[dict[str, Any], str] | None:
+def _user_record(ctx: Context, name: str) -> tuple[UserRecord, str] | None:
     """A user's record for the admin API: a damaged one answers 422 naming its key (not "no such user")."""
     from chalicelib.core.primitives import damage
 
     key = keys.user_record(check_user(name))
-    return damage.load(ctx, ctx.settings.system_bucket, key, f"User {name!r}", _user_problem)
+    found = damage.load(ctx, ctx.settings.system_bucket, key, f"User {name!r}", UserRecord.problem)
+    return None if found is None else (UserRecord.from_json(found[0]), found[1])
 
 
-def get_user(ctx: Context, name: str) -> dict[str, Any]:
+def _existing(ctx: Context, name: str) -> UserRecord:
     found = _user_record(ctx, name)
     if found is None:
         raise NotFound(f"User {name!r} does not exist")
-    return public(found[0])
+    return found[0]
+
+
+def get_user(ctx: Context, name: str) -> dict[str, Any]:
+    return _existing(ctx, name).public()
 
 
 def list_users(ctx: Context) -> list[str]:
     return [keys.user_from_record(k) for k in ctx.storage.list_keys(ctx.settings.system_bucket, keys.IAM_USERS_PREFIX)]
 
 
-def _update_user(ctx: Context, name: str, change: Any, op: str, **detail: Any) -> dict[str, Any]:
+def _update_user(
+    ctx: Context, name: str, change: Callable[[UserRecord], UserRecord], op: str, **detail: Any
+) -> UserRecord:
     """Apply an idempotent change with a CAS loop; after a write in doubt, a re-read on which the
     change changes nothing proves it is in effect."""
-    older: dict[str, Any] = {}
+    from chalicelib.core.primitives import damage
 
-    def apply(record: dict[str, Any] | None) -> dict[str, Any]:
-        if record is None:
+    older: dict[str, Any] = {}
+    key = keys.user_record(check_user(name))
+
+    def apply(found: dict[str, Any] | None) -> dict[str, Any]:
+        if found is None:
             raise NotFound(f"User {name!r} does not exist")
-        change(record)
-        stamped, older["entries"] = audit.stamped(record, audit.entry(op, _target(name), **detail))
+        problem = UserRecord.problem(found)
+        if problem:  # written around the catalog: answered as damaged, never rewritten here
+            raise damage.damaged(ctx.settings.system_bucket, key, f"User {name!r}", problem)
+        new = change(UserRecord.from_json(found)).to_json()
+        stamped, older["entries"] = audit.stamped(new, audit.entry(op, _target(name), **detail))
         return stamped
 
-    key = keys.user_record(check_user(name))
     record = cas.update(ctx, ctx.settings.system_bucket, key, apply, f"User {name!r}") or {}
     _journal(ctx, record, older["entries"])
-    return record
+    return UserRecord.from_json(record)
 
 
 def delete_user(ctx: Context, name: str) -> None:
@@ -379,10 +361,10 @@ def delete_user(ctx: Context, name: str) -> None:
     if found is None:
         raise NotFound(f"User {name!r} does not exist")
     user, bucket = found[0], ctx.settings.system_bucket
-    ctx.storage.delete(bucket, keys.user_record(user["name"]))  # first: every key stops working at once
-    _journal(ctx, *audit.stamped(user, audit.entry("delete-user", _target(user["name"]))))
-    forget(user=user["name"])
-    for akid in user.get("access-keys", []):
+    ctx.storage.delete(bucket, keys.user_record(user.name))  # first: every key stops working at once
+    _journal(ctx, *audit.stamped(user.to_json(), audit.entry("delete-user", _target(user.name))))
+    forget(user=user.name)
+    for akid in user.keys:
         ctx.storage.delete(bucket, keys.access_key_record(akid))
         forget(access_key_id=akid)
 
@@ -392,18 +374,22 @@ def create_access_key(ctx: Context, name: str) -> dict[str, str]:
     alphabet = string.ascii_uppercase + string.digits
     akid = "CK" + "".join(secrets.choice(alphabet) for _ in range(18))
     secret = secrets.token_urlsafe(30)
-    get_user(ctx, name)
-    ctx.storage.put_if_absent(
+    _existing(ctx, name)
+    cas.create(
+        ctx,
         ctx.settings.system_bucket,
         keys.access_key_record(akid),
-        dump({"user": name, "secret": secret, "created-at": _now()}),
+        dump(AccessKeyRecord(name, secret, _now()).to_json()),
+        # 18 random characters: a key id that is taken is a fault, not a race to retry.
+        lambda: ServiceUnavailable("A new access key id collided; retry", headers={"Retry-After": "1"}),
+        "An access key",
     )
     forget(access_key_id=akid)
     try:
         _update_user(
             ctx,
             name,
-            lambda r: _add_once(r.setdefault("access-keys", []), akid),
+            lambda r: r if akid in r.keys else replace(r, access_keys=(*r.keys, akid)),
             "create-access-key",
             **{"access-key-id": akid},
         )
@@ -414,12 +400,12 @@ def create_access_key(ctx: Context, name: str) -> dict[str, str]:
 
 
 def delete_access_key(ctx: Context, name: str, akid: str) -> None:
-    if akid not in get_user(ctx, name)["access-keys"]:
+    if akid not in _existing(ctx, name).keys:
         raise NotFound(f"User {name!r} has no access key {akid[:40]!r}")
     _update_user(
         ctx,
         name,
-        lambda r: r["access-keys"].remove(akid) if akid in r["access-keys"] else None,
+        lambda r: replace(r, access_keys=tuple(k for k in r.keys if k != akid)),
         "delete-access-key",
         **{"access-key-id": akid},
     )
@@ -438,7 +424,7 @@ def put_policy(ctx: Context, name: str, policy_name: str, document: Any, raw_siz
     _update_user(
         ctx,
         name,
-        lambda r: r.setdefault("policies", {}).__setitem__(policy_name, document),
+        lambda r: replace(r, policies={**(r.policies or {}), policy_name: document}),
         "put-policy",
         policy=policy_name,
     )
@@ -446,9 +432,13 @@ def put_policy(ctx: Context, name: str, policy_name: str, document: Any, raw_siz
 
 
 def delete_policy(ctx: Context, name: str, policy_name: str) -> None:
-    if policy_name not in get_user(ctx, name)["policies"]:
+    if policy_name not in (_existing(ctx, name).policies or {}):
         raise NotFound(f"User {name!r} has no policy {policy_name[:40]!r}")
-    _update_user(ctx, name, lambda r: r["policies"].pop(policy_name, None), "delete-policy", policy=policy_name)
+
+    def drop(r: UserRecord) -> UserRecord:
+        return replace(r, policies={k: v for k, v in (r.policies or {}).items() if k != policy_name})
+
+    _update_user(ctx, name, drop, "delete-policy", policy=policy_name)
     forget(user=name)
 
 
@@ -467,16 +457,10 @@ def update_user(ctx: Context, name: str, changes: object) -> dict[str, Any]:
         raise BadRequest("Invalid trusted-engine: expected true or false")
     if _user_record(ctx, name) is None:  # a damaged record answers 422 naming its key, and is not written
         raise NotFound(f"User {name!r} does not exist")
-    record = _update_user(
-        ctx, name, lambda r: r.__setitem__("trusted-engine", changes["trusted-engine"]), "update-user", **changes
-    )
+    trusted: bool = changes["trusted-engine"]
+    record = _update_user(ctx, name, lambda r: replace(r, trusted_engine=trusted), "update-user", **changes)
     forget(user=name)
-    return public(record)
-
-
-def _add_once(items: list[str], item: str) -> None:
-    if item not in items:
-        items.append(item)
+    return record.public()
 
 
 def _now() -> str:
@@ -486,28 +470,28 @@ def _now() -> str:
 def tag_user(ctx: Context, name: str, new: dict[str, str]) -> None:
     """IAM's TagUser: the user's tags are its aws:PrincipalTag keys."""
 
-    def add(record: dict[str, Any]) -> None:
+    def add(record: UserRecord) -> UserRecord:
         lowered = {k.lower() for k in new}  # IAM's tag keys are case-insensitive: Team replaces team
         if len(lowered) != len(new):
             raise BadRequest("Tag keys must be unique regardless of case")
-        merged = {**{k: v for k, v in (record.get("tags") or {}).items() if k.lower() not in lowered}, **new}
+        merged = {**{k: v for k, v in (record.tags or {}).items() if k.lower() not in lowered}, **new}
         if len(merged) > 50:
             raise BadRequest("A user has at most 50 tags")
-        record["tags"] = merged
+        return replace(record, tags=merged)
 
     _update_user(ctx, name, add, "tag-user", keys=sorted(new))
     forget(user=name)
 
 
 def untag_user(ctx: Context, name: str, tag_keys: list[str]) -> None:
-    def drop(record: dict[str, Any]) -> None:
+    def drop(record: UserRecord) -> UserRecord:
         gone = {k.lower() for k in tag_keys}
-        record["tags"] = {k: v for k, v in (record.get("tags") or {}).items() if k.lower() not in gone}
+        return replace(record, tags={k: v for k, v in (record.tags or {}).items() if k.lower() not in gone})
 
     _update_user(ctx, name, drop, "untag-user", keys=sorted(tag_keys))
     forget(user=name)
 
 
 def access_key_created(ctx: Context, access_key_id: str) -> str | None:
-    found = _read_json(ctx, keys.access_key_record(access_key_id), _key_problem)
-    return None if found is None else found[0].get("created-at")
+    found = _stored_key(ctx, access_key_id)
+    return None if found is None else found.created_at

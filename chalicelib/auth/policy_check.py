@@ -98,8 +98,7 @@ def _granting(
 
 
 def check(ctx: Context, warehouse: str) -> Report:
-    record, _ = warehouses.read_record(ctx, warehouse)
-    legacy = data_actions.of_record(record)
+    legacy = data_actions.of_properties(warehouses.load(ctx, warehouse)[0].properties)
     stored = resource_policies.read(ctx, warehouse, fresh=True)
     tables = _tables(ctx, warehouse)
     ids = {(ns, name): table_id for ns, name, table_id in tables}
@@ -111,7 +110,7 @@ def check(ctx: Context, warehouse: str) -> Report:
 
     for user in users:
         try:
-            own = identities.get_user(ctx, user).get("policies") or {}
+            own = identities.get_user(ctx, user)["policies"]
         except DamagedObject:
             continue  # reported by the admin API and fsck; its requests answer 401
         user_docs: list[tuple[Source, dict[str, Any]]] = [(f"user policy {n}", d) for n, d in sorted(own.items())]

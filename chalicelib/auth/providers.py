@@ -22,7 +22,6 @@ from chalicelib.caches import MISSING, Cache
 from chalicelib.core.primitives import audit, cas, damage
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.errors import AlreadyExists, BadRequest, NotFound
-from chalicelib.storage import BucketNotFound, PreconditionFailed, WriteInDoubt
 
 MAX_CLIENT_IDS = 100
 MAX_THUMBPRINTS = 5
@@ -222,21 +221,15 @@ def create(
     name = provider.host_path
     record, _ = audit.stamped(provider.to_json(), audit.entry("create-oidc-provider", _target(name)))
     bucket = ctx.settings.system_bucket
-    for attempt in range(2):
-        try:
-            ctx.storage.put_if_absent(bucket, keys.oidc_provider_record(name), dump(record))
-            break
-        except PreconditionFailed:
-            raise AlreadyExists(f"Provider with url {provider.url} already exists.") from None
-        except WriteInDoubt:
-            found = load(ctx, name)
-            if found is None or found[0].uuid != provider.uuid:
-                raise AlreadyExists(f"Provider with url {provider.url} already exists.") from None
-            break
-        except BucketNotFound:
-            if attempt:
-                raise
-            ctx.storage.create_bucket(bucket)
+    cas.create(
+        ctx,
+        bucket,
+        keys.oidc_provider_record(name),
+        dump(record),
+        lambda: AlreadyExists(f"Provider with url {provider.url} already exists."),
+        f"OpenID Connect provider {name!r}",
+        make_bucket=True,
+    )
     _journal(ctx, record)
     forget()
     return Provider.from_json(record)

@@ -22,7 +22,6 @@ from chalicelib.caches import MISSING, Cache
 from chalicelib.core.primitives import audit, cas, damage
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.errors import AlreadyExists, BadRequest, DeleteConflict, NotFound
-from chalicelib.storage import BucketNotFound, PreconditionFailed, WriteInDoubt
 
 NAME = re.compile(r"^[\w+=,.@-]{1,64}$", re.ASCII)
 PATH = re.compile(r"^/(?:[\x21-\x7e]{0,510}/)?$")
@@ -300,21 +299,15 @@ def create(
     )
     record, _ = audit.stamped(role.to_json(), audit.entry("create-role", _target(name)))
     bucket = ctx.settings.system_bucket
-    for attempt in range(2):
-        try:
-            ctx.storage.put_if_absent(bucket, keys.role_record(name), dump(record))
-            break
-        except PreconditionFailed:
-            raise AlreadyExists(f"Role with name {name} already exists.") from None
-        except WriteInDoubt:  # ours if the record there is ours (same uuid)
-            found = load(ctx, name)
-            if found is None or found[0].uuid != role.uuid:
-                raise AlreadyExists(f"Role with name {name} already exists.") from None
-            break
-        except BucketNotFound:
-            if attempt:
-                raise
-            ctx.storage.create_bucket(bucket)
+    cas.create(
+        ctx,
+        bucket,
+        keys.role_record(name),
+        dump(record),
+        lambda: AlreadyExists(f"Role with name {name} already exists."),
+        f"Role {name!r}",
+        make_bucket=True,
+    )
     _journal(ctx, record)
     forget(name)
     return Role.from_json(record)

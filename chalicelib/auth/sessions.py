@@ -24,10 +24,9 @@ from chalicelib.auth import roles, trust
 from chalicelib.auth.identities import Principal
 from chalicelib.auth.webtokens import TAGS_CLAIM, Verified
 from chalicelib.caches import MISSING, Cache
-from chalicelib.core.primitives import damage
+from chalicelib.core.primitives import cas, damage
 from chalicelib.core.primitives.context import Context, dump
-from chalicelib.errors import BadRequest, Forbidden, InvalidIdentityToken, Unauthorized
-from chalicelib.storage import BucketNotFound
+from chalicelib.errors import BadRequest, Forbidden, InvalidIdentityToken, ServiceUnavailable, Unauthorized
 
 PREFIX = "ASIA"  # as AWS's temporary keys: tools tell them from long-term keys by it
 MIN_DURATION_S = 900
@@ -251,14 +250,16 @@ def _issue(
         source=source[:256],
     )
     bucket = ctx.settings.system_bucket
-    for attempt in range(2):
-        try:
-            ctx.storage.put_if_absent(bucket, keys.session_record(akid), dump(session.to_json()))
-            break
-        except BucketNotFound:
-            if attempt:
-                raise
-            ctx.storage.create_bucket(bucket)
+    # 16 random characters: a key id that is taken is a fault, not a race to retry.
+    cas.create(
+        ctx,
+        bucket,
+        keys.session_record(akid),
+        dump(session.to_json()),
+        lambda: ServiceUnavailable("A new session's access key id collided; retry", headers={"Retry-After": "1"}),
+        "A session",
+        make_bucket=True,
+    )
     return Issued(session, token, role)
 
 

@@ -26,6 +26,7 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.core.containers import warehouses
 from chalicelib.core.primitives import audit, pointer_record
+from chalicelib.core.primitives.container_records import DELETING
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.core.settling import pointers, purges, settle
 from chalicelib.core.tables import entries, functions, projection, trash
@@ -175,10 +176,10 @@ def sweep(
             audit.flush_records(ctx, ctx.settings.system_bucket, prefix, keys.SYSTEM_AUDIT_PREFIX)
     for name in names:
         try:
-            record, _ = warehouses.read_record(ctx, name)
+            record, _ = warehouses.load(ctx, name)
         except (WarehouseNotFound, DamagedObject):
             continue  # gone, or damaged (logged where it was read; the other warehouses are swept)
-        if record.get("state") == "deleting":
+        if record.state == DELETING:
             continue
         report[name] = dict(sweep_warehouse(ctx, name, deadline, views))
     _report(report)

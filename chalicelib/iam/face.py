@@ -138,7 +138,7 @@ def _user(name: str) -> dict[str, Any]:
     record = identities._user_record(ctx, name)  # noqa: SLF001 - its uuid, for UserId
     if record is None:
         raise e.NotFound(f"The user with name {name} cannot be found.")
-    return {**identities.public(record[0]), "uuid": record[0].get("uuid", "")}
+    return {**identities.public(record[0]), "uuid": record[0].uuid or ""}
 
 
 def _user_name(value: object) -> str:

@@ -53,7 +53,7 @@ def list_sinks(req: RequestContext) -> tuple[int, dict[str, Any]]:
     return 200, {"sinks": [events.public_sink(s) for s in events.all_sinks(ctx, wh) if _owns(req, s)]}
 
 
-def _owns(req: RequestContext, sink: dict[str, Any]) -> bool:
+def _owns(req: RequestContext, sink: events.EventSink) -> bool:
     """A sink's record (its target may itself be a credential, its filters name tables) is its
     owner's and root's to see and replay; a user who manages the warehouse's sinks may delete any."""
     who = signed_in(req.identity)

@@ -35,11 +35,10 @@ def check(props: dict[str, str]) -> None:
         raise BadRequest(f"Invalid warehouse property {PROPERTY!r}: 'true' or 'false', not {value[:30]!r}")
 
 
-def of_record(record: dict[str, object]) -> bool:
+def of_properties(props: object) -> bool:
     """A record without the property was written by an earlier release: the earlier meaning. Any
     value but "true" and "false" (a record written around the catalog) takes the meaning that
     grants the least."""
-    props = record.get("properties")
     if not isinstance(props, dict):
         return False
     if PROPERTY not in props:
@@ -52,7 +51,7 @@ def legacy(ctx: Context, warehouse: str) -> bool:
     """Whether the warehouse keeps the earlier meaning (False when it cannot be read: the handler
     answers for a missing or damaged warehouse, and the strict meaning grants the least)."""
     found = warehouse_cache.record(ctx, warehouse)
-    return of_record(found) if found is not None else False
+    return of_properties(found.properties) if found is not None else False
 
 
 def forget(ctx: Context, warehouse: str) -> None:

@@ -495,6 +495,8 @@ def run(ctx: Context, planned: Copy) -> dict[str, int]:
             raise Conflict(f"s3://{src_bucket}/{key} changed, or its destination was taken, since the plan") from None
 
     def put(item: tuple[str, bytes]) -> None:
+        # Not a CAS retry (nothing runs again): a table file written once, settled by its bytes.
+        # Files are not JSON records, so cas.create (which reads a record back) does not fit.
         try:
             ctx.storage.put_if_absent(dst_bucket, item[0], item[1])
         except (PreconditionFailed, WriteInDoubt):

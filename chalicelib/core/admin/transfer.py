@@ -173,6 +173,8 @@ def import_(ctx: Context, doc: dict[str, Any], warehouse: str, copy_data: bool =
         counts = relocate.run(ctx, planned)
 
     def write(item: tuple[str, str]) -> int:
+        # Not a CAS retry (nothing runs again): an exported object is written once, and one that is
+        # there already is kept as it is, whatever it holds (a retried import finds its own).
         key, body = item
         try:
             ctx.storage.put_if_absent(bucket, key, body.encode())

@@ -13,8 +13,10 @@ from chalicelib.core.changes.event_sinks import create as create_sink
 from chalicelib.core.changes.event_sinks import delete as delete_sink
 from chalicelib.core.changes.event_sinks import public as public_sink
 from chalicelib.core.changes.event_sinks import read as read_sink
+from chalicelib.core.changes.sink_record import EventSink as EventSink
 
 __all__ = [
+    "EventSink",
     "SINK_NAME",
     "SinkOwner",
     "all_sinks",

@@ -28,7 +28,9 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.core.changes import event_sinks, events
 from chalicelib.core.changes.event_sinks import SinkOwner
-from chalicelib.core.primitives import audit, damage, parallel
+from chalicelib.core.changes.position_record import Position
+from chalicelib.core.changes.sink_record import EventSink, ParkedEvent
+from chalicelib.core.primitives import audit, cas, damage, parallel
 from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.errors import Conflict, DamagedObject
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
@@ -44,24 +46,27 @@ NO_OWNER = (
     "The sink names no owner (a user made it before sinks recorded who made them), so nobody's access says "
     "what it may be sent: it sends nothing until it is made again"
 )
-Sender = Callable[[dict[str, Any], list[dict[str, Any]]], list[str | None]]
+Sender = Callable[[EventSink, list[dict[str, Any]]], list[str | None]]
 
 
-def _cursor(ctx: Context, bucket: str, sink: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+def _cursor(ctx: Context, bucket: str, sink: EventSink) -> tuple[Position, str | None]:
+    fresh = Position(sink.uuid, sources={}, etags={}, failing={})
     try:
-        obj = ctx.storage.get(bucket, keys.event_cursor(sink["name"]))
+        obj = ctx.storage.get(bucket, keys.event_cursor(sink.name))
     except ObjectNotFound:
-        return {"sink-uuid": sink["uuid"], "sources": {}, "etags": {}, "failing": {}}, None
+        return fresh, None
     try:
-        doc = damage.parse(obj.body, bucket, keys.event_cursor(sink["name"]), f"Event sink {sink['name']!r}'s position")
+        doc = damage.parse(obj.body, bucket, keys.event_cursor(sink.name), f"Event sink {sink.name!r}'s position")
     except DamagedObject:  # position unknown: send everything again (at least once; ids let consumers dedupe)
         doc = {}
-    if doc.get("sink-uuid") != sink["uuid"]:  # an earlier sink of that name (or damaged): start afresh
-        return {"sink-uuid": sink["uuid"], "sources": {}, "etags": {}, "failing": {}}, obj.etag
-    return doc, obj.etag
+    found = Position.from_json(doc)
+    if found.sink_uuid != sink.uuid:  # an earlier sink of that name (or damaged): start afresh
+        return fresh, obj.etag
+    return found, obj.etag
 
 
 def _save(ctx: Context, bucket: str, sink: str, doc: dict[str, Any], etag: str | None) -> str:
+    """One swap of the cursor, not retried: a run that loses it stops, the winner carries on."""
     key = keys.event_cursor(sink)
     body = dump(doc)
     return ctx.storage.put_if_match(bucket, key, body, etag) if etag else ctx.storage.put_if_absent(bucket, key, body)
@@ -73,7 +78,7 @@ def _newest_ms(bucket: str, segment_key: str) -> int:
 
 
 def pending(
-    ctx: Context, warehouse: str, cursor: dict[str, Any], since_ms: int
+    ctx: Context, warehouse: str, cursor: Position, since_ms: int
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, tuple[str, dict[str, int]]], set[str], int]:
     """New entries per source, past the cursor and in seq order: the run that follows the cursor
     without a gap (others wait, see `runs`); for each object read, its ETag and the last seq of
@@ -92,7 +97,7 @@ def pending(
     reads += [_lister(ctx, system, own), _source_reader(ctx, warehouse)]
     *lists, own_listed, wh_source = parallel.map_counted(lambda read: read(), reads)
     listed = [ke for found in lists for ke in found] + [(k, e) for k, e in own_listed if k == own]
-    seen = cursor.get("etags", {})
+    seen = cursor.etags or {}
     changed = [(k, e) for k, e in listed if seen.get(k) != e]
 
     def tail(key: str, etag: str) -> list[dict[str, Any]]:
@@ -100,7 +105,7 @@ def pending(
 
     tails = parallel.map_counted(lambda ke: tail(*ke), changed)
     journal_ms = now_ms()
-    after = int(cursor.get("journal-ms", 0)) - audit.skew_ms()
+    after = (cursor.journal_ms or 0) - audit.skew_ms()
     journals: list[tuple[str, str]] = [(bucket, keys.AUDIT_PREFIX)]
     if wh_source:
         journals.append((system, keys.SYSTEM_AUDIT_PREFIX))
@@ -111,7 +116,7 @@ def pending(
             (system, k, m) for k, _, m in stamped[1] if _segment_source(k, keys.SYSTEM_AUDIT_PREFIX) == wh_source
         ]
     fresh = [(b, k) for b, k, m in journal if m >= after and _newest_ms(b, k) >= since_ms - audit.skew_ms()]
-    sent = cursor.get("sources", {})
+    sent = cursor.sources or {}
     found: dict[str, dict[int, dict[str, Any]]] = {}
     read: dict[str, tuple[str, dict[str, int]]] = {}
 
@@ -218,7 +223,7 @@ HOLD_MS = 10 * 60_000
 Readers = Callable[[SinkOwner, str], Callable[[dict[str, Any]], bool]]
 
 
-def reader_of(sink: dict[str, Any], warehouse: str, readers: Readers | None) -> Callable[[dict[str, Any]], bool] | None:
+def reader_of(sink: EventSink, warehouse: str, readers: Readers | None) -> Callable[[dict[str, Any]], bool] | None:
     """What the sink's owner may be sent; None when the sink has no owner on record (made before
     sinks recorded them: it delivers nothing until made again)."""
     owner = SinkOwner.of_sink(sink)
@@ -234,7 +239,7 @@ def reader_of(sink: dict[str, Any], warehouse: str, readers: Readers | None) -> 
 def dispatch_sink(
     ctx: Context,
     warehouse: str,
-    sink: dict[str, Any],
+    sink: EventSink,
     deadline: float,
     send: Sender,
     sees: Callable[[dict[str, Any]], bool] = lambda e: False,
@@ -247,26 +252,20 @@ def dispatch_sink(
     bucket = ctx.bucket_for(warehouse)
     stats = {"sent": 0, "filtered": 0, "failed": 0, "parked": 0}
     cursor, etag = _cursor(ctx, bucket, sink)
-    since = int(sink.get("created-ms", 0))
+    since = sink.created_ms or 0
     found, read, listed, journal_ms = pending(ctx, warehouse, cursor, since)
-    sources: dict[str, int] = dict(cursor.get("sources", {}))
-    failing: dict[str, dict[str, Any]] = dict(cursor.get("failing", {}))
-    holding: dict[str, int] = dict(cursor.get("holding", {}))
-    etags: dict[str, str] = {k: v for k, v in cursor.get("etags", {}).items() if k in listed}
-    journal = int(cursor.get("journal-ms", 0))
-    filters = sink.get("filters") or {}
+    sources: dict[str, int] = dict(cursor.sources or {})
+    failing: dict[str, dict[str, Any]] = dict(cursor.failing or {})
+    holding: dict[str, int] = dict(cursor.holding or {})
+    etags: dict[str, str] = {k: v for k, v in (cursor.etags or {}).items() if k in listed}
+    journal = cursor.journal_ms or 0
+    filters = dict(sink.filters or {})
     now = now_ms()
     queues = runs(found, sources, holding, since, now)
 
-    def doc() -> dict[str, Any]:
-        return {
-            "sink-uuid": sink["uuid"],
-            "sources": sources,
-            "etags": etags,
-            "failing": failing,
-            "holding": holding,
-            "journal-ms": journal,
-        }
+    def position() -> Position:  # as it would be stored: a copy that nothing here changes later
+        now_at = Position(sink.uuid, sources, etags, failing, holding, journal, other=cursor.other)
+        return Position.from_json(json.loads(dump(now_at.to_json())))
 
     def advance(source: str, seq: int) -> None:
         sources[source] = max(int(sources.get(source, 0)), seq)
@@ -274,13 +273,14 @@ def dispatch_sink(
 
     def save() -> bool:
         nonlocal etag, cursor
-        if doc() == cursor:
+        new = position()
+        if new == cursor:
             return True
         try:
-            etag = _save(ctx, bucket, sink["name"], doc(), etag)
+            etag = _save(ctx, bucket, sink.name, new.to_json(), etag)
         except (PreconditionFailed, WriteInDoubt):
             return False  # another run moved the cursor: it carries on from its own reads
-        cursor = json.loads(dump(doc()))
+        cursor = new
         return True
 
     # A failing table is tried again with backoff (1 s, 2 s, 4 s ... 5 min), not on every nudge.
@@ -347,11 +347,12 @@ def dispatch_sink(
     return stats
 
 
-def _park(ctx: Context, bucket: str, sink: dict[str, Any], event: dict[str, Any], error: str, tries: int) -> None:
-    record = {"event": event, "error": error, "runs": tries, "parked-ms": now_ms()}
+def _park(ctx: Context, bucket: str, sink: EventSink, event: dict[str, Any], error: str, tries: int) -> None:
+    record = ParkedEvent(event, error, tries, now_ms()).to_json()
+    key = keys.dead_event(sink.name, sink.uuid, str(event["id"]))
     try:
-        ctx.storage.put_if_absent(bucket, keys.dead_event(sink["name"], sink["uuid"], str(event["id"])), dump(record))
-    except (PreconditionFailed, WriteInDoubt):
+        cas.create(ctx, bucket, key, dump(record), lambda: Conflict("parked already"), "A parked event")
+    except Conflict:
         pass  # parked already (a run that died before its cursor write)
 
 
@@ -377,13 +378,13 @@ def dispatch(
     for sink in sinks:
         sees = reader_of(sink, warehouse, readers)
         if sees is None:
-            report[sink["name"]] = {"error": NO_OWNER}
+            report[sink.name] = {"error": NO_OWNER}
             continue
         try:
-            report[sink["name"]] = dispatch_sink(ctx, warehouse, sink, deadline, send, sees)
+            report[sink.name] = dispatch_sink(ctx, warehouse, sink, deadline, send, sees)
         except (StorageUnavailable, WriteInDoubt, ObjectNotFound, DamagedObject) as exc:
-            log.warning("dispatcher: %s/%s: %s", warehouse, sink["name"], exc)
-            report[sink["name"]] = {"error": str(exc)[:200]}
+            log.warning("dispatcher: %s/%s: %s", warehouse, sink.name, exc)
+            report[sink.name] = {"error": str(exc)[:200]}
     return report
 
 
@@ -399,21 +400,19 @@ def replay(
         raise Conflict(NO_OWNER)
     bucket = ctx.bucket_for(warehouse)
     stats = {"replayed": 0, "still-failing": 0, "withheld": 0}
-    for key in list(ctx.storage.list_keys(bucket, keys.dead_events_prefix(sink_name, sink["uuid"]))):
+    for key in list(ctx.storage.list_keys(bucket, keys.dead_events_prefix(sink_name, sink.uuid))):
         try:
-            record = damage.parse(ctx.storage.get(bucket, key).body, bucket, key, "A parked event")
+            body = ctx.storage.get(bucket, key).body
+            parked = ParkedEvent.from_json(damage.parse(body, bucket, key, "A parked event", ParkedEvent.problem))
         except (ObjectNotFound, DamagedObject):  # damaged: logged, left for the operator; the others go
             continue
-        if not isinstance(record.get("event"), dict):
-            damage.damaged(bucket, key, "A parked event", "no 'event'")
-            continue
-        data = record["event"].get("data")
+        data = parked.event.get("data")
         about = {k: data.get(k) for k in ("target", "detail")} if isinstance(data, dict) else {}
         if not sees(about):  # the owner may no longer see what it is about: it is not sent
             ctx.storage.delete(bucket, key)
             stats["withheld"] += 1
             continue
-        if send(sink, [record["event"]])[0] is None:
+        if send(sink, [dict(parked.event)])[0] is None:
             ctx.storage.delete(bucket, key)
             stats["replayed"] += 1
         else:

@@ -20,6 +20,7 @@ from typing import Any
 
 from chalicelib import keys
 from chalicelib.core.changes import dispatcher, events
+from chalicelib.core.changes.position_record import Position
 from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.errors import BadRequest, Gone
 from chalicelib.storage import ObjectNotFound
@@ -30,13 +31,13 @@ IDLE_MS = 60_000  # how long an idle feed answers the same token (its journal li
 SCAN_FACTOR = 20  # entries passed over per page, at most, as a multiple of the page size
 
 
-def _load(ctx: Context, bucket: str, token: str | None, since_ms: int) -> dict[str, Any]:
+def _load(ctx: Context, bucket: str, token: str | None, since_ms: int) -> Position:
     if token is None:
-        return {"sources": {}, "etags": {}, "journal-ms": 0, "from-ms": since_ms}
+        return Position(sources={}, etags={}, journal_ms=0, from_ms=since_ms)
     if not TOKEN.fullmatch(token):
         raise BadRequest("continuation-token is not one this catalog issued")
     try:
-        return dict(json.loads(ctx.storage.get(bucket, keys.event_feed(token)).body))
+        return Position.from_json(json.loads(ctx.storage.get(bucket, keys.event_feed(token)).body))
     except ObjectNotFound:
         raise Gone("The requested position is no longer available: start again without a token") from None
 
@@ -52,10 +53,10 @@ def page(
     """Up to `size` events past the token's position that `wanted` keeps, and the next token."""
     bucket = ctx.bucket_for(warehouse)
     state = _load(ctx, bucket, token, since_ms)
-    since = int(state.get("from-ms", 0))
+    since = state.from_ms or 0
     found, read, listed, journal_ms = dispatcher.pending(ctx, warehouse, state, since)
-    sources: dict[str, int] = dict(state.get("sources", {}))
-    holding: dict[str, int] = dict(state.get("holding", {}))
+    sources: dict[str, int] = dict(state.sources or {})
+    holding: dict[str, int] = dict(state.holding or {})
     heap: list[tuple[int, str, int]] = []
     queues = dispatcher.runs(found, sources, holding, since, now_ms())  # gaps wait (see there)
     for source, entries in queues.items():
@@ -73,25 +74,20 @@ def page(
             passed += 1
         if i + 1 < len(queues[source]):
             heapq.heappush(heap, (int(queues[source][i + 1]["at"]), source, i + 1))
-    etags = {k: v for k, v in state.get("etags", {}).items() if k in listed}
+    etags = {k: v for k, v in (state.etags or {}).items() if k in listed}
     for key, (tag, last) in read.items():
         if all(sources.get(s, 0) >= q for s, q in last.items()):
             etags[key] = tag
     everything = all(sources.get(s, 0) >= int(es[-1]["seq"]) for s, es in found.items())
-    journal = int(state.get("journal-ms", 0))
+    journal = state.journal_ms or 0
     if everything and (found or journal_ms - journal > IDLE_MS):  # an idle poll keeps its token a while
         journal = journal_ms
-    new = {
-        "sources": sources,
-        "etags": etags,
-        "holding": holding,
-        "journal-ms": journal,
-        "from-ms": since,
-    }
+    new = Position(sources=sources, etags=etags, holding=holding, journal_ms=journal, from_ms=since)
     if token is not None and new == state:
         return out, token  # nothing new: the same position
     next_token = uuid.uuid4().hex
-    ctx.storage.put_if_absent(bucket, keys.event_feed(next_token), dump(new))
+    # A new token's object, written once and never changed (not a record a retry could fight over).
+    ctx.storage.put_if_absent(bucket, keys.event_feed(next_token), dump(new.to_json()))
     return out, next_token
 
 

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 
 from chalicelib.core.changes import sink_network
 from chalicelib.core.changes.sink_network import Policy
+from chalicelib.core.changes.sink_record import EventSink
 
 SIGNATURE_HEADER = "X-Catalog-Signature"  # "t={unix seconds},v1={hex HMAC-SHA256 of 't.body'}"
 _clients: dict[tuple[str, str, str | None], Any] = {}
@@ -76,11 +77,11 @@ def _error(exc: Exception) -> str:
 
 
 def send(
-    sink: dict[str, Any], events: list[dict[str, Any]], emulator: str | None = None, policy: Policy | None = None
+    sink: EventSink, events: list[dict[str, Any]], emulator: str | None = None, policy: Policy | None = None
 ) -> list[str | None]:
     """`policy`: what the sink may reach beyond public addresses (the dispatcher passes the
     deployment's); by default loopback only on a local run (`emulator` on this machine), nothing else."""
-    kind, target = sink["kind"], sink["target"]
+    kind, target = sink.kind, sink.target
     policy = policy if policy is not None else Policy(loopback=sink_network.local_run(emulator))
     try:
         if kind == "sqs":
@@ -96,7 +97,7 @@ def send(
             failed: set[str] = set()
             for e in events:  # one at a time; a table whose event failed sends no later one
                 result = "an earlier event of its table failed" if _group(e) in failed else None
-                result = result or _webhook(target, str(sink.get("secret", "")), e, policy)
+                result = result or _webhook(target, sink.secret or "", e, policy)
                 if result is not None:
                     failed.add(_group(e))
                 out.append(result)

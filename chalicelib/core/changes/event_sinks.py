@@ -18,12 +18,13 @@ from urllib.parse import SplitResult, urlsplit
 
 from chalicelib import keys
 from chalicelib.core.changes import sink_network
+from chalicelib.core.changes.sink_record import EventSink
 from chalicelib.core.containers import warehouses
 from chalicelib.core.model import Owner
-from chalicelib.core.primitives import audit
+from chalicelib.core.primitives import audit, cas
 from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.errors import BadRequest, Conflict, DamagedObject, NotFound
-from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
+from chalicelib.storage import ObjectNotFound
 
 KINDS = ("sqs", "sns", "eventbridge", "webhook")
 NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")  # fullmatch: no trailing newline
@@ -39,14 +40,15 @@ class SinkOwner(Owner):
     (core/changes/dispatcher.py)."""
 
     @classmethod
-    def of_sink(cls, sink: dict[str, Any]) -> SinkOwner | None:
+    def of_sink(cls, sink: EventSink) -> SinkOwner | None:
         """The sink's owner. A sink made before sinks recorded one still carries its creation's audit
         entry: made by root or the operator's tools, it is theirs; made by a user, whose record's
         uuid it never knew, it has none (None: it sends nothing until made again)."""
-        owner = cls.from_json(sink.get("owner"))
-        if owner is not None or "owner" in sink:
+        owner = cls.from_json(sink.owner)
+        if owner is not None or sink.owner is not None or "owner" in sink.other:  # stored, if unreadable
             return owner
-        made = [e for e in sink.get(audit.TAIL) or [] if isinstance(e, dict) and e.get("op") == "create-event-sink"]
+        tail = sink.other.get(audit.TAIL) or []
+        made = [e for e in tail if isinstance(e, dict) and e.get("op") == "create-event-sink"]
         return OPERATOR if made and made[0].get("principal") in ("root", "catalog") else None
 
 
@@ -250,27 +252,26 @@ def create(
         raise BadRequest(f"kind must be one of {', '.join(KINDS)}")
     target, filters = _check_target(ctx, kind, target), _check_filters(filters)  # before any S3 request
     warehouses.require_active(ctx, warehouse)
-    record: dict[str, Any] = {
-        "name": name,
-        "kind": kind,
-        "target": target,
-        "filters": filters,
-        "uuid": str(uuid.uuid4()),
-        "created-ms": now_ms(),
-        "owner": owner.to_json(),
-    }
-    if kind == "webhook":
-        record["secret"] = secrets.token_urlsafe(32)
+    sink = EventSink(
+        name=name,
+        kind=kind,
+        target=target,
+        uuid=str(uuid.uuid4()),
+        filters=filters,
+        created_ms=now_ms(),
+        owner=owner.to_json(),
+        secret=secrets.token_urlsafe(32) if kind == "webhook" else None,
+    )
     what = {"kind": "event-sink", "name": name}
-    shown = {"sink-kind": kind, "sink-target": audited_target(kind, record["target"]), "filters": record["filters"]}
-    record, _ = audit.stamped(record, audit.entry("create-event-sink", what, **shown))
+    shown: dict[str, Any] = {"sink-kind": kind, "sink-target": audited_target(kind, target), "filters": filters}
+    record, _ = audit.stamped(sink.to_json(), audit.entry("create-event-sink", what, **shown))
     bucket = ctx.bucket_for(warehouse)
-    try:
-        ctx.storage.put_if_absent(bucket, keys.event_sink(name), dump(record))
-    except (PreconditionFailed, WriteInDoubt):
-        raise Conflict(f"Event sink {name!r} already exists") from None
+    what_sink = f"Event sink {name!r}"
+    cas.create(
+        ctx, bucket, keys.event_sink(name), dump(record), lambda: Conflict(f"{what_sink} already exists"), what_sink
+    )
     audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, audit.source_of(record), record)
-    return {k: v for k, v in record.items() if k not in (audit.TAIL, audit.SEQ)}
+    return sink.to_json()
 
 
 def audited_target(kind: str, target: str) -> str:
@@ -282,30 +283,26 @@ def audited_target(kind: str, target: str) -> str:
     return f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}/..."
 
 
-def record_problem(doc: Any) -> str | None:
-    if not isinstance(doc, dict):
-        return "not a JSON object"
-    if not all(isinstance(doc.get(k), str) for k in ("name", "kind", "target", "uuid")):
-        return "no 'name', 'kind', 'target' or 'uuid'"
-    return None
+record_problem = EventSink.problem  # fsck judges stored sinks with it
 
 
-def read(ctx: Context, warehouse: str, name: str) -> dict[str, Any]:
+def read(ctx: Context, warehouse: str, name: str) -> EventSink:
     """The sink's record; DamagedObject (logged) when it cannot be read."""
     from chalicelib.core.primitives import damage
 
     bucket, key = ctx.bucket_for(warehouse), keys.event_sink(name)
     try:
-        return damage.parse(ctx.storage.get(bucket, key).body, bucket, key, f"Event sink {name!r}", record_problem)
+        body = ctx.storage.get(bucket, key).body
     except ObjectNotFound:
         raise SinkNotFound(f"Event sink {name!r} does not exist") from None
+    return EventSink.from_json(damage.parse(body, bucket, key, f"Event sink {name!r}", EventSink.problem))
 
 
-def public(record: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in record.items() if k not in ("secret", audit.TAIL, audit.SEQ)}
+def public(sink: EventSink) -> dict[str, Any]:
+    return sink.public(audit.TAIL, audit.SEQ)
 
 
-def all_of(ctx: Context, warehouse: str) -> list[dict[str, Any]]:
+def all_of(ctx: Context, warehouse: str) -> list[EventSink]:
     """Every sink of the warehouse, with secrets (for the dispatcher)."""
     bucket = ctx.bucket_for(warehouse)
     out = []
@@ -322,7 +319,7 @@ def delete(ctx: Context, warehouse: str, name: str) -> None:
     A damaged sink can be removed too: its entry then starts a journal source of its own, since
     the record's own seq is lost with its bytes."""
     try:
-        record = read(ctx, warehouse, name)
+        record = read(ctx, warehouse, name).to_json()
     except DamagedObject:
         record = {"name": name, "uuid": str(uuid.uuid4())}
     bucket = ctx.bucket_for(warehouse)

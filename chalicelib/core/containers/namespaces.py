@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from chalicelib import keys
@@ -11,7 +12,8 @@ from chalicelib.core.containers import warehouses
 from chalicelib.core.model import NamespaceInfo, PropertiesChange
 from chalicelib.core.paging import decode_token, encode_token, page
 from chalicelib.core.primitives import audit, cas, damage, listing_marks
-from chalicelib.core.primitives.context import Context, dump, is_deleting, now_ms
+from chalicelib.core.primitives.container_records import NamespaceRecord
+from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.errors import (
     BadRequest,
     Conflict,
@@ -23,7 +25,7 @@ from chalicelib.errors import (
     WarehouseNotFound,
 )
 from chalicelib.names import check_namespace, check_properties
-from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
+from chalicelib.storage import BucketNotFound, ObjectNotFound, StorageUnavailable, WriteInDoubt
 
 Namespace = tuple[str, ...]
 MAX_PROPERTIES = 1000  # every namespace read loads them all
@@ -33,23 +35,26 @@ def _pretty(ns: Namespace) -> str:
     return ".".join(ns)
 
 
-def read_record(ctx: Context, warehouse: str, ns: Namespace) -> tuple[dict[str, Any], str]:
+def load(ctx: Context, warehouse: str, ns: Namespace) -> tuple[NamespaceRecord, str]:
     """The namespace record; a precise 404 (warehouse or namespace) when it is missing, and
     DamagedObject (logged) when it cannot be read."""
     bucket, key = ctx.bucket_for(warehouse), keys.namespace_record(ns)
     try:
         obj = ctx.storage.get(bucket, key)
     except ObjectNotFound:
-        warehouses.read_record(ctx, warehouse)  # raises WarehouseNotFound if that is the cause
+        warehouses.load(ctx, warehouse)  # raises WarehouseNotFound if that is the cause
         raise NamespaceNotFound(f"Namespace {_pretty(ns)!r} does not exist") from None
-    return damage.parse(obj.body, bucket, key, f"Namespace {_pretty(ns)!r}", record_problem), obj.etag
+    doc = damage.parse(obj.body, bucket, key, f"Namespace {_pretty(ns)!r}", NamespaceRecord.problem)
+    return NamespaceRecord.from_json(doc), obj.etag
 
 
-def record_problem(doc: object) -> str | None:
-    """What makes a stored namespace record unusable (None: nothing)."""
-    if not isinstance(doc, dict):
-        return "not a JSON object"
-    return damage.fields(doc, properties=dict, state=str, uuid=str, created_ms=int)
+def read_record(ctx: Context, warehouse: str, ns: Namespace) -> tuple[dict[str, Any], str]:
+    """The record as its JSON document, for the callers not yet typed (`load` is the typed read)."""
+    record, etag = load(ctx, warehouse, ns)
+    return record.to_json(), etag
+
+
+record_problem = NamespaceRecord.problem  # fsck judges stored records with it
 
 
 def listed_record(ctx: Context, warehouse: str, ns: Namespace) -> dict[str, Any]:
@@ -62,19 +67,19 @@ def listed_record(ctx: Context, warehouse: str, ns: Namespace) -> dict[str, Any]
 
 
 def require_active(ctx: Context, warehouse: str, ns: Namespace) -> dict[str, Any]:
-    record, _ = read_record(ctx, warehouse, ns)
-    if is_deleting(record):
+    record, _ = load(ctx, warehouse, ns)
+    if record.deleting:
         raise Conflict(f"Namespace {_pretty(ns)!r} is being deleted")
-    return record
+    return record.to_json()
 
 
 def still_active(ctx: Context, warehouse: str, ns: Namespace) -> bool:
     """Re-check after writing a child: False if the namespace vanished or a deleter holds it."""
     try:
-        record, _ = read_record(ctx, warehouse, ns)
+        record, _ = load(ctx, warehouse, ns)
     except (NamespaceNotFound, WarehouseNotFound):
         return False
-    return not is_deleting(record)
+    return not record.deleting
 
 
 def accepts_table(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
@@ -82,12 +87,12 @@ def accepts_table(ctx: Context, warehouse: str, ns: Namespace, name: str) -> boo
     (Glue) table took the name meanwhile. Hive creators flag the record first, then write, then
     check the pointer, so one of two racing creators always sees the other."""
     try:
-        record, _ = read_record(ctx, warehouse, ns)
+        record, _ = load(ctx, warehouse, ns)
     except (NamespaceNotFound, WarehouseNotFound):
         return False
-    if is_deleting(record):
+    if record.deleting:
         return False
-    if record.get("hive-tables"):
+    if record.hive_tables:
         try:
             ctx.storage.get(ctx.bucket_for(warehouse), keys.hive_table(ns, name))
             return False
@@ -99,9 +104,9 @@ def accepts_table(ctx: Context, warehouse: str, ns: Namespace, name: str) -> boo
 def flag_hive_tables(ctx: Context, warehouse: str, ns: Namespace) -> None:
     """Mark a namespace as holding non-Iceberg tables (once), before the first one is written."""
 
-    def change(record: dict[str, Any] | None) -> dict[str, Any] | None:
-        record = _active(ctx, warehouse, ns, record)
-        return None if record.get("hive-tables") else dict(record, **{"hive-tables": True})
+    def change(found: dict[str, Any] | None) -> dict[str, Any] | None:
+        record = _active(ctx, warehouse, ns, found)
+        return None if record.hive_tables else replace(record, hive_tables=True).to_json()
 
     cas.update(ctx, ctx.bucket_for(warehouse), keys.namespace_record(ns), change, f"Namespace {_pretty(ns)!r}")
 
@@ -116,29 +121,28 @@ def create(ctx: Context, warehouse: str, namespace: object, properties: object) 
     if len(ns) > 1:
         require_active(ctx, warehouse, ns[:-1])
     # The uuid makes the bytes ours alone: after a lost response they prove which create landed.
-    record: dict[str, Any] = {
-        "namespace": list(ns),
-        "properties": props,
-        "state": "active",
-        "uuid": str(uuid.uuid4()),
-        "created-ms": now_ms(),
-    }
-    record, _ = audit.stamped(record, audit.entry("create-namespace", _target(ns), properties=props))
-    _start_listing(ctx, bucket, ns, str(record["uuid"]))
+    new = NamespaceRecord(list(ns), props, "active", str(uuid.uuid4()), now_ms())
+    record, _ = audit.stamped(new.to_json(), audit.entry("create-namespace", _target(ns), properties=props))
+    _start_listing(ctx, bucket, ns, str(new.uuid))
     try:
-        ctx.storage.put_if_absent(bucket, keys.namespace_record(ns), dump(record))
-    except (PreconditionFailed, WriteInDoubt):
-        raise NamespaceAlreadyExists(f"Namespace {_pretty(ns)!r} already exists") from None
+        cas.create(
+            ctx,
+            bucket,
+            keys.namespace_record(ns),
+            dump(record),
+            lambda: NamespaceAlreadyExists(f"Namespace {_pretty(ns)!r} already exists"),
+            f"Namespace {_pretty(ns)!r}",
+        )
     except BucketNotFound:
         raise WarehouseNotFound(f"Warehouse {warehouse!r} has no bucket") from None
     # Guard against a concurrent delete of the warehouse or parent (see warehouses.delete).
-    wh_ok = not is_deleting(warehouses.read_record(ctx, warehouse)[0])
+    wh_ok = not warehouses.load(ctx, warehouse)[0].deleting
     parent_ok = len(ns) == 1 or still_active(ctx, warehouse, ns[:-1])
     if not (wh_ok and parent_ok):
         ctx.storage.delete(bucket, keys.namespace_record(ns))
         raise Conflict(f"The container of namespace {_pretty(ns)!r} is being deleted")
     audit.flush_record(ctx, bucket, keys.AUDIT_PREFIX, audit.source_of(record), record)
-    return NamespaceInfo(tuple(ns), dict(props), str(record["uuid"]), int(record["created-ms"]))
+    return NamespaceInfo(tuple(ns), dict(props), str(new.uuid), new.created_ms)
 
 
 def _start_listing(ctx: Context, bucket: str, ns: Namespace, ns_uuid: str) -> None:
@@ -163,11 +167,8 @@ def page_token_after(ns: Namespace) -> str:
 
 
 def describe(ctx: Context, warehouse: str, ns: Namespace) -> NamespaceInfo:
-    record, _ = read_record(ctx, warehouse, ns)
-    created = record.get("created-ms")
-    return NamespaceInfo(
-        tuple(ns), dict(record.get("properties") or {}), str(record.get("uuid", "")), int(created) if created else None
-    )
+    record, _ = load(ctx, warehouse, ns)
+    return NamespaceInfo(tuple(ns), dict(record.properties or {}), record.uuid or "", record.created_ms or None)
 
 
 def list_children(
@@ -179,7 +180,7 @@ def list_children(
     keep: Callable[[Namespace], bool] = lambda _: True,
 ) -> tuple[list[list[str]], str | None]:
     if parent:
-        read_record(ctx, warehouse, parent)
+        load(ctx, warehouse, parent)
     prefix = keys.child_namespaces_prefix(parent)
     start = decode_token(page_token, prefix)
     depth = len(parent) + 1
@@ -192,7 +193,7 @@ def list_children(
         per_call = min(1000, page_size + 1) if page_size else 1000  # one S3 page per page, nothing hidden
         return page(ctx.storage.list_keys(ctx.bucket_for(warehouse), prefix, start, per_call), convert, page_size)
     except BucketNotFound:
-        warehouses.read_record(ctx, warehouse)
+        warehouses.load(ctx, warehouse)
         return [], None
 
 
@@ -209,9 +210,9 @@ def update_properties(
         raise UnprocessableEntity(f"Properties both updated and removed (the spec answers 422): {sorted(both)}")
     out: dict[str, Any] = {}
 
-    def change(record: dict[str, Any] | None) -> dict[str, Any]:  # concurrent updates merge
-        record = _active(ctx, warehouse, ns, record)
-        props: dict[str, str] = dict(record.get("properties", {}))
+    def change(found: dict[str, Any] | None) -> dict[str, Any]:  # concurrent updates merge
+        record = _active(ctx, warehouse, ns, found)
+        props: dict[str, str] = dict(record.properties or {})
         out["removed"] = [k for k in removals if k in props]
         out["missing"] = [k for k in removals if k not in props]
         for k in out["removed"]:
@@ -220,7 +221,7 @@ def update_properties(
         if len(props) > MAX_PROPERTIES:
             raise BadRequest(f"A namespace holds at most {MAX_PROPERTIES} properties")
         e = audit.entry("update-namespace", _target(ns), updated=sorted(upd), removed=out["removed"])
-        stamped, out["older"] = audit.stamped(dict(record, properties=props), e)
+        stamped, out["older"] = audit.stamped(replace(record, properties=props).to_json(), e)
         return stamped
 
     bucket = ctx.bucket_for(warehouse)
@@ -229,15 +230,25 @@ def update_properties(
     return PropertiesChange(sorted(upd), out["removed"], out["missing"])
 
 
-def _active(ctx: Context, warehouse: str, ns: Namespace, record: dict[str, Any] | None) -> dict[str, Any]:
+def _active(ctx: Context, warehouse: str, ns: Namespace, found: dict[str, Any] | None) -> NamespaceRecord:
     """A namespace record a change may write over: there, and not marked for deletion (writing over
     the mark would keep it and fail the deleter's restore)."""
-    if record is None:
-        read_record(ctx, warehouse, ns)  # the precise 404
+    if found is None:
+        load(ctx, warehouse, ns)  # the precise 404
         raise NamespaceNotFound(f"Namespace {_pretty(ns)!r} does not exist")
-    if is_deleting(record):
+    record = _decoded(ctx, warehouse, ns, found)
+    if record.deleting:
         raise Conflict(f"Namespace {_pretty(ns)!r} is being deleted")
     return record
+
+
+def _decoded(ctx: Context, warehouse: str, ns: Namespace, found: dict[str, Any]) -> NamespaceRecord:
+    """A record read for a change; one written around the catalog is answered as damaged."""
+    problem = NamespaceRecord.problem(found)
+    if problem:
+        key = keys.namespace_record(ns)
+        raise damage.damaged(ctx.bucket_for(warehouse), key, f"Namespace {_pretty(ns)!r}", problem)
+    return NamespaceRecord.from_json(found)
 
 
 # Which of these pointer names hold a table that keeps its namespace (pointers judge; they build
@@ -267,16 +278,16 @@ def _children(ctx: Context, warehouse: str, ns: Namespace, occupied: Occupied) -
 
 def delete(ctx: Context, warehouse: str, ns: Namespace, occupied: Occupied) -> None:
     bucket, key = ctx.bucket_for(warehouse), keys.namespace_record(ns)
-    read_record(ctx, warehouse, ns)
+    load(ctx, warehouse, ns)
     what = _children(ctx, warehouse, ns, occupied)  # the common refusal costs no write
     if what is None:  # creators re-read this record after writing (see create)
         marked: dict[str, Any] = {}
 
-        def mark(record: dict[str, Any]) -> dict[str, Any]:
+        def mark(found: dict[str, Any]) -> dict[str, Any]:
             # The drop's entry is made once the record is gone, not carried by the mark: a refused
             # drop puts the old bytes back, and its entry must not have been readable meanwhile.
-            marked["record"] = dict(record)
-            return dict(record, state="deleting", **{"state-since-ms": now_ms()})
+            marked["record"] = dict(found)
+            return _decoded(ctx, warehouse, ns, found).marked_deleting().to_json()
 
         def blocker() -> str | None:
             return _children(ctx, warehouse, ns, occupied)

@@ -6,6 +6,7 @@ import json
 import os
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,7 +15,8 @@ from chalicelib.core.access import data_actions, resource_policies
 from chalicelib.core.model import WarehouseInfo
 from chalicelib.core.paging import decode_token, page
 from chalicelib.core.primitives import audit, cas, damage, listing_marks, warehouse_cache
-from chalicelib.core.primitives.context import Context, dump, env_int, is_deleting, now_ms
+from chalicelib.core.primitives.container_records import WarehouseRecord
+from chalicelib.core.primitives.context import Context, dump, env_int
 from chalicelib.errors import (
     BadRequest,
     Conflict,
@@ -24,7 +26,7 @@ from chalicelib.errors import (
     WarehouseNotFound,
 )
 from chalicelib.names import check_new_warehouse, check_properties, check_warehouse
-from chalicelib.storage import BucketNotFound, ObjectNotFound, PreconditionFailed, StoredObject, WriteInDoubt
+from chalicelib.storage import BucketNotFound, ObjectNotFound, StoredObject
 
 # Marks a bucket the catalog created, so a retried create (after a crash) may take it back.
 OWNED_MARKER = keys.CATALOG_PREFIX + "warehouse-bucket.json"
@@ -40,7 +42,8 @@ def _ensure_system_bucket(ctx: Context) -> None:
         ctx.storage.create_bucket(ctx.settings.system_bucket)
 
 
-def read_record(ctx: Context, warehouse: str) -> tuple[dict[str, Any], str]:
+def load(ctx: Context, warehouse: str) -> tuple[WarehouseRecord, str]:
+    """The warehouse's record and its ETag; WarehouseNotFound, or DamagedObject (logged)."""
     if ctx.bucket_for(warehouse) == ctx.settings.system_bucket:
         raise WarehouseNotFound(f"Warehouse {warehouse!r} does not exist")
     bucket, key = ctx.settings.system_bucket, keys.warehouse_record(warehouse)
@@ -48,23 +51,26 @@ def read_record(ctx: Context, warehouse: str) -> tuple[dict[str, Any], str]:
         obj: StoredObject = ctx.storage.get(bucket, key)
     except ObjectNotFound:  # includes a missing system bucket: no warehouse was ever created
         raise WarehouseNotFound(f"Warehouse {warehouse!r} does not exist") from None
-    return damage.parse(obj.body, bucket, key, f"Warehouse {warehouse!r}", record_problem), obj.etag
+    doc = damage.parse(obj.body, bucket, key, f"Warehouse {warehouse!r}", WarehouseRecord.problem)
+    return WarehouseRecord.from_json(doc), obj.etag
 
 
-def record_problem(doc: object) -> str | None:
-    """What makes a stored warehouse record unusable (None: nothing)."""
-    if not isinstance(doc, dict):
-        return "not a JSON object"
-    if "properties" in doc and not isinstance(doc["properties"], dict):  # null too: never written so
-        return "'properties' is not an object"
-    return damage.required(doc, "name", "bucket") or damage.fields(doc, properties=dict, state=str)
+def read_record(ctx: Context, warehouse: str) -> tuple[dict[str, Any], str]:
+    """The record as its JSON document, for the callers not yet typed (`load` is the typed read)."""
+    record, etag = load(ctx, warehouse)
+    return record.to_json(), etag
+
+
+def properties(ctx: Context, warehouse: str) -> dict[str, Any]:
+    """The warehouse's properties (table defaults, retention, allowed locations)."""
+    return dict(load(ctx, warehouse)[0].properties or {})
 
 
 def require_active(ctx: Context, warehouse: str) -> dict[str, Any]:
-    record, _ = read_record(ctx, warehouse)
-    if is_deleting(record):
+    record, _ = load(ctx, warehouse)
+    if record.deleting:
         raise Conflict(f"Warehouse {warehouse!r} is being deleted")
-    return record
+    return record.to_json()
 
 
 def create(ctx: Context, name: object, upgrade_existing: bool, properties: object) -> WarehouseInfo:
@@ -99,21 +105,26 @@ def create(ctx: Context, name: object, upgrade_existing: bool, properties: objec
         store.create_bucket(bucket)
         store.put(bucket, OWNED_MARKER, dump({"warehouse": warehouse}))
     _protect_control_plane(ctx, bucket)
-    record = {
-        "name": warehouse,
-        "bucket": bucket,
-        "uuid": str(uuid.uuid4()),
-        "created-at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "properties": props,
-        "state": "active",
-    }
-    record, _ = audit.stamped(record, audit.entry("create-warehouse", _target(warehouse), properties=props))
-    try:
-        store.put_if_absent(sys_bucket, keys.warehouse_record(warehouse), dump(record))
-    except (PreconditionFailed, WriteInDoubt):
-        raise WarehouseAlreadyExists(f"Warehouse {warehouse!r} already exists") from None
+    new = WarehouseRecord(
+        name=warehouse,
+        bucket=bucket,
+        uuid=str(uuid.uuid4()),
+        created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        properties=props,
+        state="active",
+    )
+    entry = audit.entry("create-warehouse", _target(warehouse), properties=props)
+    record, _ = audit.stamped(new.to_json(), entry)
+    cas.create(
+        ctx,
+        sys_bucket,
+        keys.warehouse_record(warehouse),
+        dump(record),
+        lambda: WarehouseAlreadyExists(f"Warehouse {warehouse!r} already exists"),
+        f"Warehouse {warehouse!r}",
+    )
     audit.flush_record(ctx, sys_bucket, keys.SYSTEM_AUDIT_PREFIX, audit.source_of(record), record)
-    return info(record)
+    return info(new)
 
 
 def _target(warehouse: str) -> dict[str, Any]:
@@ -140,17 +151,25 @@ def check_table_defaults(props: dict[str, str]) -> None:
         raise BadRequest("Invalid warehouse property 'allowed-locations': comma-separated s3://bucket/prefix values")
 
 
-def _changeable(ctx: Context, warehouse: str, record: dict[str, Any] | None) -> dict[str, Any]:
+def _changeable(ctx: Context, warehouse: str, found: dict[str, Any] | None) -> WarehouseRecord:
     """The record a change of the warehouse may be made to: it exists, is readable and stays."""
     sys_bucket = ctx.settings.system_bucket
-    if record is None or ctx.bucket_for(warehouse) == sys_bucket:
+    if found is None or ctx.bucket_for(warehouse) == sys_bucket:
         raise WarehouseNotFound(f"Warehouse {warehouse!r} does not exist")
-    problem = record_problem(record)
-    if problem:  # written around the catalog: answered as damaged, never rewritten here
-        raise damage.damaged(sys_bucket, keys.warehouse_record(warehouse), f"Warehouse {warehouse!r}", problem)
-    if is_deleting(record):
+    record = _decoded(ctx, warehouse, found)
+    if record.deleting:
         raise Conflict(f"Warehouse {warehouse!r} is being deleted")
     return record
+
+
+def _decoded(ctx: Context, warehouse: str, found: dict[str, Any]) -> WarehouseRecord:
+    """A record read for a change; one written around the catalog is answered as damaged, never
+    rewritten here."""
+    problem = WarehouseRecord.problem(found)
+    if problem:
+        subject = f"Warehouse {warehouse!r}"
+        raise damage.damaged(ctx.settings.system_bucket, keys.warehouse_record(warehouse), subject, problem)
+    return WarehouseRecord.from_json(found)
 
 
 def update_properties(ctx: Context, name: str, updates: object, removals: object) -> WarehouseInfo:
@@ -171,33 +190,33 @@ def update_properties(ctx: Context, name: str, updates: object, removals: object
 
     def change(found: dict[str, Any] | None) -> dict[str, Any]:
         record = _changeable(ctx, warehouse, found)
-        props = {k: v for k, v in (record.get("properties") or {}).items() if k not in removals}
+        props = {k: v for k, v in (record.properties or {}).items() if k not in removals}
         props.update(upd)
         e = audit.entry("update-warehouse", _target(warehouse), updated=sorted(upd), removed=sorted(removals))
-        stamped, older["entries"] = audit.stamped(dict(record, properties=props), e)
+        stamped, older["entries"] = audit.stamped(replace(record, properties=props).to_json(), e)
         return stamped
 
     record = cas.update(ctx, sys_bucket, key, change, f"Warehouse {warehouse!r}") or {}
     data_actions.forget(ctx, warehouse)
     audit.flush_record(ctx, sys_bucket, keys.SYSTEM_AUDIT_PREFIX, audit.source_of(record), record, older["entries"])
-    return info(record)
+    return info(WarehouseRecord.from_json(record))
 
 
 # ---- request metrics per table bucket (S3 Tables' bucket metrics configuration) ----------------
 #
-# Stored in the warehouse record (field REQUEST_METRICS: {"id": ...}) so the per-request question
-# "is this warehouse metered?" costs nothing more than the cached record (primitives/warehouse_cache).
-REQUEST_METRICS = warehouse_cache.REQUEST_METRICS
+# Stored in the warehouse record (WarehouseRecord.request_metrics: {"id": ...}) so the per-request
+# question "is this warehouse metered?" costs nothing more than the cached record
+# (primitives/warehouse_cache). Audited and sent under this name.
+REQUEST_METRICS = "request-metrics"
 
 
 def request_metrics(ctx: Context, name: str) -> dict[str, str]:
     """The warehouse's metrics configuration ({"id"}); NotFound when none is set."""
     warehouse = check_warehouse(name)
-    record, _ = read_record(ctx, warehouse)
-    found = record.get(REQUEST_METRICS)
-    if not isinstance(found, dict) or not isinstance(found.get("id"), str):
+    found = load(ctx, warehouse)[0].metrics_id
+    if found is None:
         raise NotFound(f"Table bucket {warehouse!r} has no metrics configuration")
-    return {"id": found["id"]}
+    return {"id": found}
 
 
 def set_request_metrics(ctx: Context, name: str, enabled: bool) -> None:
@@ -209,21 +228,19 @@ def set_request_metrics(ctx: Context, name: str, enabled: bool) -> None:
 
     def change(found: dict[str, Any] | None) -> dict[str, Any] | None:
         record = _changeable(ctx, warehouse, found)
-        current = record.get(REQUEST_METRICS)
-        if isinstance(current, dict) == enabled:
+        if (record.request_metrics is not None) == enabled:
             older.pop("entries", None)  # an earlier attempt's, which did not land
             return None  # already so: nothing to write, audit or send
-        new = {k: v for k, v in record.items() if k != REQUEST_METRICS}
-        if enabled:
-            new[REQUEST_METRICS] = {"id": uuid.uuid4().hex}
+        other = {k: v for k, v in record.other.items() if k != REQUEST_METRICS}  # one stored around us
+        new = replace(record, request_metrics={"id": uuid.uuid4().hex} if enabled else None, other=other)
         # A change of the warehouse's settings, audited and sent as one (events: warehouse.updated).
         updated, removed = ([REQUEST_METRICS], []) if enabled else ([], [REQUEST_METRICS])
         entry = audit.entry("update-warehouse", _target(warehouse), updated=updated, removed=removed)
-        stamped, older["entries"] = audit.stamped(new, entry)
+        stamped, older["entries"] = audit.stamped(new.to_json(), entry)
         return stamped
 
     record = cas.update(ctx, sys_bucket, key, change, f"Warehouse {warehouse!r}") or {}
-    warehouse_cache.remember(ctx, warehouse, record)  # this process meters from this request on
+    warehouse_cache.remember(ctx, warehouse, WarehouseRecord.from_json(record))  # metered from this request on
     if "entries" in older:
         audit.flush_record(ctx, sys_bucket, keys.SYSTEM_AUDIT_PREFIX, audit.source_of(record), record, older["entries"])
 
@@ -246,24 +263,24 @@ def _created_by_us(ctx: Context, bucket: str, warehouse: str) -> bool:
         return False
 
 
-def info(record: dict[str, Any]) -> WarehouseInfo:
+def info(record: WarehouseRecord) -> WarehouseInfo:
     return WarehouseInfo(
-        name=str(record["name"]),
-        bucket=str(record["bucket"]),
-        uuid=str(record.get("uuid", "")),
-        created_at=str(record.get("created-at") or "1970-01-01T00:00:00Z"),
-        properties=dict(record.get("properties") or {}),
+        name=record.name,
+        bucket=record.bucket,
+        uuid=record.uuid or "",
+        created_at=record.created_at or "1970-01-01T00:00:00Z",
+        properties=dict(record.properties or {}),
     )
 
 
 def get(ctx: Context, name: str) -> WarehouseInfo:
-    record, _ = read_record(ctx, check_warehouse(name))
+    record, _ = load(ctx, check_warehouse(name))
     return info(record)
 
 
 def require(ctx: Context, name: str) -> None:
     """The warehouse's 404 when it does not exist (one GET)."""
-    read_record(ctx, check_warehouse(name))
+    load(ctx, check_warehouse(name))
 
 
 def list_names(
@@ -319,8 +336,7 @@ def _has_namespaces(ctx: Context, bucket: str) -> bool:
 def delete(ctx: Context, name: str, preserve_bucket: bool, purge_dropped: bool = False) -> None:
     warehouse = check_warehouse(name)
     sys_bucket, rec_key = ctx.settings.system_bucket, keys.warehouse_record(warehouse)
-    record, _ = read_record(ctx, warehouse)
-    bucket = record["bucket"]
+    bucket = load(ctx, warehouse)[0].bucket
     kept = trash_count(ctx, warehouse) if not _has_namespaces(ctx, bucket) else 0
     if kept and not purge_dropped:
         raise WarehouseNotEmpty(
@@ -331,10 +347,10 @@ def delete(ctx: Context, name: str, preserve_bucket: bool, purge_dropped: bool =
     if not _has_namespaces(ctx, bucket):  # the common refusal costs no write
         marked: dict[str, Any] = {}
 
-        def mark(record: dict[str, Any]) -> dict[str, Any]:  # a namespace create re-reads it after writing
-            record.update(state="deleting", **{"state-since-ms": now_ms()})
+        def mark(found: dict[str, Any]) -> dict[str, Any]:  # a namespace create re-reads it after writing
+            record = _decoded(ctx, warehouse, found).marked_deleting()
             entry = audit.entry("drop-warehouse", _target(warehouse))
-            stamped, entries = audit.stamped(record, entry)
+            stamped, entries = audit.stamped(record.to_json(), entry)
             marked["record"], marked["older"] = stamped, entries
             return stamped
 

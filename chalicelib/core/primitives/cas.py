@@ -7,7 +7,8 @@ means the change runs again on what is there. Callers state the change, never th
 Three helpers, one retry policy (jittered back-off until the request's deadline, then 503 not
 applied): `update` (read, change, swap), `claim` (create, or take over a dead claim) and
 `guarded_delete` (mark, check, delete or restore); `retrying` runs a protocol's own attempt (a
-pointer protocol writing more than one key) under the same policy."""
+pointer protocol writing more than one key) under the same policy. `create` writes a new record
+whose name is taken once taken (no retry), settling a lost answer the same way."""
 
 from __future__ import annotations
 
@@ -18,8 +19,15 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 
 from chalicelib.core.primitives import damage
-from chalicelib.errors import Conflict, ServiceUnavailable
-from chalicelib.storage import COUNTER, ConditionalDeleteUnsupported, ObjectNotFound, PreconditionFailed, WriteInDoubt
+from chalicelib.errors import Conflict, DamagedObject, ServiceUnavailable
+from chalicelib.storage import (
+    COUNTER,
+    BucketNotFound,
+    ConditionalDeleteUnsupported,
+    ObjectNotFound,
+    PreconditionFailed,
+    WriteInDoubt,
+)
 
 Doc = dict[str, Any]
 T = TypeVar("T")
@@ -198,3 +206,43 @@ def delete_if_same(ctx: Any, bucket: str, key: str, doc: Doc, what: str) -> bool
     except ConditionalDeleteUnsupported:
         ctx.storage.delete(bucket, key)
     return True
+
+
+def create(
+    ctx: Any,
+    bucket: str,
+    key: str,
+    body: bytes,
+    taken: Callable[[], Exception],
+    what: str,
+    make_bucket: bool = False,
+) -> None:
+    """Write a new document where none is (If-None-Match), or raise `taken()`. A write whose answer
+    was lost is settled by reading back: our document there (a new record carries a uuid or a
+    secret of its own, so no one else's is equal) means it landed.
+    `make_bucket`: the bucket may not exist yet (the system bucket before a deployment's first
+    record): it is made, once. Nothing here is retried: a name that is taken stays taken."""
+    made = not make_bucket
+    while True:
+        try:
+            ctx.storage.put_if_absent(bucket, key, body)
+            return
+        except PreconditionFailed:
+            raise taken() from None
+        except WriteInDoubt:
+            if not _landed(ctx, bucket, key, body, what):
+                raise taken() from None
+            return
+        except BucketNotFound:
+            if made:
+                raise
+            made = True
+            ctx.storage.create_bucket(bucket)
+
+
+def _landed(ctx: Any, bucket: str, key: str, body: bytes, what: str) -> bool:
+    try:
+        found = read(ctx, bucket, key, what)[0]
+    except DamagedObject:
+        return False
+    return found is not None and found == json.loads(body)

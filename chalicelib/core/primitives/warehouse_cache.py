@@ -12,41 +12,38 @@ import json
 import os
 import threading
 import time
-from typing import Any
 
 from chalicelib import keys
 from chalicelib.caches import Cache
+from chalicelib.core.primitives.container_records import WarehouseRecord
 from chalicelib.core.primitives.context import Context
 from chalicelib.storage import ObjectNotFound
-
-# The record's field for S3 Tables' bucket metrics configuration ({"id": ...}): present, the
-# warehouse's requests are metered per table bucket (telemetry.py).
-REQUEST_METRICS = "request-metrics"
 
 _lock = threading.Lock()
 # (system bucket, warehouse) -> (when read, the record): fresh for CATALOG_RESOURCE_POLICY_TTL_S, which
 # record() checks; peek() serves an older one while it reads it again.
-_cache: Cache[tuple[str, str], tuple[float, dict[str, Any] | None]] = Cache("warehouse records", 10_000)
+_cache: Cache[tuple[str, str], tuple[float, WarehouseRecord | None]] = Cache("warehouse records", 10_000)
 
 
-def record(ctx: Context, warehouse: str) -> dict[str, Any] | None:
-    """The warehouse's record, or None when it is missing or not a JSON object."""
+def record(ctx: Context, warehouse: str) -> WarehouseRecord | None:
+    """The warehouse's record, or None when it is missing or damaged."""
     now, key = time.monotonic(), (ctx.settings.system_bucket, warehouse)
     with _lock:
         hit = _cache.get(key)
     if hit is not None and now - hit[0] < float(os.environ.get("CATALOG_RESOURCE_POLICY_TTL_S", "5")):
         return hit[1]
     try:
-        doc = json.loads(ctx.storage.get(ctx.settings.system_bucket, keys.warehouse_record(warehouse)).body)
-        found = doc if isinstance(doc, dict) else None
-    except (ObjectNotFound, ValueError, RecursionError):
+        found = WarehouseRecord.from_json(
+            json.loads(ctx.storage.get(ctx.settings.system_bucket, keys.warehouse_record(warehouse)).body)
+        )
+    except (ObjectNotFound, ValueError, RecursionError):  # ValueError: not JSON, or not a record
         found = None
     with _lock:
         _cache.put(key, (now, found))
     return found
 
 
-def remember(ctx: Context, warehouse: str, found: dict[str, Any]) -> None:
+def remember(ctx: Context, warehouse: str, found: WarehouseRecord) -> None:
     """This process wrote the record: keep what it wrote."""
     with _lock:
         _cache.put((ctx.settings.system_bucket, warehouse), (time.monotonic(), found))
@@ -55,7 +52,7 @@ def remember(ctx: Context, warehouse: str, found: dict[str, Any]) -> None:
 _refreshing: set[tuple[str, str]] = set()
 
 
-def peek(ctx: Context, warehouse: str) -> dict[str, Any] | None:
+def peek(ctx: Context, warehouse: str) -> WarehouseRecord | None:
     """The record as last read, at no cost to the caller: an old or missing one is read again on
     a thread of its own, for the requests after this one (a request's own answer never waits)."""
     import threading
@@ -100,4 +97,4 @@ def request_metrics_on(ctx: Context, warehouse: str) -> bool:
         found = peek(ctx, check_warehouse(warehouse))
     except BadRequest:
         return False
-    return found is not None and isinstance(found.get(REQUEST_METRICS), dict)
+    return found is not None and found.request_metrics is not None
