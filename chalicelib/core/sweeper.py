@@ -43,7 +43,7 @@ def _pointer_ident(key: str) -> tuple[tuple[str, ...], str]:
 def _fence(ctx: Context, bucket: str, key: str, p: pointer_record.Pointer) -> pointer_record.Pointer | None:
     fenced = pointer_record.fenced(p.data)
     try:
-        return pointer_record.Pointer(fenced, ctx.storage.put_if_match(bucket, key, dump(fenced), p.etag))
+        return pointer_record.Pointer.of(fenced, ctx.storage.put_if_match(bucket, key, dump(fenced), p.etag))
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         return None  # someone else acted on it: leave it to them, or to the next run
 

@@ -172,7 +172,7 @@ def _check_listing(
 
 
 def _check_pointer(ctx: Context, warehouse: str, key: str, data: dict[str, Any], add: Any) -> None:
-    p = pointer_record.Pointer(data, "")
+    p = pointer_record.Pointer.of(data, "")
     state = pointer_record.state(data)
     if pointer_record.claimed(data):
         try:

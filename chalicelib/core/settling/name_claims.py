@@ -40,7 +40,7 @@ def claim_name(ctx: Context, warehouse: str, ns: Namespace, name: str, data: dic
     bucket, key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
 
     def judge(doc: dict[str, Any], etag: str) -> cas.Ours | cas.TakeOver | None:
-        existing = Pointer(doc, etag)
+        existing = Pointer.of(doc, etag)
         if pointer_record.is_ours(existing.data, data):
             return cas.Ours(existing.etag)
         if (
@@ -82,7 +82,7 @@ def after_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, new: Poi
         audit.flush_tail(ctx, bucket, tomb)  # the create and its undoing, for whoever read the create
     except (StorageUnavailable, WriteInDoubt):
         pass  # the tombstone keeps them until the sweeper settles it
-    settle_drop(ctx, bucket, Pointer(tomb, etag), remove=True, ns=ns, name=name)
+    settle_drop(ctx, bucket, Pointer.of(tomb, etag), remove=True, ns=ns, name=name)
     if namespaces.still_active(ctx, warehouse, ns):
         raise TableAlreadyExists(f"Table {ident(ns, name)!r} already exists (a non-Iceberg table)")
     raise Conflict(f"Namespace {'.'.join(ns)!r} is being deleted")

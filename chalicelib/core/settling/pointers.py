@@ -50,7 +50,7 @@ def read(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Pointer | No
         raise WarehouseNotFound(f"Warehouse {warehouse!r} does not exist") from None
     except ObjectNotFound:
         return None
-    return Pointer(parse(obj.body, bucket, ns, name), obj.etag)
+    return Pointer.of(parse(obj.body, bucket, ns, name), obj.etag)
 
 
 def parse(body: bytes, bucket: str, ns: Namespace, name: str) -> dict[str, Any]:

@@ -131,7 +131,7 @@ def live(
         try:
             view = claims.followed(ctx, warehouse, p.data) if follow and not read_only else None
             if view is not None:
-                return Pointer(view, p.etag)
+                return Pointer.of(view, p.etag)
             return _claimed(ctx, warehouse, ns, name, p, read_only)
         except DamagedObject as exc:
             if not exc.key.startswith(keys.TXN_PREFIX):
@@ -164,7 +164,7 @@ def _claimed(ctx: Context, warehouse: str, ns: Namespace, name: str, p: Pointer,
     if read_only:
         view = claims.committed_view(ctx, warehouse, p.data)
         if view is not None:  # a table the transaction is creating does not exist yet
-            return None if pointer_record.state(view) == claims.PENDING_CREATE else Pointer(view, p.etag)
+            return None if pointer_record.state(view) == claims.PENDING_CREATE else Pointer.of(view, p.etag)
     if not claims.settle_claim(ctx, warehouse, ns, name, p.data, p.etag):
         raise claims.recovery_error(ns, name)
     return live(ctx, warehouse, ns, name, read_only)
@@ -190,7 +190,7 @@ def settle_pending(ctx: Context, warehouse: str, ns: Namespace, name: str, dst: 
     active = pointer_record.settled(dst.data)
     try:
         etag = ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.table_pointer(ns, name), dump(active), dst.etag)
-        settled: Pointer | None = Pointer(active, etag)
+        settled: Pointer | None = Pointer.of(active, etag)
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         settled = live(ctx, warehouse, ns, name)  # someone else settled it first
     if restore is not None:

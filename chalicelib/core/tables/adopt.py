@@ -149,7 +149,7 @@ def register(
             locations.release(ctx, bucket, place, table_uuid, location.taken)
         releases.give_back(ctx, bucket, table_uuid, claimed)  # the files stay registrable, bound as before
         raise
-    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer(pointer, etag), purge=False)
+    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer.of(pointer, etag), purge=False)
     return TableState(meta_loc, raw)
 
 
@@ -277,7 +277,7 @@ def stage(ctx: Context, warehouse: str, ns: Namespace, name: str) -> dict[str, A
         if claimed:
             ctx.storage.delete(bucket, keys.uuid_record(location_uuid))
         raise
-    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer(data, etag), purge=True)
+    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer.of(data, etag), purge=True)
     return data
 
 

@@ -256,7 +256,7 @@ def _write(
             md.discard(ctx, meta_loc)
             return None
         return TableState(meta_loc, raw)
-    remember(bucket, ptr_key, pointer_record.Pointer(pointer, etag))
+    remember(bucket, ptr_key, pointer_record.Pointer.of(pointer, etag))
     return TableState(meta_loc, raw)
 
 

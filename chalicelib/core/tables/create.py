@@ -125,7 +125,7 @@ def create_entry(
         if claimed:
             ctx.storage.delete(bucket, keys.uuid_record(entry_uuid))  # nothing else can hold a claim we wrote
         raise
-    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer(pointer, etag), purge_on_backout)
+    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer.of(pointer, etag), purge_on_backout)
     return TableState(meta_loc, raw)
 
 

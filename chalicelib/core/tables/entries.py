@@ -97,7 +97,7 @@ def _read(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Entry | Non
     except TableRecoveryInProgress:
         p = pointers.read(ctx, warehouse, ns, name)  # a running transaction: the last committed state
         if p is not None:
-            p = pointer_record.Pointer(pointer_record.unclaimed(p.data), p.etag)
+            p = pointer_record.Pointer.of(pointer_record.unclaimed(p.data), p.etag)
     if p is not None:
         return Entry(ns, name, "iceberg", p.data) if pointer_record.kind_of(p.data) == "table" else None
     found = hive.read(ctx, warehouse, ns, name)

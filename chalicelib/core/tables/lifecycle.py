@@ -86,7 +86,7 @@ def drop(
             if now.state != "dropped" or not pointer_record.same_table(now.data, p.data):
                 return cas.AGAIN
             tomb, etag = now.data, now.etag
-        drops.settle_drop(ctx, bucket, pointer_record.Pointer(tomb, etag), remove=True, ns=ns, name=name)
+        drops.settle_drop(ctx, bucket, pointer_record.Pointer.of(tomb, etag), remove=True, ns=ns, name=name)
         return None
 
     cas.retrying(attempt, f"Table {pointer_record.ident(ns, name)!r}")
@@ -203,7 +203,7 @@ def drop_staged(ctx: Context, warehouse: str, ns: Namespace, name: str, expected
         etag = ctx.storage.put_if_match(bucket, key, dump(tomb), p.etag)
     except (PreconditionFailed, ObjectNotFound):
         raise CommitFailed(f"Table {pointer_record.ident(ns, name)!r} changed concurrently; retry") from None
-    drops.settle_drop(ctx, bucket, pointer_record.Pointer(tomb, etag), remove=True, ns=ns, name=name)
+    drops.settle_drop(ctx, bucket, pointer_record.Pointer.of(tomb, etag), remove=True, ns=ns, name=name)
     return True
 
 

@@ -721,7 +721,7 @@ def _pointer_kind(storage: Storage, bucket: str, ns: Namespace, name: str) -> tu
     except ObjectNotFound:
         return None, None
     try:
-        p = Pointer(parse(obj.body, bucket, ns, name), obj.etag)
+        p = Pointer.of(parse(obj.body, bucket, ns, name), obj.etag)
     except DamagedObject:
         return DAMAGED, None
     return (_decided_kind(p) if decided(p) else _UNDECIDED), p

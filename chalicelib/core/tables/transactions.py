@@ -308,7 +308,7 @@ def _prepare_create(ctx: Context, warehouse: str, ns: Namespace, name: str, req:
     meta_loc = keys.metadata_file(new.location, 0, str(uuid.uuid4()))
     purges.claim_uuid(ctx, ctx.bucket_for(warehouse), str(new.table_uuid), meta_loc)
     pointer = pointer_record.new_entry(meta_loc, str(new.table_uuid), claims.PENDING_CREATE)
-    return pointer_record.Pointer(pointer, ""), meta_loc, new
+    return pointer_record.Pointer.of(pointer, ""), meta_loc, new
 
 
 class NameTaken(CommitFailed):
@@ -469,7 +469,7 @@ def _roll_forward(ctx: Context, bucket: str, claimed: list[Claimed]) -> None:
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt, StorageUnavailable):
             commits.remember(bucket, key, None)
             return  # a reader rolled it forward already, or the next one will
-        commits.remember(bucket, key, pointer_record.Pointer(settled, etag))
+        commits.remember(bucket, key, pointer_record.Pointer.of(settled, etag))
 
     unexpected = next((o for o in _in_parallel(settle, claimed) if isinstance(o, BaseException)), None)
     if unexpected is not None:
@@ -488,7 +488,7 @@ def _remember_committed(bucket: str, claimed: list[Claimed]) -> None:
 
     for c in claimed:
         view = claims.settled_pointer(c.source, True)
-        commits.remember(bucket, keys.table_pointer(c.ns, c.name), pointer_record.Pointer(view, c.etag))
+        commits.remember(bucket, keys.table_pointer(c.ns, c.name), pointer_record.Pointer.of(view, c.etag))
 
 
 def resolve(ctx: Context, hint: dict[str, Any]) -> bool:

@@ -157,5 +157,5 @@ def register(ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: o
         if claimed:
             purges.set_uuid_state(ctx, bucket, view_uuid, "dropped")
         raise
-    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer(pointer, etag), purge=False)
+    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer.of(pointer, etag), purge=False)
     return TableState(meta_loc, raw)
