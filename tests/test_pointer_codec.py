@@ -229,3 +229,13 @@ def test_a_reference_and_a_claim_keep_what_they_do_not_read() -> None:
     assert Ref.from_json({"namespace": "db"}) is None
     claim = {"txn": "x", "lease-until-ms": "soon", "audit": [], "more": 1}
     assert Claim.from_json(claim).to_json() == claim and Claim.from_json(claim).lease_until_ms is None
+
+
+def test_is_ours_and_same_reservation_agree_with_the_functions_over_the_json() -> None:
+    shapes = [d for shape, d in _shapes().items() if shape != "unknown"]
+    shapes += [{**_shapes()["pending"], "reservation": "r2"}, {**_shapes()["staged"], "id": "e3"}]
+    for a in shapes:
+        for b in shapes:
+            ra, rb = PointerRecord.from_json(a), PointerRecord.from_json(b)
+            assert ra.is_ours(rb) == pr.is_ours(a, b)
+            assert ra.same_reservation(rb) == pr.same_reservation(a, b)

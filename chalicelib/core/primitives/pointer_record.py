@@ -519,6 +519,10 @@ class Ref:
         """The table it names (None: it names none)."""
         return (self.namespace, self.name) if self.namespace and self.name else None
 
+    def names(self, ns: Namespace, name: str) -> bool:
+        """Exactly the reference to this name (as the transitions write it)."""
+        return self.to_json() == _ref(ns, name)
+
     @classmethod
     def from_json(cls, raw: object) -> Ref | None:
         """None when the stored value is not a reference this release reads (kept as stored)."""
@@ -740,7 +744,12 @@ class PointerRecord:
     @property
     def claimed(self) -> bool:
         """Held by a multi-table transaction (claims.py)."""
-        return self.claim is not None or "claim" in self.extra
+        return self.claim is not None
+
+    @property
+    def claim_txn(self) -> str:
+        """The claiming transaction's id ("" unclaimed)."""
+        return self.claim.txn if self.claim is not None else ""
 
     @property
     def staged_location(self) -> str | None:
@@ -760,7 +769,29 @@ class PointerRecord:
         return self.table_uuid == other.table_uuid
 
     def moved_here(self, ns: Namespace, name: str) -> bool:
-        return self.moved_to is not None and self.moved_to.to_json() == _ref(ns, name)
+        return self.moved_to is not None and self.moved_to.names(ns, name)
+
+    def same_reservation(self, other: PointerRecord) -> bool:
+        """Two pending pointers for one rename: same source, same table, same metadata."""
+        return (self.rename_from, self.table_uuid, self.metadata_location) == (
+            other.rename_from,
+            other.table_uuid,
+            other.metadata_location,
+        )
+
+    def is_ours(self, written: PointerRecord) -> bool:
+        """This stored pointer is the one `written` a request wrote (its answer was lost), possibly
+        settled or committed on since (see is_ours())."""
+        if written.state == STAGED:  # a staged table: ours if it is the entry we wrote
+            return self.id == written.id
+        if self.table_uuid != written.table_uuid:
+            return False
+        if written.state == "pending":  # a rename reservation: ours if it is the one we wrote
+            return self.reservation == written.reservation and (
+                self.rename_from == written.rename_from
+                or (self.state == "active" and self.metadata_location == written.metadata_location)
+            )
+        return self.state == "active" or self.claimed
 
     # ---- transitions: each returns the new record; nothing here writes ------------------------------
 
@@ -939,6 +970,9 @@ class TrashRecord:
             raise KeyError("dropped-from")
         ns, name = ref.ident
         return cls(drop, "dropped", ns, name, dropped, tomb.before_drop(), tomb.kind, bool(tomb.purge), kept)
+
+    def moved_here(self, ns: Namespace, name: str) -> bool:
+        return self.moved_to is not None and self.moved_to.names(ns, name)
 
     @property
     def dropped_as(self) -> tuple[Namespace, str]:

@@ -70,6 +70,7 @@ from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import TableChange
 from chalicelib.core.primitives import audit, cas, claims, listing_marks, parallel, pointer_record
 from chalicelib.core.primitives.context import Context, dump, now_ms
+from chalicelib.core.primitives.pointer_record import PointerRecord
 from chalicelib.core.settling import pointers, settle
 from chalicelib.errors import BadRequest, CatalogError, CommitFailed, CommitStateUnknown, ServiceUnavailable
 from chalicelib.storage import COUNTER, ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt, note
@@ -99,9 +100,9 @@ class Claimed(NamedTuple):
 
     ns: Namespace
     name: str
-    data: dict[str, Any]
+    data: PointerRecord
     etag: str
-    source: dict[str, Any]
+    source: PointerRecord
 
 
 class Txn(NamedTuple):
@@ -329,7 +330,7 @@ def _write_and_claim(
     answer, for the caller to undo. A table whose chunks were journaled is rolled forward without
     them, so a pointer that only transactions write stays small."""
     bucket = ctx.bucket_for(warehouse)
-    spills = {i: audit.spillable(t.pointer.data) for i, t in enumerate(prepared) if t.pointer.etag}
+    spills = {i: audit.spillable_pointer(t.pointer.record) for i, t in enumerate(prepared) if t.pointer.etag}
     spills = {i: chunks for i, chunks in spills.items() if chunks[0]}
     bodies = [_claim_body(txn, t, len(prepared)) for t in prepared]
 
@@ -366,7 +367,7 @@ def _write_and_claim(
         if kind == "spill" and not isinstance(outcome, BaseException):  # roll forward without those entries
             for n, c in enumerate(claimed):
                 if (c.ns, c.name) == (prepared[i].ns, prepared[i].name):
-                    claimed[n] = c._replace(source=dict(spills[i][1], claim=c.data["claim"]))
+                    claimed[n] = c._replace(source=c.data.changed(audit=spills[i][1].audit))
     unhandled = _unhandled(outcomes + claim_outcomes)
     if unhandled is not None:
         raise unhandled
@@ -391,25 +392,25 @@ def _write_and_claim(
     return True
 
 
-def _claim_body(txn: Txn, t: Prepared, size: int) -> dict[str, Any]:
+def _claim_body(txn: Txn, t: Prepared, size: int) -> PointerRecord:
     """The pointer claimed for the transaction, with the audit entry of its change (built here, in
     the request's thread: it names this request's caller, a context variable)."""
-    before = pointer_record.metadata_location(t.pointer.data) if t.pointer.etag else None
+    before = t.pointer.record.metadata_location if t.pointer.etag else None
     target = audit.table_target(t.ns, t.name, t.pointer.data)
     e = audit.entry("create" if not t.pointer.etag else "commit", target, before, t.location)
     e["transaction"], e["transaction-size"] = txn.id, size  # one event per table it changes
-    return pointer_record.with_claim(t.pointer.data, txn.id, t.location, e, txn.lease_until_ms)
+    return t.pointer.record.with_claim(txn.id, t.location, e, txn.lease_until_ms)
 
 
-def _claim(ctx: Context, bucket: str, t: Prepared, data: dict[str, Any]) -> Claimed | None:
+def _claim(ctx: Context, bucket: str, t: Prepared, data: PointerRecord) -> Claimed | None:
     """One claim: None if the pointer moved on since it was judged; NameTaken if a create's name is held."""
     key = keys.table_pointer(t.ns, t.name)
     try:
         if t.pointer.etag:
             with listing_marks.same_names():  # a live table, claimed, still lists as one
-                etag = ctx.storage.put_if_match(bucket, key, dump(data), t.pointer.etag)
+                etag = ctx.storage.put_if_match(bucket, key, dump(data.to_json()), t.pointer.etag)
         else:  # a create claims the free name itself
-            etag = ctx.storage.put_if_absent(bucket, key, dump(data))
+            etag = ctx.storage.put_if_absent(bucket, key, dump(data.to_json()))
     except (PreconditionFailed, ObjectNotFound):
         if not t.pointer.etag:
             raise NameTaken(
@@ -422,7 +423,7 @@ def _claim(ctx: Context, bucket: str, t: Prepared, data: dict[str, Any]) -> Clai
             obj = ctx.storage.get(bucket, key)
         except ObjectNotFound:
             return None
-        if claims.claim_in(obj.body) != pointer_record.claim_of(data):
+        if claims.claim_in(obj.body) != data.claim:
             return None
         etag = obj.etag
     return Claimed(t.ns, t.name, data, etag, data)
@@ -450,8 +451,8 @@ def _commit_point(ctx: Context, warehouse: str, txn: Txn, record: dict[str, Any]
     return state == "committed"
 
 
-def _creating(data: dict[str, Any]) -> bool:
-    return pointer_record.state(pointer_record.unclaimed(data)) == claims.PENDING_CREATE
+def _creating(data: PointerRecord) -> bool:
+    return data.unclaimed().state == claims.PENDING_CREATE
 
 
 def _roll_forward(ctx: Context, bucket: str, claimed: list[Claimed]) -> None:
@@ -465,11 +466,11 @@ def _roll_forward(ctx: Context, bucket: str, claimed: list[Claimed]) -> None:
         settled = claims.settled_pointer(item.source, True)
         try:
             with contextlib.nullcontext() if _creating(item.data) else listing_marks.same_names():
-                etag = ctx.storage.put_if_match(bucket, key, dump(settled), item.etag)
+                etag = ctx.storage.put_if_match(bucket, key, dump(settled.to_json()), item.etag)
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt, StorageUnavailable):
             commits.remember(bucket, key, None)
             return  # a reader rolled it forward already, or the next one will
-        commits.remember(bucket, key, pointer_record.Pointer.of(settled, etag))
+        commits.remember(bucket, key, pointer_record.Pointer(settled, etag))
 
     unexpected = next((o for o in _in_parallel(settle, claimed) if isinstance(o, BaseException)), None)
     if unexpected is not None:
@@ -488,7 +489,7 @@ def _remember_committed(bucket: str, claimed: list[Claimed]) -> None:
 
     for c in claimed:
         view = claims.settled_pointer(c.source, True)
-        commits.remember(bucket, keys.table_pointer(c.ns, c.name), pointer_record.Pointer.of(view, c.etag))
+        commits.remember(bucket, keys.table_pointer(c.ns, c.name), pointer_record.Pointer(view, c.etag))
 
 
 def resolve(ctx: Context, hint: dict[str, Any]) -> bool:
@@ -534,11 +535,11 @@ def _roll_back(
         settled = claims.settled_pointer(c.source if state == "committed" else c.data, state == "committed")
         key = keys.table_pointer(c.ns, c.name)
         try:
-            new_etag = ctx.storage.put_if_match(bucket, key, dump(settled), c.etag)
+            new_etag = ctx.storage.put_if_match(bucket, key, dump(settled.to_json()), c.etag)
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
             continue  # already settled by a reader
-        if pointer_record.state(settled) == "dropped":  # a create that never happened: free the name now
-            pointers.remove_pointer(ctx, bucket, key, new_etag, pointer_record.since_ms(settled))
+        if settled.state == "dropped":  # a create that never happened: free the name now
+            pointers.remove_pointer(ctx, bucket, key, new_etag, settled.since_ms)
     if state == "aborted":
         _release(ctx, warehouse, prepared, written=True)
     return state

@@ -16,6 +16,7 @@ from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.paging import decode_token, encode_token
 from chalicelib.core.primitives import audit, parallel, pointer_record
 from chalicelib.core.primitives.context import Context, dump, now_ms
+from chalicelib.core.primitives.pointer_record import PointerRecord, TrashRecord
 from chalicelib.core.settling import drops, name_claims, pointers, purges, releases, settle, trash_records
 from chalicelib.core.tables.projection import settles
 from chalicelib.errors import CatalogError, Conflict, DamagedObject, NotFound
@@ -189,13 +190,14 @@ def purge(ctx: Context, warehouse: str, drop_id: str, budget_s: float, expired_o
         record = purging
     p = pointer_record.kept_pointer(record)
     audit.flush_tail(ctx, bucket, p)
-    table_uuid = pointer_record.owner_uuid(p)
-    location = drops.table_location_of(bucket, p) if table_uuid else None
+    kept = TrashRecord.from_json(record).pointer or PointerRecord()  # (a damaged one: no uuid to release)
+    table_uuid = kept.owner_uuid
+    location = drops.table_location_of(bucket, kept) if table_uuid else None
     done = True
     if pointer_record.purge_requested(record) and location is not None:
         purges.queue(ctx, bucket, table_uuid, location)
         done = purges.run(ctx, bucket, table_uuid, budget_s)
-    elif (release := releases.of_tombstone(bucket, p, pointer_record.dropped_as(record))) is not None:
+    elif (release := releases.of_tombstone(bucket, kept, pointer_record.dropped_as(record))) is not None:
         try:
             releases.mark(ctx, bucket, release)  # its files stay, bound to it: before the record goes
         except StorageUnavailable:
