@@ -207,7 +207,7 @@ POINTER_JSON_FUNCTIONS = {
         "moved_here rename_source restore_source same_reservation drop_id kept_until_ms purge_requested is_ours "
         "glue_rename without_glue_rename new_entry advanced keeping_entry_id fenced created touched tombstone "
         "pending moved settled staged_entry activated before_drop trash_record dropped_as dropped_ms "
-        "kept_pointer held_pointer trash_moved trash_purging appended check_writable"
+        "kept_pointer held_pointer trash_moved trash_purging appended"
     ).split()
 }
 
@@ -223,31 +223,20 @@ def _pointer_json_uses(path: Path) -> int:
 
 
 POINTER_JSON_USES_LEFT: dict[str, int] = {
-    "chalicelib.auth.authorization": 2,
-    "chalicelib.auth.policy_check": 2,
     "chalicelib.core.admin.fsck": 16,
     "chalicelib.core.admin.transfer": 1,
     "chalicelib.core.catalog.audit": 1,
     "chalicelib.core.catalog.trash": 2,
     "chalicelib.core.primitives.audit": 5,
     "chalicelib.core.primitives.versioning": 1,
-    "chalicelib.core.settling.name_claims": 5,
-    "chalicelib.core.settling.pointers": 1,
-    "chalicelib.core.settling.trash_records": 1,
-    "chalicelib.core.sweeper": 3,
-    "chalicelib.core.tables.adopt": 22,
-    "chalicelib.core.tables.commit": 6,
+    "chalicelib.core.tables.adopt": 20,
     "chalicelib.core.tables.create": 1,
     "chalicelib.core.tables.entries": 12,
-    "chalicelib.core.tables.glue_renames": 13,
-    "chalicelib.core.tables.lifecycle": 13,
-    "chalicelib.core.tables.listing": 1,
-    "chalicelib.core.tables.lookup": 1,
-    "chalicelib.core.tables.projection": 3,
-    "chalicelib.core.tables.rollback": 2,
-    "chalicelib.core.tables.transactions": 5,
+    "chalicelib.core.tables.glue_renames": 12,
+    "chalicelib.core.tables.lifecycle": 11,
+    "chalicelib.core.tables.transactions": 1,
     "chalicelib.core.tables.trash": 38,
-    "chalicelib.core.tables.views": 4,
+    "chalicelib.core.tables.views": 1,
 }
 
 

@@ -90,13 +90,12 @@ def entry(
     return out
 
 
-def table_target(ns: tuple[str, ...], name: str, data: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "kind": str(data.get("kind", "table")),
-        "namespace": list(ns),
-        "name": name,
-        "uuid": str(data.get("table-uuid", "")),
-    }
+def table_target(ns: tuple[str, ...], name: str, data: PointerRecord | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(data, PointerRecord):
+        kind, uuid_ = str(data.kind), data.table_uuid or ""
+    else:
+        kind, uuid_ = str(data.get("kind", "table")), str(data.get("table-uuid", ""))
+    return {"kind": kind, "namespace": list(ns), "name": name, "uuid": uuid_}
 
 
 def source_of(data: dict[str, Any]) -> str:

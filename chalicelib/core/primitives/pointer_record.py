@@ -1060,21 +1060,24 @@ class TableEntry:
 
     @classmethod
     def of(cls, ns: Namespace, name: str, data: dict[str, Any]) -> TableEntry:
-        meta = metadata_location(data)
+        return cls.of_record(ns, name, PointerRecord.from_json(data))
+
+    @classmethod
+    def of_record(cls, ns: Namespace, name: str, record: PointerRecord) -> TableEntry:
         return cls(
             namespace=ns,
             name=name,
-            staged=data.get("state") == STAGED,
-            metadata_location=meta,
-            location=table_location(data),
-            table_uuid=str(data["table-uuid"]) if data.get("table-uuid") else None,
-            owner_uuid=owner_uuid(data),
-            entry_id=entry_id(data),
-            version=version(data),
-            created_ms=created_ms(data),
-            updated_ms=updated_ms(data),
-            replica_of={str(k): str(v) for k, v in data[REPLICA_OF].items()}
-            if isinstance(data.get(REPLICA_OF), dict)
+            staged=record.state == STAGED,
+            metadata_location=record.metadata_location or None,
+            location=record.table_location,
+            table_uuid=record.table_uuid or None,
+            owner_uuid=record.owner_uuid,
+            entry_id=record.entry_id,
+            version=record.version,
+            created_ms=record.created_ms,
+            updated_ms=record.last_updated_ms,
+            replica_of={str(k): str(v) for k, v in record.replica_of.items()}
+            if record.replica_of is not None
             else None,
         )
 
@@ -1112,10 +1115,10 @@ class replicating:  # noqa: N801 - used as `with pointer_record.replicating():`
         _replicator.on -= 1
 
 
-def check_writable(data: dict[str, Any], ns: Iterable[str], name: str) -> None:
+def check_writable(record: PointerRecord, ns: Iterable[str], name: str) -> None:
     """Forbidden for a replica (outside the replicator): it changes only by replication."""
-    source = data.get(REPLICA_OF)
-    if isinstance(source, dict) and not getattr(_replicator, "on", 0):
+    source = record.replica_of
+    if source is not None and not getattr(_replicator, "on", 0):
         from chalicelib.errors import Forbidden
 
         raise Forbidden(

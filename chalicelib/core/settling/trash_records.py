@@ -17,9 +17,6 @@ from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavai
 Namespace = tuple[str, ...]
 
 
-original = pointer_record.before_drop
-
-
 def keep(ctx: Context, bucket: str, tomb: PointerRecord) -> None:
     """Move a dropped table's pointer into the trash (idempotent: one record per drop id)."""
     record = TrashRecord.of(tomb)

@@ -66,7 +66,7 @@ def create(ctx: Context, warehouse: str, ns: Namespace, new: NewTable) -> TableS
     if new.stage_create:
         existing = settle.live(ctx, warehouse, ns, name)
         if existing is not None:
-            raise name_claims.already_exists(ns, name, existing.data)
+            raise name_claims.already_exists(ns, name, existing.record.kind)
         return TableState(None, md.dump_metadata(metadata))
     return create_table(ctx, warehouse, ns, name, metadata, purge_on_backout=True)
 

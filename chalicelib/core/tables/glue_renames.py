@@ -60,7 +60,7 @@ def begin(
 
     def attempt() -> cas.Again | bool:
         src = settle.require(ctx, warehouse, src_ns, src_name)
-        pointer_record.check_writable(src.data, src_ns, src_name)
+        pointer_record.check_writable(src.record, src_ns, src_name)
         base = dict(pointer_record.without_glue_rename(src.data), glue=glue, **{INTENT: intent})
         reserve = pointer_record.pending(base, started, source=(src_ns, src_name))
         held = name_claims.claim_name(ctx, warehouse, dst[0], dst[1], reserve)  # TableAlreadyExists if taken

@@ -64,7 +64,7 @@ def drop(
 
     def attempt() -> cas.Again | None:
         p = settle.require(ctx, warehouse, ns, name, kind)
-        pointer_record.check_writable(p.data, ns, name)
+        pointer_record.check_writable(p.record, ns, name)
         _check_version(p, ns, name, expected_version)  # on the pointer the tombstone replaces: one CAS
         if purge and pointer_record.client_location(p.data):
             raise PurgeNotSupported(
@@ -112,14 +112,14 @@ def rename(
     src_ns, src_name = check_namespace(list(src[0])), check_table(src[1])
     dst_ns, dst_name = check_namespace(list(dst[0])), check_table(dst[1])
     if (src_ns, src_name) == (dst_ns, dst_name):
-        raise name_claims.already_exists(dst_ns, dst_name, {"kind": kind})
+        raise name_claims.already_exists(dst_ns, dst_name, kind)
     bucket = ctx.bucket_for(warehouse)
     src_key, dst_key = keys.table_pointer(src_ns, src_name), keys.table_pointer(dst_ns, dst_name)
 
     def attempt() -> cas.Again | None:
         nonlocal reservation
         src = settle.require(ctx, warehouse, src_ns, src_name, kind)
-        pointer_record.check_writable(src.data, src_ns, src_name)
+        pointer_record.check_writable(src.record, src_ns, src_name)
         _check_version(src, src_ns, src_name, expected_version)  # the `moved` CAS replaces this pointer
         namespaces.require_active(ctx, warehouse, dst_ns)
         started = now_ms()

@@ -221,7 +221,7 @@ def _record(txn: Txn, prepared: list[Prepared]) -> dict[str, Any]:
             {
                 "namespace": list(t.ns),
                 "name": t.name,
-                "old": pointer_record.metadata_location(t.pointer.data) if t.pointer.etag else None,
+                "old": t.pointer.record.metadata_location if t.pointer.etag else None,
                 "new": t.location,
             }
             for t in prepared
@@ -254,10 +254,10 @@ def _prepare(ctx: Context, warehouse: str, change: TableChange, known: pointer_r
     metadata (nothing is written, but a create's uuid claim)."""
     ns, name = change.namespace, change.name
     p = known if known is not None else settle.live(ctx, warehouse, ns, name, follow=True)
-    if p is not None and pointer_record.kind_of(p.data) != "table":
+    if p is not None and p.record.kind != "table":
         raise pointers.not_found(ctx, warehouse, ns, name)  # views are not in transactions
     if p is not None:
-        pointer_record.check_writable(p.data, ns, name)
+        pointer_record.check_writable(p.record, ns, name)
     if p is None:  # a table this transaction creates (assert-create)
         p, meta_loc, new = _prepare_create(ctx, warehouse, ns, name, change)
     else:
@@ -396,7 +396,7 @@ def _claim_body(txn: Txn, t: Prepared, size: int) -> PointerRecord:
     """The pointer claimed for the transaction, with the audit entry of its change (built here, in
     the request's thread: it names this request's caller, a context variable)."""
     before = t.pointer.record.metadata_location if t.pointer.etag else None
-    target = audit.table_target(t.ns, t.name, t.pointer.data)
+    target = audit.table_target(t.ns, t.name, t.pointer.record)
     e = audit.entry("create" if not t.pointer.etag else "commit", target, before, t.location)
     e["transaction"], e["transaction-size"] = txn.id, size  # one event per table it changes
     return t.pointer.record.with_claim(txn.id, t.location, e, txn.lease_until_ms)
@@ -510,9 +510,7 @@ def _release(ctx: Context, warehouse: str, prepared: list[Prepared], written: bo
         if written:
             md.discard(ctx, t.location)
         if not t.pointer.etag:  # nothing else can hold a uuid claim this request wrote
-            ctx.storage.delete(
-                ctx.bucket_for(warehouse), keys.uuid_record(str(pointer_record.table_uuid(t.pointer.data)))
-            )
+            ctx.storage.delete(ctx.bucket_for(warehouse), keys.uuid_record(str(t.pointer.record.table_uuid)))
 
 
 def _roll_back(
