@@ -239,3 +239,11 @@ def test_is_ours_and_same_reservation_agree_with_the_functions_over_the_json() -
             ra, rb = PointerRecord.from_json(a), PointerRecord.from_json(b)
             assert ra.is_ours(rb) == pr.is_ours(a, b)
             assert ra.same_reservation(rb) == pr.same_reservation(a, b)
+
+
+def test_a_faces_fields_set_by_their_stored_names() -> None:
+    data = _shapes()["glue"]
+    record = PointerRecord.from_json(data)
+    assert record.with_fields({"glue": {"Name": "u"}}).glue == {"Name": "u"}
+    assert record.with_fields({"glue": None}).to_json() == {k: v for k, v in data.items() if k != "glue"}
+    assert record.with_fields({}) is record

@@ -718,6 +718,11 @@ class PointerRecord:
             out[stored] = value
         return {**out, **self.extra}
 
+    def with_fields(self, fields: Mapping[str, Any]) -> PointerRecord:
+        """The record with these stored fields set by their stored names (a face's own, such as a
+        Glue client's `glue`); a None removes one."""
+        return PointerRecord.from_json({**self.to_json(), **fields}) if fields else self
+
     def changed(self, **changes: Any) -> PointerRecord:
         """The record with these fields set (a defaulted one set is written from now on); None
         removes a field, and a stored name removes what `extra` keeps under it."""
