@@ -14,7 +14,7 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.paging import decode_token, encode_token
-from chalicelib.core.primitives import audit, parallel, pointer_record
+from chalicelib.core.primitives import audit, damage, parallel, pointer_record
 from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.core.primitives.pointer_record import PointerRecord, TrashRecord
 from chalicelib.core.settling import drops, name_claims, pointers, purges, releases, settle, trash_records
@@ -125,6 +125,10 @@ def restore(
     name = check_table(dst[1]) if dst else was_name
     namespaces.require_active(ctx, warehouse, ns)
     original = pointer_record.kept_pointer(record)
+    reason = pointer_record.problem(original)
+    if reason is not None:  # nothing to bring back: a pointer is written only as the catalog reads one
+        key = keys.trash_record(drop_id)
+        raise damage.damaged(bucket, key, f"Dropped table {drop_id!r}", f"its kept pointer: {reason}")
     started = now_ms()
     detail: dict[str, Any] = {
         "drop-id": drop_id,
