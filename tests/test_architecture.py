@@ -223,7 +223,7 @@ def _pointer_json_uses(path: Path) -> int:
 
 
 POINTER_JSON_USES_LEFT: dict[str, int] = {
-    "chalicelib.core.admin.fsck": 16,
+    "chalicelib.core.admin.fsck": 9,
     "chalicelib.core.admin.transfer": 1,
     "chalicelib.core.catalog.trash": 2,
     "chalicelib.core.primitives.audit": 5,
@@ -231,7 +231,6 @@ POINTER_JSON_USES_LEFT: dict[str, int] = {
     "chalicelib.core.tables.adopt": 20,
     "chalicelib.core.tables.create": 1,
     "chalicelib.core.tables.entries": 8,
-    "chalicelib.core.tables.glue_renames": 12,
     "chalicelib.core.tables.transactions": 1,
     "chalicelib.core.tables.trash": 38,
     "chalicelib.core.tables.views": 1,
