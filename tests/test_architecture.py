@@ -229,11 +229,8 @@ POINTER_JSON_USES_LEFT: dict[str, int] = {
     "chalicelib.core.primitives.audit": 5,
     "chalicelib.core.primitives.versioning": 1,
     "chalicelib.core.tables.adopt": 20,
-    "chalicelib.core.tables.create": 1,
     "chalicelib.core.tables.entries": 8,
-    "chalicelib.core.tables.transactions": 1,
     "chalicelib.core.tables.trash": 38,
-    "chalicelib.core.tables.views": 1,
 }
 
 

@@ -718,6 +718,11 @@ class PointerRecord:
             out[stored] = value
         return {**out, **self.extra}
 
+    @classmethod
+    def new(cls, metadata_location: str, table_uuid: str, state: str = "active", **fields: Any) -> PointerRecord:
+        """A new pointer (new_entry(): version 1, its own entry id); `fields` by their stored names."""
+        return cls.from_json(new_entry(metadata_location, table_uuid, state, **fields))
+
     def with_fields(self, fields: Mapping[str, Any]) -> PointerRecord:
         """The record with these stored fields set by their stored names (a face's own, such as a
         Glue client's `glue`); a None removes one."""

@@ -308,8 +308,8 @@ def _prepare_create(ctx: Context, warehouse: str, ns: Namespace, name: str, req:
     new = md.apply_create(ctx, ctx.bucket_for(warehouse), ns, name, req, "A create inside a transaction")
     meta_loc = keys.metadata_file(new.location, 0, str(uuid.uuid4()))
     purges.claim_uuid(ctx, ctx.bucket_for(warehouse), str(new.table_uuid), meta_loc)
-    pointer = pointer_record.new_entry(meta_loc, str(new.table_uuid), claims.PENDING_CREATE)
-    return pointer_record.Pointer.of(pointer, ""), meta_loc, new
+    record = PointerRecord.new(meta_loc, str(new.table_uuid), claims.PENDING_CREATE)
+    return pointer_record.Pointer(record, ""), meta_loc, new
 
 
 class NameTaken(CommitFailed):

@@ -149,13 +149,13 @@ def register(ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: o
     existing = settle.live(ctx, warehouse, ns, name)
     if existing is not None:
         raise name_claims.already_exists(ns, name, existing.record.kind)
-    pointer = pointer_record.new_entry(meta_loc, view_uuid, kind=KIND)
+    record = pointer_record.PointerRecord.new(meta_loc, view_uuid, kind=KIND)
     claimed = purges.claim_uuid(ctx, bucket, view_uuid, meta_loc)
     try:
-        etag = name_claims.claim_name(ctx, warehouse, ns, name, pointer)
+        etag = name_claims.claim_name(ctx, warehouse, ns, name, record.to_json())
     except CatalogError:
         if claimed:
             purges.set_uuid_state(ctx, bucket, view_uuid, "dropped")
         raise
-    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer.of(pointer, etag), purge=False)
+    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer(record, etag), purge=False)
     return TableState(meta_loc, raw)
