@@ -1100,3 +1100,26 @@ def test_admin_tool_runs_fsck_export_import_and_policy_check(
     ctx.storage.delete(*keys.split_s3_uri(pointer_record.metadata_location(v or {}) or ""))
     assert catalog_admin.main(["fsck", wh]) == 1
     assert "missing-metadata" in capsys.readouterr().out
+
+
+def test_a_trash_record_whose_kept_pointer_is_damaged_is_refused_not_restored(ctx: Context) -> None:
+    """Restore writes a pointer only as the catalog reads one: a kept pointer damaged in the trash is
+    answered as the damaged object it is, and the name stays free."""
+    from chalicelib.core.containers import namespaces
+    from chalicelib.core.settling import pointers
+    from chalicelib.core.tables import create as creation
+    from chalicelib.core.tables import lifecycle, trash
+    from chalicelib.routes import iceberg_io
+
+    wh = f"wh-trash-{uuid.uuid4().hex[:8]}"
+    warehouses.create(ctx, wh, False, {"dropped-table-retention-seconds": "3600"})
+    namespaces.create(ctx, wh, ["db"], {})
+    creation.create(ctx, wh, ("db",), iceberg_io.parse_create({"name": "t", "schema": SCHEMA}))
+    lifecycle.drop(ctx, wh, ("db",), "t", purge=False)
+    bucket = ctx.bucket_for(wh)
+    (key,) = list(ctx.storage.list_keys(bucket, keys.TRASH_PREFIX))
+    record = json.loads(ctx.storage.get(bucket, key).body)
+    ctx.storage.put(bucket, key, dump(dict(record, pointer={"state": "gone"})))
+    with pytest.raises(DamagedObject, match="kept pointer"):
+        trash.restore(ctx, wh, key[len(keys.TRASH_PREFIX) : -len(".json")])
+    assert pointers.read(ctx, wh, ("db",), "t") is None

@@ -139,3 +139,109 @@ def test_the_pointer_record_fields_are_named_in_one_module():
     }
     assert {mod: fields for mod, fields in found.items() if fields} == {}
     assert POINTER_ONLY_FIELDS <= _string_literals(_modules()["chalicelib.core.primitives.pointer_record"])
+
+
+# Every stored field of the pointer record. Outside core/primitives/pointer_record.py (its one codec,
+# PointerRecord.from_json/to_json) no module reads one of them from a record's JSON (`doc["state"]`,
+# `doc.get("metadata-location")`): they read the typed record's attributes. The names below that
+# other records share, read by the modules listed, are those records' own fields.
+POINTER_FIELDS = POINTER_ONLY_FIELDS | {
+    "metadata-location",
+    "table-uuid",
+    "claim",
+    "reservation",
+    "replica-of",
+    "audit-seq",
+    "drop-id",
+}
+OTHER_RECORDS_WITH_POINTER_FIELD_NAMES = {
+    "chalicelib.core.access.locations": {"table-uuid"},  # the location registry's records
+    "chalicelib.core.catalog.trash": {"drop-id"},  # the trash listing's entries
+    "chalicelib.core.iceberg.light": {"table-uuid"},  # Iceberg table metadata
+    "chalicelib.core.planning.plans": {"metadata-location"},  # scan plan records
+    "chalicelib.core.primitives.audit": {"table-uuid"},  # audit targets (of any record's JSON)
+    "chalicelib.core.settling.purges": {"claim"},  # uuid records
+    "chalicelib.core.settling.releases": {"claim", "metadata-location", "table-uuid"},  # release records
+    "chalicelib.core.tables.commit": {"metadata-location"},  # a commit's idempotency hint
+    "chalicelib.core.tables.function_record": {"drop-id", "metadata-location"},  # the function record's codec
+    "chalicelib.core.tables.lookup": {"metadata-location"},  # uuid records
+    "chalicelib.routes.iceberg_io": {"metadata-location"},  # Iceberg REST bodies
+    "chalicelib.routes.trash": {"metadata-location"},
+    "chalicelib.routes.views": {"metadata-location"},
+}
+
+
+def _raw_field_reads(path: Path, names: set[str]) -> set[str]:
+    """The named fields a module reads from JSON: `x["name"]` and `x.get("name", ...)`."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value in names:
+            out.add(node.slice.value)
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value in names
+        ):
+            out.add(node.args[0].value)
+    return out
+
+
+def test_no_module_reads_the_pointer_records_json_but_its_codec():
+    found = {
+        mod: _raw_field_reads(path, POINTER_FIELDS) - OTHER_RECORDS_WITH_POINTER_FIELD_NAMES.get(mod, set())
+        for mod, path in _modules().items()
+        if mod != "chalicelib.core.primitives.pointer_record"
+    }
+    assert {mod: sorted(fields) for mod, fields in found.items() if fields} == {}
+
+
+# The functions over a pointer's JSON that pointer_record.py keeps for the modules not yet moved to
+# PointerRecord: no other module starts using them, and those below only use fewer (a ratchet: a
+# module moved to the typed record leaves this list).
+POINTER_JSON_FUNCTIONS = {
+    name
+    for name in (
+        "state kind_of entry_id owner_uuid metadata_location version created_ms updated_ms glue_input "
+        "previous_metadata_location table_uuid same_table since_ms claimed claim_of claim_txn claim_target "
+        "claim_entry claim_lease with_claim unclaimed client_location staged_location table_location moved_to "
+        "moved_here rename_source restore_source same_reservation drop_id kept_until_ms purge_requested is_ours "
+        "glue_rename without_glue_rename new_entry advanced keeping_entry_id fenced created touched tombstone "
+        "pending moved settled staged_entry activated before_drop trash_record dropped_as dropped_ms "
+        "kept_pointer held_pointer trash_moved trash_purging appended"
+    ).split()
+}
+
+
+def _pointer_json_uses(path: Path) -> int:
+    n = 0
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "pointer_record":
+            n += node.attr in POINTER_JSON_FUNCTIONS
+        if isinstance(node, ast.ImportFrom) and node.module == "chalicelib.core.primitives.pointer_record":
+            n += sum(a.name in POINTER_JSON_FUNCTIONS for a in node.names)
+    return n
+
+
+POINTER_JSON_USES_LEFT: dict[str, int] = {
+    "chalicelib.core.admin.fsck": 9,
+    "chalicelib.core.admin.transfer": 1,
+    "chalicelib.core.catalog.trash": 2,
+    "chalicelib.core.primitives.audit": 5,
+    "chalicelib.core.primitives.versioning": 1,
+    "chalicelib.core.tables.adopt": 20,
+    "chalicelib.core.tables.entries": 8,
+    "chalicelib.core.tables.trash": 38,
+}
+
+
+def test_the_pointer_record_is_read_through_its_type():
+    found = {
+        mod: _pointer_json_uses(path)
+        for mod, path in _modules().items()
+        if mod != "chalicelib.core.primitives.pointer_record"
+    }
+    grown = {mod: n for mod, n in found.items() if n > POINTER_JSON_USES_LEFT.get(mod, 0)}
+    assert grown == {}, "read pointers through PointerRecord (pointer_record.py), not the functions over their JSON"

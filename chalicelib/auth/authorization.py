@@ -13,7 +13,6 @@ from typing import Any
 from chalicelib.auth import policy
 from chalicelib.auth.arns import Resource
 from chalicelib.auth.identities import Principal
-from chalicelib.core.primitives import pointer_record
 from chalicelib.core.primitives.context import Context
 from chalicelib.errors import BadRequest, CatalogError, DamagedObject
 from chalicelib.names import check_warehouse
@@ -172,7 +171,7 @@ def _table_id(ctx: Context, resource: Resource) -> str | None:
         return None  # no such warehouse: the handler answers
     if p is None or p.state in ("dropped", "moved"):
         return None
-    return pointer_record.owner_uuid(p.data) or None
+    return p.record.owner_uuid or None
 
 
 def _tests_resource_tags(docs: tuple[dict[str, Any], ...]) -> bool:
@@ -195,7 +194,7 @@ def _resource_tags(ctx: Context, resource: Resource) -> dict[str, str]:
             p = pointers.read(ctx, resource.warehouse, resource.namespace, resource.name)
             if p is None or p.state in ("dropped", "moved"):
                 return {}
-            entry = pointer_record.entry_id(p.data)
+            entry = p.record.entry_id
         doc, _ = side_data.read(ctx, ctx.bucket_for(resource.warehouse), entry, "tags")
     except (CatalogError, ValueError):
         return {}

@@ -22,7 +22,7 @@ from chalicelib.core.access import data_actions, resource_policies
 from chalicelib.core.containers import warehouses
 from chalicelib.core.model import ALL_ROWS, Namespace
 from chalicelib.core.planning.read_rules import reads_any
-from chalicelib.core.primitives import parallel, pointer_record
+from chalicelib.core.primitives import parallel
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.settling import pointers
 from chalicelib.errors import DamagedObject
@@ -73,9 +73,9 @@ def _tables(ctx: Context, warehouse: str) -> list[tuple[Namespace, str, str | No
             p = pointers.read(ctx, warehouse, *item)
         except DamagedObject:
             return (*item, None)  # still governed by name
-        if p is None or p.state in ("dropped", "moved") or pointer_record.kind_of(p.data) != "table":
+        if p is None or p.state in ("dropped", "moved") or p.record.kind != "table":
             return None
-        return (*item, pointer_record.owner_uuid(p.data) or None)
+        return (*item, p.record.owner_uuid or None)
 
     return [t for t in parallel.map_counted(one, found) if t is not None]
 

@@ -42,9 +42,9 @@ def _pointer_ident(key: str) -> tuple[tuple[str, ...], str]:
 
 
 def _fence(ctx: Context, bucket: str, key: str, p: pointer_record.Pointer) -> pointer_record.Pointer | None:
-    fenced = pointer_record.fenced(p.data)
+    fenced = p.record.fenced()
     try:
-        return pointer_record.Pointer(fenced, ctx.storage.put_if_match(bucket, key, dump(fenced), p.etag))
+        return pointer_record.Pointer(fenced, ctx.storage.put_if_match(bucket, key, dump(fenced.to_json()), p.etag))
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         return None  # someone else acted on it: leave it to them, or to the next run
 
@@ -55,7 +55,7 @@ def _sweep_pointer(ctx: Context, warehouse: str, key: str, claimed_uuids: set[st
     p = pointers.read(ctx, warehouse, ns, name)
     if p is None:
         return
-    if pointer_record.claimed(p.data):
+    if p.record.claimed:
         try:
             settle.live(ctx, warehouse, ns, name)  # settles it once the transaction's lease ran out
             stats["claims-settled"] += 1
@@ -67,7 +67,7 @@ def _sweep_pointer(ctx: Context, warehouse: str, key: str, claimed_uuids: set[st
     if p.state == pointer_record.STAGED:
         return  # waits for its first metadata, or for DeleteTable
     if p.state == "active":
-        table_uuid = pointer_record.owner_uuid(p.data)
+        table_uuid = p.record.owner_uuid
         if table_uuid and table_uuid not in claimed_uuids:
             record = {"state": "live", "metadata-location": p.metadata_location}
             try:

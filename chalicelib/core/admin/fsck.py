@@ -172,16 +172,16 @@ def _check_listing(
 
 
 def _check_pointer(ctx: Context, warehouse: str, key: str, data: dict[str, Any], add: Any) -> None:
-    p = pointer_record.Pointer(data, "")
-    state = pointer_record.state(data)
-    if pointer_record.claimed(data):
+    p = pointer_record.Pointer.of(data, "")
+    record, state = p.record, p.state
+    if record.claim is not None:
         try:
-            found = claims.read_record(ctx, warehouse, pointer_record.claim_txn(data))
+            found = claims.read_record(ctx, warehouse, record.claim.txn)
         except DamagedObject:
             return  # its transaction record's finding names this pointer
         txn = found[0] if found else None
         if txn is None:  # before its commit point (the record is written there): running while its lease runs
-            running = now_ms() < (pointer_record.claim_lease(data) or 0)
+            running = now_ms() < (record.claim.lease_until_ms or 0)
         else:
             running = txn.get("state") == "pending" and now_ms() < int(txn.get("lease-until-ms", 0))
         if txn is not None and txn.get("state") == "committed":  # answered at its commit point: left to others
@@ -196,7 +196,7 @@ def _check_pointer(ctx: Context, warehouse: str, key: str, data: dict[str, Any],
         return
     if state != "active":
         return
-    location = pointer_record.metadata_location(data)
+    location = record.metadata_location
     if location is None:
         add(Finding(VIOLATION, "no-metadata-location", "an active pointer names no metadata file", [key]))
         return
@@ -208,7 +208,7 @@ def _check_pointer(ctx: Context, warehouse: str, key: str, data: dict[str, Any],
     except ValueError:
         add(Finding(VIOLATION, "oversized-metadata", "the metadata file is too large to read", [key, location]))
         return
-    if pointer_record.kind_of(data) == "view":
+    if record.kind == "view":
         try:
             json.loads(raw)
         except ValueError:
@@ -219,7 +219,7 @@ def _check_pointer(ctx: Context, warehouse: str, key: str, data: dict[str, Any],
     except Exception:  # noqa: BLE001 - any parse failure is the finding
         add(Finding(VIOLATION, "unparsable-metadata", "the metadata file is not valid table metadata", [key, location]))
         return
-    previous = pointer_record.previous_metadata_location(data)
+    previous = record.previous_metadata_location
     if previous and previous != location and previous not in {e.metadata_file for e in meta.metadata_log}:
         add(
             Finding(

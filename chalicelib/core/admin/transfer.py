@@ -30,6 +30,7 @@ from chalicelib.core.access import data_actions, resource_policies
 from chalicelib.core.containers import warehouses
 from chalicelib.core.primitives import claims, damage, parallel, pointer_record
 from chalicelib.core.primitives.context import Context, dump
+from chalicelib.core.primitives.pointer_record import PointerRecord
 from chalicelib.errors import BadRequest, Conflict, DamagedObject, WarehouseNotFound
 from chalicelib.names import check_warehouse
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
@@ -128,12 +129,13 @@ def _as_committed(ctx: Context, warehouse: str, data: dict[str, Any]) -> dict[st
     so a claim would be settled there from nothing (rolled back). Rolled forward when the record
     says committed (claims.settled_pointer, as the sweeper writes it); otherwise as before the
     claim, and a table the transaction was creating is left out (it does not exist yet)."""
-    found = claims.read_record(ctx, warehouse, pointer_record.claim_txn(data))
+    record = PointerRecord.from_json(data)
+    found = claims.read_record(ctx, warehouse, record.claim_txn)
     if found is not None and found[0]["state"] == "committed":
-        return claims.settled_pointer(data, True)
-    if pointer_record.state(pointer_record.unclaimed(data)) == claims.PENDING_CREATE:
+        return claims.settled_pointer(record, True).to_json()
+    if record.unclaimed().state == claims.PENDING_CREATE:
         return None
-    return claims.settled_pointer(data, False)
+    return claims.settled_pointer(record, False).to_json()
 
 
 def import_(ctx: Context, doc: dict[str, Any], warehouse: str, copy_data: bool = False) -> dict[str, int]:

@@ -6,7 +6,6 @@ from typing import Any
 
 from chalicelib.core.containers import warehouses
 from chalicelib.core.model import Namespace
-from chalicelib.core.primitives import pointer_record
 from chalicelib.core.primitives.audit import TAIL, as_settled, source_of
 from chalicelib.core.primitives.audit import query as query
 from chalicelib.core.primitives.audit import table_tails as table_tails
@@ -19,7 +18,7 @@ def live_trail(ctx: Context, warehouse: str, ns: Namespace, name: str) -> tuple[
     p = pointers.read(ctx, warehouse, ns, name)
     if p is None or p.state != "active":
         return None
-    data = as_settled(ctx, ctx.bucket_for(warehouse), p.data)[0] if pointer_record.claimed(p.data) else p.data
+    data = as_settled(ctx, ctx.bucket_for(warehouse), p.data)[0] if p.record.claimed else p.data
     source = source_of(data)
     return source, [dict(e, source=source) for e in data.get(TAIL) or []]
 

@@ -29,6 +29,7 @@ from chalicelib import scope as request_scope
 from chalicelib.caches import Cache
 from chalicelib.core.primitives import damage, parallel, pointer_record
 from chalicelib.core.primitives.context import Context, dump, now_ms
+from chalicelib.core.primitives.pointer_record import PointerRecord
 from chalicelib.errors import BadRequest, DamagedObject
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
 
@@ -87,13 +88,12 @@ def entry(
     return out
 
 
-def table_target(ns: tuple[str, ...], name: str, data: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "kind": str(data.get("kind", "table")),
-        "namespace": list(ns),
-        "name": name,
-        "uuid": str(data.get("table-uuid", "")),
-    }
+def table_target(ns: tuple[str, ...], name: str, data: PointerRecord | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(data, PointerRecord):
+        kind, uuid_ = str(data.kind), data.table_uuid or ""
+    else:
+        kind, uuid_ = str(data.get("kind", "table")), str(data.get("table-uuid", ""))
+    return {"kind": kind, "namespace": list(ns), "name": name, "uuid": uuid_}
 
 
 def source_of(data: dict[str, Any]) -> str:
@@ -113,6 +113,12 @@ def spillable(data: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any
     if not full:
         return [], data
     return full, {**data, TAIL: tail[len(full) :]}
+
+
+def spillable_pointer(record: PointerRecord) -> tuple[list[dict[str, Any]], PointerRecord]:
+    """spillable() of a typed pointer record."""
+    full, rest = spillable({TAIL: list(record.audit or ()), SEQ: record.audit_seq or 0})
+    return full, record.changed(audit=tuple(rest[TAIL])) if full else record
 
 
 def _key(prefix: str, source: str, chunk: list[dict[str, Any]]) -> str:
@@ -282,7 +288,7 @@ def as_settled(ctx: Context, bucket: str, data: dict[str, Any]) -> tuple[dict[st
         return data, False
     state = doc.get("state") if isinstance(doc, dict) else None
     if state == "committed":
-        return claims.settled_pointer(data, True), True
+        return claims.settled_pointer(PointerRecord.from_json(data), True).to_json(), True
     return data, state == "aborted"
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.core.primitives import damage, listing_marks, pointer_record
 from chalicelib.core.primitives.context import Context, dump, now_ms
+from chalicelib.core.primitives.pointer_record import Claim, PointerRecord
 from chalicelib.errors import TableRecoveryInProgress
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
@@ -86,25 +87,25 @@ def close(ctx: Context, warehouse: str, txn_id: str, lease_until_ms: int) -> str
 PENDING_CREATE = "pending-create"  # a pointer a transaction creates: absent until its commit point
 
 
-def settled_pointer(data: dict[str, Any], committed: bool) -> dict[str, Any]:
+def settled_pointer(record: PointerRecord, committed: bool) -> PointerRecord:
     """A claimed pointer after its transaction: rolled forward (committed) or back (aborted). A table
     the transaction was creating becomes active, or a tombstone for the sweeper to remove."""
-    settled = pointer_record.unclaimed(data)
-    if committed:
-        new_location = pointer_record.claim_target(data)
-        if pointer_record.state(settled) == PENDING_CREATE:
-            settled = pointer_record.created(settled, new_location)
+    settled = record.unclaimed()
+    if committed and record.claim is not None:
+        new_location = record.claim.target
+        if settled.state == PENDING_CREATE:
+            settled = settled.created(new_location)
         else:
-            settled = pointer_record.advanced(settled, new_location)
-        entry = pointer_record.claim_entry(data)
+            settled = settled.advanced(new_location)
+        entry = record.claim.entry
         if entry:  # the owner's entry: whoever rolls forward writes the same one
-            settled = pointer_record.appended(settled, [entry])
-    elif pointer_record.state(settled) == PENDING_CREATE:
-        settled = pointer_record.tombstone(settled, purge=False)
+            settled = settled.appended([entry])
+    elif settled.state == PENDING_CREATE:
+        settled = settled.tombstone(purge=False)
     return settled
 
 
-def committed_view(ctx: Context, warehouse: str, data: dict[str, Any]) -> dict[str, Any] | None:
+def committed_view(ctx: Context, warehouse: str, record: PointerRecord) -> PointerRecord | None:
     """For readers: the pointer as of the last commit point, or None if the claim must be settled.
 
     Until its commit point a transaction has changed nothing, so a claim of a pending transaction
@@ -112,35 +113,36 @@ def committed_view(ctx: Context, warehouse: str, data: dict[str, Any]) -> dict[s
     roll-forward would write it: the owner answers at its commit point and leaves the roll-forward
     to the next writer, so readers follow a committed claim (one GET of its record) and write nothing.
     """
-    found = read_record(ctx, warehouse, pointer_record.claim_txn(data))
+    found = read_record(ctx, warehouse, record.claim_txn)
     if found is None:  # before its commit point; its lease says whether it may still commit
-        lease = pointer_record.claim_lease(data)
-        return pointer_record.unclaimed(data) if lease is not None and now_ms() < lease else None
+        lease = record.claim.lease_until_ms if record.claim is not None else None
+        return record.unclaimed() if lease is not None and now_ms() < lease else None
     if found[0]["state"] == "committed":
-        return settled_pointer(data, True)
+        return settled_pointer(record, True)
     if found[0]["state"] == "pending" and now_ms() < int(found[0]["lease-until-ms"]):
-        return pointer_record.unclaimed(data)
+        return record.unclaimed()
     return None
 
 
-def followed(ctx: Context, warehouse: str, data: dict[str, Any]) -> dict[str, Any] | None:
+def followed(ctx: Context, warehouse: str, record: PointerRecord) -> PointerRecord | None:
     """For a writer whose one write is If-Match on the claimed pointer's ETag, with a body made from
     the pointer it judged (commits, transactions): a claim of a committed transaction as its
     roll-forward would write it, so that the writer's own write rolls it forward (one GET of the
     record, no write of its own). None: settle it first (not committed, or a table it creates, whose
     roll-forward changes how the name lists)."""
-    if pointer_record.state(pointer_record.unclaimed(data)) == PENDING_CREATE:
+    if record.unclaimed().state == PENDING_CREATE:
         return None
-    found = read_record(ctx, warehouse, pointer_record.claim_txn(data))
-    return settled_pointer(data, True) if found is not None and found[0]["state"] == "committed" else None
+    found = read_record(ctx, warehouse, record.claim_txn)
+    return settled_pointer(record, True) if found is not None and found[0]["state"] == "committed" else None
 
 
-def settle_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, data: dict[str, Any], etag: str) -> bool:
+def settle_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, record: PointerRecord, etag: str) -> bool:
     """Roll a claimed pointer forward or back. False if the transaction is still running."""
-    claim = pointer_record.claim_of(data)
+    claim = record.claim
     deadline = time.monotonic() + wait_ms() / 1000
     while True:
-        state = abort_if_expired(ctx, warehouse, pointer_record.claim_txn(data), pointer_record.claim_lease(data))
+        lease = claim.lease_until_ms if claim is not None else None
+        state = abort_if_expired(ctx, warehouse, record.claim_txn, lease)
         if state != "pending":
             break
         if time.monotonic() >= deadline:
@@ -152,24 +154,26 @@ def settle_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, data: d
             return True
         if claim_in(obj.body) != claim:
             return True
-    settled = settled_pointer(data, state == "committed")
-    creating = pointer_record.state(pointer_record.unclaimed(data)) == PENDING_CREATE
+    settled = settled_pointer(record, state == "committed")
+    creating = record.unclaimed().state == PENDING_CREATE
     try:
         with contextlib.nullcontext() if creating else listing_marks.same_names():  # a live table stays one
-            ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.table_pointer(ns, name), dump(settled), etag)
+            ctx.storage.put_if_match(
+                ctx.bucket_for(warehouse), keys.table_pointer(ns, name), dump(settled.to_json()), etag
+            )
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         pass  # someone else settled it
     return True
 
 
-def claim_in(body: bytes) -> dict[str, Any] | None:
+def claim_in(body: bytes) -> Claim | None:
     """The claim of a pointer's bytes, re-read to settle a race (damaged bytes hold none: the next
     reader reports them)."""
     try:
         doc = json.loads(body)
     except ValueError:
         return None
-    return pointer_record.claim_of(doc) if isinstance(doc, dict) else None
+    return PointerRecord.from_json(doc).claim if pointer_record.problem(doc) is None else None
 
 
 def recovery_error(ns: Namespace, name: str) -> TableRecoveryInProgress:

@@ -7,14 +7,19 @@ one place, as the key layout does in keys.py.
 A pointer's states (docs/design.md): "active" (a live table or view), "staged" (S3 Tables: name
 and location reserved, no metadata yet), "pending" (a rename or restore destination), "moved" (a
 renamed source), "dropped" (a tombstone); a "claim" holds an active pointer for a multi-table
-transaction (claims.py), and the audit tail rides along (audit.TAIL)."""
+transaction (claims.py), and the audit tail rides along (audit.TAIL).
+
+The records are types: `PointerRecord` and `TrashRecord` (frozen; `from_json`/`to_json` their one
+codec, which reads every shape earlier releases wrote and refuses what problem()/trash_problem()
+refuse), with the transitions as methods; `Pointer` carries a `PointerRecord` and its ETag. The
+functions over the JSON below remain for the readers not yet moved to the types."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 from chalicelib import keys
 from chalicelib.core.primitives.context import now_ms, tombstone_lease_ms
@@ -472,22 +477,559 @@ def trash_purging(record: dict[str, Any], pointer: dict[str, Any]) -> dict[str, 
     return dict(record, state="purging", pointer=pointer)
 
 
-@dataclass
+# ---- the typed records: one codec each (from_json / to_json) -------------------------------------
+#
+# A record read is decoded once into a frozen value; its transitions return new values; writing
+# encodes it. Decoding keeps everything a newer or older writer stored: a field this release does
+# not know, or one of a shape it does not read (which problem() lets pass), is kept in `extra` as
+# stored, and a defaulted field (a pointer older than `state`, `kind`, `version` or `since-ms`) is
+# not written back until a transition sets it, so a rewrite changes only what the transition
+# changes. (An explicit JSON null reads as absent, as it always has, and is not written back.)
+
+State = Literal["active", "staged", "pending", "moved", "dropped", "pending-create"]
+Kind = Literal["table", "view"]
+TrashState = Literal["dropped", "moved", "purging"]
+
+
+def _int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _names(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(level, str) for level in value)
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A name a record points at (moved-to, rename-from, dropped-from), or for a restore's
+    reservation, the trash record it comes from (its drop id)."""
+
+    namespace: Namespace | None = None
+    name: str | None = None
+    trash: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def to(cls, ns: Namespace, name: str) -> Ref:
+        return cls(namespace=tuple(ns), name=name)
+
+    @property
+    def ident(self) -> tuple[Namespace, str] | None:
+        """The table it names (None: it names none)."""
+        return (self.namespace, self.name) if self.namespace and self.name else None
+
+    def names(self, ns: Namespace, name: str) -> bool:
+        """Exactly the reference to this name (as the transitions write it)."""
+        return self.to_json() == _ref(ns, name)
+
+    @classmethod
+    def from_json(cls, raw: object) -> Ref | None:
+        """None when the stored value is not a reference this release reads (kept as stored)."""
+        if not isinstance(raw, dict):
+            return None
+        ns, name, trash = raw.get("namespace"), raw.get("name"), raw.get("trash")
+        if (ns is not None and not _names(ns)) or not isinstance(name, str | None) or not isinstance(trash, str | None):
+            return None
+        extra = {k: v for k, v in raw.items() if k not in ("namespace", "name", "trash")}
+        return cls(None if ns is None else tuple(ns), name, trash, extra)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.namespace is not None:
+            out["namespace"] = list(self.namespace)
+        if self.name is not None:
+            out["name"] = self.name
+        if self.trash is not None:
+            out["trash"] = self.trash
+        return {**out, **self.extra}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A transaction's claim on a pointer (claims.py): its transaction id, the metadata file it
+    moves the table to at its commit point, its audit entry, and until when (epoch ms) it may still
+    commit before its record exists (None: a claim made after its record was written)."""
+
+    txn: str
+    new_metadata_location: str | None = None
+    audit: Mapping[str, Any] | None = None
+    lease_until_ms: int | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def target(self) -> str:
+        """The metadata file the claiming transaction moves the table to at its commit point."""
+        if self.new_metadata_location is None:
+            raise KeyError("new-metadata-location")
+        return self.new_metadata_location
+
+    @property
+    def entry(self) -> Mapping[str, Any] | None:
+        """The claim's audit entry (the owner's; whoever rolls forward writes the same one)."""
+        return self.audit or None
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Claim:
+        extra = {k: v for k, v in raw.items() if k not in _CLAIM_FIELDS}
+        target, entry, lease = raw.get("new-metadata-location"), raw.get("audit"), raw.get("lease-until-ms")
+        for key, ok in (("new-metadata-location", isinstance(target, str)), ("audit", isinstance(entry, dict))):
+            if not ok and raw.get(key) is not None:
+                extra[key] = raw[key]
+        if lease is not None and not _int(lease):
+            extra["lease-until-ms"] = lease
+        return cls(
+            str(raw["txn"]),
+            target if isinstance(target, str) else None,
+            entry if isinstance(entry, dict) else None,
+            lease if _int(lease) else None,
+            extra,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"txn": self.txn}
+        if self.new_metadata_location is not None:
+            out["new-metadata-location"] = self.new_metadata_location
+        if self.audit is not None:
+            out["audit"] = dict(self.audit)
+        if self.lease_until_ms is not None:
+            out["lease-until-ms"] = self.lease_until_ms
+        return {**out, **self.extra}
+
+
+_CLAIM_FIELDS = ("txn", "new-metadata-location", "audit", "lease-until-ms")
+
+
+# The pointer's fields: stored name -> (attribute, how a stored value is read; None: not of the
+# shape this release reads, so it stays in `extra` as stored).
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _integer(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _map(value: object) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
+
+
+def _tail(value: object) -> tuple[dict[str, Any], ...] | None:
+    return tuple(value) if isinstance(value, list) and all(isinstance(e, dict) for e in value) else None
+
+
+_POINTER_FIELDS: dict[str, tuple[str, Callable[[object], Any]]] = {
+    "state": ("state", lambda v: v if v in STATES else None),
+    "kind": ("kind", lambda v: v if v in ("table", "view") else None),
+    "metadata-location": ("metadata_location", _str),
+    "previous-metadata-location": ("previous_metadata_location", _str),
+    "location": ("location", _str),
+    "table-uuid": ("table_uuid", _str),
+    "location-uuid": ("location_uuid", _str),
+    "id": ("id", _str),
+    "version": ("version", _integer),
+    "created-ms": ("created_ms", _integer),
+    "updated-ms": ("updated_ms", _integer),
+    "since-ms": ("since_ms", _integer),
+    "claim": ("claim", lambda v: Claim.from_json(v) if isinstance(v, dict) else None),
+    "client-location": ("client_location", _str),
+    "glue": ("glue", _map),
+    "moved-to": ("moved_to", Ref.from_json),
+    "rename-from": ("rename_from", Ref.from_json),
+    "reservation": ("reservation", _str),
+    "purge": ("purge", lambda v: v if isinstance(v, bool) else None),
+    "drop-id": ("drop_id", _str),
+    "keep-until-ms": ("keep_until_ms", _integer),
+    "dropped-ms": ("dropped_ms", _integer),
+    "dropped-from": ("dropped_from", Ref.from_json),
+    "glue-rename": ("glue_rename", _map),
+    "replica-of": ("replica_of", _map),
+    "audit": ("audit", _tail),
+    "audit-seq": ("audit_seq", _integer),
+}
+# Fields a pointer older than them reads with a default (and is not written back until set).
+_DEFAULTS: dict[str, Any] = {"state": "active", "kind": "table", "version": 1, "since_ms": 0}
+
+
+@dataclass(frozen=True)
+class PointerRecord:
+    """A stored pointer, decoded (the states and fields: module docstring, docs/design.md)."""
+
+    state: State = "active"
+    kind: Kind = "table"
+    metadata_location: str | None = None
+    previous_metadata_location: str | None = None
+    location: str | None = None  # a staged table's (or a dropped staged table's) own location
+    table_uuid: str | None = None
+    location_uuid: str | None = None  # the uuid of a location the catalog chose (S3 Tables)
+    id: str | None = None  # the entry id (entry_id: older pointers use their table uuid)
+    version: int = 1  # pointers older than versions are at version 1
+    created_ms: int | None = None
+    updated_ms: int | None = None
+    since_ms: int = 0  # when a lease-bearing state (pending, moved, dropped) began
+    claim: Claim | None = None
+    client_location: str | None = None  # where a Glue client placed the table itself
+    glue: Mapping[str, Any] | None = None  # the TableInput a Glue client stored with the table
+    moved_to: Ref | None = None
+    rename_from: Ref | None = None
+    reservation: str | None = None  # the nonce of a rename's reservation (pending)
+    purge: bool | None = None
+    drop_id: str | None = None
+    keep_until_ms: int | None = None
+    dropped_ms: int | None = None
+    dropped_from: Ref | None = None
+    glue_rename: Mapping[str, Any] | None = None  # a Glue client's rename in flight (glue_renames.py)
+    replica_of: Mapping[str, Any] | None = None  # a read-only replica's source
+    audit: tuple[Mapping[str, Any], ...] | None = None  # the audit tail (audit.py owns its meaning)
+    audit_seq: int | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)  # what this release does not read, as stored
+    defaulted: frozenset[str] = frozenset()  # defaulted fields absent from the stored record
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PointerRecord:
+        """The record of a pointer problem() accepts (ValueError for one it refuses)."""
+        reason = problem(data)
+        if reason is not None:
+            raise ValueError(reason)
+        values: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for stored, value in data.items():
+            known = _POINTER_FIELDS.get(stored)
+            read = None if known is None or value is None else known[1](value)
+            if known is not None and read is not None:
+                values[known[0]] = read
+            elif value is not None:
+                extra[stored] = value
+        defaulted = frozenset(a for a in _DEFAULTS if a not in values)
+        return cls(**values, extra=extra, defaulted=defaulted)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for stored, (attribute, _) in _POINTER_FIELDS.items():
+            value = getattr(self, attribute)
+            if value is None or (attribute in self.defaulted and value == _DEFAULTS[attribute]):
+                continue
+            if isinstance(value, Ref | Claim):
+                value = value.to_json()
+            elif attribute == "audit":
+                value = [dict(e) for e in value]
+            elif isinstance(value, Mapping):
+                value = dict(value)
+            out[stored] = value
+        return {**out, **self.extra}
+
+    @classmethod
+    def new(cls, metadata_location: str, table_uuid: str, state: str = "active", **fields: Any) -> PointerRecord:
+        """A new pointer (new_entry(): version 1, its own entry id); `fields` by their stored names."""
+        return cls.from_json(new_entry(metadata_location, table_uuid, state, **fields))
+
+    def with_fields(self, fields: Mapping[str, Any]) -> PointerRecord:
+        """The record with these stored fields set by their stored names (a face's own, such as a
+        Glue client's `glue`); a None removes one."""
+        return PointerRecord.from_json({**self.to_json(), **fields}) if fields else self
+
+    def changed(self, **changes: Any) -> PointerRecord:
+        """The record with these fields set (a defaulted one set is written from now on); None
+        removes a field, and a stored name removes what `extra` keeps under it."""
+        extra = {k: v for k, v in self.extra.items() if _POINTER_FIELDS.get(k, ("",))[0] not in changes}
+        defaulted = self.defaulted - changes.keys()
+        return replace(self, **changes, extra=extra, defaulted=defaulted)
+
+    # ---- readers --------------------------------------------------------------------------------
+
+    @property
+    def entry_id(self) -> str:
+        """The key of a table's versions and side data on every face (see entry_id())."""
+        return self.id or (self.table_uuid or "").replace("-", "")
+
+    @property
+    def owner_uuid(self) -> str:
+        """The uuid that owns the table's location (see owner_uuid())."""
+        return self.location_uuid or self.table_uuid or ""
+
+    @property
+    def last_updated_ms(self) -> int | None:
+        return self.updated_ms if self.updated_ms is not None else self.created_ms
+
+    @property
+    def claimed(self) -> bool:
+        """Held by a multi-table transaction (claims.py)."""
+        return self.claim is not None
+
+    @property
+    def claim_txn(self) -> str:
+        """The claiming transaction's id ("" unclaimed)."""
+        return self.claim.txn if self.claim is not None else ""
+
+    @property
+    def staged_location(self) -> str | None:
+        return self.location or None
+
+    @property
+    def table_location(self) -> str:
+        """The table's own location: the staged one, or its metadata file's (the file may be gone)."""
+        return self.staged_location or (self.metadata_location or "").rsplit("/metadata/", 1)[0]
+
+    @property
+    def restore_source(self) -> str | None:
+        """A pending destination's trash record (a restore): its drop id."""
+        return self.rename_from.trash if self.rename_from is not None and self.rename_from.trash else None
+
+    def same_table(self, other: PointerRecord) -> bool:
+        return self.table_uuid == other.table_uuid
+
+    def moved_here(self, ns: Namespace, name: str) -> bool:
+        return self.moved_to is not None and self.moved_to.names(ns, name)
+
+    def same_reservation(self, other: PointerRecord) -> bool:
+        """Two pending pointers for one rename: same source, same table, same metadata."""
+        return (self.rename_from, self.table_uuid, self.metadata_location) == (
+            other.rename_from,
+            other.table_uuid,
+            other.metadata_location,
+        )
+
+    def is_ours(self, written: PointerRecord) -> bool:
+        """This stored pointer is the one `written` a request wrote (its answer was lost), possibly
+        settled or committed on since (see is_ours())."""
+        if written.state == STAGED:  # a staged table: ours if it is the entry we wrote
+            return self.id == written.id
+        if self.table_uuid != written.table_uuid:
+            return False
+        if written.state == "pending":  # a rename reservation: ours if it is the one we wrote
+            return self.reservation == written.reservation and (
+                self.rename_from == written.rename_from
+                or (self.state == "active" and self.metadata_location == written.metadata_location)
+            )
+        return self.state == "active" or self.claimed
+
+    # ---- transitions: each returns the new record; nothing here writes ------------------------------
+
+    def with_claim(self, txn: str, target: str, entry: Mapping[str, Any], lease_until_ms: int) -> PointerRecord:
+        return self.changed(claim=Claim(txn, target, entry, lease_until_ms))
+
+    def unclaimed(self) -> PointerRecord:
+        """The pointer without its transaction claim (as of its last commit point)."""
+        return self.changed(claim=None)
+
+    def advanced(self, new_location: str) -> PointerRecord:
+        """The pointer after a commit to new_location."""
+        return self.changed(
+            metadata_location=new_location,
+            previous_metadata_location=self.metadata_location,
+            version=self.version + 1,
+            updated_ms=now_ms(),
+        )
+
+    def fenced(self) -> PointerRecord:
+        """A pointer the sweeper takes over: its lease starts again (see fenced())."""
+        return self.changed(since_ms=now_ms())
+
+    def created(self, metadata_location: str) -> PointerRecord:
+        """A pointer a transaction was creating, at the transaction's commit."""
+        return self.changed(state="active", metadata_location=metadata_location)
+
+    def touched(self) -> PointerRecord:
+        """The pointer at its next version without a new metadata file."""
+        return self.changed(version=self.version + 1, updated_ms=now_ms())
+
+    def tombstone(
+        self,
+        purge: bool,
+        drop: str | None = None,
+        retention_ms: int = 0,
+        dropped_from: tuple[Namespace, str] | None = None,
+    ) -> PointerRecord:
+        """The dropped pointer (see tombstone())."""
+        now = now_ms()
+        changes: dict[str, Any] = {"state": "dropped", "purge": purge, "since_ms": now}
+        if drop is not None:
+            changes["drop_id"] = drop
+        if retention_ms > 0 and dropped_from is not None:
+            changes.update(keep_until_ms=now + retention_ms, dropped_ms=now, dropped_from=Ref.to(*dropped_from))
+        return self.changed(**changes)
+
+    def pending(
+        self, since: int, source: tuple[Namespace, str] | None = None, trash: str | None = None
+    ) -> PointerRecord:
+        """A reservation of a rename's destination (or a restore's, from a trash record)."""
+        ref = Ref.to(*source) if source is not None else Ref(trash=trash)
+        return self.changed(state="pending", reservation=uuid.uuid4().hex, since_ms=since, rename_from=ref)
+
+    def moved(self, since: int, dst: tuple[Namespace, str]) -> PointerRecord:
+        """A rename's source after its commit point: it names its destination."""
+        return self.changed(state="moved", since_ms=since, moved_to=Ref.to(*dst))
+
+    def settled(self) -> PointerRecord:
+        """A pending destination made live (roll forward of a rename or restore)."""
+        out = self.changed(rename_from=None, since_ms=0, state="active")
+        return replace(out, defaulted=out.defaulted | {"since_ms"})  # written without its lease
+
+    def activated(self, metadata_location: str, table_uuid: str, new_version: int) -> PointerRecord:
+        """A staged table once its client handed over the first metadata file."""
+        return self.changed(
+            location=None,
+            state="active",
+            metadata_location=metadata_location,
+            table_uuid=table_uuid,
+            version=new_version,
+            updated_ms=now_ms(),
+        )
+
+    def appended(self, entries: Iterable[Mapping[str, Any]]) -> PointerRecord:
+        """The pointer with entries joined to its tail, numbered on from its last seq."""
+        tail, seq = list(self.audit or ()), self.audit_seq or 0
+        for e in entries:
+            seq += 1
+            tail.append(dict(e, seq=seq))
+        return self.changed(audit=tuple(tail), audit_seq=seq)
+
+    def before_drop(self) -> PointerRecord:
+        """The pointer as it was before the drop (its tail keeps the drop entry)."""
+        out = self.changed(
+            purge=None, drop_id=None, keep_until_ms=None, dropped_from=None, dropped_ms=None, since_ms=0, state="active"
+        )
+        return replace(out, defaulted=out.defaulted | {"since_ms"})  # written without its lease
+
+
+@dataclass(frozen=True)
+class TrashRecord:
+    """A dropped table kept by its warehouse's retention (keys.trash_record)."""
+
+    drop_id: str
+    state: TrashState
+    namespace: Namespace
+    name: str
+    dropped_ms: int
+    pointer: PointerRecord | None  # the pointer as it was before the drop (None: kept in `extra`)
+    kind: str | None = None
+    purge: bool | None = None
+    keep_until_ms: int | None = None
+    moved_to: Ref | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, record: dict[str, Any]) -> TrashRecord:
+        """The record of a trash record trash_problem() accepts (ValueError for one it refuses)."""
+        reason = trash_problem(record)
+        if reason is not None:
+            raise ValueError(reason)
+        known = (
+            "drop-id",
+            "state",
+            "namespace",
+            "name",
+            "dropped-ms",
+            "pointer",
+            "kind",
+            "purge",
+            "keep-until-ms",
+            "moved-to",
+        )
+        extra = {k: v for k, v in record.items() if k not in known}
+        kept = record["pointer"]
+        pointer = PointerRecord.from_json(kept) if problem(kept) is None else None
+        kind, purge, moved_to = record.get("kind"), record.get("purge"), Ref.from_json(record.get("moved-to"))
+        if pointer is None:
+            extra["pointer"] = kept
+        for key, ok in (
+            ("kind", isinstance(kind, str)),
+            ("purge", isinstance(purge, bool)),
+            ("moved-to", moved_to is not None),
+        ):
+            if not ok and record.get(key) is not None:
+                extra[key] = record[key]
+        return cls(
+            drop_id=record["drop-id"],
+            state=record["state"],
+            namespace=tuple(record["namespace"]),
+            name=record["name"],
+            dropped_ms=record["dropped-ms"],
+            pointer=pointer,
+            kind=kind if isinstance(kind, str) else None,
+            purge=purge if isinstance(purge, bool) else None,
+            keep_until_ms=record.get("keep-until-ms"),
+            moved_to=moved_to,
+            extra=extra,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "drop-id": self.drop_id,
+            "state": self.state,
+            "namespace": list(self.namespace),
+            "name": self.name,
+        }
+        for stored, value in (("kind", self.kind), ("purge", self.purge)):
+            if value is not None:
+                out[stored] = value
+        out["dropped-ms"] = self.dropped_ms
+        if self.keep_until_ms is not None:
+            out["keep-until-ms"] = self.keep_until_ms
+        if self.pointer is not None:
+            out["pointer"] = self.pointer.to_json()
+        if self.moved_to is not None:
+            out["moved-to"] = self.moved_to.to_json()
+        return {**out, **self.extra}
+
+    @classmethod
+    def of(cls, tomb: PointerRecord) -> TrashRecord:
+        """The trash record of a tombstone kept by retention."""
+        ref, drop, dropped, kept = tomb.dropped_from, tomb.drop_id, tomb.dropped_ms, tomb.keep_until_ms
+        if ref is None or ref.ident is None or drop is None or dropped is None or kept is None:
+            raise KeyError("dropped-from")
+        ns, name = ref.ident
+        return cls(drop, "dropped", ns, name, dropped, tomb.before_drop(), tomb.kind, bool(tomb.purge), kept)
+
+    def moved_here(self, ns: Namespace, name: str) -> bool:
+        return self.moved_to is not None and self.moved_to.names(ns, name)
+
+    @property
+    def dropped_as(self) -> tuple[Namespace, str]:
+        """The name its table had when it was dropped."""
+        return self.namespace, self.name
+
+    def moved(self, dst: tuple[Namespace, str]) -> TrashRecord:
+        """After a restore's commit point: it names where the table went."""
+        return replace(
+            self, state="moved", moved_to=Ref.to(*dst), extra={k: v for k, v in self.extra.items() if k != "moved-to"}
+        )
+
+    def purging(self, pointer: PointerRecord) -> TrashRecord:
+        return replace(
+            self, state="purging", pointer=pointer, extra={k: v for k, v in self.extra.items() if k != "pointer"}
+        )
+
+
+@dataclass(frozen=True)
 class Pointer:
-    data: dict[str, Any]
+    """A stored pointer as read (or as written): its record and its ETag."""
+
+    record: PointerRecord
     etag: str
+
+    @classmethod
+    def of(cls, data: dict[str, Any], etag: str) -> Pointer:
+        """From a record's JSON (one problem() accepts)."""
+        return cls(PointerRecord.from_json(data), etag)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The record's JSON, for the readers still written against it."""
+        return self.record.to_json()
 
     @property
     def state(self) -> str:
-        return str(self.data.get("state", "active"))
+        return self.record.state
 
     @property
     def metadata_location(self) -> str:
-        return str(self.data["metadata-location"])
+        if self.record.metadata_location is None:
+            raise KeyError("metadata-location")
+        return self.record.metadata_location
 
     @property
     def since_ms(self) -> int:
-        return int(self.data.get("since-ms", 0))
+        return self.record.since_ms
 
     def stale(self) -> bool:
         return now_ms() - self.since_ms >= tombstone_lease_ms()
@@ -504,7 +1046,7 @@ STAGED = "staged"
 
 def of_kind(p: Pointer | None, kind: str) -> Pointer | None:
     """The pointer if it is of that kind (a view is no table, and the reverse)."""
-    return p if p is not None and kind_of(p.data) == kind else None
+    return p if p is not None and p.record.kind == kind else None
 
 
 @dataclass(frozen=True)
@@ -527,21 +1069,24 @@ class TableEntry:
 
     @classmethod
     def of(cls, ns: Namespace, name: str, data: dict[str, Any]) -> TableEntry:
-        meta = metadata_location(data)
+        return cls.of_record(ns, name, PointerRecord.from_json(data))
+
+    @classmethod
+    def of_record(cls, ns: Namespace, name: str, record: PointerRecord) -> TableEntry:
         return cls(
             namespace=ns,
             name=name,
-            staged=data.get("state") == STAGED,
-            metadata_location=meta,
-            location=table_location(data),
-            table_uuid=str(data["table-uuid"]) if data.get("table-uuid") else None,
-            owner_uuid=owner_uuid(data),
-            entry_id=entry_id(data),
-            version=version(data),
-            created_ms=created_ms(data),
-            updated_ms=updated_ms(data),
-            replica_of={str(k): str(v) for k, v in data[REPLICA_OF].items()}
-            if isinstance(data.get(REPLICA_OF), dict)
+            staged=record.state == STAGED,
+            metadata_location=record.metadata_location or None,
+            location=record.table_location,
+            table_uuid=record.table_uuid or None,
+            owner_uuid=record.owner_uuid,
+            entry_id=record.entry_id,
+            version=record.version,
+            created_ms=record.created_ms,
+            updated_ms=record.last_updated_ms,
+            replica_of={str(k): str(v) for k, v in record.replica_of.items()}
+            if record.replica_of is not None
             else None,
         )
 
@@ -582,12 +1127,12 @@ class replicating:  # noqa: N801 - used as `with pointer_record.replicating():`
         scope.current().replicating -= 1
 
 
-def check_writable(data: dict[str, Any], ns: Iterable[str], name: str) -> None:
+def check_writable(record: PointerRecord, ns: Iterable[str], name: str) -> None:
     """Forbidden for a replica (outside the replicator): it changes only by replication."""
-    source = data.get(REPLICA_OF)
+    source = record.replica_of
     from chalicelib import scope
 
-    if isinstance(source, dict) and not scope.current().replicating:
+    if source is not None and not scope.current().replicating:
         from chalicelib.errors import Forbidden
 
         raise Forbidden(

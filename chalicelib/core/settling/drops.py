@@ -3,13 +3,10 @@ release the uuid; idempotent, run by the dropper and again by the sweeper."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from chalicelib import keys
 from chalicelib.core.access import locations
-from chalicelib.core.primitives import pointer_record
 from chalicelib.core.primitives.context import Context, env_int
-from chalicelib.core.primitives.pointer_record import Pointer, owner_uuid
+from chalicelib.core.primitives.pointer_record import Pointer, PointerRecord
 from chalicelib.core.settling import purges, releases, trash_records
 from chalicelib.core.settling.pointers import remove_pointer
 from chalicelib.errors import (
@@ -28,11 +25,11 @@ def purge_budget_s() -> float:
     return env_int("CATALOG_PURGE_BUDGET_MS", 10_000) / 1000
 
 
-def table_location_of(bucket: str, pointer: dict[str, Any]) -> str | None:
+def table_location_of(bucket: str, pointer: PointerRecord) -> str | None:
     """The table's own location, from its metadata file name (the file itself may be gone)."""
-    location = pointer_record.table_location(pointer)
+    location = pointer.table_location
     try:
-        purges.check_location(bucket, location, owner_uuid(pointer))
+        purges.check_location(bucket, location, pointer.owner_uuid)
     except (BadRequest, ValueError):
         return None
     return location
@@ -44,21 +41,22 @@ def settle_drop(ctx: Context, bucket: str, tomb: Pointer, remove: bool, ns: Name
     Idempotent: the dropper runs it, and the sweeper runs it again for an abandoned tombstone."""
     from chalicelib.core.primitives import audit
 
-    if pointer_record.kept_until_ms(tomb.data):  # a warehouse with retention: into the trash, files kept
+    record = tomb.record
+    if record.keep_until_ms:  # a warehouse with retention: into the trash, files kept
         try:
-            trash_records.keep(ctx, bucket, tomb.data)
+            trash_records.keep(ctx, bucket, record)
             if remove:
                 remove_pointer(ctx, bucket, keys.table_pointer(ns, name), tomb.etag, tomb.since_ms)
         except (StorageUnavailable, WriteInDoubt):
             pass  # the drop has landed; the sweeper finishes the rest
         return
-    table_uuid = owner_uuid(tomb.data)
-    location = table_location_of(bucket, tomb.data) if table_uuid else None
-    purge = pointer_record.purge_requested(tomb.data) and location is not None
+    table_uuid = record.owner_uuid
+    location = table_location_of(bucket, record) if table_uuid else None
+    purge = bool(record.purge) and location is not None
     try:
-        if pointer_record.drop_id(tomb.data):  # a drop, not a backed-out create: its trail outlives the pointer
+        if record.drop_id:  # a drop, not a backed-out create: its trail outlives the pointer
             audit.flush_tail(ctx, bucket, tomb.data)
-        release = None if purge else releases.of_tombstone(bucket, tomb.data, (ns, name) if name else None)
+        release = None if purge else releases.of_tombstone(bucket, record, (ns, name) if name else None)
         if purge:
             assert location is not None
             purges.queue(ctx, bucket, table_uuid, location)
@@ -66,9 +64,9 @@ def settle_drop(ctx: Context, bucket: str, tomb: Pointer, remove: bool, ns: Name
             releases.mark(ctx, bucket, release)
         elif table_uuid:
             purges.set_uuid_state(ctx, bucket, table_uuid, "dropped")
-        place = pointer_record.client_location(tomb.data)
+        place = record.client_location
         if place and release is None:  # a released table's location stays its own
-            locations.release(ctx, bucket, place, pointer_record.table_uuid(tomb.data) or "")
+            locations.release(ctx, bucket, place, record.table_uuid or "")
         if remove:  # a tombstone that cannot be removed safely now stays for the sweeper
             remove_pointer(ctx, bucket, keys.table_pointer(ns, name), tomb.etag, tomb.since_ms)
             if purge:  # the table is gone either way: its files can go

@@ -12,7 +12,7 @@ from chalicelib import keys
 from chalicelib.core.containers import namespaces
 from chalicelib.core.primitives import damage, pointer_record
 from chalicelib.core.primitives.context import Context, now_ms, tombstone_lease_ms
-from chalicelib.core.primitives.pointer_record import Pointer, ident
+from chalicelib.core.primitives.pointer_record import Pointer, PointerRecord, ident
 from chalicelib.errors import (
     CatalogError,
     ServiceUnavailable,
@@ -50,7 +50,7 @@ def read(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Pointer | No
         raise WarehouseNotFound(f"Warehouse {warehouse!r} does not exist") from None
     except ObjectNotFound:
         return None
-    return Pointer(parse(obj.body, bucket, ns, name), obj.etag)
+    return Pointer.of(parse(obj.body, bucket, ns, name), obj.etag)
 
 
 def parse(body: bytes, bucket: str, ns: Namespace, name: str) -> dict[str, Any]:
@@ -79,11 +79,10 @@ def remove_pointer(
                 now = json.loads(ctx.storage.get(bucket, key).body)
             except (ObjectNotFound, ValueError):  # ValueError: not ours, whatever it is
                 return False
-            if (
-                not isinstance(now, dict)
-                or not pointer_record.is_ours(now, mine)
-                or now.get("state") != mine.get("state")
-            ):
+            if pointer_record.problem(now) is not None:
+                return False  # not ours, whatever it is
+            found, written = PointerRecord.from_json(now), PointerRecord.from_json(mine)
+            if not found.is_ours(written) or found.state != written.state:
                 return False
         if now_ms() - since_ms < tombstone_lease_ms() // 2:
             ctx.storage.delete(bucket, key)

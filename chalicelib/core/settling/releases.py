@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core.primitives import cas, damage, pointer_record
+from chalicelib.core.primitives import cas, damage
 from chalicelib.core.primitives.context import Context, env_int, now_ms
+from chalicelib.core.primitives.pointer_record import PointerRecord
 from chalicelib.errors import DamagedObject, ServiceUnavailable
 from chalicelib.storage import StorageUnavailable
 
@@ -137,14 +138,14 @@ def _readable(doc: object) -> str | None:
 
 
 def of_tombstone(
-    bucket: str, data: dict[str, Any], fallback: tuple[tuple[str, ...], str] | None = None
+    bucket: str, data: PointerRecord, fallback: tuple[tuple[str, ...], str] | None = None
 ) -> Release | None:
     """The release a dropped table's pointer (a tombstone, or the one a trash record keeps) makes
     when its files stay; None for what is no table. Its drop's audit entry says who and what."""
-    table_uuid = pointer_record.owner_uuid(data)
-    if pointer_record.kind_of(data) != "table" or not table_uuid:
+    table_uuid = data.owner_uuid
+    if data.kind != "table" or not table_uuid:
         return None
-    tail = [e for e in data.get(pointer_record.AUDIT_TAIL) or [] if isinstance(e, dict)]
+    tail = list(data.audit or ())
     entry = next((e for e in reversed(tail) if e.get("op") in DROPS), None)
     target = entry.get("target") if entry is not None else None
     if entry is not None and isinstance(target, dict) and target.get("namespace") and target.get("name"):
@@ -157,18 +158,18 @@ def of_tombstone(
         ident, op, at = str(entry.get("id")), str(entry.get("op")), int(entry.get("at") or 0)
     elif fallback is not None:  # a pointer of a release that journaled no drop entry
         ns, name, who = fallback[0], fallback[1], ("", "")
-        ident, op, at = f"{table_uuid}:{pointer_record.metadata_location(data)}", "drop", 0  # the same every time
+        ident, op, at = f"{table_uuid}:{data.metadata_location}", "drop", 0  # the same every time
     else:
         return None
-    place = pointer_record.client_location(data)
+    place = data.client_location
     return Release(
         id=ident,
         op=op,
         namespace=ns,
         name=name,
         table_uuid=table_uuid,
-        location=f"s3://{bucket}/{place}" if place else pointer_record.table_location(data),
-        metadata_location=pointer_record.metadata_location(data) or "",
+        location=f"s3://{bucket}/{place}" if place else data.table_location,
+        metadata_location=data.metadata_location or "",
         principal=who[0],
         principal_uuid=who[1],
         released_ms=at,

@@ -127,9 +127,9 @@ def live(
 
     Never purges: a dropped table is finished by its dropper or by the sweeper."""
     p = read(ctx, warehouse, ns, name)
-    if p is not None and pointer_record.claimed(p.data):
+    if p is not None and p.record.claimed:
         try:
-            view = claims.followed(ctx, warehouse, p.data) if follow and not read_only else None
+            view = claims.followed(ctx, warehouse, p.record) if follow and not read_only else None
             if view is not None:
                 return Pointer(view, p.etag)
             return _claimed(ctx, warehouse, ns, name, p, read_only)
@@ -162,10 +162,10 @@ def require(ctx: Context, warehouse: str, ns: Namespace, name: str, kind: str = 
 def _claimed(ctx: Context, warehouse: str, ns: Namespace, name: str, p: Pointer, read_only: bool) -> Pointer | None:
     """live() of a pointer a transaction claims: its committed view, or settled once the transaction ended."""
     if read_only:
-        view = claims.committed_view(ctx, warehouse, p.data)
+        view = claims.committed_view(ctx, warehouse, p.record)
         if view is not None:  # a table the transaction is creating does not exist yet
-            return None if pointer_record.state(view) == claims.PENDING_CREATE else Pointer(view, p.etag)
-    if not claims.settle_claim(ctx, warehouse, ns, name, p.data, p.etag):
+            return None if view.state == claims.PENDING_CREATE else Pointer(view, p.etag)
+    if not claims.settle_claim(ctx, warehouse, ns, name, p.record, p.etag):
         raise claims.recovery_error(ns, name)
     return live(ctx, warehouse, ns, name, read_only)
 
@@ -173,28 +173,31 @@ def _claimed(ctx: Context, warehouse: str, ns: Namespace, name: str, p: Pointer,
 def settle_pending(ctx: Context, warehouse: str, ns: Namespace, name: str, dst: Pointer) -> Pointer | None:
     """A rename (or restore) destination: live if its source already points here (roll forward),
     else absent."""
-    restore, source = pointer_record.restore_source(dst.data), pointer_record.rename_source(dst.data)
+    reserved = dst.record
+    restore = reserved.restore_source
+    source = reserved.rename_from.ident if reserved.rename_from is not None else None
     src: Pointer | None = None
     if restore is not None:
-        moved_here = trash_records.restored_here(ctx, warehouse, ns, name, dst.data)
+        moved_here = trash_records.restored_here(ctx, warehouse, ns, name, reserved)
     else:
         src = read(ctx, warehouse, *source) if source is not None else None
         moved_here = (
             src is not None
             and src.state == "moved"
-            and pointer_record.moved_here(src.data, ns, name)
-            and pointer_record.same_table(src.data, dst.data)
+            and src.record.moved_here(ns, name)
+            and src.record.same_table(reserved)
         )
     if not moved_here:
         return None
-    active = pointer_record.settled(dst.data)
+    active = reserved.settled()
     try:
-        etag = ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.table_pointer(ns, name), dump(active), dst.etag)
+        body = dump(active.to_json())
+        etag = ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.table_pointer(ns, name), body, dst.etag)
         settled: Pointer | None = Pointer(active, etag)
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         settled = live(ctx, warehouse, ns, name)  # someone else settled it first
     if restore is not None:
-        trash_records.forget_moved(ctx, warehouse, dst.data)
+        trash_records.forget_moved(ctx, warehouse, reserved)
     elif src is not None and source is not None:
         remove_pointer(ctx, ctx.bucket_for(warehouse), keys.table_pointer(*source), src.etag, src.since_ms)
     return settled
@@ -205,7 +208,7 @@ def finish_move(
 ) -> None:
     """A rename's source after its commit point: settle the destination it names (which removes the
     source), or remove the source once the destination holds the table (or, `stale`, whatever it holds)."""
-    target = pointer_record.moved_to(src.data)
+    target = src.record.moved_to.ident if src.record.moved_to is not None else None
     try:
         dst = read(ctx, warehouse, *target) if target is not None else None
     except DamagedObject:
@@ -214,7 +217,7 @@ def finish_move(
         dst = None  # to a reader the source is gone from its name whatever the destination holds
     if dst is not None and target is not None and dst.state == "pending":
         settle_pending(ctx, warehouse, *target, dst)
-    elif stale or (dst is not None and pointer_record.same_table(dst.data, src.data)):
+    elif stale or (dst is not None and dst.record.same_table(src.record)):
         remove_pointer(ctx, ctx.bucket_for(warehouse), keys.table_pointer(ns, name), src.etag, src.since_ms)
 
 

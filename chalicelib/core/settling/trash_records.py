@@ -9,6 +9,7 @@ from chalicelib import keys
 from chalicelib.core.containers import warehouses
 from chalicelib.core.primitives import damage, pointer_record
 from chalicelib.core.primitives.context import Context, dump
+from chalicelib.core.primitives.pointer_record import PointerRecord, TrashRecord
 from chalicelib.core.settling import purges
 from chalicelib.errors import BadRequest, CatalogError, NotFound
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt
@@ -16,17 +17,14 @@ from chalicelib.storage import ObjectNotFound, PreconditionFailed, StorageUnavai
 Namespace = tuple[str, ...]
 
 
-original = pointer_record.before_drop
-
-
-def keep(ctx: Context, bucket: str, tomb: dict[str, Any]) -> None:
+def keep(ctx: Context, bucket: str, tomb: PointerRecord) -> None:
     """Move a dropped table's pointer into the trash (idempotent: one record per drop id)."""
-    record = pointer_record.trash_record(tomb)
+    record = TrashRecord.of(tomb)
     try:
-        ctx.storage.put_if_absent(bucket, keys.trash_record(str(pointer_record.drop_id(tomb))), dump(record))
+        ctx.storage.put_if_absent(bucket, keys.trash_record(record.drop_id), dump(record.to_json()))
     except (PreconditionFailed, WriteInDoubt):
         pass  # kept already (a retried settle)
-    uuid_ = pointer_record.owner_uuid(tomb)
+    uuid_ = tomb.owner_uuid
     if uuid_:
         purges.set_uuid_state(ctx, bucket, uuid_, "trashed")
 
@@ -49,27 +47,28 @@ def parse(body: bytes, bucket: str, key: str) -> dict[str, Any]:
     return damage.parse(body, bucket, key, f"Dropped table {drop_id!r}", pointer_record.trash_problem)
 
 
-def restored_here(ctx: Context, warehouse: str, ns: Namespace, name: str, dst: dict[str, Any]) -> bool:
+def restored_here(ctx: Context, warehouse: str, ns: Namespace, name: str, dst: PointerRecord) -> bool:
     """For a reader settling a reservation made by restore: did the trash record move to it?"""
-    drop_id = pointer_record.restore_source(dst) or ""
+    drop_id = dst.restore_source or ""
     try:
-        record, _ = read(ctx, warehouse, drop_id)
+        record = TrashRecord.from_json(read(ctx, warehouse, drop_id)[0])
     except CatalogError:
         return False
     return (
-        pointer_record.state(record) == "moved"
-        and pointer_record.moved_here(record, ns, name)
-        and pointer_record.same_table(pointer_record.kept_pointer(record), dst)
+        record.state == "moved"
+        and record.moved_here(ns, name)
+        and record.pointer is not None
+        and record.pointer.same_table(dst)
     )
 
 
-def forget_moved(ctx: Context, warehouse: str, dst: dict[str, Any]) -> None:
+def forget_moved(ctx: Context, warehouse: str, dst: PointerRecord) -> None:
     """After a restore's destination is active: its record is done (uuid live again, record gone)."""
     bucket = ctx.bucket_for(warehouse)
-    uuid_ = pointer_record.owner_uuid(dst)
+    uuid_ = dst.owner_uuid
     try:
         if uuid_:
             purges.set_uuid_state(ctx, bucket, uuid_, "live")
-        ctx.storage.delete(bucket, keys.trash_record(str(pointer_record.restore_source(dst))))
+        ctx.storage.delete(bucket, keys.trash_record(str(dst.restore_source)))
     except StorageUnavailable:
         pass  # the sweeper removes a moved record

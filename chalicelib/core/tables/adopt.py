@@ -106,9 +106,9 @@ def register(
     if overwrite:
         current = settle.live(ctx, warehouse, ns, name)
         if current is not None and pointer_record.kind_of(current.data) != "table":
-            raise name_claims.already_exists(ns, name, current.data)
+            raise name_claims.already_exists(ns, name, current.record.kind)
         if current is not None:
-            pointer_record.check_writable(current.data, ns, name)
+            pointer_record.check_writable(current.record, ns, name)
             if pointer_record.table_uuid(current.data) != table_uuid:
                 raise Conflict("overwrite may only point a table at its own metadata (same table-uuid)")
             try:
@@ -149,7 +149,7 @@ def register(
             locations.release(ctx, bucket, place, table_uuid, location.taken)
         releases.give_back(ctx, bucket, table_uuid, claimed)  # the files stay registrable, bound as before
         raise
-    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer(pointer, etag), purge=False)
+    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer.of(pointer, etag), purge=False)
     return TableState(meta_loc, raw)
 
 
@@ -211,7 +211,7 @@ def swap_metadata_location(
 
     def attempt() -> cas.Again | tuple[dict[str, Any], TableState]:
         p = settle.require(ctx, warehouse, ns, name)
-        pointer_record.check_writable(p.data, ns, name)
+        pointer_record.check_writable(p.record, ns, name)
         current, version = p.metadata_location, version_of(p.data)
         target = new_location or current
         if expected_version is not None and expected_version != version:
@@ -266,7 +266,7 @@ def stage(ctx: Context, warehouse: str, ns: Namespace, name: str) -> dict[str, A
     namespaces.require_active(ctx, warehouse, ns)
     existing = settle.live(ctx, warehouse, ns, name)
     if existing is not None:
-        raise name_claims.already_exists(ns, name, existing.data)
+        raise name_claims.already_exists(ns, name, existing.record.kind)
     bucket, location_uuid = ctx.bucket_for(warehouse), str(uuid.uuid4())
     location = keys.table_location(bucket, ns, name, location_uuid)
     data = pointer_record.staged_entry(location, location_uuid)
@@ -277,7 +277,7 @@ def stage(ctx: Context, warehouse: str, ns: Namespace, name: str) -> dict[str, A
         if claimed:
             ctx.storage.delete(bucket, keys.uuid_record(location_uuid))
         raise
-    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer(data, etag), purge=True)
+    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer.of(data, etag), purge=True)
     return data
 
 

@@ -45,7 +45,7 @@ def _landed(ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: st
         current = pointers.read(ctx, warehouse, ns, name)
         if current is None:
             return None  # dropped since: whatever it held is gone
-        if pointer_record.metadata_location(current.data) == meta_loc:
+        if current.record.metadata_location == meta_loc:
             return True
         meta = md.metadata_at(ctx, current.metadata_location)
     except (StorageUnavailable, ObjectNotFound):
@@ -73,7 +73,7 @@ def warm_pointer(bucket: str, key: str) -> pointer_record.Pointer | None:
 def remember(bucket: str, key: str, p: pointer_record.Pointer | None) -> None:
     """Keep the pointer a writer just wrote (None, or any pointer but an unclaimed active table's:
     forget it) as the table's warm pointer."""
-    if p is None or p.state != "active" or pointer_record.claimed(p.data) or pointer_record.kind_of(p.data) != "table":
+    if p is None or p.state != "active" or p.record.claimed or p.record.kind != "table":
         _warm.pop((bucket, key), None)
         return
     _warm[(bucket, key)] = p
@@ -115,12 +115,12 @@ def _commit_batch(ctx: Context, warehouse: str, reqs: list[TableChange]) -> list
         else:
             p, from_cache = settle.live(ctx, warehouse, ns, name, follow=True), False
             remember(bucket, ptr_key, p)
-        if p is None or pointer_record.kind_of(p.data) != "table":
+        if p is None or p.record.kind != "table":
             for i in todo:
                 outcomes[i] = _without_table(ctx, warehouse, p, reqs[i])
             break
         try:
-            pointer_record.check_writable(p.data, ns, name)
+            pointer_record.check_writable(p.record, ns, name)
         except CatalogError as exc:  # a replica: every commit of the batch is refused
             for i in todo:
                 outcomes[i] = exc
@@ -192,7 +192,7 @@ def _without_table(ctx: Context, warehouse: str, p: pointer_record.Pointer | Non
     try:
         if p is not None:  # a view holds the name
             raise (
-                name_claims.already_exists(ns, name, p.data)
+                name_claims.already_exists(ns, name, p.record.kind)
                 if create.creates(req)
                 else pointers.not_found(ctx, warehouse, ns, name)
             )
@@ -220,19 +220,19 @@ def _write(
     bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
     version = keys.metadata_version(p.metadata_location) + 1
     meta_loc = keys.metadata_file(new.location, version, str(uuid.uuid4()))
-    target = audit.table_target(ns, name, p.data)
+    target = audit.table_target(ns, name, p.record)
     entries = [
         audit.entry("commit", target, p.metadata_location, meta_loc, c.actor, **create.change_summary(c))
         for c in changes
     ]
-    full, trimmed = audit.spillable(p.data)  # only entries already committed: their chunks never change
+    full, trimmed = audit.spillable_pointer(p.record)  # only entries already committed: their chunks never change
     spill = audit.write_async(ctx, bucket, audit.source_of(p.data), full) if full else None
     raw = md.write_metadata(ctx, meta_loc, new)
-    base = trimmed if spill is not None and audit.written(spill) else p.data
-    pointer = audit.appended(pointer_record.advanced(base, meta_loc), entries)
+    base = trimmed if spill is not None and audit.written(spill) else p.record
+    pointer = base.advanced(meta_loc).appended(entries)
     try:
         with listing_marks.same_names():  # a live table stays one: its name lists as before
-            etag = ctx.storage.put_if_match(bucket, ptr_key, dump(pointer), p.etag)
+            etag = ctx.storage.put_if_match(bucket, ptr_key, dump(pointer.to_json()), p.etag)
     except PreconditionFailed:
         remember(bucket, ptr_key, None)
         md.discard(ctx, meta_loc)  # lost the race: re-read and re-validate the requirements

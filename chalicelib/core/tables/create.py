@@ -14,6 +14,7 @@ from chalicelib.core.iceberg.validation import short
 from chalicelib.core.model import NewTable, TableChange, TableState
 from chalicelib.core.primitives import audit, listing_marks, pointer_record
 from chalicelib.core.primitives.context import Context
+from chalicelib.core.primitives.pointer_record import PointerRecord
 from chalicelib.core.settling import name_claims, purges, settle
 from chalicelib.core.tables.projection import settles
 from chalicelib.errors import (
@@ -66,7 +67,7 @@ def create(ctx: Context, warehouse: str, ns: Namespace, new: NewTable) -> TableS
     if new.stage_create:
         existing = settle.live(ctx, warehouse, ns, name)
         if existing is not None:
-            raise name_claims.already_exists(ns, name, existing.data)
+            raise name_claims.already_exists(ns, name, existing.record.kind)
         return TableState(None, md.dump_metadata(metadata))
     return create_table(ctx, warehouse, ns, name, metadata, purge_on_backout=True)
 
@@ -115,17 +116,17 @@ def create_entry(
     raw = write(meta_loc)
     if fields.get("kind", "table") == "table":
         listing_marks.wrote_metadata(meta_loc, raw)
-    pointer = pointer_record.new_entry(meta_loc, entry_uuid, **fields)
-    created = audit.entry("create", audit.table_target(ns, name, pointer), after=meta_loc, **(audit_detail or {}))
-    pointer = audit.appended(pointer, [created])
+    record = PointerRecord.new(meta_loc, entry_uuid, **fields)
+    created = audit.entry("create", audit.table_target(ns, name, record), after=meta_loc, **(audit_detail or {}))
+    record = record.appended([created])
     try:
-        etag = name_claims.claim_name(ctx, warehouse, ns, name, pointer)
+        etag = name_claims.claim_name(ctx, warehouse, ns, name, record.to_json())
     except CatalogError:
         md.discard(ctx, meta_loc)
         if claimed:
             ctx.storage.delete(bucket, keys.uuid_record(entry_uuid))  # nothing else can hold a claim we wrote
         raise
-    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer(pointer, etag), purge_on_backout)
+    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer(record, etag), purge_on_backout)
     return TableState(meta_loc, raw)
 
 

@@ -83,9 +83,9 @@ def _read_kind(ctx: Context, warehouse: str, ns: Namespace, name: str, kind: str
     raw = pointers.read(ctx, warehouse, ns, name)
     if raw is None:
         return None
-    if pointer_record.kind_of(raw.data) != "table":
+    if raw.record.kind != "table":
         return None  # views are not Glue tables
-    if raw.state == "active" and not pointer_record.claimed(raw.data):
+    if raw.state == "active" and not raw.record.claimed:
         return Entry(ns, name, "iceberg", raw.data, raw.etag, True)
     settled = _read(ctx, warehouse, ns, name)  # settle it as any reader does
     return settled if settled is not None and settled.kind == "iceberg" else None
@@ -97,9 +97,9 @@ def _read(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Entry | Non
     except TableRecoveryInProgress:
         p = pointers.read(ctx, warehouse, ns, name)  # a running transaction: the last committed state
         if p is not None:
-            p = pointer_record.Pointer(pointer_record.unclaimed(p.data), p.etag)
+            p = pointer_record.Pointer(p.record.unclaimed(), p.etag)
     if p is not None:
-        return Entry(ns, name, "iceberg", p.data) if pointer_record.kind_of(p.data) == "table" else None
+        return Entry(ns, name, "iceberg", p.data) if p.record.kind == "table" else None
     found = hive.read(ctx, warehouse, ns, name)
     return Entry(ns, name, "hive", found.data) if found is not None else None
 

@@ -31,7 +31,6 @@ from chalicelib.errors import Conflict, TableAlreadyExists
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
 Namespace = tuple[str, ...]
-INTENT = pointer_record.GLUE_RENAME
 
 
 def _ref(ns: Namespace, name: str) -> dict[str, Any]:
@@ -60,19 +59,19 @@ def begin(
 
     def attempt() -> cas.Again | bool:
         src = settle.require(ctx, warehouse, src_ns, src_name)
-        pointer_record.check_writable(src.data, src_ns, src_name)
-        base = dict(pointer_record.without_glue_rename(src.data), glue=glue, **{INTENT: intent})
-        reserve = pointer_record.pending(base, started, source=(src_ns, src_name))
+        pointer_record.check_writable(src.record, src_ns, src_name)
+        base = src.record.changed(glue=glue, glue_rename=intent)
+        reserve = base.pending(started, source=(src_ns, src_name)).to_json()
         held = name_claims.claim_name(ctx, warehouse, dst[0], dst[1], reserve)  # TableAlreadyExists if taken
         if not namespaces.accepts_table(ctx, warehouse, *dst):
             pointers.remove_pointer(ctx, bucket, keys.table_pointer(*dst), held, started)
             if namespaces.still_active(ctx, warehouse, dst[0]):  # a non-Iceberg (Hive) table holds the name
                 raise TableAlreadyExists(f"Table {'.'.join((*dst[0], dst[1]))!r} already exists (a non-Iceberg table)")
             raise Conflict(f"Namespace {'.'.join(dst[0])!r} is being deleted")
-        marked = dict(src.data, **{INTENT: intent})
+        marked = src.record.changed(glue_rename=intent)
         dst_key = keys.table_pointer(*dst)
         try:
-            ctx.storage.put_if_match(bucket, src_key, dump(marked), src.etag)
+            ctx.storage.put_if_match(bucket, src_key, dump(marked.to_json()), src.etag)
             return True
         except (PreconditionFailed, ObjectNotFound):
             # A commit landed first. Our reservation goes (each attempt's carries its own nonce, so
@@ -81,7 +80,7 @@ def begin(
             return cas.AGAIN
         except WriteInDoubt:
             now = pointers.read(ctx, warehouse, src_ns, src_name)
-            if now is not None and pointer_record.glue_rename(now.data) == intent:
+            if now is not None and now.record.glue_rename == intent:
                 return True
             pointers.remove_pointer(ctx, bucket, dst_key, held, started, reserve)
             return cas.AGAIN  # overwritten since: ours may be under it, so mark again
@@ -95,12 +94,7 @@ def _reservation(ctx: Context, warehouse: str, ns: Namespace, name: str) -> poin
 
 
 def _held(p: pointer_record.Pointer | None) -> pointer_record.Pointer | None:
-    if (
-        p is None
-        or p.state != "pending"
-        or pointer_record.glue_rename(p.data) is None
-        or pointer_record.claimed(p.data)
-    ):
+    if p is None or p.state != "pending" or p.record.glue_rename is None or p.record.claimed:
         return None
     return None if p.stale() else p
 
@@ -112,7 +106,7 @@ def on_delete(
     table began (``authorize(dst)`` checks the caller may rename it there). False when neither
     applies and the DeleteTable is a drop; one pointer read then."""
     p = pointers.read(ctx, warehouse, ns, name)
-    if p is None or pointer_record.glue_rename(p.data) is None:
+    if p is None or p.record.glue_rename is None:
         return False
     held = _held(p)
     if held is not None:
@@ -120,21 +114,20 @@ def on_delete(
         if not pointers.remove_pointer(ctx, bucket, keys.table_pointer(ns, name), held.etag, held.since_ms):
             raise Conflict(f"Table {pointer_record.ident(ns, name)!r} is being renamed; retry shortly")
         return True
-    if p.state != "active" or pointer_record.claimed(p.data) or pointer_record.kind_of(p.data) != "table":
+    if p.state != "active" or p.record.claimed or p.record.kind != "table":
         return False
-    intent = pointer_record.glue_rename(p.data)
+    intent = p.record.glue_rename
     if intent is None or now_ms() >= int(intent.get("until-ms", 0)):
         return False
     dst = (tuple(intent["to"]["namespace"]), str(intent["to"]["name"]))
     held = _reservation(ctx, warehouse, *dst)
     if (
         held is None
-        or pointer_record.rename_source(held.data) != (ns, name)
-        or not pointer_record.same_table(held.data, p.data)
+        or held.record.rename_from is None
+        or held.record.rename_from.ident != (ns, name)
+        or not held.record.same_table(p.record)
     ):
         return False  # rolled back, or lapsed: a drop
     authorize(*dst)
-    lifecycle.rename(
-        ctx, warehouse, (ns, name), dst, reservation=held, fields={"glue": pointer_record.glue_input(held.data)}
-    )
+    lifecycle.rename(ctx, warehouse, (ns, name), dst, reservation=held, fields={"glue": dict(held.record.glue or {})})
     return True

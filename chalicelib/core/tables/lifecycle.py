@@ -10,8 +10,7 @@ from chalicelib import keys
 from chalicelib.core.containers import namespaces
 from chalicelib.core.primitives import audit, cas, pointer_record
 from chalicelib.core.primitives.context import Context, dump, now_ms
-from chalicelib.core.primitives.pointer_record import Pointer, ident
-from chalicelib.core.primitives.versioning import version_of
+from chalicelib.core.primitives.pointer_record import Pointer, PointerRecord, ident
 from chalicelib.core.settling import drops, name_claims, pointers, settle
 from chalicelib.core.tables import lookup
 from chalicelib.core.tables.projection import settles
@@ -29,16 +28,14 @@ Namespace = tuple[str, ...]
 
 
 def _tombstone(
-    data: dict[str, Any], ns: Namespace, name: str, purge: bool, retention_ms: int, op: str = "drop"
-) -> dict[str, Any]:
+    data: PointerRecord, ns: Namespace, name: str, purge: bool, retention_ms: int, op: str = "drop"
+) -> PointerRecord:
     """The dropped pointer: it carries the drop's audit entry, and with retention, what the trash
     needs to bring the table back."""
-    before = pointer_record.metadata_location(data)
     # Who dropped it, to the user record: its files, if they stay, are theirs to register again.
     who: dict[str, Any] = {"principal-uuid": audit.actor_uuid()} if audit.actor_uuid() else {}
-    e = audit.entry(op, audit.table_target(ns, name, data), before=before, purge=purge, **who)
-    tomb = pointer_record.tombstone(data, purge, uuid.uuid4().hex, retention_ms, (ns, name))
-    return audit.appended(tomb, [e])
+    e = audit.entry(op, audit.table_target(ns, name, data), before=data.metadata_location, purge=purge, **who)
+    return data.tombstone(purge, uuid.uuid4().hex, retention_ms, (ns, name)).appended([e])
 
 
 @settles  # the listing projection forgets the name at once
@@ -64,29 +61,29 @@ def drop(
 
     def attempt() -> cas.Again | None:
         p = settle.require(ctx, warehouse, ns, name, kind)
-        pointer_record.check_writable(p.data, ns, name)
+        pointer_record.check_writable(p.record, ns, name)
         _check_version(p, ns, name, expected_version)  # on the pointer the tombstone replaces: one CAS
-        if purge and pointer_record.client_location(p.data):
+        if purge and p.record.client_location:
             raise PurgeNotSupported(
                 f"Table {pointer_record.ident(ns, name)!r} lives where its Glue client chose, which the catalog does "
                 "not own: drop it without purge and delete its files with the tool that wrote them"
             )
         if unregister and p.metadata_location is None:
             raise NotFound(f"Table {pointer_record.ident(ns, name)!r} has no metadata yet: nothing to unregister")
-        tomb = _tombstone(p.data, ns, name, purge, retention, "unregister" if unregister else "drop")
+        tomb = _tombstone(p.record, ns, name, purge, retention, "unregister" if unregister else "drop")
         last[0] = p.metadata_location
         try:
-            etag = ctx.storage.put_if_match(bucket, ptr_key, dump(tomb), p.etag)  # no commit can land after this
+            etag = ctx.storage.put_if_match(bucket, ptr_key, dump(tomb.to_json()), p.etag)  # no commit lands after this
         except (PreconditionFailed, ObjectNotFound):
             return cas.AGAIN
         except WriteInDoubt:
             now = pointers.read(ctx, warehouse, ns, name)
             if now is None:
                 return None  # the drop landed and was finished by someone else
-            if now.state != "dropped" or not pointer_record.same_table(now.data, p.data):
+            if now.state != "dropped" or not now.record.same_table(p.record):
                 return cas.AGAIN
-            tomb, etag = now.data, now.etag
-        drops.settle_drop(ctx, bucket, pointer_record.Pointer(tomb, etag), remove=True, ns=ns, name=name)
+            tomb, etag = now.record, now.etag
+        drops.settle_drop(ctx, bucket, Pointer(tomb, etag), remove=True, ns=ns, name=name)
         return None
 
     cas.retrying(attempt, f"Table {pointer_record.ident(ns, name)!r}")
@@ -112,22 +109,22 @@ def rename(
     src_ns, src_name = check_namespace(list(src[0])), check_table(src[1])
     dst_ns, dst_name = check_namespace(list(dst[0])), check_table(dst[1])
     if (src_ns, src_name) == (dst_ns, dst_name):
-        raise name_claims.already_exists(dst_ns, dst_name, {"kind": kind})
+        raise name_claims.already_exists(dst_ns, dst_name, kind)
     bucket = ctx.bucket_for(warehouse)
     src_key, dst_key = keys.table_pointer(src_ns, src_name), keys.table_pointer(dst_ns, dst_name)
 
     def attempt() -> cas.Again | None:
         nonlocal reservation
         src = settle.require(ctx, warehouse, src_ns, src_name, kind)
-        pointer_record.check_writable(src.data, src_ns, src_name)
+        pointer_record.check_writable(src.record, src_ns, src_name)
         _check_version(src, src_ns, src_name, expected_version)  # the `moved` CAS replaces this pointer
         namespaces.require_active(ctx, warehouse, dst_ns)
         started = now_ms()
         renamed_from: dict[str, Any] = {"renamed-from": {"namespace": list(src_ns), "name": src_name}}
-        e = audit.entry("rename", audit.table_target(dst_ns, dst_name, src.data), **renamed_from)
-        base = pointer_record.without_glue_rename(src.data)  # the intent ends here
-        renamed = audit.appended(dict(base, **(fields or {})), [e])
-        reserve = pointer_record.pending(renamed, started, source=(src_ns, src_name))
+        e = audit.entry("rename", audit.table_target(dst_ns, dst_name, src.record), **renamed_from)
+        base = src.record.changed(glue_rename=None)  # the intent ends here
+        reserved = base.with_fields(fields or {}).appended([e]).pending(started, source=(src_ns, src_name))
+        reserve = reserved.to_json()
         if reservation is not None:
             dst_etag = _refresh(ctx, bucket, dst_key, reservation, reserve, pointer_record.ident(dst_ns, dst_name))
             reservation = None  # a retry below claims the name anew
@@ -136,9 +133,9 @@ def rename(
         if not namespaces.accepts_table(ctx, warehouse, dst_ns, dst_name):
             pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started, reserve)
             raise Conflict(f"Namespace {'.'.join(dst_ns)!r} is being deleted")
-        moved = pointer_record.moved(src.data, started, (dst_ns, dst_name))
+        moved = src.record.moved(started, (dst_ns, dst_name))
         try:
-            moved_etag = ctx.storage.put_if_match(bucket, src_key, dump(moved), src.etag)  # the commit point
+            moved_etag = ctx.storage.put_if_match(bucket, src_key, dump(moved.to_json()), src.etag)  # the commit point
         except (PreconditionFailed, ObjectNotFound):
             # Nothing landed: the source changed first. No reader settles a reservation whose source
             # does not point at it, so ours can go.
@@ -146,15 +143,11 @@ def rename(
             return cas.AGAIN
         except WriteInDoubt:
             now = pointers.read(ctx, warehouse, src_ns, src_name)
-            if now is not None and now.state == "moved" and pointer_record.moved_here(now.data, dst_ns, dst_name):
+            if now is not None and now.state == "moved" and now.record.moved_here(dst_ns, dst_name):
                 moved_etag = now.etag  # ours landed (another rename to the same name is ours too)
             else:
                 dst_now = pointers.read(ctx, warehouse, dst_ns, dst_name)
-                if (
-                    dst_now is not None
-                    and dst_now.state == "active"
-                    and pointer_record.same_table(dst_now.data, src.data)
-                ):
+                if dst_now is not None and dst_now.state == "active" and dst_now.record.same_table(src.record):
                     return None  # landed, and a reader already settled both sides
                 if now is not None and now.state == "active":
                     pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started, reserve)
@@ -163,9 +156,9 @@ def rename(
                 raise CommitStateUnknown(
                     f"The rename of {what!r} may or may not have been applied; list the tables"
                 ) from None
-        active = pointer_record.settled(reserve)
+        active = reserved.settled()
         try:
-            ctx.storage.put_if_match(bucket, dst_key, dump(active), dst_etag)
+            ctx.storage.put_if_match(bucket, dst_key, dump(active.to_json()), dst_etag)
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt, StorageUnavailable):
             pass  # a reader settled it for us, or the next reader will
         pointers.remove_pointer(ctx, bucket, src_key, moved_etag, started)
@@ -198,12 +191,12 @@ def drop_staged(ctx: Context, warehouse: str, ns: Namespace, name: str, expected
     if p is None:
         return False
     _check_version(p, ns, name, expected_version)
-    tomb = pointer_record.tombstone(p.data, purge=True)
+    tomb = p.record.tombstone(purge=True)
     try:
-        etag = ctx.storage.put_if_match(bucket, key, dump(tomb), p.etag)
+        etag = ctx.storage.put_if_match(bucket, key, dump(tomb.to_json()), p.etag)
     except (PreconditionFailed, ObjectNotFound):
         raise CommitFailed(f"Table {pointer_record.ident(ns, name)!r} changed concurrently; retry") from None
-    drops.settle_drop(ctx, bucket, pointer_record.Pointer(tomb, etag), remove=True, ns=ns, name=name)
+    drops.settle_drop(ctx, bucket, Pointer(tomb, etag), remove=True, ns=ns, name=name)
     return True
 
 
@@ -211,7 +204,7 @@ def _check_version(p: Pointer, ns: Namespace, name: str, expected: int | None) -
     """A client's expected version (S3 Tables' versionToken), checked on the very pointer the
     change replaces with If-Match: a commit landing in between fails the CAS, and the retry
     finds the new version."""
-    if expected is not None and version_of(p.data) != expected:
+    if expected is not None and p.record.version != expected:
         raise CommitFailed(
-            f"Table {ident(ns, name)!r} is at version {version_of(p.data)}, not {expected}; get the table again"
+            f"Table {ident(ns, name)!r} is at version {p.record.version}, not {expected}; get the table again"
         )

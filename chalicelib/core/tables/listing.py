@@ -10,7 +10,7 @@ from chalicelib import keys
 from chalicelib.caches import Cache
 from chalicelib.core.containers import namespaces
 from chalicelib.core.paging import decode_token, encode_token
-from chalicelib.core.primitives import parallel, pointer_record
+from chalicelib.core.primitives import parallel
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.primitives.pointer_record import STAGED
 from chalicelib.core.settling.pointers import read
@@ -115,7 +115,7 @@ def occupied(ctx: Context, warehouse: str, ns: Namespace, name: str) -> bool:
     except TableRecoveryInProgress:
         return True
     p = read(ctx, warehouse, ns, name)
-    return p is not None and (pointer_record.claimed(p.data) or p.state == STAGED)
+    return p is not None and (p.record.claimed or p.state == STAGED)
 
 
 # Whether a pointer is listed, by its ETag: the listing that names a key also gives its ETag, so a

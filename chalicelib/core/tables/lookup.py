@@ -41,7 +41,7 @@ def located(ctx: Context, warehouse: str, ns: Namespace, name: str) -> tuple[str
     if p is None:
         raise pointers.not_found(ctx, warehouse, ns, name)
     damage.owns(p.metadata_location, f"Table {pointer_record.ident(ns, name)!r}")  # for errors about the file
-    return p.metadata_location, isinstance(p.data.get(pointer_record.REPLICA_OF), dict)
+    return p.metadata_location, p.record.replica_of is not None
 
 
 def find(ctx: Context, warehouse: str, table_uuid: str) -> tuple[Namespace, str] | None:
@@ -65,7 +65,7 @@ def find(ctx: Context, warehouse: str, table_uuid: str) -> tuple[Namespace, str]
             p = settle.live(ctx, warehouse, ns, name, read_only=True) or staged(ctx, warehouse, ns, name)
         except CatalogError:
             return False
-        return p is not None and pointer_record.owner_uuid(p.data) == table_uuid
+        return p is not None and p.record.owner_uuid == table_uuid
 
     path = str(record.get("metadata-location", "")).split(f"s3://{bucket}/", 1)[-1].rsplit("/metadata/", 1)[0]
     *levels, last = path.split("/")
@@ -95,4 +95,4 @@ def entry(ctx: Context, warehouse: str, ns: Namespace, name: str, staged_too: bo
         p = staged(ctx, warehouse, ns, name)
     if p is None:
         raise pointers.not_found(ctx, warehouse, ns, name)
-    return TableEntry.of(ns, name, p.data)
+    return TableEntry.of_record(ns, name, p.record)

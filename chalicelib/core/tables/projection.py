@@ -28,9 +28,9 @@ from typing import Any, ParamSpec, TypeVar
 
 from chalicelib import keys
 from chalicelib.caches import Cache
-from chalicelib.core.primitives import damage, listing_marks, parallel, pointer_record
+from chalicelib.core.primitives import damage, listing_marks, parallel
 from chalicelib.core.primitives.context import Context, dump
-from chalicelib.core.primitives.pointer_record import STAGED, Pointer, kind_of
+from chalicelib.core.primitives.pointer_record import STAGED, Pointer
 from chalicelib.core.settling.pointers import read
 from chalicelib.core.settling.settle import live
 from chalicelib.errors import (
@@ -71,12 +71,12 @@ def classify(ctx: Context, warehouse: str, ns: Namespace, name: str) -> str | No
 def decided(p: Pointer) -> bool:
     """Whether a pointer's bytes alone decide what it lists as (no claim, no rename half-done):
     then its ETag fixes the answer, and a cache may keep it."""
-    return not pointer_record.claimed(p.data) and p.state != "pending"
+    return not p.record.claimed and p.state != "pending"
 
 
 def _decided_kind(p: Pointer) -> str | None:
     if p.state == "active":
-        return kind_of(p.data)
+        return p.record.kind
     return "staged" if p.state == STAGED else None
 
 
@@ -91,7 +91,7 @@ def classify_read(ctx: Context, warehouse: str, ns: Namespace, name: str, p: Poi
     except TableRecoveryInProgress:
         return "table"  # held by a running transaction: a live table
     if found is not None:
-        return kind_of(found.data)
+        return found.record.kind
     again = read(ctx, warehouse, ns, name)
     return "staged" if again is not None and again.state == STAGED else None
 
@@ -496,7 +496,7 @@ def _entries_writes(
     """The entries of the tables whose metadata the operation wrote, as their pointers were just read."""
     new: dict[int, dict[str, Any]] = {}
     for name, (kind, p) in read.items():
-        location = pointer_record.metadata_location(p.data) if p is not None and kind == "table" else None
+        location = p.record.metadata_location if p is not None and kind == "table" else None
         summary = _metadata_summary(metadata.get(location or ""))
         if p is None or summary is None:
             continue
@@ -658,7 +658,7 @@ def _pointer_kind(storage: Storage, bucket: str, ns: Namespace, name: str) -> tu
     except ObjectNotFound:
         return None, None
     try:
-        p = Pointer(parse(obj.body, bucket, ns, name), obj.etag)
+        p = Pointer.of(parse(obj.body, bucket, ns, name), obj.etag)
     except DamagedObject:
         return DAMAGED, None
     return (_decided_kind(p) if decided(p) else _UNDECIDED), p

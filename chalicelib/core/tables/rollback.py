@@ -37,7 +37,7 @@ def rollback(ctx: Context, warehouse: str, ns: Namespace, name: str, target: str
     nothing applied) rather than be undone unseen: the operator looks at the history again."""
     bucket, key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
     p = settle.require(ctx, warehouse, ns, name)
-    pointer_record.check_writable(p.data, ns, name)
+    pointer_record.check_writable(p.record, ns, name)
     current = md.table_metadata(ctx, p.metadata_location, f"Table {pointer_record.ident(ns, name)!r}")
     logged = {e.metadata_file for e in current.metadata_log}
     if target == p.metadata_location:
@@ -62,13 +62,13 @@ def rollback(ctx: Context, warehouse: str, ns: Namespace, name: str, target: str
     version = keys.metadata_version(p.metadata_location) + 1
     meta_loc = keys.metadata_file(current.location, version, str(uuid.uuid4()))
     raw = md.write_metadata(ctx, meta_loc, restored)
-    target_of = audit.table_target(ns, name, p.data)
+    target_of = audit.table_target(ns, name, p.record)
     detail: dict[str, Any] = {"restored-from": target}
     e = audit.entry("rollback", target_of, p.metadata_location, meta_loc, **detail)
-    data = audit.appended(pointer_record.advanced(p.data, meta_loc), [e])
+    data = p.record.advanced(meta_loc).appended([e])
     try:
         with listing_marks.same_names():  # a live table stays one
-            ctx.storage.put_if_match(bucket, key, dump(data), p.etag)
+            ctx.storage.put_if_match(bucket, key, dump(data.to_json()), p.etag)
     except (PreconditionFailed, ObjectNotFound):
         md.discard(ctx, meta_loc)
         raise CommitFailed(

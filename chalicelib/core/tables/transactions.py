@@ -24,6 +24,7 @@ from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import TableChange
 from chalicelib.core.primitives import audit, cas, claims, listing_marks, parallel, pointer_record
 from chalicelib.core.primitives.context import Context, dump, now_ms
+from chalicelib.core.primitives.pointer_record import PointerRecord
 from chalicelib.core.settling import pointers, settle
 from chalicelib.errors import BadRequest, CatalogError, CommitFailed, CommitStateUnknown, ServiceUnavailable
 from chalicelib.storage import COUNTER, ObjectNotFound, PreconditionFailed, StorageUnavailable, WriteInDoubt, note
@@ -53,9 +54,9 @@ class Claimed(NamedTuple):
 
     ns: Namespace
     name: str
-    data: dict[str, Any]
+    data: PointerRecord
     etag: str
-    source: dict[str, Any]
+    source: PointerRecord
 
 
 class Txn(NamedTuple):
@@ -174,7 +175,7 @@ def _record(txn: Txn, prepared: list[Prepared]) -> dict[str, Any]:
             {
                 "namespace": list(t.ns),
                 "name": t.name,
-                "old": pointer_record.metadata_location(t.pointer.data) if t.pointer.etag else None,
+                "old": t.pointer.record.metadata_location if t.pointer.etag else None,
                 "new": t.location,
             }
             for t in prepared
@@ -207,10 +208,10 @@ def _prepare(ctx: Context, warehouse: str, change: TableChange, known: pointer_r
     metadata (nothing is written, but a create's uuid claim)."""
     ns, name = change.namespace, change.name
     p = known if known is not None else settle.live(ctx, warehouse, ns, name, follow=True)
-    if p is not None and pointer_record.kind_of(p.data) != "table":
+    if p is not None and p.record.kind != "table":
         raise pointers.not_found(ctx, warehouse, ns, name)  # views are not in transactions
     if p is not None:
-        pointer_record.check_writable(p.data, ns, name)
+        pointer_record.check_writable(p.record, ns, name)
     if p is None:  # a table this transaction creates (assert-create)
         p, meta_loc, new = _prepare_create(ctx, warehouse, ns, name, change)
     else:
@@ -261,8 +262,8 @@ def _prepare_create(ctx: Context, warehouse: str, ns: Namespace, name: str, req:
     new = md.apply_create(ctx, ctx.bucket_for(warehouse), ns, name, req, "A create inside a transaction")
     meta_loc = keys.metadata_file(new.location, 0, str(uuid.uuid4()))
     purges.claim_uuid(ctx, ctx.bucket_for(warehouse), str(new.table_uuid), meta_loc)
-    pointer = pointer_record.new_entry(meta_loc, str(new.table_uuid), claims.PENDING_CREATE)
-    return pointer_record.Pointer(pointer, ""), meta_loc, new
+    record = PointerRecord.new(meta_loc, str(new.table_uuid), claims.PENDING_CREATE)
+    return pointer_record.Pointer(record, ""), meta_loc, new
 
 
 class NameTaken(CommitFailed):
@@ -283,7 +284,7 @@ def _write_and_claim(
     answer, for the caller to undo. A table whose chunks were journaled is rolled forward without
     them, so a pointer that only transactions write stays small."""
     bucket = ctx.bucket_for(warehouse)
-    spills = {i: audit.spillable(t.pointer.data) for i, t in enumerate(prepared) if t.pointer.etag}
+    spills = {i: audit.spillable_pointer(t.pointer.record) for i, t in enumerate(prepared) if t.pointer.etag}
     spills = {i: chunks for i, chunks in spills.items() if chunks[0]}
     bodies = [_claim_body(txn, t, len(prepared)) for t in prepared]
 
@@ -320,7 +321,7 @@ def _write_and_claim(
         if kind == "spill" and not isinstance(outcome, BaseException):  # roll forward without those entries
             for n, c in enumerate(claimed):
                 if (c.ns, c.name) == (prepared[i].ns, prepared[i].name):
-                    claimed[n] = c._replace(source=dict(spills[i][1], claim=c.data["claim"]))
+                    claimed[n] = c._replace(source=c.data.changed(audit=spills[i][1].audit))
     unhandled = _unhandled(outcomes + claim_outcomes)
     if unhandled is not None:
         raise unhandled
@@ -345,25 +346,25 @@ def _write_and_claim(
     return True
 
 
-def _claim_body(txn: Txn, t: Prepared, size: int) -> dict[str, Any]:
+def _claim_body(txn: Txn, t: Prepared, size: int) -> PointerRecord:
     """The pointer claimed for the transaction, with the audit entry of its change (built here, in
     the request's thread: it names this request's caller, a context variable)."""
-    before = pointer_record.metadata_location(t.pointer.data) if t.pointer.etag else None
-    target = audit.table_target(t.ns, t.name, t.pointer.data)
+    before = t.pointer.record.metadata_location if t.pointer.etag else None
+    target = audit.table_target(t.ns, t.name, t.pointer.record)
     e = audit.entry("create" if not t.pointer.etag else "commit", target, before, t.location)
     e["transaction"], e["transaction-size"] = txn.id, size  # one event per table it changes
-    return pointer_record.with_claim(t.pointer.data, txn.id, t.location, e, txn.lease_until_ms)
+    return t.pointer.record.with_claim(txn.id, t.location, e, txn.lease_until_ms)
 
 
-def _claim(ctx: Context, bucket: str, t: Prepared, data: dict[str, Any]) -> Claimed | None:
+def _claim(ctx: Context, bucket: str, t: Prepared, data: PointerRecord) -> Claimed | None:
     """One claim: None if the pointer moved on since it was judged; NameTaken if a create's name is held."""
     key = keys.table_pointer(t.ns, t.name)
     try:
         if t.pointer.etag:
             with listing_marks.same_names():  # a live table, claimed, still lists as one
-                etag = ctx.storage.put_if_match(bucket, key, dump(data), t.pointer.etag)
+                etag = ctx.storage.put_if_match(bucket, key, dump(data.to_json()), t.pointer.etag)
         else:  # a create claims the free name itself
-            etag = ctx.storage.put_if_absent(bucket, key, dump(data))
+            etag = ctx.storage.put_if_absent(bucket, key, dump(data.to_json()))
     except (PreconditionFailed, ObjectNotFound):
         if not t.pointer.etag:
             raise NameTaken(
@@ -376,7 +377,7 @@ def _claim(ctx: Context, bucket: str, t: Prepared, data: dict[str, Any]) -> Clai
             obj = ctx.storage.get(bucket, key)
         except ObjectNotFound:
             return None
-        if claims.claim_in(obj.body) != pointer_record.claim_of(data):
+        if claims.claim_in(obj.body) != data.claim:
             return None
         etag = obj.etag
     return Claimed(t.ns, t.name, data, etag, data)
@@ -404,8 +405,8 @@ def _commit_point(ctx: Context, warehouse: str, txn: Txn, record: dict[str, Any]
     return state == "committed"
 
 
-def _creating(data: dict[str, Any]) -> bool:
-    return pointer_record.state(pointer_record.unclaimed(data)) == claims.PENDING_CREATE
+def _creating(data: PointerRecord) -> bool:
+    return data.unclaimed().state == claims.PENDING_CREATE
 
 
 def _roll_forward(ctx: Context, bucket: str, claimed: list[Claimed]) -> None:
@@ -419,7 +420,7 @@ def _roll_forward(ctx: Context, bucket: str, claimed: list[Claimed]) -> None:
         settled = claims.settled_pointer(item.source, True)
         try:
             with contextlib.nullcontext() if _creating(item.data) else listing_marks.same_names():
-                etag = ctx.storage.put_if_match(bucket, key, dump(settled), item.etag)
+                etag = ctx.storage.put_if_match(bucket, key, dump(settled.to_json()), item.etag)
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt, StorageUnavailable):
             commits.remember(bucket, key, None)
             return  # a reader rolled it forward already, or the next one will
@@ -463,9 +464,7 @@ def _release(ctx: Context, warehouse: str, prepared: list[Prepared], written: bo
         if written:
             md.discard(ctx, t.location)
         if not t.pointer.etag:  # nothing else can hold a uuid claim this request wrote
-            ctx.storage.delete(
-                ctx.bucket_for(warehouse), keys.uuid_record(str(pointer_record.table_uuid(t.pointer.data)))
-            )
+            ctx.storage.delete(ctx.bucket_for(warehouse), keys.uuid_record(str(t.pointer.record.table_uuid)))
 
 
 def _roll_back(
@@ -488,11 +487,11 @@ def _roll_back(
         settled = claims.settled_pointer(c.source if state == "committed" else c.data, state == "committed")
         key = keys.table_pointer(c.ns, c.name)
         try:
-            new_etag = ctx.storage.put_if_match(bucket, key, dump(settled), c.etag)
+            new_etag = ctx.storage.put_if_match(bucket, key, dump(settled.to_json()), c.etag)
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
             continue  # already settled by a reader
-        if pointer_record.state(settled) == "dropped":  # a create that never happened: free the name now
-            pointers.remove_pointer(ctx, bucket, key, new_etag, pointer_record.since_ms(settled))
+        if settled.state == "dropped":  # a create that never happened: free the name now
+            pointers.remove_pointer(ctx, bucket, key, new_etag, settled.since_ms)
     if state == "aborted":
         _release(ctx, warehouse, prepared, written=True)
     return state

@@ -14,8 +14,9 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.paging import decode_token, encode_token
-from chalicelib.core.primitives import audit, parallel, pointer_record
+from chalicelib.core.primitives import audit, damage, parallel, pointer_record
 from chalicelib.core.primitives.context import Context, dump, now_ms
+from chalicelib.core.primitives.pointer_record import PointerRecord, TrashRecord
 from chalicelib.core.settling import drops, name_claims, pointers, purges, releases, settle, trash_records
 from chalicelib.core.tables.projection import settles
 from chalicelib.errors import CatalogError, Conflict, DamagedObject, NotFound
@@ -124,6 +125,10 @@ def restore(
     name = check_table(dst[1]) if dst else was_name
     namespaces.require_active(ctx, warehouse, ns)
     original = pointer_record.kept_pointer(record)
+    reason = pointer_record.problem(original)
+    if reason is not None:  # nothing to bring back: a pointer is written only as the catalog reads one
+        key = keys.trash_record(drop_id)
+        raise damage.damaged(bucket, key, f"Dropped table {drop_id!r}", f"its kept pointer: {reason}")
     started = now_ms()
     detail: dict[str, Any] = {
         "drop-id": drop_id,
@@ -189,13 +194,14 @@ def purge(ctx: Context, warehouse: str, drop_id: str, budget_s: float, expired_o
         record = purging
     p = pointer_record.kept_pointer(record)
     audit.flush_tail(ctx, bucket, p)
-    table_uuid = pointer_record.owner_uuid(p)
-    location = drops.table_location_of(bucket, p) if table_uuid else None
+    kept = TrashRecord.from_json(record).pointer or PointerRecord()  # (a damaged one: no uuid to release)
+    table_uuid = kept.owner_uuid
+    location = drops.table_location_of(bucket, kept) if table_uuid else None
     done = True
     if pointer_record.purge_requested(record) and location is not None:
         purges.queue(ctx, bucket, table_uuid, location)
         done = purges.run(ctx, bucket, table_uuid, budget_s)
-    elif (release := releases.of_tombstone(bucket, p, pointer_record.dropped_as(record))) is not None:
+    elif (release := releases.of_tombstone(bucket, kept, pointer_record.dropped_as(record))) is not None:
         try:
             releases.mark(ctx, bucket, release)  # its files stay, bound to it: before the record goes
         except StorageUnavailable:

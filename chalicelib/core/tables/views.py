@@ -58,7 +58,7 @@ def create(
     view = view_metadata.new(view_uuid, view_location, schema, version, props)
     existing = settle.live(ctx, warehouse, ns, name)
     if existing is not None:  # the common conflict costs no write
-        raise name_claims.already_exists(ns, name, existing.data)
+        raise name_claims.already_exists(ns, name, existing.record.kind)
     write = lambda meta_loc: _write(ctx, meta_loc, view)  # noqa: E731
     return creation.create_entry(ctx, warehouse, ns, name, view_uuid, view_location, write, True, kind=KIND)
 
@@ -89,10 +89,10 @@ def commit(ctx: Context, warehouse: str, ns: Namespace, name: str, requirements:
         meta_loc = keys.metadata_file(base["location"], version, str(uuid.uuid4()))
         raw = _write(ctx, meta_loc, new)
         try:
-            e = audit.entry("replace-view", audit.table_target(ns, name, p.data), p.metadata_location, meta_loc)
+            e = audit.entry("replace-view", audit.table_target(ns, name, p.record), p.metadata_location, meta_loc)
             with listing_marks.same_names():  # a live view stays one
                 ctx.storage.put_if_match(
-                    bucket, ptr_key, dump(audit.appended(pointer_record.advanced(p.data, meta_loc), [e])), p.etag
+                    bucket, ptr_key, dump(p.record.advanced(meta_loc).appended([e]).to_json()), p.etag
                 )
         except PreconditionFailed:
             md.discard(ctx, meta_loc)  # lost the race: re-read and re-apply
@@ -103,8 +103,8 @@ def commit(ctx: Context, warehouse: str, ns: Namespace, name: str, requirements:
         except WriteInDoubt:
             now = pointers.read(ctx, warehouse, ns, name)
             mine = now is not None and meta_loc in (
-                pointer_record.metadata_location(now.data),
-                pointer_record.previous_metadata_location(now.data),
+                now.record.metadata_location,
+                now.record.previous_metadata_location,
             )
             if not mine:
                 if now is not None and now.etag == p.etag:
@@ -148,14 +148,14 @@ def register(ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: o
         raise BadRequest("The metadata file must be in its view's own <location>/metadata/ folder")
     existing = settle.live(ctx, warehouse, ns, name)
     if existing is not None:
-        raise name_claims.already_exists(ns, name, existing.data)
-    pointer = pointer_record.new_entry(meta_loc, view_uuid, kind=KIND)
+        raise name_claims.already_exists(ns, name, existing.record.kind)
+    record = pointer_record.PointerRecord.new(meta_loc, view_uuid, kind=KIND)
     claimed = purges.claim_uuid(ctx, bucket, view_uuid, meta_loc)
     try:
-        etag = name_claims.claim_name(ctx, warehouse, ns, name, pointer)
+        etag = name_claims.claim_name(ctx, warehouse, ns, name, record.to_json())
     except CatalogError:
         if claimed:
             purges.set_uuid_state(ctx, bucket, view_uuid, "dropped")
         raise
-    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer(pointer, etag), purge=False)
+    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer(record, etag), purge=False)
     return TableState(meta_loc, raw)
