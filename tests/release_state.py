@@ -53,7 +53,7 @@ def generate() -> Path:
 
     from scripts import catalog_admin, local_s3
     from tests.authutil import allow, make_user
-    from tests.test_planning import SCHEMA, SPEC, _rows
+    from tests.planningutil import SCHEMA, SPEC, _rows
 
     version, commit = previous_release()
     work = Path(tempfile.mkdtemp(prefix="release-state-"))

@@ -8,36 +8,22 @@ subcommand runs here as `python scripts/catalog_admin.py ...`: its `--help`, its
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 
+from tests.adminutil import SCRIPT, _clean_env, _run
 from tests.conftest import KEYS, REGION, ROOT, ROOT_KEY, ROOT_SECRET
 
 pytestmark = pytest.mark.full
 
-SCRIPT = str(ROOT / "scripts" / "catalog_admin.py")
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
-
-
-def _clean_env(**extra: str) -> dict[str, str]:
-    """What a fresh shell has: no catalog or AWS settings but those the command is given."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CATALOG_", "S3_", "STS_"))}
-    env.update(extra)
-    return env
-
-
-def _run(args: list[str], env: dict[str, str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, SCRIPT, *args]
-    return subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture()

@@ -136,3 +136,20 @@ def test_the_pointer_record_fields_are_named_in_one_module():
     }
     assert {mod: fields for mod, fields in found.items() if fields} == {}
     assert POINTER_ONLY_FIELDS <= _string_literals(_modules()["chalicelib.core.primitives.pointer_record"])
+
+
+def test_no_test_module_imports_another():
+    """Helpers live in helper modules (tests/*util.py, conftest.py): a test module imported by another
+    would have its tests collected twice over, and pytest runs a module's fixtures where it is imported."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            if any(n.startswith("tests.") and n.rsplit(".", 1)[-1].startswith("test_") for n in names):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert found == []

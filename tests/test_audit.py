@@ -11,12 +11,12 @@ import threading
 import time
 import uuid
 from collections import Counter
-from typing import Any
 
 import pytest
 import requests
 
 from scripts import catalog_admin, local_s3
+from tests.adminutil import _all
 from tests.authutil import allow, make_user
 from tests.conftest import ROOT, ROOT_KEY, ROOT_SECRET, catalog_process
 
@@ -25,23 +25,6 @@ pytestmark = pytest.mark.full
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 WRITERS, COMMITS = 16, 12
-
-
-def _all(http: Any, url: str, **params: Any) -> list[dict[str, Any]]:
-    """Every entry, following next-page-token; checks the pages are newest first and disjoint."""
-    out: list[dict[str, Any]] = []
-    params = {"pageSize": 25, **params}
-    while True:
-        resp = http.get(url, params=params)
-        assert resp.status_code == 200, resp.text
-        page = resp.json()
-        out.extend(page["entries"])
-        if "next-page-token" not in page:
-            break
-        params["pageToken"] = page["next-page-token"]
-    order = [(e["at"], e["entry"], e["seq"]) for e in out]
-    assert order == sorted(order, reverse=True) and len(set(order)) == len(order)
-    return out
 
 
 def test_concurrent_writers_and_a_killed_catalog(s3_endpoint, system_bucket, tmp_path, http, s3):

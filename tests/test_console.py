@@ -22,8 +22,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 from chalicelib.core.paging import DEFAULT_PAGE_SIZE
 from tests.authutil import allow, make_user
 from tests.conftest import ROOT_KEY, ROOT_SECRET, rest_catalog
-from tests.test_replication import _rule
-from tests.test_s3tables import s3tables_client
+from tests.replicationutil import _rule
+from tests.s3tablesutil import s3tables_client
 
 # Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
 pytestmark = pytest.mark.full

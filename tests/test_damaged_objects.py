@@ -31,8 +31,8 @@ from chalicelib.core.tables import lifecycle, listing, lookup
 from chalicelib.routes import iceberg_io
 from tests.conftest import catalog_process, lease_ms, rest_catalog
 from tests.crashutil import Crash, CrashAfter
-from tests.test_glue import glue_client
-from tests.test_s3tables import s3tables_client
+from tests.glueutil import glue_client
+from tests.s3tablesutil import s3tables_client
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 DAMAGED_TYPE = "DamagedObjectException"  # what the Iceberg REST face answers (422)

@@ -12,24 +12,20 @@ s3tables, the CLI as a subprocess) against a catalog process holding the only S3
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 
 from scripts import catalog_admin
+from tests.adminutil import _admin
 from tests.authutil import allow, make_user
-from tests.conftest import KEYS, REGION, ROOT_KEY, ROOT_SECRET, catalog_process, rest_catalog, s3_state, sigv4_props
-from tests.test_planning import SCHEMA, SPEC, _rows
-from tests.test_s3tables import s3tables_client
+from tests.conftest import REGION, ROOT_KEY, ROOT_SECRET, catalog_process, rest_catalog, s3_state, sigv4_props
+from tests.planningutil import SCHEMA, SPEC, _rows
+from tests.s3tablesutil import s3tables_client
 
-ROOT_DIR = Path(__file__).resolve().parents[1]
 ROLE = "arn:aws:iam::000000000000:role/catalog-data-access"
 ACCOUNT = "000000000000"
 SIGNING = {"header.X-Iceberg-Access-Delegation": "remote-signing"}
@@ -320,25 +316,6 @@ def test_a_condition_on_a_column_no_partition_is_made_of_grants_no_file_of_many_
 # ---- earlier releases' warehouses ------------------------------------------------------------------
 
 
-def _admin(*args: str, system_bucket: str, s3_endpoint: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "S3_ENDPOINT_URL": s3_endpoint,
-        "CATALOG_SYSTEM_BUCKET": system_bucket,
-        "AWS_ACCESS_KEY_ID": KEYS["AWS_ACCESS_KEY_ID"],
-        "AWS_SECRET_ACCESS_KEY": KEYS["AWS_SECRET_ACCESS_KEY"],
-        "AWS_DEFAULT_REGION": REGION,
-    }
-    return subprocess.run(
-        [sys.executable, str(ROOT_DIR / "scripts" / "catalog_admin.py"), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        cwd="/",
-    )
-
-
 def test_an_earlier_release_warehouse_keeps_its_meaning_until_root_turns_it_off(
     url, s3_endpoint, s3, system_bucket, tmp_path
 ):
@@ -510,7 +487,7 @@ def test_a_warehouse_record_with_damaged_properties_is_refused_not_a_500(url, la
 def test_glue_create_table_registers_a_clients_metadata_only_with_put_table_data(lake, s3):
     from botocore.exceptions import ClientError
 
-    from tests.test_glue import glue_client, iceberg_input, write_metadata
+    from tests.glueutil import glue_client, iceberg_input, write_metadata
 
     tables = f"arn:aws:s3tables:::bucket/{lake.wh}/table/*"
     base = ["s3tables:GetTable", "s3tables:GetTableData", "s3tables:CreateTable", "s3tables:UpdateTable"]

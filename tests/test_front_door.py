@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REGION
-from tests.test_lambda_handlers import body_of, handler, lambda_env, v2_event  # noqa: F401 - fixture
+from tests.lambdautil import body_of, handler, lambda_env, v2_event  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.full
 ACCOUNT = "000000000000"

@@ -23,7 +23,7 @@ from botocore.credentials import Credentials
 
 from infra import build_template, lambda_emulator
 from tests.conftest import KEYS, REGION, ROOT_KEY, ROOT_SECRET
-from tests.test_lambda_local import BUCKET_PREFIX, overrides, root_secret
+from tests.lambdautil import BUCKET_PREFIX, overrides, root_secret
 
 pytestmark = pytest.mark.full
 

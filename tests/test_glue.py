@@ -3,34 +3,18 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from typing import Any
 
 import boto3
 import pytest
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from tests.conftest import REGION, ROOT_KEY, ROOT_SECRET, keys_under, s3_state
+from tests.glueutil import code_of, glue_client, hive_input, iceberg_input, write_metadata
 
 # Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
 pytestmark = pytest.mark.full
-
-
-def glue_client(
-    catalog_url: str, warehouse: str, key: str = ROOT_KEY, secret: str = ROOT_SECRET, validate: bool = True
-) -> Any:
-    """boto3's glue client; validate=False sends what botocore would refuse, to test the server's checks."""
-    base = catalog_url.rsplit("/_iceberg", 1)[0]
-    return boto3.client(
-        "glue",
-        endpoint_url=f"{base}/_glue/{warehouse}",
-        region_name=REGION,
-        aws_access_key_id=key,
-        aws_secret_access_key=secret,
-        config=Config(retries={"mode": "standard", "max_attempts": 3}, parameter_validation=validate),
-    )
 
 
 @pytest.fixture()
@@ -41,72 +25,6 @@ def glue(catalog_url: str, warehouse: str) -> Any:
 @pytest.fixture()
 def raw_glue(catalog_url: str, warehouse: str) -> Any:
     return glue_client(catalog_url, warehouse, validate=False)
-
-
-def code_of(exc: pytest.ExceptionInfo[ClientError]) -> str:
-    return str(exc.value.response["Error"]["Code"])
-
-
-def write_metadata(s3: Any, bucket: str, location: str, version: int, table_uuid: str, **extra: Any) -> str:
-    """An Iceberg v2 metadata file, as a Glue client writes it itself."""
-    meta = {
-        "format-version": 2,
-        "table-uuid": table_uuid,
-        "location": location,
-        "last-sequence-number": 0,
-        "last-updated-ms": int(time.time() * 1000),
-        "last-column-id": 2,
-        "current-schema-id": 0,
-        "schemas": [
-            {
-                "type": "struct",
-                "schema-id": 0,
-                "fields": [
-                    {"id": 1, "name": "id", "type": "long", "required": True},
-                    {
-                        "id": 2,
-                        "name": "tags",
-                        "type": {"type": "list", "element-id": 3, "element": "string", "element-required": False},
-                        "required": False,
-                        "doc": "labels",
-                    },
-                ],
-            }
-        ],
-        "default-spec-id": 0,
-        "partition-specs": [{"spec-id": 0, "fields": []}],
-        "last-partition-id": 999,
-        "default-sort-order-id": 0,
-        "sort-orders": [{"order-id": 0, "fields": []}],
-        "properties": {"owner": "glue-test", **extra},
-    }
-    key = f"{location.split(f's3://{bucket}/', 1)[1]}/metadata/{version:05d}-{uuid.uuid4()}.metadata.json"
-    s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(meta).encode())
-    return f"s3://{bucket}/{key}"
-
-
-def iceberg_input(name: str, metadata_location: str, **params: str) -> dict[str, Any]:
-    return {
-        "Name": name,
-        "TableType": "EXTERNAL_TABLE",
-        "Parameters": {"table_type": "ICEBERG", "metadata_location": metadata_location, **params},
-    }
-
-
-def hive_input(name: str, location: str) -> dict[str, Any]:
-    return {
-        "Name": name,
-        "TableType": "EXTERNAL_TABLE",
-        "Description": "raw csv drops",
-        "Parameters": {"classification": "csv"},
-        "PartitionKeys": [{"Name": "dt", "Type": "string"}, {"Name": "region", "Type": "string"}],
-        "StorageDescriptor": {
-            "Columns": [{"Name": "id", "Type": "bigint"}, {"Name": "city", "Type": "string", "Comment": "where"}],
-            "Location": location,
-            "InputFormat": "org.apache.hadoop.mapred.TextInputFormat",
-            "SerdeInfo": {"SerializationLibrary": "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"},
-        },
-    }
 
 
 def test_databases(glue, http, catalog_url, warehouse):
@@ -587,7 +505,7 @@ def test_a_pointer_from_before_entry_ids_keeps_its_side_data_on_every_face(glue,
     """One entry id on every face: a table whose pointer predates `id` keeps the tags S3 Tables
     gave it through a Glue UpdateTable (which now writes that same id, no longer a new one)."""
     from chalicelib import keys
-    from tests.test_s3tables import s3tables_client
+    from tests.s3tablesutil import s3tables_client
 
     glue.create_database(DatabaseInput={"Name": "db"})
     location, tid = f"s3://{warehouse}/db.db/legacy", str(uuid.uuid4())

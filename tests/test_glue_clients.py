@@ -10,38 +10,13 @@ import pytest
 from pyiceberg.catalog.glue import GlueCatalog
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
-from pyiceberg.schema import Schema
-from pyiceberg.types import LongType, NestedField, StringType
+from pyiceberg.types import LongType
 
-from tests.conftest import KEYS, REGION, ROOT_KEY, ROOT_SECRET, rest_catalog
-from tests.test_glue import glue_client, hive_input
+from tests.conftest import rest_catalog
+from tests.glueutil import SCHEMA, glue_catalog, glue_client, hive_input, rows
 
 # Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
 pytestmark = pytest.mark.full
-
-SCHEMA = Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "city", StringType(), required=False))
-
-
-def glue_catalog(catalog_url: str, s3_endpoint: str, warehouse: str, name: str = "glue") -> GlueCatalog:
-    base = catalog_url.rsplit("/_iceberg", 1)[0]
-    return GlueCatalog(
-        name,
-        **{
-            "glue.endpoint": f"{base}/_glue/{warehouse}",
-            "glue.region": REGION,
-            "glue.access-key-id": ROOT_KEY,
-            "glue.secret-access-key": ROOT_SECRET,
-            "warehouse": f"s3://{warehouse}",
-            "s3.endpoint": s3_endpoint,
-            "s3.region": REGION,
-            "s3.access-key-id": KEYS["AWS_ACCESS_KEY_ID"],
-            "s3.secret-access-key": KEYS["AWS_SECRET_ACCESS_KEY"],
-        },
-    )
-
-
-def rows(ids: list[int], city: str) -> pa.Table:
-    return pa.table({"id": pa.array(ids, pa.int64()), "city": pa.array([city] * len(ids), pa.string())})
 
 
 @pytest.fixture()

@@ -15,7 +15,7 @@ import pytest
 from chalicelib.errors import BadRequest
 from chalicelib.glue import shapes
 from chalicelib.glue.expression import compile_expression, glue_to_regex
-from tests.test_glue import glue_client, hive_input
+from tests.glueutil import glue_client, hive_input
 
 
 def _python(pattern: str, name: str) -> bool:

@@ -13,7 +13,7 @@ from typing import Any
 from chalicelib import keys
 from scripts import catalog_admin
 from tests.conftest import ROOT_KEY, ROOT_SECRET, catalog_process, keys_under
-from tests.test_glue import glue_client
+from tests.glueutil import glue_client
 
 SCHEMA = {
     "type": "struct",
@@ -109,7 +109,7 @@ def test_the_sweeper_folds_the_kept_entries_into_its_view(core, monkeypatch):
     from chalicelib.core.catalog import glue as glue_catalog
     from chalicelib.core.containers import namespaces, warehouses
     from chalicelib.glue import shapes
-    from tests.test_listing_projection import _create
+    from tests.listingutil import _create
 
     wh = f"wh-gfold-{time.time_ns() % 10**8}"
     warehouses.create(core, wh, False, {})
@@ -136,7 +136,7 @@ def test_a_warm_page_skips_the_view_it_read_moments_ago_and_stays_fresh(core, mo
     from chalicelib.core.tables import lifecycle
     from chalicelib.glue import shapes
     from chalicelib.storage import COUNTER
-    from tests.test_listing_projection import _create
+    from tests.listingutil import _create
 
     wh = f"wh-gwin-{time.time_ns() % 10**8}"
     warehouses.create(core, wh, False, {})

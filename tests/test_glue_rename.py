@@ -12,10 +12,9 @@ import pytest
 from botocore.exceptions import ClientError
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, RESTError, TableAlreadyExistsError
 
+from tests.adminutil import _all
 from tests.conftest import rest_catalog
-from tests.test_audit import _all
-from tests.test_glue import code_of, glue_client
-from tests.test_glue_clients import SCHEMA, glue_catalog, rows
+from tests.glueutil import SCHEMA, code_of, glue_catalog, glue_client, rows
 
 # Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
 pytestmark = pytest.mark.full

@@ -20,7 +20,7 @@ from chalicelib import keys
 from chalicelib.core.tables import projection
 from scripts import catalog_admin
 from tests.conftest import ROOT_KEY, ROOT_SECRET, catalog_process
-from tests.test_glue import glue_client
+from tests.glueutil import glue_client
 
 # Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
 pytestmark = pytest.mark.full

@@ -12,17 +12,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import boto3
-import botocore
 import pytest
 import requests
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from tests.conftest import REGION, ROOT_KEY, ROOT_SECRET
+from tests.conftest import REGION
+from tests.identityutil import ACCOUNT, base, client, everything_on, unsigned_sts
 from tests.oidcutil import OidcProvider, start_provider
 
 pytestmark = pytest.mark.full
-ACCOUNT = "000000000000"
 CLIENT, SECRET = "etl-job", "etl-secret"
 OTHER, OTHER_SECRET = "other-job", "other-secret"
 
@@ -45,27 +44,6 @@ def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OidcProvider]:
     ]
     with start_provider(tmp_path_factory.mktemp("oidc"), clients=clients) as provider:
         yield provider
-
-
-def base(catalog_url: str) -> str:
-    return catalog_url.removesuffix("/_iceberg")
-
-
-def client(service: str, url: str, **keys: str) -> Any:
-    creds = keys or {"aws_access_key_id": ROOT_KEY, "aws_secret_access_key": ROOT_SECRET}
-    return boto3.client(
-        service,
-        endpoint_url=f"{base(url)}/_{service}",
-        region_name=REGION,
-        **creds,
-        config=Config(retries={"max_attempts": 1}),
-    )
-
-
-def unsigned_sts(url: str) -> Any:
-    return boto3.client(
-        "sts", endpoint_url=f"{base(url)}/_sts", region_name=REGION, config=Config(signature_version=botocore.UNSIGNED)
-    )
 
 
 @pytest.fixture(scope="module")
@@ -100,19 +78,6 @@ def make_role(catalog_url: str, trust: str, policy: dict[str, Any] | None, name:
     if policy is not None:
         iam.put_role_policy(RoleName=name, PolicyName="access", PolicyDocument=json.dumps(policy))
     return name
-
-
-def everything_on(warehouse: str) -> dict[str, Any]:
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Action": ["s3tables:*"],
-                "Resource": [f"arn:aws:s3tables:::bucket/{warehouse}", f"arn:aws:s3tables:::bucket/{warehouse}/*"],
-            }
-        ],
-    }
 
 
 def s3tables_with(catalog_url: str, creds: dict[str, Any]) -> Any:

@@ -37,8 +37,8 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from joserfc.jwk import ECKey, RSAKey
 
 from tests.conftest import REGION, keys_under
+from tests.identityutil import ACCOUNT, base, client, everything_on, unsigned_sts
 from tests.oidcutil import OidcProvider, public_jwks, rsa_jwk, start_provider
-from tests.test_identity import ACCOUNT, base, client, everything_on, unsigned_sts
 
 pytestmark = pytest.mark.full
 

@@ -22,8 +22,8 @@ from botocore.exceptions import ClientError
 
 from tests.authutil import make_user, policy, statement
 from tests.conftest import REGION, ROOT_KEY, ROOT_SECRET
-from tests.test_identity import ACCOUNT, base, client
-from tests.test_s3tables import s3tables_client
+from tests.identityutil import ACCOUNT, base, client
+from tests.s3tablesutil import s3tables_client
 
 pytestmark = pytest.mark.full
 

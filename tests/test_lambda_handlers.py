@@ -2,93 +2,28 @@
 
 from __future__ import annotations
 
-import base64
 import importlib
 import json
 import uuid
-from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 
-from chalicelib.core.primitives import context as catalog_context
 from tests.conftest import KEYS, REGION, ROOT_KEY, ROOT_SECRET
+from tests.lambdautil import (
+    URL_HOST,
+    _signed,
+    body_of,
+    handler,
+    lambda_env,  # noqa: F401 - fixture
+    v2_event,
+)
 
 # Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
 pytestmark = pytest.mark.full
 
-URL_HOST = "abcdefgh12345.lambda-url.us-east-1.on.aws"
 API_HOST = "a1b2c3d4e5.execute-api.us-east-1.amazonaws.com"
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
-
-
-@pytest.fixture(autouse=True)
-def lambda_env(monkeypatch, s3_endpoint, system_bucket):
-    for k, v in {
-        **KEYS,
-        "S3_ENDPOINT_URL": s3_endpoint,
-        "AWS_DEFAULT_REGION": REGION,
-        "CATALOG_SYSTEM_BUCKET": system_bucket,
-        "CATALOG_ROOT_ACCESS_KEY": ROOT_KEY,
-        "CATALOG_ROOT_SECRET_KEY": ROOT_SECRET,
-    }.items():
-        monkeypatch.setenv(k, v)
-    catalog_context.set_context(None)
-    yield
-    catalog_context.set_context(None)
-
-
-def handler(group: str) -> Any:
-    return importlib.import_module(f"chalicelib.handlers.{group}").handler
-
-
-def _signed(method: str, host: str, path: str, query: dict[str, str], body: bytes, headers: dict[str, str]):
-    url = f"https://{host}{path}" + (f"?{urlencode(query)}" if query else "")
-    req = AWSRequest(method=method, url=url, data=body, headers=headers)
-    service = "glue" if path.startswith("/_glue") else "s3tables"
-    SigV4Auth(Credentials(ROOT_KEY, ROOT_SECRET), service, REGION).add_auth(req)
-    out = {k.lower(): v for k, v in req.headers.items()}
-    out["host"] = host
-    return out
-
-
-def v2_event(
-    method, path, *, query=None, body=b"", headers=None, b64=False, sign=True, host=URL_HOST, route_key="$default"
-) -> dict:
-    """The shape a Lambda Function URL (route_key $default) or an HTTP API delivers (payload 2.0)."""
-    query = query or {}
-    hdrs = {"content-type": "application/json", **(headers or {})}
-    hdrs = _signed(method, host, path, query, body, hdrs) if sign else {**hdrs, "host": host}
-    return {
-        "version": "2.0",
-        "routeKey": route_key,
-        "rawPath": path,
-        "rawQueryString": urlencode(query),
-        "headers": hdrs,
-        "queryStringParameters": query or None,
-        "requestContext": {
-            "accountId": "anonymous",
-            "apiId": host.split(".")[0],
-            "domainName": host,
-            "http": {
-                "method": method,
-                "path": path,
-                "protocol": "HTTP/1.1",
-                "sourceIp": "203.0.113.7",
-                "userAgent": "test",
-            },
-            "requestId": str(uuid.uuid4()),
-            "routeKey": route_key,
-            "stage": "$default",
-            "time": "22/Nov/2026:19:00:00 +0000",
-            "timeEpoch": 0,
-        },
-        "body": base64.b64encode(body).decode() if b64 else (body.decode() if body else None),
-        "isBase64Encoded": b64,
-    }
 
 
 def rest_event(method, route, path, params, *, body=b"", headers=None, stage="api") -> dict:
@@ -117,11 +52,6 @@ def rest_event(method, route, path, params, *, body=b"", headers=None, stage="ap
         "body": body.decode() if body else None,
         "isBase64Encoded": False,
     }
-
-
-def body_of(resp: dict) -> Any:
-    raw = base64.b64decode(resp["body"]) if resp.get("isBase64Encoded") else resp["body"]
-    return json.loads(raw) if raw else None
 
 
 def test_each_group_handler_with_each_event_shape():

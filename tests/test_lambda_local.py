@@ -14,37 +14,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import requests
 
 from infra import build_template, lambda_emulator
 from tests.conftest import KEYS, REGION, ROOT_KEY, ROOT_SECRET, rest_catalog, s3_state
+from tests.lambdautil import BUCKET_PREFIX, overrides, root_secret
 
 # Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
 pytestmark = pytest.mark.full
-
-BUCKET_PREFIX = "lambda-"
-
-
-def overrides(s3_endpoint: str) -> dict[str, str]:
-    """What a local run adds to the template's environment: endpoints, and the emulator's keys."""
-    return {
-        "S3_ENDPOINT_URL": s3_endpoint,
-        "STS_ENDPOINT_URL": s3_endpoint,
-        "AWS_ENDPOINT_URL_SECRETS_MANAGER": s3_endpoint,
-        **KEYS,
-    }
-
-
-def root_secret(s3_endpoint: str) -> str:
-    sm = boto3.client("secretsmanager", endpoint_url=s3_endpoint, region_name=REGION, **_keys())
-    doc = json.dumps({"access_key_id": ROOT_KEY, "secret_access_key": ROOT_SECRET})
-    return str(sm.create_secret(Name=f"catalog-root-{uuid.uuid4().hex[:8]}", SecretString=doc)["ARN"])
-
-
-def _keys() -> dict[str, str]:
-    return {"aws_access_key_id": KEYS["AWS_ACCESS_KEY_ID"], "aws_secret_access_key": KEYS["AWS_SECRET_ACCESS_KEY"]}
 
 
 @pytest.fixture(scope="module")
@@ -107,10 +85,10 @@ def test_the_package_is_cut_for_cold_starts(package, lam, wh, http):
 
 
 def test_pyiceberg_scenario_through_the_zip(lam, wh, s3, s3_endpoint):
-    from tests.test_e2e_pyiceberg import test_full_table_lifecycle as scenario
+    from tests.scenarios import full_table_lifecycle as scenario
 
     scenario(rest_catalog(f"{lam.url}/_iceberg", wh, s3_endpoint), BUCKET_PREFIX + wh, s3)
-    from tests.test_glue import glue_client
+    from tests.glueutil import glue_client
 
     glue = glue_client(f"{lam.url}/_iceberg", wh)  # the Glue face: its own function, same tables
     assert sorted(d["Name"] for d in glue.get_databases()["DatabaseList"]) == ["archive", "sales"]

@@ -22,16 +22,10 @@ from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.primitives import listing_marks
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import commit as commits
-from chalicelib.core.tables import create as creation
 from chalicelib.core.tables import lifecycle, listing, projection
 from chalicelib.routes import iceberg_io
 from chalicelib.storage import COUNTER, S3Storage
-
-SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
-
-
-def _create(ctx: Context, wh: str, ns: tuple[str, ...], name: str) -> None:
-    creation.create(ctx, wh, ns, iceberg_io.parse_create({"name": name, "schema": SCHEMA}))
+from tests.listingutil import SCHEMA, _create
 
 
 def _full(ctx: Context, wh: str, ns: tuple[str, ...], kind: str = "table") -> list[str]:
@@ -138,7 +132,7 @@ def test_views_and_tables_list_apart(core):
 
     wh = _setup(core, "a")
     _create(core, wh, ("a",), "t")
-    from tests.test_view_crash import version
+    from tests.crashutil import version
 
     views.create(core, wh, ("a",), "v", SCHEMA, version("SELECT 1 AS id"), {})
     assert _full(core, wh, ("a",)) == _paged(core, wh, ("a",)) == ["t"]

@@ -17,38 +17,18 @@ import pytest
 import requests
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.expressions import EqualTo, GreaterThan, In
-from pyiceberg.partitioning import PartitionField, PartitionSpec
-from pyiceberg.schema import Schema
-from pyiceberg.transforms import IdentityTransform
-from pyiceberg.types import LongType, NestedField, StringType
 
 from scripts import catalog_admin
 from tests.authutil import allow, make_user
 from tests.conftest import ROOT_KEY, ROOT_SECRET, catalog_process, rest_catalog, s3_state, sigv4_props
+from tests.planningutil import SCHEMA, SPEC, _rows
 
 # Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
 pytestmark = pytest.mark.full
 
 SIGNING = {"header.X-Iceberg-Access-Delegation": "remote-signing"}
 SERVER = {"scan-planning-mode": "server"}
-SCHEMA = Schema(
-    NestedField(1, "id", LongType(), required=False),
-    NestedField(2, "region", StringType(), required=False),
-    NestedField(3, "secret", StringType(), required=False),
-)
-SPEC = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="region"))
 REGIONS = ("eu", "us", "apac")
-
-
-def _rows(region: str, start: int, n: int = 5) -> pa.Table:
-    ids = list(range(start, start + n))
-    return pa.table(
-        {
-            "id": pa.array(ids, pa.int64()),
-            "region": pa.array([region] * n, pa.string()),
-            "secret": pa.array([f"s{i}" for i in ids], pa.string()),
-        }
-    )
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from pyiceberg.types import BinaryType, DoubleType, LongType, NestedField, Strin
 from scripts import catalog_admin
 from tests.authutil import allow, make_user
 from tests.conftest import ROOT_KEY, ROOT_SECRET, catalog_process, rest_catalog, sigv4_props
-from tests.test_planning import SCHEMA, SPEC, _rows
+from tests.planningutil import SCHEMA, SPEC, _rows
 
 # Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
 pytestmark = pytest.mark.full
@@ -520,7 +520,7 @@ def test_back_to_back_scans_of_a_limited_pyiceberg_user_both_read(url, env):
 
 
 def test_a_table_policy_deny_makes_config_ask_for_server_planning(url, env):
-    from tests.test_s3tables import s3tables_client
+    from tests.s3tablesutil import s3tables_client
 
     table = env["root"].create_table("ns.tp", SCHEMA, partition_spec=SPEC)
     table.append(_rows("eu", 0, 2))

@@ -20,8 +20,8 @@ from botocore.exceptions import ClientError
 from scripts import catalog_admin
 from tests.authutil import make_user
 from tests.conftest import REGION, ROOT_KEY, ROOT_SECRET
-from tests.test_glue import glue_client
-from tests.test_s3tables import s3tables_client
+from tests.glueutil import glue_client
+from tests.s3tablesutil import s3tables_client
 
 # Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
 pytestmark = pytest.mark.full

@@ -27,10 +27,10 @@ from pyiceberg.types import DateType, LongType, NestedField, StringType
 
 from chalicelib import keys
 from scripts import catalog_admin
+from tests.adminutil import _clean_env, _run
 from tests.authutil import make_user
 from tests.conftest import ROOT_KEY, ROOT_SECRET, catalog_process, rest_catalog, sigv4_props
 from tests.spec_schemas import check_read_restrictions
-from tests.test_admin_cli import _clean_env, _run
 
 pytestmark = pytest.mark.full
 
@@ -300,7 +300,7 @@ def test_an_untrusted_caller_is_told_what_the_catalog_serves_it_and_a_mask_grant
 def test_a_policy_naming_the_table_by_its_s3_tables_arn_restricts_alike(url, env):
     """The same statements, naming the table by the ARN the S3 Tables API returns (its id form):
     the same restrictions, and the same enforcement."""
-    from tests.test_s3tables import s3tables_client
+    from tests.s3tablesutil import s3tables_client
 
     s3t = s3tables_client(url)
     bucket_arn = s3t.get_table_bucket(tableBucketARN=f"arn:aws:s3tables:us-east-1:000000000000:bucket/{env['wh']}")

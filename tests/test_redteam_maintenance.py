@@ -28,7 +28,7 @@ from spark_jobs.common import quote_identifier, quote_name
 from spark_jobs.expire_records import delete_statement
 from tests.authutil import make_user, policy, statement
 from tests.conftest import ROOT, ROOT_KEY, ROOT_SECRET, rest_catalog, sigv4_props
-from tests.test_s3tables import s3tables_client
+from tests.s3tablesutil import s3tables_client
 
 # The column name of the review's attack: it closes the job's backticks and reads another table.
 EVIL = "ts` < TIMESTAMP_NTZ '1970-01-01 00:00:00' OR id IN (SELECT id FROM secret.t WHERE ssn LIKE '1%') OR `ts"

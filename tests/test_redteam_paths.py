@@ -30,8 +30,8 @@ from pyiceberg.catalog.rest import RestCatalog
 from scripts import catalog_admin
 from tests.authutil import make_user
 from tests.conftest import ROOT_KEY, ROOT_SECRET, rest_catalog, sigv4_props
-from tests.test_glue import glue_client
-from tests.test_s3tables import s3tables_client
+from tests.glueutil import glue_client
+from tests.s3tablesutil import s3tables_client
 
 pytestmark = pytest.mark.full
 

@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 from scripts import catalog_admin
 from tests.authutil import make_user, policy, statement
 from tests.conftest import rest_catalog
-from tests.test_s3tables import s3tables_client
+from tests.s3tablesutil import s3tables_client
 
 pytestmark = pytest.mark.full
 

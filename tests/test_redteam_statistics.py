@@ -28,7 +28,7 @@ from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 from scripts import catalog_admin
 from tests.authutil import allow, make_user
 from tests.conftest import ROOT_KEY, ROOT_SECRET, catalog_process, rest_catalog
-from tests.test_glue import glue_client, hive_input
+from tests.glueutil import glue_client, hive_input
 
 pytestmark = pytest.mark.full
 

@@ -51,7 +51,7 @@ class User:
         return self.http.post(f"{self.url}/v1/{self.wh}/namespaces/{ns}/register", json=body)
 
     def glue(self) -> Any:
-        from tests.test_glue import glue_client
+        from tests.glueutil import glue_client
 
         return glue_client(self.url, self.wh, self.key, self.secret)
 
@@ -119,7 +119,7 @@ def test_get_table_alone_never_takes_an_unregistered_tables_files(http, catalog_
 
     with pytest.raises(ForbiddenError):
         attacker.catalog().register_table("att.stolen2", location)
-    from tests.test_glue import iceberg_input
+    from tests.glueutil import iceberg_input
 
     glue = attacker.glue()
     with pytest.raises(ClientError) as exc:
@@ -306,7 +306,7 @@ def test_a_glue_table_s_location_stays_bound_after_delete_table(http, catalog_ur
     """A Glue client's table lives where it chose; DeleteTable keeps its files and its location's
     claim. Another user's CreateTable of new metadata at that location (or inside it) is refused; its
     owner's is not."""
-    from tests.test_glue import iceberg_input, write_metadata
+    from tests.glueutil import iceberg_input, write_metadata
 
     w = _world(http, catalog_url, s3_endpoint)
     wh, attacker = w["wh"], w["attacker"]

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from scripts import catalog_admin
+from tests.adminutil import _admin
 from tests.conftest import REGION, ROOT, ROOT_KEY, ROOT_SECRET, catalog_process, sigv4_props
 from tests.release_state import fixture_path, load, previous_release
-from tests.test_data_actions import _admin
 
 pytestmark = pytest.mark.full
 

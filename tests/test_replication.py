@@ -11,30 +11,11 @@ import pyarrow as pa
 import pytest
 
 from tests.conftest import rest_catalog
-from tests.test_s3tables import s3tables_client
+from tests.replicationutil import _history, _paths, _rule
+from tests.s3tablesutil import s3tables_client
 
 # Every test here needs a served catalog and a real S3: `make test-fast` skips the module.
 pytestmark = pytest.mark.full
-
-ROLE = "arn:aws:iam::000000000000:role/replication"
-
-
-def _rule(*arns: str) -> dict[str, Any]:
-    return {"role": ROLE, "rules": [{"destinations": [{"destinationTableBucketARN": a} for a in arns]}]}
-
-
-def _history(table: Any) -> list[tuple[int, int | None, int | None, int]]:
-    return [(s.snapshot_id, s.parent_snapshot_id, s.sequence_number, s.schema_id or 0) for s in table.snapshots()]
-
-
-def _paths(table: Any) -> set[str]:
-    """Every file a table's current and past snapshots name, metadata included."""
-    out = {table.metadata_location, *(s.manifest_list for s in table.snapshots())}
-    for snap in table.snapshots():
-        for manifest in snap.manifests(table.io):
-            out.add(manifest.manifest_path)
-    out.update(table.inspect.files().column("file_path").to_pylist())
-    return out
 
 
 def _pair(catalog_url: str, s3_endpoint: str) -> tuple[Any, str, str, dict[str, str], Any]:
@@ -114,7 +95,7 @@ def test_replicas_follow_the_source_version_by_version(catalog_url, s3_endpoint,
     with pytest.raises(ClientError) as exc:
         st.delete_table(tableBucketARN=dst_arn, namespace="sales", name="orders")
     assert exc.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
-    from tests.test_glue import glue_client
+    from tests.glueutil import glue_client
 
     glue = glue_client(catalog_url, dst)
     found = glue.get_table(DatabaseName="sales", Name="orders")["Table"]

@@ -7,41 +7,21 @@ import threading
 import uuid
 from typing import Any
 
-import boto3
 import pyarrow as pa
 import pytest
 from botocore import xform_name
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from tests.conftest import REGION, ROOT_KEY, ROOT_SECRET, keys_under, rest_catalog
+from tests.conftest import REGION, keys_under, rest_catalog
+from tests.s3tablesutil import SCHEMA, aws_cli_env, code, s3tables_client
 
 # Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
 pytestmark = pytest.mark.full
 
 
-def s3tables_client(catalog_url: str, validate: bool = True, key: str = ROOT_KEY, secret: str = ROOT_SECRET) -> Any:
-    base = catalog_url.rsplit("/_iceberg", 1)[0]
-    return boto3.client(
-        "s3tables",
-        endpoint_url=f"{base}/_s3tables",
-        region_name=REGION,
-        aws_access_key_id=key,
-        aws_secret_access_key=secret,
-        config=Config(retries={"mode": "standard", "max_attempts": 3}, parameter_validation=validate),
-    )
-
-
 @pytest.fixture()
 def st(catalog_url: str) -> Any:
     return s3tables_client(catalog_url)
-
-
-def code(exc: Any) -> str:
-    return str(exc.value.response["Error"]["Code"])
-
-
-SCHEMA = {"fields": [{"name": "id", "type": "long", "required": True}, {"name": "city", "type": "string"}]}
 
 
 def test_buckets_namespaces_and_tables(st, http, catalog_url, s3_endpoint):
@@ -340,20 +320,6 @@ def test_bucket_and_table_policies_are_evaluated(st, http, catalog_url):
         st.get_table_bucket_policy(tableBucketARN=arn)
     assert code(exc) == "NotFoundException"
     st.delete_table_policy(tableBucketARN=arn, namespace="ns", name="closed")
-
-
-def aws_cli_env(tmp_path: Any) -> dict[str, str]:
-    """The AWS CLI's environment: root's keys, no config or credentials file of the machine's."""
-    import os
-
-    return {
-        **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
-        "AWS_ACCESS_KEY_ID": ROOT_KEY,
-        "AWS_SECRET_ACCESS_KEY": ROOT_SECRET,
-        "AWS_DEFAULT_REGION": REGION,
-        "AWS_CONFIG_FILE": str(tmp_path / "none"),
-        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
-    }
 
 
 def test_aws_cli_s3tables(catalog_url, tmp_path):

@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 
 from tests.authutil import allow, make_user
 from tests.conftest import s3_state
-from tests.test_s3tables import SCHEMA, code, s3tables_client
+from tests.s3tablesutil import SCHEMA, code, s3tables_client
 
 # Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
 pytestmark = pytest.mark.full
@@ -141,7 +141,7 @@ def test_aws_cli_creates_with_tags(catalog_url, tmp_path):
     import subprocess
 
     from tests.conftest import ROOT
-    from tests.test_s3tables import aws_cli_env
+    from tests.s3tablesutil import aws_cli_env
 
     aws = ROOT / ".venv-awscli" / "bin" / "aws"
     assert aws.exists(), "run `make awscli` (part of `make test`)"

@@ -474,7 +474,7 @@ def test_spark_sql_views(spark, pycat, http, catalog_url, spark_wh):
 
 def test_s3tables_maintenance_configuration_drives_maintain(spark, settings, catalog_url, spark_wh):
     """What is put through s3tables is what the next maintenance run does, and its status shows."""
-    from tests.test_s3tables import s3tables_client
+    from tests.s3tablesutil import s3tables_client
 
     st = s3tables_client(catalog_url)
     arn = next(b["arn"] for b in st.list_table_buckets(prefix=spark_wh)["tableBuckets"] if b["name"] == spark_wh)
@@ -531,7 +531,7 @@ def test_record_expiration_deletes_old_rows_and_reports_the_run(spark, pycat, se
     from pyiceberg.types import DateType, LongType, NestedField, TimestampType
 
     from spark_jobs import expire_records
-    from tests.test_s3tables import s3tables_client
+    from tests.s3tablesutil import s3tables_client
 
     st = s3tables_client(catalog_url)
     bucket = next(b["arn"] for b in st.list_table_buckets(prefix=spark_wh)["tableBuckets"] if b["name"] == spark_wh)
@@ -596,7 +596,7 @@ def test_record_expiration_deletes_old_rows_and_reports_the_run(spark, pycat, se
 
 
 def test_spark_appends_to_a_table_created_through_s3tables(spark, catalog_url, spark_wh):
-    from tests.test_s3tables import SCHEMA, s3tables_client
+    from tests.s3tablesutil import SCHEMA, s3tables_client
 
     st = s3tables_client(catalog_url)
     arn = next(b["arn"] for b in st.list_table_buckets(prefix=spark_wh)["tableBuckets"] if b["name"] == spark_wh)
@@ -980,8 +980,8 @@ def test_replicate_job_makes_a_first_copy_too_large_for_the_functions(
     from scripts import local_s3
     from spark_jobs.session import spark_conf
     from tests.conftest import ROOT, rest_catalog
-    from tests.test_replication import _history, _paths, _rule
-    from tests.test_s3tables import s3tables_client
+    from tests.replicationutil import _history, _paths, _rule
+    from tests.s3tablesutil import s3tables_client
 
     st = s3tables_client(catalog_url)
     src, dst = (f"rp-{uuid.uuid4().hex[:10]}" for _ in range(2))
@@ -1058,7 +1058,7 @@ def test_maintain_stats_writes_sketches_engines_and_glue_read(spark, settings, c
     Puffin file and registers it (set-statistics). Each NDV is within the sketch's error of the exact
     distinct count, and the Glue face serves it, with null counts and bounds from the manifests, as
     GetColumnStatisticsForTable; Glue clients' own statistics win, and a delete hides the table's."""
-    from tests.test_glue import glue_client
+    from tests.glueutil import glue_client
 
     spark.sql("CREATE NAMESPACE IF NOT EXISTS stats_ns")
     spark.sql("CREATE TABLE stats_ns.t (id bigint, k int, name string, day date, score double) USING iceberg")

@@ -252,7 +252,7 @@ def test_ingest_then_merge_with_remote_signing(cluster, lake, tmp_path_factory):
 
 
 def test_maintain_on_the_cluster(cluster, lake):
-    from tests.test_s3tables import s3tables_client
+    from tests.s3tablesutil import s3tables_client
 
     # Two small appends by the same user (PyIceberg, vended credentials): a second and third file in
     # every partition, for compaction to merge.
@@ -362,7 +362,7 @@ def test_expire_records_on_the_cluster(cluster, lake):
     from pyiceberg.schema import Schema
     from pyiceberg.types import LongType, NestedField, TimestampType
 
-    from tests.test_s3tables import s3tables_client
+    from tests.s3tablesutil import s3tables_client
 
     now = datetime.now(UTC).replace(tzinfo=None)
     ages = [timedelta(days=k + 0.5, minutes=i) for k in range(10) for i in range(10)]  # 0.5-9.6 days old

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from tests.specutil import FUNCTION
 from tests.txnutil import append_change
 
 # Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
@@ -152,29 +153,6 @@ def test_unregister_forgets_the_table_and_keeps_every_file(http, catalog_url, s3
     catalog.create_table("u.d", schema)
     catalog.drop_table("u.d")  # whereas a drop here goes to the trash
     assert len(http.get(f"{catalog_url}/v1/{warehouse}/trash").json()["dropped"]) == 1
-
-
-FUNCTION = {
-    "format-version": 1,
-    "definitions": [
-        {
-            "definition-id": "int,int",
-            "parameters": [{"name": "a", "type": "int"}, {"name": "b", "type": "int"}],
-            "return-type": "int",
-            "function-type": "udf",
-            "versions": [
-                {
-                    "version-id": 1,
-                    "representations": [{"type": "sql", "dialect": "spark", "sql": "a + b"}],
-                    "timestamp-ms": 1_790_000_000_000,
-                }
-            ],
-            "current-version-id": 1,
-        }
-    ],
-    "definition-log": [],
-    "properties": {"owner": "lake"},
-}
 
 
 def test_functions_list_load_and_with_the_flag_create_and_drop(s3_endpoint, system_bucket, tmp_path, http):

@@ -12,7 +12,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests.conftest import s3_state
-from tests.test_glue import code_of, glue_client, iceberg_input, write_metadata
+from tests.glueutil import code_of, glue_client, iceberg_input, write_metadata
 
 # Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
 pytestmark = pytest.mark.full

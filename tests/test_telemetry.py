@@ -17,8 +17,8 @@ import requests
 from scripts import catalog_admin
 from tests.authutil import make_user
 from tests.conftest import ROOT_SECRET, catalog_process
-from tests.test_glue import glue_client
-from tests.test_s3tables import s3tables_client
+from tests.glueutil import glue_client
+from tests.s3tablesutil import s3tables_client
 
 # Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
 pytestmark = pytest.mark.full

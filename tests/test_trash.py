@@ -172,7 +172,7 @@ def test_containers_respect_the_trash(catalog_url, http):
 
 
 def test_views_go_to_the_trash_too(catalog_url, http):
-    from tests.test_views import version
+    from tests.specutil import version
 
     wh = _warehouse(http, catalog_url, 3600)
     base = f"{catalog_url}/v1/{wh}/namespaces"
@@ -403,7 +403,7 @@ def test_dropped_functions_are_kept_restored_purged_and_expire(s3_endpoint, syst
     """A dropped function goes to the warehouse's trash with the tables: listed (pages across both),
     inspected, restored under its name or another (never over a live one), purged now (its metadata
     files go) or by the sweeper when its retention ends; audited and sent as change events."""
-    from tests.test_spec_semantics import FUNCTION
+    from tests.specutil import FUNCTION
 
     with catalog_process(s3_endpoint, system_bucket, tmp_path, CATALOG_FUNCTIONS_WRITABLE="1") as (url, _):
         wh = _warehouse(http, url, 3600)
@@ -479,7 +479,7 @@ FUNCTION_RESTORE_WRITES = 4  # trash record -> moved (the commit point), record 
 @pytest.fixture()
 def fn_wh(crash_ctx: Context, monkeypatch: pytest.MonkeyPatch) -> str:
     from chalicelib.core.tables import functions
-    from tests.test_spec_semantics import FUNCTION
+    from tests.specutil import FUNCTION
 
     monkeypatch.setenv("CATALOG_TOMBSTONE_LEASE_MS", str(KEPT_LEASE_MS))
     wh = f"wh-fn-{uuid.uuid4().hex[:8]}"
@@ -534,7 +534,7 @@ def test_function_drop_crash_points(crash_ctx, fn_wh, crash_after):
 def test_a_create_over_an_unfinished_function_drop_keeps_the_dropped_one_in_the_trash(crash_ctx, fn_wh):
     from chalicelib.core.tables import functions
     from chalicelib.errors import Conflict
-    from tests.test_spec_semantics import FUNCTION
+    from tests.specutil import FUNCTION
 
     ctx, wh = crash_ctx, fn_wh
     old = functions.load(ctx, wh, ("f",), "add")["metadata-location"]
@@ -579,7 +579,7 @@ def test_a_function_purge_deletes_only_its_own_file_whatever_uuid_its_creator_ch
     """A function's uuid is the client's to choose: neither a table's uuid nor another function's
     gives its purge anything but its own metadata file."""
     from chalicelib.core.tables import functions
-    from tests.test_spec_semantics import FUNCTION
+    from tests.specutil import FUNCTION
 
     ctx, wh = crash_ctx, fn_wh
     namespaces.create(ctx, wh, ["db"], {})

@@ -17,20 +17,9 @@ from chalicelib.core.settling import settle
 from chalicelib.core.tables import views
 from chalicelib.errors import ViewNotFound
 from tests.conftest import lease_ms
-from tests.crashutil import Crash, CrashAfter, assert_fsck_clean, writes_of
+from tests.crashutil import Crash, CrashAfter, assert_fsck_clean, version, writes_of
 
 SCHEMA = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
-
-
-def version(sql: str) -> dict:
-    return {
-        "version-id": 1,
-        "schema-id": 0,
-        "timestamp-ms": 1,
-        "summary": {},
-        "representations": [{"type": "sql", "sql": sql, "dialect": "spark"}],
-        "default-namespace": ["a"],
-    }
 
 
 def replace(sql: str) -> list[dict]:

@@ -15,23 +15,12 @@ from pyiceberg.types import LongType, NestedField, StringType
 from pyiceberg.view.metadata import SQLViewRepresentation, ViewVersion
 
 from tests.conftest import s3_state
+from tests.specutil import version
 
 # Every test here needs a served catalog, a real S3 or an engine: `make test-fast` skips the module.
 pytestmark = pytest.mark.full
 
 SCHEMA_JSON = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
-
-
-def version(sql: str, dialect: str = "spark", schema_id: int = 0, **extra: Any) -> dict[str, Any]:
-    return {
-        "version-id": 1,
-        "schema-id": schema_id,
-        "timestamp-ms": 1700000000000,
-        "summary": {"engine-name": "test"},
-        "representations": [{"type": "sql", "sql": sql, "dialect": dialect}],
-        "default-namespace": ["vw"],
-        **extra,
-    }
 
 
 @pytest.fixture()
