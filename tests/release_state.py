@@ -1,4 +1,4 @@
-"""The S3 state a previous release leaves, for the upgrade test (tests/test_release.py).
+"""The S3 state a previous release leaves, for the upgrade test (tests/engines/test_release.py).
 
 `python -m tests.release_state` makes `tests/fixtures/release-{version}.json` from CHANGELOG.md's
 previous release: its commit's tree (`git archive`) serves a catalog on a LocalStack of its own,
