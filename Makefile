@@ -74,12 +74,13 @@ docs: venv
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 XDIST = -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
-# What the tests need installed. The six do not depend on each other, so they install side by
-# side (on a fresh machine: minutes of downloads and unpacking, overlapped).
+# What the tests need installed. They install side by side (on a fresh machine: minutes of downloads
+# and unpacking, overlapped); the Spark classpath, which needs the venv, is assembled while the others
+# still install.
 setup:
-	$(MAKE) --no-print-directory -j 6 --output-sync=target venv localstack awscli browser oidc lambda-runtime
+	$(MAKE) --no-print-directory -j 7 --output-sync=target venv localstack awscli browser oidc lambda-runtime spark-classpath
 
-test: setup lint docs spark-classpath
+test: setup lint docs
 	$(VENV)/bin/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # tests/fast/: every face and the core in process, on an S3 in memory (infra/memory_s3.py,
