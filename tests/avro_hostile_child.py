@@ -1,4 +1,4 @@
-"""Crafted Avro files for tests/test_avro_hostile.py, and the child process that reads them.
+"""Crafted Avro files for tests/fast/test_avro_hostile.py, and the child process that reads them.
 
 A read that crashes kills its process, so every read of crafted bytes runs in a child:
 `python -m tests.avro_hostile_child DIR` reads each `DIR/<case>.avro` with each reader the job

@@ -25,11 +25,11 @@ REGION = "us-east-1"
 KEYS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
 ROOT_KEY, ROOT_SECRET = "ROOTTESTKEY0000001", "root-test-secret-" + uuid.uuid4().hex
 # Suites written before undrop expect a drop to purge at once: their catalogs (in-process and
-# served) default to no retention. tests/test_trash.py sets retention per warehouse, and checks
+# served) default to no retention. tests/fast/test_trash.py sets retention per warehouse, and checks
 # the 7-day default with a catalog started without this setting.
 os.environ.setdefault("CATALOG_DROPPED_TABLE_RETENTION_S", "0")
 # A Glue page skips the stored view's GET when this process read it moments ago: the suites'
-# request counts assume it is read each time (tests/test_glue_fresh_listings.py sets the window).
+# request counts assume it is read each time (tests/fast/test_glue_fresh_listings.py sets the window).
 os.environ.setdefault("CATALOG_VIEW_FRESH_MS", "0")
 
 
@@ -133,9 +133,9 @@ def catalog(catalog_url: str, warehouse: str) -> Any:
     return RestCatalog("test", uri=catalog_url, warehouse=warehouse, **sigv4_props())
 
 
-# `make test-fast` (CATALOG_TEST_TIER=fast): the core's tests run on an S3 in memory
-# (infra/memory_s3.py), and every test that needs a real S3, a served catalog or an engine is left
-# to `make test`.
+# `make test-fast` (CATALOG_TEST_TIER=fast) runs tests/fast/ alone, the core on an S3 in memory
+# (infra/memory_s3.py); `make test` runs that folder's core tests on LocalStack, with tests/s3/ and
+# tests/engines/.
 FAST = os.environ.get("CATALOG_TEST_TIER") == "fast"
 _MEMORY = None
 
@@ -167,36 +167,38 @@ def core_storage(request: pytest.FixtureRequest, system_bucket: str) -> tuple[An
 # one worker (its module fixtures start once), and the modules of a group share one, one after the
 # other: these each run a Spark driver (two at once would each take twice as long, and a session of
 # one module would meet the catalogs another configured in the same JVM).
-SAME_WORKER = dict.fromkeys(("test_spark.py", "test_vended_refresh.py", "test_transfer.py"), "spark")
+SAME_WORKER = dict.fromkeys(
+    ("engines/test_spark.py", "engines/test_vended_refresh.py", "engines/test_transfer.py"), "spark"
+)
 # The longest first, so no worker is left with one of them when the others are done (measured on a
 # 2-core machine); the rest keep their order.
 LONGEST_FIRST = (
-    "test_docs.py",
+    "engines/test_docs.py",
     "spark",
-    "test_spark_cluster.py",  # its own worker: a standalone cluster of three JVMs beside the other Spark driver
-    "test_lambda_local.py",
-    "test_infra.py",
-    "test_contention.py",
-    "test_run_command.py",
-    "test_crash_points.py",
-    "test_concurrency.py",
-    "test_api.py",
-    "test_s3tables.py",
-    "test_planning_attacks.py",
-    "test_policy_matrix.py",
-    "test_bad_input.py",
-    "test_audit.py",
-    "test_admin_cli.py",
-    "test_release.py",
-    "test_listing_projection.py",
-    "test_sweeper.py",
-    "test_trash.py",
-    "test_damaged_objects.py",
+    "engines/test_spark_cluster.py",  # its own worker: a standalone cluster of three JVMs beside the other Spark driver
+    "engines/test_lambda_local.py",
+    "engines/test_infra.py",
+    "s3/test_contention.py",
+    "engines/test_run_command.py",
+    "fast/test_crash_points.py",
+    "s3/test_concurrency.py",
+    "s3/test_api.py",
+    "s3/test_s3tables.py",
+    "s3/test_planning_attacks.py",
+    "s3/test_policy_matrix.py",
+    "s3/test_bad_input.py",
+    "s3/test_audit.py",
+    "s3/test_admin_cli.py",
+    "engines/test_release.py",
+    "s3/test_listing_projection.py",
+    "s3/test_sweeper.py",
+    "s3/test_trash.py",
+    "s3/test_damaged_objects.py",
 )
 
 
 def _group(nodeid: str) -> str:
-    name = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    name = nodeid.split("::", 1)[0].removeprefix("tests/")  # e.g. s3/test_api.py
     return SAME_WORKER.get(name, name)
 
 
@@ -211,24 +213,24 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return ByGroup(config, log)
 
 
-FULL_MODULE = "\npytestmark = pytest.mark.full"
-
-
-def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """`make test-fast` does not import a module whose every test is marked full: each of its
-    workers would otherwise spend seconds importing engines and clients it never runs."""
-    if FAST and collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
-        if FULL_MODULE in collection_path.read_text():
-            return True
-    return None
+# The folder says what a test needs (tests/README.md): pytest marks each test with its folder's name,
+# so `-m "not engines"` works as well as a path. A test in tests/fast/ that reaches for a local S3
+# stops the run: `make test-fast` runs that folder alone, without one.
+FOLDERS = ("fast", "s3", "engines")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if FAST:
-        slow = [i for i in items if "s3_endpoint" in getattr(i, "fixturenames", ()) or i.get_closest_marker("full")]
-        if slow:
-            config.hook.pytest_deselected(items=slow)
-            items[:] = [i for i in items if i not in set(slow)]
+    misplaced = []
+    for item in items:
+        folder = item.path.parent.name
+        if folder in FOLDERS:
+            item.add_marker(folder)
+        if folder == "fast" and ("s3_endpoint" in getattr(item, "fixturenames", ()) or item.get_closest_marker("full")):
+            misplaced.append(item.nodeid)
+    if misplaced:
+        raise pytest.UsageError(
+            "these need a local S3, so belong in tests/s3/ (scripts/split_tests.py):\n" + "\n".join(misplaced)
+        )
     rank = {name: n for n, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda i: rank.get(_group(i.nodeid), len(rank)))  # stable: each module keeps its order
 

@@ -62,3 +62,14 @@ def assert_fsck_clean(ctx: Context, warehouse: str) -> None:
         fsck.repair(ctx, warehouse)
         report = fsck.check(ctx, warehouse)
     assert [f for f in report.findings if f.severity != fsck.LEFTOVER] == [], report.findings
+
+
+def version(sql: str) -> dict:
+    return {
+        "version-id": 1,
+        "schema-id": 0,
+        "timestamp-ms": 1,
+        "summary": {},
+        "representations": [{"type": "sql", "sql": sql, "dialect": "spark"}],
+        "default-namespace": ["a"],
+    }

@@ -1,4 +1,4 @@
-"""The S3 state a previous release leaves, for the upgrade test (tests/test_release.py).
+"""The S3 state a previous release leaves, for the upgrade test (tests/engines/test_release.py).
 
 `python -m tests.release_state` makes `tests/fixtures/release-{version}.json` from CHANGELOG.md's
 previous release: its commit's tree (`git archive`) serves a catalog on a LocalStack of its own,
@@ -53,7 +53,7 @@ def generate() -> Path:
 
     from scripts import catalog_admin, local_s3
     from tests.authutil import allow, make_user
-    from tests.test_planning import SCHEMA, SPEC, _rows
+    from tests.planningutil import SCHEMA, SPEC, _rows
 
     version, commit = previous_release()
     work = Path(tempfile.mkdtemp(prefix="release-state-"))

@@ -40,7 +40,7 @@ def sign(
     payload hash when the client did not send them (never one it sent: PyIceberg appends, not sets).
     `also` names headers to sign besides (Range, when only a byte range was granted).
 
-    Signed as botocore's S3SigV4Auth signs (tests/test_signer_properties.py compares the two): the
+    Signed as botocore's S3SigV4Auth signs (tests/fast/test_signer_properties.py compares the two): the
     path as the client encoded it, the query's pairs as sent, sorted; the host without a default
     port. Written on chalicelib.awswire's SigV4, since importing botocore would cost the signing
     function's cold start ~250 ms."""

@@ -7,7 +7,7 @@ their import and first build cost a cold commit ~600 ms of a 600 ms budget. Such
 here, its requirements judged on the metadata's JSON, and the updates applied to that JSON exactly
 as PyIceberg's `update_table_metadata` applies them (same checks and messages, snapshots, refs,
 snapshot log, row lineage, `metadata-log` entry and trimming by
-`write.metadata.previous-versions-max`, `last-updated-ms` rule); tests/test_light_commits.py holds
+`write.metadata.previous-versions-max`, `last-updated-ms` rule); tests/fast/test_light_commits.py holds
 the two to the same output.
 
 A create of a flat table of primitive columns (unpartitioned, unsorted: most creates through S3

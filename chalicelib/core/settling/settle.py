@@ -111,7 +111,7 @@ TRANSITIONS: tuple[Transition, ...] = (
 
 
 def table() -> str:
-    """TRANSITIONS as the Markdown table docs/design.md holds (tests/test_settle.py keeps them equal)."""
+    """TRANSITIONS as the Markdown table docs/design.md holds (tests/fast/test_settle.py keeps them equal)."""
     rows = ["| State | When | The name then holds | By | Rule |", "|---|---|---|---|---|"]
     rows += [f"| `{t.state}` | {t.when} | {t.to} | {t.by} | `{t.rule}` |" for t in TRANSITIONS]
     return "\n".join(rows)
