@@ -288,7 +288,10 @@ def share(text: str, one: str, other: str, helper: Path, tests: set[str], where:
 def depth_fixed(text: str) -> str:
     """A module one folder deeper: the checkout's root is one parent further up."""
     text = text.replace("Path(__file__).resolve().parent.parent", "Path(__file__).resolve().parents[2]")
-    return text.replace("Path(__file__).resolve().parents[1]", "Path(__file__).resolve().parents[2]")
+    text = text.replace("Path(__file__).resolve().parents[1]", "Path(__file__).resolve().parents[2]")
+    for tests_folder in ("Path(__file__).resolve().parent /", "Path(__file__).parent /"):  # tests/fixtures & co
+        text = text.replace(tests_folder, "Path(__file__).resolve().parents[1] /")
+    return text
 
 
 def ensure_folders() -> None:

@@ -60,7 +60,7 @@ def test_the_citations_are_found() -> None:
     assert ("design.md", "Changing a document") in found["chalicelib/core/primitives/cas.py"]
     assert ("s3tables.md", "Replication") in found["chalicelib/console/app.js"]
     assert ("design.md", "Undrop") in found["chalicelib/core/tables/trash.py"]
-    assert ("design.md", "Structure") in found["tests/test_architecture.py"]
+    assert ("design.md", "Structure") in found["tests/fast/test_architecture.py"]
     assert ("design.md", "The parts") in found[".importlinter"]
 
 

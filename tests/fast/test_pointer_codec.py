@@ -131,7 +131,7 @@ def test_the_transitions_write_what_the_functions_over_the_json_write(monkeypatc
 
 
 def test_the_previous_releases_pointer_reads_and_writes_back_unchanged() -> None:
-    fixture = json.loads((Path(__file__).parent / "fixtures" / "release-0.41.0.json").read_text())
+    fixture = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "release-0.41.0.json").read_text())
     found = [
         json.loads(base64.b64decode(body))
         for key, body in fixture["warehouse-bucket"].items()

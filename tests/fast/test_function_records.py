@@ -21,7 +21,7 @@ from chalicelib.core.tables import functions
 from chalicelib.core.tables.function_record import FunctionRecord, FunctionTrash
 from chalicelib.errors import AlreadyExists, CatalogError, DamagedObject, FunctionNotFound
 from chalicelib.storage import ConditionalDeleteUnsupported, WriteInDoubt
-from tests.test_spec_semantics import FUNCTION
+from tests.specutil import FUNCTION
 
 LOC = "s3://wh/f/add-0a1b/metadata/00000-9c1e.json"
 ENTRY = {"id": "d" * 32, "at": 1_790_000_000_000, "op": "drop-function", "principal": "alice", "seq": 2}

@@ -18,7 +18,7 @@ from chalicelib.core.changes.position_record import Position
 from chalicelib.core.changes.sink_record import EventSink, ParkedEvent
 from chalicelib.core.primitives.container_records import NamespaceRecord, WarehouseRecord
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def _released(bucket: str, prefix: str) -> list[dict[str, Any]]:
