@@ -7,6 +7,7 @@ module."""
 from __future__ import annotations
 
 import ast
+import functools
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,17 @@ def _modules() -> dict[str, Path]:
         name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
         out[name.removesuffix(".__init__")] = path
     return out
+
+
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for all the checks below (they walk every module)."""
+    return ast.parse(path.read_text())
+
+
+@functools.cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    return tuple(ast.walk(_tree(path)))
 
 
 def face_of(module: str) -> str | None:
@@ -79,9 +91,8 @@ def test_every_catalog_name_a_face_uses_exists():
     for mod, path in _modules().items():
         if face_of(mod) is None:
             continue
-        tree = ast.parse(path.read_text())
         aliases = {}
-        for node in ast.walk(tree):
+        for node in _nodes(path):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("chalicelib.core.catalog"):
                 for a in node.names:
                     target = f"{node.module}.{a.name}"
@@ -89,7 +100,7 @@ def test_every_catalog_name_a_face_uses_exists():
                         aliases[a.asname or a.name] = target
                     else:
                         assert hasattr(importlib.import_module(node.module), a.name), f"{mod}: {target}"
-        for node in ast.walk(tree):
+        for node in _nodes(path):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
                 module = importlib.import_module(aliases[node.value.id])
                 if not hasattr(module, node.attr):
@@ -115,19 +126,16 @@ POINTER_ONLY_FIELDS = {
 
 def _string_literals(path: Path) -> set[str]:
     """String constants of a module, without its docstrings (those may describe the layout)."""
-    tree = ast.parse(path.read_text())
     docs = {
         id(node.body[0].value)
-        for node in ast.walk(tree)
+        for node in _nodes(path)
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef)
         and node.body
         and isinstance(node.body[0], ast.Expr)
         and isinstance(node.body[0].value, ast.Constant)
     }
     return {
-        n.value
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+        n.value for n in _nodes(path) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
     }
 
 
@@ -174,7 +182,7 @@ OTHER_RECORDS_WITH_POINTER_FIELD_NAMES = {
 def _raw_field_reads(path: Path, names: set[str]) -> set[str]:
     """The named fields a module reads from JSON: `x["name"]` and `x.get("name", ...)`."""
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _nodes(path):
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value in names:
             out.add(node.slice.value)
         if (
@@ -217,7 +225,7 @@ POINTER_JSON_FUNCTIONS = {
 
 def _pointer_json_uses(path: Path) -> int:
     n = 0
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _nodes(path):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "pointer_record":
             n += node.attr in POINTER_JSON_FUNCTIONS
         if isinstance(node, ast.ImportFrom) and node.module == "chalicelib.core.primitives.pointer_record":
@@ -252,7 +260,7 @@ def test_no_test_module_imports_another():
     would have its tests collected twice over, and pytest runs a module's fixtures where it is imported."""
     found = []
     for path in sorted((ROOT / "tests").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _nodes(path):
             if isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
             elif isinstance(node, ast.Import):
