@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core.catalog import commands, namespaces, replicas, side_data, tables, warehouses
+from chalicelib.core.catalog.replicas import ReplicationConfig, ReplicationState, ReplicationStatus
 from chalicelib.core.catalog.tables import TableEntry
 from chalicelib.core.model import Namespace, Owner
 from chalicelib.core.primitives.context import Context
@@ -643,18 +644,14 @@ def check_replication(config: object, source: str, destinations: Callable[[objec
     return {"role": role, "destinations": names}
 
 
-def _replication_token(doc: Body) -> str:
-    return str(int(doc.get("version", 0)))
-
-
-def replication(ctx: Context, wh: str, entry_id: str, what: str) -> tuple[Body, str]:
-    """The stored configuration ({} when none) and its version token (NotFound when none)."""
+def replication(ctx: Context, wh: str, entry_id: str, what: str) -> ReplicationConfig:
+    """The stored configuration (NotFound when none; its `token` is its version token)."""
     if entry_id == BUCKET_ENTRY:
         warehouses.get(ctx, wh)
-    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry_id, "replication")
-    if not doc.get("destinations"):
+    config = side_data.read_record(ctx, ctx.bucket_for(wh), entry_id, replicas.CONFIG, ReplicationConfig)
+    if not config.replicated:
         raise NotFound(f"{what} has no replication configuration")
-    return doc, _replication_token(doc)
+    return config
 
 
 def set_replication(
@@ -677,26 +674,28 @@ def set_replication(
         warehouses.get(ctx, wh)
     old: list[str] = []
 
-    def change(doc: Body) -> Body:
-        if token is not None and token != _replication_token(doc):
+    def change(config: ReplicationConfig) -> ReplicationConfig:
+        if token is not None and token != config.token:
             raise CommitFailed("The versionToken does not match the replication configuration; get it again")
-        if clean is None and not doc.get("destinations"):
+        if clean is None and not config.replicated:
             raise NotFound("There is no replication configuration to delete")
-        old[:] = [str(d) for d in doc.get("destinations") or []]
-        return {"version": int(doc.get("version", 0)) + 1, **(clean or {})}
+        old[:] = list(config.destinations or ())
+        if clean is None:
+            return config.next(None, None, None)
+        return config.next(clean["role"], clean["destinations"], clean.get("owner"))
 
-    def audited(old: Body, new: Body) -> Body:
+    def audited(old: ReplicationConfig, new: ReplicationConfig) -> Body:
         if entry is not None:
-            value = {k: v for k, v in new.items() if k != "version"}
-            return side_data.table_configuration_entry(entry, "replication", value)
+            return side_data.table_configuration_entry(entry, "replication", new.public())
         return side_data.warehouse_configuration_entry(wh, "replication", clean is not None)
 
-    stored = side_data.change(ctx, ctx.bucket_for(wh), entry_id, "replication", change, audited)
-    new = _replication_token(stored)
+    stored = side_data.change_record(
+        ctx, ctx.bucket_for(wh), entry_id, replicas.CONFIG, ReplicationConfig, change, audited
+    )
     replicas.configured(ctx, wh, entry_id, clean is not None)
     if clean is None:  # failover: the replicas it made become ordinary tables
         _release(ctx, wh, entry_id, old)
-    return new
+    return stored.token
 
 
 def _release(ctx: Context, wh: str, entry_id: str, destinations: list[str]) -> None:
@@ -713,19 +712,13 @@ def _release(ctx: Context, wh: str, entry_id: str, destinations: list[str]) -> N
     replicas.release_warehouse(ctx, wh, names, destinations)
 
 
-def replication_status(ctx: Context, wh: str, entry: TableEntry) -> list[Body]:
+def replication_status(ctx: Context, wh: str, entry: TableEntry) -> list[tuple[str, ReplicationState]]:
     """Per destination of the table's own configuration, else its bucket's: its state as the last
-    replication run left it (core/replication/replicate.py), or pending (NotFound when neither has one)."""
+    replication run left it (core/replication/replicate.py; none yet: pending), NotFound when
+    neither has a configuration. The face formats them (shapes.replication_destination)."""
     try:
-        doc, _ = replication(ctx, wh, entry.entry_id, "The table")
+        config = replication(ctx, wh, entry.entry_id, "The table")
     except NotFound:
-        doc, _ = replication(ctx, wh, BUCKET_ENTRY, "Neither the table nor its table bucket")
-    progress, _ = side_data.read(ctx, ctx.bucket_for(wh), entry.entry_id, "replication-status")
-    public = ("replicationStatus", "lastSuccessfulReplicatedUpdate", "failureMessage", "destination-table-id")
-    out = []
-    for name in doc["destinations"]:
-        state = {k: v for k, v in (progress.get(name) or {}).items() if k in public}
-        if state.get("replicationStatus") == "completed":  # pending may say why (left to the Spark job)
-            state.pop("failureMessage", None)
-        out.append({"destination": name, "replicationStatus": "pending", **state})
-    return out
+        config = replication(ctx, wh, BUCKET_ENTRY, "Neither the table nor its table bucket")
+    progress = side_data.read_record(ctx, ctx.bucket_for(wh), entry.entry_id, replicas.STATUS, ReplicationStatus)
+    return [(name, progress.of(name)) for name in config.destinations or ()]

@@ -10,13 +10,15 @@ from chalicelib.core.access.resource_policies import change as change_policy
 from chalicelib.core.access.resource_policies import read as read_policy
 from chalicelib.core.primitives import audit
 from chalicelib.core.primitives.pointer_record import TableEntry
-from chalicelib.core.tables.side_data import change, read
+from chalicelib.core.tables.side_data import change, change_record, read, read_record
 
 __all__ = [
     "change",
     "change_policy",
+    "change_record",
     "read",
     "read_policy",
+    "read_record",
     "table_configuration_entry",
     "warehouse_configuration_entry",
 ]
