@@ -1,6 +1,7 @@
-"""The replication records kept in side data (core/tables/replication_records.py): each shape an
-earlier release wrote reads and writes back unchanged, a field a later release adds is kept, and a
-damaged record is refused with a DamagedObject naming it, never overwritten."""
+"""The replication records kept in side data (core/tables/replication_records.py), and S3 Tables'
+other configurations kept there (core/tables/configuration_records.py): each shape an earlier
+release wrote reads and writes back unchanged, a field a later release adds is kept, and a damaged
+record is refused with a DamagedObject naming it, never overwritten."""
 
 from __future__ import annotations
 
@@ -12,6 +13,14 @@ import pytest
 from chalicelib import keys
 from chalicelib.core.model import Owner
 from chalicelib.core.tables import side_data
+from chalicelib.core.tables.configuration_records import (
+    ENCRYPTION,
+    EncryptionConfig,
+    JobRun,
+    MaintenanceConfig,
+    MaintenanceStatus,
+    TypeConfig,
+)
 from chalicelib.core.tables.replication_records import (
     CONFIG,
     CURSOR,
@@ -53,7 +62,7 @@ def test_every_replication_configuration_shape_round_trips(doc):
     assert ReplicationConfig.from_json(doc).to_json() == doc
 
 
-def test_a_configuration_reads_typed():
+def test_a_replication_configuration_reads_typed():
     config = ReplicationConfig.from_json({"version": 4, "role": "r", "destinations": ["b", "c"], "owner": OWNER})
     assert config.destinations == ("b", "c") and config.replicated and config.token == "4"
     assert config.rule_owner == Owner("alice", "0f3a")
@@ -195,3 +204,76 @@ def test_a_stored_record_changes_through_its_codec(ctx):
     ctx.storage.put(bucket, key, json.dumps({"pointers": {"k": "e"}, "later": [1]}).encode())
     side_data.change_record(ctx, bucket, "e1", CURSOR, ReplicationCursor, ReplicationCursor.restarted)
     assert json.loads(ctx.storage.get(bucket, key).body) == {"pointers": {}, "retry": {}, "later": [1]}
+
+
+# ---- the other configurations S3 Tables keeps in side data (core/tables/configuration_records.py) ----
+
+OWNED = {"status": "enabled", "settings": {"icebergSnapshotManagement": {"minSnapshotsToKeep": 2}}, "owner": OWNER}
+
+
+@pytest.mark.parametrize(
+    ("kind", "doc"),
+    [
+        (EncryptionConfig, {}),
+        (EncryptionConfig, {"sseAlgorithm": "AES256"}),
+        (EncryptionConfig, {"sseAlgorithm": "aws:kms", "kmsKeyArn": "arn:aws:kms:k", "later": 1}),
+        (MaintenanceConfig, {}),
+        (MaintenanceConfig, {"icebergCompaction": {"status": "disabled"}}),
+        (MaintenanceConfig, {"icebergSnapshotManagement": OWNED, "icebergCompaction": {"status": "enabled"}}),
+        (MaintenanceConfig, {"icebergSnapshotManagement": {"status": "enabled"}}),  # before owners were kept
+        (MaintenanceConfig, {"icebergCompaction": "odd", "x": {"status": "enabled", "later": [1]}}),
+        (MaintenanceStatus, {"icebergCompaction": {"status": "Successful", "lastRunTimestamp": "2026-12-07T10:00Z"}}),
+        (MaintenanceStatus, {"icebergCompaction": {"status": "Failed", "failureMessage": "m"}, "odd": 1}),
+        (TypeConfig, {"status": "disabled"}),
+        (
+            TypeConfig,
+            {"status": "enabled", "settings": {"days": 3}, "column-id": 4, "column-name": "ts", "owner": OWNER},
+        ),
+        (TypeConfig, {"status": "enabled", "settings": {"days": 3}}),  # before owners and columns were kept
+        (JobRun, {"status": "NotYetRun"}),
+        (JobRun, {"status": "Successful", "lastRunTimestamp": "t", "metrics": {"deletedRecords": 3}, "later": 1}),
+    ],
+)
+def test_every_configuration_shape_round_trips(kind, doc):
+    assert kind.from_json(doc).to_json() == doc
+
+
+def test_a_maintenance_and_expiration_configuration_reads_typed():
+    config = MaintenanceConfig.from_json({"icebergSnapshotManagement": OWNED})
+    snapshots = config.types["icebergSnapshotManagement"]
+    assert snapshots.enabled and snapshots.put_by == Owner("alice", "0f3a")
+    assert snapshots.public() == {"status": "enabled", "settings": OWNED["settings"]}
+    again = config.with_type("icebergCompaction", TypeConfig(status="disabled"))
+    assert again.to_json() == {"icebergSnapshotManagement": OWNED, "icebergCompaction": {"status": "disabled"}}
+    expiration = TypeConfig.from_json({"status": "enabled", "settings": {"days": 3}, "column-id": "4"})
+    assert expiration.column_id is None and expiration.put_by is None  # a column id of another type reads as none
+    runs = MaintenanceStatus.from_json({"icebergCompaction": {"status": "Failed"}, "odd": 1})
+    assert runs.with_runs({"odd": JobRun(status="Successful")}).to_json() == {
+        "icebergCompaction": {"status": "Failed"},
+        "odd": {"status": "Successful"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("kind", "doc"),
+    [
+        (EncryptionConfig, {"sseAlgorithm": 1}),
+        (EncryptionConfig, []),
+        (MaintenanceConfig, "x"),
+        (MaintenanceStatus, [1]),
+        (TypeConfig, 3),
+        (JobRun, None),
+    ],
+)
+def test_a_damaged_configuration_is_refused_by_its_codec(kind, doc):
+    assert kind.problem(doc) is not None
+    with pytest.raises(ValueError):
+        kind.from_json(doc)
+
+
+def test_a_damaged_stored_configuration_is_a_damaged_object_naming_it(ctx):
+    key = keys.entry_side(side_data.BUCKET_ENTRY, ENCRYPTION)
+    ctx.storage.put(BUCKET, key, b'{"sseAlgorithm": ["AES256"]}')
+    with pytest.raises(DamagedObject) as read:
+        side_data.read_record(ctx, BUCKET, side_data.BUCKET_ENTRY, ENCRYPTION, EncryptionConfig)
+    assert "The encryption configuration of the table bucket" in read.value.message
