@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from chalicelib.core.catalog import commands, namespaces, replicas, side_data, tables, warehouses
+from chalicelib.core.catalog.replicas import ReplicationConfig, ReplicationState, ReplicationStatus
+from chalicelib.core.catalog.side_data import EncryptionConfig, JobRun, MaintenanceConfig, MaintenanceStatus, TypeConfig
 from chalicelib.core.catalog.tables import TableEntry
 from chalicelib.core.model import Namespace, Owner
 from chalicelib.core.primitives.context import Context
@@ -108,14 +110,17 @@ def encryption(ctx: Context, wh: str, check_bucket: bool = True) -> Body:
     """The bucket's (and so each of its tables') encryption configuration."""
     if check_bucket:
         warehouses.get(ctx, wh)
-    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), BUCKET_ENTRY, "encryption")
-    return doc or DEFAULT_ENCRYPTION
+    config = side_data.read_record(ctx, ctx.bucket_for(wh), BUCKET_ENTRY, side_data.ENCRYPTION, EncryptionConfig)
+    return config.to_json() or DEFAULT_ENCRYPTION
 
 
 def set_encryption(ctx: Context, wh: str, config: Body) -> None:
     """Stored and returned; the catalog's own S3 writes use the bucket's default encryption."""
     warehouses.get(ctx, wh)
-    side_data.change(ctx, ctx.bucket_for(wh), BUCKET_ENTRY, "encryption", lambda _: config)
+    new = EncryptionConfig.from_json(config)
+    side_data.change_record(
+        ctx, ctx.bucket_for(wh), BUCKET_ENTRY, side_data.ENCRYPTION, EncryptionConfig, lambda _: new
+    )
 
 
 STORAGE_CLASS: Body = {"storageClass": "STANDARD"}
@@ -242,10 +247,10 @@ ConfigOwner = Owner
 OwnerGate = Callable[[ConfigOwner], str | None]
 
 
-def owner_refusal(doc: Body, what: str, gate: OwnerGate) -> str | None:
+def owner_refusal(config: TypeConfig, what: str, gate: OwnerGate) -> str | None:
     """Why the job may not act on this stored configuration now: it names no owner (put by an
     earlier release, which did not record one: whoever may, puts it again), or its owner may not."""
-    owner = ConfigOwner.from_json(doc.get("owner"))
+    owner = config.put_by
     if owner is None:
         return (
             f"{what} stopped: its configuration names no owner (it was put before configurations recorded "
@@ -283,34 +288,32 @@ def removes_files(kind: str, clean: Body) -> bool:
     return kind in FILE_REMOVING_TYPES and clean.get("status") == "enabled"
 
 
-def _public_type(value: object) -> object:
-    return {k: v for k, v in value.items() if k != "owner"} if isinstance(value, dict) else value
-
-
 def maintenance(ctx: Context, wh: str, entry_id: str, stored_only: bool) -> Body:
     """A table's (or with BUCKET_ENTRY, the bucket's) configuration: what was put over the defaults
     (in the API's shape: who put it is the catalog's own record)."""
     if entry_id == BUCKET_ENTRY:
         warehouses.get(ctx, wh)
-    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry_id, "maintenance")
+    config = side_data.read_record(ctx, ctx.bucket_for(wh), entry_id, side_data.MAINTENANCE, MaintenanceConfig)
     defaults = BUCKET_MAINTENANCE_DEFAULTS if entry_id == BUCKET_ENTRY else TABLE_MAINTENANCE_DEFAULTS
-    return {**({} if stored_only else defaults), **{k: _public_type(v) for k, v in doc.items()}}
+    put = {k: replace(c, owner=None).to_json() for k, c in config.types.items()}
+    return {**({} if stored_only else defaults), **config.other, **put}
 
 
 def maintenance_refusals(ctx: Context, wh: str, entry: TableEntry, gate: Callable[[str], OwnerGate]) -> Body:
     """The job's question for one table: each enabled type that would delete its files (its own
     snapshot management, its bucket's unreferenced file removal) whose owner may not have that done
     to this table now, and why. `gate(kind)` asks about one owner (auth/acting.py)."""
-    own, _ = side_data.read(ctx, ctx.bucket_for(wh), entry.entry_id, "maintenance")
-    bucket, _ = side_data.read(ctx, ctx.bucket_for(wh), BUCKET_ENTRY, "maintenance")
+    bucket = ctx.bucket_for(wh)
+    own = side_data.read_record(ctx, bucket, entry.entry_id, side_data.MAINTENANCE, MaintenanceConfig)
+    wide = side_data.read_record(ctx, bucket, BUCKET_ENTRY, side_data.MAINTENANCE, MaintenanceConfig)
     out: Body = {}
-    for kind, doc in (
-        ("icebergSnapshotManagement", own.get("icebergSnapshotManagement")),
-        ("icebergUnreferencedFileRemoval", bucket.get("icebergUnreferencedFileRemoval")),
+    for kind, config in (
+        ("icebergSnapshotManagement", own.types.get("icebergSnapshotManagement")),
+        ("icebergUnreferencedFileRemoval", wide.types.get("icebergUnreferencedFileRemoval")),
     ):
-        if isinstance(doc, dict) and removes_files(kind, doc):
+        if config is not None and kind in FILE_REMOVING_TYPES and config.enabled:
             table = ".".join((*entry.namespace, entry.name))
-            why = owner_refusal(doc, f"{kind} of {table}", gate(kind))
+            why = owner_refusal(config, f"{kind} of {table}", gate(kind))
             if why is not None:
                 out[kind] = why
     return out
@@ -327,12 +330,22 @@ def set_maintenance(
         clean = {**clean, "owner": owner.to_json()}
     if entry_id == BUCKET_ENTRY:
         warehouses.get(ctx, wh)
-    side_data.change(ctx, ctx.bucket_for(wh), entry_id, "maintenance", lambda d: {**d, kind: clean})
+    new = TypeConfig.from_json(clean)
+    side_data.change_record(
+        ctx, ctx.bucket_for(wh), entry_id, side_data.MAINTENANCE, MaintenanceConfig, lambda c: c.with_type(kind, new)
+    )
 
 
 def job_status(ctx: Context, wh: str, entry_id: str) -> Body:
-    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry_id, "maintenance-status")
-    return {kind: doc.get(kind, {"status": "Not_Yet_Run"}) for kind in JOB_TYPES}
+    status = side_data.read_record(ctx, ctx.bucket_for(wh), entry_id, side_data.MAINTENANCE_STATUS, MaintenanceStatus)
+    return {kind: _run_out(status.runs.get(kind), status.other.get(kind)) for kind in JOB_TYPES}
+
+
+def _run_out(run: JobRun | None, stored: object) -> object:
+    """A job type's last run as answered (Not_Yet_Run when none was reported)."""
+    if run is not None:
+        return run.to_json()
+    return {"status": "Not_Yet_Run"} if stored is None else stored
 
 
 def check_job_status(status: object) -> Body:
@@ -352,7 +365,10 @@ def check_job_status(status: object) -> Body:
 
 
 def set_job_status(ctx: Context, wh: str, entry_id: str, clean: Body) -> None:
-    side_data.change(ctx, ctx.bucket_for(wh), entry_id, "maintenance-status", lambda d: {**d, **clean})
+    runs = {kind: JobRun.from_json(run) for kind, run in clean.items()}
+    side_data.change_record(
+        ctx, ctx.bucket_for(wh), entry_id, side_data.MAINTENANCE_STATUS, MaintenanceStatus, lambda s: s.with_runs(runs)
+    )
 
 
 # ---- resource policies: evaluated with the caller's own policies (auth/plugin.py) --------------------
@@ -511,19 +527,15 @@ def _table_metadata(ctx: Context, wh: str, entry: TableEntry) -> Body:
     return metadata
 
 
-def _stored_expiration(ctx: Context, wh: str, entry: TableEntry) -> Body:
-    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry.entry_id, "record-expiration")
-    return dict(doc) if doc else dict(RECORD_EXPIRATION_DISABLED)
-
-
-def _public_expiration(doc: Body) -> Body:
-    """The API's shape: the owner and the column are the catalog's own record."""
-    return {k: v for k, v in doc.items() if k in ("status", "settings")}
+def _stored_expiration(ctx: Context, wh: str, entry: TableEntry) -> TypeConfig:
+    found = side_data.read_record(ctx, ctx.bucket_for(wh), entry.entry_id, side_data.EXPIRATION, TypeConfig)
+    return found if found.to_json() else TypeConfig.from_json(RECORD_EXPIRATION_DISABLED)
 
 
 def record_expiration(ctx: Context, wh: str, entry: TableEntry) -> Body:
-    """The table's configuration (disabled when none was put)."""
-    return _public_expiration(_stored_expiration(ctx, wh, entry))
+    """The table's configuration (disabled when none was put), in the API's shape: the owner and
+    the column are the catalog's own record."""
+    return _stored_expiration(ctx, wh, entry).public()
 
 
 def resolved_record_expiration(ctx: Context, wh: str, entry: TableEntry, gate: OwnerGate) -> Body:
@@ -532,20 +544,15 @@ def resolved_record_expiration(ctx: Context, wh: str, entry: TableEntry, gate: O
     run on this table: its owner may not now (`gate`), or names none, or its column is gone or unusable.
     A job of any release reports an `error` as the run's failure and deletes nothing."""
     config = _stored_expiration(ctx, wh, entry)
-    out = _public_expiration(config)
-    if config.get("status") != "enabled":
+    out = config.public()
+    if not config.enabled:
         return out
     table = ".".join((*entry.namespace, entry.name))
     why = owner_refusal(config, f"Record expiration of {table}", gate)
     if why is not None:
         return {**out, "error": why}
-    column_id, put_as = config.get("column-id"), config.get("column-name")
     try:
-        column = expiration_column(
-            _table_metadata(ctx, wh, entry),
-            column_id if isinstance(column_id, int) else None,
-            put_as if isinstance(put_as, str) else None,
-        )
+        column = expiration_column(_table_metadata(ctx, wh, entry), config.column_id, config.column_name)
     except BadRequest as exc:
         return {**out, "error": exc.message}
     return {**out, "column": column.name, "column-id": column.id, "column-type": column.type}
@@ -562,21 +569,25 @@ def set_record_expiration(
         column = expiration_column(_table_metadata(ctx, wh, entry))
         clean = {**clean, "column-id": column.id, "column-name": column.name, "owner": owner.to_json()}
 
-    def audited(old: Body, new: Body) -> Body:
-        return side_data.table_configuration_entry(entry, "record-expiration", _public_expiration(new))
+    new = TypeConfig.from_json(clean)
 
-    side_data.change(ctx, ctx.bucket_for(wh), entry.entry_id, "record-expiration", lambda _: clean, audited)
+    def audited(old: TypeConfig, new: TypeConfig) -> Body:
+        return side_data.table_configuration_entry(entry, "record-expiration", new.public())
+
+    side_data.change_record(
+        ctx, ctx.bucket_for(wh), entry.entry_id, side_data.EXPIRATION, TypeConfig, lambda _: new, audited
+    )
 
 
 def record_expiration_job_status(ctx: Context, wh: str, entry: TableEntry, figures: bool = True) -> Body:
     """The last run's outcome; Disabled (with the last run's figures) while the configuration is.
     Without `figures`, no metrics: they count the table's rows (AWS's answer may leave them out)."""
-    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry.entry_id, "record-expiration-status")
-    if _stored_expiration(ctx, wh, entry).get("status") != "enabled":
-        out = {**{k: v for k, v in doc.items() if k != "failureMessage"}, "status": "Disabled"}
-    else:
-        out = dict(doc) if doc else {"status": "NotYetRun"}
-    return out if figures else {k: v for k, v in out.items() if k != "metrics"}
+    run = side_data.read_record(ctx, ctx.bucket_for(wh), entry.entry_id, side_data.EXPIRATION_STATUS, JobRun)
+    if not _stored_expiration(ctx, wh, entry).enabled:
+        run = replace(run, failureMessage=None, status="Disabled")
+    elif not run.to_json():
+        run = JobRun(status="NotYetRun")
+    return (run if figures else replace(run, metrics=None)).to_json()
 
 
 def check_record_expiration_status(value: object) -> Body:
@@ -601,7 +612,8 @@ def check_record_expiration_status(value: object) -> Body:
 
 
 def set_record_expiration_job_status(ctx: Context, wh: str, entry: TableEntry, clean: Body) -> None:
-    side_data.change(ctx, ctx.bucket_for(wh), entry.entry_id, "record-expiration-status", lambda _: clean)
+    new = JobRun.from_json(clean)
+    side_data.change_record(ctx, ctx.bucket_for(wh), entry.entry_id, side_data.EXPIRATION_STATUS, JobRun, lambda _: new)
 
 
 # ---- replication configuration: a table bucket's rule, or a table's own ---------------------------
@@ -643,18 +655,14 @@ def check_replication(config: object, source: str, destinations: Callable[[objec
     return {"role": role, "destinations": names}
 
 
-def _replication_token(doc: Body) -> str:
-    return str(int(doc.get("version", 0)))
-
-
-def replication(ctx: Context, wh: str, entry_id: str, what: str) -> tuple[Body, str]:
-    """The stored configuration ({} when none) and its version token (NotFound when none)."""
+def replication(ctx: Context, wh: str, entry_id: str, what: str) -> ReplicationConfig:
+    """The stored configuration (NotFound when none; its `token` is its version token)."""
     if entry_id == BUCKET_ENTRY:
         warehouses.get(ctx, wh)
-    doc, _ = side_data.read(ctx, ctx.bucket_for(wh), entry_id, "replication")
-    if not doc.get("destinations"):
+    config = side_data.read_record(ctx, ctx.bucket_for(wh), entry_id, replicas.CONFIG, ReplicationConfig)
+    if not config.replicated:
         raise NotFound(f"{what} has no replication configuration")
-    return doc, _replication_token(doc)
+    return config
 
 
 def set_replication(
@@ -677,26 +685,28 @@ def set_replication(
         warehouses.get(ctx, wh)
     old: list[str] = []
 
-    def change(doc: Body) -> Body:
-        if token is not None and token != _replication_token(doc):
+    def change(config: ReplicationConfig) -> ReplicationConfig:
+        if token is not None and token != config.token:
             raise CommitFailed("The versionToken does not match the replication configuration; get it again")
-        if clean is None and not doc.get("destinations"):
+        if clean is None and not config.replicated:
             raise NotFound("There is no replication configuration to delete")
-        old[:] = [str(d) for d in doc.get("destinations") or []]
-        return {"version": int(doc.get("version", 0)) + 1, **(clean or {})}
+        old[:] = list(config.destinations or ())
+        if clean is None:
+            return config.next(None, None, None)
+        return config.next(clean["role"], clean["destinations"], clean.get("owner"))
 
-    def audited(old: Body, new: Body) -> Body:
+    def audited(old: ReplicationConfig, new: ReplicationConfig) -> Body:
         if entry is not None:
-            value = {k: v for k, v in new.items() if k != "version"}
-            return side_data.table_configuration_entry(entry, "replication", value)
+            return side_data.table_configuration_entry(entry, "replication", new.public())
         return side_data.warehouse_configuration_entry(wh, "replication", clean is not None)
 
-    stored = side_data.change(ctx, ctx.bucket_for(wh), entry_id, "replication", change, audited)
-    new = _replication_token(stored)
+    stored = side_data.change_record(
+        ctx, ctx.bucket_for(wh), entry_id, replicas.CONFIG, ReplicationConfig, change, audited
+    )
     replicas.configured(ctx, wh, entry_id, clean is not None)
     if clean is None:  # failover: the replicas it made become ordinary tables
         _release(ctx, wh, entry_id, old)
-    return new
+    return stored.token
 
 
 def _release(ctx: Context, wh: str, entry_id: str, destinations: list[str]) -> None:
@@ -713,19 +723,13 @@ def _release(ctx: Context, wh: str, entry_id: str, destinations: list[str]) -> N
     replicas.release_warehouse(ctx, wh, names, destinations)
 
 
-def replication_status(ctx: Context, wh: str, entry: TableEntry) -> list[Body]:
+def replication_status(ctx: Context, wh: str, entry: TableEntry) -> list[tuple[str, ReplicationState]]:
     """Per destination of the table's own configuration, else its bucket's: its state as the last
-    replication run left it (core/replication/replicate.py), or pending (NotFound when neither has one)."""
+    replication run left it (core/replication/replicate.py; none yet: pending), NotFound when
+    neither has a configuration. The face formats them (shapes.replication_destination)."""
     try:
-        doc, _ = replication(ctx, wh, entry.entry_id, "The table")
+        config = replication(ctx, wh, entry.entry_id, "The table")
     except NotFound:
-        doc, _ = replication(ctx, wh, BUCKET_ENTRY, "Neither the table nor its table bucket")
-    progress, _ = side_data.read(ctx, ctx.bucket_for(wh), entry.entry_id, "replication-status")
-    public = ("replicationStatus", "lastSuccessfulReplicatedUpdate", "failureMessage", "destination-table-id")
-    out = []
-    for name in doc["destinations"]:
-        state = {k: v for k, v in (progress.get(name) or {}).items() if k in public}
-        if state.get("replicationStatus") == "completed":  # pending may say why (left to the Spark job)
-            state.pop("failureMessage", None)
-        out.append({"destination": name, "replicationStatus": "pending", **state})
-    return out
+        config = replication(ctx, wh, BUCKET_ENTRY, "Neither the table nor its table bucket")
+    progress = side_data.read_record(ctx, ctx.bucket_for(wh), entry.entry_id, replicas.STATUS, ReplicationStatus)
+    return [(name, progress.of(name)) for name in config.destinations or ()]

@@ -777,16 +777,11 @@ def _may_replicate(req: RequestContext, wh: str, clean: Body, entry: TableEntry 
     return {**clean, "owner": {"name": principal.name, "id": "" if principal.is_root else principal.uuid}}
 
 
-def _replication_out(doc: Body, token: str) -> Body:
-    rule = {"destinations": [{"destinationTableBucketARN": shapes.arn_of(w)} for w in doc["destinations"]]}
-    return {"versionToken": token, "configuration": {"role": doc["role"], "rules": [rule]}}
-
-
 @_op("/table-bucket-replication", "GET", "GetTableBucketReplication", _bucket_check)
 def get_bucket_replication(req: RequestContext) -> Result:
     wh = _warehouse(req)
-    doc, token = backend.replication(get_context(), wh, backend.BUCKET_ENTRY, f"Table bucket {wh!r}")
-    return _ok(200, _replication_out(doc, token))
+    config = backend.replication(get_context(), wh, backend.BUCKET_ENTRY, f"Table bucket {wh!r}")
+    return _ok(200, shapes.replication_out(config))
 
 
 @_op("/table-bucket-replication", "PUT", "PutTableBucketReplication", _bucket_check)
@@ -809,8 +804,8 @@ def delete_bucket_replication(req: RequestContext) -> Result:
 @_op("/table-replication", "GET", "GetTableReplication", _arn_check)
 def get_table_replication(req: RequestContext) -> Result:
     ctx, wh, entry = _arn_target(req)
-    doc, token = backend.replication(ctx, wh, entry.entry_id, f"Table {entry.name!r}")
-    return _ok(200, _replication_out(doc, token))
+    config = backend.replication(ctx, wh, entry.entry_id, f"Table {entry.name!r}")
+    return _ok(200, shapes.replication_out(config))
 
 
 @_op("/table-replication", "PUT", "PutTableReplication", _arn_check)
@@ -832,11 +827,7 @@ def delete_table_replication(req: RequestContext) -> Result:
 @_op("/replication-status", "GET", "GetTableReplicationStatus", _arn_check)
 def get_replication_status(req: RequestContext) -> Result:
     ctx, wh, entry = _arn_target(req)
-    out = []
-    for state in backend.replication_status(ctx, wh, entry):
-        dst, replica = state.pop("destination"), state.pop("destination-table-id", None)
-        named = {"destinationTableArn": arns.table_api_arn(dst, replica)} if replica else {}
-        out.append({"destinationTableBucketArn": shapes.arn_of(dst), **named, **state})
+    out = [shapes.replication_destination(dst, state) for dst, state in backend.replication_status(ctx, wh, entry)]
     return _ok(200, {"sourceTableArn": shapes.table_arn_of(wh, entry), "destinations": out})
 
 

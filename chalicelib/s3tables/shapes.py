@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib.auth import arns
+from chalicelib.core.catalog.replicas import COMPLETED, PENDING, ReplicationConfig, ReplicationState
 from chalicelib.core.catalog.tables import TableEntry
 from chalicelib.core.model import NamespaceInfo, WarehouseInfo
 from chalicelib.errors import BadRequest
@@ -36,6 +37,29 @@ def bucket_out(info: WarehouseInfo) -> Body:
         "tableBucketId": info.uuid,
         "type": "customer",
     }
+
+
+# ---- replication ----------------------------------------------------------------------------
+
+
+def replication_out(config: ReplicationConfig) -> Body:
+    """GetTableBucketReplication's and GetTableReplication's answer."""
+    rule = {"destinations": [{"destinationTableBucketARN": arn_of(w)} for w in config.destinations or ()]}
+    return {"versionToken": config.token, "configuration": {"role": config.role, "rules": [rule]}}
+
+
+def replication_destination(dst: str, state: ReplicationState) -> Body:
+    """One destination of GetTableReplicationStatus: pending until a run left it otherwise; a
+    pending one may say why (left to the Spark job), a completed one has no failure."""
+    out: Body = {"destinationTableBucketArn": arn_of(dst)}
+    if state.destination_table_id:
+        out["destinationTableArn"] = arns.table_api_arn(dst, state.destination_table_id)
+    out["replicationStatus"] = state.replicationStatus or PENDING
+    if state.lastSuccessfulReplicatedUpdate is not None:
+        out["lastSuccessfulReplicatedUpdate"] = dict(state.lastSuccessfulReplicatedUpdate)
+    if state.failureMessage is not None and state.replicationStatus != COMPLETED:
+        out["failureMessage"] = state.failureMessage
+    return out
 
 
 # ---- namespaces -------------------------------------------------------------------------------

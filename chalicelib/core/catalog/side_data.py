@@ -10,13 +10,37 @@ from chalicelib.core.access.resource_policies import change as change_policy
 from chalicelib.core.access.resource_policies import read as read_policy
 from chalicelib.core.primitives import audit
 from chalicelib.core.primitives.pointer_record import TableEntry
-from chalicelib.core.tables.side_data import change, read
+from chalicelib.core.tables.configuration_records import (
+    ENCRYPTION,
+    EXPIRATION,
+    EXPIRATION_STATUS,
+    MAINTENANCE,
+    MAINTENANCE_STATUS,
+    EncryptionConfig,
+    JobRun,
+    MaintenanceConfig,
+    MaintenanceStatus,
+    TypeConfig,
+)
+from chalicelib.core.tables.side_data import change, change_record, read, read_record
 
 __all__ = [
+    "ENCRYPTION",
+    "EXPIRATION",
+    "EXPIRATION_STATUS",
+    "MAINTENANCE",
+    "MAINTENANCE_STATUS",
+    "EncryptionConfig",
+    "JobRun",
+    "MaintenanceConfig",
+    "MaintenanceStatus",
+    "TypeConfig",
     "change",
     "change_policy",
+    "change_record",
     "read",
     "read_policy",
+    "read_record",
     "table_configuration_entry",
     "warehouse_configuration_entry",
 ]

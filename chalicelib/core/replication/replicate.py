@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,6 +35,16 @@ from chalicelib.core.primitives import parallel, pointer_record
 from chalicelib.core.primitives.context import Context, env_int, now_ms
 from chalicelib.core.primitives.pointer_record import TableEntry
 from chalicelib.core.tables import replicas
+from chalicelib.core.tables.replication_records import (
+    COMPLETED,
+    FAILED,
+    PENDING,
+    ReplicationConfig,
+    ReplicationCursor,
+    ReplicationIndex,
+    ReplicationState,
+    ReplicationStatus,
+)
 from chalicelib.errors import AlreadyExists, CatalogError, CommitFailed, NotFound
 from chalicelib.storage import (
     BucketNotFound,
@@ -48,8 +58,8 @@ from chalicelib.storage import (
 # What stops one destination's run (recorded as its failure; the other destinations go on).
 FAILURES = (CatalogError, StorageUnavailable, BucketNotFound, BucketUnavailable, ObjectNotFound, PreconditionFailed)
 
-BUCKET_ENTRY = "table-bucket"  # the bucket's own side data (s3tables/backend.py)
-CONFIG, STATUS = "replication", replicas.STATUS
+BUCKET_ENTRY = replicas.BUCKET_ENTRY  # the bucket's own side data
+CONFIG, STATUS = replicas.CONFIG, replicas.STATUS
 DATA, POSITION_DELETES = 0, 1
 
 
@@ -78,9 +88,9 @@ class Rule:
 def rule(ctx: Context, warehouse: str, entry_id: str) -> Rule | None:
     bucket = ctx.bucket_for(warehouse)
     for holder in (entry_id, BUCKET_ENTRY):
-        doc, _ = side_data.read(ctx, bucket, holder, CONFIG)
-        if doc.get("destinations"):
-            return Rule([str(d) for d in doc["destinations"]], RuleOwner.from_json(doc.get("owner")))
+        config = side_data.read_record(ctx, bucket, holder, CONFIG, ReplicationConfig)
+        if config.destinations:
+            return Rule(list(config.destinations), config.rule_owner)
     return None
 
 
@@ -269,14 +279,6 @@ def _ensure_namespace(ctx: Context, warehouse: str, ns: Namespace) -> None:
             pass
 
 
-def _reached(state: Any) -> int:
-    """How far a destination's state got: the version number of the source metadata file it last
-    replicated (Iceberg names them `<version>-<uuid>.metadata.json`); 0 for none."""
-    meta = state.get("source-metadata") if isinstance(state, dict) else None
-    head = str(meta or "").rsplit("/", 1)[-1].split("-", 1)[0]
-    return int(head) if head.isdigit() else 0
-
-
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
@@ -317,10 +319,25 @@ def replicate_table(
     entry: TableEntry | None = None,
     gate: Gate | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Bring every destination of the table up to its current version; returns each one's status.
-    Unless `force`, a destination still in its backoff after failing is left as it is. A first copy
-    moving more than `copy_limit` bytes is left pending for the Spark job (None: no limit). A
-    destination the rule's owner may not have the table copied to (`gate`) fails, saying why."""
+    """Bring every destination of the table up to its current version; returns each one's status
+    (its stored JSON). Unless `force`, a destination still in its backoff after failing is left as
+    it is. A first copy moving more than `copy_limit` bytes is left pending for the Spark job (None:
+    no limit). A destination the rule's owner may not have the table copied to (`gate`) fails,
+    saying why."""
+    states = _replicate_table(ctx, warehouse, ns, name, force, copy_limit, entry, gate)
+    return {dst: state.to_json() for dst, state in states.items()}
+
+
+def _replicate_table(
+    ctx: Context,
+    warehouse: str,
+    ns: Namespace,
+    name: str,
+    force: bool,
+    copy_limit: int | None,
+    entry: TableEntry | None,
+    gate: Gate | None,
+) -> dict[str, ReplicationState]:
     entry = entry or tables.entry(ctx, warehouse, ns, name)
     found = rule(ctx, warehouse, entry.entry_id)
     targets = found.destinations if found is not None else []
@@ -329,11 +346,11 @@ def replicate_table(
     src_bucket = ctx.bucket_for(warehouse)
     current = entry.metadata_location
     doc = _doc(ctx.storage.get(*keys.split_s3_uri(current)).body)
-    status, _ = side_data.read(ctx, src_bucket, entry.entry_id, STATUS)
-    out: dict[str, dict[str, Any]] = {}
+    status = side_data.read_record(ctx, src_bucket, entry.entry_id, STATUS, ReplicationStatus)
+    out: dict[str, ReplicationState] = {}
     for dst in targets:
-        mine = dict(status.get(dst) or {})
-        if not force and mine.get("replicationStatus") == "failed" and now_ms() < int(mine.get("retry-at-ms", 0)):
+        mine = status.of(dst)
+        if not force and mine.failed and now_ms() < (mine.retry_at_ms or 0):
             out[dst] = mine
             continue
         try:
@@ -344,22 +361,18 @@ def replicate_table(
                 ctx, warehouse, src_bucket, ctx.bucket_for(dst), dst, entry, doc, current, mine, copy_limit
             )
         except LeftToSpark as exc:
-            mine = {**mine, "replicationStatus": "pending", "failureMessage": str(exc), "left-to-spark": current}
+            mine = replace(mine, replicationStatus=PENDING, failureMessage=str(exc), left_to_spark=current)
         except (*FAILURES, Missing, ValueError, Refused) as exc:
             message = (str(exc) if isinstance(exc, Refused) else f"{type(exc).__name__}: {exc}")[:1000]
-            failures = int(mine.get("failures", 0)) + 1 if mine.get("replicationStatus") == "failed" else 1
+            failures = (mine.failures or 0) + 1 if mine.failed else 1
             retry = now_ms() + backoff_ms(failures)
-            mine = {**mine, "replicationStatus": "failed", "failureMessage": message}
-            mine.update({"failures": failures, "retry-at-ms": retry})
+            mine = replace(mine, replicationStatus=FAILED, failureMessage=message, failures=failures, retry_at_ms=retry)
         out[dst] = mine
 
-    def record(stored: dict[str, Any]) -> dict[str, Any]:
-        # A pass that ran beside this one and got further keeps its word: a status never goes back.
-        ours = {k: v for k, v in out.items() if _reached(stored.get(k)) <= _reached(v)}
-        return {**{k: v for k, v in stored.items() if k in targets}, **ours}
-
-    if any(out[d] != (status.get(d) or {}) for d in targets):
-        side_data.change(ctx, src_bucket, entry.entry_id, STATUS, record)
+    if any(out[d] != status.of(d) for d in targets):
+        side_data.change_record(
+            ctx, src_bucket, entry.entry_id, STATUS, ReplicationStatus, lambda stored: stored.merged(out, targets)
+        )
     return out
 
 
@@ -415,9 +428,9 @@ def _replicate_to(
     entry: Any,
     doc: dict[str, Any],
     current: str,
-    mine: dict[str, Any],
+    mine: ReplicationState,
     copy_limit: int | None = None,
-) -> dict[str, Any]:
+) -> ReplicationState:
     paths = Paths(src_bucket, dst_bucket)
     table_key = paths.key(str(doc.get("location", "")))
     if table_key is None:
@@ -425,22 +438,21 @@ def _replicate_to(
     prefix = table_key.rstrip("/") + "/"
     present = {k for k, _ in ctx.storage.list_entries(dst_bucket, prefix)}
     source = dict(ctx.storage.list_entries(src_bucket, prefix))
-    here = [*entry.namespace, entry.name]
-    was = mine.get("replica-name")
+    here = (*entry.namespace, entry.name)
     origin = {"warehouse": src_warehouse, "entry": entry.entry_id, "table": entry.owner_uuid}
     # The replica itself says how far it got (only the replicator writes it): a status written
     # before a pointer write whose answer was lost would name the version before.
-    name = (tuple(was[:-1]), str(was[-1])) if was else (entry.namespace, entry.name)
+    name = mine.replica or (entry.namespace, entry.name)
     found = replicas.current(ctx, dst, *name)
     if found is not None and not _same_source(found[1], origin):
         raise CommitFailed(f"The destination already has a table {'.'.join((*name[0], name[1]))!r} of its own")
     before = found[0] if found is not None else None
     last = Paths(dst_bucket, src_bucket).map(before) if before is not None else None
-    if before is not None and list((*name[0], name[1])) != here:  # the source was renamed: so is its replica
+    if before is not None and (*name[0], name[1]) != here:  # the source was renamed: so is its replica
         _ensure_namespace(ctx, dst, entry.namespace)
         with pointer_record.replicating():
             tables.rename(ctx, dst, name, (entry.namespace, entry.name))
-        mine = {**mine, "replica-name": here}
+        mine = replace(mine, replica_name=here)
     for source_meta in _pending_versions(current, doc, last):
         meta_key = paths.key(source_meta)
         if meta_key is None:
@@ -465,15 +477,15 @@ def _replicate_to(
         before = location
     if before != paths.map(current):
         raise CommitFailed("The current version could not be replicated")
-    if mine.get("source-metadata") == current and mine.get("replicationStatus") == "completed":
+    if mine.source_metadata == current and mine.replicationStatus == COMPLETED:
         return mine
-    return {
-        "replicationStatus": "completed",
-        "source-metadata": current,
-        "destination-table-id": tables.entry(ctx, dst, entry.namespace, entry.name).owner_uuid,
-        "replica-name": here,
-        "lastSuccessfulReplicatedUpdate": {"metadataLocation": before, "timestamp": _now()},
-    }
+    return ReplicationState(
+        replicationStatus=COMPLETED,
+        source_metadata=current,
+        destination_table_id=tables.entry(ctx, dst, entry.namespace, entry.name).owner_uuid,
+        replica_name=here,
+        lastSuccessfulReplicatedUpdate={"metadataLocation": before, "timestamp": _now()},
+    )
 
 
 CURSOR, INDEX = replicas.CURSOR, replicas.INDEX
@@ -490,14 +502,14 @@ def run(
     costs the configuration, the index, the cursor and the LIST. Returns each table's destinations'
     status."""
     bucket = ctx.bucket_for(warehouse)
-    wide, _ = side_data.read(ctx, bucket, BUCKET_ENTRY, CONFIG)
-    index, _ = side_data.read(ctx, bucket, BUCKET_ENTRY, INDEX)
-    if not wide.get("destinations") and not index:
+    wide = side_data.read_record(ctx, bucket, BUCKET_ENTRY, CONFIG, ReplicationConfig)
+    index = side_data.read_record(ctx, bucket, BUCKET_ENTRY, INDEX, ReplicationIndex)
+    if not wide.replicated and not index.entries and not index.other:
         return {}  # nothing replicated (deleting a rule released its replicas: no drop reaches them)
-    cursor, _ = side_data.read(ctx, bucket, BUCKET_ENTRY, CURSOR)
-    seen: dict[str, str] = dict(cursor.get("pointers") or {})
-    known: dict[str, str] = dict(cursor.get("entries") or {})  # pointer key -> entry id, of replicated tables
-    waits: dict[str, list[Any]] = dict(cursor.get("retry") or {})  # pointer key -> [its ETag, retry at ms]
+    cursor = side_data.read_record(ctx, bucket, BUCKET_ENTRY, CURSOR, ReplicationCursor)
+    seen: dict[str, str] = dict(cursor.pointers or {})
+    known: dict[str, str] = dict(cursor.entries or {})  # pointer key -> entry id, of replicated tables
+    waits: dict[str, list[Any]] = dict(cursor.retry or {})  # pointer key -> [its ETag, retry at ms]
     current = {k: e for k, e in ctx.storage.list_entries(bucket, keys.TABLES_PREFIX) if k.endswith(".json")}
     changed = [k for k, e in current.items() if seen.get(k) != e]
     live: dict[str, TableEntry] = {}
@@ -518,7 +530,7 @@ def run(
     # unlisted or read as absent, and no live key holds it (a rename's new name does).
     entries = {k: i for k, i in known.items() if k in current and k not in live and k not in absent}
     ids = {e.entry_id for e in live.values()} | set(entries.values())
-    was_dropping = set(cursor.get("dropping") or [])
+    was_dropping = set(cursor.dropping or ())
     gone = ({i for i in known.values() if i not in ids} | was_dropping) - ids if complete else was_dropping - ids
     dropping = [i for i in sorted(gone) if not _drop_replicas(ctx, warehouse, i)]
     for key, entry in live.items():
@@ -532,34 +544,33 @@ def run(
             continue
         waits.pop(key, None)
         try:
-            states = replicate_table(
-                ctx, warehouse, entry.namespace, entry.name, force, function_copy_limit(), entry=entry, gate=gate
+            states = _replicate_table(
+                ctx, warehouse, entry.namespace, entry.name, force, function_copy_limit(), entry, gate
             )
         except (NotFound, *FAILURES):
             continue
         if states:
-            done[".".join((*entry.namespace, entry.name))] = states
+            done[".".join((*entry.namespace, entry.name))] = {d: s.to_json() for d, s in states.items()}
             entries[key] = entry.entry_id
-        failing = [int(s.get("retry-at-ms", 0)) for s in states.values() if s.get("replicationStatus") == "failed"]
+        failing = [s.retry_at_ms or 0 for s in states.values() if s.failed]
         if failing:
             waits[key] = [current[key], min(failing)]
-        if all(s.get("replicationStatus") != "failed" for s in states.values()) and not any(
-            s.get("replicationStatus") == "pending" and s.get("left-to-spark") != entry.metadata_location
-            for s in states.values()
+        if not failing and not any(
+            s.replicationStatus == PENDING and s.left_to_spark != entry.metadata_location for s in states.values()
         ):
             seen[key] = current[key]  # completed, or left to the Spark job until the next change
         else:
             seen.pop(key, None)
     keep = {k: v for k, v in seen.items() if k in current}
     waits = {k: v for k, v in waits.items() if k in current}
-    new = {"pointers": keep, "entries": entries, "retry": waits, "dropping": dropping}
-    before = {"entries": {}, "retry": {}, "dropping": [], **cursor}
-    if new != {**before, "pointers": dict(cursor.get("pointers") or {})}:
+    new = ReplicationCursor(keep, entries, waits, tuple(dropping), cursor.other)
+    was = ReplicationCursor(cursor.pointers or {}, cursor.entries or {}, cursor.retry or {}, cursor.dropping or ())
+    if new != replace(was, other=cursor.other):
 
-        def save(doc: dict[str, Any]) -> dict[str, Any]:
-            return {**new, "pointers": {**dict(doc.get("pointers") or {}), **keep}}
+        def save(stored: ReplicationCursor) -> ReplicationCursor:
+            return replace(new, pointers={**(stored.pointers or {}), **keep}, other=stored.other)
 
-        side_data.change(ctx, bucket, BUCKET_ENTRY, CURSOR, save)
+        side_data.change_record(ctx, bucket, BUCKET_ENTRY, CURSOR, ReplicationCursor, save)
     return done
 
 
@@ -571,14 +582,16 @@ def _same_source(mark: dict[str, Any], origin: dict[str, Any]) -> bool:
 def _drop_replicas(ctx: Context, warehouse: str, entry_id: str) -> bool:
     """The source table `entry_id` was dropped: so are its replicas (their files kept; a destination
     with retention keeps them in its trash). False when a destination could not be reached."""
-    status, _ = side_data.read(ctx, ctx.bucket_for(warehouse), entry_id, STATUS)
+    try:
+        status = side_data.read_record(ctx, ctx.bucket_for(warehouse), entry_id, STATUS, ReplicationStatus)
+    except FAILURES:
+        return False  # S3 trouble, or a damaged status (logged): its replicas wait for the next pass
     origin = {"warehouse": warehouse, "entry": entry_id}
     ok = True
-    for dst, state in status.items():
-        name = state.get("replica-name") if isinstance(state, dict) else None
-        if not isinstance(name, list) or not name:
+    for dst, state in status.states.items():
+        if state.replica is None:
             continue
-        ns, table = tuple(str(n) for n in name[:-1]), str(name[-1])
+        ns, table = state.replica
         try:
             found = replicas.current(ctx, dst, ns, table)
             if found is None or not _same_source(found[1], origin):

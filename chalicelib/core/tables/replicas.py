@@ -20,13 +20,22 @@ from chalicelib.core.primitives.context import Context
 from chalicelib.core.settling import settle
 from chalicelib.core.tables import adopt, listing, side_data
 from chalicelib.core.tables.lookup import entry as table_entry
+from chalicelib.core.tables.replication_records import (
+    CONFIG,
+    CURSOR,
+    INDEX,
+    STATUS,
+    ReplicationConfig,
+    ReplicationCursor,
+    ReplicationIndex,
+    ReplicationStatus,
+)
 from chalicelib.errors import NotFound
 
-STATUS = "replication-status"
-BUCKET_ENTRY = "table-bucket"
-# The bucket's side data: the tables with a rule of their own, and the replication pass's cursor
-# (each pointer's ETag at its last complete replication).
-INDEX, CURSOR = "replication-tables", "replication-cursor"
+# The bucket's side data: its rule, the tables with a rule of their own, and the replication pass's
+# cursor (each pointer's ETag at its last complete replication).
+BUCKET_ENTRY = side_data.BUCKET_ENTRY
+__all__ = ["CONFIG", "CURSOR", "INDEX", "STATUS", "configured", "current", "release_table", "release_warehouse"]
 
 
 def configured(ctx: Context, warehouse: str, entry_id: str, replicated: bool) -> None:
@@ -34,28 +43,24 @@ def configured(ctx: Context, warehouse: str, entry_id: str, replicated: bool) ->
     the next replication pass looks at every table again."""
     bucket = ctx.bucket_for(warehouse)
     if entry_id != BUCKET_ENTRY:
-
-        def index(doc: dict[str, Any]) -> dict[str, Any]:
-            return {**doc, entry_id: True} if replicated else {k: v for k, v in doc.items() if k != entry_id}
-
-        side_data.change(ctx, bucket, BUCKET_ENTRY, INDEX, index)
-    # Which entries were replicated is kept: a table dropped before the next pass still reaches its replicas.
-    side_data.change(ctx, bucket, BUCKET_ENTRY, CURSOR, lambda doc: {**doc, "pointers": {}, "retry": {}})
+        side_data.change_record(
+            ctx, bucket, BUCKET_ENTRY, INDEX, ReplicationIndex, lambda index: index.with_entry(entry_id, replicated)
+        )
+    side_data.change_record(ctx, bucket, BUCKET_ENTRY, CURSOR, ReplicationCursor, ReplicationCursor.restarted)
 
 
 def release_table(ctx: Context, warehouse: str, entry_id: str, only: list[str] | None = None) -> list[str]:
     """The replicas of one source table (in `only`'s destinations, else all) become ordinary
     tables; returns the destinations released."""
-    status, _ = side_data.read(ctx, ctx.bucket_for(warehouse), entry_id, STATUS)
+    status = side_data.read_record(ctx, ctx.bucket_for(warehouse), entry_id, STATUS, ReplicationStatus)
     released = []
-    for dst, state in status.items():
-        name = state.get("replica-name") if isinstance(state, dict) else None
-        if (only is not None and dst not in only) or not isinstance(name, list) or not name:
+    for dst, state in status.states.items():
+        replica = state.replica
+        if (only is not None and dst not in only) or replica is None:
             continue
-        ns, table = tuple(str(n) for n in name[:-1]), str(name[-1])
         try:
             with pointer_record.replicating():
-                adopt.swap_metadata_location(ctx, dst, ns, table, None, fields={pointer_record.REPLICA_OF: None})
+                adopt.swap_metadata_location(ctx, dst, *replica, None, fields={pointer_record.REPLICA_OF: None})
         except NotFound:
             pass  # dropped or never made: nothing to release
         released.append(dst)
@@ -70,8 +75,8 @@ def release_warehouse(ctx: Context, warehouse: str, namespaces: list[Namespace],
                 entry = table_entry(ctx, warehouse, ns, str(item["name"]))
             except NotFound:
                 continue
-            own, _ = side_data.read(ctx, ctx.bucket_for(warehouse), entry.entry_id, "replication")
-            if not own.get("destinations"):  # a table with its own rule keeps its replicas
+            own = side_data.read_record(ctx, ctx.bucket_for(warehouse), entry.entry_id, CONFIG, ReplicationConfig)
+            if not own.replicated:  # a table with its own rule keeps its replicas
                 release_table(ctx, warehouse, entry.entry_id, only)
 
 
@@ -82,5 +87,4 @@ def current(ctx: Context, warehouse: str, ns: Namespace, name: str) -> tuple[str
     p = pointer_record.of_kind(settle.live(ctx, warehouse, ns, name, read_only=True), "table")
     if p is None:
         return None
-    source = p.data.get(pointer_record.REPLICA_OF)
-    return p.metadata_location, dict(source) if isinstance(source, dict) else {}
+    return p.metadata_location, dict(p.record.replica_of or {})
