@@ -171,14 +171,11 @@ def written(spill: Future[int]) -> bool:
         return False
 
 
-def flush_tail(ctx: Context, bucket: str, data: PointerRecord | dict[str, Any]) -> None:
+def flush_tail(ctx: Context, bucket: str, record: PointerRecord) -> None:
     """Journal a table entry's whole tail, before its last object goes (purge, final drop)."""
-    if isinstance(data, PointerRecord):
-        tail, data = [dict(e) for e in data.audit or ()], data.to_json()
-    else:
-        tail = list(data.get(TAIL) or [])
+    tail = [dict(e) for e in record.audit or ()]
     if tail:
-        write(ctx, bucket, keys.AUDIT_PREFIX, source_of(data), tail)
+        write(ctx, bucket, keys.AUDIT_PREFIX, source_of(record.to_json()), tail)
 
 
 def stamped(record: dict[str, Any], e: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -281,12 +278,6 @@ def tail_final(bucket: str, key: str, etag: str) -> bool:
     """Whether the tail read under this ETag holds for good (False for a claim whose transaction may
     still commit: a feed reads such a pointer again, though its bytes did not change)."""
     return (bucket, key, etag) in _tails
-
-
-def as_settled(ctx: Context, bucket: str, data: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-    """settled_record() of a claimed pointer's JSON."""
-    record, final = settled_record(ctx, bucket, PointerRecord.from_json(data))
-    return record.to_json(), final
 
 
 def settled_record(ctx: Context, bucket: str, record: PointerRecord) -> tuple[PointerRecord, bool]:
