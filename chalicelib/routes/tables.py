@@ -81,10 +81,11 @@ def register_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
         from chalicelib.core.catalog import trash
         from chalicelib.routes.trash import dropped_resource
 
-        req.require("RestoreTable", *dropped_resource(wh, record))
-        was = (tuple(record["namespace"]), str(record["name"]))
+        dropped = trash.decoded(record)
+        req.require("RestoreTable", *dropped_resource(wh, dropped))
+        was = trash.dropped_as(dropped)
         if was != (ns, name):  # under another name: what an undrop there asks (routes/trash.py)
-            acting.refuse_move(of_request(req.authz), wh, *was, trash.table_id(record))
+            acting.refuse_move(of_request(req.authz), wh, *was, trash.table_id(dropped))
 
     may_adopt = delegation.may_take_back(req, wh)  # a released table's files: its own data actions
     state = tables.register(ctx, wh, ns, name, location, overwrite, may_restore=may_restore, may_adopt=may_adopt)

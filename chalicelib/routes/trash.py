@@ -29,15 +29,15 @@ def _any_table(req: RequestContext) -> list[Check]:
     return [(req.action, table_arn(check_warehouse(req.param("warehouse"))), {}, True)]
 
 
-def dropped_resource(wh: str, record: dict[str, Any]) -> tuple[Resource, dict[str, str]]:
+def dropped_resource(wh: str, record: trash.Dropped) -> tuple[Resource, dict[str, str]]:
     """The dropped table as policies name it: its name when dropped, and its id (a new table may
     hold that name now; the id is this one's)."""
-    ns, name = tuple(record["namespace"]), str(record["name"])
+    ns, name = trash.dropped_as(record)
     table_id = trash.table_id(record)
     return table_arn(wh, ns, name, table_id), ns_context(ns, name)
 
 
-def _record(req: RequestContext, action: str) -> tuple[Any, str, dict[str, Any]]:
+def _record(req: RequestContext, action: str) -> tuple[Any, str, trash.Dropped]:
     ctx, wh = warehouse_of(req)
     record = trash.get_any(ctx, wh, req.param("drop_id"))
     req.require(action, *dropped_resource(wh, record))
@@ -48,7 +48,7 @@ def _record(req: RequestContext, action: str) -> tuple[Any, str, dict[str, Any]]
 def list_dropped(req: RequestContext) -> tuple[int, dict[str, Any]]:
     ctx, wh = warehouse_of(req)
 
-    def keep(record: dict[str, Any]) -> bool:
+    def keep(record: trash.Dropped) -> bool:
         return req.authz.visible("ListDroppedTables", *dropped_resource(wh, record))
 
     items, token = trash.list_dropped(ctx, wh, *paging_of(req), keep)
@@ -84,8 +84,8 @@ def restore(req: RequestContext) -> tuple[int, dict[str, Any]]:
         target = (check_namespace(dst.get("namespace")), check_table(dst.get("name")))
         create = "CreateFunction" if trash.is_function(record) else "CreateTable"
         req.require(create, table_arn(wh, *target), ns_context(*target))
-        was = (tuple(record["namespace"]), str(record["name"]))
-        if record.get("kind", "table") == "table" and target != was:  # a table's data, moved elsewhere
+        was = trash.dropped_as(record)
+        if trash.is_table(record) and target != was:  # a table's data, moved elsewhere
             acting.refuse_move(of_request(req.authz), wh, *was, trash.table_id(record))
     ns, name, location = trash.restore_any(ctx, wh, record, target)
     return 200, {"identifier": {"namespace": list(ns), "name": name}, "metadata-location": location}

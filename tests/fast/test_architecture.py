@@ -164,7 +164,6 @@ POINTER_FIELDS = POINTER_ONLY_FIELDS | {
 }
 OTHER_RECORDS_WITH_POINTER_FIELD_NAMES = {
     "chalicelib.core.access.locations": {"table-uuid"},  # the location registry's records
-    "chalicelib.core.catalog.trash": {"drop-id"},  # the trash listing's entries
     "chalicelib.core.iceberg.light": {"table-uuid"},  # Iceberg table metadata
     "chalicelib.core.planning.plans": {"metadata-location"},  # scan plan records
     "chalicelib.core.primitives.audit": {"table-uuid"},  # audit targets (of any record's JSON)
@@ -235,13 +234,8 @@ def _pointer_json_uses(path: Path) -> int:
 
 POINTER_JSON_USES_LEFT: dict[str, int] = {
     "chalicelib.core.admin.fsck": 9,
-    "chalicelib.core.admin.transfer": 1,
-    "chalicelib.core.catalog.trash": 2,
-    "chalicelib.core.primitives.audit": 5,
-    "chalicelib.core.primitives.versioning": 1,
     "chalicelib.core.tables.adopt": 20,
     "chalicelib.core.tables.entries": 8,
-    "chalicelib.core.tables.trash": 38,
 }
 
 

@@ -96,10 +96,11 @@ def export(ctx: Context, warehouse: str, skip_damaged: bool = False) -> dict[str
         problem = pointer_record.problem(doc)
         if problem is not None:
             return _damaged(bucket, key, problem)
-        if not pointer_record.claimed(doc):
+        record = PointerRecord.from_json(doc)
+        if not record.claimed:
             return key, body, None
         try:
-            settled = _as_committed(ctx, warehouse, doc)
+            settled = _as_committed(ctx, warehouse, record)
         except DamagedObject as exc:  # no reader can settle the claim either
             return _damaged(bucket, key, f"its transaction record {exc.key} is damaged")
         return None if settled is None else (key, dump(settled).decode(), None)
@@ -124,12 +125,11 @@ def _damaged(bucket: str, key: str, reason: str) -> tuple[str, None, str]:
     return key, None, reason
 
 
-def _as_committed(ctx: Context, warehouse: str, data: dict[str, Any]) -> dict[str, Any] | None:
+def _as_committed(ctx: Context, warehouse: str, record: PointerRecord) -> dict[str, Any] | None:
     """A claimed pointer as of its transaction's commit point: the copy holds no transaction record,
     so a claim would be settled there from nothing (rolled back). Rolled forward when the record
     says committed (claims.settled_pointer, as the sweeper writes it); otherwise as before the
     claim, and a table the transaction was creating is left out (it does not exist yet)."""
-    record = PointerRecord.from_json(data)
     found = claims.read_record(ctx, warehouse, record.claim_txn)
     if found is not None and found[0]["state"] == "committed":
         return claims.settled_pointer(record, True).to_json()

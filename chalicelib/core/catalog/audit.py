@@ -6,8 +6,8 @@ from typing import Any
 
 from chalicelib.core.containers import warehouses
 from chalicelib.core.model import Namespace
-from chalicelib.core.primitives.audit import TAIL, as_settled, source_of
 from chalicelib.core.primitives.audit import query as query
+from chalicelib.core.primitives.audit import settled_record, source_of
 from chalicelib.core.primitives.audit import table_tails as table_tails
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.settling import pointers
@@ -18,10 +18,10 @@ def live_trail(ctx: Context, warehouse: str, ns: Namespace, name: str) -> tuple[
     p = pointers.read(ctx, warehouse, ns, name)
     if p is None or p.state != "active":
         return None
-    data = as_settled(ctx, ctx.bucket_for(warehouse), p.data)[0] if p.record.claimed else p.data
-    source = source_of(data)
-    return source, [dict(e, source=source) for e in data.get(TAIL) or []]
+    record = settled_record(ctx, ctx.bucket_for(warehouse), p.record)[0] if p.record.claimed else p.record
+    source = source_of(record.to_json())
+    return source, [dict(e, source=source) for e in record.audit or ()]
 
 
 def require_warehouse(ctx: Context, warehouse: str) -> None:
-    warehouses.read_record(ctx, warehouse)
+    warehouses.load(ctx, warehouse)

@@ -101,7 +101,10 @@ def source_of(data: dict[str, Any]) -> str:
     return str(data.get("id") or data.get("table-uuid") or data.get("uuid") or "unknown").replace("-", "")
 
 
-appended = pointer_record.appended  # entries joined to a pointer's tail, numbered on from its last seq
+def appended(data: dict[str, Any], entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Entries joined to a pointer's tail, numbered on from its last seq (PointerRecord.appended),
+    for the callers still holding the pointer's JSON."""
+    return PointerRecord.from_json(data).appended(entries).to_json()
 
 
 def spillable(data: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -168,11 +171,11 @@ def written(spill: Future[int]) -> bool:
         return False
 
 
-def flush_tail(ctx: Context, bucket: str, data: dict[str, Any]) -> None:
+def flush_tail(ctx: Context, bucket: str, record: PointerRecord) -> None:
     """Journal a table entry's whole tail, before its last object goes (purge, final drop)."""
-    tail = list(data.get(TAIL) or [])
+    tail = [dict(e) for e in record.audit or ()]
     if tail:
-        write(ctx, bucket, keys.AUDIT_PREFIX, source_of(data), tail)
+        write(ctx, bucket, keys.AUDIT_PREFIX, source_of(record.to_json()), tail)
 
 
 def stamped(record: dict[str, Any], e: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -246,13 +249,14 @@ def _tail_of(ctx: Context, bucket: str, key: str, etag: str) -> list[dict[str, A
             data = damage.parse(obj.body, bucket, key, damage.subject_of(key))
         except (ObjectNotFound, DamagedObject):  # damaged: no trail to read (logged); the others list on
             return []
-        if pointer_record.state(data) in ("pending", "moved"):  # not committed yet / the same as its destination's
-            data = {}
+        held = pointer_record.carried_trail(data)  # a trash record's: the dropped pointer it keeps
         final = True
-        if pointer_record.claimed(data):
-            data, final = as_settled(ctx, bucket, data)
-        data = pointer_record.held_pointer(data)  # a trash record keeps the dropped pointer whole
-        cached = (source_of(data), list(data.get(TAIL) or []))
+        if isinstance(held, PointerRecord):
+            if held.claimed:
+                held, final = settled_record(ctx, bucket, held)
+            cached = (source_of(held.to_json()), [dict(e) for e in held.audit or ()])
+        else:  # a record of another kind: its tail as stored (None: no entries of its own)
+            cached = (source_of(held or {}), list((held or {}).get(TAIL) or []))
         if not final:  # the same bytes will carry the claim's entry once its transaction commits
             return [dict(e, source=cached[0]) for e in cached[1]]
         _tails.put((bucket, key, obj.etag), cached)
@@ -276,20 +280,20 @@ def tail_final(bucket: str, key: str, etag: str) -> bool:
     return (bucket, key, etag) in _tails
 
 
-def as_settled(ctx: Context, bucket: str, data: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+def settled_record(ctx: Context, bucket: str, record: PointerRecord) -> tuple[PointerRecord, bool]:
     """A claimed pointer's entries as its transaction leaves them: a committed claim's entry joins
     the tail (with the seq its roll-forward gives it, whoever rolls forward), as readers follow a
     committed claim before anyone rolls it forward; and whether that is final (a record is)."""
     from chalicelib.core.primitives import claims  # claims builds on this module
 
     try:
-        doc = json.loads(ctx.storage.get(bucket, keys.txn_record(pointer_record.claim_txn(data))).body)
+        doc = json.loads(ctx.storage.get(bucket, keys.txn_record(record.claim_txn)).body)
     except (ObjectNotFound, ValueError):  # no record yet (or unreadable: fsck reports it)
-        return data, False
+        return record, False
     state = doc.get("state") if isinstance(doc, dict) else None
     if state == "committed":
-        return claims.settled_pointer(PointerRecord.from_json(data), True).to_json(), True
-    return data, state == "aborted"
+        return claims.settled_pointer(record, True), True
+    return record, state == "aborted"
 
 
 def segment_problem(doc: Any) -> str | None:

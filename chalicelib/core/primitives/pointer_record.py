@@ -994,10 +994,19 @@ class TrashRecord:
             self, state="moved", moved_to=Ref.to(*dst), extra={k: v for k, v in self.extra.items() if k != "moved-to"}
         )
 
-    def purging(self, pointer: PointerRecord) -> TrashRecord:
+    def purging(self, pointer: PointerRecord | None) -> TrashRecord:
+        """Its purge begun: the kept pointer carrying the purge's entry (None: a damaged kept
+        pointer, left as stored)."""
+        if pointer is None:
+            return replace(self, state="purging")
         return replace(
             self, state="purging", pointer=pointer, extra={k: v for k, v in self.extra.items() if k != "pointer"}
         )
+
+    @property
+    def kept_problem(self) -> str | None:
+        """What makes the kept pointer unusable (None: it decoded)."""
+        return None if self.pointer is not None else problem(self.extra.get("pointer"))
 
 
 @dataclass(frozen=True)
@@ -1095,6 +1104,19 @@ class TableEntry:
 # what rolls a pointer forward, claims.py, needs no import of audit).
 AUDIT_TAIL = "audit"
 AUDIT_SEQ = "audit-seq"
+
+
+def carried_trail(data: dict[str, Any]) -> PointerRecord | dict[str, Any] | None:
+    """What the audit trail (audit.py) reads a stored record's tail from. It is decided here, as it
+    takes the record's state and the pointer a trash record keeps: None for a record whose entries
+    are not its own (a pending pointer: not committed yet; a moved one, or a restored trash record:
+    the same as its destination's); a pointer, or the one a trash record keeps whole, decoded; any
+    other record (a namespace's, a user's) or one the codecs refuse, as stored (its tail is audit's
+    own fields)."""
+    if data.get("state") in ("pending", "moved"):
+        return None
+    held = dict(data["pointer"]) if isinstance(data.get("pointer"), dict) else data
+    return PointerRecord.from_json(held) if problem(held) is None else held
 
 
 def appended(data: dict[str, Any], entries: Iterable[dict[str, Any]]) -> dict[str, Any]:

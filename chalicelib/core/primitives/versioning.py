@@ -9,12 +9,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from chalicelib.core.primitives import pointer_record
 from chalicelib.core.primitives.context import Context, dump
+from chalicelib.core.primitives.pointer_record import PointerRecord
 from chalicelib.errors import CommitStateUnknown
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 
-version_of = pointer_record.version  # one definition: records older than versions are at version 1
+
+def version_of(record: PointerRecord | dict[str, Any]) -> int:
+    """A table entry's version: its pointer's, or the version field of a Hive entry's record
+    (core/tables/hive.py) or of a pointer's JSON not yet decoded. Records older than versions are
+    at version 1, as PointerRecord reads them."""
+    if isinstance(record, PointerRecord):
+        return record.version
+    return int(record.get("version", 1))
 
 
 def swap(ctx: Context, bucket: str, key: str, old: dict[str, Any], etag: str, new: dict[str, Any], what: str) -> bool:

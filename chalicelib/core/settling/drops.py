@@ -55,7 +55,7 @@ def settle_drop(ctx: Context, bucket: str, tomb: Pointer, remove: bool, ns: Name
     purge = bool(record.purge) and location is not None
     try:
         if record.drop_id:  # a drop, not a backed-out create: its trail outlives the pointer
-            audit.flush_tail(ctx, bucket, tomb.data)
+            audit.flush_tail(ctx, bucket, record)
         release = None if purge else releases.of_tombstone(bucket, record, (ns, name) if name else None)
         if purge:
             assert location is not None

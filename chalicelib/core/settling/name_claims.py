@@ -80,7 +80,7 @@ def after_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, new: Poi
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         return  # someone committed to the new table already: it stays, and blocks the namespace delete
     try:
-        audit.flush_tail(ctx, bucket, tomb.to_json())  # the create and its undoing, for whoever read the create
+        audit.flush_tail(ctx, bucket, tomb)  # the create and its undoing, for whoever read the create
     except (StorageUnavailable, WriteInDoubt):
         pass  # the tombstone keeps them until the sweeper settles it
     settle_drop(ctx, bucket, Pointer(tomb, etag), remove=True, ns=ns, name=name)

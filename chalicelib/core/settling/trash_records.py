@@ -3,8 +3,6 @@ and purge. Below pointers, which settle drops and restores with them; the trash 
 
 from __future__ import annotations
 
-from typing import Any
-
 from chalicelib import keys
 from chalicelib.core.containers import warehouses
 from chalicelib.core.primitives import damage, pointer_record
@@ -29,29 +27,30 @@ def keep(ctx: Context, bucket: str, tomb: PointerRecord) -> None:
         purges.set_uuid_state(ctx, bucket, uuid_, "trashed")
 
 
-def read(ctx: Context, warehouse: str, drop_id: str) -> tuple[dict[str, Any], str]:
+def read(ctx: Context, warehouse: str, drop_id: str) -> tuple[TrashRecord, str]:
     if not drop_id.isalnum() or len(drop_id) > 64:
         raise BadRequest("Invalid dropped-table id: expected the id a trash listing gives")
     bucket, key = ctx.bucket_for(warehouse), keys.trash_record(drop_id)
     try:
         obj = ctx.storage.get(bucket, key)
     except ObjectNotFound:
-        warehouses.read_record(ctx, warehouse)
+        warehouses.load(ctx, warehouse)  # the warehouse's own 404 first
         raise NotFound(f"No dropped table {drop_id!r} in warehouse {warehouse!r} (restored or purged)") from None
     return parse(obj.body, bucket, key), obj.etag
 
 
-def parse(body: bytes, bucket: str, key: str) -> dict[str, Any]:
+def parse(body: bytes, bucket: str, key: str) -> TrashRecord:
     """A trash record's stored bytes as the record, or DamagedObject (logged) naming its drop id."""
     drop_id = key[len(keys.TRASH_PREFIX) : -len(".json")]
-    return damage.parse(body, bucket, key, f"Dropped table {drop_id!r}", pointer_record.trash_problem)
+    doc = damage.parse(body, bucket, key, f"Dropped table {drop_id!r}", pointer_record.trash_problem)
+    return TrashRecord.from_json(doc)
 
 
 def restored_here(ctx: Context, warehouse: str, ns: Namespace, name: str, dst: PointerRecord) -> bool:
     """For a reader settling a reservation made by restore: did the trash record move to it?"""
     drop_id = dst.restore_source or ""
     try:
-        record = TrashRecord.from_json(read(ctx, warehouse, drop_id)[0])
+        record = read(ctx, warehouse, drop_id)[0]
     except CatalogError:
         return False
     return (

@@ -291,11 +291,6 @@ def _to_trash(ctx: Context, warehouse: str, tomb: FunctionRecord) -> None:
     cas.update(ctx, bucket, key, lambda found: None if found else record.to_json(), _DROPPED, absent=True)
 
 
-def public_dropped(record: dict[str, Any]) -> dict[str, Any]:
-    """A trash record get_dropped or list_dropped gave, in the trash listing's shape."""
-    return FunctionTrash.from_json(record).public()
-
-
 def _trash_record(ctx: Context, warehouse: str, drop_id: str) -> FunctionTrash:
     if not drop_id or len(drop_id) > 64 or not drop_id.isalnum():
         raise NotFound(f"No dropped table, view or function {drop_id[:80]!r}")
@@ -307,15 +302,15 @@ def _trash_record(ctx: Context, warehouse: str, drop_id: str) -> FunctionTrash:
     return FunctionTrash.parse(obj.body, bucket, key, _DROPPED)
 
 
-def get_dropped(ctx: Context, warehouse: str, drop_id: str) -> dict[str, Any]:
+def get_dropped(ctx: Context, warehouse: str, drop_id: str) -> FunctionTrash:
     """A dropped function's trash record (NotFound unless it is in the trash, dropped)."""
     record = _trash_record(ctx, warehouse, drop_id)
     if record.state != "dropped":
         raise NotFound(f"Dropped function {drop_id!r} is {record.state}")
-    return record.to_json()
+    return record
 
 
-def list_dropped(ctx: Context, warehouse: str, start: str, size: int) -> tuple[list[dict[str, Any]], str | None]:
+def list_dropped(ctx: Context, warehouse: str, start: str, size: int) -> tuple[list[FunctionTrash], str | None]:
     """Trash records of dropped functions (state dropped) after `start` (a drop id), and the last
     id listed when there may be more."""
     bucket = ctx.bucket_for(warehouse)
@@ -333,7 +328,7 @@ def list_dropped(ctx: Context, warehouse: str, start: str, size: int) -> tuple[l
         except (ObjectNotFound, DamagedObject):
             continue  # gone meanwhile, or damaged (skipped: its own id answers 422)
         if record.state == "dropped":
-            out.append(record.to_json())
+            out.append(record)
     last = listed[size - 1][len(keys.FUNCTION_TRASH_PREFIX) : -len(".json")] if more else None
     return out, last
 

@@ -9,12 +9,13 @@ destination. A purge CASes the record to "purging" first, so a restore and a pur
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from chalicelib import keys
 from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.paging import decode_token, encode_token
-from chalicelib.core.primitives import audit, damage, parallel, pointer_record
+from chalicelib.core.primitives import audit, damage, parallel
 from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.core.primitives.pointer_record import PointerRecord, TrashRecord
 from chalicelib.core.settling import drops, name_claims, pointers, purges, releases, settle, trash_records
@@ -31,46 +32,50 @@ default_retention_s = warehouses.default_retention_s
 
 
 def retention_ms(ctx: Context, warehouse: str) -> int:
-    record, _ = warehouses.read_record(ctx, warehouse)
-    raw = str(record.get("properties", {}).get(RETENTION_PROPERTY, ""))
+    raw = str(warehouses.properties(ctx, warehouse).get(RETENTION_PROPERTY, ""))
     return (int(raw) if raw.isdigit() else default_retention_s()) * 1000
 
 
-def _drop_entry(record: dict[str, Any]) -> dict[str, Any]:
-    tail = pointer_record.kept_pointer(record).get(audit.TAIL) or []
-    return next((e for e in reversed(tail) if e.get("op") == "drop"), {})
+def _drop_entry(record: TrashRecord) -> Mapping[str, Any]:
+    tail = record.pointer.audit if record.pointer is not None else None
+    return next((e for e in reversed(tail or ()) if e.get("op") == "drop"), {})
 
 
-def public(record: dict[str, Any]) -> dict[str, Any]:
-    p, dropped = pointer_record.kept_pointer(record), _drop_entry(record)
-    ns, name = pointer_record.dropped_as(record)
+def public(record: TrashRecord) -> dict[str, Any]:
+    """A trash listing's entry. (A kept pointer the codec refuses shows none of its fields.)"""
+    p, dropped = record.pointer or PointerRecord(), _drop_entry(record)
+    ns, name = record.dropped_as
     return {
-        "id": pointer_record.drop_id(record),
-        "kind": pointer_record.kind_of(record),
+        "id": record.drop_id,
+        "kind": record.kind or "table",
         "identifier": {"namespace": list(ns), "name": name},
-        "table-uuid": pointer_record.table_uuid(p),
-        "metadata-location": pointer_record.metadata_location(p),
-        "dropped-at-ms": pointer_record.dropped_ms(record),
+        "table-uuid": p.table_uuid or None,
+        "metadata-location": p.metadata_location or None,
+        "dropped-at-ms": record.dropped_ms,
         "dropped-by": dropped.get("principal"),
-        "purge-requested": pointer_record.purge_requested(record),
-        "expires-at-ms": pointer_record.kept_until_ms(record),
-        "state": pointer_record.state(record),
+        "purge-requested": bool(record.purge),
+        "expires-at-ms": record.keep_until_ms or None,
+        "state": record.state,
     }
 
 
-def get(ctx: Context, warehouse: str, drop_id: str) -> dict[str, Any]:
+def get(ctx: Context, warehouse: str, drop_id: str) -> TrashRecord:
     record, _ = trash_records.read(ctx, warehouse, drop_id)
-    if pointer_record.state(record) != "dropped":
-        raise NotFound(f"Dropped table {drop_id!r} is being {pointer_record.state(record)}")
+    if record.state != "dropped":
+        raise NotFound(f"Dropped table {drop_id!r} is being {record.state}")
     return record
 
 
 def list_dropped(
-    ctx: Context, warehouse: str, page_token: str | None, page_size: int | None, keep_item: Any = lambda r: True
+    ctx: Context,
+    warehouse: str,
+    page_token: str | None,
+    page_size: int | None,
+    keep_item: Callable[[TrashRecord], bool] = lambda r: True,
 ) -> tuple[list[dict[str, Any]], str | None]:
     """Dropped tables and views still in retention, oldest drop id first (ids are random)."""
     bucket = ctx.bucket_for(warehouse)
-    warehouses.read_record(ctx, warehouse)
+    warehouses.load(ctx, warehouse)
     start = decode_token(page_token, keys.TRASH_PREFIX)
     size = page_size or 100
     listed = []
@@ -81,15 +86,15 @@ def list_dropped(
     more = len(listed) > size
     listed = listed[:size]
 
-    def one(key: str) -> dict[str, Any] | None:
+    def one(key: str) -> TrashRecord | None:
         return _listed(ctx, bucket, key)
 
     records = parallel.map_counted(one, listed)
-    items = [public(r) for r in records if r is not None and pointer_record.state(r) == "dropped" and keep_item(r)]
+    items = [public(r) for r in records if r is not None and r.state == "dropped" and keep_item(r)]
     return items, (encode_token(listed[-1]) if more and listed else None)
 
 
-def _listed(ctx: Context, bucket: str, key: str) -> dict[str, Any] | None:
+def _listed(ctx: Context, bucket: str, key: str) -> TrashRecord | None:
     """A trash record a listing names: None when gone meanwhile, or damaged (skipped, and logged)."""
     try:
         return trash_records.parse(ctx.storage.get(bucket, key).body, bucket, key)
@@ -98,15 +103,15 @@ def _listed(ctx: Context, bucket: str, key: str) -> dict[str, Any] | None:
 
 
 def find_by_uuid(ctx: Context, warehouse: str, table_uuid: str) -> dict[str, Any] | None:
-    """The kept record of the dropped table that owns this uuid, if any (one read per kept table)."""
+    """The kept record of the dropped table that owns this uuid, if any (one read per kept table).
+    Its JSON, for adopt.py (a register of a dropped table's metadata) until it reads the type."""
     bucket = ctx.bucket_for(warehouse)
     for key in ctx.storage.list_keys(bucket, keys.TRASH_PREFIX):
         record = _listed(ctx, bucket, key)
-        if record is None:
+        if record is None or record.state != "dropped":
             continue
-        dropped = pointer_record.state(record) == "dropped"
-        if dropped and pointer_record.owner_uuid(record.get("pointer") or {}) == table_uuid:
-            return dict(record)
+        if (record.pointer or PointerRecord()).owner_uuid == table_uuid:
+            return record.to_json()
     return None
 
 
@@ -118,45 +123,42 @@ def restore(
     location). ``via`` names the request that asked (an undrop, or a register of its metadata)."""
     bucket = ctx.bucket_for(warehouse)
     record, etag = trash_records.read(ctx, warehouse, drop_id)
-    if pointer_record.state(record) != "dropped":
-        raise Conflict(f"Dropped table {drop_id!r} is being {pointer_record.state(record)}")
-    was_ns, was_name = pointer_record.dropped_as(record)
+    if record.state != "dropped":
+        raise Conflict(f"Dropped table {drop_id!r} is being {record.state}")
+    was_ns, was_name = record.dropped_as
     ns = check_namespace(dst[0]) if dst else was_ns
     name = check_table(dst[1]) if dst else was_name
     namespaces.require_active(ctx, warehouse, ns)
-    original = pointer_record.kept_pointer(record)
-    reason = pointer_record.problem(original)
-    if reason is not None:  # nothing to bring back: a pointer is written only as the catalog reads one
+    original = record.pointer
+    if original is None:  # nothing to bring back: a pointer is written only as the catalog reads one
         key = keys.trash_record(drop_id)
-        raise damage.damaged(bucket, key, f"Dropped table {drop_id!r}", f"its kept pointer: {reason}")
+        raise damage.damaged(bucket, key, f"Dropped table {drop_id!r}", f"its kept pointer: {record.kept_problem}")
     started = now_ms()
     detail: dict[str, Any] = {
         "drop-id": drop_id,
         "dropped-as": {"namespace": list(was_ns), "name": was_name},
         "via": via,
     }
-    e = audit.entry(
-        "undrop", audit.table_target(ns, name, original), after=pointer_record.metadata_location(original), **detail
-    )
-    reserve = audit.appended(pointer_record.pending(original, started, trash=drop_id), [e])
+    e = audit.entry("undrop", audit.table_target(ns, name, original), after=original.metadata_location, **detail)
+    reserve = original.pending(started, trash=drop_id).appended([e])
     dst_key = keys.table_pointer(ns, name)
-    dst_etag = name_claims.claim_name(ctx, warehouse, ns, name, reserve)
+    dst_etag = name_claims.claim_name(ctx, warehouse, ns, name, reserve.to_json())
     if not namespaces.accepts_table(ctx, warehouse, ns, name):
         pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started)
         raise Conflict(f"Namespace {'.'.join(ns)!r} is being deleted")
-    moved = pointer_record.trash_moved(record, (ns, name))
+    moved = record.moved((ns, name))
     try:
-        ctx.storage.put_if_match(bucket, keys.trash_record(drop_id), dump(moved), etag)  # the commit point
+        ctx.storage.put_if_match(bucket, keys.trash_record(drop_id), dump(moved.to_json()), etag)  # the commit point
     except (PreconditionFailed, ObjectNotFound):
         pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started)
         raise Conflict(f"Dropped table {drop_id!r} changed concurrently (restored or purged); list the trash") from None
     except WriteInDoubt:
         now, _ = trash_records.read(ctx, warehouse, drop_id)
-        if now != moved:
+        if now.to_json() != moved.to_json():
             pointers.remove_pointer(ctx, bucket, dst_key, dst_etag, started)
             raise Conflict(f"Dropped table {drop_id!r} changed concurrently; list the trash") from None
     settled = settle.live(ctx, warehouse, ns, name)  # activates the reservation, removes the record
-    return ns, name, str(settled.metadata_location if settled else pointer_record.metadata_location(original))
+    return ns, name, str(settled.metadata_location if settled else original.metadata_location)
 
 
 def purge(ctx: Context, warehouse: str, drop_id: str, budget_s: float, expired_only: bool = False) -> bool:
@@ -164,11 +166,11 @@ def purge(ctx: Context, warehouse: str, drop_id: str, budget_s: float, expired_o
     without purge, release them as before). True when nothing of it is left to do."""
     bucket = ctx.bucket_for(warehouse)
     record, etag = trash_records.read(ctx, warehouse, drop_id)
-    target = pointer_record.moved_to(record)
-    if pointer_record.state(record) == "moved" and target is not None:
+    target = record.moved_to.ident if record.moved_to is not None else None
+    if record.state == "moved" and target is not None:
         live = settle.live(ctx, warehouse, *target)  # activates a reservation still pending
-        uuid_ = pointer_record.owner_uuid(pointer_record.kept_pointer(record))
-        if live is not None and uuid_ and pointer_record.owner_uuid(live.data) == uuid_:
+        uuid_ = (record.pointer or PointerRecord()).owner_uuid
+        if live is not None and uuid_ and live.record.owner_uuid == uuid_:
             purges.set_uuid_state(ctx, bucket, uuid_, "live")  # a restorer that died after activating
         ctx.storage.delete(bucket, keys.trash_record(drop_id))  # restored: the record is done either way
         if expired_only:
@@ -178,30 +180,31 @@ def purge(ctx: Context, warehouse: str, drop_id: str, budget_s: float, expired_o
         raise NotFound(
             f"Dropped table {drop_id!r} was restored as {'.'.join(target[0])}.{target[1]}; nothing was purged"
         )
-    if pointer_record.state(record) == "dropped":
-        if expired_only and now_ms() < int(pointer_record.kept_until_ms(record) or 0):
+    if record.state == "dropped":
+        if expired_only and now_ms() < (record.keep_until_ms or 0):
             return False
-        original = pointer_record.kept_pointer(record)
-        where = audit.table_target(*pointer_record.dropped_as(record), original)
-        before = pointer_record.metadata_location(original)
-        detail: dict[str, Any] = {"drop-id": drop_id}
-        e = audit.entry("purge", where, before=before, **detail)
-        purging = pointer_record.trash_purging(record, audit.appended(original, [e]))
+        original = record.pointer
+        stamped = None  # a kept pointer the codec refuses has no trail to add to (fsck reports it)
+        if original is not None:
+            where = audit.table_target(*record.dropped_as, original)
+            detail: dict[str, Any] = {"drop-id": drop_id}
+            e = audit.entry("purge", where, before=original.metadata_location or None, **detail)
+            stamped = original.appended([e])
+        purging = record.purging(stamped)
         try:
-            etag = ctx.storage.put_if_match(bucket, keys.trash_record(drop_id), dump(purging), etag)
+            etag = ctx.storage.put_if_match(bucket, keys.trash_record(drop_id), dump(purging.to_json()), etag)
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
             raise Conflict(f"Dropped table {drop_id!r} changed concurrently; list the trash") from None
         record = purging
-    p = pointer_record.kept_pointer(record)
-    audit.flush_tail(ctx, bucket, p)
-    kept = TrashRecord.from_json(record).pointer or PointerRecord()  # (a damaged one: no uuid to release)
+    kept = record.pointer or PointerRecord()  # (a damaged one: no trail to journal, no uuid to release)
+    audit.flush_tail(ctx, bucket, kept)
     table_uuid = kept.owner_uuid
     location = drops.table_location_of(bucket, kept) if table_uuid else None
     done = True
-    if pointer_record.purge_requested(record) and location is not None:
+    if record.purge and location is not None:
         purges.queue(ctx, bucket, table_uuid, location)
         done = purges.run(ctx, bucket, table_uuid, budget_s)
-    elif (release := releases.of_tombstone(bucket, kept, pointer_record.dropped_as(record))) is not None:
+    elif (release := releases.of_tombstone(bucket, kept, record.dropped_as)) is not None:
         try:
             releases.mark(ctx, bucket, release)  # its files stay, bound to it: before the record goes
         except StorageUnavailable:
