@@ -226,12 +226,11 @@ def _pointer_json_uses(path: Path) -> int:
 
 
 POINTER_JSON_USES_LEFT: dict[str, int] = {
-    "chalicelib.core.admin.fsck": 9,
     "chalicelib.core.admin.transfer": 1,
     "chalicelib.core.catalog.trash": 2,
     "chalicelib.core.primitives.audit": 5,
     "chalicelib.core.primitives.versioning": 1,
-    "chalicelib.core.tables.adopt": 20,
+    "chalicelib.core.tables.adopt": 1,  # the drop id of the trash record tables/trash.py finds
     "chalicelib.core.tables.entries": 8,
     "chalicelib.core.tables.trash": 38,
 }

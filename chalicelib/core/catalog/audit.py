@@ -24,4 +24,4 @@ def live_trail(ctx: Context, warehouse: str, ns: Namespace, name: str) -> tuple[
 
 
 def require_warehouse(ctx: Context, warehouse: str) -> None:
-    warehouses.read_record(ctx, warehouse)
+    warehouses.load(ctx, warehouse)

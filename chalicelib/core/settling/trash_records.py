@@ -36,7 +36,7 @@ def read(ctx: Context, warehouse: str, drop_id: str) -> tuple[dict[str, Any], st
     try:
         obj = ctx.storage.get(bucket, key)
     except ObjectNotFound:
-        warehouses.read_record(ctx, warehouse)
+        warehouses.load(ctx, warehouse)
         raise NotFound(f"No dropped table {drop_id!r} in warehouse {warehouse!r} (restored or purged)") from None
     return parse(obj.body, bucket, key), obj.etag
 

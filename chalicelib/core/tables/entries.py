@@ -22,6 +22,7 @@ from chalicelib.caches import Cache
 from chalicelib.core.containers import namespaces
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.primitives import damage, parallel, pointer_record
+from chalicelib.core.primitives.container_records import NamespaceRecord
 from chalicelib.core.primitives.context import Context, env_int
 from chalicelib.core.settling import pointers, settle
 from chalicelib.core.tables import hive
@@ -107,7 +108,7 @@ def _read(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Entry | Non
 def get(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Entry:
     found = _read(ctx, warehouse, ns, name)
     if found is None:
-        namespaces.read_record(ctx, warehouse, ns)  # the database's own 404 first
+        namespaces.load(ctx, warehouse, ns)  # the database's own 404 first
         raise TableNotFound(f"Table {pointer_record.ident(ns, name)!r} does not exist")
     return found
 
@@ -473,9 +474,9 @@ DEADLINE_MARGIN_S = 8.0
 
 def _opening(
     ctx: Context, warehouse: str, ns: Namespace, view: str, hive: Iterator[Listed], steps: list[Callable[[], Any]]
-) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
+) -> tuple[NamespaceRecord | None, dict[str, Any], list[Any]]:
     """One round of requests at once: the namespace record, the stored view and `steps`. Returns the
-    record, the stored view, and the steps' results followed by the Hive listing (started) when the
+    record (None: damaged), the stored view, and the steps' results followed by the Hive listing (started) when the
     namespace may hold Hive tables."""
     bucket = ctx.bucket_for(warehouse)
     # Hive records exist only in a namespace whose record says so: its creators flag the record
@@ -489,8 +490,8 @@ def _opening(
         *([lambda: _started(hive)] if flagged else []),
     ]
     record, stored, *rest = parallel.map_counted(lambda step: step(), first)  # one round trip
-    if not flagged and (record.get("hive-tables") or not record):  # (a damaged record: listed anyway)
-        if record.get("hive-tables"):
+    if not flagged and (record is None or record.hive_tables):  # (a damaged record: listed anyway)
+        if record is not None:
             _HIVE_SEEN.put((bucket, ns), True)
         rest.append(_started(hive))
     return record, stored, rest
@@ -573,7 +574,7 @@ def _listed(
     record, stored, (listed, *hives) = _opening(
         ctx, warehouse, ns, view, hive, [lambda: projection.list_prefix(ctx.storage, bucket, ns)]
     )
-    kinds = projection.names(ctx, warehouse, ns, str(record.get("uuid", "")), listed)
+    kinds = projection.names(ctx, warehouse, ns, record.uuid or "" if record is not None else "", listed)
     # Name order is key order: "." sorts before every character a name may hold.
     order = sorted(kinds)
     cache = _View(ctx, warehouse, ns, view, project, stored)

@@ -47,7 +47,7 @@ def record_problem(doc: object) -> str | None:
 def require(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Entry:
     found = read(ctx, warehouse, ns, name)
     if found is None:
-        namespaces.read_record(ctx, warehouse, ns)
+        namespaces.load(ctx, warehouse, ns)
         raise TableNotFound(f"Table {pointer_record.ident(ns, name)!r} does not exist")
     return found
 
