@@ -231,7 +231,6 @@ POINTER_JSON_USES_LEFT: dict[str, int] = {
     "chalicelib.core.primitives.audit": 5,
     "chalicelib.core.primitives.versioning": 1,
     "chalicelib.core.tables.adopt": 1,  # the drop id of the trash record tables/trash.py finds
-    "chalicelib.core.tables.entries": 8,
     "chalicelib.core.tables.trash": 38,
 }
 
