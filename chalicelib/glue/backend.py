@@ -118,7 +118,7 @@ def version(ctx: Context, wh: str, entry: glue.Entry, wanted: int) -> glue.Entry
     data = glue.get_version(ctx, ctx.bucket_for(wh), entry.entry_id, wanted) if wanted < entry.version else None
     if data is None:
         raise EntityNotFound(f"Version {wanted} of table {entry.name!r} not found")
-    return glue.Entry(entry.namespace, entry.name, entry.kind, data)
+    return entry.archived(data)
 
 
 def versions(
@@ -133,7 +133,7 @@ def versions(
     for n in page:
         data = glue.get_version(ctx, bucket, eid, n)
         if data is not None:
-            out.append((n, glue.Entry(entry.namespace, entry.name, entry.kind, data)))
+            out.append((n, entry.archived(data)))
     if len(numbers) <= size and len(out) < size:  # the current version closes the list
         return [*out, (entry.version, entry)], None
     return out, page[-1] if page else after

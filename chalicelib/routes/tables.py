@@ -10,6 +10,7 @@ from chalicelib.auth import acting, resources
 from chalicelib.auth.authorization import of_request
 from chalicelib.auth.resources import ns_context, table_arn
 from chalicelib.core.catalog import tables
+from chalicelib.core.catalog.trash import Dropped
 from chalicelib.core.model import TableState
 from chalicelib.core.paging import parse_bool
 from chalicelib.errors import BadRequest
@@ -77,11 +78,10 @@ def register_table(req: RequestContext) -> tuple[int, str, dict[str, str]]:
     ns = namespace_of(req)
     delegation.refuse_registering_unwritten(req, wh, ns, name)
 
-    def may_restore(record: dict[str, Any]) -> None:  # registering a dropped table restores it
+    def may_restore(dropped: Dropped) -> None:  # registering a dropped table restores it
         from chalicelib.core.catalog import trash
         from chalicelib.routes.trash import dropped_resource
 
-        dropped = trash.decoded(record)
         req.require("RestoreTable", *dropped_resource(wh, dropped))
         was = trash.dropped_as(dropped)
         if was != (ns, name):  # under another name: what an undrop there asks (routes/trash.py)

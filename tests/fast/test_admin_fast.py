@@ -826,8 +826,8 @@ def test_each_broken_state_is_found_with_its_keys(ctx: Context) -> None:
     ctx.storage.put_if_match(bucket, keys.table_pointer(("db",), "gone"), cas.dump(claimed), gone_etag)
     from chalicelib.core.containers import namespaces
 
-    ns_record, _ = namespaces.read_record(ctx, wh, ("db",))
-    source = f"-{ns_record['uuid'].replace('-', '')}-0000000002-"
+    ns_record, _ = namespaces.load(ctx, wh, ("db",))
+    source = f"-{str(ns_record.uuid).replace('-', '')}-0000000002-"
     segment = next(k for k in ctx.storage.list_keys(bucket, keys.AUDIT_PREFIX) if source in k)
     ctx.storage.delete(bucket, segment)
 
@@ -942,7 +942,7 @@ def test_a_broken_history_and_a_listing_that_disagrees(ctx: Context) -> None:
     # A full listing completes the projection; a pointer added behind its back disagrees with it.
     from chalicelib.core.containers import namespaces
 
-    listed = projection.stored(ctx, wh, ("db",), str(namespaces.read_record(ctx, wh, ("db",))[0]["uuid"]))
+    listed = projection.stored(ctx, wh, ("db",), str(namespaces.load(ctx, wh, ("db",))[0].uuid))
     if listed is None:
         pytest.skip("no listing projection stored for this namespace")
 

@@ -233,9 +233,6 @@ def _pointer_json_uses(path: Path) -> int:
 
 
 POINTER_JSON_USES_LEFT: dict[str, int] = {
-    "chalicelib.core.admin.fsck": 9,
-    "chalicelib.core.tables.adopt": 20,
-    "chalicelib.core.tables.entries": 8,
 }
 
 

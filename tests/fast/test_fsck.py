@@ -76,8 +76,8 @@ def test_each_broken_state_is_found_with_its_keys(core):
     claimed = pointer_record.with_claim(gone, uuid.uuid4().hex, str(pointer_record.metadata_location(gone)), {}, 0)
     core.storage.put_if_match(bucket, keys.table_pointer(("db",), "gone"), cas.dump(claimed), gone_etag)
     # A gap in the audit journal: the namespace's second change is lost.
-    ns_record, _ = namespaces.read_record(core, wh, ("db",))
-    source = f"-{ns_record['uuid'].replace('-', '')}-0000000002-"
+    ns_record, _ = namespaces.load(core, wh, ("db",))
+    source = f"-{str(ns_record.uuid).replace('-', '')}-0000000002-"
     segment = next(k for k in core.storage.list_keys(bucket, keys.AUDIT_PREFIX) if source in k)
     core.storage.delete(bucket, segment)
 

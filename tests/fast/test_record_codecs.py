@@ -17,6 +17,8 @@ from chalicelib.core.changes.event_sinks import OPERATOR, SinkOwner
 from chalicelib.core.changes.position_record import Position
 from chalicelib.core.changes.sink_record import EventSink, ParkedEvent
 from chalicelib.core.primitives.container_records import NamespaceRecord, WarehouseRecord
+from chalicelib.core.tables.entries import Entry
+from chalicelib.core.tables.hive import HiveRecord, record_problem
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -238,3 +240,43 @@ def test_a_damaged_parked_event_is_refused(doc, reason):
     assert ParkedEvent.problem(doc) == reason
     with pytest.raises(ValueError, match=reason):
         ParkedEvent.from_json(doc)
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"version": 1, "id": "e1", "created-ms": 1, "updated-ms": 2, "glue": {"TableType": "EXTERNAL_TABLE"}},
+        {"glue": {}},  # no version (read as 1), no id nor times
+        {"version": 3, "id": "e1", "created-ms": "1", "glue": {"synced": "x"}, "later": [1]},  # kept as stored
+    ],
+)
+def test_every_hive_table_record_shape_round_trips(doc):
+    assert HiveRecord.from_json(doc).to_json() == doc
+
+
+def test_a_hive_table_record_answers_as_the_glue_face_reads_it():
+    record = HiveRecord.from_json({"id": "e1", "created-ms": 5, "glue": {"TableType": "VIRTUAL_VIEW"}})
+    assert (record.current_version, record.entry_id, record.last_updated_ms) == (1, "e1", 5)
+    entry = Entry(("db",), "t", record)
+    assert not entry.is_iceberg and entry.kind == "hive" and entry.metadata_location is None
+    assert entry.glue == {"TableType": "VIRTUAL_VIEW"} and entry.version == 1 and entry.updated_ms == 5
+    entry.glue.pop("TableType")  # a copy: the record keeps its input
+    assert record.glue == {"TableType": "VIRTUAL_VIEW"}
+    older = entry.archived({"version": 1, "id": "e1", "glue": {"TableType": "EXTERNAL_TABLE"}})
+    assert isinstance(older.record, HiveRecord) and older.glue == {"TableType": "EXTERNAL_TABLE"}
+
+
+@pytest.mark.parametrize(
+    ("doc", "reason"),
+    [
+        ([], "not a JSON object"),
+        ({"version": "2"}, "'version' has the wrong type"),
+        ({"version": True}, "'version' has the wrong type"),
+        ({"id": 5}, "'id' has the wrong type"),
+        ({"glue": []}, "'glue' has the wrong type"),
+    ],
+)
+def test_a_damaged_hive_table_record_is_refused(doc, reason):
+    assert record_problem(doc) == reason
+    with pytest.raises(ValueError, match=reason):
+        HiveRecord.from_json(doc)

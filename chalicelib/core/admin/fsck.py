@@ -24,7 +24,9 @@ from chalicelib import keys
 from chalicelib.core.containers import namespaces
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.primitives import audit, claims, damage, parallel, pointer_record
+from chalicelib.core.primitives.container_records import NamespaceRecord
 from chalicelib.core.primitives.context import Context, now_ms
+from chalicelib.core.primitives.pointer_record import Pointer, PointerRecord, TrashRecord
 from chalicelib.core.settling import purges
 from chalicelib.errors import DamagedObject
 from chalicelib.storage import ObjectNotFound
@@ -104,15 +106,15 @@ def check(ctx: Context, warehouse: str) -> Report:
     owners: dict[str, list[str]] = {}  # owner uuid -> pointer keys holding it
     locations: list[tuple[str, str]] = []
     records_with_seq: list[dict[str, Any]] = []
-    for key, data in pointers.items():
-        records_with_seq.append(data)
-        _check_pointer(ctx, warehouse, key, data, add)
-        state = pointer_record.state(data)
-        if state in ("active", pointer_record.STAGED) or pointer_record.claimed(data):
-            uuid_ = pointer_record.owner_uuid(data)
+    records = {key: PointerRecord.from_json(data) for key, data in pointers.items()}
+    for key, record in records.items():
+        records_with_seq.append(pointers[key])
+        _check_pointer(ctx, warehouse, key, record, add)
+        if record.state in ("active", pointer_record.STAGED) or record.claimed:
+            uuid_ = record.owner_uuid
             if uuid_:
                 owners.setdefault(uuid_, []).append(key)
-                locations.append((pointer_record.table_location(data), key))
+                locations.append((record.table_location, key))
     for uuid_, holders in owners.items():
         if len(holders) > 1:
             add(
@@ -121,21 +123,22 @@ def check(ctx: Context, warehouse: str) -> Report:
     _check_nesting(locations, add)
     _check_uuids(ctx, bucket, owners, add, report, sorted(damaged))
     trash = _check_trash(ctx, bucket, add, report)
-    records_with_seq += [pointer_record.held_pointer(r) for r in trash]
+    # The pointers the trash keeps (one kept damaged is the restore's to refuse: its tail is not read).
+    records_with_seq += [t.pointer.to_json() for t in trash if t.pointer is not None]
     for key in _judge_all(ctx, bucket, keys.PURGES_PREFIX, purges.job_problem, "a purge job", add)[0]:
         add(Finding(UNFINISHED, "purge-job", "a purge is queued or cut short; the sweeper runs it", [key]))
     claiming: dict[str, list[str]] = {}  # transaction id -> the pointers it claims
-    for key, data in pointers.items():
-        if pointer_record.claimed(data):
-            claiming.setdefault(pointer_record.claim_txn(data), []).append(key)
+    for key, record in records.items():
+        if record.claim is not None:
+            claiming.setdefault(record.claim.txn, []).append(key)
     _check_transactions(ctx, bucket, claiming, add)
     ns_records, _ = _judge_all(ctx, bucket, keys.NS_PREFIX, namespaces.record_problem, "a namespace record", add)
     records_with_seq += list(ns_records.values())
     _check_journal(ctx, bucket, records_with_seq, add, report)
     _check_side_objects(ctx, bucket, add, report)
-    for key, record in ns_records.items():
+    for key, doc in ns_records.items():
         ns = keys.namespace_from_record(key)
-        _check_listing(ctx, warehouse, ns, str(record.get("uuid", "")), add, report, damaged)
+        _check_listing(ctx, warehouse, ns, NamespaceRecord.from_json(doc).uuid or "", add, report, damaged)
     return report
 
 
@@ -171,9 +174,9 @@ def _check_listing(
             )
 
 
-def _check_pointer(ctx: Context, warehouse: str, key: str, data: dict[str, Any], add: Any) -> None:
-    p = pointer_record.Pointer.of(data, "")
-    record, state = p.record, p.state
+def _check_pointer(ctx: Context, warehouse: str, key: str, record: PointerRecord, add: Any) -> None:
+    p = Pointer(record, "")
+    state = p.state
     if record.claim is not None:
         try:
             found = claims.read_record(ctx, warehouse, record.claim.txn)
@@ -317,14 +320,15 @@ def _check_uuids(
             )
 
 
-def _check_trash(ctx: Context, bucket: str, add: Any, report: Report) -> list[dict[str, Any]]:
-    records, damaged = _judge_all(ctx, bucket, keys.TRASH_PREFIX, pointer_record.trash_problem, "a trash record", add)
-    report.checked["trash-records"] = len(records) + len(damaged)
+def _check_trash(ctx: Context, bucket: str, add: Any, report: Report) -> list[TrashRecord]:
+    docs, damaged = _judge_all(ctx, bucket, keys.TRASH_PREFIX, pointer_record.trash_problem, "a trash record", add)
+    report.checked["trash-records"] = len(docs) + len(damaged)
+    records = {key: TrashRecord.from_json(doc) for key, doc in docs.items()}
     for key, record in records.items():
-        state = pointer_record.state(record)
+        state = record.state
         if state in ("moved", "purging"):
             add(Finding(UNFINISHED, f"trash-{state}", f"a trash record left {state}; the sweeper finishes it", [key]))
-        elif state == "dropped" and now_ms() >= int(pointer_record.kept_until_ms(record) or 0):
+        elif state == "dropped" and now_ms() >= (record.keep_until_ms or 0):
             add(
                 Finding(UNFINISHED, "trash-expired", "a dropped table past its retention; the sweeper purges it", [key])
             )

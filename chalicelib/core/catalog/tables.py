@@ -41,7 +41,7 @@ load = settles(_load)  # a reader may roll a rename or a transaction forward
 @settles
 def stage(ctx: Context, warehouse: str, ns: Namespace, name: str) -> TableEntry:
     """A table without metadata yet (S3 Tables): its name and a location the catalog chose."""
-    return TableEntry.of(ns, name, adopt.stage(ctx, warehouse, ns, name))
+    return TableEntry.of_record(ns, name, adopt.stage(ctx, warehouse, ns, name))
 
 
 @settles
@@ -49,7 +49,7 @@ def activate(
     ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: str, expected_version: int
 ) -> TableEntry:
     """A staged table's first metadata file, written by its client at the staged location."""
-    return TableEntry.of(ns, name, adopt.activate(ctx, warehouse, ns, name, meta_loc, expected_version))
+    return TableEntry.of_record(ns, name, adopt.activate(ctx, warehouse, ns, name, meta_loc, expected_version))
 
 
 @settles
@@ -57,8 +57,8 @@ def swap_metadata_location(
     ctx: Context, warehouse: str, ns: Namespace, name: str, new_location: str | None, **expected: Any
 ) -> tuple[TableEntry, TableState]:
     """Point a table at metadata its client wrote, compare-and-swap on its version or metadata location."""
-    data, state = adopt.swap_metadata_location(ctx, warehouse, ns, name, new_location, **expected)
-    return TableEntry.of(ns, name, data), state
+    record, state = adopt.swap_metadata_location(ctx, warehouse, ns, name, new_location, **expected)
+    return TableEntry.of_record(ns, name, record), state
 
 
 def unregister(ctx: Context, warehouse: str, ns: Namespace, name: str) -> TableState:

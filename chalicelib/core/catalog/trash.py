@@ -75,11 +75,6 @@ def get_any(ctx: Context, warehouse: str, drop_id: str) -> Dropped:
         return functions.get_dropped(ctx, warehouse, drop_id)
 
 
-def decoded(record: dict[str, Any]) -> Dropped:
-    """A dropped table's trash record as adopt.py hands it over (tables_trash.find_by_uuid's JSON)."""
-    return TrashRecord.from_json(record)
-
-
 def public_any(record: Dropped) -> dict[str, Any]:
     return record.public() if isinstance(record, FunctionTrash) else public(record)
 

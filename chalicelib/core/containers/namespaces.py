@@ -48,29 +48,24 @@ def load(ctx: Context, warehouse: str, ns: Namespace) -> tuple[NamespaceRecord, 
     return NamespaceRecord.from_json(doc), obj.etag
 
 
-def read_record(ctx: Context, warehouse: str, ns: Namespace) -> tuple[dict[str, Any], str]:
-    """The record as its JSON document, for the callers not yet typed (`load` is the typed read)."""
-    record, etag = load(ctx, warehouse, ns)
-    return record.to_json(), etag
-
-
 record_problem = NamespaceRecord.problem  # fsck judges stored records with it
 
 
-def listed_record(ctx: Context, warehouse: str, ns: Namespace) -> dict[str, Any]:
-    """The record for a listing of the namespace's tables: a damaged one lists them all the same
-    (it is reported where it is read, and listings need only that the namespace exists)."""
+def listed_record(ctx: Context, warehouse: str, ns: Namespace) -> NamespaceRecord | None:
+    """The record for a listing of the namespace's tables; None for a damaged one, whose tables
+    list all the same (it is reported where it is read, and listings need only that the namespace
+    exists)."""
     try:
-        return read_record(ctx, warehouse, ns)[0]
+        return load(ctx, warehouse, ns)[0]
     except DamagedObject:
-        return {}
+        return None
 
 
-def require_active(ctx: Context, warehouse: str, ns: Namespace) -> dict[str, Any]:
+def require_active(ctx: Context, warehouse: str, ns: Namespace) -> NamespaceRecord:
     record, _ = load(ctx, warehouse, ns)
     if record.deleting:
         raise Conflict(f"Namespace {_pretty(ns)!r} is being deleted")
-    return record.to_json()
+    return record
 
 
 def still_active(ctx: Context, warehouse: str, ns: Namespace) -> bool:

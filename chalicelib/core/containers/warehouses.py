@@ -56,7 +56,8 @@ def load(ctx: Context, warehouse: str) -> tuple[WarehouseRecord, str]:
 
 
 def read_record(ctx: Context, warehouse: str) -> tuple[dict[str, Any], str]:
-    """The record as its JSON document, for the callers not yet typed (`load` is the typed read)."""
+    """The record as its JSON document, for tables/trash.py alone until it reads `load` (its move
+    to the typed records drops it; then this goes)."""
     record, etag = load(ctx, warehouse)
     return record.to_json(), etag
 
@@ -66,11 +67,11 @@ def properties(ctx: Context, warehouse: str) -> dict[str, Any]:
     return dict(load(ctx, warehouse)[0].properties or {})
 
 
-def require_active(ctx: Context, warehouse: str) -> dict[str, Any]:
+def require_active(ctx: Context, warehouse: str) -> WarehouseRecord:
     record, _ = load(ctx, warehouse)
     if record.deleting:
         raise Conflict(f"Warehouse {warehouse!r} is being deleted")
-    return record.to_json()
+    return record
 
 
 def create(ctx: Context, name: object, upgrade_existing: bool, properties: object) -> WarehouseInfo:

@@ -722,6 +722,11 @@ class PointerRecord:
         """A new pointer (new_entry(): version 1, its own entry id); `fields` by their stored names."""
         return cls.from_json(new_entry(metadata_location, table_uuid, state, **fields))
 
+    @classmethod
+    def staged(cls, location: str, location_uuid: str) -> PointerRecord:
+        """A staged table (staged_entry(): a name and a catalog-chosen location, no metadata yet)."""
+        return cls.from_json(staged_entry(location, location_uuid))
+
     def with_fields(self, fields: Mapping[str, Any]) -> PointerRecord:
         """The record with these stored fields set by their stored names (a face's own, such as a
         Glue client's `glue`); a None removes one."""

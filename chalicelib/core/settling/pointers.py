@@ -93,7 +93,7 @@ def remove_pointer(
 
 
 def not_found(ctx: Context, warehouse: str, ns: Namespace, name: str, kind: str = "table") -> CatalogError:
-    namespaces.read_record(ctx, warehouse, ns)  # raises the warehouse/namespace 404 if that is the cause
+    namespaces.load(ctx, warehouse, ns)  # raises the warehouse/namespace 404 if that is the cause
     if kind == "view":
         return ViewNotFound(f"View {ident(ns, name)!r} does not exist")
     return TableNotFound(f"Table {ident(ns, name)!r} does not exist")

@@ -16,8 +16,8 @@ from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import TableState
 from chalicelib.core.primitives import audit, cas, listing_marks, pointer_record, versions
 from chalicelib.core.primitives.context import Context, dump
-from chalicelib.core.primitives.pointer_record import entry_id
-from chalicelib.core.primitives.versioning import swap, version_of
+from chalicelib.core.primitives.pointer_record import Pointer, PointerRecord, TrashRecord
+from chalicelib.core.primitives.versioning import swap
 from chalicelib.core.settling import name_claims, pointers, purges, releases, settle
 from chalicelib.core.tables import lookup
 from chalicelib.errors import (
@@ -73,7 +73,7 @@ def register(
     meta_loc: object,
     overwrite: bool = False,
     glue: dict[str, Any] | None = None,
-    may_restore: Callable[[dict[str, Any]], None] = lambda record: None,
+    may_restore: Callable[[TrashRecord], None] = lambda record: None,
     fields: dict[str, Any] | None = None,
     may_adopt: releases.MayAdopt | None = None,
 ) -> TableState:
@@ -94,41 +94,41 @@ def register(
         purges.check_location(bucket, metadata.location, table_uuid)
         if not overwrite and purges.uuid_state(ctx, bucket, table_uuid) == "trashed":
             return _register_trashed(ctx, warehouse, ns, name, table_uuid, meta_loc, raw, may_restore)
-        pointer = {**pointer_record.new_entry(meta_loc, table_uuid), **(fields or {})}
+        pointer = PointerRecord.new(meta_loc, table_uuid, **(fields or {}))
     else:
         path = locations.check(bucket, metadata.location, table_uuid)
-        locations.allowed_by(warehouses.read_record(ctx, warehouse)[0].get("properties") or {}, bucket, path)
-        pointer = pointer_record.new_entry(meta_loc, table_uuid, glue=glue, client_location=path)
+        locations.allowed_by(warehouses.properties(ctx, warehouse), bucket, path)
+        pointer = PointerRecord.new(meta_loc, table_uuid, glue=glue, client_location=path)
         now = pointers.read(ctx, warehouse, ns, name)
-        if now is not None and now.state == "active" and pointer_record.metadata_location(now.data) == meta_loc:
-            if pointer_record.same_table(now.data, pointer) and now.data.get("glue") == glue:
+        if now is not None and now.state == "active" and now.record.metadata_location == meta_loc:
+            if now.record.same_table(pointer) and now.record.glue == glue:
                 return TableState(meta_loc, raw)  # a client's retry of a create that landed
     if overwrite:
         current = settle.live(ctx, warehouse, ns, name)
-        if current is not None and pointer_record.kind_of(current.data) != "table":
+        if current is not None and current.record.kind != "table":
             raise name_claims.already_exists(ns, name, current.record.kind)
         if current is not None:
             pointer_record.check_writable(current.record, ns, name)
-            if pointer_record.table_uuid(current.data) != table_uuid:
+            if current.record.table_uuid != table_uuid:
                 raise Conflict("overwrite may only point a table at its own metadata (same table-uuid)")
             try:
                 e = audit.entry(
-                    "register", audit.table_target(ns, name, current.data), current.metadata_location, meta_loc
+                    "register", audit.table_target(ns, name, current.record), current.metadata_location, meta_loc
                 )
-                data = audit.appended(pointer_record.advanced(current.data, meta_loc), [e])
+                data = current.record.advanced(meta_loc).appended([e]).to_json()
                 with listing_marks.same_names():  # a live table stays one
                     ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(data), current.etag)
             except (PreconditionFailed, ObjectNotFound):
                 raise CommitFailed(f"Table {pointer_record.ident(ns, name)!r} changed concurrently; retry") from None
             except WriteInDoubt:
                 now = pointers.read(ctx, warehouse, ns, name)
-                if now is None or pointer_record.metadata_location(now.data) != meta_loc:
+                if now is None or now.record.metadata_location != meta_loc:
                     raise CommitFailed(
                         f"Table {pointer_record.ident(ns, name)!r} changed concurrently; retry"
                     ) from None
             return TableState(meta_loc, raw)
-    pointer = audit.appended(pointer, [audit.entry("register", audit.table_target(ns, name, pointer), after=meta_loc)])
-    place = pointer_record.client_location(pointer)
+    pointer = pointer.appended([audit.entry("register", audit.table_target(ns, name, pointer), after=meta_loc)])
+    place = pointer.client_location
     may_take = _released_location(ctx, bucket, may_adopt)
     if place is not None:  # asked before anything is written: a refused register leaves nothing
         locations.claimable(ctx, bucket, place, table_uuid, may_take)
@@ -143,13 +143,13 @@ def register(
     try:
         if place is not None:
             location = locations.claim(ctx, bucket, place, table_uuid, may_take)
-        etag = name_claims.claim_name(ctx, warehouse, ns, name, pointer)
+        etag = name_claims.claim_name(ctx, warehouse, ns, name, pointer.to_json())
     except CatalogError:
         if location.added and place is not None:
             locations.release(ctx, bucket, place, table_uuid, location.taken)
         releases.give_back(ctx, bucket, table_uuid, claimed)  # the files stay registrable, bound as before
         raise
-    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer.of(pointer, etag), purge=False)
+    name_claims.after_claim(ctx, warehouse, ns, name, Pointer(pointer, etag), purge=False)
     return TableState(meta_loc, raw)
 
 
@@ -175,7 +175,7 @@ def _register_trashed(
     table_uuid: str,
     meta_loc: str,
     raw: bytes,
-    may_restore: Callable[[dict[str, Any]], None],
+    may_restore: Callable[[TrashRecord], None],
 ) -> TableState:
     """Register of a dropped table's metadata: restore it from the trash (same files, same trail), at
     the metadata file asked for if it is another of the table's own."""
@@ -185,7 +185,7 @@ def _register_trashed(
     if record is None:
         raise Conflict(f"Table uuid {table_uuid} is being dropped or restored; retry")
     may_restore(record)
-    _, _, location = trash.restore(ctx, warehouse, str(pointer_record.drop_id(record)), (ns, name), via="register")
+    _, _, location = trash.restore(ctx, warehouse, record.drop_id, (ns, name), via="register")
     if location != meta_loc:
         swap_metadata_location(ctx, warehouse, ns, name, meta_loc)
     return TableState(meta_loc, raw)
@@ -201,22 +201,22 @@ def swap_metadata_location(
     expected_location: str | None = None,
     fields: dict[str, Any] | None = None,
     archive: bool = False,
-) -> tuple[dict[str, Any], TableState]:
+) -> tuple[PointerRecord, TableState]:
     """Point a table at metadata its client wrote (a Glue UpdateTable), compare-and-swap on the
     entry version and/or the current metadata location. The new file must be the same table's
     (same table-uuid and location). ``archive`` keeps the replaced version (table versions).
 
-    Returns the new pointer data and the table state."""
+    Returns the new pointer record and the table state."""
     bucket, ptr_key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
 
-    def attempt() -> cas.Again | tuple[dict[str, Any], TableState]:
+    def attempt() -> cas.Again | tuple[PointerRecord, TableState]:
         p = settle.require(ctx, warehouse, ns, name)
         pointer_record.check_writable(p.record, ns, name)
-        current, version = p.metadata_location, version_of(p.data)
+        current, version = p.metadata_location, p.record.version
         target = new_location or current
         if expected_version is not None and expected_version != version:
-            if version == expected_version + 1 and current == target and _has_fields(p.data, fields):
-                return p.data, TableState(current, md.read_metadata_raw(ctx, current))  # our write, replayed
+            if version == expected_version + 1 and current == target and _has_fields(p.record, fields):
+                return p.record, TableState(current, md.read_metadata_raw(ctx, current))  # our write, replayed
             raise CommitFailed(
                 f"Table {pointer_record.ident(ns, name)!r} is at version {version}, not {expected_version}"
             )
@@ -230,36 +230,39 @@ def swap_metadata_location(
             if str(metadata.table_uuid) != str(base.table_uuid) or metadata.location != base.location:
                 raise BadRequest("The new metadata must be the same table's: same table-uuid and location")
             file_paths.check(ctx, base, metadata, client_written=True)  # what it brings in is its own
-            data = pointer_record.advanced(p.data, target)
+            record = p.record.advanced(target)
         else:
             raw = md.read_metadata_raw(ctx, current)
-            data = pointer_record.touched(p.data)
-        data.update(fields or {})
-        data = pointer_record.keeping_entry_id(data, p.data)  # the key its side data already has
+            record = p.record.touched()
+        record = record.with_fields(fields or {})
+        if not record.id:  # a pointer from before entry ids keeps the key its side data already has
+            record = record.changed(id=p.record.entry_id)
         op = "update-location" if target != current else "update"
-        data = audit.appended(data, [audit.entry(op, audit.table_target(ns, name, data), current, target)])
+        record = record.appended([audit.entry(op, audit.table_target(ns, name, record), current, target)])
+        old = p.record.to_json()
         if archive:
-            versions.archive(ctx, bucket, entry_id(data), version, p.data)
-        same = pointer_record.kind_of(data) == pointer_record.kind_of(p.data)  # a live table stays one
+            versions.archive(ctx, bucket, record.entry_id, version, old)
+        same = record.kind == p.record.kind  # a live table stays one
         try:
             with listing_marks.same_names() if same else contextlib.nullcontext():
-                if not swap(ctx, bucket, ptr_key, p.data, p.etag, data, repr(pointer_record.ident(ns, name))):
+                if not swap(ctx, bucket, ptr_key, old, p.etag, record.to_json(), repr(pointer_record.ident(ns, name))):
                     return cas.AGAIN
         except ObjectNotFound:
             raise pointers.not_found(ctx, warehouse, ns, name) from None
-        return data, TableState(target, raw)
+        return record, TableState(target, raw)
 
     return cas.retrying(attempt, f"Table {pointer_record.ident(ns, name)!r}")
 
 
-def _has_fields(data: dict[str, Any], fields: dict[str, Any] | None) -> bool:
-    return all(data.get(k) == v for k, v in (fields or {}).items())
+def _has_fields(record: PointerRecord, fields: dict[str, Any] | None) -> bool:
+    """The record already holds these stored fields (a None: absent)."""
+    return record.with_fields(fields or {}).to_json() == record.to_json()
 
 
 # ---- tables whose client writes the first metadata (S3 Tables' CreateTable without metadata) ----
 
 
-def stage(ctx: Context, warehouse: str, ns: Namespace, name: str) -> dict[str, Any]:
+def stage(ctx: Context, warehouse: str, ns: Namespace, name: str) -> PointerRecord:
     """Reserve a name and a catalog-chosen location; the table is active once its client hands over
     the first metadata file written there (activate). The location's uuid claim keeps it its own."""
     name = check_table(name)
@@ -269,53 +272,55 @@ def stage(ctx: Context, warehouse: str, ns: Namespace, name: str) -> dict[str, A
         raise name_claims.already_exists(ns, name, existing.record.kind)
     bucket, location_uuid = ctx.bucket_for(warehouse), str(uuid.uuid4())
     location = keys.table_location(bucket, ns, name, location_uuid)
-    data = pointer_record.staged_entry(location, location_uuid)
+    record = PointerRecord.staged(location, location_uuid)
     claimed = purges.claim_uuid(ctx, bucket, location_uuid, location + "/metadata/")
     try:
-        etag = name_claims.claim_name(ctx, warehouse, ns, name, data)
+        etag = name_claims.claim_name(ctx, warehouse, ns, name, record.to_json())
     except CatalogError:
         if claimed:
             ctx.storage.delete(bucket, keys.uuid_record(location_uuid))
         raise
-    name_claims.after_claim(ctx, warehouse, ns, name, pointer_record.Pointer.of(data, etag), purge=True)
-    return data
+    name_claims.after_claim(ctx, warehouse, ns, name, Pointer(record, etag), purge=True)
+    return record
 
 
 def activate(
     ctx: Context, warehouse: str, ns: Namespace, name: str, meta_loc: str, expected_version: int
-) -> dict[str, Any]:
+) -> PointerRecord:
     """A staged table's first metadata: written by its client at the staged location, same checks as register."""
     bucket, key = ctx.bucket_for(warehouse), keys.table_pointer(ns, name)
 
-    def attempt() -> cas.Again | dict[str, Any]:
+    def attempt() -> cas.Again | PointerRecord:
         p = lookup.staged(ctx, warehouse, ns, name)
         if p is None:
             now = settle.live(ctx, warehouse, ns, name)
             if (
                 now is not None
-                and pointer_record.metadata_location(now.data) == meta_loc
-                and version_of(now.data) == expected_version + 1
+                and now.record.metadata_location == meta_loc
+                and now.record.version == expected_version + 1
             ):
-                return now.data  # our own activation, replayed
+                return now.record  # our own activation, replayed
             raise (
                 pointers.not_found(ctx, warehouse, ns, name)
                 if now is None
                 else CommitFailed(f"Table {pointer_record.ident(ns, name)!r} already has metadata; get it again")
             )
-        if version_of(p.data) != expected_version:
-            raise CommitFailed(f"Table {pointer_record.ident(ns, name)!r} is at version {version_of(p.data)}")
+        if p.record.version != expected_version:
+            raise CommitFailed(f"Table {pointer_record.ident(ns, name)!r} is at version {p.record.version}")
         check_register_location(ctx, warehouse, meta_loc)
         _, metadata = client_metadata(ctx, meta_loc)
-        staged_at = pointer_record.staged_location(p.data)
+        staged_at = p.record.staged_location
         if metadata.location.rstrip("/") != staged_at:
             raise BadRequest(f"The first metadata must be written at the table's warehouseLocation {staged_at}")
         file_paths.check(ctx, None, metadata, client_written=True)  # its files are its own
-        data = pointer_record.activated(p.data, meta_loc, str(metadata.table_uuid), expected_version + 1)
+        record = p.record.activated(meta_loc, str(metadata.table_uuid), expected_version + 1)
         try:
-            if not swap(ctx, bucket, key, p.data, p.etag, data, repr(pointer_record.ident(ns, name))):
+            if not swap(
+                ctx, bucket, key, p.record.to_json(), p.etag, record.to_json(), repr(pointer_record.ident(ns, name))
+            ):
                 return cas.AGAIN
         except ObjectNotFound:
             raise pointers.not_found(ctx, warehouse, ns, name) from None
-        return data
+        return record
 
     return cas.retrying(attempt, f"Table {pointer_record.ident(ns, name)!r}")

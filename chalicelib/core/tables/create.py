@@ -32,7 +32,7 @@ def create(ctx: Context, warehouse: str, ns: Namespace, new: NewTable) -> TableS
     name = check_table(new.name)
     props = check_properties(new.properties, "table property")
     md.check_table_properties(props)
-    props = md.table_properties(warehouses.require_active(ctx, warehouse).get("properties", {}), props)
+    props = md.table_properties(dict(warehouses.require_active(ctx, warehouse).properties or {}), props)
     md.check_table_properties(props)
     table_uuid = uuid.uuid4()
     location = keys.table_location(ctx.bucket_for(warehouse), ns, name, str(table_uuid))

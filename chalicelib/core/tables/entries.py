@@ -22,9 +22,12 @@ from chalicelib.caches import Cache
 from chalicelib.core.containers import namespaces
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.primitives import damage, parallel, pointer_record
+from chalicelib.core.primitives.container_records import NamespaceRecord
 from chalicelib.core.primitives.context import Context, env_int
+from chalicelib.core.primitives.pointer_record import PointerRecord
 from chalicelib.core.settling import pointers, settle
 from chalicelib.core.tables import hive
+from chalicelib.core.tables.hive import HiveRecord
 from chalicelib.errors import DamagedObject, NotFound, ServiceUnavailable, TableNotFound, TableRecoveryInProgress
 from chalicelib.storage import COUNTER, ObjectNotFound, Storage, StorageUnavailable, WriteInDoubt
 
@@ -33,60 +36,71 @@ Namespace = tuple[str, ...]
 
 @dataclass
 class Entry:
+    """A table as the Glue face knows it: an Iceberg table's pointer record, or a Hive table's record."""
+
     namespace: Namespace
     name: str
-    kind: str  # "iceberg" | "hive"
-    data: dict[str, Any]
+    record: PointerRecord | HiveRecord
     etag: str = ""
     cacheable: bool = False  # its bytes alone decide what it is (no claim, rename or drop in flight)
     metadata: dict[str, Any] | None = None  # its metadata's summary, when the writer kept one (no GET)
 
     @property
     def is_iceberg(self) -> bool:
-        return self.kind == "iceberg"
+        return isinstance(self.record, PointerRecord)
 
-    # Typed views of the stored record, for the Glue face (its fields are pointer_record's).
+    @property
+    def kind(self) -> str:
+        return "iceberg" if self.is_iceberg else "hive"
+
+    def archived(self, doc: dict[str, Any]) -> Entry:
+        """The entry as one of its archived versions stored it (core/primitives/versions.py)."""
+        record = PointerRecord.from_json(doc) if self.is_iceberg else HiveRecord.from_json(doc)
+        return Entry(self.namespace, self.name, record)
+
+    # Typed views of the stored record, for the Glue face.
     @property
     def entry_id(self) -> str:
-        return pointer_record.entry_id(self.data)
+        return self.record.entry_id
 
     @property
     def version(self) -> int:
-        return pointer_record.version(self.data)
+        return self.record.version if isinstance(self.record, PointerRecord) else self.record.current_version
 
     @property
     def metadata_location(self) -> str | None:
-        return pointer_record.metadata_location(self.data)
+        return self.record.metadata_location or None if isinstance(self.record, PointerRecord) else None
 
     @property
     def previous_metadata_location(self) -> str | None:
-        return pointer_record.previous_metadata_location(self.data)
+        return self.record.previous_metadata_location or None if isinstance(self.record, PointerRecord) else None
 
     @property
     def glue(self) -> dict[str, Any]:
-        return pointer_record.glue_input(self.data)
+        """The TableInput a Glue client stored with the table (a copy; with `synced`: the metadata it reflects)."""
+        return dict(self.record.glue or {})
 
     @property
     def created_ms(self) -> int | None:
-        return pointer_record.created_ms(self.data)
+        return self.record.created_ms
 
     @property
     def updated_ms(self) -> int | None:
-        return pointer_record.updated_ms(self.data)
+        return self.record.last_updated_ms
 
 
 def _read_kind(ctx: Context, warehouse: str, ns: Namespace, name: str, kind: str) -> Entry | None:
     """An entry of a known kind (from a listing): one GET unless a pointer is mid-protocol."""
     if kind == "hive":
         found = hive.read(ctx, warehouse, ns, name)
-        return Entry(ns, name, "hive", found.data, found.etag, True) if found is not None else None
+        return Entry(ns, name, found.record, found.etag, True) if found is not None else None
     raw = pointers.read(ctx, warehouse, ns, name)
     if raw is None:
         return None
     if raw.record.kind != "table":
         return None  # views are not Glue tables
     if raw.state == "active" and not raw.record.claimed:
-        return Entry(ns, name, "iceberg", raw.data, raw.etag, True)
+        return Entry(ns, name, raw.record, raw.etag, True)
     settled = _read(ctx, warehouse, ns, name)  # settle it as any reader does
     return settled if settled is not None and settled.kind == "iceberg" else None
 
@@ -99,15 +113,15 @@ def _read(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Entry | Non
         if p is not None:
             p = pointer_record.Pointer(p.record.unclaimed(), p.etag)
     if p is not None:
-        return Entry(ns, name, "iceberg", p.data) if p.record.kind == "table" else None
+        return Entry(ns, name, p.record) if p.record.kind == "table" else None
     found = hive.read(ctx, warehouse, ns, name)
-    return Entry(ns, name, "hive", found.data) if found is not None else None
+    return Entry(ns, name, found.record) if found is not None else None
 
 
 def get(ctx: Context, warehouse: str, ns: Namespace, name: str) -> Entry:
     found = _read(ctx, warehouse, ns, name)
     if found is None:
-        namespaces.read_record(ctx, warehouse, ns)  # the database's own 404 first
+        namespaces.load(ctx, warehouse, ns)  # the database's own 404 first
         raise TableNotFound(f"Table {pointer_record.ident(ns, name)!r} does not exist")
     return found
 
@@ -312,9 +326,13 @@ class _View:
             memo = (self.view, self.bucket, key, etag)
             done = PROJECTED.get(memo)
             if done is None:
-                entry = Entry(self.ns, name, "iceberg", dict(found["d"]), etag, True, found.get("m"))
-                if pointer_record.kind_of(entry.data) != "table" or entry.data.get("state") != "active":
+                try:
+                    record = PointerRecord.from_json(dict(found["d"]))
+                except ValueError:
+                    continue  # damaged: that table is read instead
+                if record.kind != "table" or record.state != "active":
                     continue
+                entry = Entry(self.ns, name, record, etag, True, found.get("m"))
                 try:
                     done = self.project(entry)
                 except DamagedObject:
@@ -473,9 +491,9 @@ DEADLINE_MARGIN_S = 8.0
 
 def _opening(
     ctx: Context, warehouse: str, ns: Namespace, view: str, hive: Iterator[Listed], steps: list[Callable[[], Any]]
-) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
+) -> tuple[NamespaceRecord | None, dict[str, Any], list[Any]]:
     """One round of requests at once: the namespace record, the stored view and `steps`. Returns the
-    record, the stored view, and the steps' results followed by the Hive listing (started) when the
+    record (None: damaged), the stored view, and the steps' results followed by the Hive listing (started) when the
     namespace may hold Hive tables."""
     bucket = ctx.bucket_for(warehouse)
     # Hive records exist only in a namespace whose record says so: its creators flag the record
@@ -489,8 +507,8 @@ def _opening(
         *([lambda: _started(hive)] if flagged else []),
     ]
     record, stored, *rest = parallel.map_counted(lambda step: step(), first)  # one round trip
-    if not flagged and (record.get("hive-tables") or not record):  # (a damaged record: listed anyway)
-        if record.get("hive-tables"):
+    if not flagged and (record is None or record.hive_tables):  # (a damaged record: listed anyway)
+        if record is not None:
             _HIVE_SEEN.put((bucket, ns), True)
         rest.append(_started(hive))
     return record, stored, rest
@@ -573,7 +591,7 @@ def _listed(
     record, stored, (listed, *hives) = _opening(
         ctx, warehouse, ns, view, hive, [lambda: projection.list_prefix(ctx.storage, bucket, ns)]
     )
-    kinds = projection.names(ctx, warehouse, ns, str(record.get("uuid", "")), listed)
+    kinds = projection.names(ctx, warehouse, ns, record.uuid or "" if record is not None else "", listed)
     # Name order is key order: "." sorts before every character a name may hold.
     order = sorted(kinds)
     cache = _View(ctx, warehouse, ns, view, project, stored)

@@ -97,7 +97,7 @@ def _every_name(
         lambda: projection.list_prefix(ctx.storage, bucket, ns),
     ]
     record, listed = parallel.map_counted(lambda step: step(), steps)
-    found = projection.names(ctx, warehouse, ns, str(record.get("uuid", "")), listed)
+    found = projection.names(ctx, warehouse, ns, record.uuid or "" if record is not None else "", listed)
     after = keys.table_from_pointer(start) + ".json" if start else ""
     chosen = sorted(f"{n}.json" for n, k in found.items() if k in wanted and f"{n}.json" > after)  # key order
     items = [{"namespace": list(ns), "name": n[: -len(".json")]} for n in chosen if keep(n[: -len(".json")])]

@@ -1024,7 +1024,7 @@ def fold(ctx: Context, warehouse: str, deadline: float) -> int:
         if ns_id in existing and not marks and legacy not in found and len(uuids) == 1 and uuids == completed:
             continue  # one complete projection and nothing to fold: nothing to do
         try:
-            record, _ = namespaces.read_record(ctx, warehouse, ns)
+            record, _ = namespaces.load(ctx, warehouse, ns)
         except NamespaceNotFound:  # its listing objects outlived it (young ones may be a new namespace's)
             stale = [k for what, _, _, k in objects if what != "mark" and now - written[k] > listing_marks.GRACE_MS]
             stale += [legacy] if legacy in found else []
@@ -1033,7 +1033,7 @@ def fold(ctx: Context, warehouse: str, deadline: float) -> int:
             continue
         except DamagedObject:
             continue  # reported where it was read; the other namespaces fold on
-        ns_uuid = str(record.get("uuid", ""))
+        ns_uuid = record.uuid or ""
         if not ns_uuid:
             continue
         earlier = [

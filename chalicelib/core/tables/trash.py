@@ -102,16 +102,15 @@ def _listed(ctx: Context, bucket: str, key: str) -> TrashRecord | None:
         return None
 
 
-def find_by_uuid(ctx: Context, warehouse: str, table_uuid: str) -> dict[str, Any] | None:
-    """The kept record of the dropped table that owns this uuid, if any (one read per kept table).
-    Its JSON, for adopt.py (a register of a dropped table's metadata) until it reads the type."""
+def find_by_uuid(ctx: Context, warehouse: str, table_uuid: str) -> TrashRecord | None:
+    """The kept record of the dropped table that owns this uuid, if any (one read per kept table)."""
     bucket = ctx.bucket_for(warehouse)
     for key in ctx.storage.list_keys(bucket, keys.TRASH_PREFIX):
         record = _listed(ctx, bucket, key)
         if record is None or record.state != "dropped":
             continue
         if (record.pointer or PointerRecord()).owner_uuid == table_uuid:
-            return record.to_json()
+            return record
     return None
 
 
