@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from chalicelib.core.primitives import pointer_record
+from chalicelib.core.primitives.cas import Writes
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.errors import CommitStateUnknown
 from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
@@ -17,12 +18,23 @@ from chalicelib.storage import ObjectNotFound, PreconditionFailed, WriteInDoubt
 version_of = pointer_record.version  # one definition: records older than versions are at version 1
 
 
-def swap(ctx: Context, bucket: str, key: str, old: dict[str, Any], etag: str, new: dict[str, Any], what: str) -> bool:
+def swap(
+    ctx: Context,
+    bucket: str,
+    key: str,
+    old: dict[str, Any],
+    etag: str,
+    new: dict[str, Any],
+    what: str,
+    writes: Writes | None = None,
+) -> bool:
     """Replace a record read as `old` (at `etag`) with `new`. True when `new` is stored; False when
     another writer changed it first (read again and retry). ObjectNotFound propagates; when the
-    outcome cannot be known, CommitStateUnknown (the bytes of both states are ours to recognise)."""
+    outcome cannot be known, CommitStateUnknown (the bytes of both states are ours to recognise).
+    `writes`: how it writes (the storage port unless given: a pointer's are marked)."""
+    put: Writes = ctx.storage if writes is None else writes
     try:
-        ctx.storage.put_if_match(bucket, key, dump(new), etag)
+        put.put_if_match(bucket, key, dump(new), etag)
         return True
     except PreconditionFailed:
         return False

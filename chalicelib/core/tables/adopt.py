@@ -14,7 +14,7 @@ from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.iceberg import file_paths
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import TableState
-from chalicelib.core.primitives import audit, cas, listing_marks, pointer_record, versions
+from chalicelib.core.primitives import audit, cas, listing_marks, pointer_record, pointer_writes, versions
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.core.primitives.pointer_record import entry_id
 from chalicelib.core.primitives.versioning import swap, version_of
@@ -117,7 +117,9 @@ def register(
                 )
                 data = audit.appended(pointer_record.advanced(current.data, meta_loc), [e])
                 with listing_marks.same_names():  # a live table stays one
-                    ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(data), current.etag)
+                    pointer_writes.put_if_match(
+                        ctx.storage, bucket, keys.table_pointer(ns, name), dump(data), current.etag
+                    )
             except (PreconditionFailed, ObjectNotFound):
                 raise CommitFailed(f"Table {pointer_record.ident(ns, name)!r} changed concurrently; retry") from None
             except WriteInDoubt:
@@ -241,9 +243,10 @@ def swap_metadata_location(
         if archive:
             versions.archive(ctx, bucket, entry_id(data), version, p.data)
         same = pointer_record.kind_of(data) == pointer_record.kind_of(p.data)  # a live table stays one
+        marked = pointer_writes.Marked(ctx.storage)
         try:
             with listing_marks.same_names() if same else contextlib.nullcontext():
-                if not swap(ctx, bucket, ptr_key, p.data, p.etag, data, repr(pointer_record.ident(ns, name))):
+                if not swap(ctx, bucket, ptr_key, p.data, p.etag, data, repr(pointer_record.ident(ns, name)), marked):
                     return cas.AGAIN
         except ObjectNotFound:
             raise pointers.not_found(ctx, warehouse, ns, name) from None
@@ -311,8 +314,9 @@ def activate(
             raise BadRequest(f"The first metadata must be written at the table's warehouseLocation {staged_at}")
         file_paths.check(ctx, None, metadata, client_written=True)  # its files are its own
         data = pointer_record.activated(p.data, meta_loc, str(metadata.table_uuid), expected_version + 1)
+        marked = pointer_writes.Marked(ctx.storage)
         try:
-            if not swap(ctx, bucket, key, p.data, p.etag, data, repr(pointer_record.ident(ns, name))):
+            if not swap(ctx, bucket, key, p.data, p.etag, data, repr(pointer_record.ident(ns, name)), marked):
                 return cas.AGAIN
         except ObjectNotFound:
             raise pointers.not_found(ctx, warehouse, ns, name) from None
