@@ -81,6 +81,7 @@ class Storage(Protocol):
     def put_bucket_policy(self, bucket: str, policy: str) -> None: ...
     def delete_bucket(self, bucket: str) -> None: ...
     def for_bucket(self, bucket: str) -> Storage: ...  # the port that serves the bucket (RoutedStorage routes)
+    def deletes_if_match(self, bucket: str) -> bool: ...  # False: delete_if_match refuses before any request
 
 
 CLASS_A = ("Put", "Copy", "List", "Create", "Complete", "Upload")  # S3 operations priced per 1,000 as PUTs
@@ -536,6 +537,11 @@ class S3Storage:
     def for_bucket(self, bucket: str) -> Storage:
         """The port that serves the bucket: this one (RoutedStorage picks the endpoint's)."""
         return self
+
+    def deletes_if_match(self, bucket: str) -> bool:
+        """False once S3 here answered that it has no conditional delete: delete_if_match then raises
+        ConditionalDeleteUnsupported before any request."""
+        return self._conditional_delete is not False
 
 
 def _epoch_ms(stamp: Any) -> int:

@@ -32,8 +32,10 @@ def put_if_match(storage: Storage, bucket: str, key: str, body: bytes, etag: str
 
 
 def delete_if_match(storage: Storage, bucket: str, key: str, etag: str) -> None:
-    """A pointer's removal If-Match, announced first (ConditionalDeleteUnsupported where S3 cannot)."""
-    _announce(storage, bucket, key)
+    """A pointer's removal If-Match, announced first (ConditionalDeleteUnsupported where S3 cannot:
+    once the port knows that, it refuses before any request, so there is nothing to announce)."""
+    if storage.deletes_if_match(bucket):
+        _announce(storage, bucket, key)
     storage.delete_if_match(bucket, key, etag)
 
 
