@@ -14,7 +14,7 @@ import os
 import random
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -80,6 +80,8 @@ class Storage(Protocol):
     def create_bucket(self, bucket: str) -> bool: ...
     def put_bucket_policy(self, bucket: str, policy: str) -> None: ...
     def delete_bucket(self, bucket: str) -> None: ...
+    def for_bucket(self, bucket: str) -> Storage: ...  # the port that serves the bucket (RoutedStorage routes)
+    def deletes_if_match(self, bucket: str) -> bool: ...  # False: delete_if_match refuses before any request
 
 
 CLASS_A = ("Put", "Copy", "List", "Create", "Complete", "Upload")  # S3 operations priced per 1,000 as PUTs
@@ -139,16 +141,6 @@ class RequestCounter:
 
 
 COUNTER = RequestCounter()
-
-# Callbacks run before any write or delete of a key under their prefix, with (storage, bucket, key):
-# what must be recorded before such a write lands (core/primitives/listing_marks.py). An exception stops the write.
-WRITE_WATCHERS: list[tuple[str, Callable[[Any, str, str], None]]] = []
-
-
-def _watch(storage: Any, bucket: str, key: str) -> None:
-    for prefix, callback in WRITE_WATCHERS:
-        if key.startswith(prefix):
-            callback(storage, bucket, key)
 
 
 def note(event: str, n: float = 1.0) -> None:
@@ -381,15 +373,12 @@ class S3Storage:
         raise WriteInDoubt(f"{bucket}/{key}")
 
     def put(self, bucket: str, key: str, body: bytes) -> str:
-        _watch(self, bucket, key)
         return self._put(bucket, key, body)
 
     def put_if_absent(self, bucket: str, key: str, body: bytes) -> str:
-        _watch(self, bucket, key)
         return self._put(bucket, key, body, IfNoneMatch="*")
 
     def put_if_match(self, bucket: str, key: str, body: bytes, etag: str) -> str:
-        _watch(self, bucket, key)
         return self._put(bucket, key, body, IfMatch=etag)
 
     def list_keys(self, bucket: str, prefix: str, start_after: str = "", max_keys: int = 1000) -> Iterator[str]:
@@ -435,7 +424,6 @@ class S3Storage:
             "MetadataDirective": "REPLACE",
         }
         source = {"Bucket": src_bucket, "Key": src_key}
-        _watch(self, bucket, key)
         try:
             self._call("copy_object", bucket, key, ATTEMPTS + 2, CopySource=source, Key=key, **extra)
         except StorageUnavailable as exc:
@@ -473,7 +461,6 @@ class S3Storage:
         return str(head.get("Metadata", {}).get(COPY_OF, ""))
 
     def delete(self, bucket: str, key: str) -> None:
-        _watch(self, bucket, key)
         try:
             self._call("delete_object", bucket, key, Key=key)
         except ObjectNotFound:
@@ -483,7 +470,6 @@ class S3Storage:
         """Delete only if the key still has this ETag; ConditionalDeleteUnsupported where S3 cannot."""
         if self._conditional_delete is False:
             raise ConditionalDeleteUnsupported(bucket)
-        _watch(self, bucket, key)
         try:
             self._call("delete_object", bucket, key, Key=key, IfMatch=etag)
         except ConditionalDeleteUnsupported:
@@ -504,8 +490,6 @@ class S3Storage:
         return done
 
     def _delete_batch(self, bucket: str, batch: list[str]) -> int:
-        for key in batch:
-            _watch(self, bucket, key)
         resp = self._call("delete_objects", bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True})
         errors = [e for e in resp.get("Errors", []) if e.get("Code") != "NoSuchKey"]
         if errors:
@@ -549,6 +533,15 @@ class S3Storage:
             self._call("delete_bucket", bucket)
         except BucketNotFound:
             pass
+
+    def for_bucket(self, bucket: str) -> Storage:
+        """The port that serves the bucket: this one (RoutedStorage picks the endpoint's)."""
+        return self
+
+    def deletes_if_match(self, bucket: str) -> bool:
+        """False once S3 here answered that it has no conditional delete: delete_if_match then raises
+        ConditionalDeleteUnsupported before any request."""
+        return self._conditional_delete is not False
 
 
 def _epoch_ms(stamp: Any) -> int:

@@ -25,7 +25,7 @@ from typing import Any
 
 from chalicelib import keys
 from chalicelib.core.containers import warehouses
-from chalicelib.core.primitives import audit, pointer_record
+from chalicelib.core.primitives import audit, pointer_record, pointer_writes
 from chalicelib.core.primitives.container_records import DELETING
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.core.settling import pointers, purges, settle
@@ -44,7 +44,9 @@ def _pointer_ident(key: str) -> tuple[tuple[str, ...], str]:
 def _fence(ctx: Context, bucket: str, key: str, p: pointer_record.Pointer) -> pointer_record.Pointer | None:
     fenced = p.record.fenced()
     try:
-        return pointer_record.Pointer(fenced, ctx.storage.put_if_match(bucket, key, dump(fenced.to_json()), p.etag))
+        return pointer_record.Pointer(
+            fenced, pointer_writes.put_if_match(ctx.storage, bucket, key, dump(fenced.to_json()), p.etag)
+        )
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         return None  # someone else acted on it: leave it to them, or to the next run
 

@@ -26,7 +26,7 @@ from chalicelib import keys
 from chalicelib.core.access import resource_policies
 from chalicelib.core.admin import fsck, relocate, transfer
 from chalicelib.core.containers import warehouses
-from chalicelib.core.primitives import cas, pointer_record
+from chalicelib.core.primitives import cas, pointer_record, pointer_writes
 from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.errors import BadRequest, Conflict, DamagedObject
 from tests.inprocess import InProcessCatalog, Response, catalog
@@ -814,12 +814,12 @@ def test_each_broken_state_is_found_with_its_keys(ctx: Context) -> None:
 
     ctx.storage.delete(*keys.split_s3_uri(pointer_record.metadata_location(v) or ""))
     twin_key = keys.table_pointer(("db",), "twin")
-    ctx.storage.put(bucket, twin_key, cas.dump(t))
+    pointer_writes.put_if_absent(ctx.storage, bucket, twin_key, cas.dump(t))  # marked, as the catalog writes
     inner = pointer_record.new_entry(
         f"{pointer_record.table_location(t)}/inner/metadata/00000-x.metadata.json", str(uuid.uuid4())
     )
     nested_key = keys.table_pointer(("db",), "nested")
-    ctx.storage.put(bucket, nested_key, cas.dump(inner))
+    pointer_writes.put_if_absent(ctx.storage, bucket, nested_key, cas.dump(inner))  # marked, as the catalog writes
     gone, gone_etag = cas.read(ctx, bucket, keys.table_pointer(("db",), "gone"))
     assert gone is not None and gone_etag is not None
     claimed = pointer_record.with_claim(gone, uuid.uuid4().hex, str(pointer_record.metadata_location(gone)), {}, 0)

@@ -11,7 +11,7 @@ import pytest
 from chalicelib import keys
 from chalicelib.core.admin import fsck
 from chalicelib.core.containers import namespaces, warehouses
-from chalicelib.core.primitives import cas, pointer_record
+from chalicelib.core.primitives import cas, pointer_record, pointer_writes
 from chalicelib.core.primitives.context import Context
 from chalicelib.core.tables import commit as commits
 from chalicelib.core.tables import create as creation
@@ -63,13 +63,13 @@ def test_each_broken_state_is_found_with_its_keys(core):
     core.storage.delete(*keys.split_s3_uri(pointer_record.metadata_location(v) or ""))
     # A uuid two tables hold (a copied pointer): the same uuid, the same location.
     twin_key = keys.table_pointer(("db",), "twin")
-    core.storage.put(bucket, twin_key, cas.dump(t))
+    pointer_writes.put_if_absent(core.storage, bucket, twin_key, cas.dump(t))  # marked, as the catalog writes
     # A location inside another table's.
     inner = pointer_record.new_entry(
         f"{pointer_record.table_location(t)}/inner/metadata/00000-x.metadata.json", str(uuid.uuid4())
     )
     nested_key = keys.table_pointer(("db",), "nested")
-    core.storage.put(bucket, nested_key, cas.dump(inner))
+    pointer_writes.put_if_absent(core.storage, bucket, nested_key, cas.dump(inner))  # marked, as the catalog writes
     # A transaction claim whose transaction is gone.
     gone, gone_etag = cas.read(core, bucket, keys.table_pointer(("db",), "gone"))
     assert gone is not None and gone_etag is not None

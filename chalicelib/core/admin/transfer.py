@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from chalicelib import keys
 from chalicelib.core.access import data_actions, resource_policies
 from chalicelib.core.containers import warehouses
-from chalicelib.core.primitives import claims, damage, parallel, pointer_record
+from chalicelib.core.primitives import claims, damage, parallel, pointer_record, pointer_writes
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.core.primitives.pointer_record import PointerRecord
 from chalicelib.errors import BadRequest, Conflict, DamagedObject, WarehouseNotFound
@@ -179,7 +179,10 @@ def import_(ctx: Context, doc: dict[str, Any], warehouse: str, copy_data: bool =
         # there already is kept as it is, whatever it holds (a retried import finds its own).
         key, body = item
         try:
-            ctx.storage.put_if_absent(bucket, key, body.encode())
+            if key.startswith(keys.TABLES_PREFIX):  # a table's pointer: its listing mark first
+                pointer_writes.put_if_absent(ctx.storage, bucket, key, body.encode())
+            else:
+                ctx.storage.put_if_absent(bucket, key, body.encode())
             return 1
         except (PreconditionFailed, WriteInDoubt):
             return 0  # there already (a retried import): kept as it is

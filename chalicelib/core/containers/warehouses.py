@@ -14,7 +14,7 @@ from chalicelib import keys
 from chalicelib.core.access import data_actions, resource_policies
 from chalicelib.core.model import WarehouseInfo
 from chalicelib.core.paging import decode_token, page
-from chalicelib.core.primitives import audit, cas, damage, listing_marks, warehouse_cache
+from chalicelib.core.primitives import audit, cas, damage, warehouse_cache
 from chalicelib.core.primitives.container_records import WarehouseRecord
 from chalicelib.core.primitives.context import Context, dump, env_int
 from chalicelib.errors import (
@@ -374,8 +374,7 @@ def _remove_bucket_contents(ctx: Context, bucket: str, preserve_bucket: bool) ->
     try:
         prefix = keys.CATALOG_PREFIX if preserve_bucket else ""
         doomed = (k for k in store.list_keys(bucket, prefix) if not (preserve_bucket and k == OWNED_MARKER))
-        with listing_marks.same_names():  # nothing will list it again, and a mark would refill it
-            store.delete_many(bucket, doomed)  # streamed, 1000 keys per batch
+        store.delete_many(bucket, doomed)  # streamed, 1000 keys per batch; no marks: nothing will list it again
         if not preserve_bucket:
             store.delete_bucket(bucket)
     except BucketNotFound:

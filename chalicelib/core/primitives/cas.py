@@ -16,7 +16,7 @@ import json
 import random
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from chalicelib.core.primitives import damage
 from chalicelib.errors import Conflict, DamagedObject, ServiceUnavailable
@@ -131,6 +131,14 @@ def guarded_delete(
     return found
 
 
+class Writes(Protocol):
+    """The conditional puts a protocol makes: the storage port's own, or a pointer's
+    (pointer_writes.Marked: each announced by its listing mark first)."""
+
+    def put_if_absent(self, bucket: str, key: str, body: bytes) -> str: ...
+    def put_if_match(self, bucket: str, key: str, body: bytes, etag: str) -> str: ...
+
+
 class Ours(NamedTuple):
     """A claim's verdict: the document there is ours (our write whose answer was lost, or one we
     may use as ours); its ETag."""
@@ -145,16 +153,23 @@ class TakeOver(NamedTuple):
 
 
 def claim(
-    ctx: Any, bucket: str, key: str, body: bytes, judge: Callable[[Doc, str], Ours | TakeOver | None], what: str
+    ctx: Any,
+    bucket: str,
+    key: str,
+    body: bytes,
+    judge: Callable[[Doc, str], Ours | TakeOver | None],
+    what: str,
+    writes: Writes | None = None,
 ) -> str:
     """Write `body` where no document is (If-None-Match) and return its ETag. Where one is,
     `judge(document, etag)` decides: Ours, TakeOver (written with If-Match), None (it changed while
     judged: look again), or it raises to refuse (the name is taken). Lost races retry under the
-    one policy."""
+    one policy. `writes`: how it writes (the storage port unless given: a pointer's are marked)."""
+    put: Writes = ctx.storage if writes is None else writes
     started, lost = time.monotonic(), 0
     while True:
         try:
-            return str(ctx.storage.put_if_absent(bucket, key, body))
+            return str(put.put_if_absent(bucket, key, body))
         except (PreconditionFailed, WriteInDoubt):
             pass
         doc, etag = read(ctx, bucket, key, what)
@@ -163,7 +178,7 @@ def claim(
             return verdict.etag
         if isinstance(verdict, TakeOver):
             try:
-                return str(ctx.storage.put_if_match(bucket, key, body, verdict.etag))
+                return str(put.put_if_match(bucket, key, body, verdict.etag))
             except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
                 pass
         lost += 1

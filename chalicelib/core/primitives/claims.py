@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from chalicelib import keys
-from chalicelib.core.primitives import damage, listing_marks, pointer_record
+from chalicelib.core.primitives import damage, listing_marks, pointer_record, pointer_writes
 from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.core.primitives.pointer_record import Claim, PointerRecord
 from chalicelib.errors import TableRecoveryInProgress
@@ -158,8 +158,8 @@ def settle_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, record:
     creating = record.unclaimed().state == PENDING_CREATE
     try:
         with contextlib.nullcontext() if creating else listing_marks.same_names():  # a live table stays one
-            ctx.storage.put_if_match(
-                ctx.bucket_for(warehouse), keys.table_pointer(ns, name), dump(settled.to_json()), etag
+            pointer_writes.put_if_match(
+                ctx.storage, ctx.bucket_for(warehouse), keys.table_pointer(ns, name), dump(settled.to_json()), etag
             )
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         pass  # someone else settled it

@@ -8,7 +8,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core.primitives import listing_marks  # noqa: F401 - registers the marks' hook on pointer writes
 from chalicelib.settings import Settings
 from chalicelib.storage import Storage
 

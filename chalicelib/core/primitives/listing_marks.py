@@ -4,8 +4,9 @@ A full listing reads a namespace's projection of names and then reads again each
 (core/tables/projection.py). For that to be exact, every pointer write that can change what a name
 lists as (a create, a drop, a rename's steps, a transaction's claim on a new table, a staged
 table's activation, a restore, a roll-forward by a reader or the sweeper) leaves its mark first.
-So the storage port calls `before_pointer_write` before every write or delete of a pointer key,
-and the writes that cannot change it (a commit of a live table) opt out with `same_names()`.
+So every write or delete of a pointer key calls `before_pointer_write` first (they all go through
+pointer_writes.py), and the writes that cannot change it (a commit of a live table) opt out with
+`same_names()`.
 
 A mark is one small object whose key holds the name and the time: listing the marks prefix tells
 which names to read again, with no GET. A mark that cannot be written stops the write it precedes
@@ -34,7 +35,7 @@ from typing import Any
 from chalicelib import keys
 from chalicelib import scope as request_scope
 from chalicelib.caches import Cache
-from chalicelib.storage import WRITE_WATCHERS, PreconditionFailed, StorageUnavailable, WriteInDoubt
+from chalicelib.storage import PreconditionFailed, StorageUnavailable, WriteInDoubt
 
 # A mark older than this is folded into the projection: any write it preceded has landed by then (a
 # request's writes, and a first listing's scan, end with its deadline, well inside this).
@@ -130,6 +131,9 @@ def same_names() -> Iterator[None]:
 
 
 def before_pointer_write(storage: Any, bucket: str, key: str) -> None:
+    """The mark announcing a write of the pointer at `key`, on the storage that serves its bucket,
+    recorded in the open scope (none inside `same_names()`). StorageUnavailable if it cannot be
+    written: the write it announces is not made."""
     if request_scope.current().quiet_marks or not key.endswith(".json"):
         return
     ns, name = keys.namespace_of_pointer(key), keys.table_from_pointer(key)
@@ -146,6 +150,3 @@ def before_pointer_write(storage: Any, bucket: str, key: str) -> None:
             open_scope.add(storage, bucket, key, mark)
         return
     raise StorageUnavailable("S3 could not record a listing mark; the change was not made")
-
-
-WRITE_WATCHERS.append((keys.TABLES_PREFIX, before_pointer_write))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from chalicelib.core.primitives.cas import Writes
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.core.primitives.pointer_record import PointerRecord
 from chalicelib.errors import CommitStateUnknown
@@ -24,12 +25,23 @@ def version_of(record: PointerRecord | dict[str, Any]) -> int:
     return int(record.get("version", 1))
 
 
-def swap(ctx: Context, bucket: str, key: str, old: dict[str, Any], etag: str, new: dict[str, Any], what: str) -> bool:
+def swap(
+    ctx: Context,
+    bucket: str,
+    key: str,
+    old: dict[str, Any],
+    etag: str,
+    new: dict[str, Any],
+    what: str,
+    writes: Writes | None = None,
+) -> bool:
     """Replace a record read as `old` (at `etag`) with `new`. True when `new` is stored; False when
     another writer changed it first (read again and retry). ObjectNotFound propagates; when the
-    outcome cannot be known, CommitStateUnknown (the bytes of both states are ours to recognise)."""
+    outcome cannot be known, CommitStateUnknown (the bytes of both states are ours to recognise).
+    `writes`: how it writes (the storage port unless given: a pointer's are marked)."""
+    put: Writes = ctx.storage if writes is None else writes
     try:
-        ctx.storage.put_if_match(bucket, key, dump(new), etag)
+        put.put_if_match(bucket, key, dump(new), etag)
         return True
     except PreconditionFailed:
         return False

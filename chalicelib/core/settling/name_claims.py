@@ -7,7 +7,7 @@ from typing import Any
 
 from chalicelib import keys
 from chalicelib.core.containers import namespaces
-from chalicelib.core.primitives import audit, cas
+from chalicelib.core.primitives import audit, cas, pointer_writes
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.core.primitives.pointer_record import STAGED, Pointer, PointerRecord, ident
 from chalicelib.core.settling.drops import settle_drop
@@ -62,7 +62,9 @@ def claim_name(ctx: Context, warehouse: str, ns: Namespace, name: str, data: dic
             settle_drop(ctx, bucket, now, remove=False)
         return cas.TakeOver(now.etag)  # abandoned, or our own retried rename
 
-    return cas.claim(ctx, bucket, key, dump(data), judge, f"Table {ident(ns, name)!r}")
+    return cas.claim(
+        ctx, bucket, key, dump(data), judge, f"Table {ident(ns, name)!r}", pointer_writes.Marked(ctx.storage)
+    )
 
 
 def after_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, new: Pointer, purge: bool) -> None:
@@ -76,7 +78,9 @@ def after_claim(ctx: Context, warehouse: str, ns: Namespace, name: str, new: Poi
     gone = audit.entry("drop", audit.table_target(ns, name, new.data), **backed_out)
     tomb = new.record.tombstone(purge).appended([gone])
     try:
-        etag = ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(tomb.to_json()), new.etag)
+        etag = pointer_writes.put_if_match(
+            ctx.storage, bucket, keys.table_pointer(ns, name), dump(tomb.to_json()), new.etag
+        )
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         return  # someone committed to the new table already: it stays, and blocks the namespace delete
     try:

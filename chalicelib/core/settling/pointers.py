@@ -10,7 +10,7 @@ from typing import Any
 
 from chalicelib import keys
 from chalicelib.core.containers import namespaces
-from chalicelib.core.primitives import damage, pointer_record
+from chalicelib.core.primitives import damage, pointer_record, pointer_writes
 from chalicelib.core.primitives.context import Context, now_ms, tombstone_lease_ms
 from chalicelib.core.primitives.pointer_record import Pointer, PointerRecord, ident
 from chalicelib.errors import (
@@ -68,7 +68,7 @@ def remove_pointer(
     name may have taken it over."""
     try:
         try:
-            ctx.storage.delete_if_match(bucket, key, etag)
+            pointer_writes.delete_if_match(ctx.storage, bucket, key, etag)
             return True
         except (PreconditionFailed, ObjectNotFound):
             return False
@@ -85,7 +85,7 @@ def remove_pointer(
             if not found.is_ours(written) or found.state != written.state:
                 return False
         if now_ms() - since_ms < tombstone_lease_ms() // 2:
-            ctx.storage.delete(bucket, key)
+            pointer_writes.delete(ctx.storage, bucket, key)
             return True
     except StorageUnavailable:
         pass  # tidying only: the change it follows has landed

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from chalicelib import keys
-from chalicelib.core.primitives import claims, pointer_record
+from chalicelib.core.primitives import claims, pointer_record, pointer_writes
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.core.primitives.pointer_record import Pointer, of_kind
 from chalicelib.core.settling import drops, trash_records
@@ -192,7 +192,9 @@ def settle_pending(ctx: Context, warehouse: str, ns: Namespace, name: str, dst: 
     active = reserved.settled()
     try:
         body = dump(active.to_json())
-        etag = ctx.storage.put_if_match(ctx.bucket_for(warehouse), keys.table_pointer(ns, name), body, dst.etag)
+        etag = pointer_writes.put_if_match(
+            ctx.storage, ctx.bucket_for(warehouse), keys.table_pointer(ns, name), body, dst.etag
+        )
         settled: Pointer | None = Pointer(active, etag)
     except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
         settled = live(ctx, warehouse, ns, name)  # someone else settled it first

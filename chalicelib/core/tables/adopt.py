@@ -14,7 +14,7 @@ from chalicelib.core.containers import namespaces, warehouses
 from chalicelib.core.iceberg import file_paths
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import TableState
-from chalicelib.core.primitives import audit, cas, listing_marks, pointer_record, versions
+from chalicelib.core.primitives import audit, cas, listing_marks, pointer_record, pointer_writes, versions
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.core.primitives.pointer_record import Pointer, PointerRecord, TrashRecord
 from chalicelib.core.primitives.versioning import swap
@@ -117,7 +117,9 @@ def register(
                 )
                 data = current.record.advanced(meta_loc).appended([e]).to_json()
                 with listing_marks.same_names():  # a live table stays one
-                    ctx.storage.put_if_match(bucket, keys.table_pointer(ns, name), dump(data), current.etag)
+                    pointer_writes.put_if_match(
+                        ctx.storage, bucket, keys.table_pointer(ns, name), dump(data), current.etag
+                    )
             except (PreconditionFailed, ObjectNotFound):
                 raise CommitFailed(f"Table {pointer_record.ident(ns, name)!r} changed concurrently; retry") from None
             except WriteInDoubt:
@@ -243,9 +245,12 @@ def swap_metadata_location(
         if archive:
             versions.archive(ctx, bucket, record.entry_id, version, old)
         same = record.kind == p.record.kind  # a live table stays one
+        marked = pointer_writes.Marked(ctx.storage)
         try:
             with listing_marks.same_names() if same else contextlib.nullcontext():
-                if not swap(ctx, bucket, ptr_key, old, p.etag, record.to_json(), repr(pointer_record.ident(ns, name))):
+                if not swap(
+                    ctx, bucket, ptr_key, old, p.etag, record.to_json(), repr(pointer_record.ident(ns, name)), marked
+                ):
                     return cas.AGAIN
         except ObjectNotFound:
             raise pointers.not_found(ctx, warehouse, ns, name) from None
@@ -314,9 +319,17 @@ def activate(
             raise BadRequest(f"The first metadata must be written at the table's warehouseLocation {staged_at}")
         file_paths.check(ctx, None, metadata, client_written=True)  # its files are its own
         record = p.record.activated(meta_loc, str(metadata.table_uuid), expected_version + 1)
+        marked = pointer_writes.Marked(ctx.storage)
         try:
             if not swap(
-                ctx, bucket, key, p.record.to_json(), p.etag, record.to_json(), repr(pointer_record.ident(ns, name))
+                ctx,
+                bucket,
+                key,
+                p.record.to_json(),
+                p.etag,
+                record.to_json(),
+                repr(pointer_record.ident(ns, name)),
+                marked,
             ):
                 return cas.AGAIN
         except ObjectNotFound:

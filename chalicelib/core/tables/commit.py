@@ -13,7 +13,7 @@ from chalicelib.caches import Cache
 from chalicelib.core.iceberg import light
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import TableChange, TableState
-from chalicelib.core.primitives import audit, cas, listing_marks, pointer_record
+from chalicelib.core.primitives import audit, cas, listing_marks, pointer_record, pointer_writes
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.core.settling import name_claims, pointers, settle
 from chalicelib.core.tables import create
@@ -232,7 +232,7 @@ def _write(
     pointer = base.advanced(meta_loc).appended(entries)
     try:
         with listing_marks.same_names():  # a live table stays one: its name lists as before
-            etag = ctx.storage.put_if_match(bucket, ptr_key, dump(pointer.to_json()), p.etag)
+            etag = pointer_writes.put_if_match(ctx.storage, bucket, ptr_key, dump(pointer.to_json()), p.etag)
     except PreconditionFailed:
         remember(bucket, ptr_key, None)
         md.discard(ctx, meta_loc)  # lost the race: re-read and re-validate the requirements

@@ -23,7 +23,7 @@ from typing import Any
 from chalicelib import keys
 from chalicelib.core.containers import namespaces
 from chalicelib.core.iceberg import metadata as md
-from chalicelib.core.primitives import cas, pointer_record
+from chalicelib.core.primitives import cas, pointer_record, pointer_writes
 from chalicelib.core.primitives.context import Context, dump, now_ms, tombstone_lease_ms
 from chalicelib.core.settling import name_claims, pointers, settle
 from chalicelib.core.tables import lifecycle, lookup
@@ -71,7 +71,7 @@ def begin(
         marked = src.record.changed(glue_rename=intent)
         dst_key = keys.table_pointer(*dst)
         try:
-            ctx.storage.put_if_match(bucket, src_key, dump(marked.to_json()), src.etag)
+            pointer_writes.put_if_match(ctx.storage, bucket, src_key, dump(marked.to_json()), src.etag)
             return True
         except (PreconditionFailed, ObjectNotFound):
             # A commit landed first. Our reservation goes (each attempt's carries its own nonce, so

@@ -8,7 +8,7 @@ from typing import Any
 
 from chalicelib import keys
 from chalicelib.core.containers import namespaces
-from chalicelib.core.primitives import audit, cas, pointer_record
+from chalicelib.core.primitives import audit, cas, pointer_record, pointer_writes
 from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.core.primitives.pointer_record import Pointer, PointerRecord, ident
 from chalicelib.core.settling import drops, name_claims, pointers, settle
@@ -73,7 +73,8 @@ def drop(
         tomb = _tombstone(p.record, ns, name, purge, retention, "unregister" if unregister else "drop")
         last[0] = p.metadata_location
         try:
-            etag = ctx.storage.put_if_match(bucket, ptr_key, dump(tomb.to_json()), p.etag)  # no commit lands after this
+            # no commit lands after this
+            etag = pointer_writes.put_if_match(ctx.storage, bucket, ptr_key, dump(tomb.to_json()), p.etag)
         except (PreconditionFailed, ObjectNotFound):
             return cas.AGAIN
         except WriteInDoubt:
@@ -135,7 +136,8 @@ def rename(
             raise Conflict(f"Namespace {'.'.join(dst_ns)!r} is being deleted")
         moved = src.record.moved(started, (dst_ns, dst_name))
         try:
-            moved_etag = ctx.storage.put_if_match(bucket, src_key, dump(moved.to_json()), src.etag)  # the commit point
+            # the commit point
+            moved_etag = pointer_writes.put_if_match(ctx.storage, bucket, src_key, dump(moved.to_json()), src.etag)
         except (PreconditionFailed, ObjectNotFound):
             # Nothing landed: the source changed first. No reader settles a reservation whose source
             # does not point at it, so ours can go.
@@ -158,7 +160,7 @@ def rename(
                 ) from None
         active = reserved.settled()
         try:
-            ctx.storage.put_if_match(bucket, dst_key, dump(active.to_json()), dst_etag)
+            pointer_writes.put_if_match(ctx.storage, bucket, dst_key, dump(active.to_json()), dst_etag)
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt, StorageUnavailable):
             pass  # a reader settled it for us, or the next reader will
         pointers.remove_pointer(ctx, bucket, src_key, moved_etag, started)
@@ -170,7 +172,7 @@ def rename(
 def _refresh(ctx: Context, bucket: str, key: str, held: pointer_record.Pointer, data: dict[str, Any], what: str) -> str:
     """Overwrite a reservation this request's client made (compare-and-swap): its ETag."""
     try:
-        return ctx.storage.put_if_match(bucket, key, dump(data), held.etag)
+        return pointer_writes.put_if_match(ctx.storage, bucket, key, dump(data), held.etag)
     except (PreconditionFailed, ObjectNotFound):
         pass
     except WriteInDoubt:
@@ -193,7 +195,7 @@ def drop_staged(ctx: Context, warehouse: str, ns: Namespace, name: str, expected
     _check_version(p, ns, name, expected_version)
     tomb = p.record.tombstone(purge=True)
     try:
-        etag = ctx.storage.put_if_match(bucket, key, dump(tomb.to_json()), p.etag)
+        etag = pointer_writes.put_if_match(ctx.storage, bucket, key, dump(tomb.to_json()), p.etag)
     except (PreconditionFailed, ObjectNotFound):
         raise CommitFailed(f"Table {pointer_record.ident(ns, name)!r} changed concurrently; retry") from None
     drops.settle_drop(ctx, bucket, Pointer(tomb, etag), remove=True, ns=ns, name=name)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from chalicelib import keys
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import Namespace, TableState
-from chalicelib.core.primitives import audit, listing_marks, pointer_record
+from chalicelib.core.primitives import audit, listing_marks, pointer_record, pointer_writes
 from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.core.settling import settle
 from chalicelib.errors import BadRequest, CommitFailed
@@ -68,7 +68,7 @@ def rollback(ctx: Context, warehouse: str, ns: Namespace, name: str, target: str
     data = p.record.advanced(meta_loc).appended([e])
     try:
         with listing_marks.same_names():  # a live table stays one
-            ctx.storage.put_if_match(bucket, key, dump(data.to_json()), p.etag)
+            pointer_writes.put_if_match(ctx.storage, bucket, key, dump(data.to_json()), p.etag)
     except (PreconditionFailed, ObjectNotFound):
         md.discard(ctx, meta_loc)
         raise CommitFailed(

@@ -22,7 +22,7 @@ from chalicelib import keys
 from chalicelib.core.iceberg import light
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.model import TableChange
-from chalicelib.core.primitives import audit, cas, claims, listing_marks, parallel, pointer_record
+from chalicelib.core.primitives import audit, cas, claims, listing_marks, parallel, pointer_record, pointer_writes
 from chalicelib.core.primitives.context import Context, dump, now_ms
 from chalicelib.core.primitives.pointer_record import PointerRecord
 from chalicelib.core.settling import pointers, settle
@@ -362,9 +362,9 @@ def _claim(ctx: Context, bucket: str, t: Prepared, data: PointerRecord) -> Claim
     try:
         if t.pointer.etag:
             with listing_marks.same_names():  # a live table, claimed, still lists as one
-                etag = ctx.storage.put_if_match(bucket, key, dump(data.to_json()), t.pointer.etag)
+                etag = pointer_writes.put_if_match(ctx.storage, bucket, key, dump(data.to_json()), t.pointer.etag)
         else:  # a create claims the free name itself
-            etag = ctx.storage.put_if_absent(bucket, key, dump(data.to_json()))
+            etag = pointer_writes.put_if_absent(ctx.storage, bucket, key, dump(data.to_json()))
     except (PreconditionFailed, ObjectNotFound):
         if not t.pointer.etag:
             raise NameTaken(
@@ -420,7 +420,7 @@ def _roll_forward(ctx: Context, bucket: str, claimed: list[Claimed]) -> None:
         settled = claims.settled_pointer(item.source, True)
         try:
             with contextlib.nullcontext() if _creating(item.data) else listing_marks.same_names():
-                etag = ctx.storage.put_if_match(bucket, key, dump(settled.to_json()), item.etag)
+                etag = pointer_writes.put_if_match(ctx.storage, bucket, key, dump(settled.to_json()), item.etag)
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt, StorageUnavailable):
             commits.remember(bucket, key, None)
             return  # a reader rolled it forward already, or the next one will
@@ -487,7 +487,7 @@ def _roll_back(
         settled = claims.settled_pointer(c.source if state == "committed" else c.data, state == "committed")
         key = keys.table_pointer(c.ns, c.name)
         try:
-            new_etag = ctx.storage.put_if_match(bucket, key, dump(settled.to_json()), c.etag)
+            new_etag = pointer_writes.put_if_match(ctx.storage, bucket, key, dump(settled.to_json()), c.etag)
         except (PreconditionFailed, ObjectNotFound, WriteInDoubt):
             continue  # already settled by a reader
         if settled.state == "dropped":  # a create that never happened: free the name now

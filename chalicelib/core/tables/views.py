@@ -14,7 +14,7 @@ from chalicelib.core.containers import namespaces
 from chalicelib.core.iceberg import metadata as md
 from chalicelib.core.iceberg import view_metadata
 from chalicelib.core.model import TableState
-from chalicelib.core.primitives import audit, cas, damage, listing_marks, pointer_record
+from chalicelib.core.primitives import audit, cas, damage, listing_marks, pointer_record, pointer_writes
 from chalicelib.core.primitives.context import Context, dump
 from chalicelib.core.settling import name_claims, pointers, purges, settle
 from chalicelib.core.tables import adopt, lifecycle
@@ -91,8 +91,8 @@ def commit(ctx: Context, warehouse: str, ns: Namespace, name: str, requirements:
         try:
             e = audit.entry("replace-view", audit.table_target(ns, name, p.record), p.metadata_location, meta_loc)
             with listing_marks.same_names():  # a live view stays one
-                ctx.storage.put_if_match(
-                    bucket, ptr_key, dump(p.record.advanced(meta_loc).appended([e]).to_json()), p.etag
+                pointer_writes.put_if_match(
+                    ctx.storage, bucket, ptr_key, dump(p.record.advanced(meta_loc).appended([e]).to_json()), p.etag
                 )
         except PreconditionFailed:
             md.discard(ctx, meta_loc)  # lost the race: re-read and re-apply
