@@ -232,8 +232,7 @@ def _pointer_json_uses(path: Path) -> int:
     return n
 
 
-POINTER_JSON_USES_LEFT: dict[str, int] = {
-}
+POINTER_JSON_USES_LEFT: dict[str, int] = {}
 
 
 def test_the_pointer_record_is_read_through_its_type():
