@@ -41,23 +41,44 @@ def handler(group: str) -> Any:
     return importlib.import_module(f"chalicelib.handlers.{group}").handler
 
 
-def _signed(method: str, host: str, path: str, query: dict[str, str], body: bytes, headers: dict[str, str]):
+def _signed(
+    method: str,
+    host: str,
+    path: str,
+    query: dict[str, str],
+    body: bytes,
+    headers: dict[str, str],
+    root: tuple[str, str] = (ROOT_KEY, ROOT_SECRET),
+) -> dict[str, str]:
     url = f"https://{host}{path}" + (f"?{urlencode(query)}" if query else "")
     req = AWSRequest(method=method, url=url, data=body, headers=headers)
     service = "glue" if path.startswith("/_glue") else "s3tables"
-    SigV4Auth(Credentials(ROOT_KEY, ROOT_SECRET), service, REGION).add_auth(req)
+    SigV4Auth(Credentials(*root), service, REGION).add_auth(req)
     out = {k.lower(): v for k, v in req.headers.items()}
     out["host"] = host
     return out
 
 
 def v2_event(
-    method, path, *, query=None, body=b"", headers=None, b64=False, sign=True, host=URL_HOST, route_key="$default"
-) -> dict:
-    """The shape a Lambda Function URL (route_key $default) or an HTTP API delivers (payload 2.0)."""
+    method: str,
+    path: str,
+    *,
+    query: dict[str, str] | None = None,
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+    b64: bool = False,
+    sign: bool = True,
+    host: str = URL_HOST,
+    route_key: str = "$default",
+    stage: str = "$default",
+    signed_path: str | None = None,
+    root: tuple[str, str] = (ROOT_KEY, ROOT_SECRET),
+) -> dict[str, Any]:
+    """The shape a Lambda Function URL (route_key $default) or an HTTP API delivers (payload 2.0),
+    signed with `root`'s keys."""
     query = query or {}
     hdrs = {"content-type": "application/json", **(headers or {})}
-    hdrs = _signed(method, host, path, query, body, hdrs) if sign else {**hdrs, "host": host}
+    hdrs = _signed(method, host, signed_path or path, query, body, hdrs, root) if sign else {**hdrs, "host": host}
     return {
         "version": "2.0",
         "routeKey": route_key,
@@ -78,7 +99,7 @@ def v2_event(
             },
             "requestId": str(uuid.uuid4()),
             "routeKey": route_key,
-            "stage": "$default",
+            "stage": stage,
             "time": "22/Nov/2026:19:00:00 +0000",
             "timeEpoch": 0,
         },
@@ -87,7 +108,7 @@ def v2_event(
     }
 
 
-def body_of(resp: dict) -> Any:
+def body_of(resp: dict[str, Any]) -> Any:
     raw = base64.b64decode(resp["body"]) if resp.get("isBase64Encoded") else resp["body"]
     return json.loads(raw) if raw else None
 

@@ -7,8 +7,6 @@ the handlers over LocalStack (tests/s3/test_lambda_handlers.py) and under the La
 
 from __future__ import annotations
 
-import base64
-import importlib
 import json
 import uuid
 from collections.abc import Iterator
@@ -21,9 +19,10 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from chalicelib import lambda_events
+from tests import lambdautil
 from tests.inprocess import REGION, ROOT_KEY, ROOT_SECRET, InProcessCatalog, catalog
+from tests.lambdautil import URL_HOST, _signed, body_of, handler
 
-URL_HOST = "abcdefgh12345.lambda-url.us-east-1.on.aws"
 API_HOST = "a1b2c3d4e5.execute-api.us-east-1.amazonaws.com"
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 V1 = "/_iceberg/v1"
@@ -50,67 +49,9 @@ def current(cat: InProcessCatalog) -> Iterator[None]:
 # ---- events, as tests/s3/test_lambda_handlers.py builds them -------------------------------------
 
 
-def handler(group: str) -> Any:
-    return importlib.import_module(f"chalicelib.handlers.{group}").handler
-
-
-def _signed(
-    method: str, host: str, path: str, query: dict[str, str], body: bytes, headers: dict[str, str]
-) -> dict[str, str]:
-    url = f"https://{host}{path}" + (f"?{urlencode(query)}" if query else "")
-    req = AWSRequest(method=method, url=url, data=body, headers=headers)
-    service = "glue" if path.startswith("/_glue") else "s3tables"
-    SigV4Auth(Credentials(ROOT_KEY, ROOT_SECRET), service, REGION).add_auth(req)
-    out = {k.lower(): v for k, v in req.headers.items()}
-    out["host"] = host
-    return out
-
-
-def v2_event(
-    method: str,
-    path: str,
-    *,
-    query: dict[str, str] | None = None,
-    body: bytes = b"",
-    headers: dict[str, str] | None = None,
-    b64: bool = False,
-    sign: bool = True,
-    host: str = URL_HOST,
-    route_key: str = "$default",
-    stage: str = "$default",
-    signed_path: str | None = None,
-) -> dict[str, Any]:
-    """The shape a Lambda Function URL (route_key $default) or an HTTP API delivers (payload 2.0)."""
-    query = query or {}
-    hdrs = {"content-type": "application/json", **(headers or {})}
-    hdrs = _signed(method, host, signed_path or path, query, body, hdrs) if sign else {**hdrs, "host": host}
-    return {
-        "version": "2.0",
-        "routeKey": route_key,
-        "rawPath": path,
-        "rawQueryString": urlencode(query),
-        "headers": hdrs,
-        "queryStringParameters": query or None,
-        "requestContext": {
-            "accountId": "anonymous",
-            "apiId": host.split(".")[0],
-            "domainName": host,
-            "http": {
-                "method": method,
-                "path": path,
-                "protocol": "HTTP/1.1",
-                "sourceIp": "203.0.113.7",
-                "userAgent": "test",
-            },
-            "requestId": str(uuid.uuid4()),
-            "routeKey": route_key,
-            "stage": stage,
-            "time": "22/Nov/2026:19:00:00 +0000",
-            "timeEpoch": 0,
-        },
-        "body": base64.b64encode(body).decode() if b64 else (body.decode() if body else None),
-        "isBase64Encoded": b64,
-    }
+def v2_event(method: str, path: str, **kw: Any) -> dict[str, Any]:
+    """tests/lambdautil.py's event, signed with this module's in-process root keys."""
+    return lambdautil.v2_event(method, path, root=(ROOT_KEY, ROOT_SECRET), **kw)
 
 
 def rest_event(
@@ -125,7 +66,13 @@ def rest_event(
 ) -> dict[str, Any]:
     """API Gateway REST (1.0): the client calls /{stage}/..., the resource is the route template."""
     hdrs = _signed(
-        method, API_HOST, f"/{stage}{path}", {}, body, {"content-type": "application/json", **(headers or {})}
+        method,
+        API_HOST,
+        f"/{stage}{path}",
+        {},
+        body,
+        {"content-type": "application/json", **(headers or {})},
+        (ROOT_KEY, ROOT_SECRET),
     )
     return {
         "resource": route,
@@ -148,11 +95,6 @@ def rest_event(
         "body": body.decode() if body else None,
         "isBase64Encoded": False,
     }
-
-
-def body_of(resp: dict[str, Any]) -> Any:
-    raw = base64.b64decode(resp["body"]) if resp.get("isBase64Encoded") else resp["body"]
-    return json.loads(raw) if raw else None
 
 
 def _post(group: str, path: str, doc: Any, **kw: Any) -> dict[str, Any]:
