@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.inprocess import InProcessCatalog, Response, catalog
+from tests.specutil import FUNCTION, version
 from tests.txnutil import append_change, create_change
 
 V1 = "/_iceberg/v1"
@@ -22,27 +23,6 @@ ADMIN = "/_iceberg/admin"
 SCHEMA = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 LISTING_MARKS = ".catalog/listing/"
 ALL = ["s3tables:*"]
-FUNCTION = {
-    "format-version": 1,
-    "definitions": [
-        {
-            "definition-id": "int,int",
-            "parameters": [{"name": "a", "type": "int"}, {"name": "b", "type": "int"}],
-            "return-type": "int",
-            "function-type": "udf",
-            "versions": [
-                {
-                    "version-id": 1,
-                    "representations": [{"type": "sql", "dialect": "spark", "sql": "a + b"}],
-                    "timestamp-ms": 1_790_000_000_000,
-                }
-            ],
-            "current-version-id": 1,
-        }
-    ],
-    "definition-log": [],
-    "properties": {"owner": "lake"},
-}
 
 
 @pytest.fixture(scope="module")
@@ -463,18 +443,6 @@ def test_rename_drop_register_and_unregister(cat: InProcessCatalog, wh: str) -> 
 
 
 # ---- views ---------------------------------------------------------------------------------------
-
-
-def version(sql: str, dialect: str = "spark", schema_id: int = 0, **extra: Any) -> dict[str, Any]:
-    return {
-        "version-id": 1,
-        "schema-id": schema_id,
-        "timestamp-ms": 1700000000000,
-        "summary": {"engine-name": "test"},
-        "representations": [{"type": "sql", "sql": sql, "dialect": dialect}],
-        "default-namespace": ["vw"],
-        **extra,
-    }
 
 
 def view(cat: InProcessCatalog, wh: str, name: str, sql: str = "SELECT 1 AS id", **props: str) -> dict[str, Any]:
