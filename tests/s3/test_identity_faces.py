@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-import botocore
 import pytest
 import requests
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from tests.conftest import REGION, ROOT, ROOT_KEY, ROOT_SECRET
+from tests.identityutil import base, unsigned_sts
 from tests.oidcutil import OidcProvider, start_provider
 
 pytestmark = pytest.mark.full
@@ -51,10 +51,6 @@ def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OidcProvider]:
         yield provider
 
 
-def base(catalog_url: str) -> str:
-    return catalog_url.removesuffix("/_iceberg")
-
-
 def client(service: str, url: str, creds: dict[str, Any] | None = None, path: str = "") -> Any:
     """A boto3 client of the catalog's face `/_<service><path>`: root's keys, or STS credentials."""
     keys: dict[str, Any] = {"aws_access_key_id": ROOT_KEY, "aws_secret_access_key": ROOT_SECRET}
@@ -70,12 +66,6 @@ def client(service: str, url: str, creds: dict[str, Any] | None = None, path: st
         region_name=REGION,
         **keys,
         config=Config(retries={"max_attempts": 1}),
-    )
-
-
-def unsigned_sts(url: str) -> Any:
-    return boto3.client(
-        "sts", endpoint_url=f"{base(url)}/_sts", region_name=REGION, config=Config(signature_version=botocore.UNSIGNED)
     )
 
 
